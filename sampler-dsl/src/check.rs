@@ -1,0 +1,515 @@
+//! Validate: names, types and shapes (scalar / tile / buffer) of every node.
+//!
+//! Fills `Expr::ty`. Conditions and loop bounds are scalars, so control flow
+//! is uniform across a program's threads or vector lanes on every target.
+
+use std::collections::HashMap;
+
+use proc_macro2::Span;
+
+use crate::ir::*;
+use crate::ops::{arg_kinds, elem_allowed, result_type, ArgKind, Op};
+use crate::parse::Errors;
+
+#[derive(Clone)]
+struct Binding {
+    ty: Ty,
+    mutable: bool,
+    is_param: bool,
+}
+
+struct Scopes {
+    stack: Vec<HashMap<String, Binding>>,
+}
+
+impl Scopes {
+    fn get(&self, name: &str) -> Option<&Binding> {
+        self.stack.iter().rev().find_map(|s| s.get(name))
+    }
+    fn bind(&mut self, name: &syn::Ident, b: Binding) {
+        self.stack.last_mut().unwrap().insert(name.to_string(), b);
+    }
+}
+
+/// Type-checks the kernel in place.
+pub fn check(k: &mut Kernel, errs: &mut Errors) {
+    let mut seen = HashMap::new();
+    let mut top = HashMap::new();
+    for p in &k.params {
+        let n = p.name.to_string();
+        if seen.insert(n.clone(), ()).is_some() {
+            errs.push(p.span, format!("parameter `{n}` is declared twice"));
+        }
+        if n.starts_with("__") {
+            errs.push(p.span, "names starting with `__` are reserved for generated code");
+        }
+        top.insert(n, Binding { ty: p.ty.clone(), mutable: false, is_param: true });
+    }
+    let mut scopes = Scopes { stack: vec![top] };
+    check_block(&mut k.body, &mut scopes, errs);
+}
+
+fn check_block(b: &mut Block, sc: &mut Scopes, errs: &mut Errors) {
+    sc.stack.push(HashMap::new());
+    for s in &mut b.stmts {
+        check_stmt(s, sc, errs);
+    }
+    sc.stack.pop();
+}
+
+fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
+    match s {
+        Stmt::Let { names, value, span } => {
+            let ty = expr(value, sc, errs);
+            let tys: Vec<Ty> = match (&ty, names.len()) {
+                (Ty::Tuple(v), n) if v.len() == n => v.clone(),
+                (Ty::Tuple(v), n) => {
+                    errs.push(*span, format!("this op returns {} values but the pattern binds {n}", v.len()));
+                    return;
+                }
+                (_, 1) => vec![ty.clone()],
+                (t, n) => {
+                    errs.push(*span, format!("cannot destructure {} into {n} names", t.describe()));
+                    return;
+                }
+            };
+            for ((name, m), t) in names.iter().zip(tys) {
+                let t = match t {
+                    Ty::IntLit | Ty::FloatLit => {
+                        errs.push(value.span, format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
+                        Ty::Scalar(t.prim().unwrap())
+                    }
+                    Ty::Unit => {
+                        errs.push(value.span, format!("`{name}` would be bound to `()`: this op returns nothing"));
+                        continue;
+                    }
+                    Ty::Gm(..) => {
+                        errs.push(value.span, "global buffers cannot be rebound: use the parameter directly");
+                        continue;
+                    }
+                    t => t,
+                };
+                if name.to_string().starts_with("__") {
+                    errs.push(name.span(), "names starting with `__` are reserved for generated code");
+                }
+                sc.bind(name, Binding { ty: t, mutable: *m, is_param: false });
+            }
+        }
+        Stmt::Assign { target, op, value, span } => {
+            let vt = expr(value, sc, errs);
+            let Some(b) = sc.get(&target.to_string()).cloned() else {
+                errs.push(target.span(), format!("unknown name `{target}`"));
+                return;
+            };
+            if b.is_param {
+                errs.push(target.span(), format!("`{target}` is a parameter and cannot be assigned"));
+                return;
+            }
+            if !b.mutable {
+                errs.push(target.span(), format!("`{target}` is not mutable: declare it with `let mut`"));
+                return;
+            }
+            let vt = match op {
+                Some(o) => {
+                    // Desugar `a op= e` into `a = a op e` so emitters see one form.
+                    let t = binary_type(*o, &b.ty, &vt, *span, errs);
+                    let mut lhs = Expr::new(ExprKind::Var(target.clone()), target.span());
+                    lhs.ty = b.ty.clone();
+                    settle_literal(value, &b.ty);
+                    let rhs = std::mem::replace(value, Expr::new(ExprKind::Lit(Lit::Bool(false)), *span));
+                    *value = Expr { kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)), ty: t.clone(), span: *span };
+                    *op = None;
+                    t
+                }
+                None => {
+                    settle_literal(value, &b.ty);
+                    vt
+                }
+            };
+            if unify_assign(&b.ty, &vt).is_none() {
+                errs.push(value.span, format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
+            }
+        }
+        Stmt::Expr(e) => {
+            let t = expr(e, sc, errs);
+            if t != Ty::Unit {
+                errs.push(e.span, "this value is unused: bind it with `let` or remove it");
+            }
+        }
+        Stmt::If { cond, then, els, .. } => {
+            let ct = expr(cond, sc, errs);
+            expect_scalar_bool(&ct, cond.span, "an `if` condition", errs);
+            check_block(then, sc, errs);
+            if let Some(e) = els {
+                check_block(e, sc, errs);
+            }
+        }
+        Stmt::For { var, start, end, body, span } => {
+            let a = expr(start, sc, errs);
+            let b = expr(end, sc, errs);
+            let t = match unify_prims(&a, &b) {
+                Some(Ty::Scalar(p)) if p.is_int() => Ty::Scalar(p),
+                Some(Ty::IntLit) => Ty::Scalar(Prim::U32),
+                _ => {
+                    errs.push(*span, format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
+                    Ty::Scalar(Prim::U32)
+                }
+            };
+            start.ty = t.clone();
+            end.ty = t.clone();
+            sc.stack.push(HashMap::new());
+            sc.bind(var, Binding { ty: t, mutable: false, is_param: false });
+            check_block(body, sc, errs);
+            sc.stack.pop();
+        }
+    }
+}
+
+fn expect_scalar_bool(t: &Ty, span: Span, what: &str, errs: &mut Errors) {
+    match t {
+        Ty::Scalar(Prim::Bool) => {}
+        Ty::Tile(_) => errs.push(span, format!("{what} must be a scalar `bool`, not a tile: use `any`/`all` to reduce, or `select` per element")),
+        other => errs.push(span, format!("{what} must be a scalar `bool`, got {}", other.describe())),
+    }
+}
+
+/// Unifies element types of two scalar/tile/literal types, ignoring shape.
+fn unify_prims(a: &Ty, b: &Ty) -> Option<Ty> {
+    use Ty::*;
+    let pa = prim_or_lit(a)?;
+    let pb = prim_or_lit(b)?;
+    let p = match (pa, pb) {
+        (PL::P(x), PL::P(y)) if x == y => PL::P(x),
+        (PL::P(x), PL::Int) | (PL::Int, PL::P(x)) if x.is_int() || x.is_float() => PL::P(x),
+        (PL::P(x), PL::Float) | (PL::Float, PL::P(x)) if x.is_float() => PL::P(x),
+        (PL::Int, PL::Int) => PL::Int,
+        (PL::Float, PL::Float) | (PL::Int, PL::Float) | (PL::Float, PL::Int) => PL::Float,
+        _ => return None,
+    };
+    let tile = a.is_tile() || b.is_tile();
+    Some(match (p, tile) {
+        (PL::P(x), true) => Tile(x),
+        (PL::P(x), false) => Scalar(x),
+        (PL::Int, true) => Tile(Prim::I32),
+        (PL::Float, true) => Tile(Prim::F32),
+        (PL::Int, false) => IntLit,
+        (PL::Float, false) => FloatLit,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum PL {
+    P(Prim),
+    Int,
+    Float,
+}
+
+fn prim_or_lit(t: &Ty) -> Option<PL> {
+    match t {
+        Ty::Scalar(p) | Ty::Tile(p) => Some(PL::P(*p)),
+        Ty::IntLit => Some(PL::Int),
+        Ty::FloatLit => Some(PL::Float),
+        _ => None,
+    }
+}
+
+fn unify_assign(target: &Ty, v: &Ty) -> Option<()> {
+    let u = unify_prims(target, v)?;
+    if u.is_tile() != target.is_tile() {
+        return None;
+    }
+    (u.prim() == target.prim()).then_some(())
+}
+
+fn binary_type(op: BinOp, l: &Ty, r: &Ty, span: Span, errs: &mut Errors) -> Ty {
+    if matches!(l, Ty::Gm(..) | Ty::Tuple(_) | Ty::Unit) || matches!(r, Ty::Gm(..) | Ty::Tuple(_) | Ty::Unit) {
+        errs.push(span, format!("`{}` needs scalars or tiles, got {} and {}", op.symbol(), l.describe(), r.describe()));
+        return Ty::Unit;
+    }
+    if matches!(op, BinOp::Shl | BinOp::Shr) {
+        let ok = matches!(l.prim(), Some(p) if p.is_int()) && matches!(r.prim(), Some(p) if p.is_int());
+        if !ok || l.is_tile() || r.is_tile() {
+            errs.push(span, "shifts take scalar integers");
+        }
+        return match l {
+            Ty::IntLit => Ty::Scalar(Prim::U64),
+            t => t.clone(),
+        };
+    }
+    if op.is_logic() && (l.is_tile() || r.is_tile()) {
+        errs.push(span, format!("`{}` works on scalar bools; use `&` / `|` on tiles of bool", op.symbol()));
+        return Ty::Unit;
+    }
+    let Some(u) = unify_prims(l, r) else {
+        errs.push(span, format!("mismatched types {} and {} in `{}`: convert one with `as`", l.describe(), r.describe(), op.symbol()));
+        return Ty::Unit;
+    };
+    let p = u.prim().unwrap();
+    let tile = u.is_tile();
+    if op.is_compare() {
+        return if tile { Ty::Tile(Prim::Bool) } else { Ty::Scalar(Prim::Bool) };
+    }
+    if op.is_logic() {
+        if p != Prim::Bool {
+            errs.push(span, format!("`{}` needs bools", op.symbol()));
+        }
+        return Ty::Scalar(Prim::Bool);
+    }
+    if op.is_arith() && p == Prim::Bool {
+        errs.push(span, format!("`{}` is not defined on bools", op.symbol()));
+    }
+    if matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor) && p.is_float() {
+        errs.push(span, format!("`{}` is not defined on floats", op.symbol()));
+    }
+    u
+}
+
+fn expr(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
+    let t = expr_inner(e, sc, errs);
+    e.ty = t.clone();
+    t
+}
+
+fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
+    let span = e.span;
+    match &mut e.kind {
+        ExprKind::Lit(Lit::Int(_, Some(p))) => Ty::Scalar(*p),
+        ExprKind::Lit(Lit::Int(_, None)) => Ty::IntLit,
+        ExprKind::Lit(Lit::Float(_, Some(p))) => Ty::Scalar(*p),
+        ExprKind::Lit(Lit::Float(_, None)) => Ty::FloatLit,
+        ExprKind::Lit(Lit::Bool(_)) => Ty::Scalar(Prim::Bool),
+        ExprKind::Const(Const::Tile) => Ty::Scalar(Prim::U32),
+        ExprKind::Const(_) => Ty::Scalar(Prim::F32),
+        ExprKind::Var(id) => match sc.get(&id.to_string()) {
+            Some(b) => b.ty.clone(),
+            None => {
+                errs.push(id.span(), format!("unknown name `{id}`"));
+                Ty::Unit
+            }
+        },
+        ExprKind::Unary(op, x) => {
+            let t = expr(x, sc, errs);
+            let op = *op;
+            match (op, t.prim()) {
+                (UnOp::Neg, Some(p)) if p != Prim::Bool && !matches!(t, Ty::Gm(..)) => t,
+                (UnOp::Not, Some(p)) if (p == Prim::Bool || p.is_int()) && !matches!(t, Ty::Gm(..)) => t,
+                _ => {
+                    errs.push(span, format!("cannot apply `{}` to {}", if op == UnOp::Neg { "-" } else { "!" }, t.describe()));
+                    Ty::Unit
+                }
+            }
+        }
+        ExprKind::Binary(op, l, r) => {
+            let lt = expr(l, sc, errs);
+            let rt = expr(r, sc, errs);
+            if lt == Ty::Unit || rt == Ty::Unit {
+                return Ty::Unit;
+            }
+            let t = binary_type(*op, &lt, &rt, span, errs);
+            // Settle literal operands on the other side's type.
+            settle_literal(l, &rt);
+            settle_literal(r, &lt);
+            t
+        }
+        ExprKind::Cast(x, p) => {
+            let t = expr(x, sc, errs);
+            if *p == Prim::Bool {
+                errs.push(span, "cannot cast to bool: compare instead (`x != 0`)");
+            }
+            match t {
+                Ty::Scalar(_) | Ty::IntLit | Ty::FloatLit => Ty::Scalar(*p),
+                Ty::Tile(_) => Ty::Tile(*p),
+                other => {
+                    errs.push(span, format!("cannot cast {}", other.describe()));
+                    Ty::Unit
+                }
+            }
+        }
+        ExprKind::If(c, a, b) => {
+            let ct = expr(c, sc, errs);
+            expect_scalar_bool(&ct, c.span, "an `if` condition", errs);
+            let at = expr(a, sc, errs);
+            let bt = expr(b, sc, errs);
+            if at.is_tile() || bt.is_tile() {
+                errs.push(span, "an `if` value cannot be a tile: use `select(cond, a, b)`");
+                return Ty::Unit;
+            }
+            match unify_prims(&at, &bt) {
+                Some(t) => {
+                    settle_literal(a, &t);
+                    settle_literal(b, &t);
+                    t
+                }
+                None => {
+                    errs.push(span, format!("`if` branches have different types: {} and {}", at.describe(), bt.describe()));
+                    Ty::Unit
+                }
+            }
+        }
+        ExprKind::Call(op, args) => {
+            let op = *op;
+            let tys: Vec<Ty> = args.iter_mut().map(|a| expr(a, sc, errs)).collect();
+            if tys.iter().any(|t| *t == Ty::Unit) {
+                return Ty::Unit;
+            }
+            if op.is_elem() {
+                elem_call(op, args, &tys, span, errs)
+            } else {
+                op_call(op, args, &tys, span, errs)
+            }
+        }
+    }
+}
+
+/// Gives an unsuffixed literal the concrete type of its partner.
+fn settle_literal(e: &mut Expr, partner: &Ty) {
+    if matches!(e.ty, Ty::IntLit | Ty::FloatLit) {
+        if let Some(p) = partner.prim() {
+            if !matches!(partner, Ty::IntLit | Ty::FloatLit) {
+                e.ty = Ty::Scalar(p);
+            }
+        }
+    }
+}
+
+fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors) -> Ty {
+    let tile = tys.iter().any(|t| t.is_tile());
+    if tys.iter().any(|t| !(t.is_tile() || t.is_scalarish())) {
+        errs.push(span, format!("`{}` takes scalars or tiles: {}", op.name(), op.signature()));
+        return Ty::Unit;
+    }
+    let shape = |p: Prim| if tile { Ty::Tile(p) } else { Ty::Scalar(p) };
+    match op {
+        Op::Exp | Op::IsNan | Op::IsPosInf | Op::IsNegInf | Op::Abs | Op::ToFixed => {
+            if !matches!(tys[0].prim(), Some(Prim::F32)) && tys[0] != Ty::FloatLit {
+                errs.push(span, format!("`{}` takes f32, got {}", op.name(), tys[0].describe()));
+            }
+            settle_literal(&mut args[0], &Ty::Scalar(Prim::F32));
+            match op {
+                Op::Exp | Op::Abs => shape(Prim::F32),
+                Op::ToFixed => shape(Prim::U64),
+                _ => shape(Prim::Bool),
+            }
+        }
+        Op::Min | Op::Max => match unify_prims(&tys[0], &tys[1]) {
+            Some(t) => {
+                settle_literal(&mut args[0], &t);
+                settle_literal(&mut args[1], &t);
+                t
+            }
+            None => {
+                errs.push(span, format!("`{}` needs two values of one type, got {} and {}", op.name(), tys[0].describe(), tys[1].describe()));
+                Ty::Unit
+            }
+        },
+        Op::Select => {
+            if tys[0].prim() != Some(Prim::Bool) {
+                errs.push(args[0].span, format!("`select` needs a bool condition, got {}", tys[0].describe()));
+            }
+            match unify_prims(&tys[1], &tys[2]) {
+                Some(t) => {
+                    let (p1, p2) = (tys[1].clone(), tys[2].clone());
+                    settle_literal(&mut args[1], &p2);
+                    settle_literal(&mut args[2], &p1);
+                    let p = t.prim().unwrap();
+                    let p = if matches!(t, Ty::IntLit) { Prim::I32 } else if matches!(t, Ty::FloatLit) { Prim::F32 } else { p };
+                    if tile { Ty::Tile(p) } else { t }
+                }
+                None => {
+                    errs.push(span, format!("`select` branches have different types: {} and {}", tys[1].describe(), tys[2].describe()));
+                    Ty::Unit
+                }
+            }
+        }
+        _ => unreachable!("not an element function"),
+    }
+}
+
+fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors) -> Ty {
+    let kinds = arg_kinds(op);
+    let mut elem: Option<Prim> = None;
+    let mut ok = true;
+    for (i, (k, t)) in kinds.iter().zip(tys).enumerate() {
+        let a = &mut args[i];
+        let good = match *k {
+            ArgKind::Gm { write, elem: want } => match t {
+                Ty::Gm(p, w) => {
+                    if !matches!(a.kind, ExprKind::Var(_)) {
+                        errs.push(a.span, "pass a buffer parameter directly");
+                    }
+                    if write && !*w {
+                        errs.push(a.span, format!("`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`", op.name(), p.rust_name()));
+                    }
+                    if let Some(w) = want {
+                        if w != *p {
+                            errs.push(a.span, format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()));
+                        }
+                    }
+                    elem = Some(*p);
+                    true
+                }
+                _ => false,
+            },
+            ArgKind::Scalar(p) => {
+                let ok = match t {
+                    Ty::Scalar(q) => *q == p,
+                    Ty::IntLit => p.is_int(),
+                    Ty::FloatLit => p.is_float(),
+                    _ => false,
+                };
+                if ok {
+                    a.ty = Ty::Scalar(p);
+                }
+                ok
+            }
+            ArgKind::ScalarAny => match t {
+                Ty::Scalar(p) => {
+                    elem = Some(*p);
+                    true
+                }
+                Ty::IntLit | Ty::FloatLit => {
+                    errs.push(a.span, "give this literal a type suffix (e.g. `0u32`, `0.0f32`)");
+                    false
+                }
+                _ => false,
+            },
+            ArgKind::ScalarOfElem => {
+                let want = elem.unwrap_or(Prim::F32);
+                let ok = match t {
+                    Ty::Scalar(q) => *q == want,
+                    Ty::IntLit => want.is_int(),
+                    Ty::FloatLit => want.is_float(),
+                    _ => false,
+                };
+                if ok {
+                    a.ty = Ty::Scalar(want);
+                }
+                ok
+            }
+            ArgKind::Tile(want) => match t {
+                Ty::Tile(p) => {
+                    if elem.is_none() {
+                        elem = Some(*p);
+                    }
+                    want.is_none_or(|w| w == *p)
+                }
+                _ => false,
+            },
+            ArgKind::TileOfElem => matches!(t, Ty::Tile(p) if Some(*p) == elem),
+        };
+        if !good {
+            ok = false;
+            errs.push(a.span, format!("argument {} of `{}` has type {}: expected {}", i + 1, op.name(), t.describe(), op.signature()));
+        }
+    }
+    if !ok {
+        return Ty::Unit;
+    }
+    if let Some(p) = elem {
+        if !elem_allowed(op, p) {
+            errs.push(span, format!("`{}` is not defined on {}: {}", op.name(), p.rust_name(), op.signature()));
+            return Ty::Unit;
+        }
+    }
+    result_type(op, elem)
+}

@@ -1,0 +1,273 @@
+//! Emit Rust: the host (CPU) program and the nvptx entry points.
+//!
+//! Both targets share one body: tile ops become calls into a tile runtime
+//! bound to `__rt` (`rt::cpu` on the host, `rt::gpu` on nvptx), element
+//! functions calls into `__m` (`rt::elem`, shared), and every maximal
+//! elementwise subtree of tile type fuses into one `__rt::mapK` closure.
+
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+use crate::ir::*;
+use crate::ops::Op;
+
+/// The body of a program, generic over the runtime bound to `__rt`.
+pub fn body(k: &Kernel) -> TokenStream {
+    block(&k.body)
+}
+
+fn block(b: &Block) -> TokenStream {
+    let stmts = b.stmts.iter().map(stmt);
+    quote! { #(#stmts)* }
+}
+
+fn stmt(s: &Stmt) -> TokenStream {
+    match s {
+        Stmt::Let { names, value, span } => {
+            let v = expr(value);
+            let pats = names.iter().map(|(n, m)| if *m { quote!(mut #n) } else { quote!(#n) });
+            if names.len() == 1 {
+                quote_spanned! {*span=> let #(#pats)* = #v; }
+            } else {
+                quote_spanned! {*span=> let (#(#pats),*) = #v; }
+            }
+        }
+        Stmt::Assign { target, value, span, .. } => {
+            // `check` has desugared compound assignments.
+            let v = expr(value);
+            quote_spanned! {*span=> #target = #v; }
+        }
+        Stmt::Expr(e) => {
+            let v = expr(e);
+            quote! { #v; }
+        }
+        Stmt::If { cond, then, els, span } => {
+            let c = expr(cond);
+            let t = block(then);
+            match els {
+                Some(e) => {
+                    let e = block(e);
+                    quote_spanned! {*span=> if #c { #t } else { #e } }
+                }
+                None => quote_spanned! {*span=> if #c { #t } },
+            }
+        }
+        Stmt::For { var, start, end, body, span } => {
+            let a = expr(start);
+            let b = expr(end);
+            let bd = block(body);
+            quote_spanned! {*span=> for #var in (#a)..(#b) { #bd } }
+        }
+    }
+}
+
+/// Emits an expression (tile-typed elementwise trees become one fused map).
+pub fn expr(e: &Expr) -> TokenStream {
+    if e.ty.is_tile() && e.is_elementwise() {
+        return fused_map(e);
+    }
+    scalar_or_op(e, &mut |x| expr(x))
+}
+
+/// Emits a node with scalar semantics; `sub` emits children.
+fn scalar_or_op(e: &Expr, sub: &mut dyn FnMut(&Expr) -> TokenStream) -> TokenStream {
+    let span = e.span;
+    match &e.kind {
+        ExprKind::Lit(l) => lit(l, &e.ty, span),
+        ExprKind::Var(id) => quote!(#id),
+        ExprKind::Const(Const::Tile) => quote_spanned!(span=> TILE),
+        ExprKind::Const(Const::NegInf) => quote_spanned!(span=> f32::NEG_INFINITY),
+        ExprKind::Const(Const::PosInf) => quote_spanned!(span=> f32::INFINITY),
+        ExprKind::Unary(UnOp::Neg, x) => {
+            let x = sub(x);
+            quote_spanned!(span=> __m::neg(#x))
+        }
+        ExprKind::Unary(UnOp::Not, x) => {
+            let x = sub(x);
+            quote_spanned!(span=> (!#x))
+        }
+        ExprKind::Binary(op, l, r) => {
+            let a = sub(l);
+            let b = sub(r);
+            binary(*op, a, b, span)
+        }
+        ExprKind::Cast(x, p) => {
+            let x = sub(x);
+            let t = format_ident!("{}", p.rust_name());
+            quote_spanned!(span=> ((#x) as #t))
+        }
+        ExprKind::If(c, a, b) => {
+            let (c, a, b) = (sub(c), sub(a), sub(b));
+            quote_spanned!(span=> (if #c { #a } else { #b }))
+        }
+        ExprKind::Call(op, args) if op.is_elem() || op.is_scalar_fn() => {
+            let f = format_ident!("{}", op.name(), span = span);
+            let a: Vec<TokenStream> = args.iter().map(|x| sub(x)).collect();
+            quote_spanned!(span=> __m::#f(#(#a),*))
+        }
+        ExprKind::Call(op, args) => tile_op(*op, args, span),
+    }
+}
+
+fn binary(op: BinOp, a: TokenStream, b: TokenStream, span: Span) -> TokenStream {
+    match op {
+        BinOp::Add => quote_spanned!(span=> __m::add(#a, #b)),
+        BinOp::Sub => quote_spanned!(span=> __m::sub(#a, #b)),
+        BinOp::Mul => quote_spanned!(span=> __m::mul(#a, #b)),
+        BinOp::Div => quote_spanned!(span=> __m::div(#a, #b)),
+        BinOp::Rem => quote_spanned!(span=> __m::rem(#a, #b)),
+        BinOp::Shl => quote_spanned!(span=> (#a).wrapping_shl((#b) as u32)),
+        BinOp::Shr => quote_spanned!(span=> (#a).wrapping_shr((#b) as u32)),
+        BinOp::Lt => quote_spanned!(span=> (#a < #b)),
+        BinOp::Le => quote_spanned!(span=> (#a <= #b)),
+        BinOp::Gt => quote_spanned!(span=> (#a > #b)),
+        BinOp::Ge => quote_spanned!(span=> (#a >= #b)),
+        BinOp::Eq => quote_spanned!(span=> (#a == #b)),
+        BinOp::Ne => quote_spanned!(span=> (#a != #b)),
+        BinOp::And => quote_spanned!(span=> (#a && #b)),
+        BinOp::Or => quote_spanned!(span=> (#a || #b)),
+        BinOp::BitAnd => quote_spanned!(span=> (#a & #b)),
+        BinOp::BitOr => quote_spanned!(span=> (#a | #b)),
+        BinOp::BitXor => quote_spanned!(span=> (#a ^ #b)),
+    }
+}
+
+fn lit(l: &Lit, ty: &Ty, span: Span) -> TokenStream {
+    match l {
+        Lit::Bool(b) => quote_spanned!(span=> #b),
+        Lit::Int(v, _) => match ty {
+            Ty::Scalar(p) if p.is_float() => {
+                let x = proc_macro2::Literal::f64_unsuffixed(*v as f64);
+                let t = format_ident!("{}", p.rust_name());
+                quote_spanned!(span=> (#x as #t))
+            }
+            Ty::Scalar(p) => {
+                let t = format_ident!("{}", p.rust_name());
+                let x = proc_macro2::Literal::u64_unsuffixed(*v);
+                quote_spanned!(span=> (#x as #t))
+            }
+            _ => {
+                let x = proc_macro2::Literal::u64_unsuffixed(*v);
+                quote_spanned!(span=> #x)
+            }
+        },
+        Lit::Float(v, _) => {
+            let x = proc_macro2::Literal::f64_unsuffixed(*v);
+            match ty {
+                Ty::Scalar(p) => {
+                    let t = format_ident!("{}", p.rust_name());
+                    quote_spanned!(span=> (#x as #t))
+                }
+                _ => quote_spanned!(span=> (#x as f32)),
+            }
+        }
+    }
+}
+
+/// A tile op: `__rt::op(&__ctx, args..)`; tiles by reference, buffers and scalars by value.
+fn tile_op(op: Op, args: &[Expr], span: Span) -> TokenStream {
+    let f = format_ident!("{}", op.name(), span = span);
+    let a = args.iter().map(|x| {
+        let v = expr(x);
+        if x.ty.is_tile() {
+            quote!(&#v)
+        } else {
+            v
+        }
+    });
+    quote_spanned!(span=> __rt::#f(&__ctx, #(#a),*))
+}
+
+/// One fused map over the tile leaves of an elementwise tree.
+fn fused_map(e: &Expr) -> TokenStream {
+    let mut leaves: Vec<(TokenStream, String)> = Vec::new(); // (tile expr, dedupe key)
+    let mut scalars: Vec<TokenStream> = Vec::new();
+    let body = elem_body(e, &mut leaves, &mut scalars);
+    let span = e.span;
+    if leaves.len() > 4 {
+        return quote_spanned!(span=> compile_error!("more than 4 distinct tiles in one elementwise expression: bind part of it with `let`"));
+    }
+    let map = format_ident!("map{}", leaves.len().max(1));
+    let lets_s = scalars.iter().enumerate().map(|(i, s)| {
+        let n = format_ident!("__s{}", i);
+        quote!(let #n = #s;)
+    });
+    let lets_t = leaves.iter().enumerate().map(|(i, (t, _))| {
+        let n = format_ident!("__t{}", i);
+        quote!(let #n = &#t;)
+    });
+    let ops = (0..leaves.len()).map(|i| format_ident!("__t{}", i));
+    let params = (0..leaves.len()).map(|i| format_ident!("__e{}", i));
+    quote_spanned! {span=> {
+        #(#lets_s)*
+        #(#lets_t)*
+        __rt::#map(&__ctx, #(#ops),*, move |#(#params),*| #body)
+    }}
+}
+
+fn elem_body(e: &Expr, leaves: &mut Vec<(TokenStream, String)>, scalars: &mut Vec<TokenStream>) -> TokenStream {
+    if !e.ty.is_tile() {
+        // A scalar leaf: computed once, captured by the closure.
+        if matches!(e.kind, ExprKind::Lit(_) | ExprKind::Const(_) | ExprKind::Var(_)) {
+            return expr(e);
+        }
+        let v = expr(e);
+        let n = format_ident!("__s{}", scalars.len());
+        scalars.push(v);
+        return quote!(#n);
+    }
+    if !e.is_elementwise() {
+        let key = match &e.kind {
+            ExprKind::Var(id) => id.to_string(),
+            _ => format!("__expr{}", leaves.len()),
+        };
+        let idx = match leaves.iter().position(|(_, k)| *k == key) {
+            Some(i) => i,
+            None => {
+                leaves.push((expr(e), key));
+                leaves.len() - 1
+            }
+        };
+        let n = format_ident!("__e{}", idx);
+        return quote!(#n);
+    }
+    scalar_or_op(e, &mut |x| elem_body(x, leaves, scalars))
+}
+
+/// Rust type of a parameter on the host (`Gm<T>` views, scalars).
+pub fn host_param_type(t: &Ty) -> TokenStream {
+    match t {
+        Ty::Gm(p, _) => {
+            let p = format_ident!("{}", p.rust_name());
+            quote!(::sampler_kernels::rt::cpu::Gm<#p>)
+        }
+        Ty::Scalar(p) => {
+            let p = format_ident!("{}", p.rust_name());
+            quote!(#p)
+        }
+        _ => quote!(()),
+    }
+}
+
+/// Rust type of a parameter at a PTX entry point (raw pointers, scalars).
+pub fn ptx_param_type(t: &Ty) -> TokenStream {
+    match t {
+        Ty::Gm(p, _) => {
+            let p = format_ident!("{}", p.rust_name());
+            quote!(*mut #p)
+        }
+        other => host_param_type(other),
+    }
+}
+
+/// `Arg` variant name for a parameter type (`GmF32`, `U32`, ...).
+pub fn arg_variant(t: &Ty) -> Ident {
+    let (prefix, p) = match t {
+        Ty::Gm(p, _) => ("Gm", *p),
+        Ty::Scalar(p) => ("", *p),
+        _ => ("", Prim::U32),
+    };
+    let mut s = p.rust_name().to_string();
+    s[..1].make_ascii_uppercase();
+    format_ident!("{}{}", prefix, s)
+}

@@ -1,0 +1,560 @@
+//! Parse: the user's `syn` function and attribute -> untyped IR.
+//!
+//! Everything outside the DSL's subset is an error on its own span; errors
+//! accumulate in [`Errors`] and are reported together.
+
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+
+use crate::ir::*;
+use crate::ops::Op;
+
+/// Accumulated errors (as serde_derive's `Ctxt`).
+#[derive(Default)]
+pub struct Errors {
+    errs: Vec<syn::Error>,
+}
+
+impl Errors {
+    pub fn push(&mut self, span: Span, msg: impl std::fmt::Display) {
+        self.errs.push(syn::Error::new(span, msg));
+    }
+    pub fn push_err(&mut self, e: syn::Error) {
+        self.errs.push(e);
+    }
+    pub fn is_empty(&self) -> bool {
+        self.errs.is_empty()
+    }
+    /// All errors combined into one, or Ok.
+    pub fn finish(self) -> Result<(), syn::Error> {
+        let mut it = self.errs.into_iter();
+        match it.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                for e in it {
+                    first.combine(e);
+                }
+                Err(first)
+            }
+        }
+    }
+}
+
+/// Attribute arguments: `tile = [..], threads = [..], debug`.
+pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) {
+    let mut tiles: Vec<(u32, Span)> = Vec::new();
+    let mut threads: Vec<(u32, Span)> = Vec::new();
+    let mut debug = false;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("debug") {
+            debug = true;
+            return Ok(());
+        }
+        let which = if meta.path.is_ident("tile") {
+            &mut tiles
+        } else if meta.path.is_ident("threads") {
+            &mut threads
+        } else {
+            return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]` or `debug`"));
+        };
+        let value = meta.value()?;
+        let arr: syn::ExprArray = value.parse()?;
+        for e in arr.elems {
+            match &e {
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => match i.base10_parse::<u32>() {
+                    Ok(v) => which.push((v, i.span())),
+                    Err(err) => return Err(err),
+                },
+                other => return Err(syn::Error::new(other.span(), "expected an integer literal")),
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
+        errs.push_err(e);
+        return (Vec::new(), debug);
+    }
+    if tiles.is_empty() {
+        // A kernel without tiles works on scalars only (one thread a program).
+        tiles.push((1, Span::call_site()));
+    }
+    if threads.is_empty() {
+        threads = tiles.iter().map(|&(t, s)| (t.clamp(1, 1024).min(if t >= 32 { 1024 } else { t }), s)).collect();
+        for (t, th) in tiles.iter().zip(threads.iter_mut()) {
+            th.0 = default_threads(t.0);
+        }
+    }
+    if threads.len() == 1 && tiles.len() > 1 {
+        threads = vec![threads[0]; tiles.len()];
+    }
+    if threads.len() != tiles.len() {
+        errs.push(threads[0].1, format!("`threads` has {} entries but `tile` has {}: give one each, or one for all", threads.len(), tiles.len()));
+        return (Vec::new(), debug);
+    }
+    let mut out = Vec::new();
+    for (&(tile, ts), &(th, hs)) in tiles.iter().zip(&threads) {
+        let mut ok = true;
+        if tile == 0 || !tile.is_power_of_two() {
+            errs.push(ts, format!("tile size must be a power of two, got {tile}"));
+            ok = false;
+        }
+        if th == 0 || !th.is_power_of_two() || th > 1024 {
+            errs.push(hs, format!("threads must be a power of two in 1..=1024, got {th}"));
+            ok = false;
+        }
+        if ok && th > tile {
+            errs.push(hs, format!("threads ({th}) must not exceed the tile size ({tile})"));
+            ok = false;
+        }
+        if ok && out.iter().any(|v: &Variant| v.tile == tile) {
+            errs.push(ts, format!("tile size {tile} is listed twice"));
+            ok = false;
+        }
+        if ok {
+            out.push(Variant { tile, threads: th });
+        }
+    }
+    (out, debug)
+}
+
+/// Default block size for a tile: 1024 threads at most, at least 1 item each.
+pub fn default_threads(tile: u32) -> u32 {
+    tile.clamp(1, 1024)
+}
+
+/// Parses the function item into an untyped kernel.
+pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut Errors) -> Kernel {
+    let sig = &f.sig;
+    if let Some(c) = &sig.constness {
+        errs.push(c.span(), "a kernel cannot be `const`");
+    }
+    if let Some(a) = &sig.asyncness {
+        errs.push(a.span(), "a kernel cannot be `async`");
+    }
+    if let Some(u) = &sig.unsafety {
+        errs.push(u.span(), "a kernel cannot be `unsafe`: the DSL has no unsafe operations");
+    }
+    if !sig.generics.params.is_empty() {
+        errs.push(sig.generics.span(), "a kernel cannot be generic: use tile variants instead");
+    }
+    if let syn::ReturnType::Type(_, t) = &sig.output {
+        errs.push(t.span(), "a kernel returns nothing: write results with `store` / `store_scalar`");
+    }
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) => errs.push(r.span(), "a kernel cannot take `self`"),
+            syn::FnArg::Typed(pt) => {
+                let name = match &*pt.pat {
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() => pi.ident.clone(),
+                    other => {
+                        errs.push(other.span(), "kernel parameters must be plain identifiers");
+                        continue;
+                    }
+                };
+                match param_type(&pt.ty) {
+                    Some(ty) => params.push(Param { name, ty, span: pt.span() }),
+                    None => errs.push(
+                        pt.ty.span(),
+                        "unsupported parameter type: expected `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)",
+                    ),
+                }
+            }
+        }
+    }
+    let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
+    for a in &f.attrs {
+        if !a.path().is_ident("doc") && !a.path().is_ident("allow") {
+            errs.push(a.span(), "only doc comments and `#[allow]` may stand beside `#[kernel]`");
+        }
+    }
+    let body = parse_block(&f.block, errs);
+    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, body }
+}
+
+fn param_type(t: &syn::Type) -> Option<Ty> {
+    let syn::Type::Path(tp) = t else { return None };
+    if tp.qself.is_some() || tp.path.segments.len() != 1 {
+        return None;
+    }
+    let seg = &tp.path.segments[0];
+    let name = seg.ident.to_string();
+    match (&seg.arguments, name.as_str()) {
+        (syn::PathArguments::None, n) => Prim::from_name(n).map(Ty::Scalar),
+        (syn::PathArguments::AngleBracketed(ab), "Gm" | "GmMut") if ab.args.len() == 1 => {
+            let syn::GenericArgument::Type(syn::Type::Path(inner)) = &ab.args[0] else { return None };
+            let p = Prim::from_name(&inner.path.get_ident()?.to_string())?;
+            if p == Prim::Bool {
+                return None;
+            }
+            Some(Ty::Gm(p, name == "GmMut"))
+        }
+        _ => None,
+    }
+}
+
+fn parse_block(b: &syn::Block, errs: &mut Errors) -> Block {
+    let mut stmts = Vec::new();
+    for s in &b.stmts {
+        if let Some(st) = parse_stmt(s, errs) {
+            stmts.push(st);
+        }
+    }
+    Block { stmts }
+}
+
+fn parse_stmt(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
+    match s {
+        syn::Stmt::Local(l) => {
+            let span = l.span();
+            let names = match parse_let_pat(&l.pat, errs) {
+                Some(n) => n,
+                None => return None,
+            };
+            let Some(init) = &l.init else {
+                errs.push(span, "`let` needs an initial value");
+                return None;
+            };
+            if let Some((_, d)) = &init.diverge {
+                errs.push(d.span(), "`let .. else` is not supported in kernels");
+            }
+            let value = parse_expr(&init.expr, errs)?;
+            Some(Stmt::Let { names, value, span })
+        }
+        syn::Stmt::Expr(e, _) => parse_stmt_expr(e, errs),
+        syn::Stmt::Item(i) => {
+            errs.push(i.span(), "items (fn, const, struct, use ...) cannot be declared inside a kernel");
+            None
+        }
+        syn::Stmt::Macro(m) => {
+            errs.push(m.span(), "macros cannot be used inside a kernel");
+            None
+        }
+    }
+}
+
+fn parse_let_pat(p: &syn::Pat, errs: &mut Errors) -> Option<Vec<(syn::Ident, bool)>> {
+    match p {
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => Some(vec![(pi.ident.clone(), pi.mutability.is_some())]),
+        syn::Pat::Tuple(t) => {
+            let mut out = Vec::new();
+            for e in &t.elems {
+                match e {
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => out.push((pi.ident.clone(), pi.mutability.is_some())),
+                    other => {
+                        errs.push(other.span(), "expected an identifier in the tuple pattern");
+                        return None;
+                    }
+                }
+            }
+            Some(out)
+        }
+        syn::Pat::Type(pt) => {
+            errs.push(pt.ty.span(), "type annotations on `let` are not supported: types are inferred from the ops");
+            None
+        }
+        other => {
+            errs.push(other.span(), "unsupported pattern: use `let name = ..` or `let (a, b) = ..`");
+            None
+        }
+    }
+}
+
+fn parse_stmt_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Stmt> {
+    match e {
+        syn::Expr::Assign(a) => {
+            let target = assign_target(&a.left, errs)?;
+            let value = parse_expr(&a.right, errs)?;
+            Some(Stmt::Assign { target, op: None, value, span: a.span() })
+        }
+        syn::Expr::Binary(b) if compound_op(&b.op).is_some() => {
+            let target = assign_target(&b.left, errs)?;
+            let value = parse_expr(&b.right, errs)?;
+            Some(Stmt::Assign { target, op: compound_op(&b.op), value, span: b.span() })
+        }
+        syn::Expr::If(i) => {
+            let cond = parse_expr(&i.cond, errs)?;
+            let then = parse_block(&i.then_branch, errs);
+            let els = match &i.else_branch {
+                None => None,
+                Some((_, e)) => match &**e {
+                    syn::Expr::Block(b) => Some(parse_block(&b.block, errs)),
+                    syn::Expr::If(_) => parse_stmt_expr(e, errs).map(|s| Block { stmts: vec![s] }),
+                    other => {
+                        errs.push(other.span(), "expected a block after `else`");
+                        None
+                    }
+                },
+            };
+            Some(Stmt::If { cond, then, els, span: i.span() })
+        }
+        syn::Expr::ForLoop(f) => {
+            let var = match &*f.pat {
+                syn::Pat::Ident(pi) if pi.mutability.is_none() && pi.by_ref.is_none() => pi.ident.clone(),
+                other => {
+                    errs.push(other.span(), "the loop variable must be a plain identifier");
+                    return None;
+                }
+            };
+            if let Some(l) = &f.label {
+                errs.push(l.span(), "loop labels are not supported");
+            }
+            let syn::Expr::Range(r) = &*f.expr else {
+                errs.push(f.expr.span(), "a kernel loop must range over scalars: `for i in a..b`");
+                return None;
+            };
+            if matches!(r.limits, syn::RangeLimits::Closed(_)) {
+                errs.push(r.span(), "use a half-open range `a..b`");
+                return None;
+            }
+            let (Some(s), Some(en)) = (&r.start, &r.end) else {
+                errs.push(r.span(), "a kernel loop needs both bounds: `for i in a..b`");
+                return None;
+            };
+            let start = parse_expr(s, errs)?;
+            let end = parse_expr(en, errs)?;
+            let body = parse_block(&f.body, errs);
+            Some(Stmt::For { var, start, end, body, span: f.span() })
+        }
+        syn::Expr::While(w) => {
+            errs.push(w.while_token.span, "`while` loops are not supported: use `for i in a..b` with a flag");
+            None
+        }
+        syn::Expr::Loop(l) => {
+            errs.push(l.loop_token.span, "`loop` is not supported: use `for i in a..b` with a flag");
+            None
+        }
+        syn::Expr::Return(r) => {
+            errs.push(r.span(), "`return` is not supported in kernels: use `if` around the rest");
+            None
+        }
+        syn::Expr::Break(b) => {
+            errs.push(b.span(), "`break` is not supported in kernels: use a flag");
+            None
+        }
+        syn::Expr::Continue(c) => {
+            errs.push(c.span(), "`continue` is not supported in kernels: use `if`");
+            None
+        }
+        other => parse_expr(other, errs).map(Stmt::Expr),
+    }
+}
+
+fn assign_target(e: &syn::Expr, errs: &mut Errors) -> Option<syn::Ident> {
+    match e {
+        syn::Expr::Path(p) if p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+        other => {
+            errs.push(other.span(), "only local variables can be assigned");
+            None
+        }
+    }
+}
+
+fn compound_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::AddAssign(_) => BinOp::Add,
+        syn::BinOp::SubAssign(_) => BinOp::Sub,
+        syn::BinOp::MulAssign(_) => BinOp::Mul,
+        syn::BinOp::DivAssign(_) => BinOp::Div,
+        syn::BinOp::RemAssign(_) => BinOp::Rem,
+        syn::BinOp::BitAndAssign(_) => BinOp::BitAnd,
+        syn::BinOp::BitOrAssign(_) => BinOp::BitOr,
+        syn::BinOp::BitXorAssign(_) => BinOp::BitXor,
+        syn::BinOp::ShlAssign(_) => BinOp::Shl,
+        syn::BinOp::ShrAssign(_) => BinOp::Shr,
+        _ => return None,
+    })
+}
+
+fn bin_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::Add(_) => BinOp::Add,
+        syn::BinOp::Sub(_) => BinOp::Sub,
+        syn::BinOp::Mul(_) => BinOp::Mul,
+        syn::BinOp::Div(_) => BinOp::Div,
+        syn::BinOp::Rem(_) => BinOp::Rem,
+        syn::BinOp::Lt(_) => BinOp::Lt,
+        syn::BinOp::Le(_) => BinOp::Le,
+        syn::BinOp::Gt(_) => BinOp::Gt,
+        syn::BinOp::Ge(_) => BinOp::Ge,
+        syn::BinOp::Eq(_) => BinOp::Eq,
+        syn::BinOp::Ne(_) => BinOp::Ne,
+        syn::BinOp::And(_) => BinOp::And,
+        syn::BinOp::Or(_) => BinOp::Or,
+        syn::BinOp::BitAnd(_) => BinOp::BitAnd,
+        syn::BinOp::BitOr(_) => BinOp::BitOr,
+        syn::BinOp::BitXor(_) => BinOp::BitXor,
+        syn::BinOp::Shl(_) => BinOp::Shl,
+        syn::BinOp::Shr(_) => BinOp::Shr,
+        _ => return None,
+    })
+}
+
+/// Parses an expression of the DSL.
+pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
+    let span = e.span();
+    let kind = match e {
+        syn::Expr::Paren(p) => return parse_expr(&p.expr, errs),
+        syn::Expr::Group(g) => return parse_expr(&g.expr, errs),
+        syn::Expr::Lit(l) => ExprKind::Lit(parse_lit(&l.lit, errs)?),
+        syn::Expr::Path(p) => {
+            if p.qself.is_some() {
+                errs.push(span, "qualified paths are not supported");
+                return None;
+            }
+            let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+            match segs.iter().map(|s| s.as_str()).collect::<Vec<_>>().as_slice() {
+                ["TILE"] => ExprKind::Const(Const::Tile),
+                ["NEG_INF"] | ["f32", "NEG_INFINITY"] => ExprKind::Const(Const::NegInf),
+                ["POS_INF"] | ["f32", "INFINITY"] => ExprKind::Const(Const::PosInf),
+                [_] => ExprKind::Var(p.path.segments[0].ident.clone()),
+                _ => {
+                    errs.push(span, "unknown path: the DSL knows local names, parameters, `TILE`, `NEG_INF` and `POS_INF`");
+                    return None;
+                }
+            }
+        }
+        syn::Expr::Unary(u) => {
+            let op = match u.op {
+                syn::UnOp::Neg(_) => UnOp::Neg,
+                syn::UnOp::Not(_) => UnOp::Not,
+                _ => {
+                    errs.push(span, "dereference is not supported in kernels");
+                    return None;
+                }
+            };
+            ExprKind::Unary(op, Box::new(parse_expr(&u.expr, errs)?))
+        }
+        syn::Expr::Binary(b) => {
+            let Some(op) = bin_op(&b.op) else {
+                errs.push(b.op.span(), "compound assignment is only allowed as a statement");
+                return None;
+            };
+            let l = parse_expr(&b.left, errs);
+            let r = parse_expr(&b.right, errs);
+            ExprKind::Binary(op, Box::new(l?), Box::new(r?))
+        }
+        syn::Expr::Cast(c) => {
+            let inner = parse_expr(&c.expr, errs)?;
+            let p = match &*c.ty {
+                syn::Type::Path(tp) => tp.path.get_ident().and_then(|i| Prim::from_name(&i.to_string())),
+                _ => None,
+            };
+            let Some(p) = p else {
+                errs.push(c.ty.span(), "casts go to a primitive type: bool, i32, u32, i64, u64, f32, f64");
+                return None;
+            };
+            ExprKind::Cast(Box::new(inner), p)
+        }
+        syn::Expr::Call(c) => {
+            let name = match &*c.func {
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => p.path.get_ident().unwrap().to_string(),
+                other => {
+                    errs.push(other.span(), "only the DSL's ops can be called");
+                    return None;
+                }
+            };
+            let Some(op) = Op::from_name(&name) else {
+                errs.push(c.func.span(), format!("unknown op `{name}`: see docs/DSL.md for the op set"));
+                return None;
+            };
+            if c.args.len() != op.arity() {
+                errs.push(span, format!("`{name}` takes {} argument(s), got {}: {}", op.arity(), c.args.len(), op.signature()));
+                return None;
+            }
+            let mut args = Vec::new();
+            let mut bad = false;
+            for a in &c.args {
+                match parse_expr(a, errs) {
+                    Some(x) => args.push(x),
+                    None => bad = true,
+                }
+            }
+            if bad {
+                return None;
+            }
+            ExprKind::Call(op, args)
+        }
+        syn::Expr::If(i) => {
+            let cond = parse_expr(&i.cond, errs)?;
+            let then = block_value(&i.then_branch, errs)?;
+            let Some((_, els)) = &i.else_branch else {
+                errs.push(span, "an `if` used as a value needs an `else`");
+                return None;
+            };
+            let els = match &**els {
+                syn::Expr::Block(b) => block_value(&b.block, errs)?,
+                other => parse_expr(other, errs)?,
+            };
+            ExprKind::If(Box::new(cond), Box::new(then), Box::new(els))
+        }
+        syn::Expr::Block(b) if b.block.stmts.len() == 1 => return block_value(&b.block, errs),
+        syn::Expr::MethodCall(m) => {
+            errs.push(m.method.span(), "method calls are not supported: use the DSL's ops as functions");
+            return None;
+        }
+        syn::Expr::Closure(c) => {
+            errs.push(c.span(), "closures are not supported in kernels");
+            return None;
+        }
+        syn::Expr::Index(i) => {
+            errs.push(i.span(), "indexing is not supported: use `get(tile, i)` or `load_scalar(buf, i)`");
+            return None;
+        }
+        syn::Expr::Unsafe(u) => {
+            errs.push(u.unsafe_token.span, "`unsafe` is not allowed in kernels");
+            return None;
+        }
+        other => {
+            errs.push(other.span(), "unsupported expression in a kernel");
+            return None;
+        }
+    };
+    Some(Expr::new(kind, span))
+}
+
+fn block_value(b: &syn::Block, errs: &mut Errors) -> Option<Expr> {
+    match b.stmts.as_slice() {
+        [syn::Stmt::Expr(e, None)] => parse_expr(e, errs),
+        _ => {
+            errs.push(b.span(), "a branch used as a value must be a single expression");
+            None
+        }
+    }
+}
+
+fn parse_lit(l: &syn::Lit, errs: &mut Errors) -> Option<Lit> {
+    match l {
+        syn::Lit::Int(i) => {
+            let suffix = i.suffix();
+            let p = if suffix.is_empty() { None } else { Prim::from_name(suffix) };
+            if !suffix.is_empty() && p.is_none() {
+                errs.push(i.span(), format!("unsupported literal suffix `{suffix}`"));
+                return None;
+            }
+            match i.base10_parse::<u64>() {
+                Ok(v) => Some(Lit::Int(v, p)),
+                Err(e) => {
+                    errs.push_err(e);
+                    None
+                }
+            }
+        }
+        syn::Lit::Float(f) => {
+            let suffix = f.suffix();
+            let p = if suffix.is_empty() { None } else { Prim::from_name(suffix) };
+            match f.base10_parse::<f64>() {
+                Ok(v) => Some(Lit::Float(v, p)),
+                Err(e) => {
+                    errs.push_err(e);
+                    None
+                }
+            }
+        }
+        syn::Lit::Bool(b) => Some(Lit::Bool(b.value)),
+        other => {
+            errs.push(other.span(), "only integer, float and bool literals are supported");
+            None
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! The sampler kernels (SAMPLER.md sections 3-8), each one program per row
+//! (or per request group for `finalize`).
+//!
+//! Shapes: R rows, V vocabulary, N candidate columns (force top-k width, or
+//! V when off), G request groups. Candidates are always kept in the order of
+//! section 3.6 (logit descending, ties by lower id), so kept sets are
+//! prefixes and the top logprobs are the first columns.
+//!
+//! Tile variants: register tiles up to 16384 elements on NVIDIA, larger
+//! ones (force top-k off) in global scratch. Results never depend on the
+//! variant: sums are exact fixed-point integer sums (`rt::math`).
+
+use sampler_macros::kernel;
+
+/// Names of all kernels, in pipeline order.
+pub const ALL: &[&str] = &[
+    "mask_check",
+    "force_topn",
+    "process",
+    "draw",
+    "remap_draft",
+    "verify",
+    "finalize",
+    "token_info",
+    "top_logprobs",
+];
+
+/// Section 3.1-3.2: applies the grammar bit mask of each row in place and
+/// checks for bad values.
+///
+/// - `logits`: `[R, v]` f32, masked in place where `has_mask[r] != 0`.
+/// - `masks`: `[R, ceil(v/32)]` u32 words (bit `t % 32` of word `t / 32` = token t allowed).
+/// - `has_mask`: `[R]` u32, nonzero when row r has a mask.
+/// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
+#[kernel(tile = [4096], threads = [512])]
+pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>, status: GmMut<i32>) {
+    let r = row();
+    let base = (r as u64) * (v as u64);
+    let words = (v + 31) / 32;
+    let use_mask = load_scalar(has_mask, r as u64) != 0;
+    let nchunks = (v + TILE - 1) / TILE;
+    let mut bad = 0u32;
+    let mut finite = 0u32;
+    for c in 0..nchunks {
+        let start = c * TILE;
+        let n = min(TILE, v - start);
+        let x = load(logits, base + (start as u64), n);
+        if use_mask {
+            let allowed = mask_bits(masks, (r as u64) * (words as u64) + ((start / 32) as u64), n);
+            let xm = select(allowed, x, NEG_INF);
+            store(logits, base + (start as u64), xm);
+            bad += count(is_nan(xm) | is_pos_inf(xm));
+            finite += count(!is_neg_inf(xm));
+        } else {
+            bad += count(is_nan(x) | is_pos_inf(x));
+            finite += count(!is_neg_inf(x));
+        }
+    }
+    let st = if bad > 0 { 1i32 } else { if finite == 0 { 2i32 } else { 0i32 } };
+    store_scalar(status, r as u64, st);
+}
+
+/// Section 3.3 and 3.6: the `n` largest masked logits of each row, ties by
+/// lower id, in the order of section 3.6 (`n == v` sorts the whole row).
+///
+/// - `logits`: `[R, v]` f32 (masked, checked).
+/// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out (vocabulary ids).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn force_topn(logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+    let r = row();
+    let (x, id) = top_n(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+}
+
+/// Sections 3.4-3.9: temperature (IEEE f32 division), softmax, top-p,
+/// top-k and the renormalised (processed) logprobs of the candidates.
+///
+/// - `cand`: `[R, n]` f32 candidate logits in order.
+/// - `temperature`, `top_p`: `[R]` f32 (already clamped, section 1); `top_k`: `[R]` i32 (-1 off).
+/// - `logprobs`: `[R, n]` f32 out; `-inf` for removed candidates.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, logprobs: GmMut<f32>) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
+    let m = reduce_max(x);
+    let w = to_fixed(exp(x - m));
+    let total = reduce_sum(w);
+    let excl = exclusive_scan(w);
+    // Top-p: removed when the mass before it exceeds top_p (exactly, in integers).
+    let thr = frac_floor(total, load_scalar(top_p, r as u64));
+    let k = load_scalar(top_k, r as u64);
+    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let kept = reduce_sum(select(keep, w, 0u64));
+    let lse = ln_fixed(kept);
+    store(logprobs, off, select(keep, (x - m) - lse, NEG_INF));
+}
+
+/// Section 4: a draw from the processed distribution with
+/// `u = uniform(seed, seq)` (case 0 rows: prefill, fresh, draft).
+///
+/// - `logprobs`: `[R, n]`, `cand_ids`: `[R, n]`; `seed`, `seq`: `[R]` u64 (`seq = 3 * position + case`).
+/// - `token`: `[R]` i32 out (vocabulary id; -1 if nothing has mass).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm<u64>, token: GmMut<i32>) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let k = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let c = categorical(to_fixed(exp(load(logprobs, off, n))), k);
+    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    store_scalar(token, r as u64, tok);
+}
+
+/// Section 6 (force top-k remap): moves each verify row's draft distribution
+/// into the target row's candidate columns.
+///
+/// - `cand_ids`: `[R, n]` target candidate ids; `draft_ids`/`draft_lps`: `[R, wd]`
+///   the draft's processed distribution (id -1 = padding).
+/// - `draft_tok`: `[R]` i32, the draft token `d_{j+1}` this row verifies (-1 none).
+/// - `col_of`: `[R, v]` i32 scratch (any contents).
+/// - `q_logprobs`: `[R, n]` f32 out: draft logprob per target column (-inf absent).
+/// - `draft_col`: `[R]` i32 out: target column of the draft token, -1 when absent (forces a reject).
+/// - `draft_q`: `[R]` f32 out: the draft's logprob of the draft token.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn remap_draft(
+    cand_ids: Gm<i32>,
+    n: u32,
+    v: u32,
+    draft_ids: Gm<i32>,
+    draft_lps: Gm<f32>,
+    wd: u32,
+    draft_tok: Gm<i32>,
+    col_of: GmMut<i32>,
+    q_logprobs: GmMut<f32>,
+    draft_col: GmMut<i32>,
+    draft_q: GmMut<f32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let voff = (r as u64) * (v as u64);
+    let doff = (r as u64) * (wd as u64);
+    let ids = load(cand_ids, off, n);
+    scatter(col_of, voff, ids, iota(n) as i32);
+    let dids = load(draft_ids, doff, wd);
+    let dlps = load(draft_lps, doff, wd);
+    let valid = (dids >= 0) & (dids < (v as i32));
+    let cols = gather(col_of, voff, select(valid, dids, -1), -1i32);
+    // col_of is scratch: keep a column only where it maps back to the same id.
+    let back = gather(cand_ids, off, cols, -1i32);
+    let cols = select(valid & (back == dids), cols, -1);
+    store(q_logprobs, off, full(n, NEG_INF));
+    scatter(q_logprobs, off, cols, dlps);
+    let d = load_scalar(draft_tok, r as u64);
+    let dc = if d >= 0 && d < (v as i32) { load_scalar(col_of, voff + (d as u64)) } else { -1i32 };
+    let dc = if dc >= 0 && dc < (n as i32) && load_scalar(cand_ids, off + (dc as u64)) == d { dc } else { -1i32 };
+    store_scalar(draft_col, r as u64, dc);
+    store_scalar(draft_q, r as u64, reduce_max(select(dids == d, dlps, NEG_INF)));
+}
+
+/// Section 6 steps 2-4 for one verify row: the accept test (case 1) and the
+/// residual draw (case 2) used when this row rejects.
+///
+/// - `logprobs`, `cand_ids`, `q_logprobs`: `[R, n]`; `draft_col`: `[R]` i32; `draft_q`: `[R]` f32.
+/// - `seed`, `seq_accept`, `seq_residual`: `[R]` u64.
+/// - `accepted`: `[R]` u32 out (1 accept); `residual`: `[R]` i32 out (vocabulary id).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn verify(
+    logprobs: Gm<f32>,
+    cand_ids: Gm<i32>,
+    q_logprobs: Gm<f32>,
+    n: u32,
+    draft_col: Gm<i32>,
+    draft_q: Gm<f32>,
+    seed: Gm<u64>,
+    seq_accept: Gm<u64>,
+    seq_residual: Gm<u64>,
+    accepted: GmMut<u32>,
+    residual: GmMut<i32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let p = exp(load(logprobs, off, n));
+    let dc = load_scalar(draft_col, r as u64);
+    let pd = if dc >= 0 { exp(load_scalar(logprobs, off + (dc as u64))) } else { 0.0f32 };
+    let qd = exp(load_scalar(draft_q, r as u64));
+    let s = load_scalar(seed, r as u64);
+    let ok = accept(uniform53(s, load_scalar(seq_accept, r as u64)), qd, pd);
+    let q = exp(load(q_logprobs, off, n));
+    let k2 = uniform53(s, load_scalar(seq_residual, r as u64));
+    let c = categorical(to_fixed(max(p - q, 0.0)), k2);
+    let c = if c < 0 { categorical(to_fixed(p), k2) } else { c };
+    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    store_scalar(accepted, r as u64, if ok { 1u32 } else { 0u32 });
+    store_scalar(residual, r as u64, tok);
+}
+
+/// Sections 6-7, per request group: walks the group's rows in order and
+/// decides each row's output token and the accepted count.
+///
+/// - `group_first`, `group_rows`: `[G]` u32 first row and row count.
+/// - `group_kind`: `[G]` u32: 0 independent fresh rows (sample, draft), 1 verify
+///   (rows `0..m-1` verify, the last is fresh), 2 no draw (prompt logprobs).
+/// - `group_status`: `[G]` i32, nonzero = error (no output).
+/// - `golden`, `drafts`, `fresh`, `residual`: `[R]` i32; `accept_flags`: `[R]` u32.
+/// - `tokens`: `[R]` i32 out (-1 none); `accepted`: `[G]` u32 out.
+#[kernel]
+pub fn finalize(
+    group_first: Gm<u32>,
+    group_rows: Gm<u32>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    golden: Gm<i32>,
+    drafts: Gm<i32>,
+    accept_flags: Gm<u32>,
+    residual: Gm<i32>,
+    fresh: Gm<i32>,
+    tokens: GmMut<i32>,
+    accepted: GmMut<u32>,
+) {
+    let g = row() as u64;
+    let first = load_scalar(group_first, g);
+    let m = load_scalar(group_rows, g);
+    let kind = load_scalar(group_kind, g);
+    let mut stopped = load_scalar(group_status, g) != 0 || kind == 2;
+    let mut acc = 0u32;
+    for j in 0..m {
+        let r = (first + j) as u64;
+        let gold = load_scalar(golden, r);
+        let mut tok = -1i32;
+        if !stopped {
+            if kind == 1 && j + 1 < m {
+                let d = load_scalar(drafts, r);
+                if gold >= 0 {
+                    tok = gold;
+                    if d == gold {
+                        acc += 1;
+                    } else {
+                        stopped = true;
+                    }
+                } else {
+                    if load_scalar(accept_flags, r) != 0 {
+                        tok = d;
+                        acc += 1;
+                    } else {
+                        tok = load_scalar(residual, r);
+                        stopped = true;
+                    }
+                }
+            } else {
+                tok = if gold >= 0 { gold } else { load_scalar(fresh, r) };
+            }
+        }
+        store_scalar(tokens, r, tok);
+    }
+    store_scalar(accepted, g, acc);
+}
+
+/// Sections 5 and 8: the processed logprob of each row's token (output
+/// token, golden token or prompt target) and its `sum_smaller_probs`.
+///
+/// - `cand`, `cand_ids`, `logprobs`: `[R, n]`; `tokens`: `[R]` i32 (-1 none).
+/// - `token_lp`: `[R]` f32 out (-inf when removed or absent); `sum_smaller`: `[R]` f32 out.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn token_info(cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, tokens: Gm<i32>, token_lp: GmMut<f32>, sum_smaller: GmMut<f32>) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let s = load_scalar(tokens, r as u64);
+    let ids = load(cand_ids, off, n);
+    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
+    let lps = load(logprobs, off, n);
+    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
+    let vals = load(cand, off, n);
+    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
+    // Less likely tokens, plus ties on the logit at or before s's id.
+    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
+    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
+    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
+    store_scalar(token_lp, r as u64, lp);
+    store_scalar(sum_smaller, r as u64, ssp);
+}
+
+/// Section 5: the first `k` candidates in order, as (id, processed logprob).
+///
+/// - `cand_ids`, `logprobs`: `[R, n]`; `out_ids`: `[R, k]` i32 out; `out_lps`: `[R, k]` f32 out.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn top_logprobs(cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, k: u32, out_ids: GmMut<i32>, out_lps: GmMut<f32>) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let ooff = (r as u64) * (k as u64);
+    store_head(out_ids, ooff, load(cand_ids, off, n), k);
+    store_head(out_lps, ooff, load(logprobs, off, n), k);
+}

@@ -1,0 +1,396 @@
+//! CPU tile runtime: the reference semantics of every tile op of the DSL.
+//!
+//! A program (one row, or one request for per-request kernels) runs on one
+//! thread; a tile is a `Vec` of its valid elements. The nvptx runtime
+//! (`rt::gpu`) implements the same functions block-cooperatively and must
+//! give bit-identical results: every op here is either exact (integer sums
+//! and scans, max/min, selection on unique keys) or a per-element IEEE
+//! operation, so no result depends on an evaluation order.
+
+extern crate alloc;
+use alloc::vec::Vec;
+
+use super::math::{key_id, key_logit, order_key};
+
+/// Per-program context: which program (row or request) this is.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub program: u32,
+}
+
+impl Ctx {
+    #[inline(always)]
+    pub fn new(program: u32) -> Self {
+        Ctx { program }
+    }
+}
+
+/// A tile: the valid elements of a row chunk.
+pub type Tile<T> = Vec<T>;
+
+/// A global buffer as seen by a kernel: a raw pointer and a length.
+///
+/// Programs of one launch run concurrently on different threads and each
+/// writes only its own rows; the host checks every buffer's size against the
+/// kernel's shapes before launching, so accesses stay in bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Gm<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: a Gm is a view handed to programs that write disjoint elements;
+// the launcher upholds that contract (see `Gm` docs).
+unsafe impl<T: Send> Send for Gm<T> {}
+unsafe impl<T: Sync> Sync for Gm<T> {}
+
+impl<T: Copy + Default> Gm<T> {
+    /// A read-only view of `s` (the DSL refuses stores to `Gm` parameters).
+    pub fn new(s: &[T]) -> Self {
+        Gm { ptr: s.as_ptr() as *mut T, len: s.len() }
+    }
+    /// A writable view of `s`.
+    pub fn new_mut(s: &mut [T]) -> Self {
+        Gm { ptr: s.as_mut_ptr(), len: s.len() }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    #[inline(always)]
+    fn read(&self, i: u64) -> T {
+        if (i as usize) < self.len && i < usize::MAX as u64 {
+            // SAFETY: bounds checked above; the buffer outlives the launch.
+            unsafe { *self.ptr.add(i as usize) }
+        } else {
+            T::default()
+        }
+    }
+    #[inline(always)]
+    fn write(&self, i: u64, v: T) {
+        if (i as usize) < self.len && i < usize::MAX as u64 {
+            // SAFETY: bounds checked above; programs write disjoint elements.
+            unsafe { *self.ptr.add(i as usize) = v }
+        }
+    }
+}
+
+/// A scalar operand of an elementwise map (broadcast to every element).
+#[derive(Clone, Copy)]
+pub struct S<T>(pub T);
+
+/// An operand of an elementwise map: a tile or a broadcast scalar.
+pub trait Operand<T: Copy> {
+    fn at(&self, i: usize) -> T;
+    fn tile_len(&self) -> Option<usize>;
+}
+impl<T: Copy> Operand<T> for S<T> {
+    #[inline(always)]
+    fn at(&self, _: usize) -> T {
+        self.0
+    }
+    fn tile_len(&self) -> Option<usize> {
+        None
+    }
+}
+impl<T: Copy> Operand<T> for &Vec<T> {
+    #[inline(always)]
+    fn at(&self, i: usize) -> T {
+        self[i]
+    }
+    fn tile_len(&self) -> Option<usize> {
+        Some(self.len())
+    }
+}
+
+fn common_len(ls: &[Option<usize>]) -> usize {
+    ls.iter().flatten().copied().min().unwrap_or(0)
+}
+
+/// Elementwise map of one operand.
+#[inline(always)]
+pub fn map1<A: Copy, R>(_: &Ctx, a: impl Operand<A>, f: impl Fn(A) -> R) -> Tile<R> {
+    let n = common_len(&[a.tile_len()]);
+    (0..n).map(|i| f(a.at(i))).collect()
+}
+/// Elementwise map of two operands.
+#[inline(always)]
+pub fn map2<A: Copy, B: Copy, R>(_: &Ctx, a: impl Operand<A>, b: impl Operand<B>, f: impl Fn(A, B) -> R) -> Tile<R> {
+    let n = common_len(&[a.tile_len(), b.tile_len()]);
+    (0..n).map(|i| f(a.at(i), b.at(i))).collect()
+}
+/// Elementwise map of three operands.
+#[inline(always)]
+pub fn map3<A: Copy, B: Copy, C: Copy, R>(
+    _: &Ctx,
+    a: impl Operand<A>,
+    b: impl Operand<B>,
+    c: impl Operand<C>,
+    f: impl Fn(A, B, C) -> R,
+) -> Tile<R> {
+    let n = common_len(&[a.tile_len(), b.tile_len(), c.tile_len()]);
+    (0..n).map(|i| f(a.at(i), b.at(i), c.at(i))).collect()
+}
+/// Elementwise map of four operands.
+#[inline(always)]
+pub fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R>(
+    _: &Ctx,
+    a: impl Operand<A>,
+    b: impl Operand<B>,
+    c: impl Operand<C>,
+    d: impl Operand<D>,
+    f: impl Fn(A, B, C, D) -> R,
+) -> Tile<R> {
+    let n = common_len(&[a.tile_len(), b.tile_len(), c.tile_len(), d.tile_len()]);
+    (0..n).map(|i| f(a.at(i), b.at(i), c.at(i), d.at(i))).collect()
+}
+
+/// Program index: the row (or request) this program handles.
+#[inline(always)]
+pub fn row(ctx: &Ctx) -> u32 {
+    ctx.program
+}
+
+/// `n` consecutive elements of `buf` from element `off`.
+pub fn load<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+    (0..n as u64).map(|i| buf.read(off.wrapping_add(i))).collect()
+}
+/// Writes the tile at element `off` of `buf`.
+pub fn store<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, t: &Tile<T>) {
+    for (i, &v) in t.iter().enumerate() {
+        buf.write(off.wrapping_add(i as u64), v);
+    }
+}
+/// Writes the first `k` elements of the tile at element `off` of `buf`.
+pub fn store_head<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, t: &Tile<T>, k: u32) {
+    for (i, &v) in t.iter().take(k as usize).enumerate() {
+        buf.write(off.wrapping_add(i as u64), v);
+    }
+}
+/// One element of `buf` (the type's zero when out of range).
+pub fn load_scalar<T: Copy + Default>(_: &Ctx, buf: Gm<T>, i: u64) -> T {
+    buf.read(i)
+}
+/// Writes one element of `buf`.
+pub fn store_scalar<T: Copy + Default>(_: &Ctx, buf: Gm<T>, i: u64, v: T) {
+    buf.write(i, v)
+}
+/// Bits `0..n` of the u32 words from word `word_off` (bit `t % 32` of word `t / 32`).
+pub fn mask_bits(_: &Ctx, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool> {
+    (0..n).map(|t| (buf.read(word_off + (t / 32) as u64) >> (t % 32)) & 1 == 1).collect()
+}
+/// `[0, 1, ..., n-1]`.
+pub fn iota(_: &Ctx, n: u32) -> Tile<u32> {
+    (0..n).collect()
+}
+/// `n` copies of `v`.
+pub fn full<T: Copy>(_: &Ctx, n: u32, v: T) -> Tile<T> {
+    alloc::vec![v; n as usize]
+}
+/// Number of valid elements.
+pub fn len<T>(_: &Ctx, t: &Tile<T>) -> u32 {
+    t.len() as u32
+}
+
+/// Bounds of a primitive type: identities of max/min reductions.
+pub trait Bounded: Copy + PartialOrd {
+    const LOWEST: Self;
+    const HIGHEST: Self;
+}
+impl Bounded for f32 {
+    const LOWEST: Self = f32::NEG_INFINITY;
+    const HIGHEST: Self = f32::INFINITY;
+}
+macro_rules! bounded_int {
+    ($($t:ty),*) => {$( impl Bounded for $t { const LOWEST: Self = <$t>::MIN; const HIGHEST: Self = <$t>::MAX; } )*};
+}
+bounded_int!(i32, u32, u64, i64);
+
+/// Largest element (NaN never wins; LOWEST for an empty tile).
+pub fn reduce_max<T: Bounded>(_: &Ctx, t: &Tile<T>) -> T {
+    t.iter().fold(T::LOWEST, |a, &b| if b > a { b } else { a })
+}
+/// Smallest element (NaN never wins; HIGHEST for an empty tile).
+pub fn reduce_min<T: Bounded>(_: &Ctx, t: &Tile<T>) -> T {
+    t.iter().fold(T::HIGHEST, |a, &b| if b < a { b } else { a })
+}
+
+/// Integer element types with exact (wrapping) sums.
+pub trait IntSum: Copy + Default {
+    fn wadd(self, o: Self) -> Self;
+}
+impl IntSum for u32 {
+    fn wadd(self, o: Self) -> Self {
+        self.wrapping_add(o)
+    }
+}
+impl IntSum for u64 {
+    fn wadd(self, o: Self) -> Self {
+        self.wrapping_add(o)
+    }
+}
+
+/// Sum of an integer tile (exact; wrapping).
+pub fn reduce_sum<T: IntSum>(_: &Ctx, t: &Tile<T>) -> T {
+    t.iter().fold(T::default(), |a, &b| a.wadd(b))
+}
+/// Exclusive prefix sums of an integer tile.
+pub fn exclusive_scan<T: IntSum>(_: &Ctx, t: &Tile<T>) -> Tile<T> {
+    let mut acc = T::default();
+    t.iter()
+        .map(|&v| {
+            let r = acc;
+            acc = acc.wadd(v);
+            r
+        })
+        .collect()
+}
+/// Inclusive prefix sums of an integer tile.
+pub fn inclusive_scan<T: IntSum>(_: &Ctx, t: &Tile<T>) -> Tile<T> {
+    let mut acc = T::default();
+    t.iter()
+        .map(|&v| {
+            acc = acc.wadd(v);
+            acc
+        })
+        .collect()
+}
+/// Number of true elements.
+pub fn count(_: &Ctx, t: &Tile<bool>) -> u32 {
+    t.iter().filter(|&&b| b).count() as u32
+}
+/// Whether any element is true.
+pub fn any(_: &Ctx, t: &Tile<bool>) -> bool {
+    t.iter().any(|&b| b)
+}
+/// Whether every element is true (true for an empty tile).
+pub fn all(_: &Ctx, t: &Tile<bool>) -> bool {
+    t.iter().all(|&b| b)
+}
+/// Index of the first true element, or -1.
+pub fn first_where(_: &Ctx, t: &Tile<bool>) -> i32 {
+    t.iter().position(|&b| b).map_or(-1, |i| i as i32)
+}
+/// Index of the last true element, or -1.
+pub fn last_where(_: &Ctx, t: &Tile<bool>) -> i32 {
+    t.iter().rposition(|&b| b).map_or(-1, |i| i as i32)
+}
+/// Element `i` of a tile (the type's zero when out of range).
+pub fn get<T: Copy + Default>(_: &Ctx, t: &Tile<T>, i: u32) -> T {
+    t.get(i as usize).copied().unwrap_or_default()
+}
+
+/// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
+/// section 3.6 (logit descending, ties by lower id), with their ids.
+/// NaN logits rank as the key order puts them; callers reject such rows first.
+pub fn top_n(_: &Ctx, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
+    let mut keys: Vec<u64> = (0..v).map(|i| order_key(buf.read(off + i as u64), i)).collect();
+    let n = (n.min(v)) as usize;
+    if n < keys.len() && n > 0 {
+        keys.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    }
+    keys.truncate(n);
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
+}
+/// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.
+pub fn sort_desc(_: &Ctx, vals: &Tile<f32>, ids: &Tile<i32>) -> (Tile<f32>, Tile<i32>) {
+    let mut keys: Vec<u64> = vals.iter().zip(ids).map(|(&v, &i)| order_key(v, i as u32)).collect();
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
+}
+/// Categorical draw over fixed-point weights: the first index whose inclusive
+/// prefix sum `c` satisfies `c * 2^53 > k * total` (that is `c / total > u`
+/// with `u = k * 2^-53`), or -1 when every weight is zero (SAMPLER.md section 4).
+pub fn categorical(_: &Ctx, w: &Tile<u64>, k: u64) -> i32 {
+    let total: u128 = w.iter().map(|&x| x as u128).sum();
+    if total == 0 {
+        return -1;
+    }
+    let thr = k as u128 * total;
+    let mut acc: u128 = 0;
+    for (i, &x) in w.iter().enumerate() {
+        acc += x as u128;
+        if (acc << 53) > thr {
+            return i as i32;
+        }
+    }
+    // Unreachable for k < 2^53; keep the spec's fallback (last nonzero weight).
+    w.iter().rposition(|&x| x > 0).map_or(-1, |i| i as i32)
+}
+/// `buf[off + idx[i]]` for each i, or `fallback` where `idx[i] < 0`.
+pub fn gather<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, idx: &Tile<i32>, fallback: T) -> Tile<T> {
+    idx.iter().map(|&j| if j < 0 { fallback } else { buf.read(off + j as u64) }).collect()
+}
+/// `buf[off + idx[i]] = vals[i]` for each i with `idx[i] >= 0`.
+pub fn scatter<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, idx: &Tile<i32>, vals: &Tile<T>) {
+    for (&j, &v) in idx.iter().zip(vals) {
+        if j >= 0 {
+            buf.write(off + j as u64, v);
+        }
+    }
+}
+
+/// A run-time typed kernel argument (for launching any kernel by name).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    GmBool(Gm<bool>),
+    GmI32(Gm<i32>),
+    GmU32(Gm<u32>),
+    GmI64(Gm<i64>),
+    GmU64(Gm<u64>),
+    GmF32(Gm<f32>),
+    GmF64(Gm<f64>),
+    Bool(bool),
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+}
+
+impl Arg {
+    /// The DSL type of this argument, for error messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Arg::GmBool(_) => "Gm<bool>",
+            Arg::GmI32(_) => "Gm<i32>",
+            Arg::GmU32(_) => "Gm<u32>",
+            Arg::GmI64(_) => "Gm<i64>",
+            Arg::GmU64(_) => "Gm<u64>",
+            Arg::GmF32(_) => "Gm<f32>",
+            Arg::GmF64(_) => "Gm<f64>",
+            Arg::Bool(_) => "bool",
+            Arg::I32(_) => "i32",
+            Arg::U32(_) => "u32",
+            Arg::I64(_) => "i64",
+            Arg::U64(_) => "u64",
+            Arg::F32(_) => "f32",
+            Arg::F64(_) => "f64",
+        }
+    }
+}
+
+/// A launch whose arguments do not match the kernel's parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    Count { kernel: &'static str, expected: usize, got: usize },
+    Type { kernel: &'static str, index: usize, param: &'static str, expected: &'static str, got: &'static str },
+}
+
+impl core::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ArgError::Count { kernel, expected, got } => write!(f, "kernel `{kernel}` takes {expected} arguments, got {got}"),
+            ArgError::Type { kernel, index, param, expected, got } => {
+                write!(f, "kernel `{kernel}` argument {index} (`{param}`) must be {expected}, got {got}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}

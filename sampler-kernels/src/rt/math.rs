@@ -1,0 +1,311 @@
+//! Scalar numerics shared by every Rust target (CPU and nvptx).
+//!
+//! Everything here is plain IEEE f32/f64 arithmetic and integer arithmetic
+//! with no fused multiply-add and no libm, so the CPU backend and the PTX
+//! compute bit-identical values. Sums of probabilities are kept in unsigned
+//! fixed point ([`FIX_BITS`] fractional bits): integer addition is
+//! associative, so reductions and scans give the same bits in any order, on
+//! any tile size and thread count (SAMPLER.md section 9, batch invariance).
+
+/// Fractional bits of the fixed-point weights: `w = floor(p * 2^44)`.
+/// A row of up to 2^19 weights of at most 1.0 sums to less than 2^63.
+pub const FIX_BITS: u32 = 44;
+/// Largest vocabulary the fixed-point sums support without overflow.
+pub const MAX_VOCAB: u32 = 1 << 19;
+
+/// SplitMix64 increment (SAMPLER.md section 2).
+pub const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64 finaliser (SAMPLER.md section 2).
+#[inline(always)]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `rand_u64(seed, seq)`: the seq-th output of SplitMix64(seed) (SAMPLER.md section 2).
+#[inline(always)]
+pub fn rand_u64(seed: u64, seq: u64) -> u64 {
+    mix64(seed.wrapping_add(seq.wrapping_add(1).wrapping_mul(GAMMA)))
+}
+
+/// The 53-bit integer `k` of `uniform(seed, seq) = k * 2^-53` (SAMPLER.md section 2).
+/// Decisions compare `k` exactly in integers instead of rounding a product in f64.
+#[inline(always)]
+pub fn uniform53(seed: u64, seq: u64) -> u64 {
+    rand_u64(seed, seq) >> 11
+}
+
+/// `uniform(seed, seq)` as an f64 in [0, 1) (for tests and host code).
+#[inline(always)]
+pub fn uniform_f64(seed: u64, seq: u64) -> f64 {
+    uniform53(seed, seq) as f64 * (1.0 / 9_007_199_254_740_992.0)
+}
+
+/// Mantissa and exponent of a finite non-negative f32: `x = m * 2^e`, `m < 2^24`.
+#[inline(always)]
+fn decompose(x: f32) -> (u64, i32) {
+    let bits = x.to_bits();
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let frac = (bits & 0x7f_ffff) as u64;
+    if exp == 0 {
+        (frac, -149)
+    } else {
+        (frac | 0x80_0000, exp - 150)
+    }
+}
+
+/// `floor(total * p)` computed exactly, for `p` a finite f32 in [0, 1].
+/// Used for the top-p threshold: a token is removed when the exclusive
+/// prefix of fixed-point weights before it exceeds `p * total`.
+#[inline(always)]
+pub fn frac_floor(total: u64, p: f32) -> u64 {
+    if !(p > 0.0) {
+        return 0;
+    }
+    if p >= 1.0 {
+        return total;
+    }
+    let (m, e) = decompose(p);
+    let prod = total as u128 * m as u128;
+    // p < 1 so e < 0.
+    let s = (-e) as u32;
+    if s >= 128 {
+        0
+    } else {
+        (prod >> s) as u64
+    }
+}
+
+/// Accept test of speculative decoding, exactly: `q > 0 && k * 2^-53 * q < p`
+/// for `k` from [`uniform53`] and `p`, `q` probabilities as f32 (SAMPLER.md section 6.3).
+#[inline(always)]
+pub fn accept(k: u64, q: f32, p: f32) -> bool {
+    if !(q > 0.0) || !(p > 0.0) || q.is_nan() || p.is_nan() {
+        return false;
+    }
+    if q.is_infinite() {
+        return k == 0;
+    }
+    if p.is_infinite() {
+        return true;
+    }
+    let (mq, eq) = decompose(q);
+    let (mp, ep) = decompose(p);
+    let lhs = k as u128 * mq as u128; // < 2^77
+    // k*mq*2^(eq-53) < mp*2^ep  <=>  lhs < mp * 2^d
+    let d = ep - eq + 53;
+    if lhs == 0 {
+        return true;
+    }
+    if d >= 0 {
+        if d > 100 {
+            true
+        } else {
+            lhs < (mp as u128) << (d as u32)
+        }
+    } else {
+        let s = (-d) as u32;
+        if lhs >= (1u128 << 24) || s >= 64 {
+            false
+        } else {
+            (lhs << s) < mp as u128
+        }
+    }
+}
+
+/// Fixed-point weight of a probability: `floor(x * 2^44)`, 0 for NaN or x <= 0.
+#[inline(always)]
+pub fn to_fixed(x: f32) -> u64 {
+    if !(x > 0.0) {
+        return 0;
+    }
+    let y = x * (1u64 << FIX_BITS) as f32;
+    if y >= 9.223_372e18 {
+        return 1u64 << 63;
+    }
+    y as u64
+}
+
+/// A fixed-point sum back to a probability, rounded to f32.
+#[inline(always)]
+pub fn fixed_to_f32(s: u64) -> f32 {
+    (s as f64 * (1.0 / (1u64 << FIX_BITS) as f64)) as f32
+}
+
+const LN2_F64: f64 = 0.693_147_180_559_945_3;
+
+/// Natural log of `s * 2^-44` (a fixed-point sum), as f32; `-inf` for 0.
+/// Used for the log-normaliser of the kept set (SAMPLER.md section 3.9).
+pub fn ln_fixed(s: u64) -> f32 {
+    if s == 0 {
+        return f32::NEG_INFINITY;
+    }
+    // s = m * 2^e with m in [sqrt(1/2), sqrt(2)).
+    let lz = s.leading_zeros() as i32;
+    let e = 63 - lz; // floor(log2 s)
+    let top = s << lz; // bit 63 set
+    // m in [1, 2): 52 bits of mantissa from the top bits (exact for s < 2^53).
+    let mut m = f64::from_bits((1023u64 << 52) | ((top << 1) >> 12));
+    let mut e = e - FIX_BITS as i32;
+    if m > 1.414_213_562_373_095 {
+        m *= 0.5;
+        e += 1;
+    }
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    // ln m = 2 (t + t^3/3 + t^5/5 + ...), |t| < 0.172: 9 terms reach 1e-16.
+    let mut acc = 1.0 / 19.0;
+    acc = acc * t2 + 1.0 / 17.0;
+    acc = acc * t2 + 1.0 / 15.0;
+    acc = acc * t2 + 1.0 / 13.0;
+    acc = acc * t2 + 1.0 / 11.0;
+    acc = acc * t2 + 1.0 / 9.0;
+    acc = acc * t2 + 1.0 / 7.0;
+    acc = acc * t2 + 1.0 / 5.0;
+    acc = acc * t2 + 1.0 / 3.0;
+    acc = acc * t2 + 1.0;
+    let ln_m = 2.0 * t * acc;
+    (ln_m + e as f64 * LN2_F64) as f32
+}
+
+/// `exp(x)` in f32 with plain IEEE operations (no FMA, no libm), within
+/// 2 ulp of the true value; identical bits on every Rust target.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    if x > 88.72283 {
+        return f32::INFINITY;
+    }
+    if x < -103.97208 {
+        return 0.0;
+    }
+    const LOG2E: f32 = 1.442_695;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let t = x * LOG2E;
+    let k = if t >= 0.0 { (t + 0.5) as i32 } else { (t - 0.5) as i32 };
+    let kf = k as f32;
+    let r = (x - kf * LN2_HI) - kf * LN2_LO;
+    // exp(r) for |r| <= 0.35: Taylor to degree 7.
+    let mut p = 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    // Scale by 2^k in two steps so subnormal results round once, deterministically.
+    if k >= -126 {
+        if k > 127 {
+            p * f32::from_bits(254u32 << 23) * f32::from_bits(((k - 127 + 127) as u32) << 23)
+        } else {
+            p * f32::from_bits(((k + 127) as u32) << 23)
+        }
+    } else {
+        p * f32::from_bits(((k + 64 + 127) as u32) << 23) * f32::from_bits(((127 - 64) as u32) << 23)
+    }
+}
+
+/// Order key of a (logit, id) pair: larger key = earlier in the order of
+/// SAMPLER.md section 3.6 (logit descending, ties by lower vocabulary id).
+/// Keys are unique per row, so the top-N set does not depend on the algorithm.
+#[inline(always)]
+pub fn order_key(logit: f32, id: u32) -> u64 {
+    let b = logit.to_bits();
+    // Monotone map of f32 onto u32 (-0.0 and +0.0 compare equal as logits).
+    let b = if b == 0x8000_0000 { 0 } else { b };
+    let ord = if b & 0x8000_0000 != 0 { !b } else { b | 0x8000_0000 };
+    ((ord as u64) << 32) | (!id) as u64
+}
+
+/// Logit of an order key (inverse of [`order_key`]).
+#[inline(always)]
+pub fn key_logit(key: u64) -> f32 {
+    let ord = (key >> 32) as u32;
+    let b = if ord & 0x8000_0000 != 0 { ord & 0x7fff_ffff } else { !ord };
+    f32::from_bits(b)
+}
+
+/// Vocabulary id of an order key (inverse of [`order_key`]).
+#[inline(always)]
+pub fn key_id(key: u64) -> u32 {
+    !(key as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_check_value() {
+        assert_eq!(uniform_f64(0, 0), 0.883_310_808_213_642_6);
+    }
+
+    #[test]
+    fn exp_is_accurate() {
+        let mut x = -103.0f32;
+        while x < 88.0 {
+            let a = exp_f32(x) as f64;
+            let b = (x as f64).exp();
+            assert!(((a - b) / b).abs() < 3e-7, "x={x} a={a} b={b}");
+            x += 0.0137;
+        }
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+    }
+
+    #[test]
+    fn ln_fixed_is_accurate() {
+        for s in [1u64, 3, 1 << 44, (1 << 44) + 12345, 987_654_321_987, u64::MAX >> 1] {
+            let want = (s as f64).ln() - FIX_BITS as f64 * core::f64::consts::LN_2;
+            let got = ln_fixed(s) as f64;
+            assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0), "s={s} {got} {want}");
+        }
+    }
+
+    #[test]
+    fn frac_floor_exact() {
+        assert_eq!(frac_floor(1000, 0.5), 500);
+        assert_eq!(frac_floor(1000, 1.0), 1000);
+        assert_eq!(frac_floor(3, 0.5), 1);
+        let t = 1u64 << 44;
+        assert_eq!(frac_floor(t, 0.8f32), (t as f64 * 0.8f32 as f64) as u64);
+    }
+
+    #[test]
+    fn accept_matches_f64() {
+        let mut s = 1u64;
+        for _ in 0..20000 {
+            s = mix64(s);
+            let k = s >> 11;
+            let q = (mix64(s ^ 1) >> 40) as f32 / (1u64 << 24) as f32;
+            let p = (mix64(s ^ 2) >> 40) as f32 / (1u64 << 24) as f32;
+            let u = k as f64 / 9_007_199_254_740_992.0;
+            let want = q > 0.0 && u * (q as f64) < p as f64;
+            let lhs = u * q as f64;
+            if (lhs - p as f64).abs() > 1e-12 {
+                assert_eq!(accept(k, q, p), want, "k={k} q={q} p={p}");
+            }
+        }
+        assert!(accept(123, 0.5, 0.5));
+        assert!(!accept(123, 0.0, 0.5));
+        assert!(!accept(0, 0.5, 0.0));
+    }
+
+    #[test]
+    fn order_keys() {
+        let a = order_key(1.0, 5);
+        let b = order_key(1.0, 7);
+        let c = order_key(0.5, 0);
+        let d = order_key(f32::NEG_INFINITY, 0);
+        assert!(a > b && b > c && c > d);
+        assert_eq!(key_logit(order_key(-2.5, 3)), -2.5);
+        assert_eq!(key_id(order_key(-2.5, 3)), 3);
+        assert!(order_key(-0.0, 1) == order_key(0.0, 1));
+    }
+}
