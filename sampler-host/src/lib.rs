@@ -1,1 +1,20 @@
-//! Host side of the sampler.
+//! Host side of the sampler: what an inference engine links.
+//!
+//! Pipeline: [`params`] (validation, section 1) -> [`batch`] (metadata:
+//! positions, row groups, parameter expansion; sections 2, 6, 7) ->
+//! [`plan::StepPlan`] -> a [`plan::Backend`] runs the kernels ->
+//! [`sampler::Sampler`] assembles per-row and per-request outputs (sections 5-8).
+
+pub mod batch;
+pub mod error;
+pub mod params;
+pub mod plan;
+pub mod request;
+pub mod sampler;
+
+pub mod backend;
+
+pub use error::{BackendError, BatchError, ConfigError, ParamError, RequestError};
+pub use params::{SamplingParams, ValidParams};
+pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+pub use sampler::{BackendKind, Sampler, SamplerConfig};

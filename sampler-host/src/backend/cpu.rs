@@ -1,0 +1,99 @@
+//! The CPU backend: runs the kernels' host programs, one program per row
+//! (rayon over rows), in the sequence of [`crate::plan`].
+
+use rayon::prelude::*;
+use sampler_kernels::kernels as k;
+use sampler_kernels::rt::cpu::Gm;
+
+use crate::error::BackendError;
+use crate::plan::{Backend, StepPlan, StepResult};
+
+/// Runs every kernel on the host CPU with rayon.
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend;
+
+/// Runs `f(program)` for every program in `0..count`, in parallel.
+fn launch(count: usize, f: impl Fn(u32) + Sync + Send) {
+    (0..count as u32).into_par_iter().for_each(f);
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn run(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
+        let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
+        let g = p.groups();
+        let mut logits = p.logits.clone();
+        let mut row_status = vec![0i32; r];
+        {
+            let (lg, st) = (Gm::new_mut(&mut logits), Gm::new_mut(&mut row_status));
+            let (masks, has) = (Gm::new(&p.masks), Gm::new(&p.has_mask));
+            // SAFETY (all launches): each program writes only its own row's elements.
+            launch(r, |i| unsafe { k::mask_check::cpu(i, lg, v, masks, has, st) });
+        }
+        let mut cand = vec![0f32; r * n as usize];
+        let mut cand_ids = vec![0i32; r * n as usize];
+        {
+            let (lg, c, ci) = (Gm::new(&logits), Gm::new_mut(&mut cand), Gm::new_mut(&mut cand_ids));
+            launch(r, |i| unsafe { k::force_topn::cpu(i, lg, v, n, c, ci) });
+        }
+        let mut logprobs = vec![0f32; r * n as usize];
+        {
+            let (c, lp) = (Gm::new(&cand), Gm::new_mut(&mut logprobs));
+            let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
+            launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, lp) });
+        }
+        let mut fresh = vec![-1i32; r];
+        {
+            let (lp, ci, f) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new_mut(&mut fresh));
+            let (s, sq) = (Gm::new(&p.seed), Gm::new(&p.seq_draw));
+            launch(r, |i| unsafe { k::draw::cpu(i, lp, ci, n, s, sq, f) });
+        }
+        let mut accept = vec![0u32; r];
+        let mut residual = vec![-1i32; r];
+        if p.any_verify {
+            let mut col_of = vec![-1i32; r * v as usize];
+            let mut q_lps = vec![0f32; r * n as usize];
+            let mut draft_col = vec![-1i32; r];
+            let mut draft_q = vec![f32::NEG_INFINITY; r];
+            {
+                let (ci, di, dl, dt) = (Gm::new(&cand_ids), Gm::new(&p.draft_ids), Gm::new(&p.draft_lps), Gm::new(&p.drafts));
+                let (co, q, dc, dq) = (Gm::new_mut(&mut col_of), Gm::new_mut(&mut q_lps), Gm::new_mut(&mut draft_col), Gm::new_mut(&mut draft_q));
+                launch(r, |i| unsafe { k::remap_draft::cpu(i, ci, n, v, di, dl, p.draft_width, dt, co, q, dc, dq) });
+            }
+            let (lp, ci, q) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new(&q_lps));
+            let (dc, dq) = (Gm::new(&draft_col), Gm::new(&draft_q));
+            let (s, sa, sr) = (Gm::new(&p.seed), Gm::new(&p.seq_accept), Gm::new(&p.seq_residual));
+            let (a, res) = (Gm::new_mut(&mut accept), Gm::new_mut(&mut residual));
+            launch(r, |i| unsafe { k::verify::cpu(i, lp, ci, q, n, dc, dq, s, sa, sr, a, res) });
+        }
+        let mut tokens = vec![-1i32; r];
+        let mut lookup = vec![-1i32; r];
+        let mut accepted = vec![0u32; g];
+        let mut group_status = vec![0i32; g];
+        {
+            let (gf, gr, gk, gs) = (Gm::new(&p.group_first), Gm::new(&p.group_rows), Gm::new(&p.group_kind), Gm::new(&p.group_status));
+            let (rs, gold, dr, af, res, fr) =
+                (Gm::new(&row_status), Gm::new(&p.golden), Gm::new(&p.drafts), Gm::new(&accept), Gm::new(&residual), Gm::new(&fresh));
+            let (t, lk, ac, st) = (Gm::new_mut(&mut tokens), Gm::new_mut(&mut lookup), Gm::new_mut(&mut accepted), Gm::new_mut(&mut group_status));
+            launch(g, |i| unsafe { k::finalize::cpu(i, gf, gr, gk, gs, rs, gold, dr, af, res, fr, t, lk, ac, st) });
+        }
+        let mut token_lp = vec![f32::NEG_INFINITY; r];
+        let mut sum_smaller = vec![0f32; r];
+        {
+            let (c, ci, lp, lk) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(&logprobs), Gm::new(&lookup));
+            let (tl, ss) = (Gm::new_mut(&mut token_lp), Gm::new_mut(&mut sum_smaller));
+            launch(r, |i| unsafe { k::token_info::cpu(i, c, ci, lp, n, lk, tl, ss) });
+        }
+        let mut top_ids = vec![-1i32; r * kk as usize];
+        let mut top_lps = vec![f32::NEG_INFINITY; r * kk as usize];
+        if kk > 0 {
+            let (ci, lp) = (Gm::new(&cand_ids), Gm::new(&logprobs));
+            let (oi, ol) = (Gm::new_mut(&mut top_ids), Gm::new_mut(&mut top_lps));
+            launch(r, |i| unsafe { k::top_logprobs::cpu(i, ci, lp, n, kk, oi, ol) });
+        }
+        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status })
+    }
+}

@@ -1,0 +1,240 @@
+//! Batch metadata: validates each request and lays the step out as flat
+//! per-row arrays (SAMPLER.md sections 1, 2, 6 and 7).
+//!
+//! A bad request never stops the batch: its rows still flow through the
+//! kernels (so shapes stay fixed) but its group is marked failed and its
+//! outputs are discarded.
+
+use crate::error::{BatchError, RequestError};
+use crate::params::ValidParams;
+use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
+use crate::request::{Request, RequestKind};
+
+/// Seed offset of draft-model draws (tag "mtp", section 2).
+pub const DRAFT_SEED_OFFSET: u64 = 1_000_000_007;
+/// Stride between the random streams of a decode request's rows (section 2).
+pub const ROW_POSITION_STRIDE: u64 = 10_000_019;
+
+/// What the host knows about one request after validation.
+#[derive(Clone, Debug)]
+pub struct RequestInfo {
+    /// First row of the request.
+    pub first_row: usize,
+    /// Rows owned.
+    pub rows: usize,
+    /// Validated parameters, or why the request failed before any kernel ran.
+    pub params: Result<ValidParams, RequestError>,
+}
+
+/// `seq = 3 * position + case` (wrapping, section 2).
+pub fn seq(position: u64, case: u64) -> u64 {
+    position.wrapping_mul(3).wrapping_add(case)
+}
+
+/// The decode `sample_position = seqlen_k - seqlen_q + 1` (wrapping).
+pub fn sample_position(seqlen_k: u64, seqlen_q: u64) -> u64 {
+    seqlen_k.wrapping_sub(seqlen_q).wrapping_add(1)
+}
+
+/// Row metadata of a decode batch (section 6): `row_to_req`, `local_step`,
+/// `is_verify` for requests of `seqlen_q` rows each.
+pub fn verification_metadata(seqlen_q: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<bool>) {
+    let mut row_to_req = Vec::new();
+    let mut local_step = Vec::new();
+    let mut is_verify = Vec::new();
+    for (i, &m) in seqlen_q.iter().enumerate() {
+        for j in 0..m {
+            row_to_req.push(i as u32);
+            local_step.push(j);
+            is_verify.push(j + 1 < m);
+        }
+    }
+    (row_to_req, local_step, is_verify)
+}
+
+/// Positions of each row of a request (section 2); prompt-logprobs rows draw nothing (0).
+pub fn row_positions(kind: &RequestKind) -> Vec<u64> {
+    match kind {
+        RequestKind::Prefill { seqlen_k } => vec![*seqlen_k],
+        RequestKind::Decode { seqlen_k, seqlen_q, drafts, .. } => {
+            let sp = sample_position(*seqlen_k, *seqlen_q);
+            (0..=drafts.len() as u64).map(|j| sp.wrapping_add(j.wrapping_mul(ROW_POSITION_STRIDE))).collect()
+        }
+        RequestKind::Draft { seqlen_k, seqlen_q, last_valid_offset, rows } => {
+            let sp = sample_position(*seqlen_k, *seqlen_q);
+            (1..=*rows as u64).map(|i| sp.wrapping_add(*last_valid_offset).wrapping_add(i)).collect()
+        }
+        RequestKind::PromptLogprobs { targets } => vec![0; targets.len()],
+    }
+}
+
+fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> Result<(), RequestError> {
+    for (i, &t) in ids.iter().enumerate() {
+        let ok = (t >= 0 && (t as u32) < vocab) || (allow_none && t == -1);
+        if !ok {
+            return Err(RequestError::Field { field, msg: format!("{field}[{i}] = {t} is not a vocabulary id in 0..{vocab}{}", if allow_none { " or -1" } else { "" }) });
+        }
+    }
+    Ok(())
+}
+
+/// Validates everything about a request except its logits (checked on the device).
+fn validate(req: &Request, vocab: u32, n: u32) -> Result<ValidParams, RequestError> {
+    let vp = req.params.validate(n)?;
+    let rows = req.rows();
+    if !req.golden.is_empty() {
+        if req.golden.len() != rows {
+            return Err(RequestError::Field { field: "golden", msg: format!("has {} entries for {rows} rows", req.golden.len()) });
+        }
+        check_ids("golden", &req.golden, vocab, true)?;
+    }
+    if let Some(masks) = &req.masks {
+        let words = vocab.div_ceil(32) as usize;
+        let bad = masks.iter().position(|m| m.len() != words);
+        if masks.len() != rows || bad.is_some() {
+            let detail = match bad {
+                Some(i) => format!("; mask {i} has {} words", masks[i].len()),
+                None => String::new(),
+            };
+            return Err(RequestError::BadMask { need: rows, words, got_masks: masks.len(), detail });
+        }
+    }
+    match &req.kind {
+        RequestKind::Decode { drafts, draft_dists, seqlen_q, .. } => {
+            check_ids("drafts", drafts, vocab, false)?;
+            if draft_dists.len() != drafts.len() {
+                return Err(RequestError::Field { field: "draft_dists", msg: format!("has {} entries for {} drafts", draft_dists.len(), drafts.len()) });
+            }
+            if !drafts.is_empty() && *seqlen_q != rows as u64 {
+                return Err(RequestError::Field { field: "seqlen_q", msg: format!("= {seqlen_q} but the request has {rows} rows") });
+            }
+            for (j, d) in draft_dists.iter().enumerate() {
+                if d.ids.len() != d.logprobs.len() {
+                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()) });
+                }
+                check_ids("draft_dists.ids", &d.ids, vocab, false)?;
+                if let Some(x) = d.logprobs.iter().find(|x| x.is_nan() || **x > 0.0) {
+                    return Err(RequestError::Field { field: "draft_dists.logprobs", msg: format!("draft_dists[{j}] has logprob {x:?} (must be <= 0 or -inf)") });
+                }
+            }
+        }
+        RequestKind::PromptLogprobs { targets } => check_ids("targets", targets, vocab, true)?,
+        RequestKind::Prefill { .. } | RequestKind::Draft { .. } => {}
+    }
+    Ok(vp)
+}
+
+/// Lays out one step. `n` is the candidate width (V when force top-k is off).
+///
+/// Errors: [`BatchError`] only for the batch's own shape (logits length);
+/// everything about one request lands in its [`RequestInfo::params`].
+pub fn build_plan(vocab: u32, n: u32, logits: &[f32], requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+    let total_rows: usize = requests.iter().map(|r| r.rows()).sum();
+    let expected = total_rows.checked_mul(vocab as usize);
+    if expected != Some(logits.len()) {
+        return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
+    }
+    if total_rows > u32::MAX as usize / 2 {
+        return Err(BatchError::Rows { index: 0, rows: total_rows as u64, why: "too many rows in one step".into() });
+    }
+    let words = vocab.div_ceil(32) as usize;
+    let any_mask = requests.iter().any(|r| r.masks.is_some());
+    let wd = requests
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len()).max(),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut p = StepPlan { rows: total_rows as u32, vocab, n, draft_width: wd as u32, logits: logits.to_vec(), ..Default::default() };
+    if any_mask {
+        p.masks = vec![0; total_rows * words];
+    }
+    p.draft_ids = vec![-1; total_rows * wd];
+    p.draft_lps = vec![f32::NEG_INFINITY; total_rows * wd];
+    let mut infos = Vec::with_capacity(requests.len());
+    let mut row = 0usize;
+    for req in requests {
+        let rows = req.rows();
+        let params = validate(req, vocab, n);
+        let ok = params.is_ok();
+        let vp = params.as_ref().ok().copied();
+        let positions = row_positions(&req.kind);
+        let (kind, seed) = match &req.kind {
+            RequestKind::Decode { drafts, .. } if !drafts.is_empty() => (GROUP_VERIFY, vp.map_or(0, |v| v.seed)),
+            RequestKind::Draft { .. } => (GROUP_FRESH, vp.map_or(0, |v| v.seed.wrapping_add(DRAFT_SEED_OFFSET))),
+            RequestKind::PromptLogprobs { .. } => (GROUP_NO_DRAW, vp.map_or(0, |v| v.seed)),
+            _ => (GROUP_FRESH, vp.map_or(0, |v| v.seed)),
+        };
+        p.group_first.push(row as u32);
+        p.group_rows.push(rows as u32);
+        p.group_kind.push(kind);
+        p.group_status.push(if ok { 0 } else { -1 });
+        for j in 0..rows {
+            p.temperature.push(vp.map_or(1.0, |v| v.temperature));
+            p.top_p.push(vp.map_or(1.0, |v| v.top_p));
+            p.top_k.push(vp.map_or(-1, |v| v.top_k));
+            p.seed.push(seed);
+            let pos = positions.get(j).copied().unwrap_or(0);
+            p.seq_draw.push(seq(pos, 0));
+            p.seq_accept.push(seq(pos, 1));
+            p.seq_residual.push(seq(pos, 2));
+            let golden = match &req.kind {
+                RequestKind::PromptLogprobs { targets } => targets[j],
+                _ => req.golden.get(j).copied().unwrap_or(-1),
+            };
+            p.golden.push(if ok { golden } else { -1 });
+            let (draft, dist) = match &req.kind {
+                RequestKind::Decode { drafts, draft_dists, .. } if ok && j < drafts.len() => (drafts[j], Some(&draft_dists[j])),
+                _ => (-1, None),
+            };
+            p.drafts.push(draft);
+            if let Some(d) = dist {
+                p.any_verify = true;
+                let base = (row + j) * wd;
+                p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
+                p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);
+            }
+            match (&req.masks, ok) {
+                (Some(m), true) => {
+                    p.has_mask.push(1);
+                    p.masks[(row + j) * words..(row + j + 1) * words].copy_from_slice(&m[j]);
+                }
+                _ => p.has_mask.push(0),
+            }
+        }
+        if let Ok(v) = &params {
+            p.k = p.k.max(v.top_logprobs);
+        }
+        infos.push(RequestInfo { first_row: row, rows, params });
+        row += rows;
+    }
+    Ok((p, infos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_example_metadata() {
+        let (r2q, step, ver) = verification_metadata(&[6, 6, 4]);
+        assert_eq!(r2q, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(step, [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3]);
+        let t = true;
+        let f = false;
+        assert_eq!(ver, [t, t, t, t, t, f, t, t, t, t, t, f, t, t, t, f]);
+    }
+
+    #[test]
+    fn worked_positions() {
+        // Prefill of a 41-token prompt: position 41, seq 123.
+        assert_eq!(seq(row_positions(&RequestKind::Prefill { seqlen_k: 41 })[0], 0), 123);
+        // Decode seqlen_k 55, seqlen_q 6: sample_position 50, row 2 at 20000088.
+        let k = RequestKind::Decode { seqlen_k: 55, seqlen_q: 6, drafts: vec![1; 5], draft_dists: vec![Default::default(); 5] };
+        let pos = row_positions(&k);
+        assert_eq!(pos[0], 50);
+        assert_eq!(pos[2], 20_000_088);
+    }
+}

@@ -1,0 +1,113 @@
+//! A step's device-ready plan: flat per-row / per-group arrays that every
+//! backend runs through the same kernel sequence, and the raw results.
+//!
+//! Pipeline (SAMPLER.md sections 3-8), all kernels from `sampler_kernels::kernels`:
+//! 1. `mask_check`   `[R, V]` logits (masked in place), `status[R]`
+//! 2. `force_topn`   -> `cand[R, N]`, `cand_ids[R, N]` (order of section 3.6)
+//! 3. `process`      -> `logprobs[R, N]`
+//! 4. `draw`         case 0 for every row -> `fresh[R]`
+//! 5. `remap_draft`  (when any verify row) -> `q_logprobs[R, N]`, `draft_col[R]`, `draft_q[R]`
+//! 6. `verify`       (when any verify row) -> `accept[R]`, `residual[R]`
+//! 7. `finalize`     per group -> `tokens[R]`, `lookup[R]`, `accepted[G]`, `status[G]`
+//! 8. `token_info`   `lookup` tokens (output token or prompt target) -> `token_lp[R]`, `sum_smaller[R]`
+//! 9. `top_logprobs` -> `top_ids[R, k]`, `top_lps[R, k]`
+
+/// Group kinds of the `finalize` kernel.
+pub const GROUP_FRESH: u32 = 0;
+/// A verify group: rows `0..m-1` verify drafts, the last row is fresh.
+pub const GROUP_VERIFY: u32 = 1;
+/// A prompt-logprobs group: no token is drawn.
+pub const GROUP_NO_DRAW: u32 = 2;
+
+/// Everything a backend needs for one step, as flat arrays.
+#[derive(Clone, Debug, Default)]
+pub struct StepPlan {
+    /// Rows R.
+    pub rows: u32,
+    /// Vocabulary size V.
+    pub vocab: u32,
+    /// Candidate width N (`== vocab` when force top-k is off).
+    pub n: u32,
+    /// Top-logprobs width k (<= N).
+    pub k: u32,
+    /// `[R, V]` f32 logits.
+    pub logits: Vec<f32>,
+    /// `[R]` u32: nonzero when the row has a grammar mask.
+    pub has_mask: Vec<u32>,
+    /// `[R, ceil(V/32)]` u32 mask words (empty when no row has a mask).
+    pub masks: Vec<u32>,
+    /// `[R]` f32 temperature after clamping (section 1).
+    pub temperature: Vec<f32>,
+    /// `[R]` f32 top-p (1 = off).
+    pub top_p: Vec<f32>,
+    /// `[R]` i32 top-k (-1 = off).
+    pub top_k: Vec<i32>,
+    /// `[R]` u64 seed of the row's random stream (draft rows: seq_seed + 1000000007).
+    pub seed: Vec<u64>,
+    /// `[R]` u64 `3 * position + 0`.
+    pub seq_draw: Vec<u64>,
+    /// `[R]` u64 `3 * position + 1`.
+    pub seq_accept: Vec<u64>,
+    /// `[R]` u64 `3 * position + 2`.
+    pub seq_residual: Vec<u64>,
+    /// `[R]` i32 golden token per row (-1 none), or the prompt target for prompt-logprobs rows.
+    pub golden: Vec<i32>,
+    /// `[R]` i32 draft token `d_{j+1}` verified by row j (-1 none).
+    pub drafts: Vec<i32>,
+    /// Whether any row verifies a draft (kernels 5-6 run only then).
+    pub any_verify: bool,
+    /// Draft distribution width `wd`.
+    pub draft_width: u32,
+    /// `[R, wd]` i32 draft distribution ids per verify row (-1 padding).
+    pub draft_ids: Vec<i32>,
+    /// `[R, wd]` f32 draft processed logprobs per verify row (-inf padding).
+    pub draft_lps: Vec<f32>,
+    /// `[G]` u32 first row of each group.
+    pub group_first: Vec<u32>,
+    /// `[G]` u32 rows of each group.
+    pub group_rows: Vec<u32>,
+    /// `[G]` u32 group kind (`GROUP_*`).
+    pub group_kind: Vec<u32>,
+    /// `[G]` i32 nonzero when the group already failed (bad parameters, mask, ...).
+    pub group_status: Vec<i32>,
+}
+
+impl StepPlan {
+    /// Number of groups G.
+    pub fn groups(&self) -> usize {
+        self.group_first.len()
+    }
+    /// Words per mask row, `ceil(V / 32)`.
+    pub fn mask_words(&self) -> u32 {
+        self.vocab.div_ceil(32)
+    }
+}
+
+/// What a backend returns for a step (raw, before per-request assembly).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepResult {
+    /// `[R]` i32 row status from `mask_check`: 0 ok, 1 NaN/+inf, 2 all -inf.
+    pub row_status: Vec<i32>,
+    /// `[R]` i32 output token per row (-1 none).
+    pub tokens: Vec<i32>,
+    /// `[R]` f32 processed logprob of the row's token (or prompt target).
+    pub token_lp: Vec<f32>,
+    /// `[R]` f32 sum_smaller_probs of the row's token.
+    pub sum_smaller: Vec<f32>,
+    /// `[R, k]` i32 top-logprob ids.
+    pub top_ids: Vec<i32>,
+    /// `[R, k]` f32 top logprobs.
+    pub top_lps: Vec<f32>,
+    /// `[G]` u32 accepted drafts per group.
+    pub accepted: Vec<u32>,
+    /// `[G]` i32 group status after the step: 0 ok, else the host status or the first bad row status.
+    pub group_status: Vec<i32>,
+}
+
+/// A backend runs a [`StepPlan`] through the kernel sequence.
+pub trait Backend: Send {
+    /// Short name (`"cpu"`, `"cuda"`).
+    fn name(&self) -> &'static str;
+    /// Runs one step. Errors are device failures, never bad requests.
+    fn run(&mut self, plan: &StepPlan) -> Result<StepResult, crate::error::BackendError>;
+}

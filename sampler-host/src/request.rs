@@ -1,0 +1,104 @@
+//! What an engine hands the sampler each step, and what it gets back.
+
+use crate::error::RequestError;
+use crate::params::SamplingParams;
+
+/// The draft model's processed distribution that proposed one draft token
+/// (ids not listed have logprob -inf). SAMPLER.md section 6.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DraftDist {
+    /// Vocabulary ids.
+    pub ids: Vec<i32>,
+    /// Processed logprobs of `ids` (natural log).
+    pub logprobs: Vec<f32>,
+}
+
+/// One request's role in the step; it owns consecutive rows of the logits.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RequestKind {
+    /// One prefill row; position = `seqlen_k` (the prompt length after this chunk).
+    Prefill { seqlen_k: u64 },
+    /// A decode request with `drafts.len() + 1` rows (1 = a plain fresh row):
+    /// row j verifies `drafts[j]` (`d_{j+1}`), the last row is fresh.
+    /// `sample_position = seqlen_k - seqlen_q + 1`; row j uses position
+    /// `sample_position + j * 10000019`.
+    Decode { seqlen_k: u64, seqlen_q: u64, drafts: Vec<i32>, draft_dists: Vec<DraftDist> },
+    /// Draft-model draws, one per row: row `i - 1` draws draft i at position
+    /// `sample_position + last_valid_offset + i` with seed `seq_seed + 1000000007`.
+    Draft { seqlen_k: u64, seqlen_q: u64, last_valid_offset: u64, rows: u32 },
+    /// Prompt logprobs (section 8): one row per prompt position, `targets[i]`
+    /// is the next prompt token (-1 = none). No token is drawn.
+    PromptLogprobs { targets: Vec<i32> },
+}
+
+/// One request of a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Raw parameters (validated by the sampler; errors fail only this request).
+    pub params: SamplingParams,
+    pub kind: RequestKind,
+    /// Golden tokens already assigned to this step's rows, one per row (-1 none);
+    /// empty = no teacher forcing this step (section 7).
+    pub golden: Vec<i32>,
+    /// Grammar masks, one `ceil(V/32)`-word mask per row; `None` = unconstrained.
+    pub masks: Option<Vec<Vec<u32>>>,
+}
+
+impl Request {
+    /// Rows of the logits this request owns.
+    pub fn rows(&self) -> usize {
+        match &self.kind {
+            RequestKind::Prefill { .. } => 1,
+            RequestKind::Decode { drafts, .. } => drafts.len() + 1,
+            RequestKind::Draft { rows, .. } => *rows as usize,
+            RequestKind::PromptLogprobs { targets } => targets.len(),
+        }
+    }
+    /// A prefill row with these parameters.
+    pub fn prefill(params: SamplingParams, seqlen_k: u64) -> Request {
+        Request { params, kind: RequestKind::Prefill { seqlen_k }, golden: Vec::new(), masks: None }
+    }
+    /// A decode request verifying `drafts` (empty = one fresh row).
+    pub fn decode(params: SamplingParams, seqlen_k: u64, seqlen_q: u64, drafts: Vec<i32>, draft_dists: Vec<DraftDist>) -> Request {
+        Request { params, kind: RequestKind::Decode { seqlen_k, seqlen_q, drafts, draft_dists }, golden: Vec::new(), masks: None }
+    }
+}
+
+/// Per-row outputs (SAMPLER.md section 5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowOutput {
+    /// Vocabulary id, or -1 (rows after a rejection, prompt-logprobs rows, failed requests).
+    pub token: i32,
+    /// Processed logprob of `token` (-inf when none or removed).
+    pub logprob: f32,
+    /// `(id, processed logprob)` of the first k candidates in order; empty for failed requests.
+    pub top_logprobs: Vec<(i32, f32)>,
+    /// Section 5's `sum_smaller_probs`; 0 when `token` is -1 or its logprob is -inf.
+    pub sum_smaller_probs: f32,
+}
+
+/// Per-request outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestOutput {
+    /// Ok, or why this request failed (its rows then output -1).
+    pub status: Result<(), RequestError>,
+    /// Drafts accepted (verify requests), else 0.
+    pub accepted: u32,
+    /// Tokens the request outputs this step (sample/draft: one per row; verify: accepted + 1).
+    pub emitted: Vec<i32>,
+    /// Processed logprob of each emitted token at the row that emitted it.
+    pub emitted_logprobs: Vec<f32>,
+    /// Prompt logprobs: one per row with a target.
+    pub prompt_logprobs: Vec<f32>,
+}
+
+/// Everything a step returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepOutput {
+    /// One per row of the logits.
+    pub rows: Vec<RowOutput>,
+    /// One per request, in order.
+    pub requests: Vec<RequestOutput>,
+    /// Width k of every ok row's `top_logprobs`.
+    pub top_logprobs_width: usize,
+}

@@ -1,0 +1,191 @@
+//! The `Sampler`: configuration, backend choice, and assembly of the
+//! per-row and per-request outputs (SAMPLER.md sections 5-9).
+
+use crate::backend::cpu::CpuBackend;
+use crate::batch::{build_plan, RequestInfo};
+use crate::error::{BatchError, ConfigError, RequestError};
+use crate::plan::{Backend, StepResult};
+use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+
+/// Largest force top-k width N on NVIDIA (section 9).
+pub const MAX_N_NVIDIA: u32 = 16384;
+/// Largest force top-k width N on Ascend (section 9).
+pub const MAX_N_ASCEND: u32 = 4096;
+/// Largest vocabulary the kernels' fixed-point sums support.
+pub const MAX_VOCAB: u32 = sampler_kernels::rt::math::MAX_VOCAB;
+
+/// Which backend runs the kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// CUDA when a driver and GPU are present, else the CPU.
+    #[default]
+    Auto,
+    /// The host CPU (rayon over rows).
+    Cpu,
+    /// NVIDIA GPU through the CUDA driver (PTX from the same kernels).
+    Cuda,
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "auto" => Ok(BackendKind::Auto),
+            "cpu" => Ok(BackendKind::Cpu),
+            "cuda" => Ok(BackendKind::Cuda),
+            other => Err(ConfigError::Field { field: "backend", msg: format!("unknown backend `{other}` (expected auto, cpu or cuda)") }),
+        }
+    }
+}
+
+/// Sampler configuration (fixed for the sampler's life).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SamplerConfig {
+    /// Vocabulary size V (1..=524288).
+    pub vocab_size: u32,
+    /// Force top-k width N; 0 (or >= V) = off (section 3.3).
+    pub force_topk: u32,
+    /// Draft tokens per step (default 5).
+    pub nextn: u32,
+    /// Backend choice.
+    pub backend: BackendKind,
+}
+
+impl SamplerConfig {
+    /// A configuration with force top-k off, nextn 5 and the best backend present.
+    pub fn new(vocab_size: u32) -> Self {
+        SamplerConfig { vocab_size, force_topk: 0, nextn: 5, backend: BackendKind::Auto }
+    }
+}
+
+/// The sampler: validates requests, lays out each step and runs it on a backend.
+pub struct Sampler {
+    cfg: SamplerConfig,
+    n: u32,
+    backend: Box<dyn Backend>,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler").field("cfg", &self.cfg).field("n", &self.n).field("backend", &self.backend.name()).finish()
+    }
+}
+
+/// Checks N against a platform's limit (section 9): a clear error, not an assert.
+pub fn check_force_topk(force_topk: u32, vocab: u32, platform: &'static str) -> Result<(), ConfigError> {
+    let limit = match platform {
+        "ascend" => MAX_N_ASCEND,
+        "nvidia" | "cuda" => MAX_N_NVIDIA,
+        _ => return Ok(()),
+    };
+    if force_topk != 0 && force_topk < vocab && force_topk > limit {
+        return Err(ConfigError::ForceTopkTooLarge { n: force_topk, platform, limit });
+    }
+    Ok(())
+}
+
+impl Sampler {
+    /// Builds a sampler. Errors: vocabulary out of range, N above the chosen
+    /// platform's limit, or a forced backend that is not available.
+    pub fn new(cfg: SamplerConfig) -> Result<Sampler, ConfigError> {
+        if cfg.vocab_size == 0 || cfg.vocab_size > MAX_VOCAB {
+            return Err(ConfigError::VocabSize(cfg.vocab_size as u64));
+        }
+        let n = if cfg.force_topk == 0 || cfg.force_topk >= cfg.vocab_size { cfg.vocab_size } else { cfg.force_topk };
+        let backend: Box<dyn Backend> = match cfg.backend {
+            BackendKind::Cpu => Box::new(CpuBackend),
+            BackendKind::Cuda => {
+                check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
+                cuda_backend()?
+            }
+            BackendKind::Auto => match cuda_backend() {
+                Ok(b) => {
+                    check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
+                    b
+                }
+                Err(_) => Box::new(CpuBackend),
+            },
+        };
+        Ok(Sampler { cfg, n, backend })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SamplerConfig {
+        &self.cfg
+    }
+    /// Candidate width N (V when force top-k is off).
+    pub fn n(&self) -> u32 {
+        self.n
+    }
+    /// Name of the backend in use (`"cpu"`, `"cuda"`).
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// Samples one step.
+    ///
+    /// `logits`: `[R, V]` f32 row-major, R the sum of the requests' rows, in
+    /// request order. Errors: [`BatchError`] for the batch's shape or a device
+    /// failure; a bad request only gets an error status in its [`RequestOutput`].
+    pub fn sample(&mut self, logits: &[f32], requests: &[Request]) -> Result<StepOutput, BatchError> {
+        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, logits, requests)?;
+        let res = self.backend.run(&plan)?;
+        Ok(assemble(requests, &infos, &res, plan.k as usize))
+    }
+}
+
+fn cuda_backend() -> Result<Box<dyn Backend>, ConfigError> {
+    crate::backend::make_cuda()
+}
+
+/// Why a group failed on the device, from the rows' status codes.
+fn device_error(info: &RequestInfo, res: &StepResult) -> RequestError {
+    let rows = info.first_row..info.first_row + info.rows;
+    for r in rows {
+        match res.row_status[r] {
+            1 => return RequestError::BadLogits { row: r },
+            2 => return RequestError::AllMasked { row: r },
+            _ => {}
+        }
+    }
+    RequestError::Field { field: "status", msg: "device reported an error".into() }
+}
+
+fn failed_row() -> RowOutput {
+    RowOutput { token: -1, logprob: f32::NEG_INFINITY, top_logprobs: Vec::new(), sum_smaller_probs: 0.0 }
+}
+
+fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepResult, k: usize) -> StepOutput {
+    let mut rows = Vec::with_capacity(res.tokens.len());
+    let mut outs = Vec::with_capacity(requests.len());
+    for (g, (req, info)) in requests.iter().zip(infos).enumerate() {
+        let status = match &info.params {
+            Err(e) => Err(e.clone()),
+            Ok(_) if res.group_status[g] != 0 => Err(device_error(info, res)),
+            Ok(_) => Ok(()),
+        };
+        let mut out = RequestOutput { status: Ok(()), accepted: 0, emitted: Vec::new(), emitted_logprobs: Vec::new(), prompt_logprobs: Vec::new() };
+        if let Err(e) = status {
+            rows.extend((0..info.rows).map(|_| failed_row()));
+            out.status = Err(e);
+            outs.push(out);
+            continue;
+        }
+        for r in info.first_row..info.first_row + info.rows {
+            let token = res.tokens[r];
+            let top = (0..k).map(|c| (res.top_ids[r * k + c], res.top_lps[r * k + c])).collect();
+            let (logprob, ssp) = if token >= 0 { (res.token_lp[r], res.sum_smaller[r]) } else { (f32::NEG_INFINITY, 0.0) };
+            rows.push(RowOutput { token, logprob, top_logprobs: top, sum_smaller_probs: ssp });
+            if token >= 0 {
+                out.emitted.push(token);
+                out.emitted_logprobs.push(logprob);
+            }
+        }
+        if let RequestKind::PromptLogprobs { targets } = &req.kind {
+            out.prompt_logprobs = targets.iter().enumerate().filter(|(_, t)| **t >= 0).map(|(j, _)| res.token_lp[info.first_row + j]).collect();
+        }
+        out.accepted = res.accepted[g];
+        outs.push(out);
+    }
+    StepOutput { rows, requests: outs, top_logprobs_width: k }
+}
