@@ -3,3 +3,5 @@
 
 pub use sampler_host as host;
 pub use sampler_kernels as kernels;
+
+pub mod logits;
