@@ -217,28 +217,42 @@ pub fn verify(
 /// - `group_first`, `group_rows`: `[G]` u32 first row and row count.
 /// - `group_kind`: `[G]` u32: 0 independent fresh rows (sample, draft), 1 verify
 ///   (rows `0..m-1` verify, the last is fresh), 2 no draw (prompt logprobs).
-/// - `group_status`: `[G]` i32, nonzero = error (no output).
-/// - `golden`, `drafts`, `fresh`, `residual`: `[R]` i32; `accept_flags`: `[R]` u32.
-/// - `tokens`: `[R]` i32 out (-1 none); `accepted`: `[G]` u32 out.
+/// - `group_status`: `[G]` i32, nonzero = the request already failed on the host.
+/// - `row_status`: `[R]` i32 from `mask_check`; any nonzero row fails its group.
+/// - `golden`: `[R]` i32 golden token (kind 2: the prompt target); `drafts`,
+///   `fresh`, `residual`: `[R]` i32; `accept_flags`: `[R]` u32.
+/// - `tokens`: `[R]` i32 out (-1 none); `lookup`: `[R]` i32 out, the token whose
+///   logprob the row reports (the output token, or the prompt target);
+///   `accepted`: `[G]` u32 out; `status`: `[G]` i32 out (0 ok, else the first bad row status).
 #[kernel]
 pub fn finalize(
     group_first: Gm<u32>,
     group_rows: Gm<u32>,
     group_kind: Gm<u32>,
     group_status: Gm<i32>,
+    row_status: Gm<i32>,
     golden: Gm<i32>,
     drafts: Gm<i32>,
     accept_flags: Gm<u32>,
     residual: Gm<i32>,
     fresh: Gm<i32>,
     tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
     accepted: GmMut<u32>,
+    status: GmMut<i32>,
 ) {
     let g = row() as u64;
     let first = load_scalar(group_first, g);
     let m = load_scalar(group_rows, g);
     let kind = load_scalar(group_kind, g);
-    let mut stopped = load_scalar(group_status, g) != 0 || kind == 2;
+    let mut st = load_scalar(group_status, g);
+    for j in 0..m {
+        let rs = load_scalar(row_status, (first + j) as u64);
+        if st == 0 && rs != 0 {
+            st = rs;
+        }
+    }
+    let mut stopped = st != 0 || kind == 2;
     let mut acc = 0u32;
     for j in 0..m {
         let r = (first + j) as u64;
@@ -268,8 +282,10 @@ pub fn finalize(
             }
         }
         store_scalar(tokens, r, tok);
+        store_scalar(lookup, r, if st == 0 && kind == 2 { gold } else { tok });
     }
     store_scalar(accepted, g, acc);
+    store_scalar(status, g, st);
 }
 
 /// Sections 5 and 8: the processed logprob of each row's token (output
