@@ -36,6 +36,27 @@ pub struct Variant {
     pub tile: u32,
     pub threads: u32,
     pub entry: &'static str,
+    /// Dynamic shared memory bytes the PTX entry point needs at launch
+    /// ([`gpu_shared_bytes`]); above 48 KiB the launcher must raise the
+    /// function's `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute first.
+    pub shared: u32,
+}
+
+/// NVIDIA runtime: bytes of reduction / histogram scratch at the start of
+/// the dynamic shared memory of every entry point.
+pub const GPU_SMEM_BASE: u32 = 2048;
+/// NVIDIA runtime: most keys `top_n` / `sort_desc` sort at once in shared memory.
+pub const GPU_SORT_CAP: u32 = 16384;
+
+/// Dynamic shared memory of an NVIDIA entry point of tile size `tile`
+/// (`sorts`: the kernel uses `top_n` or `sort_desc`, whose sort buffer holds
+/// `min(tile, GPU_SORT_CAP)` u64 keys).
+pub const fn gpu_shared_bytes(tile: u32, sorts: bool) -> u32 {
+    if sorts {
+        GPU_SMEM_BASE + 8 * if tile < GPU_SORT_CAP { tile } else { GPU_SORT_CAP }
+    } else {
+        GPU_SMEM_BASE
+    }
 }
 
 /// A registered kernel (host builds only).

@@ -44,6 +44,25 @@ fn param_spec(p: &Param) -> TokenStream {
     quote!(::sampler_kernels::spec::ParamSpec { name: #name, kind: #kind })
 }
 
+/// Whether a kernel body uses an op that needs the NVIDIA sort buffer.
+fn uses_sort(b: &Block) -> bool {
+    fn e(x: &Expr) -> bool {
+        match &x.kind {
+            ExprKind::Call(op, args) => matches!(op, crate::ops::Op::TopN | crate::ops::Op::SortDesc) || args.iter().any(e),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => e(a),
+            ExprKind::Binary(_, a, c) => e(a) || e(c),
+            ExprKind::If(a, c, d) => e(a) || e(c) || e(d),
+            _ => false,
+        }
+    }
+    b.stmts.iter().any(|s| match s {
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => e(value),
+        Stmt::Expr(x) => e(x),
+        Stmt::If { cond, then, els, .. } => e(cond) || uses_sort(then) || els.as_ref().is_some_and(uses_sort),
+        Stmt::For { start, end, body, .. } => e(start) || e(end) || uses_sort(body),
+    })
+}
+
 /// The module a `#[kernel] fn name` expands to.
 pub fn kernel_module(k: &Kernel) -> TokenStream {
     let name = &k.name;
@@ -56,10 +75,16 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
     let host_tys: Vec<_> = k.params.iter().map(|p| rust::host_param_type(&p.ty)).collect();
     let ptx_tys: Vec<_> = k.params.iter().map(|p| rust::ptx_param_type(&p.ty)).collect();
     let specs: Vec<_> = k.params.iter().map(param_spec).collect();
+    let sorts = uses_sort(&k.body);
     let variants = k.variants.iter().map(|v| {
         let (t, th) = (v.tile, v.threads);
         let entry = entry_name(&name_s, t);
-        quote!(::sampler_kernels::spec::Variant { tile: #t, threads: #th, entry: #entry })
+        quote!(::sampler_kernels::spec::Variant {
+            tile: #t,
+            threads: #th,
+            entry: #entry,
+            shared: ::sampler_kernels::spec::gpu_shared_bytes(#t, #sorts),
+        })
     });
     let ascendc = match ascendc::emit(k) {
         Some(src) => quote!(Some(#src)),
