@@ -79,10 +79,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
         tiles.push((1, Span::call_site()));
     }
     if threads.is_empty() {
-        threads = tiles.iter().map(|&(t, s)| (t.clamp(1, 1024).min(if t >= 32 { 1024 } else { t }), s)).collect();
-        for (t, th) in tiles.iter().zip(threads.iter_mut()) {
-            th.0 = default_threads(t.0);
-        }
+        threads = tiles.iter().map(|&(t, s)| (default_threads(t), s)).collect();
     }
     if threads.len() == 1 && tiles.len() > 1 {
         threads = vec![threads[0]; tiles.len()];
