@@ -1,0 +1,222 @@
+//! The static UB plan and the pipe-hazard tracker of the AscendC writer.
+//!
+//! UB is planned at emit time: every tile gets a fixed byte range (first
+//! fit, 256-byte aligned so Compare/Sort inputs are always legal), freed at
+//! its last use. The tracker mirrors what the hardware needs: an access on
+//! one pipe of bytes last written (or read) on another pipe gets a
+//! `SetFlag/WaitFlag` pair first (RAW, WAR and WAW).
+
+/// Usable UB per AI vector core on dav-2201 (192 KB minus 8 KB kept free).
+pub const UB_BUDGET: u32 = 184 * 1024;
+/// Alignment of every UB slot (Compare / Sort32 / MrgSort inputs need 256).
+pub const SLOT_ALIGN: u32 = 256;
+/// Granularity of the hazard tracker.
+const BLOCK: u32 = 256;
+
+/// Pipes of an AI vector core that the generated code uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pipe {
+    S = 0,
+    V = 1,
+    Mte2 = 2,
+    Mte3 = 3,
+}
+
+impl Pipe {
+    pub const ALL: [Pipe; 4] = [Pipe::S, Pipe::V, Pipe::Mte2, Pipe::Mte3];
+    pub fn event_name(self) -> &'static str {
+        match self {
+            Pipe::S => "S",
+            Pipe::V => "V",
+            Pipe::Mte2 => "MTE2",
+            Pipe::Mte3 => "MTE3",
+        }
+    }
+}
+
+/// A planned UB range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub id: usize,
+    pub off: u32,
+    pub bytes: u32,
+}
+
+/// First-fit static allocator over UB byte offsets.
+#[derive(Default, Debug)]
+pub struct Ub {
+    live: Vec<Slot>,
+    next_id: usize,
+    /// Highest byte in use at any point (the UB the variant needs).
+    pub peak: u32,
+}
+
+impl Ub {
+    /// Allocates `bytes` (rounded up to the slot alignment).
+    pub fn alloc(&mut self, bytes: u32) -> Slot {
+        let size = bytes.max(1).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        let mut spans: Vec<(u32, u32)> = self.live.iter().map(|s| (s.off, s.off + s.bytes)).collect();
+        spans.sort_unstable();
+        let mut at = 0u32;
+        for (a, b) in spans {
+            if a >= at.saturating_add(size) {
+                break;
+            }
+            at = at.max(b);
+        }
+        let s = Slot { id: self.next_id, off: at, bytes: size };
+        self.next_id += 1;
+        self.live.push(s);
+        self.peak = self.peak.max(at.saturating_add(size));
+        s
+    }
+    /// Frees a slot (no-op when already free).
+    pub fn free(&mut self, id: usize) {
+        self.live.retain(|s| s.id != id);
+    }
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+struct Access {
+    writer: Option<(Pipe, u64)>,
+    reads: [u64; 4],
+}
+
+/// Static pipe-hazard tracker over UB blocks and whole GM buffers.
+#[derive(Debug)]
+pub struct Hazards {
+    now: u64,
+    ub: Vec<Access>,
+    gm: std::collections::HashMap<String, Access>,
+    /// `synced[w][p]`: stamp of the last `w -> p` sync.
+    pub synced: [[u64; 4]; 4],
+}
+
+impl Default for Hazards {
+    fn default() -> Self {
+        Hazards { now: 1, ub: vec![Access::default(); (UB_BUDGET / BLOCK + 64) as usize], gm: Default::default(), synced: [[0; 4]; 4] }
+    }
+}
+
+/// What one emitted operation touches.
+#[derive(Default)]
+pub struct Touch<'a> {
+    pub ub_reads: Vec<Slot>,
+    pub ub_writes: Vec<Slot>,
+    pub gm_reads: Vec<&'a str>,
+    pub gm_writes: Vec<&'a str>,
+}
+
+impl Hazards {
+    fn blocks(&self, s: Slot) -> std::ops::Range<usize> {
+        let a = (s.off / BLOCK) as usize;
+        let b = (s.off + s.bytes).div_ceil(BLOCK) as usize;
+        a.min(self.ub.len())..b.min(self.ub.len())
+    }
+
+    /// The syncs (`from -> to` pipe pairs) an op on `pipe` needs first, and
+    /// records its accesses.
+    pub fn access(&mut self, pipe: Pipe, t: &Touch) -> Vec<(Pipe, Pipe)> {
+        let mut need: Vec<(Pipe, Pipe)> = Vec::new();
+        let p = pipe as usize;
+        let mut want = |acc: &Access, write: bool, synced: &[[u64; 4]; 4]| {
+            if let Some((w, st)) = acc.writer {
+                if w != pipe && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
+                    need.push((w, pipe));
+                }
+            }
+            if write {
+                for r in Pipe::ALL {
+                    let st = acc.reads[r as usize];
+                    if r != pipe && st > synced[r as usize][p] && !need.contains(&(r, pipe)) {
+                        need.push((r, pipe));
+                    }
+                }
+            }
+        };
+        for s in &t.ub_reads {
+            for b in self.blocks(*s) {
+                want(&self.ub[b], false, &self.synced);
+            }
+        }
+        for s in &t.ub_writes {
+            for b in self.blocks(*s) {
+                want(&self.ub[b], true, &self.synced);
+            }
+        }
+        for g in &t.gm_reads {
+            if let Some(a) = self.gm.get(*g) {
+                want(a, false, &self.synced);
+            }
+        }
+        for g in &t.gm_writes {
+            if let Some(a) = self.gm.get(*g) {
+                want(a, true, &self.synced);
+            }
+        }
+        for &(w, q) in &need {
+            self.synced[w as usize][q as usize] = self.now;
+        }
+        self.now += 1;
+        let now = self.now;
+        for s in &t.ub_reads {
+            for b in self.blocks(*s) {
+                self.ub[b].reads[p] = now;
+            }
+        }
+        for s in &t.ub_writes {
+            for b in self.blocks(*s) {
+                self.ub[b].writer = Some((pipe, now));
+            }
+        }
+        for g in &t.gm_reads {
+            self.gm.entry(g.to_string()).or_default().reads[p] = now;
+        }
+        for g in &t.gm_writes {
+            self.gm.entry(g.to_string()).or_default().writer = Some((pipe, now));
+        }
+        self.now += 1;
+        need
+    }
+
+    /// A `PipeBarrier<PIPE_ALL>`: every earlier access is complete.
+    pub fn barrier(&mut self) {
+        self.now += 1;
+        for row in self.synced.iter_mut() {
+            for x in row.iter_mut() {
+                *x = self.now;
+            }
+        }
+        self.now += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_fit_reuses_freed_space() {
+        let mut ub = Ub::default();
+        let a = ub.alloc(1000);
+        let b = ub.alloc(100);
+        assert_eq!((a.off, a.bytes, b.off), (0, 1024, 1024));
+        ub.free(a.id);
+        let c = ub.alloc(512);
+        assert_eq!(c.off, 0);
+        assert_eq!(ub.peak, 1280);
+    }
+
+    #[test]
+    fn raw_across_pipes_needs_a_sync_once() {
+        let mut h = Hazards::default();
+        let s = Slot { id: 0, off: 0, bytes: 256 };
+        assert!(h.access(Pipe::Mte2, &Touch { ub_writes: vec![s], ..Default::default() }).is_empty());
+        let n = h.access(Pipe::V, &Touch { ub_reads: vec![s], ..Default::default() });
+        assert_eq!(n, vec![(Pipe::Mte2, Pipe::V)]);
+        assert!(h.access(Pipe::V, &Touch { ub_reads: vec![s], ..Default::default() }).is_empty());
+        // WAR: MTE2 overwriting what V read.
+        let n = h.access(Pipe::Mte2, &Touch { ub_writes: vec![s], ..Default::default() });
+        assert_eq!(n, vec![(Pipe::V, Pipe::Mte2)]);
+    }
+}
