@@ -6,6 +6,7 @@
 //! [`sampler::Sampler`] assembles per-row and per-request outputs (sections 5-8).
 
 pub mod batch;
+pub mod engine;
 pub mod error;
 pub mod params;
 pub mod plan;

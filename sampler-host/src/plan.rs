@@ -70,6 +70,11 @@ pub struct StepPlan {
     pub group_kind: Vec<u32>,
     /// `[G]` i32 nonzero when the group already failed (bad parameters, mask, ...).
     pub group_status: Vec<i32>,
+    /// Rows whose processed top-N distribution (`cand_ids`, `logprobs` after
+    /// kernel 3) the backend must return in [`StepResult::processed_ids`] /
+    /// [`StepResult::processed_lps`], in this order. Empty (the default) = none.
+    /// The engine asks for the draft-model rows to fill the MTP info pool.
+    pub processed_rows: Vec<u32>,
 }
 
 impl StepPlan {
@@ -102,6 +107,11 @@ pub struct StepResult {
     pub accepted: Vec<u32>,
     /// `[G]` i32 group status after the step: 0 ok, else the host status or the first bad row status.
     pub group_status: Vec<i32>,
+    /// `[P, N]` i32 candidate ids (order of section 3.6) of the rows in
+    /// [`StepPlan::processed_rows`] (P of them); empty when none were asked.
+    pub processed_ids: Vec<i32>,
+    /// `[P, N]` f32 processed logprobs (section 3.9) matching `processed_ids`.
+    pub processed_lps: Vec<f32>,
 }
 
 /// A backend runs a [`StepPlan`] through the kernel sequence.

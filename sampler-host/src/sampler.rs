@@ -132,6 +132,43 @@ impl Sampler {
         let res = self.backend.run(&plan)?;
         Ok(assemble(requests, &infos, &res, plan.k as usize))
     }
+
+    /// Like [`Sampler::sample`], and also returns the processed top-N
+    /// distribution (section 3: candidate ids in the order of 3.6 and their
+    /// processed logprobs, N columns each) of the rows `rows` (indices into
+    /// the logits, in the order given). The engine uses it to fill the MTP
+    /// info pool from draft-model draws. Errors as `sample`, plus a row out of range.
+    pub fn sample_with_processed(&mut self, logits: &[f32], requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
+        let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, logits, requests)?;
+        if let Some(&bad) = rows.iter().find(|&&r| r >= plan.rows as usize) {
+            return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {}", plan.rows) });
+        }
+        plan.processed_rows = rows.iter().map(|&r| r as u32).collect();
+        let mut res = self.backend.run(&plan)?;
+        let out = assemble(requests, &infos, &res, plan.k as usize);
+        let proc_rows = ProcessedRows { n: self.n as usize, rows: rows.to_vec(), ids: std::mem::take(&mut res.processed_ids), logprobs: std::mem::take(&mut res.processed_lps) };
+        Ok((out, proc_rows))
+    }
+}
+
+/// Processed top-N distributions of chosen rows ([`Sampler::sample_with_processed`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessedRows {
+    /// Width N of each row.
+    pub n: usize,
+    /// The logits rows, in order.
+    pub rows: Vec<usize>,
+    /// `[rows.len(), N]` candidate vocabulary ids (order of section 3.6).
+    pub ids: Vec<i32>,
+    /// `[rows.len(), N]` processed logprobs (`-inf` for removed candidates).
+    pub logprobs: Vec<f32>,
+}
+
+impl ProcessedRows {
+    /// `(ids, logprobs)` of the i-th requested row.
+    pub fn row(&self, i: usize) -> (&[i32], &[f32]) {
+        (&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n])
+    }
 }
 
 fn cuda_backend() -> Result<Box<dyn Backend>, ConfigError> {

@@ -94,6 +94,18 @@ impl Backend for CpuBackend {
             let (oi, ol) = (Gm::new_mut(&mut top_ids), Gm::new_mut(&mut top_lps));
             launch(r, |i| unsafe { k::top_logprobs::cpu(i, ci, lp, n, kk, oi, ol) });
         }
-        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status })
+        // Optional output: the processed top-N distribution of the rows asked for.
+        let nn = n as usize;
+        let mut processed_ids = Vec::with_capacity(p.processed_rows.len() * nn);
+        let mut processed_lps = Vec::with_capacity(p.processed_rows.len() * nn);
+        for &row in &p.processed_rows {
+            let row = row as usize;
+            if row >= r {
+                return Err(BackendError::Device { backend: "cpu", msg: format!("processed_rows has row {row} of {r}") });
+            }
+            processed_ids.extend_from_slice(&cand_ids[row * nn..(row + 1) * nn]);
+            processed_lps.extend_from_slice(&logprobs[row * nn..(row + 1) * nn]);
+        }
+        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps })
     }
 }

@@ -1,0 +1,750 @@
+//! The engine surface: the state an inference engine keeps between steps,
+//! built on the per-step [`Sampler::sample`] API (SAMPLER.md sections 2 and
+//! 6-9). See `docs/ENGINE.md`.
+//!
+//! Each [`Engine::step`]:
+//! 1. admits waiting requests while the MTP info pool has a free slot;
+//! 2. schedules every running request: a prefill chunk (at most
+//!    `prefill_chunk` prompt tokens) or a decode step verifying its pending
+//!    drafts (`seqlen_q = drafts + 1`);
+//! 3. computes the prompt logprobs of this step's prefill chunks in sampler
+//!    calls of at most `max_prompt_rows` rows ([`prompt`]); a collective
+//!    barrier follows (the reference's embedding gather);
+//! 4. builds the grammar masks (`nextn + 1` per step, [`grammar`]), the golden
+//!    tokens ([`golden`]) and the draft distributions read from the pool
+//!    ([`pool`]), asks the model for the target logits, and samples;
+//! 5. runs the draft model's draws (seed + 1000000007, positions
+//!    `sample_position + last_valid_offset + i`) and stores their processed
+//!    top-N distributions in the request's pool slot;
+//! 6. broadcasts the step's tokens and drafts from the driver ([`cp`]); every
+//!    rank applies them, so a follower's state matches the driver's while it
+//!    returns an empty report.
+
+pub mod cp;
+pub mod golden;
+pub mod grammar;
+pub mod pool;
+pub mod prompt;
+
+use std::collections::VecDeque;
+
+use thiserror::Error;
+
+use crate::batch::DRAFT_SEED_OFFSET;
+use crate::error::{BatchError, RequestError};
+use crate::params::{random_seed, SamplingParams};
+use crate::request::{Request, RequestKind};
+use crate::sampler::Sampler;
+
+pub use cp::{Collective, CollectiveError, LocalCollective, NcclCollective, Role, SoloCollective};
+pub use grammar::{GrammarMatcher, JsonMatcher, StepMasks};
+pub use pool::{pool_bytes, MtpInfoPool};
+pub use prompt::{compute_prompt_logprobs, PromptJob, PromptStats, MAX_PROMPT_ROWS};
+
+/// Seed offset of the draft model's draws (re-exported for engines).
+pub const DRAFT_SEED: u64 = DRAFT_SEED_OFFSET;
+
+/// An engine-level failure (not of one request).
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error("engine configuration: {0}")]
+    Config(String),
+    #[error("model: {0}")]
+    Model(String),
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+    #[error("context-parallel protocol: {0}")]
+    Protocol(String),
+}
+
+/// Engine configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Requests running at once (pool slots).
+    pub max_num_seqs: usize,
+    /// Draft tokens per step (0 = no speculative decoding).
+    pub nextn: usize,
+    /// Prompt tokens prefilled per step (0 = the whole prompt in one step).
+    pub prefill_chunk: usize,
+    /// Rows per sampler call for prompt logprobs (section 8: 8192).
+    pub max_prompt_rows: usize,
+    /// Driver or follower rank.
+    pub role: Role,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { max_num_seqs: 64, nextn: 5, prefill_chunk: 0, max_prompt_rows: MAX_PROMPT_ROWS, role: Role::Driver }
+    }
+}
+
+/// A request as the engine receives it.
+pub struct EngineRequest {
+    /// Caller's id (unique among live requests).
+    pub id: u64,
+    /// Prompt tokens (at least one).
+    pub prompt: Vec<i32>,
+    /// Sampling parameters; `golden_token_ids` turns on teacher forcing and
+    /// `prompt_logprobs` the prompt logprobs. An absent seed is drawn once here.
+    pub params: SamplingParams,
+    /// Output tokens at most (at least 1).
+    pub max_tokens: usize,
+    /// End-of-sequence token: the request finishes after emitting it.
+    pub eos: Option<i32>,
+    /// Grammar constraint (driver only).
+    pub grammar: Option<Box<dyn GrammarMatcher>>,
+}
+
+impl EngineRequest {
+    /// A plain request.
+    pub fn new(id: u64, prompt: Vec<i32>, params: SamplingParams, max_tokens: usize) -> EngineRequest {
+        EngineRequest { id, prompt, params, max_tokens, eos: None, grammar: None }
+    }
+}
+
+impl std::fmt::Debug for EngineRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineRequest").field("id", &self.id).field("prompt_len", &self.prompt.len()).field("max_tokens", &self.max_tokens).field("grammar", &self.grammar.is_some()).finish()
+    }
+}
+
+/// What a row of logits is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowRole {
+    /// A prompt-logprobs row (scores the next prompt token).
+    Prompt,
+    /// A target row that samples or verifies (prefill's last row, decode rows).
+    Target,
+    /// A draft-model row.
+    Draft,
+}
+
+/// One row the engine asks the model for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowQuery {
+    /// Request id.
+    pub request: u64,
+    /// What the row is for.
+    pub role: RowRole,
+    /// The row's input token (-1 when not known yet: drafts after the first).
+    pub input: i32,
+    /// Index in the whole sequence (prompt + output) of the token the row predicts.
+    pub predicts: u64,
+}
+
+/// The model: logits for the rows the engine asks for.
+pub trait LogitsSource {
+    /// `[rows.len(), V]` f32 target-model logits.
+    fn target_logits(&mut self, rows: &[RowQuery]) -> Vec<f32>;
+    /// `[rows.len(), V]` f32 draft-model logits.
+    fn draft_logits(&mut self, rows: &[RowQuery]) -> Vec<f32>;
+}
+
+/// A model that is never asked (a follower rank).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoModel;
+
+impl LogitsSource for NoModel {
+    fn target_logits(&mut self, _rows: &[RowQuery]) -> Vec<f32> {
+        Vec::new()
+    }
+    fn draft_logits(&mut self, _rows: &[RowQuery]) -> Vec<f32> {
+        Vec::new()
+    }
+}
+
+/// One request's phase in a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Prefill of prompt positions `start .. start + len` (`last`: the final chunk, which samples).
+    Prefill { start: usize, len: usize, last: bool },
+    /// Decode verifying `drafts` drafts.
+    Decode { drafts: usize },
+}
+
+/// One request's step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestStep {
+    pub id: u64,
+    pub phase: Phase,
+    /// Drafts accepted.
+    pub accepted: u32,
+    /// Tokens emitted (after truncation at `max_tokens` / EOS).
+    pub emitted: Vec<i32>,
+    /// Whether golden tokens were assigned to its rows.
+    pub teacher_forced: bool,
+    /// Prompt logprobs computed this step.
+    pub prompt_logprobs: usize,
+    /// Drafts proposed for the next step.
+    pub new_drafts: usize,
+    /// Ok, or why the request failed (it then finishes).
+    pub status: Result<(), RequestError>,
+    /// The request finished this step.
+    pub finished: bool,
+}
+
+/// What a step returns (empty on a follower).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepReport {
+    /// Step number (from 0).
+    pub step: u64,
+    /// Per scheduled request (driver only).
+    pub requests: Vec<RequestStep>,
+    /// Prompt-logprob cut statistics.
+    pub prompt_stats: PromptStats,
+    /// Bytes of this step's grammar masks (0 when no request has a grammar).
+    pub mask_bytes: usize,
+    /// Bytes of the MTP info pool.
+    pub pool_bytes: u64,
+    /// Pool slots in use after the step.
+    pub slots_in_use: usize,
+}
+
+impl StepReport {
+    /// True on a follower (and on an idle step).
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+    /// Drafts verified and accepted this step.
+    pub fn acceptance(&self) -> (u64, u64) {
+        self.requests.iter().fold((0, 0), |(a, d), r| match r.phase {
+            Phase::Decode { drafts } => (a + r.accepted as u64, d + drafts as u64),
+            _ => (a, d),
+        })
+    }
+}
+
+/// A finished request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finished {
+    pub id: u64,
+    /// Output tokens.
+    pub output: Vec<i32>,
+    /// Processed logprob of each output token (driver only; followers hold the broadcast values).
+    pub output_logprobs: Vec<f32>,
+    /// Prompt logprobs (P - 1 values when asked; driver only).
+    pub prompt_logprobs: Vec<f32>,
+    /// Ok, or why it failed.
+    pub status: Result<(), RequestError>,
+    /// Drafts accepted / proposed over its life.
+    pub accepted: u64,
+    pub drafted: u64,
+    /// Pool slot it held.
+    pub slot: usize,
+}
+
+struct Seq {
+    id: u64,
+    prompt: Vec<i32>,
+    params: SamplingParams,
+    max_tokens: usize,
+    eos: Option<i32>,
+    grammar: Option<Box<dyn GrammarMatcher>>,
+    slot: usize,
+    prefilled: usize,
+    output: Vec<i32>,
+    output_logprobs: Vec<f32>,
+    prompt_logprobs: Vec<f32>,
+    drafts: Vec<i32>,
+    status: Result<(), RequestError>,
+    accepted: u64,
+    drafted: u64,
+}
+
+impl Seq {
+    fn last_token(&self) -> i32 {
+        *self.output.last().unwrap_or(&self.prompt[self.prompt.len() - 1])
+    }
+    fn len(&self) -> u64 {
+        (self.prompt.len() + self.output.len()) as u64
+    }
+}
+
+/// Per-request result of a step, as the driver broadcasts it.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Update {
+    ok: bool,
+    accepted: u32,
+    emitted: Vec<i32>,
+    logprobs: Vec<f32>,
+    drafts: Vec<i32>,
+    finished: bool,
+}
+
+fn encode(updates: &[Option<Update>]) -> Vec<i32> {
+    let mut v = vec![updates.len() as i32];
+    for u in updates {
+        match u {
+            None => v.push(0),
+            Some(u) => {
+                v.extend([1, u.ok as i32, u.accepted as i32, u.finished as i32, u.emitted.len() as i32]);
+                v.extend(&u.emitted);
+                v.extend(u.logprobs.iter().map(|x| x.to_bits() as i32));
+                v.push(u.drafts.len() as i32);
+                v.extend(&u.drafts);
+            }
+        }
+    }
+    v
+}
+
+fn decode(v: &[i32]) -> Result<Vec<Option<Update>>, EngineError> {
+    let bad = || EngineError::Protocol("malformed step broadcast".into());
+    let mut it = v.iter().copied();
+    let mut next = || it.next().ok_or_else(bad);
+    let n = next()?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        if next()? == 0 {
+            out.push(None);
+            continue;
+        }
+        let ok = next()? != 0;
+        let accepted = next()? as u32;
+        let finished = next()? != 0;
+        let ne = next()?.max(0) as usize;
+        let emitted = (0..ne).map(|_| next()).collect::<Result<Vec<_>, _>>()?;
+        let logprobs = (0..ne).map(|_| next().map(|b| f32::from_bits(b as u32))).collect::<Result<Vec<_>, _>>()?;
+        let nd = next()?.max(0) as usize;
+        let drafts = (0..nd).map(|_| next()).collect::<Result<Vec<_>, _>>()?;
+        out.push(Some(Update { ok, accepted, emitted, logprobs, drafts, finished }));
+    }
+    Ok(out)
+}
+
+/// The engine: per-request state across steps over one [`Sampler`].
+pub struct Engine {
+    sampler: Sampler,
+    cfg: EngineConfig,
+    pool: MtpInfoPool,
+    collective: Box<dyn Collective>,
+    waiting: VecDeque<Seq>,
+    running: Vec<Seq>,
+    finished: Vec<Finished>,
+    step: u64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("cfg", &self.cfg).field("running", &self.running.len()).field("waiting", &self.waiting.len()).finish()
+    }
+}
+
+impl Engine {
+    /// An engine alone on one rank (driver, no collectives).
+    pub fn new(sampler: Sampler, cfg: EngineConfig) -> Result<Engine, EngineError> {
+        Engine::with_collective(sampler, cfg, Box::new(SoloCollective))
+    }
+
+    /// An engine on one rank of a context-parallel group.
+    pub fn with_collective(sampler: Sampler, cfg: EngineConfig, collective: Box<dyn Collective>) -> Result<Engine, EngineError> {
+        if cfg.max_num_seqs == 0 {
+            return Err(EngineError::Config("max_num_seqs must be at least 1".into()));
+        }
+        if (cfg.role == Role::Driver) != (collective.rank() == 0) {
+            return Err(EngineError::Config(format!("role {:?} on rank {} (the driver is rank 0)", cfg.role, collective.rank())));
+        }
+        let v = sampler.config().vocab_size as usize;
+        let pool = MtpInfoPool::new(cfg.max_num_seqs, cfg.nextn, sampler.n() as usize, v)?;
+        Ok(Engine { sampler, cfg, pool, collective, waiting: VecDeque::new(), running: Vec::new(), finished: Vec::new(), step: 0 })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+    /// The MTP info pool.
+    pub fn pool(&self) -> &MtpInfoPool {
+        &self.pool
+    }
+    /// The sampler.
+    pub fn sampler(&mut self) -> &mut Sampler {
+        &mut self.sampler
+    }
+    /// Requests waiting or running.
+    pub fn pending(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+    /// Ids of the running requests, in batch order.
+    pub fn running_ids(&self) -> Vec<u64> {
+        self.running.iter().map(|s| s.id).collect()
+    }
+    /// Pool slot of a running request.
+    pub fn slot_of(&self, id: u64) -> Option<usize> {
+        self.running.iter().find(|s| s.id == id).map(|s| s.slot)
+    }
+    /// Pending drafts of a running request.
+    pub fn drafts_of(&self, id: u64) -> Option<&[i32]> {
+        self.running.iter().find(|s| s.id == id).map(|s| s.drafts.as_slice())
+    }
+    /// Output so far of a running request.
+    pub fn output_of(&self, id: u64) -> Option<&[i32]> {
+        self.running.iter().find(|s| s.id == id).map(|s| s.output.as_slice())
+    }
+    /// Takes the requests finished so far.
+    pub fn take_finished(&mut self) -> Vec<Finished> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Queues a request. Errors: an empty prompt, or a prompt id outside V.
+    pub fn add_request(&mut self, r: EngineRequest) -> Result<(), EngineError> {
+        let v = self.sampler.config().vocab_size as i64;
+        if r.prompt.is_empty() {
+            return Err(EngineError::Config(format!("request {}: empty prompt", r.id)));
+        }
+        if let Some(t) = r.prompt.iter().find(|&&t| t < 0 || t as i64 >= v) {
+            return Err(EngineError::Config(format!("request {}: prompt token {t} outside 0..{v}", r.id)));
+        }
+        let mut params = r.params;
+        if self.cfg.role == Role::Driver {
+            params.seq_seed.get_or_insert_with(random_seed);
+        }
+        self.waiting.push_back(Seq {
+            id: r.id,
+            prompt: r.prompt,
+            params,
+            max_tokens: r.max_tokens.max(1),
+            eos: r.eos,
+            grammar: r.grammar,
+            slot: usize::MAX,
+            prefilled: 0,
+            output: Vec::new(),
+            output_logprobs: Vec::new(),
+            prompt_logprobs: Vec::new(),
+            drafts: Vec::new(),
+            status: Ok(()),
+            accepted: 0,
+            drafted: 0,
+        });
+        Ok(())
+    }
+
+    fn admit(&mut self) {
+        while !self.waiting.is_empty() {
+            let Some(slot) = self.pool.alloc() else { break };
+            let mut s = self.waiting.pop_front().unwrap();
+            s.slot = slot;
+            self.running.push(s);
+        }
+    }
+
+    /// Runs one step. A driver asks `model` for logits; a follower never does
+    /// (pass [`NoModel`]) and returns an empty report.
+    ///
+    /// Errors: the model's logits have the wrong shape, the sampler rejects
+    /// the batch's shape, or a collective fails. A bad request only fails itself.
+    pub fn step(&mut self, model: &mut dyn LogitsSource) -> Result<StepReport, EngineError> {
+        self.admit();
+        let step = self.step;
+        self.step += 1;
+        let mut report = StepReport { step, ..Default::default() };
+        if self.running.is_empty() {
+            report.pool_bytes = self.pool.bytes();
+            return Ok(report);
+        }
+        let driver = self.cfg.role == Role::Driver;
+        let v = self.sampler.config().vocab_size as usize;
+        let nextn = self.cfg.nextn;
+
+        // 2. Schedule.
+        let phases: Vec<Phase> = self
+            .running
+            .iter()
+            .map(|s| {
+                let p = s.prompt.len();
+                if s.prefilled < p {
+                    let chunk = if self.cfg.prefill_chunk == 0 { p } else { self.cfg.prefill_chunk };
+                    let len = chunk.min(p - s.prefilled);
+                    Phase::Prefill { start: s.prefilled, len, last: s.prefilled + len == p }
+                } else {
+                    Phase::Decode { drafts: s.drafts.len() }
+                }
+            })
+            .collect();
+
+        // 3. Prompt logprobs of this step's prefill chunks.
+        let mut prompt_counts = vec![0usize; self.running.len()];
+        let mut prompt_errors: Vec<Option<RequestError>> = vec![None; self.running.len()];
+        let job_of: Vec<usize> = (0..self.running.len())
+            .filter(|&i| self.running[i].params.prompt_logprobs && matches!(phases[i], Phase::Prefill { .. }))
+            .collect();
+        let jobs: Vec<PromptJob<'_>> = job_of
+            .iter()
+            .map(|&i| {
+                let Phase::Prefill { start, len, .. } = phases[i] else { unreachable!() };
+                PromptJob { params: self.running[i].params.clone(), prompt: &self.running[i].prompt, start, len }
+            })
+            .collect();
+        let any_prompt_rows = jobs.iter().any(|j| !j.positions().is_empty());
+        if any_prompt_rows {
+            if driver {
+                let ids: Vec<u64> = job_of.iter().map(|&i| self.running[i].id).collect();
+                let inputs: Vec<&[i32]> = jobs.iter().map(|j| j.prompt).collect();
+                let (res, stats) = compute_prompt_logprobs(&mut self.sampler, &jobs, self.cfg.max_prompt_rows, |rows| {
+                    let q: Vec<RowQuery> = rows.iter().map(|&(j, p)| RowQuery { request: ids[j], role: RowRole::Prompt, input: inputs[j][p], predicts: p as u64 + 1 }).collect();
+                    let l = model.target_logits(&q);
+                    check_len("prompt", &l, q.len(), v)?;
+                    Ok(l)
+                })?;
+                report.prompt_stats = stats;
+                drop(jobs);
+                for (r, &i) in res.into_iter().zip(&job_of) {
+                    match r {
+                        Ok(lp) => {
+                            prompt_counts[i] = lp.len();
+                            self.running[i].prompt_logprobs.extend(lp);
+                        }
+                        Err(e) => prompt_errors[i] = Some(e),
+                    }
+                }
+            }
+            // The reference's follower takes part in the prompt-logprobs gather.
+            self.collective.barrier()?;
+        }
+
+        // 4-5. Target sampling and draft draws (driver).
+        let mut updates: Vec<Option<Update>> = vec![None; self.running.len()];
+        let mut teacher = vec![false; self.running.len()];
+        let mut mask_bytes = 0;
+        if driver {
+            let main: Vec<usize> = (0..self.running.len()).filter(|&i| matches!(phases[i], Phase::Decode { .. } | Phase::Prefill { last: true, .. })).collect();
+            // Grammar masks (built on the host while the device would compute logits).
+            let mut masks = StepMasks::new(nextn, main.len(), v);
+            let any_grammar = main.iter().any(|&i| self.running[i].grammar.is_some());
+            for (b, &i) in main.iter().enumerate() {
+                let s = &mut self.running[i];
+                let drafts = s.drafts.clone();
+                if let Some(g) = s.grammar.as_deref_mut() {
+                    masks.fill(b, g, &drafts);
+                }
+            }
+            if any_grammar {
+                mask_bytes = masks.bytes();
+            }
+            let mut reqs = Vec::with_capacity(main.len());
+            let mut queries = Vec::new();
+            for (b, &i) in main.iter().enumerate() {
+                let s = &self.running[i];
+                let out_len = s.output.len();
+                let (mut req, seqlen_q) = match phases[i] {
+                    Phase::Prefill { len, .. } => {
+                        queries.push(RowQuery { request: s.id, role: RowRole::Target, input: s.last_token(), predicts: s.prompt.len() as u64 });
+                        (Request::prefill(s.params.clone(), s.prompt.len() as u64), len)
+                    }
+                    _ => {
+                        let k = s.drafts.len();
+                        let l = s.len();
+                        for j in 0..=k {
+                            let input = if j == 0 { s.last_token() } else { s.drafts[j - 1] };
+                            queries.push(RowQuery { request: s.id, role: RowRole::Target, input, predicts: l + j as u64 });
+                        }
+                        let dists = (0..k).map(|j| self.pool.read(s.slot, j)).collect();
+                        (Request::decode(s.params.clone(), l + k as u64, k as u64 + 1, s.drafts.clone(), dists), k + 1)
+                    }
+                };
+                req.golden = golden::step_golden(&s.params.golden_token_ids, out_len, nextn, seqlen_q, req.rows());
+                teacher[i] = !req.golden.is_empty();
+                req.masks = masks.request(b, req.rows());
+                reqs.push(req);
+            }
+            let logits = model.target_logits(&queries);
+            check_len("target", &logits, queries.len(), v)?;
+            let out = self.sampler.sample(&logits, &reqs)?;
+
+            // Apply the step's results (driver side), then draft draws.
+            let mut draft_for: Vec<(usize, RequestKind)> = Vec::new();
+            for (b, &i) in main.iter().enumerate() {
+                let s = &mut self.running[i];
+                let r = &out.requests[b];
+                let mut u = Update { ok: true, accepted: r.accepted, ..Default::default() };
+                let status = if let Some(e) = masks.error(b) {
+                    Err(e)
+                } else if let Some(e) = prompt_errors[i].take() {
+                    Err(e)
+                } else {
+                    r.status.clone()
+                };
+                if let Err(e) = status {
+                    s.status = Err(e);
+                    u.ok = false;
+                    u.accepted = 0;
+                    u.finished = true;
+                    updates[i] = Some(u);
+                    continue;
+                }
+                let room = s.max_tokens - s.output.len();
+                for (&t, &lp) in r.emitted.iter().zip(&r.emitted_logprobs).take(room) {
+                    u.emitted.push(t);
+                    u.logprobs.push(lp);
+                    if Some(t) == s.eos {
+                        break;
+                    }
+                }
+                // The grammar follows the emitted tokens (a golden token it forbids fails the request).
+                if let Some(g) = s.grammar.as_deref_mut() {
+                    let mut err = None;
+                    for &t in &u.emitted {
+                        if let Err(e) = g.accept(t) {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                    if let Some(e) = err {
+                        s.status = Err(RequestError::Matcher(e));
+                        updates[i] = Some(Update { ok: false, finished: true, ..Default::default() });
+                        continue;
+                    }
+                }
+                let new_len = s.output.len() + u.emitted.len();
+                u.finished = new_len >= s.max_tokens
+                    || u.emitted.last().is_some_and(|&t| Some(t) == s.eos)
+                    || s.grammar.as_ref().is_some_and(|g| g.is_finished());
+                let k_next = nextn.min(s.max_tokens.saturating_sub(new_len + 1));
+                if !u.finished && k_next > 0 {
+                    let kind = match phases[i] {
+                        Phase::Prefill { .. } => RequestKind::Draft { seqlen_k: s.prompt.len() as u64, seqlen_q: 1, last_valid_offset: 0, rows: k_next as u32 },
+                        _ => {
+                            let k = s.drafts.len() as u64;
+                            RequestKind::Draft { seqlen_k: s.len() + k, seqlen_q: k + 1, last_valid_offset: u.accepted as u64, rows: k_next as u32 }
+                        }
+                    };
+                    draft_for.push((i, kind));
+                }
+                updates[i] = Some(u);
+            }
+            if !draft_for.is_empty() {
+                let mut dreqs = Vec::with_capacity(draft_for.len());
+                let mut dq = Vec::new();
+                for (i, kind) in &draft_for {
+                    let s = &self.running[*i];
+                    let u = updates[*i].as_ref().unwrap();
+                    let base = s.len() + u.emitted.len() as u64;
+                    let RequestKind::Draft { rows, .. } = kind else { unreachable!() };
+                    for d in 0..*rows as u64 {
+                        let input = if d == 0 { *u.emitted.last().unwrap() } else { -1 };
+                        dq.push(RowQuery { request: s.id, role: RowRole::Draft, input, predicts: base + d });
+                    }
+                    dreqs.push(Request { params: s.params.clone(), kind: kind.clone(), golden: Vec::new(), masks: None });
+                }
+                let dlogits = model.draft_logits(&dq);
+                check_len("draft", &dlogits, dq.len(), v)?;
+                let all_rows: Vec<usize> = (0..dq.len()).collect();
+                let (dout, proc_rows) = self.sampler.sample_with_processed(&dlogits, &dreqs, &all_rows)?;
+                let mut row = 0;
+                for (b, (i, _)) in draft_for.iter().enumerate() {
+                    let rows = dreqs[b].rows();
+                    let r = &dout.requests[b];
+                    if r.status.is_ok() && r.emitted.len() == rows {
+                        let slot = self.running[*i].slot;
+                        for d in 0..rows {
+                            let (ids, lps) = proc_rows.row(row + d);
+                            self.pool.write(slot, d, ids, lps)?;
+                        }
+                        updates[*i].as_mut().unwrap().drafts = r.emitted.clone();
+                    }
+                    row += rows;
+                }
+            }
+        }
+
+        // 6. The driver broadcasts the step; every rank applies it.
+        let mut buf = if driver { encode(&updates) } else { Vec::new() };
+        self.collective.broadcast_i32(&mut buf, 0)?;
+        if !driver {
+            updates = decode(&buf)?;
+            if updates.len() != self.running.len() {
+                return Err(EngineError::Protocol(format!("driver runs {} requests, this follower {}", updates.len(), self.running.len())));
+            }
+        }
+        report.mask_bytes = mask_bytes;
+        let mut keep = Vec::with_capacity(self.running.len());
+        for (i, mut s) in std::mem::take(&mut self.running).into_iter().enumerate() {
+            if let Phase::Prefill { len, .. } = phases[i] {
+                s.prefilled += len;
+            }
+            let u = updates[i].take();
+            let mut rs = RequestStep {
+                id: s.id,
+                phase: phases[i].clone(),
+                accepted: 0,
+                emitted: Vec::new(),
+                teacher_forced: teacher[i],
+                prompt_logprobs: prompt_counts[i],
+                new_drafts: 0,
+                status: Ok(()),
+                finished: false,
+            };
+            if let Some(u) = u {
+                if !u.ok && s.status.is_ok() {
+                    s.status = Err(RequestError::Field { field: "status", msg: "the request failed on the driver rank".into() });
+                }
+                if let Phase::Decode { drafts } = phases[i] {
+                    s.drafted += drafts as u64;
+                    s.accepted += u.accepted as u64;
+                }
+                s.output.extend(&u.emitted);
+                s.output_logprobs.extend(&u.logprobs);
+                s.drafts = u.drafts.clone();
+                rs.accepted = u.accepted;
+                rs.emitted = u.emitted;
+                rs.new_drafts = u.drafts.len();
+                rs.finished = u.finished;
+                rs.status = s.status.clone();
+            }
+            if driver {
+                report.requests.push(rs.clone());
+            }
+            if rs.finished {
+                self.pool.release(s.slot);
+                self.finished.push(Finished {
+                    id: s.id,
+                    output: s.output,
+                    output_logprobs: s.output_logprobs,
+                    prompt_logprobs: s.prompt_logprobs,
+                    status: s.status,
+                    accepted: s.accepted,
+                    drafted: s.drafted,
+                    slot: s.slot,
+                });
+            } else {
+                keep.push(s);
+            }
+        }
+        self.running = keep;
+        report.pool_bytes = self.pool.bytes();
+        report.slots_in_use = self.pool.slots_in_use();
+        Ok(report)
+    }
+
+    /// Steps until no request is waiting or running (at most `max_steps`).
+    pub fn run_to_completion(&mut self, model: &mut dyn LogitsSource, max_steps: usize) -> Result<Vec<StepReport>, EngineError> {
+        let mut reports = Vec::new();
+        for _ in 0..max_steps {
+            if self.pending() == 0 {
+                break;
+            }
+            reports.push(self.step(model)?);
+        }
+        Ok(reports)
+    }
+}
+
+fn check_len(what: &str, logits: &[f32], rows: usize, v: usize) -> Result<(), EngineError> {
+    if logits.len() != rows * v {
+        return Err(EngineError::Model(format!("{what} logits: got {} values for {rows} rows of V = {v}", logits.len())));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_roundtrip() {
+        let u = vec![None, Some(Update { ok: true, accepted: 2, emitted: vec![3, 4, 5], logprobs: vec![-0.5, f32::NEG_INFINITY, -1.0], drafts: vec![7, 8], finished: false })];
+        assert_eq!(decode(&encode(&u)).unwrap(), u);
+    }
+}

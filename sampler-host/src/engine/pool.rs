@@ -1,0 +1,204 @@
+//! The MTP info pool (SAMPLER.md sections 6 and 9): the draft model's
+//! processed distribution of every pending draft token, read back by the
+//! next step's verification.
+//!
+//! Layout: `(max_num_seqs + 1) * nextn` rows. Slot `s` (one per running
+//! request) owns rows `s * nextn .. (s + 1) * nextn`; row `s * nextn + i - 1`
+//! holds the distribution that proposed draft `i`. The extra slot
+//! `max_num_seqs` is a scratch slot that is never handed out (the reference
+//! points requests without drafts at it).
+//!
+//! Each row has N f32 processed logprobs, plus N i32 vocabulary ids when
+//! force top-k is on (N < V). With force top-k off (N = V) the column is the
+//! vocabulary id itself, so no ids are stored.
+
+use crate::request::DraftDist;
+
+use super::EngineError;
+
+/// The MTP info pool.
+#[derive(Clone, Debug)]
+pub struct MtpInfoPool {
+    max_num_seqs: usize,
+    nextn: usize,
+    n: usize,
+    vocab: usize,
+    /// `[rows, N]` processed logprobs.
+    logprobs: Vec<f32>,
+    /// `[rows, N]` vocabulary ids (only when N < V).
+    ids: Vec<i32>,
+    /// Whether a row was written since its slot was handed out.
+    written: Vec<bool>,
+    /// Free slots (a stack: the most recently freed slot is reused first).
+    free: Vec<usize>,
+    in_use: Vec<bool>,
+}
+
+/// Bytes of a pool: `(max_num_seqs + 1) * nextn * N * 4`, plus the same again
+/// for the i32 ids when force top-k is on (`n < vocab`).
+pub fn pool_bytes(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> u64 {
+    let rows = (max_num_seqs as u64 + 1) * nextn as u64;
+    let per = if n < vocab { 8 } else { 4 };
+    rows * n as u64 * per
+}
+
+impl MtpInfoPool {
+    /// A pool for `max_num_seqs` running requests, `nextn` drafts each, width
+    /// `n` (`n >= vocab` means force top-k off: N = V).
+    ///
+    /// Errors: zero `max_num_seqs` or `vocab`, or a pool too large to address.
+    pub fn new(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> Result<MtpInfoPool, EngineError> {
+        if max_num_seqs == 0 || vocab == 0 {
+            return Err(EngineError::Config(format!("MTP info pool needs max_num_seqs >= 1 and vocab >= 1 (got {max_num_seqs}, {vocab})")));
+        }
+        let n = n.min(vocab);
+        let rows = (max_num_seqs + 1) * nextn;
+        let cells = rows.checked_mul(n).ok_or_else(|| EngineError::Config("MTP info pool too large".into()))?;
+        // vec![0; ..] is calloc: untouched pages cost nothing until a row is written.
+        let logprobs = vec![0f32; cells];
+        let ids = if n < vocab { vec![0i32; cells] } else { Vec::new() };
+        Ok(MtpInfoPool {
+            max_num_seqs,
+            nextn,
+            n,
+            vocab,
+            logprobs,
+            ids,
+            written: vec![false; rows],
+            free: (0..max_num_seqs).rev().collect(),
+            in_use: vec![false; max_num_seqs],
+        })
+    }
+
+    /// Rows `(max_num_seqs + 1) * nextn`.
+    pub fn rows(&self) -> usize {
+        (self.max_num_seqs + 1) * self.nextn
+    }
+    /// Width N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Draft tokens per slot.
+    pub fn nextn(&self) -> usize {
+        self.nextn
+    }
+    /// Whether vocabulary ids are stored (force top-k on).
+    pub fn has_ids(&self) -> bool {
+        self.n < self.vocab
+    }
+    /// Bytes the pool holds, by the formula of section 9 ([`pool_bytes`]).
+    pub fn bytes(&self) -> u64 {
+        pool_bytes(self.max_num_seqs, self.nextn, self.n, self.vocab)
+    }
+    /// The scratch slot (never handed out).
+    pub fn scratch_slot(&self) -> usize {
+        self.max_num_seqs
+    }
+    /// Slots in use.
+    pub fn slots_in_use(&self) -> usize {
+        self.in_use.iter().filter(|u| **u).count()
+    }
+    /// Hands out a free slot, or `None` when all `max_num_seqs` are in use.
+    pub fn alloc(&mut self) -> Option<usize> {
+        let s = self.free.pop()?;
+        self.in_use[s] = true;
+        for i in 0..self.nextn {
+            self.written[s * self.nextn + i] = false;
+        }
+        Some(s)
+    }
+    /// Returns a slot (a finished request). Freeing a free slot is a no-op.
+    pub fn release(&mut self, slot: usize) {
+        if slot < self.max_num_seqs && self.in_use[slot] {
+            self.in_use[slot] = false;
+            self.free.push(slot);
+        }
+    }
+    /// Pool row of draft `i` (0-based) of `slot`.
+    pub fn row_index(&self, slot: usize, i: usize) -> usize {
+        slot * self.nextn + i
+    }
+
+    /// Stores the processed top-N distribution (`ids`, `logprobs`, N columns
+    /// each, any order) that proposed draft `i` (0-based) of `slot`.
+    pub fn write(&mut self, slot: usize, i: usize, ids: &[i32], logprobs: &[f32]) -> Result<(), EngineError> {
+        if slot > self.max_num_seqs || i >= self.nextn || ids.len() != self.n || logprobs.len() != self.n {
+            return Err(EngineError::Config(format!(
+                "pool write slot {slot} row {i} with {} ids / {} logprobs (pool: {} slots, nextn {}, N {})",
+                ids.len(),
+                logprobs.len(),
+                self.max_num_seqs + 1,
+                self.nextn,
+                self.n
+            )));
+        }
+        let row = self.row_index(slot, i);
+        let (a, b) = (row * self.n, (row + 1) * self.n);
+        if self.has_ids() {
+            self.ids[a..b].copy_from_slice(ids);
+            self.logprobs[a..b].copy_from_slice(logprobs);
+        } else {
+            // N = V: the column is the vocabulary id.
+            let dst = &mut self.logprobs[a..b];
+            dst.fill(f32::NEG_INFINITY);
+            for (&t, &lp) in ids.iter().zip(logprobs) {
+                if t >= 0 && (t as usize) < self.vocab {
+                    dst[t as usize] = lp;
+                }
+            }
+        }
+        self.written[row] = true;
+        Ok(())
+    }
+
+    /// The draft distribution `q` stored for draft `i` (0-based) of `slot`,
+    /// as the sampler's [`DraftDist`]: only candidates with nonzero mass are
+    /// listed (an id not listed has logprob -inf, the same distribution).
+    /// A row never written gives an empty distribution (q = 0: reject).
+    pub fn read(&self, slot: usize, i: usize) -> DraftDist {
+        let row = self.row_index(slot, i);
+        if slot > self.max_num_seqs || i >= self.nextn || !self.written[row] {
+            return DraftDist::default();
+        }
+        let (a, b) = (row * self.n, (row + 1) * self.n);
+        let lps = &self.logprobs[a..b];
+        let mut d = DraftDist::default();
+        for (c, &lp) in lps.iter().enumerate() {
+            if lp > f32::NEG_INFINITY {
+                d.ids.push(if self.has_ids() { self.ids[a + c] } else { c as i32 });
+                d.logprobs.push(lp);
+            }
+        }
+        d
+    }
+
+    /// Raw row (ids, logprobs) of draft `i` of `slot`; ids are `0..N` when
+    /// force top-k is off.
+    pub fn raw_row(&self, slot: usize, i: usize) -> (Vec<i32>, &[f32]) {
+        let row = self.row_index(slot, i);
+        let (a, b) = (row * self.n, (row + 1) * self.n);
+        let ids = if self.has_ids() { self.ids[a..b].to_vec() } else { (0..self.n as i32).collect() };
+        (ids, &self.logprobs[a..b])
+    }
+}
+
+/// Host form of the reference's `remap_draft_topk` for one draft token: the
+/// column of `draft` in the target row's top-N ids `target_ids`, or -1 when
+/// the draft is not among them (and -1 forces a reject, section 6). The
+/// kernels do the same remap on the device (`remap_draft`); this is for
+/// engines and tests that want to see it.
+pub fn remap_draft_column(draft: i32, target_ids: &[i32]) -> i32 {
+    target_ids.iter().position(|&t| t == draft && draft >= 0).map_or(-1, |c| c as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formula() {
+        assert_eq!(pool_bytes(64, 5, 4096, 129280), 325 * 4096 * 8);
+        assert_eq!(pool_bytes(64, 5, 4096, 129280), 10_649_600);
+        assert_eq!(pool_bytes(64, 5, 129280, 129280), 168_064_000);
+    }
+}
