@@ -30,6 +30,9 @@ pub enum RequestError {
     Field { field: &'static str, msg: String },
     #[error("grammar matcher error: {0}")]
     Matcher(String),
+    /// A malformed request of a conformance case (names the field and value).
+    #[error("malformed request: {0}")]
+    Malformed(#[from] crate::case::RequestCaseError),
 }
 
 /// A configuration error (SAMPLER.md section 9): refused when the sampler is built.

@@ -7,6 +7,8 @@
 
 pub mod batch;
 pub mod engine;
+pub mod case;
+pub mod compare;
 pub mod error;
 pub mod params;
 pub mod plan;
