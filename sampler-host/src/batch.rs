@@ -215,8 +215,12 @@ pub fn build_plan(vocab: u32, n: u32, logits: &[f32], requests: &[Request]) -> R
                 _ => p.has_mask.push(0),
             }
         }
-        if let Ok(v) = &params {
-            p.k = p.k.max(v.top_logprobs);
+        // Section 5: k is the largest top_logprobs among requests with valid
+        // *parameters* (section 1). A request that fails later (mask, golden
+        // ids, logits) still counts; `validate` checks the parameters first,
+        // so any error other than a parameter error means they were valid.
+        if !matches!(params, Err(RequestError::Param(_))) {
+            p.k = p.k.max(req.params.top_logprobs);
         }
         infos.push(RequestInfo { first_row: row, rows, params });
         row += rows;

@@ -1,0 +1,120 @@
+//! Property test: the CPU `Sampler` against the independent f64 reference
+//! (tests/common/reference.rs) on random steps of every request kind.
+//!
+//! Statuses must agree; token ids must agree except where the reference's
+//! decision lies within 1e-6 of a boundary (a draw's u vs a cumulative sum,
+//! an accept test u1*q vs p, a top-p cut); floats within
+//! `1e-4 + 1e-5 |b|` (CONFORMANCE.md).
+
+mod common;
+
+use common::gen::{random_step, GenOpts, Rng};
+use common::reference::{compare, reference_step, self_check};
+use proptest::prelude::*;
+use sampler_host::{BackendKind, Sampler, SamplerConfig};
+
+fn run_one(seed: u64, vocab: usize, force: usize, max_requests: usize) -> Result<(), TestCaseError> {
+    let mut rng = Rng::new(seed);
+    let step = random_step(&mut rng, vocab, force, max_requests, GenOpts::default());
+    let cfg = SamplerConfig { vocab_size: vocab as u32, force_topk: force as u32, nextn: 5, backend: BackendKind::Cpu };
+    let mut s = Sampler::new(cfg).expect("sampler");
+    let got = s.sample(&step.logits, &step.requests).expect("batch");
+    let want = reference_step(vocab, force, &step.logits, &step.requests);
+    let diffs = compare(&got, &want, &step.requests);
+    if !diffs.is_empty() {
+        let summary: Vec<String> = step
+            .requests
+            .iter()
+            .zip(&got.requests)
+            .zip(&want.requests)
+            .map(|((r, g), w)| format!("{:?} golden={:?} masks={} {:?} | cpu {:?} | ref {:?}", r.kind, r.golden, r.masks.as_ref().map_or(0, |m| m.len()), r.params, g.status, w.status))
+            .collect();
+        prop_assert!(false, "V={vocab} N={force} seed={seed}: {diffs:#?}\nrequests: {summary:#?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn reference_self_check() {
+    self_check();
+}
+
+fn vocab_and_force() -> impl Strategy<Value = (usize, usize)> {
+    (1usize..=300).prop_flat_map(|v| {
+        let force = if v > 1 { prop_oneof![Just(0usize), 1..v].boxed() } else { Just(0usize).boxed() };
+        (Just(v), force)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cpu_matches_reference((vocab, force) in vocab_and_force(), max_requests in 1usize..=6, seed in any::<u64>()) {
+        run_one(seed, vocab, force, max_requests)?;
+    }
+
+    #[test]
+    fn cpu_matches_reference_small_vocab(vocab in 1usize..=12, force in 0usize..12, max_requests in 1usize..=8, seed in any::<u64>()) {
+        run_one(seed, vocab, if force < vocab { force } else { 0 }, max_requests)?;
+    }
+}
+
+/// The generator reaches every corner the comparison is meant to cover, and
+/// margins rarely hide a decision.
+#[test]
+fn generator_coverage() {
+    use common::reference::MARGIN;
+    use sampler_host::RequestKind;
+    let mut c = std::collections::BTreeMap::<&str, usize>::new();
+    let mut inc = |k: &'static str| *c.entry(k).or_default() += 1;
+    for seed in 0..1500u64 {
+        let mut rng = Rng::new(seed);
+        let v = 1 + rng.below(300);
+        let force = if v > 1 && rng.chance(0.5) { 1 + rng.below(v - 1) } else { 0 };
+        let step = random_step(&mut rng, v, force, 6, GenOpts::default());
+        let want = reference_step(v, force, &step.logits, &step.requests);
+        for (r, w) in step.requests.iter().zip(&want.requests) {
+            inc("requests");
+            if w.status.is_err() {
+                inc("error status");
+                continue;
+            }
+            if w.cut_margin < MARGIN {
+                inc("skipped: top-p cut margin");
+                continue;
+            }
+            if w.draw_margin < MARGIN {
+                inc("skipped ids: draw margin");
+                continue;
+            }
+            match &r.kind {
+                RequestKind::Decode { drafts, .. } if !drafts.is_empty() => {
+                    inc("verify compared");
+                    if w.accepted as usize == drafts.len() {
+                        inc("verify: all accepted");
+                    } else if w.accepted > 0 {
+                        inc("verify: partly accepted");
+                    } else {
+                        inc("verify: first rejected");
+                    }
+                }
+                RequestKind::PromptLogprobs { .. } => inc("prompt logprobs compared"),
+                RequestKind::Draft { .. } => inc("draft compared"),
+                _ => inc("fresh compared"),
+            }
+            if r.golden.iter().any(|&g| g >= 0) {
+                inc("golden compared");
+            }
+            if r.masks.is_some() {
+                inc("masked compared");
+            }
+        }
+    }
+    eprintln!("{c:#?}");
+    for k in ["error status", "verify: all accepted", "verify: partly accepted", "verify: first rejected", "prompt logprobs compared", "draft compared", "fresh compared", "golden compared", "masked compared"] {
+        assert!(c.get(k).copied().unwrap_or(0) >= 20, "too few `{k}`: {c:#?}");
+    }
+    let skipped = c.get("skipped ids: draw margin").copied().unwrap_or(0) + c.get("skipped: top-p cut margin").copied().unwrap_or(0);
+    assert!(skipped * 50 < c["requests"], "margins hide too much: {c:#?}");
+}
