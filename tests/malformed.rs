@@ -345,3 +345,119 @@ fn input_conventions() {
     let (r, _) = c.requests[0].as_ref().unwrap();
     assert_eq!(r.params.seq_seed, Some(u64::MAX));
 }
+
+/// SplitMix64, for deterministic mutations.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Every path (as indices/keys) of a JSON value.
+fn paths(v: &Value, here: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
+    out.push(here.clone());
+    match v {
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                here.push(json!(i));
+                paths(x, here, out);
+                here.pop();
+            }
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                here.push(json!(k));
+                paths(x, here, out);
+                here.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn at<'a>(v: &'a mut Value, path: &[Value]) -> &'a mut Value {
+    path.iter().fold(v, |v, p| match p {
+        Value::Number(i) => &mut v[i.as_u64().unwrap() as usize],
+        Value::String(k) => &mut v[k.as_str()],
+        _ => unreachable!(),
+    })
+}
+
+#[test]
+fn random_mutations_never_panic() {
+    let mut seeds: Vec<Value> = vec![serde_json::from_str(&case_text(&goods())).unwrap()];
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
+    for name in ["bug-verify-zero-target.json", "bug-mask-wrong-length.json", "bug-param-errors.json", "bug-prompt-logprobs-filtered.json"] {
+        if let Ok(t) = std::fs::read_to_string(dir.join(name)) {
+            let mut v: Value = serde_json::from_str(&t).unwrap();
+            v.as_object_mut().unwrap().remove("expected");
+            seeds.push(v);
+        }
+    }
+    let pool = [
+        json!(null), json!(-1), json!(0), json!(1), json!(2.5), json!(1e300), json!(-1e300), json!(u64::MAX), json!(i64::MIN),
+        json!("nan"), json!("inf"), json!("-inf"), json!("x"), json!(true), json!([]), json!({}), json!([null]), json!([[0]]),
+        json!([4294967295u64]), json!({"ids": [0], "logprobs": [0.0]}), json!(1u64 << 40),
+    ];
+    let mut rng = Rng(42);
+    let mut runs = 0;
+    let mut docs = 0;
+    for round in 0..1500 {
+        let mut v = seeds[round % seeds.len()].clone();
+        for _ in 0..1 + rng.below(3) {
+            let mut ps = Vec::new();
+            paths(&v, &mut Vec::new(), &mut ps);
+            let p = &ps[rng.below(ps.len())];
+            if p.is_empty() {
+                continue;
+            }
+            let target = at(&mut v, p);
+            match rng.below(4) {
+                // delete an object key / array element
+                0 => {
+                    let (last, parent) = p.split_last().unwrap();
+                    let parent = at(&mut v, parent);
+                    match (parent, last) {
+                        (Value::Object(o), Value::String(k)) => {
+                            o.remove(k);
+                        }
+                        (Value::Array(a), Value::Number(i)) => {
+                            a.remove(i.as_u64().unwrap() as usize);
+                        }
+                        _ => {}
+                    }
+                }
+                // duplicate an array element
+                1 if target.is_array() && !target.as_array().unwrap().is_empty() => {
+                    let a = target.as_array_mut().unwrap();
+                    let x = a[rng.below(a.len())].clone();
+                    a.push(x);
+                }
+                _ => *target = pool[rng.below(pool.len())].clone(),
+            }
+        }
+        let text = v.to_string();
+        let res = run(&format!("mutation round {round}"), &text);
+        runs += 1;
+        if let Ok(doc) = res {
+            docs += 1;
+            // A document keeps the shape of the case: one row per logits row, one entry per request.
+            assert_eq!(doc["rows"].as_array().unwrap().len(), v["logits"].as_array().unwrap().len(), "round {round}: {text}");
+            assert_eq!(doc["requests"].as_array().unwrap().len(), v["requests"].as_array().unwrap().len(), "round {round}");
+            for q in doc["requests"].as_array().unwrap() {
+                let s = q["status"].as_str().unwrap();
+                assert!(s == "ok" || s.starts_with("error: "), "round {round}: status {s:?}");
+            }
+        }
+    }
+    assert_eq!(runs, 1500);
+    assert!(docs > 300, "most mutations should still give a document ({docs})");
+}
