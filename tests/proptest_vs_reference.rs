@@ -118,3 +118,73 @@ fn generator_coverage() {
     let skipped = c.get("skipped ids: draw margin").copied().unwrap_or(0) + c.get("skipped: top-p cut margin").copied().unwrap_or(0);
     assert!(skipped * 50 < c["requests"], "margins hide too much: {c:#?}");
 }
+
+/// The reference itself reproduces every golden case of `../shared/golden`
+/// (parsed with `sampler_host::case`, compared with CONFORMANCE.md's rule):
+/// a check on the reference, independent of the kernels.
+#[test]
+fn reference_passes_golden_cases() {
+    use common::reference::RefOutput;
+    use sampler_host::case::parse_case;
+    use sampler_host::compare::compare_results;
+    use serde_json::{json, Value};
+
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
+    if !dir.is_dir() {
+        eprintln!("!!! SKIPPED: golden cases not found at {}", dir.display());
+        return;
+    }
+    let fl = |x: f64| if x == f64::NEG_INFINITY { Value::Null } else { json!(x) };
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    files.sort();
+    let mut failures = Vec::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(f).unwrap();
+        let expected = serde_json::from_str::<Value>(&text).unwrap()["expected"].clone();
+        let case = parse_case(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut reqs = Vec::new();
+        let mut logits = Vec::new();
+        for (r, l) in case.requests.iter().flatten() {
+            reqs.push(r.clone());
+            logits.extend_from_slice(l);
+        }
+        let out: RefOutput = reference_step(case.vocab_size as usize, case.force_topk as usize, &logits, &reqs);
+        // Splice malformed requests back in (error status, token -1 rows).
+        let (mut rows, mut outs) = (Vec::new(), Vec::new());
+        let (mut gi, mut ri) = (0usize, 0usize);
+        for (i, r) in case.requests.iter().enumerate() {
+            match r {
+                Ok((req, _)) => {
+                    for row in &out.rows[ri..ri + req.rows()] {
+                        let top: Vec<Value> = row.top_logprobs.iter().map(|&(id, lp)| json!([id, fl(lp)])).collect();
+                        rows.push(json!({"token": row.token, "logprob": fl(row.logprob), "top_logprobs": top, "sum_smaller_probs": row.sum_smaller_probs}));
+                    }
+                    let o = &out.requests[gi];
+                    let status = match &o.status {
+                        Ok(()) => "ok".to_string(),
+                        Err(e) => format!("error: {e}"),
+                    };
+                    let pl: Vec<Value> = o.prompt_logprobs.iter().map(|&x| fl(x)).collect();
+                    outs.push(json!({"status": status, "accepted": o.accepted, "emitted": o.emitted, "prompt_logprobs": pl}));
+                    ri += req.rows();
+                    gi += 1;
+                }
+                Err(e) => {
+                    for _ in 0..case.rows[i] {
+                        rows.push(json!({"token": -1, "logprob": null, "top_logprobs": [], "sum_smaller_probs": 0.0}));
+                    }
+                    outs.push(json!({"status": format!("error: {e}"), "accepted": 0, "emitted": [], "prompt_logprobs": []}));
+                }
+            }
+        }
+        let actual = json!({"rows": rows, "requests": outs});
+        let diffs = compare_results(&expected, &actual);
+        if !diffs.is_empty() {
+            failures.push(format!("{name}: {}", diffs.iter().take(8).cloned().collect::<Vec<_>>().join("\n    ")));
+        }
+    }
+    eprintln!("reference on golden: {} files, {} failing", files.len(), failures.len());
+    assert!(failures.is_empty(), "the reference fails golden cases:\n{}", failures.join("\n"));
+    assert!(files.len() >= 50);
+}
