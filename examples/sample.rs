@@ -155,7 +155,14 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let draft_rows: Vec<usize> = seqs.iter().map(|s| s.seqlen_q as usize - 1).collect();
         let rows: usize = draft_rows.iter().sum();
         let target_logits = src.target(seqs.iter().map(|s| s.seqlen_q as usize).sum(), 1000 + step as u64);
-        let draft_logits = src.draft(&target_logits[..rows * vocab], a.draft_noise, step as u64);
+        // Draft i of a request approximates the target row that verifies it (row i of the request).
+        let mut aligned = Vec::with_capacity(rows * vocab);
+        let mut first = 0;
+        for s in &seqs {
+            aligned.extend_from_slice(&target_logits[first * vocab..(first + s.seqlen_q as usize - 1) * vocab]);
+            first += s.seqlen_q as usize;
+        }
+        let draft_logits = src.draft(&aligned, a.draft_noise, step as u64);
         let k = n.min(64);
         let dreqs: Vec<Request> = seqs
             .iter()

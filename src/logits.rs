@@ -86,19 +86,20 @@ impl Rng {
     }
 }
 
-/// LLM-shaped synthetic logits: Gaussian background (sigma 1.5) plus a
-/// Zipf-like head of a few hundred boosted tokens per row, so top-p 0.9 keeps
-/// tens to hundreds of tokens as in real models. Deterministic in `seed`.
+/// LLM-shaped synthetic logits: a N(0, 1) background plus a Zipf-like head
+/// of 64 tokens about 8-14 above it, with a random sharpness per row (top
+/// token from about 50% to nearly certain at temperature 0.7), as in real models. Deterministic in `seed`.
 pub fn synthetic(rows: usize, vocab: usize, seed: u64) -> Logits {
     let mut data = Vec::with_capacity(rows * vocab);
     for r in 0..rows {
         let mut rng = Rng(seed ^ (r as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
         let start = data.len();
-        data.extend((0..vocab).map(|_| (rng.normal() * 1.5) as f32));
-        let head = vocab.min(300);
-        for i in 0..head {
+        data.extend((0..vocab).map(|_| rng.normal() as f32));
+        // Per-row sharpness: some rows nearly certain, others spread over tens of tokens.
+        let sharp = 0.2 + 0.8 * rng.unit();
+        for i in 0..vocab.min(64) {
             let t = (rng.next() % vocab as u64) as usize;
-            data[start + t] += (12.0 / (1.0 + i as f64).powf(0.6)) as f32;
+            data[start + t] = (rng.normal() * 0.3 + 8.0 + sharp * 6.0 / (1.0 + i as f64).powf(0.7)) as f32;
         }
     }
     Logits { rows, vocab, data }
