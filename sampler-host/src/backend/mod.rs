@@ -1,11 +1,12 @@
 //! Backends that run a [`crate::plan::StepPlan`].
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::error::ConfigError;
 use crate::plan::Backend;
 
 /// The CUDA backend, or a typed error when no driver/GPU is present.
 pub fn make_cuda() -> Result<Box<dyn Backend>, ConfigError> {
-    Err(ConfigError::BackendUnavailable("cuda", "this build has no CUDA backend".into()))
+    Ok(Box::new(cuda::CudaBackend::new()?))
 }

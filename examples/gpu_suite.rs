@@ -1,0 +1,322 @@
+//! The GPU suite (run on a machine with a CUDA GPU; `scripts/gpu-suite.sh`
+//! builds it here and runs it there in one call).
+//!
+//! ```text
+//! gpu_suite golden DIR          every golden case on CUDA and on the CPU backend:
+//!                               CUDA vs expected (CONFORMANCE.md rule), CUDA vs CPU
+//!                               (same rule, ids/statuses exact) and bitwise equality
+//! gpu_suite step CASE.json..    each case once on CUDA, compared with the CPU
+//!                               (the representative step for compute-sanitizer)
+//! gpu_suite timing [--quick]    kernel and step times, R in 1,16,64,256 x N in 1024,4096,off
+//!                               at V = 129280 (CUDA events), bitwise check vs CPU for R <= 16
+//! ```
+//!
+//! Exit status: 0 when everything matched, 1 on any mismatch or device error,
+//! 77 when no CUDA device is present (nothing was run).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use sampler_host::backend::cpu::CpuBackend;
+use sampler_host::backend::cuda::CudaBackend;
+use sampler_host::case::{parse_case, result_document, run_case};
+use sampler_host::compare::compare_results;
+use sampler_host::plan::{Backend, StepPlan, StepResult, GROUP_FRESH};
+use sampler_host::BackendKind;
+use serde_json::Value;
+
+fn cuda_or_exit() -> Result<CudaBackend, ExitCode> {
+    match CudaBackend::new() {
+        Ok(b) => {
+            println!("device: {}", b.device_name());
+            Ok(b)
+        }
+        Err(e) => {
+            println!("SKIPPED: no CUDA backend on this machine: {e}");
+            Err(ExitCode::from(77))
+        }
+    }
+}
+
+/// Whether two result documents are identical value for value (floats bit for bit, as f32 -> f64 is exact).
+fn docs_identical(a: &Value, b: &Value) -> bool {
+    a == b
+}
+
+/// One case on both backends: (cuda vs expected diffs, cuda vs cpu diffs, bitwise equal, times).
+struct CaseRun {
+    vs_expected: Option<Vec<String>>,
+    vs_cpu: Vec<String>,
+    bitwise: bool,
+    cuda_ms: f64,
+    cpu_ms: f64,
+}
+
+fn run_one(text: &str) -> Result<CaseRun, String> {
+    let case = parse_case(text).map_err(|e| format!("case error: {e}"))?;
+    let t0 = Instant::now();
+    let cpu = result_document(&run_case(&case, BackendKind::Cpu).map_err(|e| format!("cpu: {e}"))?);
+    let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    let cuda = result_document(&run_case(&case, BackendKind::Cuda).map_err(|e| format!("cuda: {e}"))?);
+    let cuda_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let raw: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let vs_expected = raw.get("expected").map(|exp| compare_results(exp, &cuda));
+    Ok(CaseRun { vs_expected, vs_cpu: compare_results(&cpu, &cuda), bitwise: docs_identical(&cpu, &cuda), cuda_ms, cpu_ms })
+}
+
+fn golden(dir: &Path) -> ExitCode {
+    if let Err(c) = cuda_or_exit() {
+        return c;
+    }
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect(),
+        Err(e) => {
+            println!("FAILED: cannot read {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    files.sort();
+    let (mut pass_exp, mut pass_cpu, mut bitwise, mut errors) = (0, 0, 0, 0);
+    let mut failures = Vec::new();
+    println!("{:<34} {:>8} {:>8} {:>8} {:>9} {:>9}", "case", "expected", "cpu", "bitwise", "cuda ms", "cpu ms");
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                errors += 1;
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        match run_one(&text) {
+            Err(e) => {
+                errors += 1;
+                println!("{name:<34} ERROR {e}");
+                failures.push(format!("{name}: {e}"));
+            }
+            Ok(r) => {
+                let exp_ok = r.vs_expected.as_ref().is_none_or(|d| d.is_empty());
+                let cpu_ok = r.vs_cpu.is_empty();
+                pass_exp += exp_ok as usize;
+                pass_cpu += cpu_ok as usize;
+                bitwise += r.bitwise as usize;
+                let yn = |b: bool| if b { "ok" } else { "FAIL" };
+                println!(
+                    "{name:<34} {:>8} {:>8} {:>8} {:>9.2} {:>9.2}",
+                    yn(exp_ok),
+                    yn(cpu_ok),
+                    if r.bitwise { "yes" } else { "no" },
+                    r.cuda_ms,
+                    r.cpu_ms
+                );
+                if !exp_ok {
+                    let d = r.vs_expected.unwrap();
+                    failures.push(format!("{name} vs expected: {} diff(s): {}", d.len(), d.into_iter().take(6).collect::<Vec<_>>().join("; ")));
+                }
+                if !cpu_ok {
+                    failures.push(format!("{name} vs cpu: {} diff(s): {}", r.vs_cpu.len(), r.vs_cpu.into_iter().take(6).collect::<Vec<_>>().join("; ")));
+                }
+            }
+        }
+    }
+    let n = files.len();
+    println!("\nGOLDEN on CUDA: {pass_exp}/{n} match expected, {pass_cpu}/{n} match the CPU backend, {bitwise}/{n} bitwise identical to CPU, {errors} errors");
+    for f in &failures {
+        println!("  {f}");
+    }
+    if failures.is_empty() && n > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn step(files: &[PathBuf]) -> ExitCode {
+    if let Err(c) = cuda_or_exit() {
+        return c;
+    }
+    let mut bad = 0;
+    for f in files {
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("{}: {e}", f.display());
+                bad += 1;
+                continue;
+            }
+        };
+        match run_one(&text) {
+            Ok(r) => {
+                let ok = r.vs_cpu.is_empty() && r.vs_expected.as_ref().is_none_or(|d| d.is_empty());
+                bad += (!ok) as usize;
+                println!("step {}: {} (bitwise {})", f.display(), if ok { "ok" } else { "MISMATCH" }, r.bitwise);
+            }
+            Err(e) => {
+                bad += 1;
+                println!("step {}: ERROR {e}", f.display());
+            }
+        }
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// SplitMix64 stream for synthetic logits.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        sampler_kernels::rt::math::mix64(self.0)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// A step of `r` fresh sample rows at vocabulary `v`, width `n`, synthetic logits.
+fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+    let mut g = Rng(seed);
+    let ru = r as usize;
+    let logits: Vec<f32> = (0..ru * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
+    StepPlan {
+        rows: r,
+        vocab: v,
+        n,
+        k: 5,
+        logits,
+        has_mask: vec![0; ru],
+        masks: Vec::new(),
+        temperature: (0..ru).map(|i| [1.0, 0.7, 1.3][i % 3]).collect(),
+        top_p: (0..ru).map(|i| [0.9, 1.0, 0.5][i % 3]).collect(),
+        top_k: (0..ru).map(|i| [50, -1, 5][i % 3]).collect(),
+        seed: (0..ru as u64).map(|i| 1000 + i).collect(),
+        seq_draw: (0..ru as u64).map(|i| 3 * (17 + i)).collect(),
+        seq_accept: (0..ru as u64).map(|i| 3 * (17 + i) + 1).collect(),
+        seq_residual: (0..ru as u64).map(|i| 3 * (17 + i) + 2).collect(),
+        golden: vec![-1; ru],
+        drafts: vec![-1; ru],
+        any_verify: false,
+        draft_width: 0,
+        draft_ids: Vec::new(),
+        draft_lps: Vec::new(),
+        group_first: (0..r).collect(),
+        group_rows: vec![1; ru],
+        group_kind: vec![GROUP_FRESH; ru],
+        group_status: vec![0; ru],
+        ..Default::default()
+    }
+}
+
+fn bits_eq(a: &StepResult, b: &StepResult) -> bool {
+    let f = |x: &[f32], y: &[f32]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+    a.row_status == b.row_status
+        && a.tokens == b.tokens
+        && f(&a.token_lp, &b.token_lp)
+        && f(&a.sum_smaller, &b.sum_smaller)
+        && a.top_ids == b.top_ids
+        && f(&a.top_lps, &b.top_lps)
+        && a.accepted == b.accepted
+        && a.group_status == b.group_status
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn timing(quick: bool) -> ExitCode {
+    let mut cuda = match cuda_or_exit() {
+        Ok(b) => b,
+        Err(c) => return c,
+    };
+    cuda.set_timing(true);
+    let v = 129_280u32;
+    let rs: &[u32] = if quick { &[1, 16] } else { &[1, 16, 64, 256] };
+    let ns: &[(u32, &str)] = &[(1024, "1024"), (4096, "4096"), (v, "off")];
+    let reps = if quick { 5 } else { 20 };
+    let mut lines = Vec::new();
+    let mut bad = 0;
+    for &(n, nname) in ns {
+        for &r in rs {
+            let plan = synthetic_plan(r, v, n, 42 + r as u64 + n as u64);
+            let mut first = None;
+            let mut err = None;
+            for _ in 0..3 {
+                match cuda.run(&plan) {
+                    Ok(res) => first = Some(res),
+                    Err(e) => err = Some(e),
+                }
+            }
+            if let Some(e) = err {
+                println!("R={r} N={nname}: DEVICE ERROR {e}");
+                bad += 1;
+                continue;
+            }
+            let (mut kern, mut wall) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                let t = Instant::now();
+                if let Err(e) = cuda.run(&plan) {
+                    println!("R={r} N={nname}: DEVICE ERROR {e}");
+                    bad += 1;
+                    break;
+                }
+                wall.push(t.elapsed().as_secs_f64() * 1e3);
+                kern.push(cuda.last_kernel_ms().unwrap_or(f32::NAN) as f64);
+            }
+            if kern.is_empty() {
+                continue;
+            }
+            let check = if r <= 16 {
+                let t = Instant::now();
+                let cpu = CpuBackend.run(&plan);
+                let cms = t.elapsed().as_secs_f64() * 1e3;
+                match (cpu, &first) {
+                    (Ok(c), Some(g)) if bits_eq(&c, g) => format!("bitwise ok (cpu {cms:.1} ms)"),
+                    (Ok(_), _) => {
+                        bad += 1;
+                        "MISMATCH vs cpu".to_string()
+                    }
+                    (Err(e), _) => format!("cpu error {e}"),
+                }
+            } else {
+                "-".to_string()
+            };
+            let k = median(&mut kern);
+            let w = median(&mut wall);
+            let gbs = r as f64 * v as f64 * 4.0 / (k * 1e-3) / 1e9;
+            let line = format!("| {r:>4} | {nname:>5} | {k:>10.3} | {w:>10.3} | {gbs:>8.1} | {check} |");
+            println!("{line}");
+            lines.push(line);
+        }
+    }
+    println!("\nTIMING (V = {v}, median of {reps}; kernels = CUDA events around the 9-kernel sequence; step = host wall time of Backend::run incl. H2D logits and D2H outputs; GB/s = R*V*4 bytes / kernel time)");
+    println!("|    R |     N | kernels ms |    step ms | logits GB/s | check |");
+    println!("|-----:|------:|-----------:|-----------:|---------:|-------|");
+    for l in &lines {
+        println!("{l}");
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("golden") => golden(Path::new(args.get(1).map(String::as_str).unwrap_or("../shared/golden"))),
+        Some("step") => step(&args[1..].iter().map(PathBuf::from).collect::<Vec<_>>()),
+        Some("timing") => timing(args.iter().any(|a| a == "--quick")),
+        _ => {
+            eprintln!("usage: gpu_suite golden DIR | step CASE.json.. | timing [--quick]");
+            ExitCode::from(2)
+        }
+    }
+}

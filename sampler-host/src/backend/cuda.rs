@@ -1,0 +1,364 @@
+//! The CUDA backend: the kernels' PTX entry points (committed PTX, built
+//! from the same DSL source by rustc's nvptx64 target: `examples/regenerate.rs`),
+//! launched through `cudarc` (driver API, loaded at run time: no CUDA at
+//! build time), in the kernel sequence of [`crate::plan`].
+//!
+//! - One context and one module load per process (shared by every backend);
+//!   each backend has its own stream and device buffers, kept across steps
+//!   and grown when a step needs more.
+//! - Variant choice depends on V and N only (never on R), so a row's results
+//!   do not depend on the batch (SAMPLER.md section 9).
+//! - Within a step nothing synchronises the host until the outputs are read
+//!   back at the end.
+//! - No driver: [`CudaBackend::new`] returns a typed
+//!   [`ConfigError::BackendUnavailable`]; nothing panics.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::CUfunction_attribute_enum;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use sampler_kernels::kernels as k;
+use sampler_kernels::spec::Variant;
+
+use crate::error::{BackendError, ConfigError};
+use crate::plan::{Backend, StepPlan, StepResult};
+
+/// The committed PTX of every kernel (`cargo run --example regenerate`).
+pub const PTX: &str = include_str!("../../ptx/sampler_kernels.ptx");
+
+/// Whether a CUDA driver library can be loaded on this machine.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+struct Shared {
+    ctx: Arc<CudaContext>,
+    module: Arc<CudaModule>,
+    device: String,
+}
+
+static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+
+fn shared() -> Result<&'static Shared, ConfigError> {
+    let unavailable = |m: String| ConfigError::BackendUnavailable("cuda", m);
+    if !driver_present() {
+        return Err(unavailable("no CUDA driver library (libcuda) found".into()));
+    }
+    let r = SHARED.get_or_init(|| {
+        let made = std::panic::catch_unwind(|| -> Result<Shared, String> {
+            let ctx = CudaContext::new(0).map_err(|e| format!("no usable CUDA device: {e:?}"))?;
+            // One stream per backend, no multi-stream sharing of buffers: no event tracking needed.
+            // SAFETY: called before any buffer exists.
+            unsafe { ctx.disable_event_tracking() };
+            let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(PTX)).map_err(|e| format!("loading the embedded PTX failed: {e:?}"))?;
+            let device = ctx.name().unwrap_or_else(|_| "CUDA device".into());
+            Ok(Shared { ctx, module, device })
+        });
+        match made {
+            Ok(r) => r,
+            Err(_) => Err("the CUDA driver panicked during initialisation".into()),
+        }
+    });
+    r.as_ref().map_err(|m| unavailable(m.clone()))
+}
+
+/// A device buffer that grows (never shrinks) to the sizes steps need.
+struct DBuf<T> {
+    s: CudaSlice<T>,
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> DBuf<T> {
+    fn new(stream: &Arc<CudaStream>) -> Result<Self, BackendError> {
+        Ok(DBuf { s: stream.alloc_zeros::<T>(1).map_err(dev)? })
+    }
+    /// Makes room for `len` elements (contents undefined after growing).
+    fn ensure(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), BackendError> {
+        if self.s.len() < len.max(1) {
+            let want = len.max(1).max(self.s.len() + self.s.len() / 2);
+            self.s = stream.alloc_zeros::<T>(want).map_err(dev)?;
+        }
+        Ok(())
+    }
+    /// Uploads `h` to the start of the buffer (growing it first).
+    fn upload(&mut self, stream: &Arc<CudaStream>, h: &[T]) -> Result<(), BackendError> {
+        self.ensure(stream, h.len())?;
+        if !h.is_empty() {
+            stream.memcpy_htod(h, &mut self.s).map_err(dev)?;
+        }
+        Ok(())
+    }
+    /// Downloads the first `len` elements.
+    fn download(&self, stream: &Arc<CudaStream>, len: usize) -> Result<Vec<T>, BackendError>
+    where
+        T: Default + Clone,
+    {
+        let mut out = vec![T::default(); len];
+        if len > 0 {
+            stream.memcpy_dtoh(&self.s.slice(0..len), &mut out).map_err(dev)?;
+        }
+        Ok(out)
+    }
+}
+
+fn dev(e: impl std::fmt::Debug) -> BackendError {
+    BackendError::Device { backend: "cuda", msg: format!("{e:?}") }
+}
+
+macro_rules! bufs {
+    ($($name:ident: $t:ty),* $(,)?) => {
+        struct Bufs { $($name: DBuf<$t>,)* }
+        impl Bufs {
+            fn new(stream: &Arc<CudaStream>) -> Result<Self, BackendError> {
+                Ok(Bufs { $($name: DBuf::new(stream)?,)* })
+            }
+        }
+    };
+}
+
+bufs! {
+    logits: f32, masks: u32, has_mask: u32, row_status: i32,
+    cand: f32, cand_ids: i32, logprobs: f32,
+    temperature: f32, top_p: f32, top_k: i32,
+    seed: u64, seq_draw: u64, seq_accept: u64, seq_residual: u64,
+    fresh: i32, golden: i32, drafts: i32,
+    draft_ids: i32, draft_lps: f32, col_of: i32, q_lps: f32, draft_col: i32, draft_q: f32,
+    accept: u32, residual: i32,
+    group_first: u32, group_rows: u32, group_kind: u32, group_status_in: i32,
+    tokens: i32, lookup: i32, accepted: u32, group_status: i32,
+    token_lp: f32, sum_smaller: f32, top_ids: i32, top_lps: f32,
+}
+
+/// Runs every kernel on the first CUDA device.
+pub struct CudaBackend {
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    funcs: HashMap<&'static str, CudaFunction>,
+    b: Bufs,
+    device: String,
+    timing: bool,
+    last_kernel_ms: Option<f32>,
+}
+
+// SAFETY: the backend is used by one thread at a time (`&mut self`); cudarc's
+// handles are Send, and the context is bound to the calling thread per call.
+unsafe impl Send for CudaBackend {}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend").field("device", &self.device).finish()
+    }
+}
+
+/// The variant of `kernel` for `n` elements per row (by V and N only).
+fn pick(kernel: &'static str, variants: &'static [Variant], n: u32) -> Result<&'static Variant, BackendError> {
+    Variant::pick(variants, n)
+        .ok_or_else(|| BackendError::Device { backend: "cuda", msg: format!("kernel `{kernel}` has no tile variant for {n} elements per row") })
+}
+
+impl CudaBackend {
+    /// The CUDA backend on device 0, or [`ConfigError::BackendUnavailable`]
+    /// when there is no driver, no device, or the PTX does not load.
+    pub fn new() -> Result<CudaBackend, ConfigError> {
+        let sh = shared()?;
+        let unavailable = |e: BackendError| ConfigError::BackendUnavailable("cuda", e.to_string());
+        let stream = sh.ctx.new_stream().map_err(|e| unavailable(dev(e)))?;
+        let b = Bufs::new(&stream).map_err(unavailable)?;
+        Ok(CudaBackend {
+            stream,
+            module: sh.module.clone(),
+            funcs: HashMap::new(),
+            b,
+            device: sh.device.clone(),
+            timing: false,
+            last_kernel_ms: None,
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.device
+    }
+
+    /// The stream every launch goes to (for timing with events).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Records CUDA events around each step's kernel sequence (after the
+    /// uploads, before the downloads); read with [`Self::last_kernel_ms`].
+    pub fn set_timing(&mut self, on: bool) {
+        self.timing = on;
+    }
+
+    /// Device time of the last step's kernels, when timing is on.
+    pub fn last_kernel_ms(&self) -> Option<f32> {
+        self.last_kernel_ms
+    }
+
+    fn func(&mut self, v: &'static Variant) -> Result<CudaFunction, BackendError> {
+        if let Some(f) = self.funcs.get(v.entry) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(v.entry).map_err(dev)?;
+        if v.shared > 48 * 1024 {
+            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, v.shared as i32).map_err(dev)?;
+        }
+        self.funcs.insert(v.entry, f.clone());
+        Ok(f)
+    }
+}
+
+/// `launch!(self, variant, grid; args..)`: one launch of `variant` on the backend's stream.
+macro_rules! launch {
+    ($s:ident, $v:expr, $grid:expr; $($a:expr),* $(,)?) => {{
+        let v: &'static Variant = $v;
+        let f = $s.func(v)?;
+        let cfg = LaunchConfig { grid_dim: ($grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: v.shared };
+        let mut lb = $s.stream.launch_builder(&f);
+        $( lb.arg($a); )*
+        // SAFETY: argument order and types follow the kernel's PARAMS (the
+        // DSL signature); every buffer is sized for the step's shapes above.
+        unsafe { lb.launch(cfg) }.map_err(dev)?;
+    }};
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn run(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
+        let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
+        let g = p.groups();
+        let (rn, rv) = (r * n as usize, r * v as usize);
+        let st = self.stream.clone();
+        if r == 0 {
+            return Ok(StepResult { accepted: vec![0; g], group_status: p.group_status.clone(), ..Default::default() });
+        }
+        let b = &mut self.b;
+        // Inputs.
+        b.logits.upload(&st, &p.logits)?;
+        b.has_mask.upload(&st, &p.has_mask)?;
+        b.masks.upload(&st, &p.masks)?;
+        b.temperature.upload(&st, &p.temperature)?;
+        b.top_p.upload(&st, &p.top_p)?;
+        b.top_k.upload(&st, &p.top_k)?;
+        b.seed.upload(&st, &p.seed)?;
+        b.seq_draw.upload(&st, &p.seq_draw)?;
+        b.golden.upload(&st, &p.golden)?;
+        b.drafts.upload(&st, &p.drafts)?;
+        b.group_first.upload(&st, &p.group_first)?;
+        b.group_rows.upload(&st, &p.group_rows)?;
+        b.group_kind.upload(&st, &p.group_kind)?;
+        b.group_status_in.upload(&st, &p.group_status)?;
+        // Outputs and intermediates.
+        b.row_status.ensure(&st, r)?;
+        b.cand.ensure(&st, rn)?;
+        b.cand_ids.ensure(&st, rn)?;
+        b.logprobs.ensure(&st, rn)?;
+        b.fresh.ensure(&st, r)?;
+        b.accept.upload(&st, &vec![0u32; r])?;
+        b.residual.upload(&st, &vec![-1i32; r])?;
+        b.tokens.ensure(&st, r)?;
+        if g > 0 {
+            b.lookup.ensure(&st, r)?;
+        } else {
+            b.lookup.upload(&st, &vec![-1i32; r])?;
+        }
+        b.accepted.ensure(&st, g)?;
+        b.group_status.ensure(&st, g)?;
+        b.token_lp.ensure(&st, r)?;
+        b.sum_smaller.ensure(&st, r)?;
+        b.top_ids.ensure(&st, r * kk as usize)?;
+        b.top_lps.ensure(&st, r * kk as usize)?;
+        let rows = r as u32;
+        let ev = |s: &Arc<CudaStream>| s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev);
+        let t0 = if self.timing { Some(ev(&st)?) } else { None };
+
+        // 1. mask_check
+        let var = pick(k::mask_check::NAME, k::mask_check::VARIANTS, 1)?;
+        launch!(self, var, rows; &mut self.b.logits.s, &v, &self.b.masks.s, &self.b.has_mask.s, &mut self.b.row_status.s);
+        // 2. force_topn
+        let var = pick(k::force_topn::NAME, k::force_topn::VARIANTS, n)?;
+        launch!(self, var, rows; &self.b.logits.s, &v, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
+        // 3. process
+        let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
+        launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
+        // 4. draw
+        let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
+        launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
+        // 5-6. remap_draft, verify
+        if p.any_verify {
+            let wd = p.draft_width;
+            let b = &mut self.b;
+            b.draft_ids.upload(&st, &p.draft_ids)?;
+            b.draft_lps.upload(&st, &p.draft_lps)?;
+            b.seq_accept.upload(&st, &p.seq_accept)?;
+            b.seq_residual.upload(&st, &p.seq_residual)?;
+            b.col_of.ensure(&st, rv)?;
+            b.q_lps.ensure(&st, rn)?;
+            b.draft_col.ensure(&st, r)?;
+            b.draft_q.ensure(&st, r)?;
+            let var = pick(k::remap_draft::NAME, k::remap_draft::VARIANTS, n.max(wd))?;
+            launch!(self, var, rows;
+                &self.b.cand_ids.s, &n, &v, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd, &self.b.drafts.s,
+                &mut self.b.col_of.s, &mut self.b.q_lps.s, &mut self.b.draft_col.s, &mut self.b.draft_q.s);
+            let var = pick(k::verify::NAME, k::verify::VARIANTS, n)?;
+            launch!(self, var, rows;
+                &self.b.logprobs.s, &self.b.cand_ids.s, &self.b.q_lps.s, &n, &self.b.draft_col.s, &self.b.draft_q.s,
+                &self.b.seed.s, &self.b.seq_accept.s, &self.b.seq_residual.s, &mut self.b.accept.s, &mut self.b.residual.s);
+        }
+        // 7. finalize (one program per group)
+        if g > 0 {
+            let var = pick(k::finalize::NAME, k::finalize::VARIANTS, 1)?;
+            launch!(self, var, g as u32;
+                &self.b.group_first.s, &self.b.group_rows.s, &self.b.group_kind.s, &self.b.group_status_in.s, &self.b.row_status.s,
+                &self.b.golden.s, &self.b.drafts.s, &self.b.accept.s, &self.b.residual.s, &self.b.fresh.s,
+                &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.group_status.s);
+        }
+        // 8. token_info
+        let var = pick(k::token_info::NAME, k::token_info::VARIANTS, n)?;
+        launch!(self, var, rows;
+            &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &mut self.b.token_lp.s, &mut self.b.sum_smaller.s);
+        // 9. top_logprobs
+        if kk > 0 {
+            let var = pick(k::top_logprobs::NAME, k::top_logprobs::VARIANTS, n)?;
+            launch!(self, var, rows; &self.b.cand_ids.s, &self.b.logprobs.s, &n, &kk, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
+        }
+
+        let t1 = if self.timing { Some(ev(&st)?) } else { None };
+        // Outputs (the only host synchronisation of the step).
+        let b = &self.b;
+        let row_status = b.row_status.download(&st, r)?;
+        let tokens = if g > 0 { b.tokens.download(&st, r)? } else { vec![-1; r] };
+        let token_lp = b.token_lp.download(&st, r)?;
+        let sum_smaller = b.sum_smaller.download(&st, r)?;
+        let top_ids = b.top_ids.download(&st, r * kk as usize)?;
+        let top_lps = b.top_lps.download(&st, r * kk as usize)?;
+        let accepted = b.accepted.download(&st, g)?;
+        let group_status = b.group_status.download(&st, g)?;
+        let nn = n as usize;
+        let mut processed_ids = Vec::with_capacity(p.processed_rows.len() * nn);
+        let mut processed_lps = Vec::with_capacity(p.processed_rows.len() * nn);
+        for &row in &p.processed_rows {
+            let row = row as usize;
+            if row >= r {
+                return Err(BackendError::Device { backend: "cuda", msg: format!("processed_rows has row {row} of {r}") });
+            }
+            let mut ids = vec![0i32; nn];
+            let mut lps = vec![0f32; nn];
+            st.memcpy_dtoh(&b.cand_ids.s.slice(row * nn..(row + 1) * nn), &mut ids).map_err(dev)?;
+            st.memcpy_dtoh(&b.logprobs.s.slice(row * nn..(row + 1) * nn), &mut lps).map_err(dev)?;
+            processed_ids.extend_from_slice(&ids);
+            processed_lps.extend_from_slice(&lps);
+        }
+        st.synchronize().map_err(dev)?;
+        self.last_kernel_ms = match (t0, t1) {
+            (Some(a), Some(b)) => Some(a.elapsed_ms(&b).map_err(dev)?),
+            _ => None,
+        };
+        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps })
+    }
+}
