@@ -1,0 +1,597 @@
+// x86 emulation of the AscendC subset that sampler-dsl emits (dav-2201, AIV only).
+//
+// Written for this project from the public AscendC API documentation; it
+// contains no Huawei code. It stands in for `kernel_operator.h` when the
+// generated sources are compiled with g++ for the emulation test, and it is
+// strict where the hardware is unforgiving:
+//   - UB is 192 KB per core; `InitBuffer` beyond it fails;
+//   - vector and DMA UB addresses must be 32-byte aligned (Sort32 inputs 256);
+//   - `DataCopy` silently rounds the byte count down to a multiple of 32;
+//     `DataCopyPad` leaves the rest of the last 32-byte block undefined
+//     unless padding is requested;
+//   - UB starts poisoned: reading a byte never written is an error;
+//   - every access is stamped with its pipe (S, V, MTE2, MTE3); reading data
+//     written on another pipe needs a SetFlag/WaitFlag chain (or
+//     PipeBarrier<PIPE_ALL>) in between, tracked with vector clocks;
+//   - Sort32 puts equal scores in input order, MrgSort takes equal scores
+//     from the lower-numbered list first; repeat counts must be 1..255.
+// Any violation prints "ascendc-emu: <KIND>: ..." and exits with status 3.
+#ifndef SAMPLER_ASCENDC_EMU_KERNEL_OPERATOR_H
+#define SAMPLER_ASCENDC_EMU_KERNEL_OPERATOR_H
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#define __global__
+#define __aicore__
+#define __gm__
+typedef uint8_t *GM_ADDR;
+#define KERNEL_TYPE_AIV_ONLY 1
+#define KERNEL_TASK_TYPE_DEFAULT(t) ((void)(t))
+
+enum pipe_t { PIPE_S = 0, PIPE_V = 1, PIPE_MTE2 = 2, PIPE_MTE3 = 3, PIPE_ALL = 4 };
+typedef int32_t event_t;
+static const event_t EVENT_ID0 = 0, EVENT_ID1 = 1, EVENT_ID2 = 2, EVENT_ID3 = 3;
+
+namespace AscendC {
+
+enum class HardEvent { MTE2_V, V_MTE2, V_MTE3, MTE3_V, MTE2_S, S_MTE2, MTE3_S, S_MTE3, V_S, S_V, MTE2_MTE3, MTE3_MTE2 };
+enum class TPosition { VECIN, VECOUT, VECCALC };
+
+namespace emu {
+
+static const uint32_t UB_BYTES = 192 * 1024;
+static const char *const PIPE_NAMES[4] = {"S", "V", "MTE2", "MTE3"};
+
+struct Stamp {
+  uint8_t pipe = 0;
+  uint64_t time = 0;  // 0: never written in this block (input data)
+};
+
+struct Core {
+  std::vector<uint8_t> ub = std::vector<uint8_t>(UB_BYTES);
+  std::vector<uint8_t> init = std::vector<uint8_t>(UB_BYTES);
+  std::vector<Stamp> stamp = std::vector<Stamp>(UB_BYTES);
+  std::unordered_map<uintptr_t, Stamp> gm;
+  uint64_t now = 1;
+  uint64_t vc[4][4] = {};  // vc[p][q]: pipe p has seen pipe q's work up to this time
+  std::map<std::pair<int, int>, std::vector<std::vector<uint64_t>>> flags;  // (event, id) -> pending snapshots
+  uint32_t ub_used = 0;
+  int64_t block_idx = 0, block_num = 1;
+  const char *op = "";
+};
+
+inline Core &core() {
+  static Core c;
+  return c;
+}
+
+[[noreturn]] inline void fail(const char *kind, const char *fmt, ...) {
+  std::fprintf(stderr, "ascendc-emu: %s: ", kind);
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, " (in %s, block %lld)\n", core().op, (long long)core().block_idx);
+  std::exit(3);
+}
+
+/// Starts block `idx` of `num` on a fresh core: poisoned UB, no pending work.
+inline void begin_block(int64_t idx, int64_t num) {
+  Core &c = core();
+  std::fill(c.ub.begin(), c.ub.end(), (uint8_t)0xA5);
+  std::fill(c.init.begin(), c.init.end(), (uint8_t)0);
+  std::fill(c.stamp.begin(), c.stamp.end(), Stamp());
+  c.gm.clear();
+  c.now = 1;
+  std::memset(c.vc, 0, sizeof(c.vc));
+  c.flags.clear();
+  c.ub_used = 0;
+  c.block_idx = idx;
+  c.block_num = num;
+  c.op = "kernel";
+}
+
+/// Ends a block: every SetFlag must have been waited for.
+inline void end_block() {
+  for (auto &kv : core().flags)
+    if (!kv.second.empty()) fail("SYNC", "SetFlag of event %d (id %d) never waited for", kv.first.first, kv.first.second);
+}
+
+inline uint64_t tick() { return ++core().now; }
+
+inline void check_read(int pipe, const Stamp &s, const char *where, uintptr_t addr) {
+  if (s.time == 0 || s.pipe == pipe) return;
+  if (core().vc[pipe][s.pipe] < s.time)
+    fail("HAZARD", "pipe %s reads %s at 0x%llx written by pipe %s (t=%llu) without SetFlag/WaitFlag or PipeBarrier in between", PIPE_NAMES[pipe], where,
+         (unsigned long long)addr, PIPE_NAMES[s.pipe], (unsigned long long)s.time);
+}
+
+inline void ub_range(uint32_t off, uint64_t bytes, uint32_t limit) {
+  if ((uint64_t)off + bytes > limit || (uint64_t)off + bytes > UB_BYTES)
+    fail("UB", "access [%u, %llu) beyond the buffer (ends at %u)", off, (unsigned long long)(off + bytes), limit);
+}
+
+inline void ub_read(int pipe, uint32_t off, uint64_t bytes, uint32_t limit) {
+  ub_range(off, bytes, limit);
+  Core &c = core();
+  for (uint64_t i = off; i < off + bytes; ++i) {
+    if (!c.init[i]) fail("POISON", "pipe %s reads uninitialised UB byte %llu", PIPE_NAMES[pipe], (unsigned long long)i);
+    check_read(pipe, c.stamp[i], "UB", i);
+  }
+}
+
+inline void ub_write(int pipe, uint32_t off, uint64_t bytes, uint32_t limit, uint64_t t, bool defined = true) {
+  ub_range(off, bytes, limit);
+  Core &c = core();
+  for (uint64_t i = off; i < off + bytes; ++i) {
+    c.stamp[i].pipe = (uint8_t)pipe;
+    c.stamp[i].time = t;
+    c.init[i] = defined ? 1 : 0;
+    if (!defined) c.ub[i] = 0xA5;
+  }
+}
+
+inline void gm_read(int pipe, const void *p, uint64_t bytes) {
+  Core &c = core();
+  uintptr_t a = (uintptr_t)p;
+  for (uint64_t i = 0; i < bytes; ++i) {
+    auto it = c.gm.find(a + i);
+    if (it != c.gm.end()) check_read(pipe, it->second, "GM", a + i);
+  }
+}
+
+inline void gm_write(int pipe, const void *p, uint64_t bytes, uint64_t t) {
+  Core &c = core();
+  uintptr_t a = (uintptr_t)p;
+  for (uint64_t i = 0; i < bytes; ++i) c.gm[a + i] = Stamp{(uint8_t)pipe, t};
+}
+
+inline void align(uint32_t off, uint32_t a, const char *what) {
+  if (off % a != 0) fail("ALIGN", "%s at UB offset %u is not %u-byte aligned", what, off, a);
+}
+
+inline void repeat(int32_t r, const char *what) {
+  if (r < 1 || r > 255) fail("REPEAT", "%s: repeatTimes %d outside 1..255", what, r);
+}
+
+inline void count(int64_t n, const char *what) {
+  if (n < 0) fail("COUNT", "%s: negative count %lld", what, (long long)n);
+}
+
+inline int event_src(HardEvent e) {
+  switch (e) {
+    case HardEvent::MTE2_V: case HardEvent::MTE2_S: case HardEvent::MTE2_MTE3: return PIPE_MTE2;
+    case HardEvent::V_MTE2: case HardEvent::V_MTE3: case HardEvent::V_S: return PIPE_V;
+    case HardEvent::MTE3_V: case HardEvent::MTE3_S: case HardEvent::MTE3_MTE2: return PIPE_MTE3;
+    default: return PIPE_S;
+  }
+}
+inline int event_dst(HardEvent e) {
+  switch (e) {
+    case HardEvent::V_MTE2: case HardEvent::S_MTE2: case HardEvent::MTE3_MTE2: return PIPE_MTE2;
+    case HardEvent::MTE2_V: case HardEvent::MTE3_V: case HardEvent::S_V: return PIPE_V;
+    case HardEvent::V_MTE3: case HardEvent::S_MTE3: case HardEvent::MTE2_MTE3: return PIPE_MTE3;
+    default: return PIPE_S;
+  }
+}
+
+}  // namespace emu
+
+inline int64_t GetBlockIdx() { return emu::core().block_idx; }
+inline int64_t GetBlockNum() { return emu::core().block_num; }
+
+template <HardEvent E>
+inline void SetFlag(event_t id) {
+  emu::Core &c = emu::core();
+  int s = emu::event_src(E);
+  std::vector<uint64_t> snap(c.vc[s], c.vc[s] + 4);
+  snap[s] = emu::tick();  // all of the source pipe's earlier work
+  c.flags[{(int)E, (int)id}].push_back(snap);
+}
+
+template <HardEvent E>
+inline void WaitFlag(event_t id) {
+  emu::Core &c = emu::core();
+  auto &q = c.flags[{(int)E, (int)id}];
+  if (q.empty()) emu::fail("SYNC", "WaitFlag of event %d (id %d) with no SetFlag before it: the core would hang", (int)E, (int)id);
+  std::vector<uint64_t> snap = q.front();
+  q.erase(q.begin());
+  int d = emu::event_dst(E);
+  for (int i = 0; i < 4; ++i) c.vc[d][i] = std::max(c.vc[d][i], snap[i]);
+}
+
+template <pipe_t P>
+inline void PipeBarrier() {
+  emu::Core &c = emu::core();
+  uint64_t t = emu::tick();
+  if (P == PIPE_ALL) {
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) c.vc[i][j] = t;
+  }
+  // PIPE_V etc.: one pipe is in order in this model.
+}
+
+template <typename T>
+class LocalTensor {
+ public:
+  uint32_t off = 0;    // byte offset in UB
+  uint32_t limit = 0;  // end of the owning buffer
+  LocalTensor() {}
+  LocalTensor(uint32_t o, uint32_t l) : off(o), limit(l) {}
+  LocalTensor operator[](uint32_t i) const {
+    uint64_t o = (uint64_t)off + (uint64_t)i * sizeof(T);
+    if (o > limit) emu::fail("UB", "offset %u elements past the end of the buffer", i);
+    return LocalTensor(uint32_t(o), limit);
+  }
+  template <typename U>
+  LocalTensor<U> ReinterpretCast() const { return LocalTensor<U>(off, limit); }
+  T GetValue(uint32_t i) const {
+    uint32_t o = off + i * (uint32_t)sizeof(T);
+    emu::core().op = "LocalTensor::GetValue";
+    emu::ub_read(PIPE_S, o, sizeof(T), limit);
+    T v;
+    std::memcpy(&v, &emu::core().ub[o], sizeof(T));
+    return v;
+  }
+  void SetValue(uint32_t i, T v) const {
+    uint32_t o = off + i * (uint32_t)sizeof(T);
+    emu::core().op = "LocalTensor::SetValue";
+    // The scalar unit's own order: a later scalar read sees it.
+    emu::ub_range(o, sizeof(T), limit);
+    // WAR/WAW hazards are not modelled; reads check RAW.
+    emu::ub_write(PIPE_S, o, sizeof(T), limit, emu::tick());
+    std::memcpy(&emu::core().ub[o], &v, sizeof(T));
+  }
+  T *ptr() const { return reinterpret_cast<T *>(&emu::core().ub[off]); }
+};
+
+template <typename T>
+class GlobalTensor {
+ public:
+  T *p = nullptr;
+  void SetGlobalBuffer(T *b) { p = b; }
+  void SetGlobalBuffer(T *b, uint64_t) { p = b; }
+  GlobalTensor operator[](uint64_t i) const {
+    GlobalTensor g;
+    g.p = p + i;
+    return g;
+  }
+  T GetValue(uint64_t i) const {
+    emu::core().op = "GlobalTensor::GetValue";
+    emu::gm_read(PIPE_S, p + i, sizeof(T));
+    return p[i];
+  }
+  void SetValue(uint64_t i, T v) const {
+    emu::core().op = "GlobalTensor::SetValue";
+    emu::gm_write(PIPE_S, p + i, sizeof(T), emu::tick());
+    p[i] = v;
+  }
+};
+
+template <TPosition P>
+class TBuf {
+ public:
+  uint32_t base = 0, bytes = 0;
+  bool ready = false;
+  template <typename T>
+  LocalTensor<T> Get() const {
+    if (!ready) emu::fail("UB", "TBuf::Get before TPipe::InitBuffer");
+    return LocalTensor<T>(base, base + bytes);
+  }
+};
+
+class TPipe {
+ public:
+  template <TPosition P>
+  void InitBuffer(TBuf<P> &b, uint32_t bytes) {
+    emu::Core &c = emu::core();
+    uint32_t at = (c.ub_used + 31) / 32 * 32;
+    if ((uint64_t)at + bytes > emu::UB_BYTES) emu::fail("UB", "InitBuffer of %u bytes exceeds the 192 KB unified buffer (%u in use)", bytes, at);
+    b.base = at;
+    b.bytes = bytes;
+    b.ready = true;
+    c.ub_used = at + bytes;
+  }
+};
+
+struct DataCopyExtParams {
+  uint16_t blockCount;
+  uint32_t blockLen;  // bytes
+  uint32_t srcStride;
+  uint32_t dstStride;
+  uint32_t rsv;
+};
+
+template <typename T>
+struct DataCopyPadExtParams {
+  bool isPad;
+  uint8_t leftPadding;
+  uint8_t rightPadding;  // elements, within the last 32-byte block
+  T paddingValue;
+};
+
+/// GM -> UB with exact byte counts; the tail of each 32-byte block is
+/// `paddingValue` when `isPad`, else undefined (poisoned).
+template <typename T>
+inline void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p, const DataCopyPadExtParams<T> &pad) {
+  emu::core().op = "DataCopyPad(GM->UB)";
+  emu::align(dst.off, 32, "DataCopyPad destination");
+  if (p.blockLen == 0 || p.blockCount == 0) emu::fail("COUNT", "DataCopyPad with an empty block");
+  if (pad.leftPadding != 0) emu::fail("PAD", "leftPadding is not used by the generated code");
+  uint64_t t = emu::tick();
+  uint32_t blk = (p.blockLen + 31) / 32 * 32;
+  for (uint32_t b = 0; b < p.blockCount; ++b) {
+    const uint8_t *s = reinterpret_cast<const uint8_t *>(src.p) + (uint64_t)b * (p.blockLen + p.srcStride);
+    uint32_t d = dst.off + b * (blk + p.dstStride * 32);
+    emu::gm_read(PIPE_MTE2, s, p.blockLen);
+    emu::ub_write(PIPE_MTE2, d, p.blockLen, dst.limit, t);
+    std::memcpy(&emu::core().ub[d], s, p.blockLen);
+    uint32_t padb = pad.isPad ? pad.rightPadding * (uint32_t)sizeof(T) : 0;
+    if (p.blockLen + padb > blk) emu::fail("PAD", "rightPadding of %u elements spills past the 32-byte block", pad.rightPadding);
+    for (uint32_t i = 0; i < (pad.isPad ? pad.rightPadding : 0u); ++i) {
+      emu::ub_write(PIPE_MTE2, d + p.blockLen + i * sizeof(T), sizeof(T), dst.limit, t);
+      std::memcpy(&emu::core().ub[d + p.blockLen + i * sizeof(T)], &pad.paddingValue, sizeof(T));
+    }
+    if (blk > p.blockLen + padb) emu::ub_write(PIPE_MTE2, d + p.blockLen + padb, blk - p.blockLen - padb, dst.limit, t, false);
+  }
+}
+
+/// UB -> GM with exact byte counts.
+template <typename T>
+inline void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
+  emu::core().op = "DataCopyPad(UB->GM)";
+  emu::align(src.off, 32, "DataCopyPad source");
+  if (p.blockLen == 0 || p.blockCount == 0) emu::fail("COUNT", "DataCopyPad with an empty block");
+  uint64_t t = emu::tick();
+  uint32_t blk = (p.blockLen + 31) / 32 * 32;
+  for (uint32_t b = 0; b < p.blockCount; ++b) {
+    uint32_t s = src.off + b * (blk + p.srcStride * 32);
+    uint8_t *d = reinterpret_cast<uint8_t *>(dst.p) + (uint64_t)b * (p.blockLen + p.dstStride);
+    emu::ub_read(PIPE_MTE3, s, p.blockLen, src.limit);
+    emu::gm_write(PIPE_MTE3, d, p.blockLen, t);
+    std::memcpy(d, &emu::core().ub[s], p.blockLen);
+  }
+}
+
+/// GM -> UB: the byte count is silently rounded down to a multiple of 32.
+template <typename T>
+inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, uint32_t count) {
+  emu::core().op = "DataCopy(GM->UB)";
+  emu::align(dst.off, 32, "DataCopy destination");
+  uint32_t bytes = count * (uint32_t)sizeof(T) / 32 * 32;
+  uint64_t t = emu::tick();
+  emu::gm_read(PIPE_MTE2, src.p, bytes);
+  emu::ub_write(PIPE_MTE2, dst.off, bytes, dst.limit, t);
+  std::memcpy(&emu::core().ub[dst.off], src.p, bytes);
+}
+
+/// UB -> GM: the byte count is silently rounded down to a multiple of 32.
+template <typename T>
+inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, uint32_t count) {
+  emu::core().op = "DataCopy(UB->GM)";
+  emu::align(src.off, 32, "DataCopy source");
+  uint32_t bytes = count * (uint32_t)sizeof(T) / 32 * 32;
+  uint64_t t = emu::tick();
+  emu::ub_read(PIPE_MTE3, src.off, bytes, src.limit);
+  emu::gm_write(PIPE_MTE3, dst.p, bytes, t);
+  std::memcpy(dst.p, &emu::core().ub[src.off], bytes);
+}
+
+namespace emu {
+// One count-form vector instruction: checks, reads, then writes `dst`.
+template <typename T, typename F>
+inline void vmap(const char *name, const LocalTensor<T> &dst, int32_t n, std::vector<std::pair<uint32_t, uint32_t>> srcs, F f) {
+  core().op = name;
+  count(n, name);
+  align(dst.off, 32, name);
+  for (auto &s : srcs) {
+    align(s.first, 32, name);
+    ub_read(PIPE_V, s.first, (uint64_t)n * sizeof(T), s.second);
+  }
+  uint64_t t = tick();
+  std::vector<T> out((size_t)n);
+  for (int32_t i = 0; i < n; ++i) out[i] = f(i);
+  ub_write(PIPE_V, dst.off, (uint64_t)n * sizeof(T), dst.limit, t);
+  if (n > 0) std::memcpy(&core().ub[dst.off], out.data(), (size_t)n * sizeof(T));
+}
+template <typename T>
+inline T at(const LocalTensor<T> &x, int32_t i) {
+  T v;
+  std::memcpy(&v, &core().ub[x.off + (uint32_t)i * sizeof(T)], sizeof(T));
+  return v;
+}
+}  // namespace emu
+
+#define SK_EMU_BINARY(NAME, EXPR)                                                                              \
+  template <typename T>                                                                                        \
+  inline void NAME(const LocalTensor<T> &d, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t n) {     \
+    emu::vmap<T>(#NAME, d, n, {{a.off, a.limit}, {b.off, b.limit}}, [&](int32_t i) {                           \
+      T x = emu::at(a, i), y = emu::at(b, i);                                                                  \
+      return (T)(EXPR);                                                                                        \
+    });                                                                                                        \
+  }
+SK_EMU_BINARY(Add, x + y)
+SK_EMU_BINARY(Sub, x - y)
+SK_EMU_BINARY(Mul, x * y)
+SK_EMU_BINARY(Div, x / y)
+SK_EMU_BINARY(Max, y > x ? y : x)
+SK_EMU_BINARY(Min, y < x ? y : x)
+#undef SK_EMU_BINARY
+
+#define SK_EMU_SCALAR(NAME, EXPR)                                                                              \
+  template <typename T>                                                                                        \
+  inline void NAME(const LocalTensor<T> &d, const LocalTensor<T> &a, T s, int32_t n) {                         \
+    emu::vmap<T>(#NAME, d, n, {{a.off, a.limit}}, [&](int32_t i) {                                             \
+      T x = emu::at(a, i);                                                                                     \
+      return (T)(EXPR);                                                                                        \
+    });                                                                                                        \
+  }
+SK_EMU_SCALAR(Adds, x + s)
+SK_EMU_SCALAR(Muls, x * s)
+SK_EMU_SCALAR(Maxs, s > x ? s : x)
+SK_EMU_SCALAR(Mins, s < x ? s : x)
+#undef SK_EMU_SCALAR
+
+template <typename T>
+inline void Exp(const LocalTensor<T> &d, const LocalTensor<T> &a, int32_t n) {
+  emu::vmap<T>("Exp", d, n, {{a.off, a.limit}}, [&](int32_t i) { return (T)std::exp(emu::at(a, i)); });
+}
+template <typename T>
+inline void Abs(const LocalTensor<T> &d, const LocalTensor<T> &a, int32_t n) {
+  emu::vmap<T>("Abs", d, n, {{a.off, a.limit}}, [&](int32_t i) { return (T)std::fabs(emu::at(a, i)); });
+}
+template <typename T>
+inline void Duplicate(const LocalTensor<T> &d, T s, int32_t n) {
+  emu::vmap<T>("Duplicate", d, n, {}, [&](int32_t) { return s; });
+}
+template <typename T>
+inline void CreateVecIndex(const LocalTensor<T> &d, T first, uint32_t n) {
+  emu::vmap<T>("CreateVecIndex", d, (int32_t)n, {}, [&](int32_t i) { return (T)(first + (T)i); });
+}
+
+namespace emu {
+template <typename T, bool MAX>
+inline void reduce(const char *name, const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work, int32_t n) {
+  core().op = name;
+  if (n < 1) fail("COUNT", "%s needs count >= 1, got %d", name, n);
+  align(dst.off, 32, name);
+  align(src.off, 32, name);
+  align(work.off, 32, name);
+  // Work space of the documented shape: two values per 64-element repeat.
+  uint64_t need = (uint64_t)((n + 63) / 64) * 2 * sizeof(T);
+  ub_range(work.off, need, work.limit);
+  ub_read(PIPE_V, src.off, (uint64_t)n * sizeof(T), src.limit);
+  uint64_t t = tick();
+  T best = at(src, 0);
+  for (int32_t i = 1; i < n; ++i) {
+    T x = at(src, i);
+    if (MAX ? (x > best) : (x < best)) best = x;
+  }
+  ub_write(PIPE_V, work.off, need, work.limit, t);
+  ub_write(PIPE_V, dst.off, sizeof(T), dst.limit, t);
+  std::memcpy(&core().ub[dst.off], &best, sizeof(T));
+}
+}  // namespace emu
+
+template <typename T>
+inline void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work, int32_t n) {
+  emu::reduce<T, true>("ReduceMax", dst, src, work, n);
+}
+template <typename T>
+inline void ReduceMin(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work, int32_t n) {
+  emu::reduce<T, false>("ReduceMin", dst, src, work, n);
+}
+
+/// Sorts each group of 32 scores descending into (score, index) pairs;
+/// equal scores keep their input order.
+inline void Sort32(const LocalTensor<float> &dst, const LocalTensor<float> &src0, const LocalTensor<uint32_t> &src1, int32_t repeatTimes) {
+  emu::core().op = "Sort32";
+  emu::repeat(repeatTimes, "Sort32");
+  emu::align(dst.off, 32, "Sort32 destination");
+  emu::align(src0.off, 256, "Sort32 scores");
+  emu::align(src1.off, 256, "Sort32 indices");
+  uint64_t n = (uint64_t)repeatTimes * 32;
+  emu::ub_read(PIPE_V, src0.off, n * 4, src0.limit);
+  emu::ub_read(PIPE_V, src1.off, n * 4, src1.limit);
+  uint64_t t = emu::tick();
+  std::vector<std::pair<float, uint32_t>> out;
+  for (int32_t r = 0; r < repeatTimes; ++r) {
+    std::vector<std::pair<float, uint32_t>> g;
+    for (int i = 0; i < 32; ++i) g.push_back({emu::at(src0, r * 32 + i), emu::at(src1, r * 32 + i)});
+    std::stable_sort(g.begin(), g.end(), [](const std::pair<float, uint32_t> &a, const std::pair<float, uint32_t> &b) { return a.first > b.first; });
+    out.insert(out.end(), g.begin(), g.end());
+  }
+  emu::ub_write(PIPE_V, dst.off, n * 8, dst.limit, t);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::memcpy(&emu::core().ub[dst.off + i * 8], &out[i].first, 4);
+    std::memcpy(&emu::core().ub[dst.off + i * 8 + 4], &out[i].second, 4);
+  }
+}
+
+template <typename T>
+struct MrgSortSrcList {
+  LocalTensor<T> src1, src2, src3, src4;
+  MrgSortSrcList(const LocalTensor<T> &a, const LocalTensor<T> &b, const LocalTensor<T> &c, const LocalTensor<T> &d) : src1(a), src2(b), src3(c), src4(d) {}
+};
+
+/// Merges 2-4 sorted lists of (score, index) pairs; equal scores are taken
+/// from the lower-numbered list first.
+template <typename T>
+inline void MrgSort(const LocalTensor<T> &dst, const MrgSortSrcList<T> &list, const uint16_t elementCountList[4], uint32_t sortedNum[4], uint16_t validBit,
+                    int32_t repeatTimes) {
+  emu::core().op = "MrgSort";
+  emu::repeat(repeatTimes, "MrgSort");
+  if (repeatTimes != 1) emu::fail("REPEAT", "MrgSort with repeatTimes > 1 is not used by the generated code");
+  if (validBit != 3 && validBit != 7 && validBit != 15) emu::fail("MASK", "MrgSort validBit 0x%x: need 2-4 lists from list 0 (0b11, 0b111, 0b1111)", validBit);
+  const LocalTensor<T> *ls[4] = {&list.src1, &list.src2, &list.src3, &list.src4};
+  int k = validBit == 3 ? 2 : validBit == 7 ? 3 : 4;
+  emu::align(dst.off, 32, "MrgSort destination");
+  uint64_t total = 0;
+  for (int q = 0; q < k; ++q) {
+    emu::align(ls[q]->off, 32, "MrgSort list");
+    emu::ub_read(PIPE_V, ls[q]->off, (uint64_t)elementCountList[q] * 8, ls[q]->limit);
+    total += elementCountList[q];
+  }
+  for (int q = 0; q < k; ++q) {
+    uint64_t a0 = ls[q]->off, a1 = a0 + (uint64_t)elementCountList[q] * 8;
+    if (elementCountList[q] > 0 && a0 < dst.off + total * 8 && dst.off < a1) emu::fail("OVERLAP", "MrgSort destination overlaps list %d", q);
+  }
+  uint64_t t = emu::tick();
+  std::vector<std::pair<float, uint32_t>> out;
+  uint32_t pos[4] = {0, 0, 0, 0};
+  for (uint64_t i = 0; i < total; ++i) {
+    int best = -1;
+    float bv = 0;
+    for (int q = 0; q < k; ++q) {
+      if (pos[q] >= elementCountList[q]) continue;
+      float v = emu::at(ls[q]->template ReinterpretCast<float>(), (int32_t)(pos[q] * 2));
+      if (best < 0 || v > bv) {
+        best = q;
+        bv = v;
+      }
+    }
+    uint32_t id = emu::at(ls[best]->template ReinterpretCast<uint32_t>(), (int32_t)(pos[best] * 2 + 1));
+    out.push_back({bv, id});
+    ++pos[best];
+  }
+  emu::ub_write(PIPE_V, dst.off, total * 8, dst.limit, t);
+  for (uint64_t i = 0; i < total; ++i) {
+    std::memcpy(&emu::core().ub[dst.off + i * 8], &out[i].first, 4);
+    std::memcpy(&emu::core().ub[dst.off + i * 8 + 4], &out[i].second, 4);
+  }
+  for (int q = 0; q < 4; ++q) sortedNum[q] = q < k ? elementCountList[q] : 0;
+}
+
+/// Splits (score, index) pairs into scores and indices, 32 pairs a repeat.
+inline void Extract(const LocalTensor<float> &dstValue, const LocalTensor<uint32_t> &dstIndex, const LocalTensor<float> &sorted, int32_t repeatTimes) {
+  emu::core().op = "Extract";
+  emu::repeat(repeatTimes, "Extract");
+  emu::align(dstValue.off, 32, "Extract values");
+  emu::align(dstIndex.off, 32, "Extract indices");
+  emu::align(sorted.off, 32, "Extract source");
+  uint64_t n = (uint64_t)repeatTimes * 32;
+  emu::ub_read(PIPE_V, sorted.off, n * 8, sorted.limit);
+  uint64_t t = emu::tick();
+  std::vector<uint8_t> src(&emu::core().ub[sorted.off], &emu::core().ub[sorted.off] + n * 8);
+  emu::ub_write(PIPE_V, dstValue.off, n * 4, dstValue.limit, t);
+  emu::ub_write(PIPE_V, dstIndex.off, n * 4, dstIndex.limit, t);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::memcpy(&emu::core().ub[dstValue.off + i * 4], &src[i * 8], 4);
+    std::memcpy(&emu::core().ub[dstIndex.off + i * 4], &src[i * 8 + 4], 4);
+  }
+}
+
+}  // namespace AscendC
+
+using AscendC::PipeBarrier;
+
+#endif
