@@ -1,5 +1,6 @@
 //! Backends that run a [`crate::plan::StepPlan`].
 
+pub mod ascend;
 pub mod cpu;
 pub mod cuda;
 
