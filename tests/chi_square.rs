@@ -1,0 +1,338 @@
+//! Chi-square goodness of fit of the CPU sampler's draws (alpha = 1e-4).
+//!
+//! (a) Plain draws: many prefill rows of the same logits, each with its own
+//!     seed; the observed token counts must follow the processed
+//!     distribution (temperature, top-p, top-k; force top-k; a mask), whose
+//!     expected probabilities come from the f64 reference.
+//! (b) Verification (reject sampling): the first token a 2-row verify
+//!     request emits, when its draft d_1 is drawn from q, must follow the
+//!     target law p whatever q is (q = p, uniform, peaked elsewhere, zero on
+//!     part of p's support, mass outside p's support).
+//!
+//! Tokens of zero expected probability must never appear. Bins with an
+//! expected count below 5 are pooled. The p-value is the upper regularised
+//! incomplete gamma function Q(df/2, chi2/2).
+
+mod common;
+
+use common::gen::Rng;
+use common::reference::{check_params, mask_row, process_row};
+use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
+
+const ALPHA: f64 = 1e-4;
+/// Rows per `sample` call.
+const CHUNK: usize = 20_000;
+
+fn draws() -> usize {
+    std::env::var("CHI_DRAWS").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000)
+}
+
+/// Extra seed mixed into every test RNG (`CHI_SEED`), to rerun with other draws.
+fn seed_offset() -> u64 {
+    std::env::var("CHI_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+// ------------------------------------------------------------ statistics
+
+/// ln Gamma(x), Lanczos (g = 7, 9 terms), x > 0.
+fn ln_gamma(x: f64) -> f64 {
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let mut a = C[0];
+    let t = x + 7.5;
+    for (i, c) in C.iter().enumerate().skip(1) {
+        a += c / (x + i as f64);
+    }
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+/// Upper regularised incomplete gamma Q(a, x) (Numerical Recipes: series
+/// below a + 1, Lentz continued fraction above).
+fn gamma_q(a: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 1.0;
+    }
+    let lg = ln_gamma(a);
+    if x < a + 1.0 {
+        let (mut ap, mut sum, mut del) = (a, 1.0 / a, 1.0 / a);
+        for _ in 0..10_000 {
+            ap += 1.0;
+            del *= x / ap;
+            sum += del;
+            if del.abs() < sum.abs() * 1e-15 {
+                break;
+            }
+        }
+        1.0 - sum * (-x + a * x.ln() - lg).exp()
+    } else {
+        let tiny = 1e-300;
+        let mut b = x + 1.0 - a;
+        let mut c = 1.0 / tiny;
+        let mut d = 1.0 / b;
+        let mut h = d;
+        for i in 1..10_000 {
+            let an = -(i as f64) * (i as f64 - a);
+            b += 2.0;
+            d = an * d + b;
+            if d.abs() < tiny {
+                d = tiny;
+            }
+            c = b + an / c;
+            if c.abs() < tiny {
+                c = tiny;
+            }
+            d = 1.0 / d;
+            let del = d * c;
+            h *= del;
+            if (del - 1.0).abs() < 1e-15 {
+                break;
+            }
+        }
+        (-x + a * x.ln() - lg).exp() * h
+    }
+}
+
+#[test]
+fn gamma_q_known_values() {
+    // Chi-square upper tail: df = 1, x = 3.841459 -> 0.05; df = 10, x = 18.307 -> 0.05;
+    // df = 3, x = 21.108 -> 1e-4; df = 50, x = 67.505 -> 0.05.
+    let p = |df: f64, x: f64| gamma_q(df / 2.0, x / 2.0);
+    assert!((p(1.0, 3.841_459) - 0.05).abs() < 1e-6);
+    assert!((p(10.0, 18.307_038) - 0.05).abs() < 1e-6);
+    assert!((p(3.0, 21.107_5) - 1e-4).abs() < 1e-7);
+    assert!((p(50.0, 67.504_807) - 0.05).abs() < 1e-6);
+    assert!((p(2.0, 2.0) - (-1.0f64).exp()).abs() < 1e-12);
+}
+
+/// Chi-square test of `observed` counts against probabilities `expected`
+/// (summing to 1). Panics with a report when the fit is rejected at ALPHA or
+/// a token of zero probability was observed.
+fn chi_square(what: &str, observed: &[u64], expected: &[f64]) {
+    let total: u64 = observed.iter().sum();
+    let n = total as f64;
+    let esum: f64 = expected.iter().sum();
+    assert!((esum - 1.0).abs() < 1e-9, "{what}: expected probabilities sum to {esum}");
+    for (t, (&o, &e)) in observed.iter().zip(expected).enumerate() {
+        assert!(!(e == 0.0 && o > 0), "{what}: token {t} has probability 0 but was drawn {o} times");
+    }
+    // Bins in decreasing expected count; pool those below 5.
+    let mut bins: Vec<(f64, f64)> = Vec::new();
+    let (mut pool_o, mut pool_e) = (0.0, 0.0);
+    for (&o, &e) in observed.iter().zip(expected) {
+        if e == 0.0 {
+            continue;
+        }
+        if e * n < 5.0 {
+            pool_o += o as f64;
+            pool_e += e * n;
+        } else {
+            bins.push((o as f64, e * n));
+        }
+    }
+    if pool_e > 0.0 {
+        if pool_e >= 5.0 || bins.is_empty() {
+            bins.push((pool_o, pool_e));
+        } else {
+            // Fold a small pool into the smallest bin.
+            let i = (0..bins.len()).min_by(|&a, &b| bins[a].1.partial_cmp(&bins[b].1).unwrap()).unwrap();
+            bins[i].0 += pool_o;
+            bins[i].1 += pool_e;
+        }
+    }
+    if bins.len() < 2 {
+        // A single bin: everything must land there (checked by the zero test above).
+        return;
+    }
+    let stat: f64 = bins.iter().map(|&(o, e)| (o - e) * (o - e) / e).sum();
+    let df = (bins.len() - 1) as f64;
+    let p = gamma_q(df / 2.0, stat / 2.0);
+    eprintln!("{what}: {total} draws, {} bins, chi2 = {stat:.2}, df = {df}, p = {p:.4}", bins.len());
+    assert!(p > ALPHA, "{what}: chi-square rejects the fit: chi2 = {stat:.2}, df = {df}, p = {p:.3e}\nobserved {observed:?}\nexpected {:?}", expected.iter().map(|e| e * n).collect::<Vec<_>>());
+}
+
+// ------------------------------------------------------------ helpers
+
+fn sampler(vocab: usize, force_topk: usize) -> Sampler {
+    Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: force_topk as u32, nextn: 5, backend: BackendKind::Cpu }).unwrap()
+}
+
+/// Processed probabilities of one row per the reference (index = vocabulary id).
+fn reference_probs(row: &[f32], mask: Option<&[u32]>, n: usize, params: &SamplingParams) -> Vec<f64> {
+    let p = check_params(params, n).unwrap();
+    let d = process_row(mask_row(row, mask).unwrap(), n, &p);
+    (0..row.len()).map(|t| d.prob(t)).collect()
+}
+
+fn logits_row(rng: &mut Rng, v: usize, scale: f64) -> Vec<f32> {
+    (0..v).map(|_| (rng.normal() * scale) as f32).collect()
+}
+
+// ------------------------------------------------------------ (a) plain draws
+
+fn plain_draws(what: &str, v: usize, force_topk: usize, row: &[f32], mask: Option<Vec<u32>>, params: SamplingParams, draws: usize, seed: u64) {
+    let n = if force_topk == 0 || force_topk >= v { v } else { force_topk };
+    let expected = reference_probs(row, mask.as_deref(), n, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    let mut s = sampler(v, force_topk);
+    let mut rng = Rng::new(seed ^ seed_offset().wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut counts = vec![0u64; v];
+    let mut done = 0;
+    let logits: Vec<f32> = (0..CHUNK).flat_map(|_| row.iter().copied()).collect();
+    while done < draws {
+        let rows = CHUNK.min(draws - done);
+        let reqs: Vec<Request> = (0..rows)
+            .map(|_| {
+                let p = SamplingParams { seq_seed: Some(rng.next_u64()), ..params.clone() };
+                let mut r = Request::prefill(p, rng.range(1, 1 << 40));
+                r.masks = mask.clone().map(|m| vec![m]);
+                r
+            })
+            .collect();
+        let out = s.sample(&logits[..rows * v], &reqs).unwrap();
+        for r in &out.rows {
+            assert!(r.token >= 0, "{what}: no token");
+            counts[r.token as usize] += 1;
+        }
+        done += rows;
+    }
+    chi_square(what, &counts, &expected);
+}
+
+#[test]
+fn plain_draws_follow_the_processed_distribution() {
+    let mut rng = Rng::new(11);
+    let v = 64;
+    let row = logits_row(&mut rng, v, 1.5);
+    let params = SamplingParams { temperature: 0.8, top_p: 0.9, top_k: 20, ..Default::default() };
+    plain_draws("draws T=0.8 top_p=0.9 top_k=20 V=64", v, 0, &row, None, params, draws(), 1);
+}
+
+#[test]
+fn plain_draws_force_topk_mask_and_ties() {
+    let mut rng = Rng::new(12);
+    let v = 40;
+    // Quantised logits: ties everywhere, some -inf.
+    let mut row: Vec<f32> = (0..v).map(|_| (rng.normal() * 2.0).round() as f32 * 0.5).collect();
+    row[3] = f32::NEG_INFINITY;
+    row[17] = f32::NEG_INFINITY;
+    let mut mask = vec![u32::MAX; 2];
+    for t in [0usize, 5, 9, 33] {
+        mask[t / 32] &= !(1 << (t % 32));
+    }
+    let params = SamplingParams { temperature: 1.3, top_p: 0.97, top_k: -1, ..Default::default() };
+    plain_draws("draws force_topk=24 mask ties T=1.3 top_p=0.97 V=40", v, 24, &row, Some(mask), params, draws() / 2, 2);
+}
+
+// ------------------------------------------------------------ (b) verification
+
+/// Processed q as a draft distribution (ids with q > 0 and their logprobs) plus q as f64.
+fn draft_dist(q: &[f64]) -> (DraftDist, Vec<f64>) {
+    let z: f64 = q.iter().sum();
+    let mut d = DraftDist::default();
+    let mut qn = vec![0.0; q.len()];
+    for (t, &x) in q.iter().enumerate() {
+        if x > 0.0 {
+            let lp = (x / z).ln() as f32;
+            d.ids.push(t as i32);
+            d.logprobs.push(lp);
+            qn[t] = (lp as f64).exp();
+        }
+    }
+    let s: f64 = qn.iter().sum();
+    qn.iter_mut().for_each(|x| *x /= s);
+    (d, qn)
+}
+
+fn sample_from(rng: &mut Rng, w: &[f64]) -> usize {
+    let u = rng.f64() * w.iter().sum::<f64>();
+    let mut cum = 0.0;
+    for (i, &x) in w.iter().enumerate() {
+        cum += x;
+        if cum > u && x > 0.0 {
+            return i;
+        }
+    }
+    w.iter().rposition(|&x| x > 0.0).unwrap()
+}
+
+fn verify_law(what: &str, v: usize, row: &[f32], params: &SamplingParams, q: &[f64], trials: usize, seed: u64) {
+    let p = reference_probs(row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    let (dist, qn) = draft_dist(q);
+    let mut s = sampler(v, 0);
+    let mut rng = Rng::new(seed ^ seed_offset().wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut counts = vec![0u64; v];
+    let mut accepted = 0u64;
+    let per_call = CHUNK / 2;
+    let logits: Vec<f32> = (0..2 * per_call).flat_map(|_| row.iter().copied()).collect();
+    let mut done = 0;
+    while done < trials {
+        let m = per_call.min(trials - done);
+        let reqs: Vec<Request> = (0..m)
+            .map(|_| {
+                // d_1 ~ q from an independent test RNG; a fresh seed per trial.
+                let d1 = sample_from(&mut rng, &qn) as i32;
+                let pr = SamplingParams { seq_seed: Some(rng.next_u64()), ..params.clone() };
+                let seqlen_k = rng.range(2, 1 << 40);
+                Request { params: pr, kind: RequestKind::Decode { seqlen_k, seqlen_q: 2, drafts: vec![d1], draft_dists: vec![dist.clone()] }, golden: Vec::new(), masks: None }
+            })
+            .collect();
+        let out = s.sample(&logits[..2 * m * v], &reqs).unwrap();
+        for o in &out.requests {
+            assert!(o.status.is_ok(), "{what}: {:?}", o.status);
+            counts[o.emitted[0] as usize] += 1;
+            accepted += o.accepted as u64;
+        }
+        done += m;
+    }
+    // Acceptance rate of reject sampling: sum_t min(p_t, q_t).
+    let want_acc: f64 = p.iter().zip(&qn).map(|(a, b)| a.min(*b)).sum();
+    let acc = accepted as f64 / trials as f64;
+    let sd = (want_acc * (1.0 - want_acc) / trials as f64).sqrt().max(1e-12);
+    eprintln!("{what}: acceptance {acc:.5} (theory {want_acc:.5})");
+    assert!((acc - want_acc).abs() <= 4.5 * sd + 1e-9, "{what}: acceptance rate {acc} vs theory {want_acc} (sd {sd:.2e})");
+    chi_square(what, &counts, &p);
+}
+
+#[test]
+fn verification_emits_the_target_law() {
+    let v = 24;
+    let mut rng = Rng::new(21);
+    let row = logits_row(&mut rng, v, 1.2);
+    // top-p removes part of the vocabulary from p's support.
+    let params = SamplingParams { temperature: 1.0, top_p: 0.9, top_k: -1, ..Default::default() };
+    let p = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    let support: Vec<usize> = (0..v).filter(|&t| p[t] > 0.0).collect();
+    assert!(support.len() >= 4 && support.len() < v, "test setup: support {}", support.len());
+    let trials = draws() / 4;
+
+    // q = p.
+    verify_law("verify q = p", v, &row, &params, &p, trials, 31);
+    // q uniform over V (mass outside p's support).
+    verify_law("verify q uniform", v, &row, &params, &vec![1.0; v], trials, 32);
+    // q peaked on the least likely token of p's support (and on one outside it).
+    let low = *support.last().unwrap();
+    let outside = (0..v).find(|t| p[*t] == 0.0).unwrap();
+    let mut peaked: Vec<f64> = (0..v).map(|_| 0.01).collect();
+    peaked[low] = 5.0;
+    peaked[outside] = 2.0;
+    verify_law("verify q peaked elsewhere", v, &row, &params, &peaked, trials, 33);
+    // q with zero mass on half of p's support (the most likely half).
+    let mut partial: Vec<f64> = (0..v).map(|t| p[t] + 0.02).collect();
+    for &t in support.iter().take(support.len() / 2) {
+        partial[t] = 0.0;
+    }
+    verify_law("verify q zero on part of p's support", v, &row, &params, &partial, trials, 34);
+}
