@@ -47,6 +47,83 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
     }
     let mut scopes = Scopes { stack: vec![top] };
     check_block(&mut k.body, &mut scopes, errs);
+    fusion_block(&k.body, errs);
+}
+
+/// Most distinct tile operands of one fused elementwise map (`rt::map1..map4`).
+pub const MAX_MAP_TILES: usize = 4;
+
+/// Reports fused elementwise expressions over more than [`MAX_MAP_TILES`]
+/// distinct tiles (the emitter fuses each maximal elementwise tile subtree
+/// into one map; a variable read twice counts once).
+fn fusion_block(b: &Block, errs: &mut Errors) {
+    for s in &b.stmts {
+        match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => fusion_expr(value, errs),
+            Stmt::If { cond, then, els, .. } => {
+                fusion_expr(cond, errs);
+                fusion_block(then, errs);
+                if let Some(e) = els {
+                    fusion_block(e, errs);
+                }
+            }
+            Stmt::For { start, end, body, .. } => {
+                fusion_expr(start, errs);
+                fusion_expr(end, errs);
+                fusion_block(body, errs);
+            }
+        }
+    }
+}
+
+fn children(e: &Expr) -> Vec<&Expr> {
+    match &e.kind {
+        ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => vec![],
+        ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => vec![x],
+        ExprKind::Binary(_, l, r) => vec![l, r],
+        ExprKind::Call(_, args) => args.iter().collect(),
+        ExprKind::If(c, a, b) => vec![c, a, b],
+    }
+}
+
+fn fusion_expr(e: &Expr, errs: &mut Errors) {
+    if e.ty.is_tile() && e.is_elementwise() {
+        let mut leaves = Vec::new();
+        fusion_leaves(e, &mut leaves, errs);
+        if leaves.len() > MAX_MAP_TILES {
+            errs.push(
+                e.span,
+                format!(
+                    "this elementwise expression reads {} distinct tiles, but one fused map takes at most {MAX_MAP_TILES}: bind part of it with `let`",
+                    leaves.len()
+                ),
+            );
+        }
+    } else {
+        for c in children(e) {
+            fusion_expr(c, errs);
+        }
+    }
+}
+
+fn fusion_leaves(e: &Expr, leaves: &mut Vec<String>, errs: &mut Errors) {
+    for c in children(e) {
+        if !c.ty.is_tile() {
+            // A scalar operand: computed before the map (its own maps, if any).
+            fusion_expr(c, errs);
+        } else if c.is_elementwise() {
+            fusion_leaves(c, leaves, errs);
+        } else {
+            let key = match &c.kind {
+                ExprKind::Var(id) => id.to_string(),
+                _ => format!("#{}", leaves.len()),
+            };
+            if !leaves.contains(&key) {
+                leaves.push(key);
+            }
+            fusion_expr(c, errs);
+        }
+    }
 }
 
 fn check_block(b: &mut Block, sc: &mut Scopes, errs: &mut Errors) {
@@ -61,30 +138,42 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
     match s {
         Stmt::Let { names, value, span } => {
             let ty = expr(value, sc, errs);
+            if ty == Ty::Unit && !returns_unit(value) {
+                // An error was reported inside the value: bind the names as
+                // errors so their uses are not reported again.
+                for (name, m) in names.iter() {
+                    sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
+                }
+                return;
+            }
             let tys: Vec<Ty> = match (&ty, names.len()) {
                 (Ty::Tuple(v), n) if v.len() == n => v.clone(),
                 (Ty::Tuple(v), n) => {
                     errs.push(*span, format!("this op returns {} values but the pattern binds {n}", v.len()));
-                    return;
+                    vec![Ty::Unit; n]
                 }
                 (_, 1) => vec![ty.clone()],
                 (t, n) => {
                     errs.push(*span, format!("cannot destructure {} into {n} names", t.describe()));
-                    return;
+                    vec![Ty::Unit; n]
                 }
             };
             for ((name, m), t) in names.iter().zip(tys) {
                 let t = match t {
                     Ty::IntLit | Ty::FloatLit => {
                         errs.push(value.span, format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
-                        Ty::Scalar(t.prim().unwrap())
+                        // Bound as an error, so its uses are not reported again.
+                        Ty::Unit
                     }
+                    Ty::Unit if !returns_unit(value) => Ty::Unit, // an error reported above
                     Ty::Unit => {
                         errs.push(value.span, format!("`{name}` would be bound to `()`: this op returns nothing"));
+                        sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
                         continue;
                     }
                     Ty::Gm(..) => {
                         errs.push(value.span, "global buffers cannot be rebound: use the parameter directly");
+                        sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
                         continue;
                     }
                     t => t,
@@ -98,7 +187,9 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
         Stmt::Assign { target, op, value, span } => {
             let vt = expr(value, sc, errs);
             let Some(b) = sc.get(&target.to_string()).cloned() else {
-                errs.push(target.span(), format!("unknown name `{target}`"));
+                if !errs.is_poisoned(&target.to_string()) {
+                    errs.push(target.span(), format!("unknown name `{target}`"));
+                }
                 return;
             };
             if b.is_param {
@@ -112,7 +203,7 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             let vt = match op {
                 Some(o) => {
                     // Desugar `a op= e` into `a = a op e` so emitters see one form.
-                    let t = binary_type(*o, &b.ty, &vt, *span, errs);
+                    let t = if b.ty == Ty::Unit || vt == Ty::Unit { Ty::Unit } else { binary_type(*o, &b.ty, &vt, *span, errs) };
                     let mut lhs = Expr::new(ExprKind::Var(target.clone()), target.span());
                     lhs.ty = b.ty.clone();
                     settle_literal(value, &b.ty);
@@ -126,7 +217,7 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                     vt
                 }
             };
-            if unify_assign(&b.ty, &vt).is_none() {
+            if vt != Ty::Unit && b.ty != Ty::Unit && unify_assign(&b.ty, &vt).is_none() {
                 errs.push(value.span, format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
             }
         }
@@ -144,14 +235,15 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 check_block(e, sc, errs);
             }
         }
-        Stmt::For { var, start, end, body, span } => {
+        Stmt::For { var, start, end, body, .. } => {
             let a = expr(start, sc, errs);
             let b = expr(end, sc, errs);
             let t = match unify_prims(&a, &b) {
                 Some(Ty::Scalar(p)) if p.is_int() => Ty::Scalar(p),
                 Some(Ty::IntLit) => Ty::Scalar(Prim::U32),
+                _ if a == Ty::Unit || b == Ty::Unit => Ty::Scalar(Prim::U32),
                 _ => {
-                    errs.push(*span, format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
+                    errs.push(start.span, format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
                     Ty::Scalar(Prim::U32)
                 }
             };
@@ -167,7 +259,8 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
 
 fn expect_scalar_bool(t: &Ty, span: Span, what: &str, errs: &mut Errors) {
     match t {
-        Ty::Scalar(Prim::Bool) => {}
+        // `()`: an error already reported inside the condition.
+        Ty::Scalar(Prim::Bool) | Ty::Unit => {}
         Ty::Tile(_) => errs.push(span, format!("{what} must be a scalar `bool`, not a tile: use `any`/`all` to reduce, or `select` per element")),
         other => errs.push(span, format!("{what} must be a scalar `bool`, got {}", other.describe())),
     }
@@ -283,13 +376,18 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
         ExprKind::Var(id) => match sc.get(&id.to_string()) {
             Some(b) => b.ty.clone(),
             None => {
-                errs.push(id.span(), format!("unknown name `{id}`"));
+                if !errs.is_poisoned(&id.to_string()) {
+                    errs.push(id.span(), format!("unknown name `{id}`"));
+                }
                 Ty::Unit
             }
         },
         ExprKind::Unary(op, x) => {
             let t = expr(x, sc, errs);
             let op = *op;
+            if t == Ty::Unit {
+                return Ty::Unit;
+            }
             match (op, t.prim()) {
                 (UnOp::Neg, Some(p)) if p != Prim::Bool && !matches!(t, Ty::Gm(..)) => t,
                 (UnOp::Not, Some(p)) if (p == Prim::Bool || p.is_int()) && !matches!(t, Ty::Gm(..)) => t,
@@ -319,6 +417,7 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
             match t {
                 Ty::Scalar(_) | Ty::IntLit | Ty::FloatLit => Ty::Scalar(*p),
                 Ty::Tile(_) => Ty::Tile(*p),
+                Ty::Unit => Ty::Unit,
                 other => {
                     errs.push(span, format!("cannot cast {}", other.describe()));
                     Ty::Unit
@@ -330,6 +429,9 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
             expect_scalar_bool(&ct, c.span, "an `if` condition", errs);
             let at = expr(a, sc, errs);
             let bt = expr(b, sc, errs);
+            if ct == Ty::Unit || at == Ty::Unit || bt == Ty::Unit {
+                return Ty::Unit;
+            }
             if at.is_tile() || bt.is_tile() {
                 errs.push(span, "an `if` value cannot be a tile: use `select(cond, a, b)`");
                 return Ty::Unit;
@@ -359,6 +461,13 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
             }
         }
     }
+}
+
+/// Whether `e` is a call of an op that returns nothing (a store): its type
+/// `()` is its real type, not the mark of an error reported inside it.
+fn returns_unit(e: &Expr) -> bool {
+    matches!(&e.kind, ExprKind::Call(op, _) if matches!(op, Op::Store | Op::StoreHead | Op::StoreScalar | Op::Scatter))
+        && e.ty == Ty::Unit
 }
 
 /// Gives an unsuffixed literal the concrete type of its partner.
@@ -468,8 +577,9 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
                     true
                 }
                 Ty::IntLit | Ty::FloatLit => {
-                    errs.push(a.span, "give this literal a type suffix (e.g. `0u32`, `0.0f32`)");
-                    false
+                    errs.push(a.span, format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
+                    ok = false;
+                    true
                 }
                 _ => false,
             },

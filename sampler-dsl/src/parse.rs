@@ -13,9 +13,20 @@ use crate::ops::Op;
 #[derive(Default)]
 pub struct Errors {
     errs: Vec<syn::Error>,
+    /// Names whose binding was rejected (a bad pattern, a `let` whose value
+    /// did not parse): their uses are not reported again as unknown names.
+    poisoned: Vec<String>,
 }
 
 impl Errors {
+    /// Marks a name whose binding already failed with an error.
+    pub fn poison(&mut self, name: &syn::Ident) {
+        self.poisoned.push(name.to_string());
+    }
+    /// Whether `name` is a binding that already failed with an error.
+    pub fn is_poisoned(&self, name: &str) -> bool {
+        self.poisoned.iter().any(|n| n == name)
+    }
     pub fn push(&mut self, span: Span, msg: impl std::fmt::Display) {
         self.errs.push(syn::Error::new(span, msg));
     }
@@ -75,6 +86,10 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
         return (Vec::new(), debug);
     }
     if tiles.is_empty() {
+        if let Some(&(_, s)) = threads.first() {
+            errs.push(s, "`threads` needs `tile = [..]`: a kernel without tiles runs one thread a program");
+            return (Vec::new(), debug);
+        }
         // A kernel without tiles works on scalars only (one thread a program).
         tiles.push((1, Span::call_site()));
     }
@@ -114,9 +129,14 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
     (out, debug)
 }
 
-/// Default block size for a tile: 1024 threads at most, at least 1 item each.
+/// Default block size for a tile: 1024 threads at most, at least 1 item each
+/// (a power of two even when the tile size is not, so a bad tile size is
+/// reported once, not also as bad threads).
 pub fn default_threads(tile: u32) -> u32 {
-    tile.clamp(1, 1024)
+    match tile {
+        0 => 1,
+        t => (1u32 << (31 - t.leading_zeros())).min(1024),
+    }
 }
 
 /// Parses the function item into an untyped kernel.
@@ -131,8 +151,8 @@ pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut
     if let Some(u) = &sig.unsafety {
         errs.push(u.span(), "a kernel cannot be `unsafe`: the DSL has no unsafe operations");
     }
-    if !sig.generics.params.is_empty() {
-        errs.push(sig.generics.span(), "a kernel cannot be generic: use tile variants instead");
+    if let Some(g) = sig.generics.params.first() {
+        errs.push(g.span(), "a kernel cannot be generic: use tile variants instead");
     }
     if let syn::ReturnType::Type(_, t) = &sig.output {
         errs.push(t.span(), "a kernel returns nothing: write results with `store` / `store_scalar`");
@@ -143,18 +163,23 @@ pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut
             syn::FnArg::Receiver(r) => errs.push(r.span(), "a kernel cannot take `self`"),
             syn::FnArg::Typed(pt) => {
                 let name = match &*pt.pat {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() => pi.ident.clone(),
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => pi.ident.clone(),
                     other => {
                         errs.push(other.span(), "kernel parameters must be plain identifiers");
+                        poison_pat(other, errs);
                         continue;
                     }
                 };
                 match param_type(&pt.ty) {
                     Some(ty) => params.push(Param { name, ty, span: pt.span() }),
-                    None => errs.push(
-                        pt.ty.span(),
-                        "unsupported parameter type: expected `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)",
-                    ),
+                    None => {
+                        errs.push(
+                            pt.ty.span(),
+                            "unsupported parameter type: expected `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)",
+                        );
+                        // Still bound (as the error type `()`), so its uses are not reported again.
+                        params.push(Param { name, ty: Ty::Unit, span: pt.span() });
+                    }
                 }
             }
         }
@@ -162,7 +187,7 @@ pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut
     let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
     for a in &f.attrs {
         if !a.path().is_ident("doc") && !a.path().is_ident("allow") {
-            errs.push(a.span(), "only doc comments and `#[allow]` may stand beside `#[kernel]`");
+            errs.push(a.path().span(), "only doc comments and `#[allow]` may stand beside `#[kernel]`");
         }
     }
     let body = parse_block(&f.block, errs);
@@ -200,22 +225,37 @@ fn parse_block(b: &syn::Block, errs: &mut Errors) -> Block {
     Block { stmts }
 }
 
+/// Marks every identifier bound by a rejected pattern (see [`Errors::poison`]).
+fn poison_pat(p: &syn::Pat, errs: &mut Errors) {
+    match p {
+        syn::Pat::Ident(pi) => errs.poison(&pi.ident),
+        syn::Pat::Tuple(t) => t.elems.iter().for_each(|e| poison_pat(e, errs)),
+        syn::Pat::Type(t) => poison_pat(&t.pat, errs),
+        syn::Pat::Paren(p) => poison_pat(&p.pat, errs),
+        _ => {}
+    }
+}
+
 fn parse_stmt(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
     match s {
         syn::Stmt::Local(l) => {
             let span = l.span();
-            let names = match parse_let_pat(&l.pat, errs) {
-                Some(n) => n,
-                None => return None,
+            let Some(names) = parse_let_pat(&l.pat, errs) else {
+                poison_pat(&l.pat, errs);
+                return None;
             };
             let Some(init) = &l.init else {
                 errs.push(span, "`let` needs an initial value");
+                poison_pat(&l.pat, errs);
                 return None;
             };
             if let Some((_, d)) = &init.diverge {
                 errs.push(d.span(), "`let .. else` is not supported in kernels");
             }
-            let value = parse_expr(&init.expr, errs)?;
+            let Some(value) = parse_expr(&init.expr, errs) else {
+                poison_pat(&l.pat, errs);
+                return None;
+            };
             Some(Stmt::Let { names, value, span })
         }
         syn::Stmt::Expr(e, _) => parse_stmt_expr(e, errs),
@@ -248,7 +288,8 @@ fn parse_let_pat(p: &syn::Pat, errs: &mut Errors) -> Option<Vec<(syn::Ident, boo
         }
         syn::Pat::Type(pt) => {
             errs.push(pt.ty.span(), "type annotations on `let` are not supported: types are inferred from the ops");
-            None
+            // Checked as if unannotated, so the name stays bound.
+            parse_let_pat(&pt.pat, errs)
         }
         other => {
             errs.push(other.span(), "unsupported pattern: use `let name = ..` or `let (a, b) = ..`");
@@ -290,6 +331,7 @@ fn parse_stmt_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Stmt> {
                 syn::Pat::Ident(pi) if pi.mutability.is_none() && pi.by_ref.is_none() => pi.ident.clone(),
                 other => {
                     errs.push(other.span(), "the loop variable must be a plain identifier");
+                    poison_pat(other, errs);
                     return None;
                 }
             };
@@ -298,14 +340,21 @@ fn parse_stmt_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Stmt> {
             }
             let syn::Expr::Range(r) = &*f.expr else {
                 errs.push(f.expr.span(), "a kernel loop must range over scalars: `for i in a..b`");
+                errs.poison(&var);
                 return None;
             };
+            let limits = match &r.limits {
+                syn::RangeLimits::HalfOpen(t) => t.spans[0],
+                syn::RangeLimits::Closed(t) => t.spans[0],
+            };
             if matches!(r.limits, syn::RangeLimits::Closed(_)) {
-                errs.push(r.span(), "use a half-open range `a..b`");
+                errs.push(limits, "use a half-open range `a..b`");
+                errs.poison(&var);
                 return None;
             }
             let (Some(s), Some(en)) = (&r.start, &r.end) else {
-                errs.push(r.span(), "a kernel loop needs both bounds: `for i in a..b`");
+                errs.push(limits, "a kernel loop needs both bounds: `for i in a..b`");
+                errs.poison(&var);
                 return None;
             };
             let start = parse_expr(s, errs)?;
@@ -502,6 +551,14 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             errs.push(u.unsafe_token.span, "`unsafe` is not allowed in kernels");
             return None;
         }
+        syn::Expr::Macro(m) => {
+            errs.push(m.mac.path.span(), "macros cannot be used inside a kernel");
+            return None;
+        }
+        syn::Expr::Field(f) => {
+            errs.push(f.member.span(), "field access is not supported: kernel parameters are plain buffers and scalars");
+            return None;
+        }
         other => {
             errs.push(other.span(), "unsupported expression in a kernel");
             return None;
@@ -525,8 +582,8 @@ fn parse_lit(l: &syn::Lit, errs: &mut Errors) -> Option<Lit> {
         syn::Lit::Int(i) => {
             let suffix = i.suffix();
             let p = if suffix.is_empty() { None } else { Prim::from_name(suffix) };
-            if !suffix.is_empty() && p.is_none() {
-                errs.push(i.span(), format!("unsupported literal suffix `{suffix}`"));
+            if !suffix.is_empty() && !p.is_some_and(|p| p.is_int() || p.is_float()) {
+                errs.push(i.span(), format!("unsupported literal suffix `{suffix}`: use i32, u32, i64, u64, f32 or f64"));
                 return None;
             }
             match i.base10_parse::<u64>() {
@@ -540,6 +597,10 @@ fn parse_lit(l: &syn::Lit, errs: &mut Errors) -> Option<Lit> {
         syn::Lit::Float(f) => {
             let suffix = f.suffix();
             let p = if suffix.is_empty() { None } else { Prim::from_name(suffix) };
+            if !suffix.is_empty() && !p.is_some_and(|p| p.is_float()) {
+                errs.push(f.span(), format!("unsupported float literal suffix `{suffix}`: use f32 or f64"));
+                return None;
+            }
             match f.base10_parse::<f64>() {
                 Ok(v) => Some(Lit::Float(v, p)),
                 Err(e) => {
