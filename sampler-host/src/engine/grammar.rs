@@ -8,7 +8,9 @@
 //! matcher fills mask 0 in its current state, then accepts the drafts one by
 //! one, filling one mask per accepted draft, and stops at the first draft the
 //! grammar forbids (the rows after it keep the last mask: that draft is
-//! rejected at its verify row anyway); then it rolls the trial back.
+//! rejected at its verify row anyway) or at a draft that ends the grammar
+//! (EOS: the rows after it are past the end of the output); then it rolls
+//! the trial back.
 //!
 //! Any matcher works through [`GrammarMatcher`]. A matcher error (or a mask
 //! that allows nothing) fails only its own request: status error, tokens -1.
@@ -59,6 +61,12 @@ pub fn request_masks(m: &mut dyn GrammarMatcher, drafts: &[i32], words: usize) -
         }
         m.accept(d)?;
         accepted += 1;
+        if m.is_finished() {
+            // The draft ended the grammar (EOS): later rows are past the end
+            // of the output; they keep the last mask (an empty one would fail
+            // the request).
+            break;
+        }
         let mut mask = vec![0u32; words];
         m.fill_mask(&mut mask)?;
         masks.push(mask);

@@ -25,6 +25,7 @@ pub mod golden;
 pub mod grammar;
 pub mod pool;
 pub mod prompt;
+pub mod synth;
 
 use std::collections::VecDeque;
 
@@ -40,6 +41,7 @@ pub use cp::{Collective, CollectiveError, LocalCollective, NcclCollective, Role,
 pub use grammar::{GrammarMatcher, JsonMatcher, StepMasks};
 pub use pool::{pool_bytes, MtpInfoPool};
 pub use prompt::{compute_prompt_logprobs, PromptJob, PromptStats, MAX_PROMPT_ROWS};
+pub use synth::SyntheticModel;
 
 /// Seed offset of the draft model's draws (re-exported for engines).
 pub const DRAFT_SEED: u64 = DRAFT_SEED_OFFSET;
