@@ -107,6 +107,13 @@ pub fn ub_plan(k: &Kernel) -> Vec<(u32, u32)> {
     k.variants.iter().filter(|v| v.tile <= MAX_TILE).filter_map(|v| variant(k, v.tile).ok().map(|c| (v.tile, c.ub_bytes))).collect()
 }
 
+/// Why `emit` returns `None` for a kernel (an op or form the AscendC
+/// writer does not lower), or `None` when it is emitted or has no variant
+/// with `TILE <= 4096`.
+pub fn why_not(k: &Kernel) -> Option<String> {
+    k.variants.iter().filter(|v| v.tile <= MAX_TILE).find_map(|v| variant(k, v.tile).err().map(|u| format!("tile {}: {}", v.tile, u.0)))
+}
+
 struct VariantCode {
     tile: u32,
     code: String,
