@@ -60,6 +60,22 @@ proptest! {
     }
 }
 
+proptest! {
+    // Larger vocabularies reach the kernels' other tile variants (4096 and up,
+    // several mask-check chunks); few cases, they are slower.
+    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 50, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cpu_matches_reference_large_vocab(vocab in 300usize..=20_000, force_sel in 0usize..4, force_frac in 0.0f64..1.0, seed in any::<u64>()) {
+        let force = match force_sel {
+            0 | 1 => 0,
+            2 => 1 + (force_frac * 64.0) as usize,
+            _ => 1 + (force_frac * (vocab - 1) as f64) as usize,
+        };
+        run_one(seed, vocab, force.min(vocab - 1), 3)?;
+    }
+}
+
 /// The generator reaches every corner the comparison is meant to cover, and
 /// margins rarely hide a decision.
 #[test]

@@ -69,14 +69,16 @@ impl Default for GenOpts {
 
 /// One logits row with V entries, in one of several adversarial styles.
 pub fn random_row(rng: &mut Rng, v: usize) -> Vec<f32> {
-    let style = rng.below(6);
+    let style = rng.below(7);
     let scale = rng.pick(&[0.1, 1.0, 2.0, 4.0, 10.0]);
     let mut row: Vec<f32> = (0..v)
         .map(|_| match style {
             // Quantised: many exact ties.
             0 => (rng.normal() * 2.0).round() as f32 * 0.5,
             // Few distinct values: heavy duplication.
-            1 => rng.pick(&[-1.0f32, 0.0, 0.5, 2.0]),
+            1 => rng.pick(&[-1.0f32, 0.0, -0.0, 0.5, 2.0]),
+            // Large magnitudes (x = logit / 1e-5 stays finite in f32).
+            6 => (rng.normal() * 1e3) as f32 * rng.pick(&[1.0f32, 10.0]),
             // One dominant logit family.
             2 => (rng.normal() * scale) as f32 - 5.0,
             _ => (rng.normal() * scale) as f32,
