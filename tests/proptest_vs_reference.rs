@@ -204,3 +204,22 @@ fn reference_passes_golden_cases() {
     assert!(failures.is_empty(), "the reference fails golden cases:\n{}", failures.join("\n"));
     assert!(files.len() >= 50);
 }
+
+/// SAMPLER.md section 5: k counts requests with valid *parameters*, even when
+/// they fail on their mask (regression: the host used to leave them out).
+#[test]
+fn top_logprobs_width_counts_requests_failing_on_their_mask() {
+    use sampler_host::{Request, SamplingParams};
+    let v = 40;
+    let bad_mask = Request { masks: Some(vec![vec![u32::MAX]]), ..Request::prefill(SamplingParams { top_logprobs: 4, seq_seed: Some(1), ..Default::default() }, 10) };
+    let ok = Request::prefill(SamplingParams { top_logprobs: 1, seq_seed: Some(2), ..Default::default() }, 10);
+    let logits: Vec<f32> = (0..2 * v).map(|i| (i % 7) as f32).collect();
+    let reqs = [bad_mask, ok];
+    let mut s = Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let got = s.sample(&logits, &reqs).unwrap();
+    assert!(got.requests[0].status.is_err() && got.requests[1].status.is_ok());
+    assert_eq!(got.top_logprobs_width, 4);
+    assert_eq!(got.rows[1].top_logprobs.len(), 4);
+    assert!(got.rows[0].top_logprobs.is_empty());
+    assert!(compare(&got, &reference_step(v, 0, &logits, &reqs), &reqs).is_empty());
+}
