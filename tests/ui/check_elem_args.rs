@@ -1,0 +1,12 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let v = load(x, 0u64, n);
+    let a = exp(n);
+    let b = exp(x);
+    let c = min(v, 1u32);
+    store(y, 0u64, v);
+}
+
+fn main() {}

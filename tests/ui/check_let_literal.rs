@@ -1,0 +1,10 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let a = 0;
+    let b = 1.5;
+    store(y, 0u64, load(x, 0u64, n));
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let v = load(x, 0u64, n);
+    let t = (v > 0.0) && (v < 1.0);
+    let a = n && true;
+    store(y, 0u64, v);
+}
+
+fn main() {}

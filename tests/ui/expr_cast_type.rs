@@ -1,0 +1,10 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let a = n as usize;
+    let b = n as Wide;
+    store(y, 0u64, load(x, 0u64, n));
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let f = |a: f32| a;
+    store(y, 0u64, load(x, 0u64, n));
+}
+
+fn main() {}

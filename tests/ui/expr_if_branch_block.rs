@@ -1,0 +1,9 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let a = if n > 4 { let b = 1u32; b } else { 0u32 };
+    store(y, 0u64, load(x, 0u64, n));
+}
+
+fn main() {}

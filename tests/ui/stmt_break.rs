@@ -1,0 +1,13 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    for i in 0..n {
+    if i == 3 {
+    break;
+    }
+    }
+    store(y, 0u64, load(x, 0u64, n));
+}
+
+fn main() {}

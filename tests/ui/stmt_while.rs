@@ -1,0 +1,12 @@
+use sampler_macros::kernel;
+
+#[kernel]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    let mut i = 0u32;
+    while i < n {
+    i += 1;
+    }
+    store(y, 0u64, load(x, 0u64, n));
+}
+
+fn main() {}
