@@ -20,9 +20,9 @@ pub enum ParamError {
 pub enum RequestError {
     #[error(transparent)]
     Param(#[from] ParamError),
-    #[error("invalid logits (NaN or +inf) in row {row}")]
+    #[error("invalid logits (NaN or +inf) in row {row} of the request")]
     BadLogits { row: usize },
-    #[error("no allowed token (all logits -inf) in row {row}")]
+    #[error("no allowed token (all logits -inf) in row {row} of the request")]
     AllMasked { row: usize },
     #[error("bad mask (need {need} masks of {words} u32 words, got {got_masks} masks{detail})")]
     BadMask { need: usize, words: usize, got_masks: usize, detail: String },

@@ -177,11 +177,11 @@ fn cuda_backend() -> Result<Box<dyn Backend>, ConfigError> {
 
 /// Why a group failed on the device, from the rows' status codes.
 fn device_error(info: &RequestInfo, res: &StepResult) -> RequestError {
-    let rows = info.first_row..info.first_row + info.rows;
-    for r in rows {
-        match res.row_status[r] {
-            1 => return RequestError::BadLogits { row: r },
-            2 => return RequestError::AllMasked { row: r },
+    // Rows are named relative to the request, so the message does not depend on the batch.
+    for j in 0..info.rows {
+        match res.row_status[info.first_row + j] {
+            1 => return RequestError::BadLogits { row: j },
+            2 => return RequestError::AllMasked { row: j },
             _ => {}
         }
     }
