@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# CI: the engine loop on the CPU for a short run (a few seconds), and the
+# MTP info pool sizes of SAMPLER.md section 9 (64 seqs, nextn 5).
+set -euo pipefail
+out=$(cargo run --release --example engine_loop -- --backend cpu --steps 8 --max-num-seqs 64 --nextn 5 --force-topk 4096)
+echo "$out"
+grep -q "= 10649600 bytes" <<<"$out"    # 325 * 4096 * 8 (force top-k 4096)
+grep -q "= 168064000 bytes" <<<"$out"   # 325 * 129280 * 4 (force top-k off)
+grep -q "^done: 8 steps" <<<"$out"
+cargo test --release --test engine_pool --test engine_golden --test engine_prompt --test engine_grammar --test engine_cp
+cargo test --release -p sampler-host --features grammar-llguidance --lib engine::
