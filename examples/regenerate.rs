@@ -106,22 +106,32 @@ pub mod ptx {
         let target_dir = std::env::var_os("SAMPLER_PTX_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target/ptx"));
         std::fs::create_dir_all(&target_dir).map_err(|e| Fail::Other(format!("{}: {e}", target_dir.display())))?;
         let out_file = target_dir.join("sampler_kernels.ptx");
-        let _ = std::fs::remove_file(&out_file);
-        let mut cmd = Command::new("cargo");
-        cmd.current_dir(&root)
-            .args(["+nightly", "rustc", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .args(["--", "-C", "target-cpu=sm_90", "-Zunstable-options", "-Cpanic=immediate-abort"])
-            .arg(format!("--emit=asm={}", out_file.display()));
-        // A nested cargo must not inherit the outer (stable) build's settings.
-        for v in ["RUSTUP_TOOLCHAIN", "RUSTC", "RUSTC_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
-            cmd.env_remove(v);
-        }
-        eprintln!("regenerate: building PTX: {cmd:?}");
-        let st = cmd.status().map_err(|e| Fail::Other(format!("cannot run cargo +nightly: {e}")))?;
-        if !st.success() {
-            return Err(Fail::Other(format!("cargo +nightly rustc for nvptx64 failed ({st})")));
+        let cargo = |args: &[&str], extra: &[String]| -> Result<(), Fail> {
+            let mut cmd = Command::new("cargo");
+            cmd.current_dir(&root).arg("+nightly").args(args).arg("--target-dir").arg(&target_dir).args(extra);
+            // A nested cargo must not inherit the outer (stable) build's settings.
+            for v in ["RUSTUP_TOOLCHAIN", "RUSTC", "RUSTC_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+                cmd.env_remove(v);
+            }
+            eprintln!("regenerate: {cmd:?}");
+            let st = cmd.status().map_err(|e| Fail::Other(format!("cannot run cargo +nightly: {e}")))?;
+            if st.success() {
+                Ok(())
+            } else {
+                Err(Fail::Other(format!("cargo +nightly {} failed ({st})", args.join(" "))))
+            }
+        };
+        let build_args = ["rustc", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"];
+        let rustc_args: Vec<String> = ["--", "-C", "target-cpu=sm_90", "-Zunstable-options", "-Cpanic=immediate-abort"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([format!("--emit=asm={}", out_file.display())])
+            .collect();
+        cargo(&build_args, &rustc_args)?;
+        if !out_file.is_file() {
+            // cargo found the crate fresh but the PTX file is gone: rebuild the crate.
+            cargo(&["clean", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda"], &[])?;
+            cargo(&build_args, &rustc_args)?;
         }
         std::fs::read_to_string(&out_file).map_err(|e| Fail::Other(format!("{}: {e}", out_file.display())))
     }
