@@ -9,6 +9,12 @@ use sampler_host::engine::cp::{Collective, CollectiveError, LocalCollective, Ncc
 use sampler_host::engine::{Engine, EngineConfig, EngineError, EngineRequest, Finished, NoModel, SyntheticModel};
 use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
+/// The backend under test: `SAMPLER_ENGINE_BACKEND=cuda` runs these tests on
+/// the GPU (the GPU suite); the default is the CPU.
+fn test_backend() -> BackendKind {
+    std::env::var("SAMPLER_ENGINE_BACKEND").ok().and_then(|s| s.parse().ok()).unwrap_or(BackendKind::Cpu)
+}
+
 /// Records the collectives a rank performs.
 struct Logged {
     inner: LocalCollective,
@@ -46,7 +52,7 @@ fn requests() -> Vec<EngineRequest> {
 }
 
 fn rank(c: Logged, role: Role) -> (Vec<usize>, Vec<Finished>) {
-    let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: BackendKind::Cpu }).unwrap();
+    let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: test_backend() }).unwrap();
     let cfg = EngineConfig { max_num_seqs: 2, nextn: 4, prefill_chunk: 16, role, ..Default::default() };
     let mut e = Engine::with_collective(s, cfg, Box::new(c)).unwrap();
     for r in requests() {
@@ -97,7 +103,7 @@ fn two_ranks_driver_samples_follower_returns_empty() {
     assert!(ffin[0].prompt_logprobs.is_empty());
     assert_eq!(&dfin[1].output[..10], &(700..710).collect::<Vec<_>>()[..]);
     // The driver's tokens equal a single-rank run's.
-    let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: BackendKind::Cpu }).unwrap();
+    let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: test_backend() }).unwrap();
     let mut solo = Engine::new(s, EngineConfig { max_num_seqs: 2, nextn: 4, prefill_chunk: 16, ..Default::default() }).unwrap();
     for r in requests() {
         solo.add_request(r).unwrap();
@@ -112,7 +118,7 @@ fn two_ranks_driver_samples_follower_returns_empty() {
 
 #[test]
 fn roles_and_nccl_stub() {
-    let s = || Sampler::new(SamplerConfig { vocab_size: V, force_topk: 0, nextn: 1, backend: BackendKind::Cpu }).unwrap();
+    let s = || Sampler::new(SamplerConfig { vocab_size: V, force_topk: 0, nextn: 1, backend: test_backend() }).unwrap();
     let mut g = LocalCollective::group(2);
     let c1 = g.pop().unwrap();
     // Rank 1 cannot be the driver.

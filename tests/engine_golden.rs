@@ -4,8 +4,14 @@ use sampler_host::engine::golden::{assign_golden, next_golden_tokens, step_golde
 use sampler_host::engine::{Engine, EngineConfig, EngineRequest, Phase, SyntheticModel};
 use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
+/// The backend under test: `SAMPLER_ENGINE_BACKEND=cuda` runs these tests on
+/// the GPU (the GPU suite); the default is the CPU.
+fn test_backend() -> BackendKind {
+    std::env::var("SAMPLER_ENGINE_BACKEND").ok().and_then(|s| s.parse().ok()).unwrap_or(BackendKind::Cpu)
+}
+
 fn engine(v: u32, force_topk: u32, nextn: usize, chunk: usize) -> Engine {
-    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: BackendKind::Cpu }).unwrap();
+    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: test_backend() }).unwrap();
     Engine::new(s, EngineConfig { max_num_seqs: 8, nextn, prefill_chunk: chunk, ..Default::default() }).unwrap()
 }
 

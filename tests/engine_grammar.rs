@@ -6,6 +6,12 @@ use sampler_host::engine::grammar::{mask_allows, request_masks, GrammarMatcher, 
 use sampler_host::engine::{Engine, EngineConfig, EngineRequest, SyntheticModel};
 use sampler_host::{BackendKind, Request, RequestError, Sampler, SamplerConfig, SamplingParams};
 
+/// The backend under test: `SAMPLER_ENGINE_BACKEND=cuda` runs these tests on
+/// the GPU (the GPU suite); the default is the CPU.
+fn test_backend() -> BackendKind {
+    std::env::var("SAMPLER_ENGINE_BACKEND").ok().and_then(|s| s.parse().ok()).unwrap_or(BackendKind::Cpu)
+}
+
 /// A small token vocabulary for JSON (token id = index). EOS is the last.
 fn vocab() -> Vec<String> {
     let toks = [
@@ -18,7 +24,7 @@ fn vocab() -> Vec<String> {
 const EOS: i32 = 29;
 
 fn engine(v: u32, nextn: usize, force_topk: u32) -> Engine {
-    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: BackendKind::Cpu }).unwrap();
+    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: test_backend() }).unwrap();
     Engine::new(s, EngineConfig { max_num_seqs: 8, nextn, ..Default::default() }).unwrap()
 }
 
@@ -178,7 +184,7 @@ fn bad_mask_fails_only_its_request() {
     }
     // A mask of the wrong size (from the [batch, words] buffers) fails only its request too.
     let v = 64u32;
-    let mut s = Sampler::new(SamplerConfig { vocab_size: v, force_topk: 0, nextn: 1, backend: BackendKind::Cpu }).unwrap();
+    let mut s = Sampler::new(SamplerConfig { vocab_size: v, force_topk: 0, nextn: 1, backend: test_backend() }).unwrap();
     let mut sm = StepMasks::new(1, 2, v as usize);
     sm.set(0, &[vec![u32::MAX; 2], vec![u32::MAX; 2]]);
     sm.set(1, &[vec![u32::MAX; 2], vec![u32::MAX; 2]]);

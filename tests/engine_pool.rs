@@ -6,8 +6,14 @@ use sampler_host::engine::pool::remap_draft_column;
 use sampler_host::engine::{pool_bytes, Engine, EngineConfig, EngineRequest, MtpInfoPool, Phase, SyntheticModel};
 use sampler_host::{BackendKind, Request, Sampler, SamplerConfig, SamplingParams};
 
+/// The backend under test: `SAMPLER_ENGINE_BACKEND=cuda` runs these tests on
+/// the GPU (the GPU suite); the default is the CPU.
+fn test_backend() -> BackendKind {
+    std::env::var("SAMPLER_ENGINE_BACKEND").ok().and_then(|s| s.parse().ok()).unwrap_or(BackendKind::Cpu)
+}
+
 fn sampler(v: u32, force_topk: u32, nextn: u32) -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn, backend: BackendKind::Cpu }).unwrap()
+    Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn, backend: test_backend() }).unwrap()
 }
 
 fn params(seed: u64) -> SamplingParams {

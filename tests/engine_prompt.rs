@@ -4,10 +4,16 @@ use sampler_host::engine::prompt::{chunk_targets, compute_prompt_logprobs, Promp
 use sampler_host::engine::{Engine, EngineConfig, EngineRequest, LogitsSource, RowQuery, RowRole, SyntheticModel, MAX_PROMPT_ROWS};
 use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
+/// The backend under test: `SAMPLER_ENGINE_BACKEND=cuda` runs these tests on
+/// the GPU (the GPU suite); the default is the CPU.
+fn test_backend() -> BackendKind {
+    std::env::var("SAMPLER_ENGINE_BACKEND").ok().and_then(|s| s.parse().ok()).unwrap_or(BackendKind::Cpu)
+}
+
 const V: u32 = 2000;
 
 fn sampler(force_topk: u32) -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: V, force_topk, nextn: 5, backend: BackendKind::Cpu }).unwrap()
+    Sampler::new(SamplerConfig { vocab_size: V, force_topk, nextn: 5, backend: test_backend() }).unwrap()
 }
 
 fn prompt(n: usize, salt: i32) -> Vec<i32> {
