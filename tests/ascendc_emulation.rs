@@ -513,17 +513,15 @@ fn golden_cases_match_cpu_under_emulation() {
     assert!(ran > 0);
 }
 
-/// Removes the first `SetFlag`/`WaitFlag` pair of `event` from a source.
-fn drop_sync(src: &str, event: &str) -> Option<String> {
-    let set = format!("AscendC::SetFlag<AscendC::HardEvent::{event}>(EVENT_ID0);");
-    let wait = format!("AscendC::WaitFlag<AscendC::HardEvent::{event}>(EVENT_ID0);");
-    let lines: Vec<&str> = src.lines().collect();
-    // Skip the prelude's hand-written top-N routine: plant in a kernel body.
-    let body = src.find("extern \"C\"").map(|b| src[..b].lines().count()).unwrap_or(0);
-    let i = (body..lines.len()).find(|&i| lines[i].trim() == set && lines.get(i + 1).is_some_and(|l| l.trim() == wait))?;
-    let mut out: Vec<&str> = lines[..i].to_vec();
-    out.extend_from_slice(&lines[i + 2..]);
-    Some(out.join("\n") + "\n")
+/// Removes the first `qin.EnQue(t); t = qin.DeQue<T>();` of a kernel body:
+/// the tile is still staged through the queue's buffer, but nothing orders
+/// the MTE2 copy before the vector pipe's read.
+fn drop_enque(src: &str) -> Option<String> {
+    let body = src.find("extern \"C\"")?;
+    let at = body + src[body..].find("qin.EnQue(")?;
+    let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = at + src[at..].find('\n')?;
+    Some(format!("{}{}", &src[..line_start], &src[line_end + 1..]))
 }
 
 #[test]
@@ -536,7 +534,8 @@ fn hazard_checker_catches_a_planted_missing_sync() {
     std::fs::create_dir_all(&dir).unwrap();
     let spec = registry::find("process").unwrap();
     let good = spec.ascendc.unwrap();
-    let planted = drop_sync(good, "MTE2_V").expect("process loads a tile with MTE2 and reads it on V");
+    let planted = drop_enque(good).expect("process stages a row tile through TQue<VECIN> and reads it on V");
+    assert!(good.contains("AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;"), "process stages its loads through a depth-2 TQue");
     let n = 64u32;
     let rows = 2u32;
     let logits: Vec<f32> = (0..rows * n).map(|i| ((i * 37) % 101) as f32 * 0.05 - 2.0).collect();

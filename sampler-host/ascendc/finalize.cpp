@@ -176,7 +176,7 @@ extern "C" __global__ __aicore__ void finalize_t1(GM_ADDR p_group_first, GM_ADDR
   const uint32_t TILE = 1;
   AscendC::TPipe pipe;
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 256); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 256); // static UB plan, 256-byte aligned slots; 256 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<uint32_t> g_group_first;
   g_group_first.SetGlobalBuffer((__gm__ uint32_t *)p_group_first);

@@ -175,8 +175,10 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 64;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1536); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 1024); // static UB plan, 256-byte aligned slots; 1536 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -194,13 +196,14 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<int32_t> t4 = ub8[0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t4 = qin.AllocTensor<int32_t>();
     const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off5 = (uint64_t)(v_off_2);
     if (t4_n > 0) {
       AscendC::DataCopyPad(t4, g_cand_ids[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    AscendC::LocalTensor<uint8_t> t6 = ub8[256].ReinterpretCast<uint8_t>();
+    qin.EnQue(t4); t4 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint8_t> t6 = ub8[0].ReinterpretCast<uint8_t>();
     const uint32_t t6_n = t4_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
@@ -213,21 +216,22 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
       if ((t6.GetValue(i) != 0)) { s7 = (int32_t)i; break; }
     }
     const int32_t v_col_8 = (int32_t)(((((int32_t)(v_s_3) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s7) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t9 = ub8[256].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
     const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off10 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t9_n > 0) {
       AscendC::DataCopyPad(t9, g_logprobs[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t9); t9 = qin.DeQue<float>();
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s11 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_lp_12 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s11 < t9_n ? (float)(t9.GetValue(s11)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t13 = ub8[512].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
     const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off14 = (uint64_t)(v_off_2);
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t13_n > 0) {
       AscendC::DataCopyPad(t13, g_cand[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
@@ -235,7 +239,7 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s15 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_vs_16 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t17 = ub8[768].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t17 = ub8[256].ReinterpretCast<uint8_t>();
     const uint32_t t17_n = sk::min<uint32_t>(sk::min<uint32_t>(t13_n, t13_n), t4_n);
      {
       const AscendC::LocalTensor<float> &L0 = t13;
@@ -243,6 +247,7 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
       const AscendC::LocalTensor<int32_t> &L2 = t4;
       for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v_vs_16))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v_vs_16))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v_s_3))))))))));
     }
+    qin.FreeTensor(t4);
     AscendC::LocalTensor<float> t18 = ub8[0].ReinterpretCast<float>();
     const uint32_t t18_n = t9_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
@@ -250,7 +255,7 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::Exp(t18, t9, (int32_t)t18_n);
-    AscendC::LocalTensor<uint64_t> t19 = ub8[1024].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t19 = ub8[512].ReinterpretCast<uint64_t>();
     const uint32_t t19_n = sk::min<uint32_t>(t17_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -264,6 +269,7 @@ extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_c
       s20 = sk::add<uint64_t>(s20, t19.GetValue(i));
     }
     const uint64_t v_mass_21 = (uint64_t)(s20);
+    qin.FreeTensor(t9);
     const float v_ssp_22 = (float)(((((float)(v_lp_12) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v_mass_21)) : (float)(0e0f)));
     g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
     g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_ssp_22));
@@ -275,8 +281,10 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 256;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 5376); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 3328); // static UB plan, 256-byte aligned slots; 5376 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -294,13 +302,14 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<int32_t> t4 = ub8[0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t4 = qin.AllocTensor<int32_t>();
     const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off5 = (uint64_t)(v_off_2);
     if (t4_n > 0) {
       AscendC::DataCopyPad(t4, g_cand_ids[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    AscendC::LocalTensor<uint8_t> t6 = ub8[1024].ReinterpretCast<uint8_t>();
+    qin.EnQue(t4); t4 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint8_t> t6 = ub8[0].ReinterpretCast<uint8_t>();
     const uint32_t t6_n = t4_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
@@ -313,21 +322,22 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
       if ((t6.GetValue(i) != 0)) { s7 = (int32_t)i; break; }
     }
     const int32_t v_col_8 = (int32_t)(((((int32_t)(v_s_3) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s7) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t9 = ub8[1024].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
     const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off10 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t9_n > 0) {
       AscendC::DataCopyPad(t9, g_logprobs[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t9); t9 = qin.DeQue<float>();
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s11 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_lp_12 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s11 < t9_n ? (float)(t9.GetValue(s11)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t13 = ub8[2048].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
     const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off14 = (uint64_t)(v_off_2);
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t13_n > 0) {
       AscendC::DataCopyPad(t13, g_cand[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
@@ -335,7 +345,7 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s15 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_vs_16 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t17 = ub8[3072].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t17 = ub8[1024].ReinterpretCast<uint8_t>();
     const uint32_t t17_n = sk::min<uint32_t>(sk::min<uint32_t>(t13_n, t13_n), t4_n);
      {
       const AscendC::LocalTensor<float> &L0 = t13;
@@ -343,6 +353,7 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
       const AscendC::LocalTensor<int32_t> &L2 = t4;
       for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v_vs_16))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v_vs_16))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v_s_3))))))))));
     }
+    qin.FreeTensor(t4);
     AscendC::LocalTensor<float> t18 = ub8[0].ReinterpretCast<float>();
     const uint32_t t18_n = t9_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
@@ -350,7 +361,7 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::Exp(t18, t9, (int32_t)t18_n);
-    AscendC::LocalTensor<uint64_t> t19 = ub8[3328].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t19 = ub8[1280].ReinterpretCast<uint64_t>();
     const uint32_t t19_n = sk::min<uint32_t>(t17_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -364,6 +375,7 @@ extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_
       s20 = sk::add<uint64_t>(s20, t19.GetValue(i));
     }
     const uint64_t v_mass_21 = (uint64_t)(s20);
+    qin.FreeTensor(t9);
     const float v_ssp_22 = (float)(((((float)(v_lp_12) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v_mass_21)) : (float)(0e0f)));
     g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
     g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_ssp_22));
@@ -375,8 +387,10 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 1024;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 21504); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 13312); // static UB plan, 256-byte aligned slots; 21504 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -394,13 +408,14 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<int32_t> t4 = ub8[0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t4 = qin.AllocTensor<int32_t>();
     const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off5 = (uint64_t)(v_off_2);
     if (t4_n > 0) {
       AscendC::DataCopyPad(t4, g_cand_ids[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    AscendC::LocalTensor<uint8_t> t6 = ub8[4096].ReinterpretCast<uint8_t>();
+    qin.EnQue(t4); t4 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint8_t> t6 = ub8[0].ReinterpretCast<uint8_t>();
     const uint32_t t6_n = t4_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
@@ -413,21 +428,22 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
       if ((t6.GetValue(i) != 0)) { s7 = (int32_t)i; break; }
     }
     const int32_t v_col_8 = (int32_t)(((((int32_t)(v_s_3) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s7) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t9 = ub8[4096].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
     const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off10 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t9_n > 0) {
       AscendC::DataCopyPad(t9, g_logprobs[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t9); t9 = qin.DeQue<float>();
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s11 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_lp_12 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s11 < t9_n ? (float)(t9.GetValue(s11)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t13 = ub8[8192].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
     const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off14 = (uint64_t)(v_off_2);
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t13_n > 0) {
       AscendC::DataCopyPad(t13, g_cand[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
@@ -435,7 +451,7 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s15 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_vs_16 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t17 = ub8[12288].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t17 = ub8[4096].ReinterpretCast<uint8_t>();
     const uint32_t t17_n = sk::min<uint32_t>(sk::min<uint32_t>(t13_n, t13_n), t4_n);
      {
       const AscendC::LocalTensor<float> &L0 = t13;
@@ -443,6 +459,7 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
       const AscendC::LocalTensor<int32_t> &L2 = t4;
       for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v_vs_16))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v_vs_16))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v_s_3))))))))));
     }
+    qin.FreeTensor(t4);
     AscendC::LocalTensor<float> t18 = ub8[0].ReinterpretCast<float>();
     const uint32_t t18_n = t9_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
@@ -450,7 +467,7 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::Exp(t18, t9, (int32_t)t18_n);
-    AscendC::LocalTensor<uint64_t> t19 = ub8[13312].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t19 = ub8[5120].ReinterpretCast<uint64_t>();
     const uint32_t t19_n = sk::min<uint32_t>(t17_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -464,6 +481,7 @@ extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p
       s20 = sk::add<uint64_t>(s20, t19.GetValue(i));
     }
     const uint64_t v_mass_21 = (uint64_t)(s20);
+    qin.FreeTensor(t9);
     const float v_ssp_22 = (float)(((((float)(v_lp_12) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v_mass_21)) : (float)(0e0f)));
     g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
     g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_ssp_22));
@@ -475,8 +493,10 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 4096;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 86016); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 53248); // static UB plan, 256-byte aligned slots; 86016 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -494,13 +514,14 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<int32_t> t4 = ub8[0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t4 = qin.AllocTensor<int32_t>();
     const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off5 = (uint64_t)(v_off_2);
     if (t4_n > 0) {
       AscendC::DataCopyPad(t4, g_cand_ids[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    AscendC::LocalTensor<uint8_t> t6 = ub8[16384].ReinterpretCast<uint8_t>();
+    qin.EnQue(t4); t4 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint8_t> t6 = ub8[0].ReinterpretCast<uint8_t>();
     const uint32_t t6_n = t4_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
@@ -513,21 +534,22 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
       if ((t6.GetValue(i) != 0)) { s7 = (int32_t)i; break; }
     }
     const int32_t v_col_8 = (int32_t)(((((int32_t)(v_s_3) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s7) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t9 = ub8[16384].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
     const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off10 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t9_n > 0) {
       AscendC::DataCopyPad(t9, g_logprobs[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t9); t9 = qin.DeQue<float>();
     AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s11 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_lp_12 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s11 < t9_n ? (float)(t9.GetValue(s11)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t13 = ub8[32768].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
     const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off14 = (uint64_t)(v_off_2);
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
     if (t13_n > 0) {
       AscendC::DataCopyPad(t13, g_cand[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
@@ -535,7 +557,7 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
     const uint32_t s15 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_vs_16 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t17 = ub8[49152].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t17 = ub8[16384].ReinterpretCast<uint8_t>();
     const uint32_t t17_n = sk::min<uint32_t>(sk::min<uint32_t>(t13_n, t13_n), t4_n);
      {
       const AscendC::LocalTensor<float> &L0 = t13;
@@ -543,6 +565,7 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
       const AscendC::LocalTensor<int32_t> &L2 = t4;
       for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v_vs_16))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v_vs_16))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v_s_3))))))))));
     }
+    qin.FreeTensor(t4);
     AscendC::LocalTensor<float> t18 = ub8[0].ReinterpretCast<float>();
     const uint32_t t18_n = t9_n;
     AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
@@ -550,7 +573,7 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::Exp(t18, t9, (int32_t)t18_n);
-    AscendC::LocalTensor<uint64_t> t19 = ub8[53248].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t19 = ub8[20480].ReinterpretCast<uint64_t>();
     const uint32_t t19_n = sk::min<uint32_t>(t17_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -564,6 +587,7 @@ extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p
       s20 = sk::add<uint64_t>(s20, t19.GetValue(i));
     }
     const uint64_t v_mass_21 = (uint64_t)(s20);
+    qin.FreeTensor(t9);
     const float v_ssp_22 = (float)(((((float)(v_lp_12) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v_mass_21)) : (float)(0e0f)));
     g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
     g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_ssp_22));

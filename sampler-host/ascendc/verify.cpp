@@ -175,8 +175,10 @@ extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_c
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 64;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1280); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 768); // static UB plan, 256-byte aligned slots; 1280 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logprobs;
   g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
@@ -201,41 +203,39 @@ extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_c
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = ub8[0].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
     const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off4 = (uint64_t)(v_off_2);
     if (t3_n > 0) {
       AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
     const uint32_t t5_n = t3_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t5, t3, (int32_t)t5_n);
     const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
     const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
     const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = ub8[256].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
     const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off12 = (uint64_t)(v_off_2);
     if (t11_n > 0) {
       AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t11); t11 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
     const uint32_t t13_n = t11_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t13, t11, (int32_t)t13_n);
     const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[512].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
     const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
     AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
     AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
     const uint32_t t16_n = t15_n;
     AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[768].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t17 = ub8[256].ReinterpretCast<uint64_t>();
     const uint32_t t17_n = t16_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -260,7 +260,8 @@ extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_c
       }
     }
     const int32_t v_c_20 = (int32_t)(s18);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[256].ReinterpretCast<uint64_t>();
+    qin.FreeTensor(t11);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
     const uint32_t t21_n = t5_n;
      {
       const AscendC::LocalTensor<float> &L0 = t5;
@@ -283,6 +284,7 @@ extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_c
       }
     }
     const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
+    qin.FreeTensor(t3);
     const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
     g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
@@ -294,8 +296,10 @@ extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 256;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 5120); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 3072); // static UB plan, 256-byte aligned slots; 5120 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logprobs;
   g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
@@ -320,41 +324,39 @@ extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = ub8[0].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
     const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off4 = (uint64_t)(v_off_2);
     if (t3_n > 0) {
       AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
     const uint32_t t5_n = t3_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t5, t3, (int32_t)t5_n);
     const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
     const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
     const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = ub8[1024].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
     const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off12 = (uint64_t)(v_off_2);
     if (t11_n > 0) {
       AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t11); t11 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
     const uint32_t t13_n = t11_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t13, t11, (int32_t)t13_n);
     const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[2048].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
     const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
     AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
     AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
     const uint32_t t16_n = t15_n;
     AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[3072].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t17 = ub8[1024].ReinterpretCast<uint64_t>();
     const uint32_t t17_n = t16_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -379,7 +381,8 @@ extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_
       }
     }
     const int32_t v_c_20 = (int32_t)(s18);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[1024].ReinterpretCast<uint64_t>();
+    qin.FreeTensor(t11);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
     const uint32_t t21_n = t5_n;
      {
       const AscendC::LocalTensor<float> &L0 = t5;
@@ -402,6 +405,7 @@ extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_
       }
     }
     const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
+    qin.FreeTensor(t3);
     const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
     g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
@@ -413,8 +417,10 @@ extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 1024;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 20480); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 12288); // static UB plan, 256-byte aligned slots; 20480 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logprobs;
   g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
@@ -439,41 +445,39 @@ extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = ub8[0].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
     const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off4 = (uint64_t)(v_off_2);
     if (t3_n > 0) {
       AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
     const uint32_t t5_n = t3_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t5, t3, (int32_t)t5_n);
     const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
     const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
     const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = ub8[4096].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
     const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off12 = (uint64_t)(v_off_2);
     if (t11_n > 0) {
       AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t11); t11 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
     const uint32_t t13_n = t11_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t13, t11, (int32_t)t13_n);
     const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[8192].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
     const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
     AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
     AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
     const uint32_t t16_n = t15_n;
     AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[12288].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t17 = ub8[4096].ReinterpretCast<uint64_t>();
     const uint32_t t17_n = t16_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -498,7 +502,8 @@ extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p
       }
     }
     const int32_t v_c_20 = (int32_t)(s18);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[4096].ReinterpretCast<uint64_t>();
+    qin.FreeTensor(t11);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
     const uint32_t t21_n = t5_n;
      {
       const AscendC::LocalTensor<float> &L0 = t5;
@@ -521,6 +526,7 @@ extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p
       }
     }
     const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
+    qin.FreeTensor(t3);
     const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
     g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
@@ -532,8 +538,10 @@ extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
   const uint32_t TILE = 4096;
   AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 81920); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, 49152); // static UB plan, 256-byte aligned slots; 81920 bytes of UB in all
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logprobs;
   g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
@@ -558,41 +566,39 @@ extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = ub8[0].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
     const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off4 = (uint64_t)(v_off_2);
     if (t3_n > 0) {
       AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
     const uint32_t t5_n = t3_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t5, t3, (int32_t)t5_n);
     const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
     const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
     const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = ub8[16384].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
     const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     const uint64_t off12 = (uint64_t)(v_off_2);
     if (t11_n > 0) {
       AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    qin.EnQue(t11); t11 = qin.DeQue<float>();
     AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
     const uint32_t t13_n = t11_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
     AscendC::Exp(t13, t11, (int32_t)t13_n);
     const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[32768].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
     const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
     AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
     AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
     const uint32_t t16_n = t15_n;
     AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[49152].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t17 = ub8[16384].ReinterpretCast<uint64_t>();
     const uint32_t t17_n = t16_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
@@ -617,7 +623,8 @@ extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p
       }
     }
     const int32_t v_c_20 = (int32_t)(s18);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[16384].ReinterpretCast<uint64_t>();
+    qin.FreeTensor(t11);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
     const uint32_t t21_n = t5_n;
      {
       const AscendC::LocalTensor<float> &L0 = t5;
@@ -640,6 +647,7 @@ extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p
       }
     }
     const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
+    qin.FreeTensor(t3);
     const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
     g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));

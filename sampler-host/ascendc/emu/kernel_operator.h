@@ -14,7 +14,15 @@
 //     written on another pipe needs a SetFlag/WaitFlag chain (or
 //     PipeBarrier<PIPE_ALL>) in between, tracked with vector clocks;
 //   - Sort32 puts equal scores in input order, MrgSort takes equal scores
-//     from the lower-numbered list first; repeat counts must be 1..255.
+//     from the lower-numbered list first; repeat counts must be 1..255;
+//   - TQue: AllocTensor/EnQue/DeQue/FreeTensor over the buffers given to
+//     InitBuffer (at most that many outstanding, at most DEPTH enqueued);
+//     EnQue/DeQue is the synchronisation point between the producing pipe
+//     (MTE2 for VECIN, V for VECOUT) and the consuming one (V, MTE3); DeQue
+//     of an empty queue, EnQue/FreeTensor of a tensor the queue does not
+//     hold in that state, and buffers still held at the end are errors;
+//   - a UB -> UB DataCopy (V pipe) copies whole 32-byte blocks, poison
+//     included (copying undefined bytes is allowed, reading them is not).
 // Any violation prints "ascendc-emu: <KIND>: ..." and exits with status 3.
 #ifndef SAMPLER_ASCENDC_EMU_KERNEL_OPERATOR_H
 #define SAMPLER_ASCENDC_EMU_KERNEL_OPERATOR_H
@@ -45,6 +53,7 @@ namespace AscendC {
 
 enum class HardEvent { MTE2_V, V_MTE2, V_MTE3, MTE3_V, MTE2_S, S_MTE2, MTE3_S, S_MTE3, V_S, S_V, MTE2_MTE3, MTE3_MTE2 };
 enum class TPosition { VECIN, VECOUT, VECCALC };
+using QuePosition = TPosition;
 
 namespace emu {
 
@@ -289,17 +298,108 @@ class TBuf {
   }
 };
 
+/// A hardware queue of `num` UB buffers (given by TPipe::InitBuffer).
+template <TPosition P, int32_t DEPTH>
+class TQue {
+ public:
+  static_assert(P == TPosition::VECIN || P == TPosition::VECOUT, "the emulation models VECIN and VECOUT queues");
+  static_assert(DEPTH >= 1 && DEPTH <= 2, "TQue depth is 1 or 2 in the generated code");
+  uint32_t base = 0, len = 0, num = 0;
+  bool ready = false;
+  enum State { FREE, ALLOCATED, QUEUED, DEQUEUED };
+  std::vector<State> state;
+  std::vector<uint64_t> freed_at;  // round robin: the buffer freed longest ago first
+  struct Entry {
+    uint32_t buf;
+    std::vector<uint64_t> snap;
+  };
+  std::vector<Entry> fifo;
+  TQue() {}
+  TQue(const TQue &) = delete;
+  ~TQue() {
+    for (uint32_t i = 0; i < num; ++i)
+      if (state[i] != FREE) emu::fail("QUEUE", "%s buffer %u still held at the end of the kernel (AllocTensor without FreeTensor)", name(), i);
+  }
+  static const char *name() { return P == TPosition::VECIN ? "TQue<VECIN>" : "TQue<VECOUT>"; }
+  static int src_pipe() { return P == TPosition::VECIN ? PIPE_MTE2 : PIPE_V; }
+  static int dst_pipe() { return P == TPosition::VECIN ? PIPE_V : PIPE_MTE3; }
+  uint32_t which(uint32_t off, const char *what) const {
+    if (!ready) emu::fail("QUEUE", "%s::%s before TPipe::InitBuffer", name(), what);
+    if (off < base || (off - base) % len != 0 || (off - base) / len >= num) emu::fail("QUEUE", "%s::%s of a tensor that is not one of its buffers (UB offset %u)", name(), what, off);
+    return (off - base) / len;
+  }
+  template <typename T>
+  LocalTensor<T> AllocTensor() {
+    emu::core().op = "TQue::AllocTensor";
+    if (!ready) emu::fail("QUEUE", "%s::AllocTensor before TPipe::InitBuffer", name());
+    int pick = -1;
+    for (uint32_t i = 0; i < num; ++i)
+      if (state[i] == FREE && (pick < 0 || freed_at[i] < freed_at[pick])) pick = (int)i;
+    if (pick < 0) emu::fail("QUEUE", "%s::AllocTensor with all %u buffers outstanding (FreeTensor missing)", name(), num);
+    state[pick] = ALLOCATED;
+    return LocalTensor<T>(base + (uint32_t)pick * len, base + (uint32_t)pick * len + len);
+  }
+  template <typename T>
+  void EnQue(const LocalTensor<T> &t) {
+    emu::Core &c = emu::core();
+    c.op = "TQue::EnQue";
+    uint32_t i = which(t.off, "EnQue");
+    if (state[i] != ALLOCATED) emu::fail("QUEUE", "%s::EnQue of buffer %u that is not allocated (or already queued)", name(), i);
+    if (fifo.size() >= (size_t)DEPTH) emu::fail("QUEUE", "%s::EnQue beyond the queue depth %d", name(), DEPTH);
+    int s = src_pipe();
+    std::vector<uint64_t> snap(c.vc[s], c.vc[s] + 4);
+    snap[s] = emu::tick();  // all of the producing pipe's earlier work
+    fifo.push_back(Entry{i, snap});
+    state[i] = QUEUED;
+  }
+  template <typename T>
+  LocalTensor<T> DeQue() {
+    emu::Core &c = emu::core();
+    c.op = "TQue::DeQue";
+    if (fifo.empty()) emu::fail("QUEUE", "%s::DeQue of an empty queue: the core would hang", name());
+    Entry e = fifo.front();
+    fifo.erase(fifo.begin());
+    int d = dst_pipe();
+    for (int k = 0; k < 4; ++k) c.vc[d][k] = std::max(c.vc[d][k], e.snap[k]);
+    state[e.buf] = DEQUEUED;
+    return LocalTensor<T>(base + e.buf * len, base + e.buf * len + len);
+  }
+  template <typename T>
+  void FreeTensor(const LocalTensor<T> &t) {
+    emu::core().op = "TQue::FreeTensor";
+    uint32_t i = which(t.off, "FreeTensor");
+    if (state[i] != DEQUEUED && state[i] != ALLOCATED) emu::fail("QUEUE", "%s::FreeTensor of buffer %u that is %s", name(), i, state[i] == FREE ? "already free" : "still queued");
+    state[i] = FREE;
+    freed_at[i] = emu::tick();
+  }
+};
+
 class TPipe {
  public:
-  template <TPosition P>
-  void InitBuffer(TBuf<P> &b, uint32_t bytes) {
+  static uint32_t take(uint32_t bytes) {
     emu::Core &c = emu::core();
     uint32_t at = (c.ub_used + 31) / 32 * 32;
     if ((uint64_t)at + bytes > emu::UB_BYTES) emu::fail("UB", "InitBuffer of %u bytes exceeds the 192 KB unified buffer (%u in use)", bytes, at);
-    b.base = at;
+    c.ub_used = at + bytes;
+    return at;
+  }
+  template <TPosition P>
+  void InitBuffer(TBuf<P> &b, uint32_t bytes) {
+    b.base = take(bytes);
     b.bytes = bytes;
     b.ready = true;
-    c.ub_used = at + bytes;
+  }
+  template <TPosition P, int32_t D>
+  void InitBuffer(TQue<P, D> &q, uint32_t num, uint32_t len) {
+    if (q.ready) emu::fail("QUEUE", "InitBuffer twice on one %s", q.name());
+    if (num < 1 || num > 2) emu::fail("QUEUE", "InitBuffer of %s with %u buffers (1 or 2)", q.name(), num);
+    if (len == 0 || len % 32 != 0) emu::fail("ALIGN", "InitBuffer of %s with a buffer length of %u bytes (a positive multiple of 32)", q.name(), len);
+    q.base = take(num * len);
+    q.len = len;
+    q.num = num;
+    q.state.assign(num, TQue<P, D>::FREE);
+    q.freed_at.assign(num, 0);
+    q.ready = true;
   }
 };
 
@@ -359,6 +459,35 @@ inline void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, c
     emu::ub_read(PIPE_MTE3, s, p.blockLen, src.limit);
     emu::gm_write(PIPE_MTE3, d, p.blockLen, t);
     std::memcpy(d, &emu::core().ub[s], p.blockLen);
+  }
+}
+
+struct DataCopyParams {
+  uint16_t blockCount;
+  uint16_t blockLen;  // 32-byte blocks
+  uint16_t srcStride;
+  uint16_t dstStride;
+};
+
+/// UB -> UB on the V pipe, whole 32-byte blocks. Undefined (poisoned) bytes
+/// are copied as undefined: the copy itself is not a read of their values.
+template <typename T>
+inline void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
+  emu::Core &c = emu::core();
+  c.op = "DataCopy(UB->UB)";
+  emu::align(dst.off, 32, "DataCopy destination");
+  emu::align(src.off, 32, "DataCopy source");
+  if (p.blockCount == 0 || p.blockLen == 0) emu::fail("COUNT", "DataCopy(UB->UB) with an empty block");
+  uint64_t t = emu::tick();
+  for (uint32_t b = 0; b < p.blockCount; ++b) {
+    uint32_t s = src.off + b * (p.blockLen + p.srcStride) * 32, d = dst.off + b * (p.blockLen + p.dstStride) * 32;
+    uint32_t bytes = (uint32_t)p.blockLen * 32;
+    emu::ub_range(s, bytes, src.limit);
+    std::vector<uint8_t> v(&c.ub[s], &c.ub[s] + bytes), ok(&c.init[s], &c.init[s] + bytes);
+    for (uint32_t i = 0; i < bytes; ++i) emu::check_read(PIPE_V, c.stamp[s + i], "UB", s + i);
+    emu::ub_write(PIPE_V, d, bytes, dst.limit, t);
+    std::memcpy(&c.ub[d], v.data(), bytes);
+    std::memcpy(&c.init[d], ok.data(), bytes);
   }
 }
 

@@ -153,15 +153,24 @@ fn variant(k: &Kernel, tile: u32) -> Result<VariantCode, Unsupported> {
     if let Some(u) = g.unsupported.take() {
         return Err(Unsupported(u));
     }
-    let ub_bytes = g.ub.peak.max(256);
+    let plan = g.ub.peak.max(256);
+    let ub_bytes = plan + QUEUE_DEPTH as u32 * (g.qin_bytes + g.qout_bytes);
     let entry = crate::emit::entry_name(&k.name.to_string(), tile);
     let mut code = String::new();
     let _ = writeln!(code, "extern \"C\" __global__ __aicore__ void {entry}({}) {{", sig.join(", "));
     let _ = writeln!(code, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
     let _ = writeln!(code, "  const uint32_t TILE = {tile};");
     let _ = writeln!(code, "  AscendC::TPipe pipe;");
+    if g.qin_bytes > 0 {
+        let _ = writeln!(code, "  AscendC::TQue<AscendC::QuePosition::VECIN, {QUEUE_DEPTH}> qin;");
+        let _ = writeln!(code, "  pipe.InitBuffer(qin, {QUEUE_DEPTH}, {}); // GM -> UB staging of row tiles", g.qin_bytes);
+    }
+    if g.qout_bytes > 0 {
+        let _ = writeln!(code, "  AscendC::TQue<AscendC::QuePosition::VECOUT, {QUEUE_DEPTH}> qout;");
+        let _ = writeln!(code, "  pipe.InitBuffer(qout, {QUEUE_DEPTH}, {}); // UB -> GM staging of row tiles", g.qout_bytes);
+    }
     let _ = writeln!(code, "  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;");
-    let _ = writeln!(code, "  pipe.InitBuffer(ub, {ub_bytes}); // static UB plan, 256-byte aligned slots");
+    let _ = writeln!(code, "  pipe.InitBuffer(ub, {plan}); // static UB plan, 256-byte aligned slots; {ub_bytes} bytes of UB in all");
     let _ = writeln!(code, "  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();");
     code.push_str(&setup);
     let _ = writeln!(code, "  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {{");
@@ -224,7 +233,17 @@ struct Gen {
     /// Slots of temporaries of the current statement, freed at its end.
     temps: Vec<usize>,
     uses_top_n: bool,
+    /// Bytes of one `qin` / `qout` buffer (largest staged tile, 256-aligned).
+    qin_bytes: u32,
+    qout_bytes: u32,
+    /// `qin` tensors allocated and not yet freed (at most [`QUEUE_DEPTH`]).
+    qin_live: usize,
+    /// Queue tensors by slot id: (C++ name, queue), freed with `FreeTensor`.
+    qtiles: HashMap<usize, (String, &'static str)>,
 }
+
+/// Buffers of each `TQue` (double buffering, the classic structure).
+pub const QUEUE_DEPTH: usize = 2;
 
 impl Gen {
     fn new(tile: u32) -> Gen {
@@ -239,6 +258,10 @@ impl Gen {
             unsupported: None,
             temps: Vec::new(),
             uses_top_n: false,
+            qin_bytes: 0,
+            qout_bytes: 0,
+            qin_live: 0,
+            qtiles: HashMap::new(),
         }
     }
 
@@ -313,6 +336,43 @@ impl Gen {
         TileV { t, n, prim, slot, owned }
     }
 
+    /// A GM -> UB staging tile: a `qin` tensor (`AllocTensor`) while fewer
+    /// than [`QUEUE_DEPTH`] are outstanding, else a planned `TBuf` slot
+    /// (synchronised with flags). Returns the tile and whether it is queued.
+    fn alloc_in(&mut self, prim: Prim, elems: u32) -> (TileV, bool) {
+        if self.qin_live >= QUEUE_DEPTH {
+            return (self.alloc_tile(prim, elems, true), false);
+        }
+        let bytes = elems.max(1) * ub_elem_bytes(prim);
+        let slot = self.ub.queue_slot(bytes);
+        self.qin_bytes = self.qin_bytes.max(slot.bytes);
+        self.qin_live += 1;
+        self.temps.push(slot.id);
+        let t = self.fresh("t");
+        let n = format!("{t}_n");
+        let ty = ub_type(prim);
+        self.line(&format!("AscendC::LocalTensor<{ty}> {t} = qin.AllocTensor<{ty}>();"));
+        self.qtiles.insert(slot.id, (t.clone(), "qin"));
+        (TileV { t, n, prim, slot, owned: true }, true)
+    }
+
+    /// `EnQue` + `DeQue` of a staged tile: the MTE2 -> V synchronisation.
+    fn enque_in(&mut self, t: &TileV) {
+        self.line(&format!("qin.EnQue({0}); {0} = qin.DeQue<{1}>();", t.t, ub_type(t.prim)));
+        self.hz.queue_sync(Pipe::Mte2, Pipe::V);
+    }
+
+    /// Frees a slot; a queue tensor is handed back with `FreeTensor`.
+    fn free_slot(&mut self, id: usize) {
+        if let Some((t, q)) = self.qtiles.remove(&id) {
+            self.line(&format!("{q}.FreeTensor({t});"));
+            if q == "qin" {
+                self.qin_live -= 1;
+            }
+        }
+        self.ub.free(id);
+    }
+
     fn raw_slot(&mut self, bytes: u32) -> Slot {
         let s = self.ub.alloc(bytes);
         self.temps.push(s.id);
@@ -328,7 +388,7 @@ impl Gen {
         for (i, s) in b.stmts.iter().enumerate() {
             let bound = self.stmt(s);
             for id in std::mem::take(&mut self.temps) {
-                self.ub.free(id);
+                self.free_slot(id);
             }
             for (name, slot) in bound {
                 let mut last = i;
@@ -345,7 +405,7 @@ impl Gen {
                 frees[last].push(slot);
             }
             for id in std::mem::take(&mut frees[i]) {
-                self.ub.free(id);
+                self.free_slot(id);
             }
         }
         self.scopes.pop();
@@ -481,14 +541,29 @@ impl Gen {
                 let offv = self.fresh("off");
                 self.line(&format!("const uint32_t {nv} = {n};"));
                 self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                self.sync(Pipe::Mte3, Touch { ub_reads: vec![t.slot], gm_writes: vec![&g], ..Default::default() });
+                // Classic CopyOut: the tile is copied (V pipe, whole 32-byte
+                // blocks) into a `qout` tensor, EnQue/DeQue hands it to MTE3.
+                let ty = ub_type(p);
+                let q = self.ub.queue_slot(self.tile * ub_elem_bytes(p));
+                self.qout_bytes = self.qout_bytes.max(q.bytes);
+                let o = self.fresh("o");
+                self.line(&format!("AscendC::LocalTensor<{ty}> {o} = qout.AllocTensor<{ty}>();"));
+                self.sync(Pipe::V, Touch { ub_reads: vec![t.slot], ub_writes: vec![q], ..Default::default() });
                 let saved = self.open_cond(&format!("if ({nv} > 0)"));
                 self.line(&format!(
-                    "AscendC::DataCopyPad(g_{g}[{offv}], {}, AscendC::DataCopyExtParams{{1, (uint32_t)({nv} * sizeof({})), 0, 0, 0}});",
-                    t.t,
-                    ub_type(p)
+                    "AscendC::DataCopy({o}, {}, AscendC::DataCopyParams{{1, (uint16_t)(({nv} * sizeof({ty}) + 31) / 32), 0, 0}});",
+                    t.t
                 ));
                 self.close_cond(saved);
+                self.line(&format!("qout.EnQue({o}); {o} = qout.DeQue<{ty}>();"));
+                self.hz.queue_sync(Pipe::V, Pipe::Mte3);
+                self.sync(Pipe::Mte3, Touch { ub_reads: vec![q], gm_writes: vec![&g], ..Default::default() });
+                let saved = self.open_cond(&format!("if ({nv} > 0)"));
+                self.line(&format!(
+                    "AscendC::DataCopyPad(g_{g}[{offv}], {o}, AscendC::DataCopyExtParams{{1, (uint32_t)({nv} * sizeof({ty})), 0, 0, 0}});"
+                ));
+                self.close_cond(saved);
+                self.line(&format!("qout.FreeTensor({o});"));
             }
             Op::StoreScalar => {
                 let Some((g, p)) = self.gm(&args[0]) else { return };
@@ -751,7 +826,7 @@ impl Gen {
                 let Some((g, gp)) = self.gm(&args[0]) else { return self.alloc_tile(p, 1, true) };
                 let off = self.scalar(&args[1]);
                 let n = self.scalar(&args[2]);
-                let t = self.alloc_tile(gp, tile, true);
+                let (t, queued) = self.alloc_in(gp, tile);
                 let offv = self.fresh("off");
                 self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
                 self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
@@ -762,13 +837,16 @@ impl Gen {
                     t.t, t.n, ub_type(gp), ub_type(gp)
                 ));
                 self.close_cond(saved);
+                if queued {
+                    self.enque_in(&t);
+                }
                 t
             }
             Op::MaskBits => {
                 let Some((g, _)) = self.gm(&args[0]) else { return self.alloc_tile(p, 1, true) };
                 let off = self.scalar(&args[1]);
                 let n = self.scalar(&args[2]);
-                let words = self.alloc_tile(Prim::U32, tile.div_ceil(32) + 8, true);
+                let (words, queued) = self.alloc_in(Prim::U32, tile.div_ceil(32) + 8);
                 let t = self.alloc_tile(Prim::Bool, tile, true);
                 let offv = self.fresh("off");
                 self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
@@ -781,6 +859,9 @@ impl Gen {
                     words.t, words.n
                 ));
                 self.close_cond(saved);
+                if queued {
+                    self.enque_in(&words);
+                }
                 self.sync(Pipe::S, Touch { ub_reads: vec![words.slot], ub_writes: vec![t.slot], ..Default::default() });
                 let saved = self.open_cond(&format!("for (uint32_t i = 0; i < {}; ++i)", t.n));
                 self.line(&format!("{}.SetValue(i, (uint8_t)(({}.GetValue(i / 32) >> (i % 32)) & 1u));", t.t, words.t));
@@ -1215,4 +1296,65 @@ fn block_has_pipe_work(b: &Block) -> bool {
         Stmt::If { cond, then, els, .. } => ex(cond) || block_has_pipe_work(then) || els.as_ref().is_some_and(block_has_pipe_work),
         Stmt::For { start, end, body, .. } => ex(start) || ex(end) || block_has_pipe_work(body),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    /// Twelve f32 row tiles live at once: 12 x 16 KB at `tile = 4096`, over
+    /// the 184 KB UB budget even with two of them staged in `TQue` buffers;
+    /// at `tile = 1024` the same kernel fits.
+    fn too_many_live_tiles() -> proc_macro2::TokenStream {
+        quote! {
+            fn wide(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                let a0 = load(x, 0u64, n);
+                let a1 = load(x, 1u64, n);
+                let a2 = load(x, 2u64, n);
+                let a3 = load(x, 3u64, n);
+                let a4 = load(x, 4u64, n);
+                let a5 = load(x, 5u64, n);
+                let a6 = load(x, 6u64, n);
+                let a7 = load(x, 7u64, n);
+                let a8 = load(x, 8u64, n);
+                let a9 = load(x, 9u64, n);
+                let a10 = load(x, 10u64, n);
+                let a11 = load(x, 11u64, n);
+                let s0 = a0 + a1 + a2 + a3;
+                let s1 = a4 + a5 + a6 + a7;
+                let s2 = a8 + a9 + a10 + a11;
+                store(y, 0u64, s0 + s1 + s2);
+            }
+        }
+    }
+
+    #[test]
+    fn a_variant_over_the_ub_budget_is_a_spanned_compile_error() {
+        let item = too_many_live_tiles();
+        let errs: Vec<syn::Error> = match crate::compile(quote!(tile = [1024, 4096]), item) {
+            Ok(_) => panic!("the tile = 4096 variant cannot fit 184 KB of UB"),
+            Err(e) => e.into_iter().collect(),
+        };
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let msg = errs[0].to_string();
+        assert!(msg.starts_with("AscendC: variant `tile = 4096` of kernel `wide` needs "), "{msg}");
+        assert!(msg.contains("bytes of UB, over the 188416 byte budget (184 KB)"), "{msg}");
+        // The span (the kernel's name) is checked through rustc by the UI
+        // case tests/ui/ascendc_ub_overflow.rs.
+    }
+
+    #[test]
+    fn the_same_kernel_fits_at_a_smaller_tile_and_stages_through_tque() {
+        let k = crate::compile(quote!(tile = [1024]), too_many_live_tiles()).expect("tile = 1024 fits");
+        let plan = super::ub_plan(&k);
+        assert_eq!(plan.len(), 1);
+        assert!(plan[0].1 <= super::UB_BUDGET, "{plan:?}");
+        let src = super::emit(&k).unwrap();
+        assert!(src.contains("AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;"), "{src}");
+        assert!(src.contains("AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;"), "{src}");
+        // Two loads staged in the queue, the other ten in planned TBuf slots.
+        assert_eq!(src.matches("qin.AllocTensor<float>()").count(), 2, "{src}");
+        assert_eq!(src.matches("qin.FreeTensor(").count(), 2, "{src}");
+        assert_eq!(src.matches("qout.AllocTensor<float>()").count(), 1, "{src}");
+    }
 }

@@ -12,6 +12,9 @@ pub const UB_BUDGET: u32 = 184 * 1024;
 pub const SLOT_ALIGN: u32 = 256;
 /// Granularity of the hazard tracker.
 const BLOCK: u32 = 256;
+/// Start of the virtual offsets that name `TQue` buffers in the hazard
+/// tracker (they live outside the `TBuf` plan; the plan adds their bytes).
+pub const QUEUE_BASE: u32 = 1 << 20;
 
 /// Pipes of an AI vector core that the generated code uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +52,8 @@ pub struct Ub {
     next_id: usize,
     /// Highest byte in use at any point (the UB the variant needs).
     pub peak: u32,
+    /// Virtual bytes handed out to queue buffers so far.
+    queued: u32,
 }
 
 impl Ub {
@@ -68,6 +73,15 @@ impl Ub {
         self.next_id += 1;
         self.live.push(s);
         self.peak = self.peak.max(at.saturating_add(size));
+        s
+    }
+    /// A fresh range naming one use of a `TQue` buffer (not part of the
+    /// `TBuf` plan; the queue synchronises its reuse).
+    pub fn queue_slot(&mut self, bytes: u32) -> Slot {
+        let size = bytes.max(1).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        let s = Slot { id: self.next_id, off: QUEUE_BASE + self.queued, bytes: size };
+        self.next_id += 1;
+        self.queued += size;
         s
     }
     /// Frees a slot (no-op when already free).
@@ -111,12 +125,22 @@ impl Hazards {
     fn blocks(&self, s: Slot) -> std::ops::Range<usize> {
         let a = (s.off / BLOCK) as usize;
         let b = (s.off + s.bytes).div_ceil(BLOCK) as usize;
-        a.min(self.ub.len())..b.min(self.ub.len())
+        a..b
+    }
+
+    /// A `TQue` `EnQue`/`DeQue` pair: all earlier work of `from` is visible to `to`.
+    pub fn queue_sync(&mut self, from: Pipe, to: Pipe) {
+        self.synced[from as usize][to as usize] = self.now;
+        self.now += 1;
     }
 
     /// The syncs (`from -> to` pipe pairs) an op on `pipe` needs first, and
     /// records its accesses.
     pub fn access(&mut self, pipe: Pipe, t: &Touch) -> Vec<(Pipe, Pipe)> {
+        let end = t.ub_reads.iter().chain(&t.ub_writes).map(|s| self.blocks(*s).end).max().unwrap_or(0);
+        if end > self.ub.len() {
+            self.ub.resize(end, Access::default());
+        }
         let mut need: Vec<(Pipe, Pipe)> = Vec::new();
         let p = pipe as usize;
         let mut want = |acc: &Access, write: bool, synced: &[[u64; 4]; 4]| {
@@ -218,5 +242,19 @@ mod tests {
         // WAR: MTE2 overwriting what V read.
         let n = h.access(Pipe::Mte2, &Touch { ub_writes: vec![s], ..Default::default() });
         assert_eq!(n, vec![(Pipe::V, Pipe::Mte2)]);
+    }
+
+    #[test]
+    fn queue_slots_are_tracked_and_synced_by_the_queue() {
+        let mut ub = Ub::default();
+        let q = ub.queue_slot(4096 * 8);
+        assert!(q.off >= QUEUE_BASE);
+        assert_eq!(ub.peak, 0);
+        let mut h = Hazards::default();
+        assert!(h.access(Pipe::Mte2, &Touch { ub_writes: vec![q], ..Default::default() }).is_empty());
+        h.queue_sync(Pipe::Mte2, Pipe::V);
+        assert!(h.access(Pipe::V, &Touch { ub_reads: vec![q], ..Default::default() }).is_empty());
+        // The queue does not order MTE2 before the scalar unit.
+        assert_eq!(h.access(Pipe::S, &Touch { ub_reads: vec![q], ..Default::default() }), vec![(Pipe::Mte2, Pipe::S)]);
     }
 }
