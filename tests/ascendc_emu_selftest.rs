@@ -1,0 +1,362 @@
+//! Self-tests of the x86 AscendC emulation header
+//! (sampler-host/ascendc/emu/kernel_operator.h): small hand-written programs
+//! against the header, compiled once with `g++ -fsanitize=address,undefined`
+//! and run one case per process. Each rule the header claims to model is
+//! shown to fire on a violation and to stay quiet on the legal form.
+//!
+//! Skips (passing) only when g++ is absent.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+const PROGRAM: &str = r#"
+#include "kernel_operator.h"
+#include <string>
+using namespace AscendC;
+
+static float gin[64];
+static float gout[64];
+
+#define SYNC(E) do { SetFlag<HardEvent::E>(EVENT_ID0); WaitFlag<HardEvent::E>(EVENT_ID0); } while (0)
+
+static void run(const std::string &c) {
+  for (int i = 0; i < 64; ++i) gin[i] = (float)(i + 1);
+  GlobalTensor<float> g;
+  g.SetGlobalBuffer(gin);
+  GlobalTensor<float> go;
+  go.SetGlobalBuffer(gout);
+  TPipe pipe;
+  // ---- DataCopy rounds the byte count down to 32 ----
+  if (c == "datacopy_40_bytes_moves_32") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<float> t = b.Get<float>();
+    DataCopy(t, g, 10);  // 40 bytes asked, 32 moved
+    SYNC(MTE2_S);
+    for (int i = 0; i < 8; ++i) if (t.GetValue(i) != gin[i]) { std::printf("wrong %d\n", i); std::exit(1); }
+    std::printf("moved 8 floats\n");
+    if (std::getenv("READ_NINTH")) std::printf("%f\n", t.GetValue(8));  // never copied: poisoned
+  }
+  // ---- 32-byte alignment of UB addresses ----
+  else if (c == "aligned_vector_op") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 1024);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t[8], 1.0f, 8);  // 32 bytes in: aligned
+  } else if (c == "misaligned_vector_op") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 1024);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t[4], 1.0f, 8);  // 16 bytes in
+  } else if (c == "misaligned_datacopypad") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 1024);
+    LocalTensor<float> t = b.Get<float>();
+    DataCopyPad(t[1], g, DataCopyExtParams{1, 16, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+  } else if (c == "sort32_input_needs_256") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 4096);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t[32], 0.0f, 64);
+    PipeBarrier<PIPE_V>();
+    Sort32(t[512], t[32], t[64].ReinterpretCast<uint32_t>(), 1);  // scores at 128 bytes: 32- but not 256-aligned
+  }
+  // ---- UB capacity ----
+  else if (c == "ub_within_capacity") {
+    TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 32 * 1024);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 184 * 1024 - 64 * 1024);
+  } else if (c == "ub_over_capacity_tbuf") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 193 * 1024);
+  } else if (c == "ub_over_capacity_queues") {
+    TQue<QuePosition::VECIN, 2> qi; pipe.InitBuffer(qi, 2, 48 * 1024);
+    TQue<QuePosition::VECOUT, 2> qo; pipe.InitBuffer(qo, 2, 48 * 1024);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 1024);
+  } else if (c == "access_past_the_buffer") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 0.0f, 65);  // 260 bytes into 256
+  }
+  // ---- repeat and mask limits ----
+  else if (c == "sort32_repeat_1" || c == "sort32_repeat_0" || c == "sort32_repeat_256") {
+    int r = c == "sort32_repeat_1" ? 1 : c == "sort32_repeat_0" ? 0 : 256;
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 160 * 1024);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 0.0f, 256 * 32);
+    CreateVecIndex(t[256 * 32].ReinterpretCast<int32_t>(), 0, 256 * 32);
+    PipeBarrier<PIPE_V>();
+    Sort32(t[512 * 32], t, t[256 * 32].ReinterpretCast<uint32_t>(), r);
+  } else if (c == "mrgsort_mask_0b11" || c == "mrgsort_mask_0b101") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 4096);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 1.0f, 256);
+    PipeBarrier<PIPE_V>();
+    uint16_t lens[4] = {32, 32, 32, 0};
+    uint32_t sorted[4];
+    MrgSortSrcList<float> l(t, t[64], t[128], t[192]);
+    MrgSort<float>(t[512], l, lens, sorted, c == "mrgsort_mask_0b11" ? 3 : 5, 1);
+  } else if (c == "negative_count") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    Duplicate(b.Get<float>(), 0.0f, -1);
+  }
+  // ---- poisoned uninitialised UB ----
+  else if (c == "poison_scalar_read") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    std::printf("%f\n", b.Get<float>().GetValue(3));
+  } else if (c == "poison_vector_read") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 1.0f, 8);
+    PipeBarrier<PIPE_V>();
+    Adds(t[64], t, 1.0f, 16);  // elements 8..15 never written
+  } else if (c == "poison_datacopypad_tail") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<float> t = b.Get<float>();
+    DataCopyPad(t, g, DataCopyExtParams{1, 12, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    SYNC(MTE2_S);
+    float a = t.GetValue(2);   // copied
+    std::printf("%f\n", a);
+    float z = t.GetValue(3);   // block tail: undefined
+    std::printf("%f\n", z);
+  }
+  // ---- Sort32 / MrgSort tie order ----
+  else if (c == "tie_order") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 8192);
+    LocalTensor<float> t = b.Get<float>();
+    const float s[32] = {1, 3, 3, 2, 3, 0, 2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 5};
+    for (int i = 0; i < 32; ++i) t.SetValue(i, s[i]);
+    SYNC(S_V);
+    CreateVecIndex(t[64].ReinterpretCast<int32_t>(), 0, 32);
+    PipeBarrier<PIPE_V>();
+    Sort32(t[256], t, t[64].ReinterpretCast<uint32_t>(), 1);
+    // Two lists of equal scores: list 0 ids 100.., list 1 ids 200..
+    for (int i = 0; i < 4; ++i) {
+      t.SetValue(512 + 2 * i, 7.0f); t[512 + 2 * i + 1].ReinterpretCast<uint32_t>().SetValue(0, 100 + i);
+      t.SetValue(576 + 2 * i, 7.0f); t[576 + 2 * i + 1].ReinterpretCast<uint32_t>().SetValue(0, 200 + i);
+    }
+    SYNC(S_V);
+    uint16_t lens[4] = {4, 4, 0, 0};
+    uint32_t sorted[4];
+    MrgSort<float>(t[1024], MrgSortSrcList<float>(t[576], t[512], t[512], t[512]), lens, sorted, 3, 1);
+    SYNC(V_S);
+    std::printf("sort32:");
+    for (int i = 0; i < 8; ++i) std::printf(" %u", t[256 + 2 * i + 1].ReinterpretCast<uint32_t>().GetValue(0));
+    std::printf("\nmrgsort:");
+    for (int i = 0; i < 8; ++i) std::printf(" %u", t[1024 + 2 * i + 1].ReinterpretCast<uint32_t>().GetValue(0));
+    std::printf("\n");
+  }
+  // ---- cross-pipe reads ----
+  else if (c == "cross_pipe_no_sync" || c == "cross_pipe_setflag" || c == "cross_pipe_barrier") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    DataCopyPad(t, g, DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    if (c == "cross_pipe_setflag") SYNC(MTE2_V);
+    if (c == "cross_pipe_barrier") PipeBarrier<PIPE_ALL>();
+    Adds(t[64], t, 1.0f, 16);
+    SYNC(V_MTE3);
+    DataCopyPad(go, t[64], DataCopyExtParams{1, 64, 0, 0, 0});
+  } else if (c == "cross_pipe_wrong_event") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    DataCopyPad(t, g, DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    SYNC(MTE2_S);  // orders MTE2 before the scalar unit, not before V
+    Adds(t[64], t, 1.0f, 16);
+  } else if (c == "cross_pipe_scalar_write_vector_read") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    for (int i = 0; i < 8; ++i) t.SetValue(i, 1.0f);
+    Adds(t[64], t, 1.0f, 8);
+  } else if (c == "cross_pipe_tque" || c == "cross_pipe_tque_no_enque") {
+    TQue<QuePosition::VECIN, 2> qi; pipe.InitBuffer(qi, 2, 256);
+    TQue<QuePosition::VECOUT, 2> qo; pipe.InitBuffer(qo, 2, 256);
+    for (int row = 0; row < 4; ++row) {
+      LocalTensor<float> x = qi.AllocTensor<float>();
+      DataCopyPad(x, g[row * 16], DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+      if (c == "cross_pipe_tque") { qi.EnQue(x); x = qi.DeQue<float>(); }
+      LocalTensor<float> y = qo.AllocTensor<float>();
+      Muls(y, x, 2.0f, 16);
+      qo.EnQue(y);
+      y = qo.DeQue<float>();
+      DataCopyPad(go[row * 16], y, DataCopyExtParams{1, 64, 0, 0, 0});
+      qi.FreeTensor(x);
+      qo.FreeTensor(y);
+    }
+    PipeBarrier<PIPE_ALL>();
+    for (int i = 0; i < 64; ++i) if (gout[i] != 2.0f * gin[i]) { std::printf("wrong %d\n", i); std::exit(1); }
+    std::printf("tque rows ok\n");
+  }
+  // ---- TQue misuse ----
+  else if (c == "tque_deque_empty") {
+    TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 256);
+    LocalTensor<float> x = q.DeQue<float>();
+    (void)x;
+  } else if (c == "tque_three_outstanding") {
+    TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 256);
+    LocalTensor<float> a = q.AllocTensor<float>();
+    LocalTensor<float> b2 = q.AllocTensor<float>();
+    LocalTensor<float> c3 = q.AllocTensor<float>();
+    (void)a; (void)b2; (void)c3;
+  } else if (c == "tque_not_freed") {
+    TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 256);
+    LocalTensor<float> a = q.AllocTensor<float>();
+    (void)a;
+  } else if (c == "tque_double_free") {
+    TQue<QuePosition::VECOUT, 2> q; pipe.InitBuffer(q, 2, 256);
+    LocalTensor<float> a = q.AllocTensor<float>();
+    q.FreeTensor(a);
+    q.FreeTensor(a);
+  } else if (c == "tque_foreign_tensor") {
+    TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 256);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    q.EnQue(b.Get<float>());
+  } else {
+    std::fprintf(stderr, "unknown case %s\n", c.c_str());
+    std::exit(2);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  emu::begin_block(0, 1);
+  run(argv[1]);
+  emu::end_block();
+  std::printf("done\n");
+  return 0;
+}
+"#;
+
+fn gxx() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
+    Command::new(&cxx).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| cxx)
+}
+
+/// The sanitized self-test binary (built once per test run).
+fn binary() -> Option<&'static PathBuf> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cxx = gxx()?;
+        let dir = std::env::temp_dir().join(format!("sampler-ascendc-emu-selftest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("selftest.cpp");
+        std::fs::write(&src, PROGRAM).unwrap();
+        let bin = dir.join("selftest");
+        let emu = std::path::Path::new(ROOT).join("sampler-host/ascendc/emu");
+        let o = Command::new(cxx)
+            .args(["-std=c++17", "-g", "-O1", "-Wall", "-Wno-unused-variable", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"])
+            .arg("-I")
+            .arg(&emu)
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "g++ failed on the self-test program:\n{}", String::from_utf8_lossy(&o.stderr));
+        Some(bin)
+    })
+    .as_ref()
+}
+
+/// Runs one case: (exit status, stdout, stderr); `None` without g++.
+fn case(name: &str, env: &[(&str, &str)]) -> Option<(i32, String, String)> {
+    let Some(bin) = binary() else {
+        eprintln!("skipping: g++ not found");
+        return None;
+    };
+    let o = Command::new(bin).arg(name).envs(env.iter().copied()).output().unwrap();
+    let r = (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(!r.2.contains("Sanitizer") && !r.2.contains("runtime error"), "sanitizer report in case {name}:\n{}", r.2);
+    Some(r)
+}
+
+fn passes(name: &str) -> Option<String> {
+    let (code, out, err) = case(name, &[])?;
+    assert_eq!(code, 0, "case {name} must pass under emulation:\n{err}");
+    assert!(out.ends_with("done\n"), "{out}");
+    Some(out)
+}
+
+fn fails(name: &str, kind: &str, detail: &str) {
+    fails_env(name, &[], kind, detail)
+}
+
+fn fails_env(name: &str, env: &[(&str, &str)], kind: &str, detail: &str) {
+    let Some((code, _, err)) = case(name, env) else { return };
+    assert_eq!(code, 3, "case {name} must be stopped by the emulator ({kind}), got status {code}:\n{err}");
+    assert!(err.contains(&format!("ascendc-emu: {kind}:")), "case {name}: expected {kind}, got:\n{err}");
+    assert!(err.contains(detail), "case {name}: expected `{detail}` in:\n{err}");
+}
+
+#[test]
+fn datacopy_rounds_40_bytes_down_to_32() {
+    if let Some(out) = passes("datacopy_40_bytes_moves_32") {
+        assert!(out.contains("moved 8 floats"), "{out}");
+    }
+    // The 9th float (bytes 32..40) was never moved: reading it is a poison error.
+    fails_env("datacopy_40_bytes_moves_32", &[("READ_NINTH", "1")], "POISON", "reads uninitialised UB byte 32");
+}
+
+#[test]
+fn misaligned_ub_addresses_are_flagged() {
+    passes("aligned_vector_op");
+    fails("misaligned_vector_op", "ALIGN", "UB offset 16 is not 32-byte aligned");
+    fails("misaligned_datacopypad", "ALIGN", "DataCopyPad destination at UB offset 4");
+    fails("sort32_input_needs_256", "ALIGN", "Sort32 scores at UB offset 128 is not 256-byte aligned");
+}
+
+#[test]
+fn ub_capacity_overflow_is_flagged() {
+    passes("ub_within_capacity");
+    fails("ub_over_capacity_tbuf", "UB", "exceeds the 192 KB unified buffer");
+    fails("ub_over_capacity_queues", "UB", "exceeds the 192 KB unified buffer");
+    fails("access_past_the_buffer", "UB", "beyond the buffer");
+}
+
+#[test]
+fn repeat_and_mask_limits_are_enforced() {
+    passes("sort32_repeat_1");
+    fails("sort32_repeat_0", "REPEAT", "repeatTimes 0 outside 1..255");
+    fails("sort32_repeat_256", "REPEAT", "repeatTimes 256 outside 1..255");
+    passes("mrgsort_mask_0b11");
+    fails("mrgsort_mask_0b101", "MASK", "validBit 0x5");
+    fails("negative_count", "COUNT", "negative count -1");
+}
+
+#[test]
+fn poisoned_uninitialised_ub_is_detected_when_read() {
+    fails("poison_scalar_read", "POISON", "pipe S reads uninitialised UB byte 12");
+    fails("poison_vector_read", "POISON", "pipe V reads uninitialised UB byte 32");
+    // DataCopyPad of 12 bytes: the rest of the 32-byte block is undefined.
+    fails("poison_datacopypad_tail", "POISON", "pipe S reads uninitialised UB byte 12");
+}
+
+#[test]
+fn sort32_and_mrgsort_tie_order() {
+    let Some(out) = passes("tie_order") else { return };
+    // Sort32: descending, equal scores in input order (5; the 3s at 1, 2, 4, 7; the 2s at 3, 6; then the first 1).
+    assert!(out.contains("sort32: 31 1 2 4 7 3 6 0\n"), "{out}");
+    // MrgSort: equal scores come from the lower-numbered list first (list 0 holds ids 200..).
+    assert!(out.contains("mrgsort: 200 201 202 203 100 101 102 103\n"), "{out}");
+}
+
+#[test]
+fn cross_pipe_read_without_sync_is_flagged() {
+    fails("cross_pipe_no_sync", "HAZARD", "pipe V reads UB");
+    fails("cross_pipe_wrong_event", "HAZARD", "written by pipe MTE2");
+    fails("cross_pipe_scalar_write_vector_read", "HAZARD", "written by pipe S");
+    passes("cross_pipe_setflag");
+    passes("cross_pipe_barrier");
+}
+
+#[test]
+fn tque_enque_deque_is_the_sync_point() {
+    if let Some(out) = passes("cross_pipe_tque") {
+        assert!(out.contains("tque rows ok"), "{out}");
+    }
+    fails("cross_pipe_tque_no_enque", "HAZARD", "pipe V reads UB");
+}
+
+#[test]
+fn tque_misuse_is_flagged() {
+    fails("tque_deque_empty", "QUEUE", "DeQue of an empty queue");
+    fails("tque_three_outstanding", "QUEUE", "AllocTensor with all 2 buffers outstanding");
+    fails("tque_not_freed", "QUEUE", "still held at the end of the kernel");
+    fails("tque_double_free", "QUEUE", "already free");
+    fails("tque_foreign_tensor", "QUEUE", "not one of its buffers");
+}
