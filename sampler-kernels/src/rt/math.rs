@@ -252,7 +252,9 @@ mod tests {
         while x < 88.0 {
             let a = exp_f32(x) as f64;
             let b = (x as f64).exp();
-            assert!(((a - b) / b).abs() < 3e-7, "x={x} a={a} b={b}");
+            // Relative accuracy where the result is normal; subnormals round to a multiple of 2^-149.
+            let ok = if b >= f32::MIN_POSITIVE as f64 { ((a - b) / b).abs() < 3e-7 } else { (a - b).abs() <= 1.5e-45 };
+            assert!(ok, "x={x} a={a} b={b}");
             x += 0.0137;
         }
         assert_eq!(exp_f32(0.0), 1.0);
