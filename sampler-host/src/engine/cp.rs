@@ -7,10 +7,9 @@
 //! stays identical, and returns an empty step output.
 //!
 //! [`LocalCollective`] runs ranks as threads of one process (channels); it is
-//! what the tests use. [`NcclCollective`] is the multi-GPU path: it would
-//! broadcast with NCCL through cudarc's bindings loaded at run time; in this
-//! build it is a documented stub that returns
-//! [`CollectiveError::Unavailable`] (the NCCL path is untested).
+//! what the tests use. [`NcclCollective`] is the multi-GPU path: NCCL
+//! through cudarc's bindings loaded at run time (`examples/cp_nccl.rs` runs
+//! two ranks on two GPUs; see docs/GPU_NOTES.md for whether it has run).
 
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
@@ -142,37 +141,130 @@ impl Collective for LocalCollective {
     }
 }
 
-/// The NCCL path: broadcast of sampled tokens between GPUs of one host via
-/// cudarc's NCCL bindings loaded at run time. Not built in this crate yet:
-/// [`NcclCollective::new`] returns [`CollectiveError::Unavailable`].
-/// **Untested**: no multi-GPU run has exercised it.
-#[derive(Debug)]
+/// The NCCL path: the collectives between GPUs of one host through cudarc's
+/// NCCL bindings, loaded at run time (no NCCL or CUDA needed to build).
+///
+/// Rank 0 creates the id with [`NcclCollective::unique_id`] and shares its
+/// 128 bytes with the other ranks out of band; each rank then joins with
+/// [`NcclCollective::new`] on its own GPU. A broadcast sends the length
+/// first, then the values; a barrier is an all-reduce of one value.
+/// Without the CUDA driver or libnccl both return [`CollectiveError::Unavailable`].
 pub struct NcclCollective {
-    rank: usize,
-    world: usize,
+    comm: SendComm,
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    /// Collectives performed (broadcasts, barriers), for tests.
+    pub calls: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for NcclCollective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NcclCollective").field("rank", &self.comm.rank()).field("world", &self.comm.world_size()).finish()
+    }
+}
+
+/// An NCCL communicator owned by one rank's thread.
+struct SendComm(cudarc::nccl::Comm);
+
+// SAFETY: a communicator may be used from any thread as long as calls on it
+// are not concurrent; a rank's collective is owned (and called) by one thread.
+unsafe impl Send for SendComm {}
+
+impl std::ops::Deref for SendComm {
+    type Target = cudarc::nccl::Comm;
+    fn deref(&self) -> &cudarc::nccl::Comm {
+        &self.0
+    }
+}
+
+/// The 128-byte NCCL unique id that rank 0 shares with the other ranks.
+pub type NcclId = [core::ffi::c_char; 128];
+
+fn nccl_present() -> Result<(), CollectiveError> {
+    // SAFETY: the probes only try to open the shared libraries.
+    let driver = unsafe { cudarc::driver::sys::is_culib_present() };
+    let nccl = driver && unsafe { cudarc::nccl::sys::is_culib_present() };
+    if !driver {
+        return Err(CollectiveError::Unavailable("nccl", "no CUDA driver found".into()));
+    }
+    if !nccl {
+        return Err(CollectiveError::Unavailable("nccl", "libnccl not found".into()));
+    }
+    Ok(())
+}
+
+fn nccl_err(rank: usize, what: &str, e: impl std::fmt::Debug) -> CollectiveError {
+    CollectiveError::Peer { rank, msg: format!("{what}: {e:?}") }
 }
 
 impl NcclCollective {
-    /// Joins an NCCL communicator (`unique_id` from rank 0). Always
-    /// [`CollectiveError::Unavailable`] in this build.
-    pub fn new(rank: usize, world: usize, _unique_id: &[u8]) -> Result<NcclCollective, CollectiveError> {
-        let _ = NcclCollective { rank, world };
-        Err(CollectiveError::Unavailable("nccl", "this build has no NCCL bindings (cudarc NCCL is loaded at run time by the CUDA backend; untested)".into()))
+    /// A new NCCL unique id (on rank 0).
+    pub fn unique_id() -> Result<NcclId, CollectiveError> {
+        nccl_present()?;
+        let id = cudarc::nccl::Id::new().map_err(|e| nccl_err(0, "ncclGetUniqueId", e))?;
+        Ok(*id.internal())
+    }
+
+    /// Number of CUDA devices (0 without a driver).
+    pub fn device_count() -> usize {
+        if nccl_present().is_err() {
+            return 0;
+        }
+        cudarc::driver::CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+    }
+
+    /// Joins the communicator of `world` ranks as `rank`, on GPU `ordinal`.
+    /// Blocks until every rank has joined (call from one thread or process per rank).
+    pub fn new(rank: usize, world: usize, ordinal: usize, id: &NcclId) -> Result<NcclCollective, CollectiveError> {
+        nccl_present()?;
+        let ctx = cudarc::driver::CudaContext::new(ordinal).map_err(|e| nccl_err(rank, "CUDA context", e))?;
+        let stream = ctx.new_stream().map_err(|e| nccl_err(rank, "CUDA stream", e))?;
+        let comm = cudarc::nccl::Comm::from_rank(stream.clone(), rank, world, cudarc::nccl::Id::uninit(*id))
+            .map_err(|e| nccl_err(rank, "ncclCommInitRank", e))?;
+        Ok(NcclCollective { comm: SendComm(comm), stream, calls: Vec::new() })
+    }
+
+    fn bcast(&mut self, host: &mut Vec<i32>, root: usize) -> Result<(), CollectiveError> {
+        let rank = self.comm.rank();
+        let mut dev = if rank == root {
+            self.stream.clone_htod(host).map_err(|e| nccl_err(rank, "upload", e))?
+        } else {
+            self.stream.alloc_zeros::<i32>(host.len()).map_err(|e| nccl_err(rank, "alloc", e))?
+        };
+        self.comm.broadcast_in_place(&mut dev, root as i32).map_err(|e| nccl_err(rank, "ncclBroadcast", e))?;
+        *host = self.stream.clone_dtoh(&dev).map_err(|e| nccl_err(rank, "download", e))?;
+        Ok(())
     }
 }
 
 impl Collective for NcclCollective {
     fn rank(&self) -> usize {
-        self.rank
+        self.comm.rank()
     }
     fn world_size(&self) -> usize {
-        self.world
+        self.comm.world_size()
     }
-    fn broadcast_i32(&mut self, _buf: &mut Vec<i32>, _root: usize) -> Result<(), CollectiveError> {
-        Err(CollectiveError::Unavailable("nccl", "not built".into()))
+    fn broadcast_i32(&mut self, buf: &mut Vec<i32>, root: usize) -> Result<(), CollectiveError> {
+        let mut len = vec![buf.len() as i32];
+        self.bcast(&mut len, root)?;
+        if self.comm.rank() != root {
+            *buf = vec![0; len[0].max(0) as usize];
+        }
+        if !buf.is_empty() {
+            self.bcast(buf, root)?;
+        }
+        self.calls.push("broadcast");
+        Ok(())
     }
     fn barrier(&mut self) -> Result<(), CollectiveError> {
-        Err(CollectiveError::Unavailable("nccl", "not built".into()))
+        let rank = self.comm.rank();
+        let mut one = self.stream.clone_htod(&[1i32]).map_err(|e| nccl_err(rank, "upload", e))?;
+        self.comm.all_reduce_in_place(&mut one, &cudarc::nccl::ReduceOp::Sum).map_err(|e| nccl_err(rank, "ncclAllReduce", e))?;
+        let sum = self.stream.clone_dtoh(&one).map_err(|e| nccl_err(rank, "download", e))?;
+        if sum[0] as usize != self.comm.world_size() {
+            return Err(nccl_err(rank, "barrier", format!("all-reduce gave {} for {} ranks", sum[0], self.comm.world_size())));
+        }
+        self.calls.push("barrier");
+        Ok(())
     }
 }
 
