@@ -24,6 +24,10 @@ pub enum BackendKind {
     Cpu,
     /// NVIDIA GPU through the CUDA driver (PTX from the same kernels).
     Cuda,
+    /// Huawei Ascend 910B/910C through CANN (AscendC from the same kernels;
+    /// force top-k N <= 4096). Not runnable yet: `Sampler::new` returns
+    /// `ConfigError::BackendUnavailable` (docs/ASCEND.md).
+    Ascend,
 }
 
 impl std::str::FromStr for BackendKind {
@@ -33,7 +37,8 @@ impl std::str::FromStr for BackendKind {
             "auto" => Ok(BackendKind::Auto),
             "cpu" => Ok(BackendKind::Cpu),
             "cuda" => Ok(BackendKind::Cuda),
-            other => Err(ConfigError::Field { field: "backend", msg: format!("unknown backend `{other}` (expected auto, cpu or cuda)") }),
+            "ascend" => Ok(BackendKind::Ascend),
+            other => Err(ConfigError::Field { field: "backend", msg: format!("unknown backend `{other}` (expected auto, cpu, cuda or ascend)") }),
         }
     }
 }
@@ -97,6 +102,10 @@ impl Sampler {
             BackendKind::Cuda => {
                 check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
                 cuda_backend()?
+            }
+            BackendKind::Ascend => {
+                check_force_topk(cfg.force_topk, cfg.vocab_size, "ascend")?;
+                Box::new(crate::backend::ascend::AscendBackend::new()?)
             }
             BackendKind::Auto => match cuda_backend() {
                 Ok(b) => {
