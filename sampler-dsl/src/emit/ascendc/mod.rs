@@ -9,7 +9,12 @@
 //! - every tile lives in a statically planned UB slot ([`ub`]); the plan of
 //!   each variant must fit [`ub::UB_BUDGET`] or `validate` refuses the kernel;
 //! - GM <-> UB moves are `DataCopyPad` (never `DataCopy`, which rounds byte
-//!   counts down to 32), one per tile;
+//!   counts down to 32), one per tile, staged as the classic structure does
+//!   through `TQue<VECIN, 2>` (loads: AllocTensor, DataCopyPad, EnQue/DeQue,
+//!   FreeTensor at last use; a third live load falls back to a `TBuf` slot)
+//!   and `TQue<VECOUT, 2>` (stores: a UB -> UB copy into the queue tensor,
+//!   EnQue/DeQue, DataCopyPad, FreeTensor); the queue buffers count in the
+//!   184 KB plan;
 //! - f32 elementwise trees of `+ - * /`, negation, `exp`, `abs`, `max`, `min`
 //!   become count-form vector calls (`Adds`, `Muls`, `Add`, `Sub`, `Mul`,
 //!   `Div`, `Exp`, `Abs`, `Max(s)`, `Min(s)`, `Duplicate`); `reduce_max/min`
