@@ -451,7 +451,7 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
         ExprKind::Call(op, args) => {
             let op = *op;
             let tys: Vec<Ty> = args.iter_mut().map(|a| expr(a, sc, errs)).collect();
-            if tys.iter().any(|t| *t == Ty::Unit) {
+            if tys.contains(&Ty::Unit) {
                 return Ty::Unit;
             }
             if op.is_elem() {

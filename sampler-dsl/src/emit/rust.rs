@@ -102,7 +102,7 @@ fn scalar_or_op(e: &Expr, sub: &mut dyn FnMut(&Expr) -> TokenStream) -> TokenStr
         }
         ExprKind::Call(op, args) if op.is_elem() || op.is_scalar_fn() => {
             let f = format_ident!("{}", op.name(), span = span);
-            let a: Vec<TokenStream> = args.iter().map(|x| sub(x)).collect();
+            let a: Vec<TokenStream> = args.iter().map(&mut *sub).collect();
             quote_spanned!(span=> __m::#f(#(#a),*))
         }
         ExprKind::Call(op, args) => tile_op(*op, args, span),

@@ -102,7 +102,7 @@ pub fn select<T>(c: bool, a: T, b: T) -> T {
 }
 #[inline(always)]
 pub fn is_nan(x: f32) -> bool {
-    x != x
+    x.is_nan()
 }
 #[inline(always)]
 pub fn is_pos_inf(x: f32) -> bool {

@@ -7,6 +7,9 @@
 //! associative, so reductions and scans give the same bits in any order, on
 //! any tile size and thread count (SAMPLER.md section 9, batch invariance).
 
+// `!(x > 0.0)` is deliberate: NaN must take the "not positive" branch.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 /// Fractional bits of the fixed-point weights: `w = floor(p * 2^44)`.
 /// A row of up to 2^19 weights of at most 1.0 sums to less than 2^63.
 pub const FIX_BITS: u32 = 44;
@@ -134,7 +137,7 @@ pub fn fixed_to_f32(s: u64) -> f32 {
     (s as f64 * (1.0 / (1u64 << FIX_BITS) as f64)) as f32
 }
 
-const LN2_F64: f64 = 0.693_147_180_559_945_3;
+const LN2_F64: f64 = core::f64::consts::LN_2;
 
 /// Natural log of `s * 2^-44` (a fixed-point sum), as f32; `-inf` for 0.
 /// Used for the log-normaliser of the kept set (SAMPLER.md section 3.9).
@@ -149,7 +152,10 @@ pub fn ln_fixed(s: u64) -> f32 {
     // m in [1, 2): 52 bits of mantissa from the top bits (exact for s < 2^53).
     let mut m = f64::from_bits((1023u64 << 52) | ((top << 1) >> 12));
     let mut e = e - FIX_BITS as i32;
-    if m > 1.414_213_562_373_095 {
+    // The literal (one ulp below SQRT_2) is part of the committed numerics: keep it.
+    #[allow(clippy::approx_constant)]
+    let sqrt2 = 1.414_213_562_373_095;
+    if m > sqrt2 {
         m *= 0.5;
         e += 1;
     }
@@ -183,7 +189,7 @@ pub fn exp_f32(x: f32) -> f32 {
     if x < -103.97208 {
         return 0.0;
     }
-    const LOG2E: f32 = 1.442_695;
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let t = x * LOG2E;
