@@ -13,6 +13,8 @@
 //! - No driver: [`CudaBackend::new`] returns a typed
 //!   [`ConfigError::BackendUnavailable`]; nothing panics.
 
+pub use cudarc;
+
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -23,6 +25,92 @@ use sampler_kernels::spec::Variant;
 
 use crate::error::{BackendError, ConfigError};
 use crate::plan::{Backend, StepPlan, StepResult};
+
+/// Committed tuning tables, `(file name, JSON)`: the one whose `"device"`
+/// equals the device's name is used (`examples/autotune.rs` writes them;
+/// `SAMPLER_CUDA_TUNING=path` overrides). Unknown devices: [`default_chunks`].
+pub const TUNING_TABLES: &[(&str, &str)] = &[("nvidia-h200.json", include_str!("../../tuning/nvidia-h200.json"))];
+
+/// Logits per block of the multi-block mask/bad-value check (a multiple of
+/// its tile, 4096, so mask words stay aligned).
+pub const MASK_CHUNK: u32 = 16384;
+
+/// Blocks per row of the mask/bad-value check (by V only).
+pub fn mask_chunks(v: u32) -> u32 {
+    v.div_ceil(MASK_CHUNK).max(1)
+}
+
+/// Candidate chunk counts of the multi-block top-N (what autotune sweeps).
+pub const CHUNK_CANDIDATES: &[u32] = &[1, 2, 4, 8, 16, 32, 64];
+
+/// Whether `chunks` blocks per row are valid for V = `v`, N = `n`: every
+/// chunk (`ceil(v / chunks)` logits, the last one shorter) holds at least N.
+pub fn chunks_valid(v: u32, n: u32, chunks: u32) -> bool {
+    if chunks <= 1 {
+        return true;
+    }
+    if n > 16384 || n == 0 {
+        return false;
+    }
+    let len = v.div_ceil(chunks);
+    let last = v as i64 - (chunks as i64 - 1) * len as i64;
+    last >= n as i64
+}
+
+/// The chunk count without a tuning entry: the most chunks whose candidates
+/// (chunks x N) still fit one 16384-key tile of the merge.
+pub fn default_chunks(v: u32, n: u32) -> u32 {
+    CHUNK_CANDIDATES.iter().copied().filter(|&c| c * n.max(1) <= 16384 && chunks_valid(v, n, c)).max().unwrap_or(1)
+}
+
+/// The tuning table of one device: chunk counts by (V, N).
+#[derive(Debug, Clone, Default)]
+pub struct Tuning {
+    /// Where it came from (file name, or "defaults").
+    pub source: String,
+    entries: Vec<(u32, u32, u32)>,
+}
+
+impl Tuning {
+    /// Parses a table (`{"device": .., "entries": [{"v":.., "n":.., "chunks":..}, ..]}`).
+    pub fn parse(source: &str, text: &str) -> Option<(String, Tuning)> {
+        let j: serde_json::Value = serde_json::from_str(text).ok()?;
+        let dev = j.get("device")?.as_str()?.to_string();
+        let mut entries = Vec::new();
+        for e in j.get("entries")?.as_array()? {
+            let g = |k: &str| e.get(k).and_then(|x| x.as_u64()).map(|x| x as u32);
+            if let (Some(v), Some(n), Some(c)) = (g("v"), g("n"), g("chunks")) {
+                entries.push((v, n, c));
+            }
+        }
+        Some((dev, Tuning { source: source.to_string(), entries }))
+    }
+
+    /// The table for `device`: `SAMPLER_CUDA_TUNING`, else a committed one, else defaults.
+    pub fn for_device(device: &str) -> Tuning {
+        if let Ok(path) = std::env::var("SAMPLER_CUDA_TUNING") {
+            if let Some((_, t)) = std::fs::read_to_string(&path).ok().and_then(|s| Tuning::parse(&path, &s)) {
+                return t;
+            }
+        }
+        for (name, text) in TUNING_TABLES {
+            if let Some((dev, t)) = Tuning::parse(name, text) {
+                if dev == device {
+                    return t;
+                }
+            }
+        }
+        Tuning { source: "defaults".into(), entries: Vec::new() }
+    }
+
+    /// Chunks for (V, N): the table's entry when valid, else [`default_chunks`]. Never depends on R.
+    pub fn chunks(&self, v: u32, n: u32) -> u32 {
+        match self.entries.iter().find(|e| e.0 == v && e.1 == n) {
+            Some(&(_, _, c)) if chunks_valid(v, n, c) => c,
+            _ => default_chunks(v, n),
+        }
+    }
+}
 
 /// The committed PTX of every kernel (`cargo run --example regenerate`).
 pub const PTX: &str = include_str!("../../ptx/sampler_kernels.ptx");
@@ -128,6 +216,7 @@ bufs! {
     group_first: u32, group_rows: u32, group_kind: u32, group_status_in: i32,
     tokens: i32, lookup: i32, accepted: u32, group_status: i32,
     token_lp: f32, sum_smaller: f32, top_ids: i32, top_lps: f32,
+    chunk_cand: f32, chunk_ids: i32, chunk_bad: u32, chunk_finite: u32,
 }
 
 /// Runs every kernel on the first CUDA device.
@@ -139,6 +228,8 @@ pub struct CudaBackend {
     device: String,
     timing: bool,
     last_kernel_ms: Option<f32>,
+    tuning: Tuning,
+    chunks_override: Option<u32>,
 }
 
 // SAFETY: the backend is used by one thread at a time (`&mut self`); cudarc's
@@ -173,6 +264,8 @@ impl CudaBackend {
             device: sh.device.clone(),
             timing: false,
             last_kernel_ms: None,
+            tuning: Tuning::for_device(&sh.device),
+            chunks_override: None,
         })
     }
 
@@ -195,6 +288,80 @@ impl CudaBackend {
     /// Device time of the last step's kernels, when timing is on.
     pub fn last_kernel_ms(&self) -> Option<f32> {
         self.last_kernel_ms
+    }
+
+    /// The tuning table in use.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
+    /// Forces the chunk count of the multi-block top-N (autotune; `None` = table).
+    pub fn set_chunks_override(&mut self, c: Option<u32>) {
+        self.chunks_override = c;
+    }
+
+    /// Blocks per row of the top-N selection for (V, N) (by V and N only).
+    pub fn chunks_for(&self, v: u32, n: u32) -> u32 {
+        match self.chunks_override {
+            Some(c) if chunks_valid(v, n, c) => c,
+            _ => self.tuning.chunks(v, n),
+        }
+    }
+
+    /// Device-resident use (benchmarks, engines holding logits on the GPU):
+    /// uploads every input of `p` and sizes the buffers; afterwards
+    /// [`Self::launch_step`] runs the kernels on the device copy only.
+    pub fn prepare_step(&mut self, p: &StepPlan) -> Result<(), BackendError> {
+        self.prepare(p)
+    }
+
+    /// Launches the step's kernels (inputs from [`Self::prepare_step`]); no host sync.
+    pub fn launch_step(&mut self, p: &StepPlan) -> Result<(), BackendError> {
+        self.launch_all(p, &mut |_, _| Ok(()))
+    }
+
+    /// Launches the step with an event after each kernel, waits, and returns
+    /// each kernel's device time in ms, in launch order.
+    pub fn launch_step_timed(&mut self, p: &StepPlan) -> Result<Vec<(&'static str, f32)>, BackendError> {
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let e0 = self.stream.record_event(flags).map_err(dev)?;
+        let mut evs = Vec::new();
+        self.launch_all(p, &mut |s, name| {
+            evs.push((name, s.stream.record_event(flags).map_err(dev)?));
+            Ok(())
+        })?;
+        self.stream.synchronize().map_err(dev)?;
+        let mut out = Vec::new();
+        let mut prev = &e0;
+        for (name, e) in &evs {
+            out.push((*name, prev.elapsed_ms(e).map_err(dev)?));
+            prev = e;
+        }
+        Ok(out)
+    }
+
+    /// Captures the step's kernels (fixed shapes, inputs already prepared) as a CUDA graph.
+    pub fn capture_step(&mut self, p: &StepPlan) -> Result<cudarc::driver::CudaGraph, BackendError> {
+        // One eager launch first: functions are loaded and attributes set outside the capture.
+        self.launch_step(p)?;
+        self.stream.synchronize().map_err(dev)?;
+        self.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
+        let r = self.launch_step(p);
+        let g = self.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
+        r?;
+        let g = g.ok_or_else(|| BackendError::Device { backend: "cuda", msg: "empty graph".into() })?;
+        g.upload().map_err(dev)?;
+        Ok(g)
+    }
+
+    /// Reads the outputs of the last launched step back.
+    pub fn collect_step(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
+        self.collect(p)
+    }
+
+    /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]).
+    pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
+        &mut self.b.logits.s
     }
 
     fn func(&mut self, v: &'static Variant) -> Result<CudaFunction, BackendError> {
@@ -230,13 +397,31 @@ impl Backend for CudaBackend {
     }
 
     fn run(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
+        if p.rows == 0 {
+            return Ok(StepResult { accepted: vec![0; p.groups()], group_status: p.group_status.clone(), ..Default::default() });
+        }
+        self.prepare(p)?;
+        let ev = |s: &Arc<CudaStream>| s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev);
+        let t0 = if self.timing { Some(ev(&self.stream)?) } else { None };
+        self.launch_all(p, &mut |_, _| Ok(()))?;
+        let t1 = if self.timing { Some(ev(&self.stream)?) } else { None };
+        let res = self.collect(p)?;
+        self.last_kernel_ms = match (t0, t1) {
+            (Some(a), Some(b)) => Some(a.elapsed_ms(&b).map_err(dev)?),
+            _ => None,
+        };
+        Ok(res)
+    }
+}
+
+impl CudaBackend {
+    fn prepare(&mut self, p: &StepPlan) -> Result<(), BackendError> {
         let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
         let g = p.groups();
+        let _ = (v, g);
         let (rn, rv) = (r * n as usize, r * v as usize);
+        let chunks = self.chunks_for(v, n) as usize;
         let st = self.stream.clone();
-        if r == 0 {
-            return Ok(StepResult { accepted: vec![0; g], group_status: p.group_status.clone(), ..Default::default() });
-        }
         let b = &mut self.b;
         // Inputs.
         b.logits.upload(&st, &p.logits)?;
@@ -273,26 +458,16 @@ impl Backend for CudaBackend {
         b.sum_smaller.ensure(&st, r)?;
         b.top_ids.ensure(&st, r * kk as usize)?;
         b.top_lps.ensure(&st, r * kk as usize)?;
-        let rows = r as u32;
-        let ev = |s: &Arc<CudaStream>| s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev);
-        let t0 = if self.timing { Some(ev(&st)?) } else { None };
-
-        // 1. mask_check
-        let var = pick(k::mask_check::NAME, k::mask_check::VARIANTS, 1)?;
-        launch!(self, var, rows; &mut self.b.logits.s, &v, &self.b.masks.s, &self.b.has_mask.s, &mut self.b.row_status.s);
-        // 2. force_topn
-        let var = pick(k::force_topn::NAME, k::force_topn::VARIANTS, n)?;
-        launch!(self, var, rows; &self.b.logits.s, &v, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
-        // 3. process
-        let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
-        launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
-        // 4. draw
-        let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
-        launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
-        // 5-6. remap_draft, verify
+        let mchunks = mask_chunks(v) as usize;
+        if mchunks > 1 {
+            b.chunk_bad.ensure(&st, r * mchunks)?;
+            b.chunk_finite.ensure(&st, r * mchunks)?;
+        }
+        if chunks > 1 {
+            b.chunk_cand.ensure(&st, rn * chunks)?;
+            b.chunk_ids.ensure(&st, rn * chunks)?;
+        }
         if p.any_verify {
-            let wd = p.draft_width;
-            let b = &mut self.b;
             b.draft_ids.upload(&st, &p.draft_ids)?;
             b.draft_lps.upload(&st, &p.draft_lps)?;
             b.seq_accept.upload(&st, &p.seq_accept)?;
@@ -301,14 +476,73 @@ impl Backend for CudaBackend {
             b.q_lps.ensure(&st, rn)?;
             b.draft_col.ensure(&st, r)?;
             b.draft_q.ensure(&st, r)?;
+        }
+        Ok(())
+    }
+    /// Launches the step's kernels on the stream (buffers prepared by
+    /// [`Self::prepare`]); `mark` is called after each kernel with its name.
+    fn launch_all(&mut self, p: &StepPlan, mark: &mut dyn FnMut(&mut Self, &'static str) -> Result<(), BackendError>) -> Result<(), BackendError> {
+        let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
+        let g = p.groups();
+        let rows = r as u32;
+        if r == 0 {
+            return Ok(());
+        }
+
+        // 1. mask_check
+        let mchunks = mask_chunks(v);
+        if mchunks > 1 {
+            let var = pick(k::mask_check_chunk::NAME, k::mask_check_chunk::VARIANTS, 1)?;
+            let clen = MASK_CHUNK;
+            launch!(self, var, rows * mchunks;
+                &mut self.b.logits.s, &v, &clen, &mchunks, &self.b.masks.s, &self.b.has_mask.s, &mut self.b.chunk_bad.s, &mut self.b.chunk_finite.s);
+            mark(self, "mask_check_chunk")?;
+            let var = pick(k::status_merge::NAME, k::status_merge::VARIANTS, 1)?;
+            launch!(self, var, rows; &self.b.chunk_bad.s, &self.b.chunk_finite.s, &mchunks, &mut self.b.row_status.s);
+            mark(self, "status_merge")?;
+        } else {
+            let var = pick(k::mask_check::NAME, k::mask_check::VARIANTS, 1)?;
+            launch!(self, var, rows; &mut self.b.logits.s, &v, &self.b.masks.s, &self.b.has_mask.s, &mut self.b.row_status.s);
+            mark(self, "mask_check")?;
+        }
+        // 2. force_topn
+        let chunks = self.chunks_for(v, n);
+        if chunks > 1 {
+            // Several blocks per row: each keeps its chunk's top N, a merge picks the row's.
+            let chunk_len = v.div_ceil(chunks);
+            let m = chunks * n;
+            let var = pick(k::topn_chunk::NAME, k::topn_chunk::VARIANTS, n)?;
+            launch!(self, var, rows * chunks; &self.b.logits.s, &v, &chunk_len, &chunks, &n, &mut self.b.chunk_cand.s, &mut self.b.chunk_ids.s);
+            mark(self, "topn_chunk")?;
+            let var = pick(k::topn_merge::NAME, k::topn_merge::VARIANTS, n)?;
+            launch!(self, var, rows; &self.b.chunk_cand.s, &self.b.chunk_ids.s, &m, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
+            mark(self, "topn_merge")?;
+        } else {
+            let var = pick(k::force_topn::NAME, k::force_topn::VARIANTS, n)?;
+            launch!(self, var, rows; &self.b.logits.s, &v, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
+            mark(self, "force_topn")?;
+        }
+        // 3. process
+        let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
+        launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
+        mark(self, "process")?;
+        // 4. draw
+        let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
+        launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
+        mark(self, "draw")?;
+        // 5-6. remap_draft, verify
+        if p.any_verify {
+            let wd = p.draft_width;
             let var = pick(k::remap_draft::NAME, k::remap_draft::VARIANTS, n.max(wd))?;
             launch!(self, var, rows;
                 &self.b.cand_ids.s, &n, &v, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd, &self.b.drafts.s,
                 &mut self.b.col_of.s, &mut self.b.q_lps.s, &mut self.b.draft_col.s, &mut self.b.draft_q.s);
+            mark(self, "remap_draft")?;
             let var = pick(k::verify::NAME, k::verify::VARIANTS, n)?;
             launch!(self, var, rows;
                 &self.b.logprobs.s, &self.b.cand_ids.s, &self.b.q_lps.s, &n, &self.b.draft_col.s, &self.b.draft_q.s,
                 &self.b.seed.s, &self.b.seq_accept.s, &self.b.seq_residual.s, &mut self.b.accept.s, &mut self.b.residual.s);
+            mark(self, "verify")?;
         }
         // 7. finalize (one program per group)
         if g > 0 {
@@ -317,18 +551,28 @@ impl Backend for CudaBackend {
                 &self.b.group_first.s, &self.b.group_rows.s, &self.b.group_kind.s, &self.b.group_status_in.s, &self.b.row_status.s,
                 &self.b.golden.s, &self.b.drafts.s, &self.b.accept.s, &self.b.residual.s, &self.b.fresh.s,
                 &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.group_status.s);
+            mark(self, "finalize")?;
         }
         // 8. token_info
         let var = pick(k::token_info::NAME, k::token_info::VARIANTS, n)?;
         launch!(self, var, rows;
             &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &mut self.b.token_lp.s, &mut self.b.sum_smaller.s);
+        mark(self, "token_info")?;
         // 9. top_logprobs
         if kk > 0 {
             let var = pick(k::top_logprobs::NAME, k::top_logprobs::VARIANTS, n)?;
             launch!(self, var, rows; &self.b.cand_ids.s, &self.b.logprobs.s, &n, &kk, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
+            mark(self, "top_logprobs")?;
         }
 
-        let t1 = if self.timing { Some(ev(&st)?) } else { None };
+        Ok(())
+    }
+
+    /// Reads the step's outputs back (the only host synchronisation).
+    fn collect(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
+        let (r, n, kk) = (p.rows as usize, p.n, p.k);
+        let g = p.groups();
+        let st = self.stream.clone();
         // Outputs (the only host synchronisation of the step).
         let b = &self.b;
         let row_status = b.row_status.download(&st, r)?;
@@ -355,10 +599,6 @@ impl Backend for CudaBackend {
             processed_lps.extend_from_slice(&lps);
         }
         st.synchronize().map_err(dev)?;
-        self.last_kernel_ms = match (t0, t1) {
-            (Some(a), Some(b)) => Some(a.elapsed_ms(&b).map_err(dev)?),
-            _ => None,
-        };
         Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps })
     }
 }

@@ -15,7 +15,11 @@ use sampler_macros::kernel;
 /// Names of all kernels, in pipeline order.
 pub const ALL: &[&str] = &[
     "mask_check",
+    "mask_check_chunk",
+    "status_merge",
     "force_topn",
+    "topn_chunk",
+    "topn_merge",
     "process",
     "draw",
     "remap_draft",
@@ -60,6 +64,62 @@ pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>,
     store_scalar(status, r as u64, st);
 }
 
+/// Section 3.1-3.2 for many blocks per row (stage 1 of 2): program
+/// `r * chunks + c` masks chunk `c` of row `r` in place (logits
+/// `c * chunk_len ..`, `chunk_len` a multiple of TILE, the last chunk
+/// shorter) and counts its bad and finite logits; `status_merge` turns the
+/// counts into `mask_check`'s row status.
+///
+/// - `logits`, `masks`, `has_mask`: as `mask_check`.
+/// - `bad`, `finite`: `[R * chunks]` u32 out.
+#[kernel(tile = [4096], threads = [512])]
+pub fn mask_check_chunk(logits: GmMut<f32>, v: u32, chunk_len: u32, chunks: u32, masks: Gm<u32>, has_mask: Gm<u32>, bad: GmMut<u32>, finite: GmMut<u32>) {
+    let p = row();
+    let r = p / chunks;
+    let cstart = (p % chunks) * chunk_len;
+    let cend = min(cstart + chunk_len, v);
+    let base = (r as u64) * (v as u64);
+    let words = (v + 31) / 32;
+    let use_mask = load_scalar(has_mask, r as u64) != 0;
+    let ntiles = (cend - cstart + TILE - 1) / TILE;
+    let mut nbad = 0u32;
+    let mut nfin = 0u32;
+    for t in 0..ntiles {
+        let start = cstart + t * TILE;
+        let n = min(TILE, cend - start);
+        let x = load(logits, base + (start as u64), n);
+        if use_mask {
+            let allowed = mask_bits(masks, (r as u64) * (words as u64) + ((start / 32) as u64), n);
+            let xm = select(allowed, x, NEG_INF);
+            store(logits, base + (start as u64), xm);
+            nbad += count(is_nan(xm) | is_pos_inf(xm));
+            nfin += count(!is_neg_inf(xm));
+        } else {
+            nbad += count(is_nan(x) | is_pos_inf(x));
+            nfin += count(!is_neg_inf(x));
+        }
+    }
+    store_scalar(bad, p as u64, nbad);
+    store_scalar(finite, p as u64, nfin);
+}
+
+/// Stage 2 of `mask_check_chunk`: each row's status from its chunks' counts
+/// (0 ok, 1 a NaN or +inf logit, 2 every logit -inf).
+///
+/// - `bad`, `finite`: `[R * chunks]` u32; `status`: `[R]` i32 out.
+#[kernel]
+pub fn status_merge(bad: Gm<u32>, finite: Gm<u32>, chunks: u32, status: GmMut<i32>) {
+    let r = row();
+    let mut nbad = 0u32;
+    let mut nfin = 0u32;
+    for c in 0..chunks {
+        nbad += load_scalar(bad, (r * chunks + c) as u64);
+        nfin += load_scalar(finite, (r * chunks + c) as u64);
+    }
+    let st = if nbad > 0 { 1i32 } else { if nfin == 0 { 2i32 } else { 0i32 } };
+    store_scalar(status, r as u64, st);
+}
+
 /// Section 3.3 and 3.6: the `n` largest masked logits of each row, ties by
 /// lower id, in the order of section 3.6 (`n == v` sorts the whole row).
 ///
@@ -75,6 +135,50 @@ pub fn force_topn(logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: G
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
+}
+
+/// Section 3.3 for many blocks per row (stage 1 of 2): program
+/// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
+/// (logits `c * chunk_len ..`, the last chunk shorter), in the order of
+/// section 3.6, with vocabulary ids. Every chunk must hold at least `n`
+/// logits. `topn_merge` then picks the row's `n` from the `chunks * n`
+/// candidates; the result equals `force_topn`'s exactly (the order keys are
+/// unique, and equal logits stay in id order across and within chunks).
+///
+/// - `logits`: `[R, v]` f32 (masked, checked).
+/// - `cand`: `[R * chunks, n]` f32 out, `cand_ids`: `[R * chunks, n]` i32 out.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384],
+    threads = [64, 256, 512, 512, 1024]
+)]
+pub fn topn_chunk(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+    let p = row();
+    let r = p / chunks;
+    let start = (p % chunks) * chunk_len;
+    let len = min(chunk_len, v - start);
+    let (x, id) = top_n(logits, (r as u64) * (v as u64) + (start as u64), len, n);
+    let off = (p as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id + (start as i32));
+}
+
+/// Section 3.3 for many blocks per row (stage 2 of 2): the `n` largest of
+/// each row's `m = chunks * n` candidates from `topn_chunk`, ties by lower
+/// position (= lower vocabulary id), as (logit, vocabulary id).
+///
+/// - `cand_in`, `ids_in`: `[R, m]`; `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384],
+    threads = [64, 256, 512, 512, 1024]
+)]
+pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+    let r = row();
+    let moff = (r as u64) * (m as u64);
+    let (x, pos) = top_n(cand_in, moff, m, n);
+    let ids = gather(ids_in, moff, pos, -1i32);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, ids);
 }
 
 /// Sections 3.4-3.9: temperature (IEEE f32 division), softmax, top-p,

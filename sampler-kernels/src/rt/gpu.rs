@@ -631,6 +631,23 @@ fn atomic_inc(p: *mut u32) -> u32 {
     unsafe { AtomicU32::from_ptr(p).fetch_add(1, Ordering::Relaxed) }
 }
 
+/// Keys loaded together per thread in the selection passes.
+const SEL_BATCH: usize = 8;
+
+/// Adds 1 to `hist(bin)` for every lane of the warp (`bin == 256`: none);
+/// lanes with the same bin add once, by their lowest lane. Every lane of the
+/// warp must call it together (block sizes are multiples of 32).
+#[inline(always)]
+fn warp_hist_add(tid: u32, bin: u32) {
+    let peers: u32;
+    // SAFETY: all 32 lanes are converged here (uniform loop bounds).
+    unsafe { asm!("match.any.sync.b32 {p}, {b}, 0xffffffff;", p = out(reg32) peers, b = in(reg32) bin) };
+    if bin < 256 && (tid & 31) == peers.trailing_zeros() {
+        // SAFETY: `hist` points into shared memory, 4-byte aligned.
+        unsafe { AtomicU32::from_ptr(hist(bin as usize)).fetch_add(peers.count_ones(), Ordering::Relaxed) };
+    }
+}
+
 /// The smallest key of the `k` largest keys `< hi` (all keys when `!has_hi`)
 /// among those `keys` yields, `1 <= k <=` their number; every thread gets it.
 /// `keys(it)` is this thread's `it`-th key, `None` when it has none there.
@@ -654,31 +671,74 @@ fn radix_select<const TH: usize, const I: usize>(
             b += TH;
         }
         sync();
-        for it in 0..iters {
-            if let Some(key) = keys(it) {
-                if (!has_hi || key < hi) && (key & mask) == prefix {
-                    atomic_inc(hist(((key >> shift) & 255) as usize));
-                }
-            }
+        // Loads in batches of SEL_BATCH (independent, in flight together),
+        // then one shared atomic per distinct digit and warp (match.any):
+        // the high digits of similar logits hit few bins.
+        let mut base = 0u32;
+        while base < iters {
+            let ld = |it: u32| if it < iters { keys(it) } else { None };
+            let bin = |k: Option<u64>| match k {
+                Some(key) if (!has_hi || key < hi) && (key & mask) == prefix => ((key >> shift) & 255) as u32,
+                _ => 256u32,
+            };
+            // Hand-unrolled so the batch stays in registers.
+            let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+            let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+            warp_hist_add(c.tid, bin(k0));
+            warp_hist_add(c.tid, bin(k1));
+            warp_hist_add(c.tid, bin(k2));
+            warp_hist_add(c.tid, bin(k3));
+            warp_hist_add(c.tid, bin(k4));
+            warp_hist_add(c.tid, bin(k5));
+            warp_hist_add(c.tid, bin(k6));
+            warp_hist_add(c.tid, bin(k7));
+            base += SEL_BATCH as u32;
         }
         sync();
-        if c.tid == 0 {
-            let mut cum = 0u32;
-            let mut pick = (0u32, 0u32, 0u32);
-            let mut b = 256usize;
-            while b > 0 {
-                b -= 1;
-                let h = unsafe { *hist(b) };
-                if cum + h >= rem {
-                    pick = (b as u32, cum, h);
-                    break;
-                }
-                cum += h;
+        // Warp 0 finds the bin holding the rem-th largest key: lane l sums
+        // bins 255 - 8l ..= 248 - 8l (from the top), a shuffle scan over the
+        // lanes, and the one lane whose range crosses rem walks its 8 bins
+        // (instead of one thread walking all 256 bins).
+        if c.tid < 32 {
+            let lane = c.tid;
+            let mut h = [0u32; 8];
+            let mut s = 0u32;
+            for (j, x) in h.iter_mut().enumerate() {
+                *x = unsafe { *hist(255 - (8 * lane as usize + j)) };
+                s += *x;
             }
-            unsafe {
-                *misc(0) = pick.0;
-                *misc(1) = pick.1;
-                *misc(2) = pick.2;
+            let mut incl = s;
+            let mut d = 1u32;
+            while d < 32 {
+                let y = shfl_up32(incl, d, 0xffff_ffff);
+                if lane >= d {
+                    incl += y;
+                }
+                d *= 2;
+            }
+            let excl = incl - s;
+            let mut pick = (0u32, 0u32, 0u32);
+            let mut write = lane == 31 && incl < rem;
+            if excl < rem && incl >= rem {
+                write = true;
+                let mut cum = excl;
+                let mut found = false;
+                for (j, &x) in h.iter().enumerate() {
+                    if !found && cum + x >= rem {
+                        pick = ((255 - (8 * lane as usize + j)) as u32, cum, x);
+                        found = true;
+                    }
+                    if !found {
+                        cum += x;
+                    }
+                }
+            }
+            if write {
+                unsafe {
+                    *misc(0) = pick.0;
+                    *misc(1) = pick.1;
+                    *misc(2) = pick.2;
+                }
             }
         }
         sync();
@@ -710,13 +770,28 @@ fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys
             unsafe { *misc(3) = 0 };
         }
         sync();
-        for it in 0..iters {
-            if let Some(key) = keys(it) {
-                if key >= lo && (!has_hi || key < hi) {
-                    let pos = atomic_inc(misc(3));
-                    unsafe { *buf.add(pos as usize) = key };
+        let mut base = 0u32;
+        while base < iters {
+            let ld = |it: u32| if it < iters { keys(it) } else { None };
+            let put = |k: Option<u64>| {
+                if let Some(key) = k {
+                    if key >= lo && (!has_hi || key < hi) {
+                        let pos = atomic_inc(misc(3));
+                        unsafe { *buf.add(pos as usize) = key };
+                    }
                 }
-            }
+            };
+            let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+            let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+            put(k0);
+            put(k1);
+            put(k2);
+            put(k3);
+            put(k4);
+            put(k5);
+            put(k6);
+            put(k7);
+            base += SEL_BATCH as u32;
         }
         let p = m.next_power_of_two();
         let mut i = m + c.tid;

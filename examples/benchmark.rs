@@ -1,0 +1,419 @@
+//! The speed benchmark of the CUDA backend (issue 6), timed the way the
+//! peers are timed: logits already on the device, median of many runs, CUDA
+//! events around each run, L2 flushed before each run (as
+//! `triton.testing.do_bench` does), plus a CUDA-graph replay of the step.
+//!
+//! ```text
+//! benchmark run [--v 129280] [--rows 1,16,64,256,384] [--n 1024,4096,0] [--reps 50]
+//!               [--check-rows 16] [--chunks C] [--json F] [--csv F]
+//!     per shape: copy (one D2D copy of the logits), floor (one read at the
+//!     measured copy bandwidth = copy / 2), our step eager (events around the
+//!     kernel launches), our step as a CUDA graph replay, each kernel's time
+//!     (events between kernels), the chunk count of the multi-block top-N,
+//!     and for R <= check-rows a bit-for-bit comparison with the CPU backend.
+//! benchmark table OURS.json [--fi fi.json] [--torch torch.json] [--md F]
+//!     the target table of issue 6 with ratios, from one run's files.
+//! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
+//!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
+//!     torch; SVG (`scripts/bench.sh chart` renders the PNG).
+//! ```
+//! Workload (the peers'): V = 129280 f32 logits ~ 3 x normal, temperature
+//! 0.7, top-p 0.9, top-k 50, top-5 logprobs, force top-N (0 = off).
+
+use std::process::ExitCode;
+
+use sampler_host::backend::cpu::CpuBackend;
+use sampler_host::backend::cuda::cudarc::driver::sys::CUevent_flags;
+use sampler_host::backend::cuda::CudaBackend;
+use sampler_host::plan::{Backend, StepPlan, StepResult, GROUP_FRESH};
+use serde_json::{json, Value};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// The peers' workload: `[R, V]` logits ~ 3 x N(0, 1) (sum of 4 uniforms), T 0.7, top-p 0.9, top-k 50, k 5.
+pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+    let mut g = Rng(seed);
+    let ru = r as usize;
+    let s = 3.0 * 3.0f32.sqrt(); // the sum of 4 uniforms has variance 1/3
+    let logits: Vec<f32> = (0..ru * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
+    StepPlan {
+        rows: r,
+        vocab: v,
+        n: if n == 0 { v } else { n },
+        k: 5,
+        logits,
+        has_mask: vec![0; ru],
+        masks: Vec::new(),
+        temperature: vec![0.7; ru],
+        top_p: vec![0.9; ru],
+        top_k: vec![50; ru],
+        seed: (0..ru as u64).map(|i| 1000 + i).collect(),
+        seq_draw: (0..ru as u64).map(|i| 3 * (41 + i)).collect(),
+        seq_accept: (0..ru as u64).map(|i| 3 * (41 + i) + 1).collect(),
+        seq_residual: (0..ru as u64).map(|i| 3 * (41 + i) + 2).collect(),
+        golden: vec![-1; ru],
+        drafts: vec![-1; ru],
+        any_verify: false,
+        draft_width: 0,
+        draft_ids: Vec::new(),
+        draft_lps: Vec::new(),
+        group_first: (0..r).collect(),
+        group_rows: vec![1; ru],
+        group_kind: vec![GROUP_FRESH; ru],
+        group_status: vec![0; ru],
+        ..Default::default()
+    }
+}
+
+pub fn bits_eq(a: &StepResult, b: &StepResult) -> bool {
+    let f = |x: &[f32], y: &[f32]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+    a.row_status == b.row_status
+        && a.tokens == b.tokens
+        && f(&a.token_lp, &b.token_lp)
+        && f(&a.sum_smaller, &b.sum_smaller)
+        && a.top_ids == b.top_ids
+        && f(&a.top_lps, &b.top_lps)
+        && a.accepted == b.accepted
+        && a.group_status == b.group_status
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn list(s: &str) -> Vec<u32> {
+    s.split(',').filter(|x| !x.is_empty()).map(|x| x.trim().parse().expect("a number list")).collect()
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+type Res<T> = Result<T, String>;
+
+/// Times one shape; returns its JSON record.
+pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool) -> Res<Value> {
+    let e = |x: sampler_host::error::BackendError| x.to_string();
+    let d = |x: sampler_host::backend::cuda::cudarc::driver::DriverError| format!("{x:?}");
+    let plan = bench_plan(r, v, n, 7 + r as u64);
+    let st = cuda.stream().clone();
+    let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let mut flush = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
+    cuda.prepare_step(&plan).map_err(e)?;
+    let chunks = cuda.chunks_for(v, plan.n);
+    // Warm-up, then the check against the CPU.
+    for _ in 0..3 {
+        cuda.launch_step(&plan).map_err(e)?;
+    }
+    let checked = if check {
+        let g = cuda.collect_step(&plan).map_err(e)?;
+        let c = CpuBackend.run(&plan).map_err(e)?;
+        Some(bits_eq(&g, &c))
+    } else {
+        None
+    };
+    // The floor: one device-to-device copy of the logits.
+    let mut dst = st.alloc_zeros::<f32>(r as usize * v as usize).map_err(d)?;
+    let mut copy = Vec::new();
+    for i in 0..reps + 3 {
+        st.memset_zeros(&mut flush).map_err(d)?;
+        let a = st.record_event(flags).map_err(d)?;
+        st.memcpy_dtod(&cuda.logits_buffer().slice(0..r as usize * v as usize), &mut dst).map_err(d)?;
+        let b = st.record_event(flags).map_err(d)?;
+        b.synchronize().map_err(d)?;
+        if i >= 3 {
+            copy.push(a.elapsed_ms(&b).map_err(d)? as f64 * 1e3);
+        }
+    }
+    drop(dst);
+    // Eager step.
+    let mut eager = Vec::new();
+    for _ in 0..reps {
+        st.memset_zeros(&mut flush).map_err(d)?;
+        let a = st.record_event(flags).map_err(d)?;
+        cuda.launch_step(&plan).map_err(e)?;
+        let b = st.record_event(flags).map_err(d)?;
+        b.synchronize().map_err(d)?;
+        eager.push(a.elapsed_ms(&b).map_err(d)? as f64 * 1e3);
+    }
+    // Per kernel.
+    let mut per: Vec<(&'static str, Vec<f64>)> = Vec::new();
+    for _ in 0..reps.min(30) {
+        st.memset_zeros(&mut flush).map_err(d)?;
+        let t = cuda.launch_step_timed(&plan).map_err(e)?;
+        for (i, (name, ms)) in t.into_iter().enumerate() {
+            if per.len() <= i {
+                per.push((name, Vec::new()));
+            }
+            per[i].1.push(ms as f64 * 1e3);
+        }
+    }
+    // Graph replay.
+    let graph = cuda.capture_step(&plan).map_err(e)?;
+    let mut gt = Vec::new();
+    for i in 0..reps + 3 {
+        st.memset_zeros(&mut flush).map_err(d)?;
+        let a = st.record_event(flags).map_err(d)?;
+        graph.launch().map_err(d)?;
+        let b = st.record_event(flags).map_err(d)?;
+        b.synchronize().map_err(d)?;
+        if i >= 3 {
+            gt.push(a.elapsed_ms(&b).map_err(d)? as f64 * 1e3);
+        }
+    }
+    // The graph's results too must equal the CPU's.
+    let graph_checked = if check {
+        let g = cuda.collect_step(&plan).map_err(e)?;
+        let c = CpuBackend.run(&plan).map_err(e)?;
+        Some(bits_eq(&g, &c))
+    } else {
+        None
+    };
+    drop(graph);
+    let copy_us = median(&mut copy);
+    let bytes = r as f64 * v as f64 * 4.0;
+    let kernels: serde_json::Map<String, Value> = per.iter_mut().map(|(k, t)| (k.to_string(), json!(median(t)))).collect();
+    let graph_us = median(&mut gt);
+    Ok(json!({
+        "rows": r, "n": n, "vocab": v, "chunks": chunks,
+        "copy_us": copy_us, "copy_gbs": 2.0 * bytes / (copy_us * 1e-6) / 1e9,
+        "floor_us": copy_us / 2.0, "floor_43_us": bytes / 4.3e12 * 1e6,
+        "eager_us": median(&mut eager), "graph_us": graph_us,
+        "graph_read_gbs": bytes / (graph_us * 1e-6) / 1e9,
+        "kernels_us": kernels,
+        "check_cpu_bitwise": checked, "graph_check_cpu_bitwise": graph_checked,
+    }))
+}
+
+fn run(args: &[String]) -> ExitCode {
+    let v: u32 = arg(args, "--v").map(|s| s.parse().unwrap()).unwrap_or(129_280);
+    let rows = list(&arg(args, "--rows").unwrap_or("1,16,64,256,384".into()));
+    let ns = list(&arg(args, "--n").unwrap_or("1024,4096,0".into()));
+    let reps: usize = arg(args, "--reps").map(|s| s.parse().unwrap()).unwrap_or(50);
+    let check_rows: u32 = arg(args, "--check-rows").map(|s| s.parse().unwrap()).unwrap_or(16);
+    let mut cuda = match CudaBackend::new() {
+        Ok(b) => b,
+        Err(e) => {
+            println!("SKIPPED: no CUDA backend: {e}");
+            return ExitCode::from(77);
+        }
+    };
+    if let Some(c) = arg(args, "--chunks") {
+        cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
+    }
+    println!("device: {}; tuning: {}; chunks override: {:?}", cuda.device_name(), cuda.tuning().source, arg(args, "--chunks"));
+    println!("|    R |     N | chunks | copy us | floor us | eager us | graph us | x floor | check | kernels us");
+    let mut out = Vec::new();
+    let mut bad = 0;
+    for &n in &ns {
+        for &r in &rows {
+            match time_shape(&mut cuda, r, v, n, reps, r <= check_rows) {
+                Ok(j) => {
+                    let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
+                    let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())).collect();
+                    let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool()) {
+                        (Some(true), Some(true)) => "bitwise ok",
+                        (None, _) => "-",
+                        _ => {
+                            bad += 1;
+                            "MISMATCH"
+                        }
+                    };
+                    println!(
+                        "| {r:>4} | {:>5} | {:>6} | {:>7.1} | {:>8.1} | {:>8.1} | {:>8.1} | {:>7.1} | {chk} | {}",
+                        if n == 0 { "off".to_string() } else { n.to_string() },
+                        j["chunks"],
+                        f("copy_us"),
+                        f("floor_us"),
+                        f("eager_us"),
+                        f("graph_us"),
+                        f("graph_us") / f("floor_us"),
+                        ks.join(", ")
+                    );
+                    out.push(j);
+                }
+                Err(e) => {
+                    println!("R={r} N={n}: ERROR {e}");
+                    bad += 1;
+                }
+            }
+        }
+    }
+    let tuning = match arg(args, "--chunks") {
+        Some(c) => format!("chunks forced to {c}"),
+        None => cuda.tuning().source.clone(),
+    };
+    let doc = json!({"device": cuda.device_name(), "tuning": tuning, "results": out});
+    if let Some(p) = arg(args, "--json") {
+        std::fs::write(&p, serde_json::to_string_pretty(&doc).unwrap()).expect("write json");
+    }
+    if let Some(p) = arg(args, "--csv") {
+        let mut s = String::from("rows,n,vocab,chunks,copy_us,floor_us,eager_us,graph_us,kernels\n");
+        for j in &out {
+            let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k}={:.2}", t.as_f64().unwrap())).collect();
+            s += &format!(
+                "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{}\n",
+                j["rows"], j["n"], j["vocab"], j["chunks"], j["copy_us"].as_f64().unwrap(), j["floor_us"].as_f64().unwrap(),
+                j["eager_us"].as_f64().unwrap(), j["graph_us"].as_f64().unwrap(), ks.join(";")
+            );
+        }
+        std::fs::write(&p, s).expect("write csv");
+    }
+    println!("benchmark: {} shapes, {bad} problems", out.len());
+    if bad > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn load(p: &str) -> Value {
+    // Python's json writes NaN / Infinity, which JSON has not: read them as null.
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let text = text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn find<'a>(doc: &'a Value, r: u32, n: u32) -> Option<&'a Value> {
+    doc["results"].as_array()?.iter().find(|x| x["rows"].as_u64() == Some(r as u64) && x["n"].as_u64() == Some(n as u64))
+}
+
+fn num(v: Option<&Value>, k: &str) -> f64 {
+    v.and_then(|x| x[k].as_f64()).unwrap_or(f64::NAN)
+}
+
+/// The target table of issue 6 (rows in its order), from one run's files.
+fn table(args: &[String]) -> ExitCode {
+    let ours = load(&args[0]);
+    let fi = arg(args, "--fi").map(|p| load(&p));
+    let torch = arg(args, "--torch").map(|p| load(&p));
+    let targets: &[(u32, u32, f64)] = &[(1, 1024, 8.0), (16, 1024, 10.0), (64, 1024, 20.0), (256, 4096, 55.0), (384, 4096, 80.0), (64, 0, 60.0), (384, 0, 200.0)];
+    let mut md = String::new();
+    md += &format!("Device: {}; tuning: {}. Median us, L2 flushed, logits on the device.\n\n", ours["device"].as_str().unwrap_or("?"), ours["tuning"].as_str().unwrap_or("?"));
+    md += "| R | N | floor | ours graph | ours eager | torch peer | FlashInfer (graph) | target | ours/floor | ours/FI | met |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n";
+    for &(r, n, t) in targets {
+        let o = find(&ours, r, n);
+        let fl = num(o, "floor_us");
+        let g = num(o, "graph_us");
+        let tp = num(torch.as_ref().and_then(|d| find(d, r, n)), "peer_us");
+        let fg = num(fi.as_ref().and_then(|d| find(d, r, n)), "graph_us");
+        md += &format!(
+            "| {r} | {} | {fl:.1} | {g:.1} | {:.1} | {tp:.1} | {fg:.1} | <= {t} | {:.1} | {:.2} | {} |\n",
+            if n == 0 { "off".into() } else { n.to_string() },
+            num(o, "eager_us"),
+            g / fl,
+            g / fg,
+            if g <= t { "yes" } else { "no" }
+        );
+    }
+    md += "\nEvery shape of the run (kernels: median us each, events between kernels):\n\n| R | N | chunks | floor | graph | eager | FI graph | torch | per kernel |\n|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n";
+    for j in ours["results"].as_array().unwrap() {
+        let (r, n) = (j["rows"].as_u64().unwrap() as u32, j["n"].as_u64().unwrap() as u32);
+        let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())).collect();
+        md += &format!(
+            "| {r} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+            if n == 0 { "off".into() } else { n.to_string() },
+            j["chunks"],
+            num(Some(j), "floor_us"),
+            num(Some(j), "graph_us"),
+            num(Some(j), "eager_us"),
+            num(fi.as_ref().and_then(|d| find(d, r, n)), "graph_us"),
+            num(torch.as_ref().and_then(|d| find(d, r, n)), "peer_us"),
+            ks.join(", ")
+        );
+    }
+    print!("{md}");
+    if let Some(p) = arg(args, "--md") {
+        std::fs::write(p, &md).expect("write md");
+    }
+    ExitCode::SUCCESS
+}
+
+/// The chart: time vs R (log-log), one panel per N: ours (graph), floor,
+/// FlashInfer (graph), torch peer. Writes SVG (text as SVG text: no fonts
+/// needed at write time); `scripts/bench.sh chart` turns it into PNG.
+fn chart(args: &[String]) -> ExitCode {
+    let ours = load(&args[0]);
+    let fi = arg(args, "--fi").map(|p| load(&p));
+    let torch = arg(args, "--torch").map(|p| load(&p));
+    let out = args.last().expect("OUT.svg").clone();
+    let res = ours["results"].as_array().unwrap();
+    let mut ns: Vec<u32> = res.iter().map(|j| j["n"].as_u64().unwrap() as u32).collect();
+    ns.sort_by_key(|&n| if n == 0 { u32::MAX } else { n });
+    ns.dedup();
+    let mut rows: Vec<u32> = res.iter().map(|j| j["rows"].as_u64().unwrap() as u32).collect();
+    rows.sort();
+    rows.dedup();
+    let (pw, ph, top, left) = (360.0f64, 300.0f64, 60.0f64, 60.0f64);
+    let w = left + ns.len() as f64 * (pw + 20.0) + 10.0;
+    let h = top + ph + 70.0;
+    let (ylo, yhi) = (1.0f64.log10(), 30000.0f64.log10());
+    let (xlo, xhi) = ((rows[0].max(1) as f64).log10() - 0.1, (*rows.last().unwrap() as f64).log10() + 0.1);
+    let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n");
+    svg += &format!("<text x='{left}' y='22' font-size='15'>Sampler step on {} (V = 129280): median us vs rows R, log-log; L2 flushed, logits on the device</text>\n", ours["device"].as_str().unwrap_or("?"));
+    let series: [(&str, &str); 4] = [("ours (CUDA graph)", "#1f77b4"), ("floor (one read)", "#7f7f7f"), ("FlashInfer joint (graph)", "#ff7f0e"), ("torch peer", "#d62728")];
+    for (i, (name, col)) in series.iter().enumerate() {
+        let x = left + i as f64 * 200.0;
+        svg += &format!("<line x1='{x}' y1='40' x2='{}' y2='40' stroke='{col}' stroke-width='3'/><text x='{}' y='44'>{name}</text>\n", x + 24.0, x + 30.0);
+    }
+    for (pi, &n) in ns.iter().enumerate() {
+        let x0 = left + pi as f64 * (pw + 20.0);
+        let px = |r: f64| x0 + (r.log10() - xlo) / (xhi - xlo) * pw;
+        let py = |t: f64| top + ph - (t.max(1.0).log10() - ylo) / (yhi - ylo) * ph;
+        svg += &format!("<rect x='{x0}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='black'/>\n");
+        svg += &format!("<text x='{}' y='{}' font-size='13'>N = {}</text>\n", x0 + 8.0, top + 16.0, if n == 0 { "off".to_string() } else { n.to_string() });
+        for t in [1.0, 10.0, 100.0, 1000.0, 10000.0] {
+            let y = py(t);
+            svg += &format!("<line x1='{x0}' y1='{y}' x2='{}' y2='{y}' stroke='#ddd'/><text x='{}' y='{}' text-anchor='end' font-size='10'>{t}</text>\n", x0 + pw, x0 - 3.0, y + 4.0);
+        }
+        for &r in &rows {
+            svg += &format!("<text x='{}' y='{}' text-anchor='middle' font-size='10'>{r}</text>\n", px(r as f64), top + ph + 14.0);
+        }
+        let pts = |f: &dyn Fn(u32) -> f64| -> String {
+            rows.iter().filter_map(|&r| { let t = f(r); if t.is_finite() { Some(format!("{:.1},{:.1}", px(r as f64), py(t))) } else { None } }).collect::<Vec<_>>().join(" ")
+        };
+        let lines: [Box<dyn Fn(u32) -> f64>; 4] = [
+            Box::new(|r| num(find(&ours, r, n), "graph_us")),
+            Box::new(|r| num(find(&ours, r, n), "floor_us")),
+            Box::new(|r| num(fi.as_ref().and_then(|d| find(d, r, n)), "graph_us")),
+            Box::new(|r| num(torch.as_ref().and_then(|d| find(d, r, n)), "peer_us")),
+        ];
+        for (f, (_, col)) in lines.iter().zip(series.iter()) {
+            svg += &format!("<polyline points='{}' fill='none' stroke='{col}' stroke-width='2'/>\n", pts(f.as_ref()));
+        }
+    }
+    svg += &format!("<text x='{}' y='{}' text-anchor='middle'>rows R</text>\n", w / 2.0, top + ph + 34.0);
+    svg += "</svg>\n";
+    std::fs::write(&out, svg).expect("write svg");
+    println!("wrote {out}");
+    ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("run") => run(&args[1..]),
+        Some("table") if args.len() > 1 => table(&args[1..]),
+        Some("chart") if args.len() > 2 => chart(&args[1..]),
+        _ => {
+            eprintln!("usage: benchmark run [--rows ..] [--n ..] [--reps ..] [--json F] [--csv F] | table OURS.json [--fi F] [--torch F] [--md F]");
+            ExitCode::from(2)
+        }
+    }
+}
