@@ -290,7 +290,7 @@ fn load(p: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
-fn find<'a>(doc: &'a Value, r: u32, n: u32) -> Option<&'a Value> {
+fn find(doc: &Value, r: u32, n: u32) -> Option<&Value> {
     doc["results"].as_array()?.iter().find(|x| x["rows"].as_u64() == Some(r as u64) && x["n"].as_u64() == Some(n as u64))
 }
 
