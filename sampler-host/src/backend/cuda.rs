@@ -222,6 +222,8 @@ bufs! {
 /// Runs every kernel on the first CUDA device.
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
+    /// Side stream for grammar-mask uploads; the sampling stream waits on its event.
+    mask_stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     funcs: HashMap<&'static str, CudaFunction>,
     b: Bufs,
@@ -255,9 +257,11 @@ impl CudaBackend {
         let sh = shared()?;
         let unavailable = |e: BackendError| ConfigError::BackendUnavailable("cuda", e.to_string());
         let stream = sh.ctx.new_stream().map_err(|e| unavailable(dev(e)))?;
+        let mask_stream = sh.ctx.new_stream().map_err(|e| unavailable(dev(e)))?;
         let b = Bufs::new(&stream).map_err(unavailable)?;
         Ok(CudaBackend {
             stream,
+            mask_stream,
             module: sh.module.clone(),
             funcs: HashMap::new(),
             b,
@@ -422,11 +426,17 @@ impl CudaBackend {
         let (rn, rv) = (r * n as usize, r * v as usize);
         let chunks = self.chunks_for(v, n) as usize;
         let st = self.stream.clone();
+        let ms = self.mask_stream.clone();
         let b = &mut self.b;
+        // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's
+        // mask copy); the sampling stream waits on its event before any kernel.
+        // Event tracking is off in this context, so this event is the only ordering.
+        ms.wait(&st.record_event(None).map_err(dev)?).map_err(dev)?;
+        b.has_mask.upload(&ms, &p.has_mask)?;
+        b.masks.upload(&ms, &p.masks)?;
+        st.wait(&ms.record_event(None).map_err(dev)?).map_err(dev)?;
         // Inputs.
         b.logits.upload(&st, &p.logits)?;
-        b.has_mask.upload(&st, &p.has_mask)?;
-        b.masks.upload(&st, &p.masks)?;
         b.temperature.upload(&st, &p.temperature)?;
         b.top_p.upload(&st, &p.top_p)?;
         b.top_k.upload(&st, &p.top_k)?;
