@@ -49,7 +49,11 @@ fn main() -> ExitCode {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
     let total: usize = ns.iter().map(|&n| CHUNK_CANDIDATES.iter().filter(|&&c| chunks_valid(v, n, c)).count() * rows.len()).sum();
-    let mut done = 0usize;
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("autotune [{bar:40}] {pos}/{len} {msg} ({elapsed}, eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     let mut entries = Vec::new();
     for &n in &ns {
         let mut cands = Vec::new();
@@ -57,15 +61,15 @@ fn main() -> ExitCode {
             cuda.set_chunks_override(Some(c));
             let mut per_r = Vec::new();
             for &r in &rows {
-                done += 1;
-                eprint!("\rautotune [{:<40}] {done}/{total} N={n} chunks={c} R={r}      ", "#".repeat(done * 40 / total.max(1)));
+                bar.set_message(format!("N={n} chunks={c} R={r}"));
                 match bench::time_shape(&mut cuda, r, v, n, reps, false) {
                     Ok(j) => per_r.push((r, j["graph_us"].as_f64().unwrap_or(f64::INFINITY))),
                     Err(e) => {
-                        eprintln!("\nN={n} chunks={c} R={r}: {e}");
+                        bar.println(format!("N={n} chunks={c} R={r}: {e}"));
                         per_r.push((r, f64::INFINITY));
                     }
                 }
+                bar.inc(1);
             }
             let sum: f64 = per_r.iter().map(|x| x.1).sum();
             cands.push((c, sum, per_r));
@@ -77,7 +81,7 @@ fn main() -> ExitCode {
             .collect();
         entries.push(format!("    {{\"v\": {v}, \"n\": {n}, \"chunks\": {best}, \"graph_us\": {{{}}}}}", timings.join(", ")));
     }
-    eprintln!();
+    bar.finish();
     let text = format!(
         "{{\n  \"device\": {:?},\n  \"driver\": {:?},\n  \"candidates\": \"chunks {:?}, rows {:?}, median graph replay us, L2 flushed\",\n  \"candidates_checksum\": \"{h:016x}\",\n  \"entries\": [\n{}\n  ]\n}}\n",
         cuda.device_name(),
