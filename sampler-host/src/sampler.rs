@@ -235,3 +235,32 @@ fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepResult, k: us
     }
     StepOutput { rows, requests: outs, top_logprobs_width: k }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_9_limits_are_config_errors() {
+        assert_eq!(check_force_topk(16384, 129280, "nvidia"), Ok(()));
+        assert_eq!(check_force_topk(16385, 129280, "nvidia"), Err(ConfigError::ForceTopkTooLarge { n: 16385, platform: "nvidia", limit: 16384 }));
+        assert_eq!(check_force_topk(4097, 129280, "ascend"), Err(ConfigError::ForceTopkTooLarge { n: 4097, platform: "ascend", limit: 4096 }));
+        // Off (0, or N >= V) is never over a limit; the CPU has none.
+        assert_eq!(check_force_topk(0, 129280, "ascend"), Ok(()));
+        assert_eq!(check_force_topk(200_000, 129280, "nvidia"), Ok(()));
+        assert_eq!(check_force_topk(100_000, 129280, "cpu"), Ok(()));
+        let cfg = |v: u32| SamplerConfig { vocab_size: v, force_topk: 0, nextn: 5, backend: BackendKind::Cpu };
+        assert_eq!(Sampler::new(cfg(0)).unwrap_err(), ConfigError::VocabSize(0));
+        assert_eq!(Sampler::new(cfg(MAX_VOCAB + 1)).unwrap_err(), ConfigError::VocabSize(MAX_VOCAB as u64 + 1));
+        let s = Sampler::new(SamplerConfig { force_topk: 100_000, ..cfg(129280) }).unwrap();
+        assert_eq!(s.n(), 100_000);
+        assert_eq!(Sampler::new(SamplerConfig { force_topk: 200_000, ..cfg(129280) }).unwrap().n(), 129280);
+    }
+
+    #[test]
+    fn backend_names_parse() {
+        assert_eq!("cpu".parse::<BackendKind>(), Ok(BackendKind::Cpu));
+        assert_eq!("cuda".parse::<BackendKind>(), Ok(BackendKind::Cuda));
+        assert!(matches!("tpu".parse::<BackendKind>(), Err(ConfigError::Field { field: "backend", .. })));
+    }
+}
