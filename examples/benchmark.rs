@@ -25,56 +25,32 @@ use std::process::ExitCode;
 use sampler_host::backend::cpu::CpuBackend;
 use sampler_host::backend::cuda::cudarc::driver::sys::CUevent_flags;
 use sampler_host::backend::cuda::CudaBackend;
-use sampler_host::plan::{Backend, StepPlan, StepResult, GROUP_FRESH};
+use sampler_host::batch::build_plan;
+use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::{Request, SamplingParams};
 use serde_json::{json, Value};
 
 struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        (sampler_kernels::rt::math::mix64(self.0) >> 40) as f32 / (1u64 << 24) as f32
     }
 }
 
 /// The peers' workload: `[R, V]` logits ~ 3 x N(0, 1) (sum of 4 uniforms), T 0.7, top-p 0.9, top-k 50, k 5.
+/// One prefill row per request (seed 1000 + i, position 41 + i), laid out by the host's own `build_plan`.
 pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
     let mut g = Rng(seed);
-    let ru = r as usize;
     let s = 3.0 * 3.0f32.sqrt(); // the sum of 4 uniforms has variance 1/3
-    let logits: Vec<f32> = (0..ru * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
-    StepPlan {
-        rows: r,
-        vocab: v,
-        n: if n == 0 { v } else { n },
-        k: 5,
-        logits,
-        has_mask: vec![0; ru],
-        masks: Vec::new(),
-        temperature: vec![0.7; ru],
-        top_p: vec![0.9; ru],
-        top_k: vec![50; ru],
-        seed: (0..ru as u64).map(|i| 1000 + i).collect(),
-        seq_draw: (0..ru as u64).map(|i| 3 * (41 + i)).collect(),
-        seq_accept: (0..ru as u64).map(|i| 3 * (41 + i) + 1).collect(),
-        seq_residual: (0..ru as u64).map(|i| 3 * (41 + i) + 2).collect(),
-        golden: vec![-1; ru],
-        drafts: vec![-1; ru],
-        any_verify: false,
-        draft_width: 0,
-        draft_ids: Vec::new(),
-        draft_lps: Vec::new(),
-        group_first: (0..r).collect(),
-        group_rows: vec![1; ru],
-        group_kind: vec![GROUP_FRESH; ru],
-        group_status: vec![0; ru],
-        ..Default::default()
-    }
+    let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
+    let requests: Vec<Request> = (0..r as u64)
+        .map(|i| {
+            let p = SamplingParams { temperature: 0.7, top_p: 0.9, top_k: 50, top_logprobs: 5, seq_seed: Some(1000 + i), ..Default::default() };
+            Request::prefill(p, 41 + i)
+        })
+        .collect();
+    build_plan(v, if n == 0 { v } else { n }, &logits, &requests).expect("a well-formed synthetic batch").0
 }
 
 pub fn bits_eq(a: &StepResult, b: &StepResult) -> bool {

@@ -22,8 +22,9 @@ use sampler_host::backend::cpu::CpuBackend;
 use sampler_host::backend::cuda::CudaBackend;
 use sampler_host::case::{parse_case, result_document, run_case};
 use sampler_host::compare::compare_results;
-use sampler_host::plan::{Backend, StepPlan, StepResult, GROUP_FRESH};
-use sampler_host::BackendKind;
+use sampler_host::batch::build_plan;
+use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::{BackendKind, Request, SamplingParams};
 use serde_json::Value;
 
 fn cuda_or_exit() -> Result<CudaBackend, ExitCode> {
@@ -170,47 +171,32 @@ fn step(files: &[PathBuf]) -> ExitCode {
 /// SplitMix64 stream for synthetic logits.
 struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        sampler_kernels::rt::math::mix64(self.0)
-    }
     fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        (sampler_kernels::rt::math::mix64(self.0) >> 40) as f32 / (1u64 << 24) as f32
     }
 }
 
-/// A step of `r` fresh sample rows at vocabulary `v`, width `n`, synthetic logits.
+/// A step of `r` prefill rows at vocabulary `v`, width `n`, synthetic logits,
+/// parameters cycling over three settings; laid out by the host's `build_plan`.
 fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
     let mut g = Rng(seed);
-    let ru = r as usize;
-    let logits: Vec<f32> = (0..ru * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
-    StepPlan {
-        rows: r,
-        vocab: v,
-        n,
-        k: 5,
-        logits,
-        has_mask: vec![0; ru],
-        masks: Vec::new(),
-        temperature: (0..ru).map(|i| [1.0, 0.7, 1.3][i % 3]).collect(),
-        top_p: (0..ru).map(|i| [0.9, 1.0, 0.5][i % 3]).collect(),
-        top_k: (0..ru).map(|i| [50, -1, 5][i % 3]).collect(),
-        seed: (0..ru as u64).map(|i| 1000 + i).collect(),
-        seq_draw: (0..ru as u64).map(|i| 3 * (17 + i)).collect(),
-        seq_accept: (0..ru as u64).map(|i| 3 * (17 + i) + 1).collect(),
-        seq_residual: (0..ru as u64).map(|i| 3 * (17 + i) + 2).collect(),
-        golden: vec![-1; ru],
-        drafts: vec![-1; ru],
-        any_verify: false,
-        draft_width: 0,
-        draft_ids: Vec::new(),
-        draft_lps: Vec::new(),
-        group_first: (0..r).collect(),
-        group_rows: vec![1; ru],
-        group_kind: vec![GROUP_FRESH; ru],
-        group_status: vec![0; ru],
-        ..Default::default()
-    }
+    let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
+    let requests: Vec<Request> = (0..r as u64)
+        .map(|i| {
+            let j = i as usize % 3;
+            let p = SamplingParams {
+                temperature: [1.0, 0.7, 1.3][j],
+                top_p: [0.9, 1.0, 0.5][j],
+                top_k: [50, -1, 5][j],
+                top_logprobs: 5,
+                seq_seed: Some(1000 + i),
+                ..Default::default()
+            };
+            Request::prefill(p, 17 + i)
+        })
+        .collect();
+    build_plan(v, n, &logits, &requests).expect("a well-formed synthetic batch").0
 }
 
 fn bits_eq(a: &StepResult, b: &StepResult) -> bool {

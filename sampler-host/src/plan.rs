@@ -82,6 +82,13 @@ impl StepPlan {
     pub fn groups(&self) -> usize {
         self.group_first.len()
     }
+    /// The rows of [`Self::processed_rows`], checked to be below R.
+    pub fn processed_rows_checked(&self, backend: &'static str) -> Result<impl Iterator<Item = usize> + '_, crate::error::BackendError> {
+        match self.processed_rows.iter().find(|&&r| r >= self.rows) {
+            Some(bad) => Err(crate::error::BackendError::Device { backend, msg: format!("processed_rows has row {bad} of {}", self.rows) }),
+            None => Ok(self.processed_rows.iter().map(|&r| r as usize)),
+        }
+    }
     /// Words per mask row, `ceil(V / 32)`.
     pub fn mask_words(&self) -> u32 {
         self.vocab.div_ceil(32)

@@ -98,11 +98,7 @@ impl Backend for CpuBackend {
         let nn = n as usize;
         let mut processed_ids = Vec::with_capacity(p.processed_rows.len() * nn);
         let mut processed_lps = Vec::with_capacity(p.processed_rows.len() * nn);
-        for &row in &p.processed_rows {
-            let row = row as usize;
-            if row >= r {
-                return Err(BackendError::Device { backend: "cpu", msg: format!("processed_rows has row {row} of {r}") });
-            }
+        for row in p.processed_rows_checked("cpu")? {
             processed_ids.extend_from_slice(&cand_ids[row * nn..(row + 1) * nn]);
             processed_lps.extend_from_slice(&logprobs[row * nn..(row + 1) * nn]);
         }

@@ -596,11 +596,7 @@ impl CudaBackend {
         let nn = n as usize;
         let mut processed_ids = Vec::with_capacity(p.processed_rows.len() * nn);
         let mut processed_lps = Vec::with_capacity(p.processed_rows.len() * nn);
-        for &row in &p.processed_rows {
-            let row = row as usize;
-            if row >= r {
-                return Err(BackendError::Device { backend: "cuda", msg: format!("processed_rows has row {row} of {r}") });
-            }
+        for row in p.processed_rows_checked("cuda")? {
             let mut ids = vec![0i32; nn];
             let mut lps = vec![0f32; nn];
             st.memcpy_dtoh(&b.cand_ids.s.slice(row * nn..(row + 1) * nn), &mut ids).map_err(dev)?;
