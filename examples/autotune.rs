@@ -4,7 +4,7 @@
 //! `SAMPLER_CUDA_TUNING=path`).
 //!
 //! ```text
-//! autotune [--v 129280] [--n 256,512,1024,2048,4096,8192,16384] [--rows 1,64,256] [--reps 30]
+//! autotune [--v 129280] [--n 64,128,256,512,1024,2048,4096,8192,16384] [--rows 1,64,256] [--reps 30]
 //!          [--driver STR] [--out sampler-host/tuning/nvidia-h200.json]
 //! ```
 //! For each N and each valid candidate in `CHUNK_CANDIDATES` it times the
@@ -32,7 +32,7 @@ fn list(s: &str) -> Vec<u32> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let v: u32 = arg(&args, "--v").map(|s| s.parse().unwrap()).unwrap_or(129_280);
-    let ns = list(&arg(&args, "--n").unwrap_or("256,512,1024,2048,4096,8192,16384".into()));
+    let ns = list(&arg(&args, "--n").unwrap_or("64,128,256,512,1024,2048,4096,8192,16384".into()));
     let rows = list(&arg(&args, "--rows").unwrap_or("1,64,256".into()));
     let reps: usize = arg(&args, "--reps").map(|s| s.parse().unwrap()).unwrap_or(30);
     let out = arg(&args, "--out").unwrap_or("sampler-host/tuning/nvidia-h200.json".into());

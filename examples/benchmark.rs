@@ -92,14 +92,16 @@ pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, c
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let mut flush = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
     cuda.prepare_step(&plan).map_err(e)?;
-    let chunks = cuda.chunks_for(v, plan.n);
+    // Force top-k off: the prefix path's width (StepPlan::prefix_width), else N.
+    let (width, prefix) = cuda.width(&plan);
+    let chunks = cuda.chunks_for(v, width);
     // Warm-up, then the check against the CPU.
     for _ in 0..3 {
         cuda.launch_step(&plan).map_err(e)?;
     }
     let checked = if check {
         let g = cuda.collect_step(&plan).map_err(e)?;
-        let c = CpuBackend.run(&plan).map_err(e)?;
+        let c = CpuBackend::full_row().run(&plan).map_err(e)?;
         Some(bits_eq(&g, &c))
     } else {
         None
@@ -156,7 +158,7 @@ pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, c
     // The graph's results too must equal the CPU's.
     let graph_checked = if check {
         let g = cuda.collect_step(&plan).map_err(e)?;
-        let c = CpuBackend.run(&plan).map_err(e)?;
+        let c = CpuBackend::full_row().run(&plan).map_err(e)?;
         Some(bits_eq(&g, &c))
     } else {
         None
@@ -167,7 +169,7 @@ pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, c
     let kernels: serde_json::Map<String, Value> = per.iter_mut().map(|(k, t)| (k.to_string(), json!(median(t)))).collect();
     let graph_us = median(&mut gt);
     Ok(json!({
-        "rows": r, "n": n, "vocab": v, "chunks": chunks,
+        "rows": r, "n": n, "vocab": v, "chunks": chunks, "width": width, "prefix_path": prefix,
         "copy_us": copy_us, "copy_gbs": 2.0 * bytes / (copy_us * 1e-6) / 1e9,
         "floor_us": copy_us / 2.0, "floor_43_us": bytes / 4.3e12 * 1e6,
         "eager_us": median(&mut eager), "graph_us": graph_us,

@@ -11,6 +11,23 @@
 //! 7. `finalize`     per group -> `tokens[R]`, `lookup[R]`, `accepted[G]`, `status[G]`
 //! 8. `token_info`   `lookup` tokens (output token or prompt target) -> `token_lp[R]`, `sum_smaller[R]`
 //! 9. `top_logprobs` -> `top_ids[R, k]`, `top_lps[R, k]`
+//!
+//! Without force top-k, steps 2-3 are usually the prefix path instead
+//! ([`StepPlan::prefix_width`]): `force_topn` with N = w, `row_mass`,
+//! `process_prefix`, and every later kernel on w columns.
+
+/// Prefix width asked for a row without top-k on the prefix path
+/// ([`StepPlan::prefix_width`]): top-p 0.9 keeps fewer tokens than this on
+/// typical LLM logits; rows that keep more are rerun on the full-row path.
+pub const PREFIX_TOPK_OFF: u32 = 1024;
+
+/// Blocks per row of `row_mass` (by V only; the sum is exact in any split).
+pub fn mass_chunks(v: u32) -> u32 {
+    v.div_ceil(MASS_CHUNK).max(1)
+}
+
+/// Logits per program of `row_mass`.
+pub const MASS_CHUNK: u32 = 16384;
 
 /// Group kinds of the `finalize` kernel.
 pub const GROUP_FRESH: u32 = 0;
@@ -89,6 +106,53 @@ impl StepPlan {
             None => Ok(self.processed_rows.iter().map(|&r| r as usize)),
         }
     }
+    /// Candidate width of the prefix path for this step, or `None` for the
+    /// full-row path.
+    ///
+    /// Without force top-k (N = V) the kept set of SAMPLER.md 3.7-3.8 is
+    /// usually a short prefix of the order of 3.6. The prefix path selects
+    /// only the first `w` candidates (`force_topn` / `topn_*` with N = `w`),
+    /// takes the softmax total over all V from `row_mass`, and runs every
+    /// later kernel on `w` columns (`process_prefix`). Its outputs equal the
+    /// full-row path's bit for bit whenever each row's kept set and the
+    /// top-logprobs width fit in `w`; `process_prefix` flags the rows where
+    /// they may not, and backends then rerun the step on the full-row path
+    /// ([`Self::prefix_overflowed`]). Results never depend on `w`.
+    ///
+    /// `w` is the next power of two (at least 64) of the largest top-k of
+    /// the batch ([`PREFIX_TOPK_OFF`] for a row without top-k) and of k.
+    /// `None` when force top-k is on, processed distributions are asked for
+    /// (they are V wide), a row keeps every token (top-p 1 and top-k off,
+    /// greedy rows included), or `w` would exceed 16384 or reach V.
+    pub fn prefix_width(&self) -> Option<u32> {
+        if self.n < self.vocab || !self.processed_rows.is_empty() || self.rows == 0 {
+            return None;
+        }
+        let mut need = self.k.max(1);
+        for (&tk, &tp) in self.top_k.iter().zip(&self.top_p) {
+            if tk < 0 && tp >= 1.0 {
+                return None;
+            }
+            need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });
+        }
+        let w = need.next_power_of_two().max(64);
+        (w <= 16384 && w < self.vocab).then_some(w)
+    }
+
+    /// Whether a prefix-path step (see [`Self::prefix_width`]) must be rerun
+    /// on the full-row path: some row of a group that did not fail has its
+    /// `overflow` flag (`[R]` u32 from `process_prefix`) set.
+    pub fn prefix_overflowed(&self, group_status: &[i32], overflow: &[u32]) -> bool {
+        let mut failed = vec![false; self.rows as usize];
+        for g in 0..self.groups() {
+            if group_status.get(g).copied().unwrap_or(0) != 0 {
+                let (f, m) = (self.group_first[g] as usize, self.group_rows[g] as usize);
+                failed.iter_mut().skip(f).take(m).for_each(|x| *x = true);
+            }
+        }
+        overflow.iter().zip(&failed).any(|(&o, &bad)| o != 0 && !bad)
+    }
+
     /// Words per mask row, `ceil(V / 32)`.
     pub fn mask_words(&self) -> u32 {
         self.vocab.div_ceil(32)

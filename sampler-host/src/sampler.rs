@@ -98,7 +98,7 @@ impl Sampler {
         }
         let n = if cfg.force_topk == 0 || cfg.force_topk >= cfg.vocab_size { cfg.vocab_size } else { cfg.force_topk };
         let backend: Box<dyn Backend> = match cfg.backend {
-            BackendKind::Cpu => Box::new(CpuBackend),
+            BackendKind::Cpu => Box::new(CpuBackend::default()),
             BackendKind::Cuda => {
                 check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
                 cuda_backend()?
@@ -112,7 +112,7 @@ impl Sampler {
                     check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
                     b
                 }
-                Err(_) => Box::new(CpuBackend),
+                Err(_) => Box::new(CpuBackend::default()),
             },
         };
         Ok(Sampler { cfg, n, backend })

@@ -48,6 +48,24 @@ pub const GPU_SMEM_BASE: u32 = 2048;
 /// NVIDIA runtime: most keys `top_n` / `sort_desc` sort at once in shared memory.
 pub const GPU_SORT_CAP: u32 = 16384;
 
+/// NVIDIA runtime: most logits per program `top_n` stages in shared memory.
+pub const GPU_STAGE_CAP: u32 = 16384;
+
+/// NVIDIA runtime: extra dynamic shared memory a launch of a kernel using
+/// `top_n` over `len` logits per program may get, so that `top_n` reads
+/// them from global memory once (u32 order bits, 4 bytes a key); 0 when
+/// they would not fit next to the variant's own `base` bytes (227 KiB per
+/// block on sm_90) or `len` is above [`GPU_STAGE_CAP`] (more would cost
+/// occupancy). Results never depend on it.
+pub const fn gpu_stage_bytes(base: u32, len: u32) -> u32 {
+    let want = 4 * len;
+    if len <= GPU_STAGE_CAP && base + want <= 227 * 1024 {
+        want
+    } else {
+        0
+    }
+}
+
 /// Dynamic shared memory of an NVIDIA entry point of tile size `tile`
 /// (`sorts`: the kernel uses `top_n` or `sort_desc`, whose sort buffer holds
 /// `min(tile, GPU_SORT_CAP)` u64 keys).

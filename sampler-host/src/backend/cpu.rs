@@ -6,11 +6,34 @@ use sampler_kernels::kernels as k;
 use sampler_kernels::rt::cpu::Gm;
 
 use crate::error::BackendError;
-use crate::plan::{Backend, StepPlan, StepResult};
+use crate::plan::{mass_chunks, Backend, StepPlan, StepResult, MASS_CHUNK};
 
 /// Runs every kernel on the host CPU with rayon.
+///
+/// Without force top-k it takes the prefix path when the step allows it
+/// ([`StepPlan::prefix_width`]) and falls back to the full-row path when a
+/// row's kept set does not fit; [`CpuBackend::full_row`] forces the full-row
+/// path (tests compare the two bit for bit).
 #[derive(Clone, Debug, Default)]
-pub struct CpuBackend;
+pub struct CpuBackend {
+    full_row: bool,
+}
+
+impl CpuBackend {
+    /// A backend that always takes the full-row path (no prefix path).
+    pub fn full_row() -> CpuBackend {
+        CpuBackend { full_row: true }
+    }
+
+    /// One step on the prefix path of width `w` only (no fallback), with
+    /// `process_prefix`'s `[R]` overflow flags: what [`Backend::run`] does
+    /// before it checks [`StepPlan::prefix_overflowed`]. For tests and
+    /// benchmarks; `w` must be a tile size of `process_prefix` below V.
+    pub fn run_prefix(&self, p: &StepPlan, w: u32) -> Result<(StepResult, Vec<u32>), BackendError> {
+        run_path(p, Some(w))
+    }
+}
+
 
 /// Runs `f(program)` for every program in `0..count`, in parallel.
 fn launch(count: usize, f: impl Fn(u32) + Sync + Send) {
@@ -23,7 +46,23 @@ impl Backend for CpuBackend {
     }
 
     fn run(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
-        let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
+        if let Some(w) = p.prefix_width().filter(|_| !self.full_row) {
+            let (res, overflow) = run_path(p, Some(w))?;
+            if !p.prefix_overflowed(&res.group_status, &overflow) {
+                return Ok(res);
+            }
+        }
+        Ok(run_path(p, None)?.0)
+    }
+}
+
+/// One step on the full-row path (`prefix == None`) or the prefix path of
+/// width w; also returns `process_prefix`'s overflow flags (`[R]`, zeros on
+/// the full-row path).
+fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>), BackendError> {
+    {
+        let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
+        let n = prefix.unwrap_or(p.n);
         let g = p.groups();
         let mut logits = p.logits.clone();
         let mut row_status = vec![0i32; r];
@@ -40,7 +79,18 @@ impl Backend for CpuBackend {
             launch(r, |i| unsafe { k::force_topn::cpu(i, lg, v, n, c, ci) });
         }
         let mut logprobs = vec![0f32; r * n as usize];
-        {
+        let mut overflow = vec![0u32; r];
+        if prefix.is_some() {
+            let chunks = mass_chunks(v);
+            let mut mass = vec![0u64; r * chunks as usize];
+            {
+                let (lg, c, t, ms) = (Gm::new(&logits), Gm::new(&cand), Gm::new(&p.temperature), Gm::new_mut(&mut mass));
+                launch(r * chunks as usize, |i| unsafe { k::row_mass::cpu(i, lg, v, MASS_CHUNK, chunks, c, n, t, ms) });
+            }
+            let (c, ms, lp, of) = (Gm::new(&cand), Gm::new(&mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
+            let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
+            launch(r, |i| unsafe { k::process_prefix::cpu(i, c, n, v, ms, chunks, t, tp, tk, lp, of) });
+        } else {
             let (c, lp) = (Gm::new(&cand), Gm::new_mut(&mut logprobs));
             let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
             launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, lp) });
@@ -102,6 +152,6 @@ impl Backend for CpuBackend {
             processed_ids.extend_from_slice(&cand_ids[row * nn..(row + 1) * nn]);
             processed_lps.extend_from_slice(&logprobs[row * nn..(row + 1) * nn]);
         }
-        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps })
+        Ok((StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps }, overflow))
     }
 }

@@ -21,10 +21,10 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use sampler_kernels::kernels as k;
-use sampler_kernels::spec::Variant;
+use sampler_kernels::spec::{gpu_stage_bytes, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
-use crate::plan::{Backend, StepPlan, StepResult};
+use crate::plan::{mass_chunks, Backend, StepPlan, StepResult, MASS_CHUNK};
 
 /// Committed tuning tables, `(file name, JSON)`: the one whose `"device"`
 /// equals the device's name is used (`examples/autotune.rs` writes them;
@@ -41,7 +41,7 @@ pub fn mask_chunks(v: u32) -> u32 {
 }
 
 /// Candidate chunk counts of the multi-block top-N (what autotune sweeps).
-pub const CHUNK_CANDIDATES: &[u32] = &[1, 2, 4, 8, 16, 32, 64];
+pub const CHUNK_CANDIDATES: &[u32] = &[1, 2, 4, 8, 16, 32, 64, 128];
 
 /// Whether `chunks` blocks per row are valid for V = `v`, N = `n`: every
 /// chunk (`ceil(v / chunks)` logits, the last one shorter) holds at least N.
@@ -217,6 +217,7 @@ bufs! {
     tokens: i32, lookup: i32, accepted: u32, group_status: i32,
     token_lp: f32, sum_smaller: f32, top_ids: i32, top_lps: f32,
     chunk_cand: f32, chunk_ids: i32, chunk_bad: u32, chunk_finite: u32,
+    mass: u64, overflow: u32,
 }
 
 /// Runs every kernel on the first CUDA device.
@@ -232,6 +233,7 @@ pub struct CudaBackend {
     last_kernel_ms: Option<f32>,
     tuning: Tuning,
     chunks_override: Option<u32>,
+    full_row: bool,
 }
 
 // SAFETY: the backend is used by one thread at a time (`&mut self`); cudarc's
@@ -270,6 +272,7 @@ impl CudaBackend {
             last_kernel_ms: None,
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
+            full_row: false,
         })
     }
 
@@ -302,6 +305,21 @@ impl CudaBackend {
     /// Forces the chunk count of the multi-block top-N (autotune; `None` = table).
     pub fn set_chunks_override(&mut self, c: Option<u32>) {
         self.chunks_override = c;
+    }
+
+    /// Always takes the full-row path without force top-k (no prefix path,
+    /// [`StepPlan::prefix_width`]); for comparisons.
+    pub fn set_full_row(&mut self, on: bool) {
+        self.full_row = on;
+    }
+
+    /// The candidate width the kernels run on for `p`, and whether it is the
+    /// prefix path ([`StepPlan::prefix_width`]) rather than N.
+    pub fn width(&self, p: &StepPlan) -> (u32, bool) {
+        match p.prefix_width().filter(|_| !self.full_row) {
+            Some(w) => (w, true),
+            None => (p.n, false),
+        }
     }
 
     /// Blocks per row of the top-N selection for (V, N) (by V and N only).
@@ -373,8 +391,10 @@ impl CudaBackend {
             return Ok(f.clone());
         }
         let f = self.module.load_function(v.entry).map_err(dev)?;
-        if v.shared > 48 * 1024 {
-            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, v.shared as i32).map_err(dev)?;
+        // Selection kernels may get top_n's staging area on top of v.shared.
+        let most = if v.shared > GPU_SMEM_BASE { 227 * 1024 } else { v.shared };
+        if most > 48 * 1024 {
+            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32).map_err(dev)?;
         }
         self.funcs.insert(v.entry, f.clone());
         Ok(f)
@@ -384,9 +404,14 @@ impl CudaBackend {
 /// `launch!(self, variant, grid; args..)`: one launch of `variant` on the backend's stream.
 macro_rules! launch {
     ($s:ident, $v:expr, $grid:expr; $($a:expr),* $(,)?) => {{
+        launch!($s, $v, $grid, stage 0; $($a),*)
+    }};
+    // `stage len`: top_n reads `len` logits per program; they are staged in shared memory when they fit.
+    ($s:ident, $v:expr, $grid:expr, stage $len:expr; $($a:expr),* $(,)?) => {{
         let v: &'static Variant = $v;
         let f = $s.func(v)?;
-        let cfg = LaunchConfig { grid_dim: ($grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: v.shared };
+        let smem = v.shared + gpu_stage_bytes(v.shared, $len);
+        let cfg = LaunchConfig { grid_dim: ($grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
         let mut lb = $s.stream.launch_builder(&f);
         $( lb.arg($a); )*
         // SAFETY: argument order and types follow the kernel's PARAMS (the
@@ -409,7 +434,19 @@ impl Backend for CudaBackend {
         let t0 = if self.timing { Some(ev(&self.stream)?) } else { None };
         self.launch_all(p, &mut |_, _| Ok(()))?;
         let t1 = if self.timing { Some(ev(&self.stream)?) } else { None };
-        let res = self.collect(p)?;
+        let mut res = self.collect(p)?;
+        if self.width(p).1 {
+            let overflow = self.b.overflow.download(&self.stream, p.rows as usize)?;
+            if p.prefix_overflowed(&res.group_status, &overflow) {
+                // Some kept set is wider than the prefix: the full-row path on the
+                // same (already masked) logits; masking again changes nothing.
+                let keep = self.full_row;
+                self.full_row = true;
+                let r = self.prepare(p).and_then(|_| self.launch_all(p, &mut |_, _| Ok(()))).and_then(|_| self.collect(p));
+                self.full_row = keep;
+                res = r?;
+            }
+        }
         self.last_kernel_ms = match (t0, t1) {
             (Some(a), Some(b)) => Some(a.elapsed_ms(&b).map_err(dev)?),
             _ => None,
@@ -420,7 +457,8 @@ impl Backend for CudaBackend {
 
 impl CudaBackend {
     fn prepare(&mut self, p: &StepPlan) -> Result<(), BackendError> {
-        let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
+        let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
+        let (n, prefix) = self.width(p);
         let g = p.groups();
         let _ = (v, g);
         let (rn, rv) = (r * n as usize, r * v as usize);
@@ -477,6 +515,10 @@ impl CudaBackend {
             b.chunk_cand.ensure(&st, rn * chunks)?;
             b.chunk_ids.ensure(&st, rn * chunks)?;
         }
+        if prefix {
+            b.mass.ensure(&st, r * mass_chunks(v) as usize)?;
+            b.overflow.ensure(&st, r)?;
+        }
         if p.any_verify {
             b.draft_ids.upload(&st, &p.draft_ids)?;
             b.draft_lps.upload(&st, &p.draft_lps)?;
@@ -492,7 +534,8 @@ impl CudaBackend {
     /// Launches the step's kernels on the stream (buffers prepared by
     /// [`Self::prepare`]); `mark` is called after each kernel with its name.
     fn launch_all(&mut self, p: &StepPlan, mark: &mut dyn FnMut(&mut Self, &'static str) -> Result<(), BackendError>) -> Result<(), BackendError> {
-        let (r, v, n, kk) = (p.rows as usize, p.vocab, p.n, p.k);
+        let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
+        let (n, prefix) = self.width(p);
         let g = p.groups();
         let rows = r as u32;
         if r == 0 {
@@ -522,20 +565,32 @@ impl CudaBackend {
             let chunk_len = v.div_ceil(chunks);
             let m = chunks * n;
             let var = pick(k::topn_chunk::NAME, k::topn_chunk::VARIANTS, n)?;
-            launch!(self, var, rows * chunks; &self.b.logits.s, &v, &chunk_len, &chunks, &n, &mut self.b.chunk_cand.s, &mut self.b.chunk_ids.s);
+            launch!(self, var, rows * chunks, stage chunk_len; &self.b.logits.s, &v, &chunk_len, &chunks, &n, &mut self.b.chunk_cand.s, &mut self.b.chunk_ids.s);
             mark(self, "topn_chunk")?;
             let var = pick(k::topn_merge::NAME, k::topn_merge::VARIANTS, n)?;
-            launch!(self, var, rows; &self.b.chunk_cand.s, &self.b.chunk_ids.s, &m, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
+            launch!(self, var, rows, stage m; &self.b.chunk_cand.s, &self.b.chunk_ids.s, &m, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
             mark(self, "topn_merge")?;
         } else {
             let var = pick(k::force_topn::NAME, k::force_topn::VARIANTS, n)?;
-            launch!(self, var, rows; &self.b.logits.s, &v, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
+            launch!(self, var, rows, stage v; &self.b.logits.s, &v, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
             mark(self, "force_topn")?;
         }
-        // 3. process
-        let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
-        launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
-        mark(self, "process")?;
+        // 3. process (prefix path: the softmax total over all V from row_mass)
+        if prefix {
+            let mc = mass_chunks(v);
+            let var = pick(k::row_mass::NAME, k::row_mass::VARIANTS, 1)?;
+            launch!(self, var, rows * mc; &self.b.logits.s, &v, &MASS_CHUNK, &mc, &self.b.cand.s, &n, &self.b.temperature.s, &mut self.b.mass.s);
+            mark(self, "row_mass")?;
+            let var = pick(k::process_prefix::NAME, k::process_prefix::VARIANTS, n)?;
+            launch!(self, var, rows;
+                &self.b.cand.s, &n, &v, &self.b.mass.s, &mc, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
+                &mut self.b.logprobs.s, &mut self.b.overflow.s);
+            mark(self, "process_prefix")?;
+        } else {
+            let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
+            launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
+            mark(self, "process")?;
+        }
         // 4. draw
         let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
         launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
@@ -580,7 +635,8 @@ impl CudaBackend {
 
     /// Reads the step's outputs back (the only host synchronisation).
     fn collect(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
-        let (r, n, kk) = (p.rows as usize, p.n, p.k);
+        let (r, kk) = (p.rows as usize, p.k);
+        let n = self.width(p).0;
         let g = p.groups();
         let st = self.stream.clone();
         // Outputs (the only host synchronisation of the step).

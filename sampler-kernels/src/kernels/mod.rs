@@ -21,6 +21,8 @@ pub const ALL: &[&str] = &[
     "topn_chunk",
     "topn_merge",
     "process",
+    "row_mass",
+    "process_prefix",
     "draw",
     "remap_draft",
     "verify",
@@ -206,6 +208,85 @@ pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
     store(logprobs, off, select(keep, (x - m) - lse, NEG_INF));
+}
+
+/// Sections 3.5 and 3.7 without force top-k (stage 1 of the prefix path):
+/// program `r * chunks + c` sums the fixed-point softmax weights
+/// `to_fixed(exp(x - m))` of chunk `c` of row `r` (logits `c * chunk_len ..`,
+/// the last chunk shorter), with `x = logit / temperature` and `m` the row's
+/// largest `x`, taken from the first candidate of `force_topn` / `topn_merge`.
+/// The weights are bitwise those `process` computes over all V columns, so
+/// the exact integer sum of the chunks is its `total`.
+///
+/// - `logits`: `[R, v]` f32 (masked, checked); `cand`: `[R, n]` f32, the top-`n` candidates.
+/// - `temperature`: `[R]` f32; `mass`: `[R * chunks]` u64 out (fixed point, 2^-44 units).
+#[kernel(tile = [4096], threads = [512])]
+pub fn row_mass(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f32>, n: u32, temperature: Gm<f32>, mass: GmMut<u64>) {
+    let p = row();
+    let r = p / chunks;
+    let cstart = (p % chunks) * chunk_len;
+    let cend = min(cstart + chunk_len, v);
+    let base = (r as u64) * (v as u64);
+    let t = load_scalar(temperature, r as u64);
+    let m = load_scalar(cand, (r as u64) * (n as u64)) / t;
+    let ntiles = (cend - cstart + TILE - 1) / TILE;
+    let mut s = 0u64;
+    for i in 0..ntiles {
+        let start = cstart + i * TILE;
+        let len = min(TILE, cend - start);
+        let x = load(logits, base + (start as u64), len) / t;
+        s += reduce_sum(to_fixed(exp(x - m)));
+    }
+    store_scalar(mass, p as u64, s);
+}
+
+/// Sections 3.4-3.9 without force top-k, on the row's first `n` candidates
+/// only (stage 2 of the prefix path): `process` with the softmax total taken
+/// from `row_mass` (all V tokens) instead of the `n` columns. When the kept
+/// set of section 3.7-3.8 lies within the `n` columns, every logprob equals
+/// `process`'s over all V columns bit for bit; `overflow[r] = 1` says it may
+/// not (the token after the prefix would be kept), and the host then runs
+/// the step on the full-row path.
+///
+/// - `cand`: `[R, n]` f32 candidate logits in order; `v`: the vocabulary size.
+/// - `mass`: `[R * chunks]` u64 from `row_mass`.
+/// - `temperature`, `top_p`: `[R]` f32; `top_k`: `[R]` i32 (-1 off).
+/// - `logprobs`: `[R, n]` f32 out (`-inf` removed); `overflow`: `[R]` u32 out.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384],
+    threads = [64, 256, 512, 512, 1024]
+)]
+pub fn process_prefix(
+    cand: Gm<f32>,
+    n: u32,
+    v: u32,
+    mass: Gm<u64>,
+    chunks: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    logprobs: GmMut<f32>,
+    overflow: GmMut<u32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
+    let m = reduce_max(x);
+    let w = to_fixed(exp(x - m));
+    let mut total = 0u64;
+    for c in 0..chunks {
+        total += load_scalar(mass, (r * chunks + c) as u64);
+    }
+    let excl = exclusive_scan(w);
+    let thr = frac_floor(total, load_scalar(top_p, r as u64));
+    let k = load_scalar(top_k, r as u64);
+    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let kept = reduce_sum(select(keep, w, 0u64));
+    let lse = ln_fixed(kept);
+    store(logprobs, off, select(keep, (x - m) - lse, NEG_INF));
+    // Column n (the next token in order) would be kept: the prefix is too short.
+    let next_kept = n < v && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n);
+    store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
 }
 
 /// Section 4: a draw from the processed distribution with

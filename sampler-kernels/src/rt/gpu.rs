@@ -27,7 +27,10 @@
 //! no `.extern .func`), laid out as [`SMEM_BASE`] bytes of reduction and
 //! histogram scratch, then the sort buffer of `8 * min(TILE, SORT_CAP)`
 //! bytes in kernels that use `top_n` or `sort_desc`
-//! ([`crate::spec::gpu_shared_bytes`] gives the launch size).
+//! ([`crate::spec::gpu_shared_bytes`] gives the launch size), then, when the
+//! host gives a launch more (`spec::gpu_stage_bytes`), `top_n`'s staging
+//! area: a row range of up to that many keys is read once into shared
+//! memory as u32 order bits, and the selection passes read it there.
 //!
 //! `top_n` / `sort_desc`: chunks of up to `SORT_CAP` keys in order: a radix
 //! select (8-bit digits over the 64-bit keys, histograms in shared memory,
@@ -40,7 +43,7 @@ use core::arch::asm;
 use core::arch::nvptx::{_block_idx_x, _syncthreads, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::math::{key_id, key_logit, order_key};
+use super::math::{key_id, key_logit, key_of_bits, order_bits, order_key};
 pub use crate::spec::{GPU_SMEM_BASE as SMEM_BASE, GPU_SORT_CAP as SORT_CAP};
 
 core::arch::global_asm!(".extern .shared .align 16 .b8 __sk_smem[];");
@@ -76,6 +79,28 @@ fn misc(i: usize) -> *mut u32 {
 #[inline(always)]
 fn sortbuf() -> *mut u64 {
     unsafe { smem().add(SMEM_BASE as usize) as *mut u64 }
+}
+
+/// Bytes of dynamic shared memory this launch got (`%dynamic_smem_size`).
+#[inline(always)]
+fn dynamic_smem_bytes() -> u32 {
+    let b: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {b}, %dynamic_smem_size;", b = out(reg32) b, options(pure, nomem, nostack)) };
+    b
+}
+
+/// The staging area of `top_n` (u32 order bits), after the sort buffer,
+/// and how many keys it holds in this launch (0: none; the host gives it
+/// room per launch, `spec::gpu_stage_bytes`).
+#[inline(always)]
+fn stagebuf<const TH: usize, const I: usize>() -> (*mut u32, u32) {
+    let cap = Ctx::<TH, I>::CAP;
+    let start = SMEM_BASE + 8 * if cap < SORT_CAP { cap } else { SORT_CAP };
+    let have = dynamic_smem_bytes();
+    let keys = if have > start { (have - start) / 4 } else { 0 };
+    // SAFETY: inside the launch's dynamic shared memory.
+    (unsafe { smem().add(start as usize) as *mut u32 }, keys)
 }
 
 #[inline(always)]
@@ -153,6 +178,11 @@ impl<T: Copy> Gm<T> {
         unsafe { *self.p.add(i as usize) = v }
     }
 }
+
+/// Four elements loaded together (`ld.global.v4`).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct V4<T>([T; 4]);
 
 /// A scalar operand of an elementwise map (broadcast to every element).
 #[derive(Clone, Copy)]
@@ -399,6 +429,20 @@ pub fn row<const TH: usize, const I: usize>(_: &Ctx<TH, I>) -> u32 {
 pub fn load<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, n: u32) -> Tile<T, I> {
     let n = n.min(Ctx::<TH, I>::CAP);
     let mut v = [T::default(); I];
+    // 16-byte vector loads of 4-byte elements when this thread's run of I is
+    // whole and aligned (row starts are, for V a multiple of 4).
+    if core::mem::size_of::<T>() == 4 && I % 4 == 0 {
+        let first = c.idx(0);
+        let p = buf.p.wrapping_add(off.wrapping_add(first as u64) as usize);
+        if first + I as u32 <= n && (p as usize) % 16 == 0 {
+            for q in 0..I / 4 {
+                // SAFETY: in bounds (first + I <= n) and 16-byte aligned.
+                let w = unsafe { *(p.add(4 * q) as *const V4<T>) };
+                v[4 * q..4 * q + 4].copy_from_slice(&w.0);
+            }
+            return Tile { v, n };
+        }
+    }
     for (j, o) in v.iter_mut().enumerate() {
         let e = c.idx(j);
         if e < n {
@@ -850,6 +894,41 @@ fn bitonic_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: *mut u64, 
 pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
+    let (st, room) = stagebuf::<TH, I>();
+    if v <= room {
+        // One read of the logits into shared memory (loads in flight
+        // together); every selection pass then reads shared memory.
+        let mut base = 0u32;
+        while base < iters {
+            let mut x = [0f32; SEL_BATCH];
+            for (j, xj) in x.iter_mut().enumerate() {
+                let i = (base + j as u32) * TH as u32 + tid;
+                if i < v {
+                    *xj = buf.read(off + i as u64);
+                }
+            }
+            for (j, &xj) in x.iter().enumerate() {
+                let i = (base + j as u32) * TH as u32 + tid;
+                if i < v {
+                    // SAFETY: i < v <= room keys of the staging area.
+                    unsafe { *st.add(i as usize) = order_bits(xj) };
+                }
+            }
+            base += SEL_BATCH as u32;
+        }
+        sync();
+        let keys = move |it: u32| {
+            let i = it * TH as u32 + tid;
+            if i < v {
+                // SAFETY: written above, i < v <= room.
+                Some(key_of_bits(unsafe { *st.add(i as usize) }, i))
+            } else {
+                None
+            }
+        };
+        let k = sorted_keys(c, iters, keys, n.min(v));
+        return split_keys(&k);
+    }
     let keys = move |it: u32| {
         let i = it * TH as u32 + tid;
         if i < v {

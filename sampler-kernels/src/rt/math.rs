@@ -222,10 +222,25 @@ pub fn exp_f32(x: f32) -> f32 {
 /// Keys are unique per row, so the top-N set does not depend on the algorithm.
 #[inline(always)]
 pub fn order_key(logit: f32, id: u32) -> u64 {
+    key_of_bits(order_bits(logit), id)
+}
+
+/// The high half of [`order_key`]: a monotone map of f32 onto u32
+/// (-0.0 and +0.0 compare equal as logits).
+#[inline(always)]
+pub fn order_bits(logit: f32) -> u32 {
     let b = logit.to_bits();
-    // Monotone map of f32 onto u32 (-0.0 and +0.0 compare equal as logits).
     let b = if b == 0x8000_0000 { 0 } else { b };
-    let ord = if b & 0x8000_0000 != 0 { !b } else { b | 0x8000_0000 };
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// [`order_key`] from its high half ([`order_bits`]) and the id.
+#[inline(always)]
+pub fn key_of_bits(ord: u32, id: u32) -> u64 {
     ((ord as u64) << 32) | (!id) as u64
 }
 
