@@ -279,8 +279,9 @@ fn num(v: Option<&Value>, k: &str) -> f64 {
 /// The target table of issue 6 (rows in its order), from one run's files.
 fn table(args: &[String]) -> ExitCode {
     let ours = load(&args[0]);
-    let fi = arg(args, "--fi").map(|p| load(&p));
-    let torch = arg(args, "--torch").map(|p| load(&p));
+    // A peer's file may be missing (PEERS=0): its columns are NaN then.
+    let fi = arg(args, "--fi").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
+    let torch = arg(args, "--torch").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
     let targets: &[(u32, u32, f64)] = &[(1, 1024, 8.0), (16, 1024, 10.0), (64, 1024, 20.0), (256, 4096, 55.0), (384, 4096, 80.0), (64, 0, 60.0), (384, 0, 200.0)];
     let mut md = String::new();
     md += &format!("Device: {}; tuning: {}. Median us, L2 flushed, logits on the device.\n\n", ours["device"].as_str().unwrap_or("?"), ours["tuning"].as_str().unwrap_or("?"));
@@ -328,8 +329,9 @@ fn table(args: &[String]) -> ExitCode {
 /// needed at write time); `scripts/bench.sh chart` turns it into PNG.
 fn chart(args: &[String]) -> ExitCode {
     let ours = load(&args[0]);
-    let fi = arg(args, "--fi").map(|p| load(&p));
-    let torch = arg(args, "--torch").map(|p| load(&p));
+    // A peer's file may be missing (PEERS=0): its columns are NaN then.
+    let fi = arg(args, "--fi").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
+    let torch = arg(args, "--torch").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
     let out = args.last().expect("OUT.svg").clone();
     let res = ours["results"].as_array().unwrap();
     let mut ns: Vec<u32> = res.iter().map(|j| j["n"].as_u64().unwrap() as u32).collect();

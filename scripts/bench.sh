@@ -63,6 +63,20 @@ device)
         fi
         echo "== ours"
         timeout 240 $bin/benchmark run --rows "$ROWS" --n "$NS" --json "$out/ours.json" --csv "$out/ours.csv" || rc=1
+        if [ "${PROFILE:-0}" = 1 ]; then
+            # Nsight Compute on a few kernels of two shapes (warp stall reasons, throughput).
+            ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+            echo "== profile (${ncu:-no ncu})"
+            if [ -n "$ncu" ]; then
+                for shape in "1 1024" "384 0"; do
+                    set -- $shape
+                    timeout 150 "$ncu" -k "regex:${PROFILE_KERNELS:-topn_chunk|topn_merge|row_mass|mask_check_chunk}" -c 4 \
+                        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+                        $bin/benchmark run --rows $1 --n $2 --reps 1 --check-rows 0 > "$out/ncu-R$1-N$2.txt" 2>&1 || rc=1
+                    grep -iE "^  [a-z_]+_t[0-9]+|Duration|Issued Instruction|stall|Achieved Occupancy|Registers Per|Dynamic Shared|Memory Throughput|Compute \\(SM\\) Throughput" "$out/ncu-R$1-N$2.txt" | cut -c1-220 | head -120
+                done
+            fi
+        fi
         if [ "${BASELINE:-0}" = 1 ]; then
             echo "== ours, one block per row (chunks 1)"
             timeout 200 $bin/benchmark run --rows "$ROWS" --n "$NS" --chunks 1 --check-rows 0 --reps 20 --json "$out/base.json" || rc=1

@@ -49,7 +49,7 @@ pub const GPU_SMEM_BASE: u32 = 2048;
 pub const GPU_SORT_CAP: u32 = 16384;
 
 /// NVIDIA runtime: most logits per program `top_n` stages in shared memory.
-pub const GPU_STAGE_CAP: u32 = 16384;
+pub const GPU_STAGE_CAP: u32 = 32768;
 
 /// NVIDIA runtime: extra dynamic shared memory a launch of a kernel using
 /// `top_n` over `len` logits per program may get, so that `top_n` reads

@@ -35,6 +35,10 @@ pub const TUNING_TABLES: &[(&str, &str)] = &[("nvidia-h200.json", include_str!("
 /// its tile, 4096, so mask words stay aligned).
 pub const MASK_CHUNK: u32 = 16384;
 
+/// Widest N of the fused kernels (`process_draw`, `process_prefix_draw`,
+/// `token_info_top`: register tiles only); wider steps run them unfused.
+pub const FUSED_MAX: u32 = 16384;
+
 /// Blocks per row of the mask/bad-value check (by V only).
 pub fn mask_chunks(v: u32) -> u32 {
     v.div_ceil(MASK_CHUNK).max(1)
@@ -581,20 +585,28 @@ impl CudaBackend {
             let var = pick(k::row_mass::NAME, k::row_mass::VARIANTS, 1)?;
             launch!(self, var, rows * mc; &self.b.logits.s, &v, &MASS_CHUNK, &mc, &self.b.cand.s, &n, &self.b.temperature.s, &mut self.b.mass.s);
             mark(self, "row_mass")?;
-            let var = pick(k::process_prefix::NAME, k::process_prefix::VARIANTS, n)?;
+            // 3-4. process_prefix + draw, fused
+            let var = pick(k::process_prefix_draw::NAME, k::process_prefix_draw::VARIANTS, n)?;
             launch!(self, var, rows;
-                &self.b.cand.s, &n, &v, &self.b.mass.s, &mc, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
-                &mut self.b.logprobs.s, &mut self.b.overflow.s);
-            mark(self, "process_prefix")?;
+                &self.b.cand.s, &self.b.cand_ids.s, &n, &v, &self.b.mass.s, &mc, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
+                &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.overflow.s, &mut self.b.fresh.s);
+            mark(self, "process_prefix_draw")?;
+        } else if n <= FUSED_MAX {
+            // 3-4. process + draw, fused
+            let var = pick(k::process_draw::NAME, k::process_draw::VARIANTS, n)?;
+            launch!(self, var, rows;
+                &self.b.cand.s, &self.b.cand_ids.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
+                &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.fresh.s);
+            mark(self, "process_draw")?;
         } else {
             let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
             launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
             mark(self, "process")?;
+            // 4. draw
+            let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
+            launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
+            mark(self, "draw")?;
         }
-        // 4. draw
-        let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
-        launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
-        mark(self, "draw")?;
         // 5-6. remap_draft, verify
         if p.any_verify {
             let wd = p.draft_width;
@@ -617,6 +629,15 @@ impl CudaBackend {
                 &self.b.golden.s, &self.b.drafts.s, &self.b.accept.s, &self.b.residual.s, &self.b.fresh.s,
                 &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.group_status.s);
             mark(self, "finalize")?;
+        }
+        // 8-9. token_info + top_logprobs, fused
+        if n <= FUSED_MAX {
+            let var = pick(k::token_info_top::NAME, k::token_info_top::VARIANTS, n)?;
+            launch!(self, var, rows;
+                &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &kk,
+                &mut self.b.token_lp.s, &mut self.b.sum_smaller.s, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
+            mark(self, "token_info_top")?;
+            return Ok(());
         }
         // 8. token_info
         let var = pick(k::token_info::NAME, k::token_info::VARIANTS, n)?;

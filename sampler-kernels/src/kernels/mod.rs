@@ -24,11 +24,14 @@ pub const ALL: &[&str] = &[
     "row_mass",
     "process_prefix",
     "draw",
+    "process_draw",
+    "process_prefix_draw",
     "remap_draft",
     "verify",
     "finalize",
     "token_info",
     "top_logprobs",
+    "token_info_top",
 ];
 
 /// Section 3.1-3.2: applies the grammar bit mask of each row in place and
@@ -90,15 +93,18 @@ pub fn mask_check_chunk(logits: GmMut<f32>, v: u32, chunk_len: u32, chunks: u32,
         let start = cstart + t * TILE;
         let n = min(TILE, cend - start);
         let x = load(logits, base + (start as u64), n);
+        // Both counts in one reduction: bad in the high 16 bits (a tile holds at most 4096).
         if use_mask {
             let allowed = mask_bits(masks, (r as u64) * (words as u64) + ((start / 32) as u64), n);
             let xm = select(allowed, x, NEG_INF);
             store(logits, base + (start as u64), xm);
-            nbad += count(is_nan(xm) | is_pos_inf(xm));
-            nfin += count(!is_neg_inf(xm));
+            let both = reduce_sum(select(is_nan(xm) | is_pos_inf(xm), 65536u32, 0u32) + select(!is_neg_inf(xm), 1u32, 0u32));
+            nbad += both >> 16;
+            nfin += both & 65535u32;
         } else {
-            nbad += count(is_nan(x) | is_pos_inf(x));
-            nfin += count(!is_neg_inf(x));
+            let both = reduce_sum(select(is_nan(x) | is_pos_inf(x), 65536u32, 0u32) + select(!is_neg_inf(x), 1u32, 0u32));
+            nbad += both >> 16;
+            nfin += both & 65535u32;
         }
     }
     store_scalar(bad, p as u64, nbad);
@@ -149,10 +155,7 @@ pub fn force_topn(logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: G
 ///
 /// - `logits`: `[R, v]` f32 (masked, checked).
 /// - `cand`: `[R * chunks, n]` f32 out, `cand_ids`: `[R * chunks, n]` i32 out.
-#[kernel(
-    tile = [64, 256, 1024, 4096, 16384],
-    threads = [64, 256, 512, 512, 1024]
-)]
+#[kernel(tile = [256, 1024, 4096, 16384], threads = [256, 1024, 1024, 1024])]
 pub fn topn_chunk(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
     let p = row();
     let r = p / chunks;
@@ -169,10 +172,7 @@ pub fn topn_chunk(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, n: u32, 
 /// position (= lower vocabulary id), as (logit, vocabulary id).
 ///
 /// - `cand_in`, `ids_in`: `[R, m]`; `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out.
-#[kernel(
-    tile = [64, 256, 1024, 4096, 16384],
-    threads = [64, 256, 512, 512, 1024]
-)]
+#[kernel(tile = [256, 1024, 4096, 16384], threads = [256, 1024, 1024, 1024])]
 pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
     let r = row();
     let moff = (r as u64) * (m as u64);
@@ -303,6 +303,97 @@ pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm
     let off = (r as u64) * (n as u64);
     let k = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     let c = categorical(to_fixed(exp(load(logprobs, off, n))), k);
+    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    store_scalar(token, r as u64, tok);
+}
+
+/// `process` then `draw` in one program per row (one launch, the logprobs
+/// kept in registers for the draw): bit for bit the two kernels' outputs.
+///
+/// - As `process` (`cand`, `n`, `temperature`, `top_p`, `top_k` -> `logprobs`)
+///   and `draw` (`cand_ids`, `seed`, `seq` -> `token`).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384],
+    threads = [64, 256, 512, 512, 1024]
+)]
+pub fn process_draw(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    token: GmMut<i32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
+    let m = reduce_max(x);
+    let w = to_fixed(exp(x - m));
+    let total = reduce_sum(w);
+    let excl = exclusive_scan(w);
+    let thr = frac_floor(total, load_scalar(top_p, r as u64));
+    let k = load_scalar(top_k, r as u64);
+    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let kept = reduce_sum(select(keep, w, 0u64));
+    let lse = ln_fixed(kept);
+    let lp = select(keep, (x - m) - lse, NEG_INF);
+    store(logprobs, off, lp);
+    let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let c = categorical(to_fixed(exp(lp)), u);
+    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    store_scalar(token, r as u64, tok);
+}
+
+/// `process_prefix` then `draw` in one program per row: bit for bit the two
+/// kernels' outputs (the prefix path without force top-k).
+///
+/// - As `process_prefix` (`cand`, `n`, `v`, `mass`, `chunks`, `temperature`,
+///   `top_p`, `top_k` -> `logprobs`, `overflow`) and `draw` (`cand_ids`, `seed`, `seq` -> `token`).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384],
+    threads = [64, 256, 512, 512, 1024]
+)]
+pub fn process_prefix_draw(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    v: u32,
+    mass: Gm<u64>,
+    chunks: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    overflow: GmMut<u32>,
+    token: GmMut<i32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
+    let m = reduce_max(x);
+    let w = to_fixed(exp(x - m));
+    let mut total = 0u64;
+    for c in 0..chunks {
+        total += load_scalar(mass, (r * chunks + c) as u64);
+    }
+    let excl = exclusive_scan(w);
+    let thr = frac_floor(total, load_scalar(top_p, r as u64));
+    let k = load_scalar(top_k, r as u64);
+    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let kept = reduce_sum(select(keep, w, 0u64));
+    let lse = ln_fixed(kept);
+    let lp = select(keep, (x - m) - lse, NEG_INF);
+    store(logprobs, off, lp);
+    let next_kept = n < v && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n);
+    store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
+    let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let c = categorical(to_fixed(exp(lp)), u);
     let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
     store_scalar(token, r as u64, tok);
 }
@@ -513,4 +604,44 @@ pub fn top_logprobs(cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, k: u32, out_id
     let ooff = (r as u64) * (k as u64);
     store_head(out_ids, ooff, load(cand_ids, off, n), k);
     store_head(out_lps, ooff, load(logprobs, off, n), k);
+}
+
+/// `token_info` then `top_logprobs` in one program per row: bit for bit the
+/// two kernels' outputs (`k == 0`: no top logprobs are written).
+///
+/// - As `token_info` (`cand`, `cand_ids`, `logprobs`, `n`, `tokens` ->
+///   `token_lp`, `sum_smaller`) and `top_logprobs` (`k` -> `out_ids`, `out_lps`).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384],
+    threads = [64, 256, 512, 512, 1024]
+)]
+pub fn token_info_top(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    logprobs: Gm<f32>,
+    n: u32,
+    tokens: Gm<i32>,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let s = load_scalar(tokens, r as u64);
+    let ids = load(cand_ids, off, n);
+    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
+    let lps = load(logprobs, off, n);
+    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
+    let vals = load(cand, off, n);
+    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
+    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
+    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
+    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
+    store_scalar(token_lp, r as u64, lp);
+    store_scalar(sum_smaller, r as u64, ssp);
+    let ooff = (r as u64) * (k as u64);
+    store_head(out_ids, ooff, ids, k);
+    store_head(out_lps, ooff, lps, k);
 }

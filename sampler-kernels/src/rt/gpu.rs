@@ -41,7 +41,6 @@
 
 use core::arch::asm;
 use core::arch::nvptx::{_block_idx_x, _syncthreads, _thread_idx_x};
-use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::math::{key_id, key_logit, key_of_bits, order_bits, order_key};
 pub use crate::spec::{GPU_SMEM_BASE as SMEM_BASE, GPU_SORT_CAP as SORT_CAP};
@@ -64,21 +63,74 @@ const HIST: usize = 512;
 /// Block-uniform scalars published by one thread (8 u32).
 const MISC: usize = 1536;
 
+/// Reduction slot `w` (16 bytes, shared-window address).
 #[inline(always)]
-fn slot<T>(w: usize) -> *mut T {
-    unsafe { smem().add(SLOTS + 16 * w) as *mut T }
+fn slot(w: usize) -> u64 {
+    sh() + (SLOTS + 16 * w) as u64
+}
+
+// Shared-window addresses and `ld/st/atom/red.shared` for the hot paths of
+// selection and sorting: generic pointers into shared memory compile to
+// generic `LD`/`ST`/`ATOM` (a slower path than `LDS`/`STS`/`ATOMS`).
+
+/// Shared-window address of the dynamic shared array.
+#[inline(always)]
+fn sh() -> u64 {
+    let p: u64;
+    // SAFETY: reads the shared-window address of the module's dynamic shared array.
+    unsafe { asm!("mov.u64 {p}, __sk_smem;", p = out(reg64) p, options(pure, nomem, nostack)) };
+    p
 }
 #[inline(always)]
-fn hist(b: usize) -> *mut u32 {
-    unsafe { smem().add(HIST + 4 * b) as *mut u32 }
+fn lds32(a: u64) -> u32 {
+    let v: u32;
+    // SAFETY: `a` is a 4-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a, options(nostack, readonly)) };
+    v
 }
 #[inline(always)]
-fn misc(i: usize) -> *mut u32 {
-    unsafe { smem().add(MISC + 4 * i) as *mut u32 }
+fn sts32(a: u64, v: u32) {
+    // SAFETY: as `lds32`.
+    unsafe { asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
 }
 #[inline(always)]
-fn sortbuf() -> *mut u64 {
-    unsafe { smem().add(SMEM_BASE as usize) as *mut u64 }
+fn lds64(a: u64) -> u64 {
+    let v: u64;
+    // SAFETY: `a` is an 8-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("ld.shared.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a, options(nostack, readonly)) };
+    v
+}
+#[inline(always)]
+fn sts64(a: u64, v: u64) {
+    // SAFETY: as `lds64`.
+    unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v, options(nostack)) };
+}
+/// `atom.shared.add.u32`: adds `v` at `a`, returns the old value.
+#[inline(always)]
+fn atoms_add(a: u64, v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: as `lds32`.
+    unsafe { asm!("atom.shared.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+    r
+}
+/// `red.shared.add.u32`: adds `v` at `a`.
+#[inline(always)]
+fn reds_add(a: u64, v: u32) {
+    // SAFETY: as `lds32`.
+    unsafe { asm!("red.shared.add.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+}
+#[inline(always)]
+fn hist(b: u32) -> u64 {
+    sh() + HIST as u64 + 4 * b as u64
+}
+#[inline(always)]
+fn misc(i: u32) -> u64 {
+    sh() + MISC as u64 + 4 * i as u64
+}
+/// The sort buffer (u64 keys).
+#[inline(always)]
+fn sortbuf() -> u64 {
+    sh() + SMEM_BASE as u64
 }
 
 /// Bytes of dynamic shared memory this launch got (`%dynamic_smem_size`).
@@ -94,13 +146,12 @@ fn dynamic_smem_bytes() -> u32 {
 /// and how many keys it holds in this launch (0: none; the host gives it
 /// room per launch, `spec::gpu_stage_bytes`).
 #[inline(always)]
-fn stagebuf<const TH: usize, const I: usize>() -> (*mut u32, u32) {
+fn stagebuf<const TH: usize, const I: usize>() -> (u64, u32) {
     let cap = Ctx::<TH, I>::CAP;
     let start = SMEM_BASE + 8 * if cap < SORT_CAP { cap } else { SORT_CAP };
     let have = dynamic_smem_bytes();
     let keys = if have > start { (have - start) / 4 } else { 0 };
-    // SAFETY: inside the launch's dynamic shared memory.
-    (unsafe { smem().add(start as usize) as *mut u32 }, keys)
+    (sh() + start as u64, keys)
 }
 
 #[inline(always)]
@@ -317,12 +368,18 @@ fn shfl_up32(v: u32, d: u32, mask: u32) -> u32 {
 pub trait Shfl: Copy {
     fn down(self, d: u32, mask: u32) -> Self;
     fn up(self, d: u32, mask: u32) -> Self;
+    /// Stores the value at shared-window address `a` (16-byte slot).
+    fn sh_st(self, a: u64);
+    /// Loads a value stored by `sh_st`.
+    fn sh_ld(a: u64) -> Self;
 }
 macro_rules! shfl32 {
     ($($t:ty: $to:expr, $from:expr);*) => {$(
         impl Shfl for $t {
             #[inline(always)] fn down(self, d: u32, m: u32) -> Self { let f: fn(u32) -> $t = $from; let t: fn($t) -> u32 = $to; f(shfl_down32(t(self), d, m)) }
             #[inline(always)] fn up(self, d: u32, m: u32) -> Self { let f: fn(u32) -> $t = $from; let t: fn($t) -> u32 = $to; f(shfl_up32(t(self), d, m)) }
+            #[inline(always)] fn sh_st(self, a: u64) { let t: fn($t) -> u32 = $to; sts32(a, t(self)) }
+            #[inline(always)] fn sh_ld(a: u64) -> Self { let f: fn(u32) -> $t = $from; f(lds32(a)) }
         }
     )*};
 }
@@ -338,6 +395,15 @@ macro_rules! shfl_wide {
             #[inline(always)] fn up(self, d: u32, m: u32) -> Self {
                 let x = self as u128; let mut r = 0u128;
                 for w in 0..$words { r |= (shfl_up32((x >> (32 * w)) as u32, d, m) as u128) << (32 * w); }
+                r as $t
+            }
+            #[inline(always)] fn sh_st(self, a: u64) {
+                let x = self as u128;
+                for w in 0..$words { sts32(a + 4 * w as u64, (x >> (32 * w)) as u32); }
+            }
+            #[inline(always)] fn sh_ld(a: u64) -> Self {
+                let mut r = 0u128;
+                for w in 0..$words { r |= (lds32(a + 4 * w as u64) as u128) << (32 * w); }
                 r as $t
             }
         }
@@ -360,12 +426,12 @@ fn block_fold<T: Shfl, const TH: usize, const I: usize>(c: &Ctx<TH, I>, mut v: T
         d <<= 1;
     }
     if lane == 0 {
-        unsafe { *slot::<T>(c.warp()) = v };
+        v.sh_st(slot(c.warp()));
     }
     sync();
-    let mut r = unsafe { *slot::<T>(0) };
+    let mut r = T::sh_ld(slot(0));
     for w in 1..Ctx::<TH, I>::WARPS {
-        r = op(r, unsafe { *slot::<T>(w) });
+        r = op(r, T::sh_ld(slot(w)));
     }
     sync();
     r
@@ -399,13 +465,13 @@ fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ctx<TH, I>, o
         d <<= 1;
     }
     if lane == width - 1 {
-        unsafe { *slot::<T>(c.warp()) = v };
+        v.sh_st(slot(c.warp()));
     }
     sync();
     let mut before = T::default();
     let mut total = T::default();
     for w in 0..Ctx::<TH, I>::WARPS {
-        let s = unsafe { *slot::<T>(w) };
+        let s = T::sh_ld(slot(w));
         if w < c.warp() {
             before = before.wadd(s);
         }
@@ -659,20 +725,41 @@ pub fn get<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t
                 x = y;
             }
         }
-        unsafe { *slot::<T>(0) = x };
+        unsafe { *(smem().add(SLOTS) as *mut T) = x };
     }
     sync();
-    let r = unsafe { *slot::<T>(0) };
+    let r = unsafe { *(smem().add(SLOTS) as *mut T) };
     sync();
     r
 }
 
 // ------------------------------------------------------------ selection, order
 
+
+/// Slot `pos` for each lane of the warp with `take`, counted in `misc(i)`:
+/// one shared atomic per warp (ballot + popc) instead of one per key.
+/// Every lane of the warp must call it together.
 #[inline(always)]
-fn atomic_inc(p: *mut u32) -> u32 {
-    // SAFETY: `p` points into shared memory, 4-byte aligned.
-    unsafe { AtomicU32::from_ptr(p).fetch_add(1, Ordering::Relaxed) }
+fn warp_claim(tid: u32, take: bool, i: u32) -> u32 {
+    let ballot: u32;
+    // SAFETY: all 32 lanes are converged here (uniform loop bounds).
+    unsafe { asm!("{{ .reg .pred p; setp.ne.u32 p, {t}, 0; vote.sync.ballot.b32 {b}, p, 0xffffffff; }}", b = out(reg32) ballot, t = in(reg32) take as u32) };
+    if ballot == 0 {
+        return 0;
+    }
+    let lane = tid & 31;
+    let leader = ballot.trailing_zeros();
+    let mut base = 0u32;
+    if lane == leader {
+        base = atoms_add(misc(i), ballot.count_ones());
+    }
+    let base: u32 = {
+        let r: u32;
+        // SAFETY: converged warp, as above.
+        unsafe { asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) base, l = in(reg32) leader) };
+        r
+    };
+    base + (ballot & ((1u32 << lane) - 1)).count_ones()
 }
 
 /// Keys loaded together per thread in the selection passes.
@@ -687,8 +774,7 @@ fn warp_hist_add(tid: u32, bin: u32) {
     // SAFETY: all 32 lanes are converged here (uniform loop bounds).
     unsafe { asm!("match.any.sync.b32 {p}, {b}, 0xffffffff;", p = out(reg32) peers, b = in(reg32) bin) };
     if bin < 256 && (tid & 31) == peers.trailing_zeros() {
-        // SAFETY: `hist` points into shared memory, 4-byte aligned.
-        unsafe { AtomicU32::from_ptr(hist(bin as usize)).fetch_add(peers.count_ones(), Ordering::Relaxed) };
+        reds_add(hist(bin), peers.count_ones());
     }
 }
 
@@ -709,9 +795,10 @@ fn radix_select<const TH: usize, const I: usize>(
     let mut rem = k;
     let mut shift = 56u32;
     loop {
+        let first = shift == 56;
         let mut b = c.tid as usize;
         while b < 256 {
-            unsafe { *hist(b) = 0 };
+            sts32(hist(b as u32), 0);
             b += TH;
         }
         sync();
@@ -728,14 +815,24 @@ fn radix_select<const TH: usize, const I: usize>(
             // Hand-unrolled so the batch stays in registers.
             let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
             let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
-            warp_hist_add(c.tid, bin(k0));
-            warp_hist_add(c.tid, bin(k1));
-            warp_hist_add(c.tid, bin(k2));
-            warp_hist_add(c.tid, bin(k3));
-            warp_hist_add(c.tid, bin(k4));
-            warp_hist_add(c.tid, bin(k5));
-            warp_hist_add(c.tid, bin(k6));
-            warp_hist_add(c.tid, bin(k7));
+            // The top digit of similar logits hits few bins: aggregate per warp
+            // (match.any costs about one step per distinct value). Later digits
+            // spread over the bins: plain shared atomics.
+            let add = |b: u32| {
+                if first {
+                    warp_hist_add(c.tid, b);
+                } else if b < 256 {
+                    reds_add(hist(b), 1);
+                }
+            };
+            add(bin(k0));
+            add(bin(k1));
+            add(bin(k2));
+            add(bin(k3));
+            add(bin(k4));
+            add(bin(k5));
+            add(bin(k6));
+            add(bin(k7));
             base += SEL_BATCH as u32;
         }
         sync();
@@ -748,7 +845,7 @@ fn radix_select<const TH: usize, const I: usize>(
             let mut h = [0u32; 8];
             let mut s = 0u32;
             for (j, x) in h.iter_mut().enumerate() {
-                *x = unsafe { *hist(255 - (8 * lane as usize + j)) };
+                *x = lds32(hist(255 - (8 * lane + j as u32)));
                 s += *x;
             }
             let mut incl = s;
@@ -778,15 +875,13 @@ fn radix_select<const TH: usize, const I: usize>(
                 }
             }
             if write {
-                unsafe {
-                    *misc(0) = pick.0;
-                    *misc(1) = pick.1;
-                    *misc(2) = pick.2;
-                }
+                sts32(misc(0), pick.0);
+                sts32(misc(1), pick.1);
+                sts32(misc(2), pick.2);
             }
         }
         sync();
-        let (bk, cum, cnt) = unsafe { (*misc(0), *misc(1), *misc(2)) };
+        let (bk, cum, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
         rem -= cum;
         prefix |= (bk as u64) << shift;
         mask |= 255u64 << shift;
@@ -811,18 +906,18 @@ fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys
         let m = (n - c0).min(cap);
         let lo = radix_select(c, iters, &keys, has_hi, hi, m);
         if c.tid == 0 {
-            unsafe { *misc(3) = 0 };
+            sts32(misc(3), 0);
         }
         sync();
         let mut base = 0u32;
         while base < iters {
             let ld = |it: u32| if it < iters { keys(it) } else { None };
             let put = |k: Option<u64>| {
-                if let Some(key) = k {
-                    if key >= lo && (!has_hi || key < hi) {
-                        let pos = atomic_inc(misc(3));
-                        unsafe { *buf.add(pos as usize) = key };
-                    }
+                let key = k.unwrap_or(0);
+                let take = k.is_some() && key >= lo && (!has_hi || key < hi);
+                let pos = warp_claim(c.tid, take, 3);
+                if take {
+                    sts64(buf + 8 * pos as u64, key);
                 }
             };
             let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
@@ -840,7 +935,7 @@ fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys
         let p = m.next_power_of_two();
         let mut i = m + c.tid;
         while i < p {
-            unsafe { *buf.add(i as usize) = 0 };
+            sts64(buf + 8 * i as u64, 0);
             i += TH as u32;
         }
         sync();
@@ -848,7 +943,7 @@ fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys
         for (j, o) in out.iter_mut().enumerate() {
             let e = c.idx(j);
             if e >= c0 && e < c0 + m {
-                *o = unsafe { *buf.add((e - c0) as usize) };
+                *o = lds64(buf + 8 * (e - c0) as u64);
             }
         }
         sync();
@@ -859,9 +954,135 @@ fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys
     Tile { v: out, n }
 }
 
-/// Sorts `buf[0..p]` descending (`p` a power of two) in shared memory.
 #[inline(always)]
-fn bitonic_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: *mut u64, p: u32) {
+fn shfl_xor64(v: u64, m: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: every lane of the warp calls it together (uniform loops).
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 31, 0xffffffff;", r = out(reg32) lo, v = in(reg32) v as u32, m = in(reg32) m);
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 31, 0xffffffff;", r = out(reg32) hi, v = in(reg32) (v >> 32) as u32, m = in(reg32) m);
+    }
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// One compare-exchange of the bitonic network, seen from position `i`
+/// holding `a`, whose partner `i ^ stride` holds `b`: the new key at `i`.
+#[inline(always)]
+fn bitonic_keep(i: u32, stride: u32, size: u32, a: u64, b: u64) -> u64 {
+    let desc = (i & size) == 0;
+    let lower = (i & stride) == 0;
+    if desc == lower {
+        if a > b { a } else { b }
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Sorts `buf[0..p]` descending (`p` a power of two) in shared memory.
+///
+/// Thread t holds positions `t*e .. t*e+e` in registers (`e = max(1, p/TH)`,
+/// at most 2; more keys per thread use [`bitonic_desc_shared`]):
+/// strides below `e` are exchanged in registers, below `32*e` by warp
+/// shuffles, and only the wider ones through shared memory and a barrier.
+#[inline(always)]
+fn bitonic_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, p: u32) {
+    let e = if p > TH as u32 { p / TH as u32 } else { 1 };
+    if TH % 32 != 0 {
+        return bitonic_desc_shared(c, buf, p);
+    }
+    // Only the key counts this variant can have (p <= min(TILE, SORT_CAP)).
+    let most = (if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP }) / TH as u32;
+    match e {
+        1 => bitonic_reg::<TH, I, 1>(c, buf, p),
+        2 if most >= 2 => bitonic_reg::<TH, I, 2>(c, buf, p),
+        // Measured on the H200: 4+ keys per thread are no faster in registers
+        // (local memory for 8+); those sorts stay in shared memory.
+        _ => bitonic_desc_shared(c, buf, p),
+    }
+}
+
+/// [`bitonic_desc`] with `E = p / TH` keys per thread (`E = 1` when `p <= TH`).
+#[inline(always)]
+fn bitonic_reg<const TH: usize, const I: usize, const E: usize>(c: &Ctx<TH, I>, buf: u64, p: u32) {
+    let e = E as u32;
+    let base = c.tid * e;
+    let mut k = [0u64; E];
+    for (q, kq) in k.iter_mut().enumerate() {
+        let i = base + q as u32;
+        if i < p {
+            *kq = lds64(buf + 8 * i as u64);
+        }
+    }
+    let mut size = 2u32;
+    while size <= p {
+        let mut stride = size / 2;
+        while stride > 0 {
+            if stride >= 32 * e {
+                // Across warps: through shared memory.
+                sync();
+                for (q, &kq) in k.iter().enumerate() {
+                    let i = base + q as u32;
+                    if i < p {
+                        sts64(buf + 8 * i as u64, kq);
+                    }
+                }
+                sync();
+                for (q, kq) in k.iter_mut().enumerate() {
+                    let i = base + q as u32;
+                    if i < p {
+                        let b = lds64(buf + 8 * (i ^ stride) as u64);
+                        *kq = bitonic_keep(i, stride, size, *kq, b);
+                    }
+                }
+            } else if stride >= e {
+                // Within the warp: lane ^ (stride / e), same register.
+                for (q, kq) in k.iter_mut().enumerate() {
+                    let b = shfl_xor64(*kq, stride / e);
+                    *kq = bitonic_keep(base + q as u32, stride, size, *kq, b);
+                }
+            } else {
+                // Within the thread: registers q and q ^ stride (constant indices).
+                match stride {
+                    1 => in_thread::<E, 1>(&mut k, base, size),
+                    2 => in_thread::<E, 2>(&mut k, base, size),
+                    4 => in_thread::<E, 4>(&mut k, base, size),
+                    _ => in_thread::<E, 8>(&mut k, base, size),
+                }
+            }
+            stride /= 2;
+        }
+        size *= 2;
+    }
+    sync();
+    for (q, &kq) in k.iter().enumerate() {
+        let i = base + q as u32;
+        if i < p {
+            sts64(buf + 8 * i as u64, kq);
+        }
+    }
+    sync();
+}
+
+/// The in-thread stage of stride `S` of [`bitonic_reg`] (`S` constant, so
+/// the registers are indexed by constants).
+#[inline(always)]
+fn in_thread<const E: usize, const S: usize>(k: &mut [u64; E], base: u32, size: u32) {
+    for q in 0..E {
+        let r = q ^ S;
+        if r > q && r < E {
+            let i = base + q as u32;
+            let (a, b) = (k[q], k[r]);
+            k[q] = bitonic_keep(i, S as u32, size, a, b);
+            k[r] = bitonic_keep(i ^ S as u32, S as u32, size, b, a);
+        }
+    }
+}
+
+/// [`bitonic_desc`] with every stage through shared memory.
+#[inline(always)]
+fn bitonic_desc_shared<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, p: u32) {
     let mut size = 2u32;
     while size <= p {
         let mut stride = size / 2;
@@ -870,14 +1091,12 @@ fn bitonic_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: *mut u64, 
             while t < p / 2 {
                 let i = 2 * t - (t & (stride - 1));
                 let j = i + stride;
-                unsafe {
-                    let a = *buf.add(i as usize);
-                    let b = *buf.add(j as usize);
-                    let desc = (i & size) == 0;
-                    if (desc && a < b) || (!desc && a > b) {
-                        *buf.add(i as usize) = b;
-                        *buf.add(j as usize) = a;
-                    }
+                let a = lds64(buf + 8 * i as u64);
+                let b = lds64(buf + 8 * j as u64);
+                let desc = (i & size) == 0;
+                if (desc && a < b) || (!desc && a > b) {
+                    sts64(buf + 8 * i as u64, b);
+                    sts64(buf + 8 * j as u64, a);
                 }
                 t += TH as u32;
             }
@@ -910,8 +1129,8 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off:
             for (j, &xj) in x.iter().enumerate() {
                 let i = (base + j as u32) * TH as u32 + tid;
                 if i < v {
-                    // SAFETY: i < v <= room keys of the staging area.
-                    unsafe { *st.add(i as usize) = order_bits(xj) };
+                    // i < v <= room keys of the staging area.
+                    sts32(st + 4 * i as u64, order_bits(xj));
                 }
             }
             base += SEL_BATCH as u32;
@@ -920,8 +1139,8 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off:
         let keys = move |it: u32| {
             let i = it * TH as u32 + tid;
             if i < v {
-                // SAFETY: written above, i < v <= room.
-                Some(key_of_bits(unsafe { *st.add(i as usize) }, i))
+                // Written above, i < v <= room.
+                Some(key_of_bits(lds32(st + 4 * i as u64), i))
             } else {
                 None
             }
