@@ -82,3 +82,98 @@ fn fused_kernels_equal_the_kernels_they_fuse() {
     }
     assert_eq!(cases, 300);
 }
+
+/// The multi-block top-N (`topn_chunk` with `top_n_set`, then `topn_merge`)
+/// against `force_topn`, with ties across and within chunks.
+#[test]
+fn chunked_top_n_equals_force_topn() {
+    let mut rng = Rng::new(7);
+    let mut runs = 0;
+    for rep in 0..400u64 {
+        let v = rng.pick(&[64usize, 300, 1000, 4000]);
+        let chunks = rng.pick(&[2u32, 3, 4, 8, 16]);
+        let chunk_len = (v as u32).div_ceil(chunks);
+        let last = v as i64 - (chunks as i64 - 1) * chunk_len as i64;
+        if last < 1 {
+            continue;
+        }
+        let n = rng.range(1, last as u64 + 1) as u32;
+        let mut logits = random_row(&mut rng, v);
+        if rng.chance(0.5) {
+            // Heavy ties: few distinct values.
+            for x in logits.iter_mut() {
+                if x.is_finite() {
+                    *x = (*x * 2.0).round() / 2.0;
+                }
+            }
+        }
+        let (mut want_x, mut want_id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        unsafe { k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut want_x), Gm::new_mut(&mut want_id)) };
+        let m = chunks * n;
+        let (mut cx, mut cid) = (vec![0f32; m as usize], vec![0i32; m as usize]);
+        for c in 0..chunks {
+            unsafe { k::topn_chunk::cpu(c, Gm::new(&logits), v as u32, chunk_len, chunks, n, Gm::new_mut(&mut cx), Gm::new_mut(&mut cid)) };
+        }
+        // Each chunk's candidates come in ascending id order.
+        for c in 0..chunks as usize {
+            let ids = &cid[c * n as usize..(c + 1) * n as usize];
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "rep {rep}: chunk {c} ids not ascending: {ids:?}");
+        }
+        let (mut x, mut id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        unsafe { k::topn_merge::cpu(0, Gm::new(&cx), Gm::new(&cid), m, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id)) };
+        assert_eq!((bits(&x), &id), (bits(&want_x), &want_id), "rep {rep}: V={v} chunks={chunks} n={n}");
+        runs += 1;
+    }
+    assert!(runs > 300, "{runs} runs");
+}
+
+/// `remap_draft` does not depend on its `col_of` scratch's old contents, even
+/// stale columns of a wider step (the CUDA backend never clears it).
+#[test]
+fn remap_draft_ignores_stale_scratch() {
+    let mut rng = Rng::new(11);
+    for rep in 0..100u64 {
+        let v = rng.pick(&[300usize, 1000]);
+        let n = rng.pick(&[8u32, 64, 200]);
+        let rows = 3usize;
+        let (mut ids, mut cand) = (vec![0i32; rows * n as usize], vec![0f32; rows * n as usize]);
+        let mut logits = Vec::new();
+        for _ in 0..rows {
+            logits.extend(random_row(&mut rng, v));
+        }
+        for r in 0..rows as u32 {
+            unsafe { k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
+        }
+        // A V-wide draft distribution per row (ids in a random order), and the drafted token.
+        let wd = v as u32;
+        let mut dids = Vec::new();
+        let mut dlps = Vec::new();
+        let mut dtok = Vec::new();
+        for _ in 0..rows {
+            let mut perm: Vec<i32> = (0..v as i32).collect();
+            for i in (1..v).rev() {
+                perm.swap(i, rng.below(i + 1));
+            }
+            dlps.extend((0..v).map(|_| -(rng.f64() as f32) * 5.0));
+            dtok.push(perm[rng.below(v)]);
+            dids.extend(perm);
+        }
+        let run = |col_of: &mut Vec<i32>| {
+            let (mut q, mut dc, mut dq) = (vec![0f32; rows * n as usize], vec![0i32; rows], vec![0f32; rows]);
+            // Last row first: a stray write into a later row's columns then stays visible
+            // (on the GPU the programs run in any order).
+            for r in (0..rows as u32).rev() {
+                unsafe {
+                    k::remap_draft::cpu(
+                        r, Gm::new(&ids), n, v as u32, Gm::new(&dids), Gm::new(&dlps), wd, Gm::new(&dtok),
+                        Gm::new_mut(col_of), Gm::new_mut(&mut q), Gm::new_mut(&mut dc), Gm::new_mut(&mut dq),
+                    )
+                };
+            }
+            (bits(&q), dc, bits(&dq))
+        };
+        let mut clean = vec![-1i32; rows * v];
+        let mut stale: Vec<i32> = (0..rows * v).map(|_| rng.below(v) as i32).collect();
+        assert_eq!(run(&mut clean), run(&mut stale), "rep {rep}: V={v} n={n}");
+    }
+}

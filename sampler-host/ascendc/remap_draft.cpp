@@ -268,69 +268,78 @@ extern "C" __global__ __aicore__ void remap_draft_t64(GM_ADDR p_cand_ids, uint32
       const int32_t j = t17.GetValue(i);
       t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
     }
-    AscendC::LocalTensor<int32_t> t20 = ub8[256].ReinterpretCast<int32_t>();
-    const uint32_t t20_n = t18_n;
-    const uint64_t off21 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t20_n; ++i) {
-      const int32_t j = t18.GetValue(i);
-      t20.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off21 + (uint64_t)j));
+    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
+    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t22 = ub8[256].ReinterpretCast<int32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t18;
+      const AscendC::LocalTensor<int32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
     }
-    const int32_t s22 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t23 = ub8[768].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t20_n), t10_n), t18_n);
+    AscendC::LocalTensor<int32_t> t23 = ub8[512].ReinterpretCast<int32_t>();
+    const uint32_t t23_n = t22_n;
+    const uint64_t off24 = (uint64_t)(v_off_2);
+    for (uint32_t i = 0; i < t23_n; ++i) {
+      const int32_t j = t22.GetValue(i);
+      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
+    }
+    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t26 = ub8[768].ReinterpretCast<int32_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t20;
+      const AscendC::LocalTensor<int32_t> &L1 = t23;
       const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t18;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s22))));
+      const AscendC::LocalTensor<int32_t> &L3 = t22;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
     }
-    AscendC::LocalTensor<float> t24 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t24, (float)(sk::bits_f32(0xff800000u)), (int32_t)t24_n);
-    const uint32_t n25 = t24_n;
-    const uint64_t off26 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o27 = qout.AllocTensor<float>();
-    if (n25 > 0) {
-      AscendC::DataCopy(o27, t24, AscendC::DataCopyParams{1, (uint16_t)((n25 * sizeof(float) + 31) / 32), 0, 0});
+    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o27); o27 = qout.DeQue<float>();
-    if (n25 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off26], o27, AscendC::DataCopyExtParams{1, (uint32_t)(n25 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o27);
-    const uint64_t off28 = (uint64_t)(v_off_2);
+    qout.FreeTensor(o30);
+    const uint64_t off31 = (uint64_t)(v_off_2);
     AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t23_n, t12_n); ++i) {
-      const int32_t j = t23.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off28 + (uint64_t)j, (float)(t12.GetValue(i)));
+    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
+      const int32_t j = t26.GetValue(i);
+      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
     }
-    const int32_t v_d_29 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_30 = (int32_t)(((((((int32_t)(v_d_29) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_29) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_29)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_31 = (int32_t)(((((((((int32_t)(v_dc_30) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_30) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_30)))))) == (int32_t)(v_d_29))))) ? (int32_t)(v_dc_30) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_31));
-    AscendC::LocalTensor<float> t32 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t10_n, t12_n);
+    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
+    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
       const AscendC::LocalTensor<int32_t> &L0 = t10;
       const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_29))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    float s33 = sk::bits_f32(0xff800000u);
+    float s36 = sk::bits_f32(0xff800000u);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t32_n > 0) {
-      AscendC::ReduceMax(ub8[256].ReinterpretCast<float>(), t32, ub8[512].ReinterpretCast<float>(), (int32_t)t32_n);
+    if (t35_n > 0) {
+      AscendC::ReduceMax(ub8[256].ReinterpretCast<float>(), t35, ub8[512].ReinterpretCast<float>(), (int32_t)t35_n);
       AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
       AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s33 = ub8[256].ReinterpretCast<float>().GetValue(0);
+      s36 = ub8[256].ReinterpretCast<float>().GetValue(0);
     }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s33));
+    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
     qin.FreeTensor(t10);
     qin.FreeTensor(t12);
     AscendC::PipeBarrier<PIPE_ALL>();
@@ -434,69 +443,78 @@ extern "C" __global__ __aicore__ void remap_draft_t256(GM_ADDR p_cand_ids, uint3
       const int32_t j = t17.GetValue(i);
       t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
     }
-    AscendC::LocalTensor<int32_t> t20 = ub8[256].ReinterpretCast<int32_t>();
-    const uint32_t t20_n = t18_n;
-    const uint64_t off21 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t20_n; ++i) {
-      const int32_t j = t18.GetValue(i);
-      t20.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off21 + (uint64_t)j));
+    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
+    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t22 = ub8[256].ReinterpretCast<int32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t18;
+      const AscendC::LocalTensor<int32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
     }
-    const int32_t s22 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t23 = ub8[2304].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t20_n), t10_n), t18_n);
+    AscendC::LocalTensor<int32_t> t23 = ub8[1280].ReinterpretCast<int32_t>();
+    const uint32_t t23_n = t22_n;
+    const uint64_t off24 = (uint64_t)(v_off_2);
+    for (uint32_t i = 0; i < t23_n; ++i) {
+      const int32_t j = t22.GetValue(i);
+      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
+    }
+    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t26 = ub8[2304].ReinterpretCast<int32_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t20;
+      const AscendC::LocalTensor<int32_t> &L1 = t23;
       const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t18;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s22))));
+      const AscendC::LocalTensor<int32_t> &L3 = t22;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
     }
-    AscendC::LocalTensor<float> t24 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t24, (float)(sk::bits_f32(0xff800000u)), (int32_t)t24_n);
-    const uint32_t n25 = t24_n;
-    const uint64_t off26 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o27 = qout.AllocTensor<float>();
-    if (n25 > 0) {
-      AscendC::DataCopy(o27, t24, AscendC::DataCopyParams{1, (uint16_t)((n25 * sizeof(float) + 31) / 32), 0, 0});
+    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o27); o27 = qout.DeQue<float>();
-    if (n25 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off26], o27, AscendC::DataCopyExtParams{1, (uint32_t)(n25 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o27);
-    const uint64_t off28 = (uint64_t)(v_off_2);
+    qout.FreeTensor(o30);
+    const uint64_t off31 = (uint64_t)(v_off_2);
     AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t23_n, t12_n); ++i) {
-      const int32_t j = t23.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off28 + (uint64_t)j, (float)(t12.GetValue(i)));
+    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
+      const int32_t j = t26.GetValue(i);
+      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
     }
-    const int32_t v_d_29 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_30 = (int32_t)(((((((int32_t)(v_d_29) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_29) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_29)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_31 = (int32_t)(((((((((int32_t)(v_dc_30) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_30) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_30)))))) == (int32_t)(v_d_29))))) ? (int32_t)(v_dc_30) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_31));
-    AscendC::LocalTensor<float> t32 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t10_n, t12_n);
+    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
+    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
       const AscendC::LocalTensor<int32_t> &L0 = t10;
       const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_29))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    float s33 = sk::bits_f32(0xff800000u);
+    float s36 = sk::bits_f32(0xff800000u);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t32_n > 0) {
-      AscendC::ReduceMax(ub8[1024].ReinterpretCast<float>(), t32, ub8[1280].ReinterpretCast<float>(), (int32_t)t32_n);
+    if (t35_n > 0) {
+      AscendC::ReduceMax(ub8[1024].ReinterpretCast<float>(), t35, ub8[1280].ReinterpretCast<float>(), (int32_t)t35_n);
       AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
       AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s33 = ub8[1024].ReinterpretCast<float>().GetValue(0);
+      s36 = ub8[1024].ReinterpretCast<float>().GetValue(0);
     }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s33));
+    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
     qin.FreeTensor(t10);
     qin.FreeTensor(t12);
     AscendC::PipeBarrier<PIPE_ALL>();
@@ -600,69 +618,78 @@ extern "C" __global__ __aicore__ void remap_draft_t1024(GM_ADDR p_cand_ids, uint
       const int32_t j = t17.GetValue(i);
       t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
     }
-    AscendC::LocalTensor<int32_t> t20 = ub8[1024].ReinterpretCast<int32_t>();
-    const uint32_t t20_n = t18_n;
-    const uint64_t off21 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t20_n; ++i) {
-      const int32_t j = t18.GetValue(i);
-      t20.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off21 + (uint64_t)j));
+    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
+    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t22 = ub8[1024].ReinterpretCast<int32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t18;
+      const AscendC::LocalTensor<int32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
     }
-    const int32_t s22 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t23 = ub8[9216].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t20_n), t10_n), t18_n);
+    AscendC::LocalTensor<int32_t> t23 = ub8[5120].ReinterpretCast<int32_t>();
+    const uint32_t t23_n = t22_n;
+    const uint64_t off24 = (uint64_t)(v_off_2);
+    for (uint32_t i = 0; i < t23_n; ++i) {
+      const int32_t j = t22.GetValue(i);
+      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
+    }
+    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t26 = ub8[9216].ReinterpretCast<int32_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t20;
+      const AscendC::LocalTensor<int32_t> &L1 = t23;
       const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t18;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s22))));
+      const AscendC::LocalTensor<int32_t> &L3 = t22;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
     }
-    AscendC::LocalTensor<float> t24 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t24, (float)(sk::bits_f32(0xff800000u)), (int32_t)t24_n);
-    const uint32_t n25 = t24_n;
-    const uint64_t off26 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o27 = qout.AllocTensor<float>();
-    if (n25 > 0) {
-      AscendC::DataCopy(o27, t24, AscendC::DataCopyParams{1, (uint16_t)((n25 * sizeof(float) + 31) / 32), 0, 0});
+    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o27); o27 = qout.DeQue<float>();
-    if (n25 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off26], o27, AscendC::DataCopyExtParams{1, (uint32_t)(n25 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o27);
-    const uint64_t off28 = (uint64_t)(v_off_2);
+    qout.FreeTensor(o30);
+    const uint64_t off31 = (uint64_t)(v_off_2);
     AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t23_n, t12_n); ++i) {
-      const int32_t j = t23.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off28 + (uint64_t)j, (float)(t12.GetValue(i)));
+    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
+      const int32_t j = t26.GetValue(i);
+      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
     }
-    const int32_t v_d_29 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_30 = (int32_t)(((((((int32_t)(v_d_29) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_29) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_29)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_31 = (int32_t)(((((((((int32_t)(v_dc_30) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_30) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_30)))))) == (int32_t)(v_d_29))))) ? (int32_t)(v_dc_30) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_31));
-    AscendC::LocalTensor<float> t32 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t10_n, t12_n);
+    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
+    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
       const AscendC::LocalTensor<int32_t> &L0 = t10;
       const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_29))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    float s33 = sk::bits_f32(0xff800000u);
+    float s36 = sk::bits_f32(0xff800000u);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t32_n > 0) {
-      AscendC::ReduceMax(ub8[4096].ReinterpretCast<float>(), t32, ub8[4352].ReinterpretCast<float>(), (int32_t)t32_n);
+    if (t35_n > 0) {
+      AscendC::ReduceMax(ub8[4096].ReinterpretCast<float>(), t35, ub8[4352].ReinterpretCast<float>(), (int32_t)t35_n);
       AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
       AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s33 = ub8[4096].ReinterpretCast<float>().GetValue(0);
+      s36 = ub8[4096].ReinterpretCast<float>().GetValue(0);
     }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s33));
+    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
     qin.FreeTensor(t10);
     qin.FreeTensor(t12);
     AscendC::PipeBarrier<PIPE_ALL>();
@@ -766,69 +793,78 @@ extern "C" __global__ __aicore__ void remap_draft_t4096(GM_ADDR p_cand_ids, uint
       const int32_t j = t17.GetValue(i);
       t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
     }
-    AscendC::LocalTensor<int32_t> t20 = ub8[4096].ReinterpretCast<int32_t>();
-    const uint32_t t20_n = t18_n;
-    const uint64_t off21 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t20_n; ++i) {
-      const int32_t j = t18.GetValue(i);
-      t20.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off21 + (uint64_t)j));
+    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
+    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t22 = ub8[4096].ReinterpretCast<int32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t18;
+      const AscendC::LocalTensor<int32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
     }
-    const int32_t s22 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t23 = ub8[36864].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t20_n), t10_n), t18_n);
+    AscendC::LocalTensor<int32_t> t23 = ub8[20480].ReinterpretCast<int32_t>();
+    const uint32_t t23_n = t22_n;
+    const uint64_t off24 = (uint64_t)(v_off_2);
+    for (uint32_t i = 0; i < t23_n; ++i) {
+      const int32_t j = t22.GetValue(i);
+      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
+    }
+    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t26 = ub8[36864].ReinterpretCast<int32_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t20;
+      const AscendC::LocalTensor<int32_t> &L1 = t23;
       const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t18;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s22))));
+      const AscendC::LocalTensor<int32_t> &L3 = t22;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
     }
-    AscendC::LocalTensor<float> t24 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t24, (float)(sk::bits_f32(0xff800000u)), (int32_t)t24_n);
-    const uint32_t n25 = t24_n;
-    const uint64_t off26 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o27 = qout.AllocTensor<float>();
-    if (n25 > 0) {
-      AscendC::DataCopy(o27, t24, AscendC::DataCopyParams{1, (uint16_t)((n25 * sizeof(float) + 31) / 32), 0, 0});
+    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o27); o27 = qout.DeQue<float>();
-    if (n25 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off26], o27, AscendC::DataCopyExtParams{1, (uint32_t)(n25 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o27);
-    const uint64_t off28 = (uint64_t)(v_off_2);
+    qout.FreeTensor(o30);
+    const uint64_t off31 = (uint64_t)(v_off_2);
     AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t23_n, t12_n); ++i) {
-      const int32_t j = t23.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off28 + (uint64_t)j, (float)(t12.GetValue(i)));
+    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
+      const int32_t j = t26.GetValue(i);
+      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
     }
-    const int32_t v_d_29 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_30 = (int32_t)(((((((int32_t)(v_d_29) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_29) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_29)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_31 = (int32_t)(((((((((int32_t)(v_dc_30) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_30) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_30)))))) == (int32_t)(v_d_29))))) ? (int32_t)(v_dc_30) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_31));
-    AscendC::LocalTensor<float> t32 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t10_n, t12_n);
+    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
+    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
       const AscendC::LocalTensor<int32_t> &L0 = t10;
       const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_29))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    float s33 = sk::bits_f32(0xff800000u);
+    float s36 = sk::bits_f32(0xff800000u);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t32_n > 0) {
-      AscendC::ReduceMax(ub8[16384].ReinterpretCast<float>(), t32, ub8[16640].ReinterpretCast<float>(), (int32_t)t32_n);
+    if (t35_n > 0) {
+      AscendC::ReduceMax(ub8[16384].ReinterpretCast<float>(), t35, ub8[16640].ReinterpretCast<float>(), (int32_t)t35_n);
       AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
       AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s33 = ub8[16384].ReinterpretCast<float>().GetValue(0);
+      s36 = ub8[16384].ReinterpretCast<float>().GetValue(0);
     }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s33));
+    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
     qin.FreeTensor(t10);
     qin.FreeTensor(t12);
     AscendC::PipeBarrier<PIPE_ALL>();

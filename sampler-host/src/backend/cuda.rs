@@ -296,7 +296,8 @@ impl CudaBackend {
         self.timing = on;
     }
 
-    /// Device time of the last step's kernels, when timing is on.
+    /// Device time of the last step's kernels, when timing is on (the first
+    /// pass: a prefix-path step rerun on the full-row path is not included).
     pub fn last_kernel_ms(&self) -> Option<f32> {
         self.last_kernel_ms
     }
@@ -380,9 +381,31 @@ impl CudaBackend {
         Ok(g)
     }
 
-    /// Reads the outputs of the last launched step back.
+    /// Reads the outputs of the last launched step back. On the prefix path
+    /// ([`StepPlan::prefix_width`]) a step whose kept sets do not all fit is
+    /// run again here, eagerly, on the full-row path (a captured graph holds
+    /// the prefix path only), so the results are always the full-row path's.
     pub fn collect_step(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
-        self.collect(p)
+        let res = self.collect(p)?;
+        self.full_row_if_overflowed(p, res)
+    }
+
+    /// `res` when the step took the full-row path or every kept set fitted
+    /// the prefix; else the step again on the full-row path (inputs uploaded
+    /// again from `p`; masking twice changes nothing).
+    fn full_row_if_overflowed(&mut self, p: &StepPlan, res: StepResult) -> Result<StepResult, BackendError> {
+        if !self.width(p).1 {
+            return Ok(res);
+        }
+        let overflow = self.b.overflow.download(&self.stream, p.rows as usize)?;
+        if !p.prefix_overflowed(&res.group_status, &overflow) {
+            return Ok(res);
+        }
+        let keep = self.full_row;
+        self.full_row = true;
+        let r = self.prepare(p).and_then(|_| self.launch_all(p, &mut |_, _| Ok(()))).and_then(|_| self.collect(p));
+        self.full_row = keep;
+        r
     }
 
     /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]).
@@ -438,19 +461,8 @@ impl Backend for CudaBackend {
         let t0 = if self.timing { Some(ev(&self.stream)?) } else { None };
         self.launch_all(p, &mut |_, _| Ok(()))?;
         let t1 = if self.timing { Some(ev(&self.stream)?) } else { None };
-        let mut res = self.collect(p)?;
-        if self.width(p).1 {
-            let overflow = self.b.overflow.download(&self.stream, p.rows as usize)?;
-            if p.prefix_overflowed(&res.group_status, &overflow) {
-                // Some kept set is wider than the prefix: the full-row path on the
-                // same (already masked) logits; masking again changes nothing.
-                let keep = self.full_row;
-                self.full_row = true;
-                let r = self.prepare(p).and_then(|_| self.launch_all(p, &mut |_, _| Ok(()))).and_then(|_| self.collect(p));
-                self.full_row = keep;
-                res = r?;
-            }
-        }
+        let res = self.collect(p)?;
+        let res = self.full_row_if_overflowed(p, res)?;
         self.last_kernel_ms = match (t0, t1) {
             (Some(a), Some(b)) => Some(a.elapsed_ms(&b).map_err(dev)?),
             _ => None,

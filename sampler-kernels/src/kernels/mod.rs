@@ -147,11 +147,12 @@ pub fn force_topn(logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: G
 
 /// Section 3.3 for many blocks per row (stage 1 of 2): program
 /// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
-/// (logits `c * chunk_len ..`, the last chunk shorter), in the order of
-/// section 3.6, with vocabulary ids. Every chunk must hold at least `n`
-/// logits. `topn_merge` then picks the row's `n` from the `chunks * n`
-/// candidates; the result equals `force_topn`'s exactly (the order keys are
-/// unique, and equal logits stay in id order across and within chunks).
+/// (logits `c * chunk_len ..`, the last chunk shorter) with vocabulary ids,
+/// unsorted (`top_n_set`: equal logits in ascending id order). Every chunk
+/// must hold at least `n` logits. `topn_merge` then picks and sorts the
+/// row's `n` from the `chunks * n` candidates; the result equals
+/// `force_topn`'s exactly (the order keys are unique, and equal logits stay
+/// in id order across and within chunks, which is the merge's tie order).
 ///
 /// - `logits`: `[R, v]` f32 (masked, checked).
 /// - `cand`: `[R * chunks, n]` f32 out, `cand_ids`: `[R * chunks, n]` i32 out.
@@ -161,7 +162,7 @@ pub fn topn_chunk(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, n: u32, 
     let r = p / chunks;
     let start = (p % chunks) * chunk_len;
     let len = min(chunk_len, v - start);
-    let (x, id) = top_n(logits, (r as u64) * (v as u64) + (start as u64), len, n);
+    let (x, id) = top_n_set(logits, (r as u64) * (v as u64) + (start as u64), len, n);
     let off = (p as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id + (start as i32));
@@ -435,7 +436,9 @@ pub fn remap_draft(
     let dlps = load(draft_lps, doff, wd);
     let valid = (dids >= 0) & (dids < (v as i32));
     let cols = gather(col_of, voff, select(valid, dids, -1), -1i32);
-    // col_of is scratch: keep a column only where it maps back to the same id.
+    // col_of is scratch (stale entries, possibly from a wider step): keep a
+    // column only below n and where it maps back to the same id.
+    let cols = select(cols < (n as i32), cols, -1);
     let back = gather(cand_ids, off, cols, -1i32);
     let cols = select(valid & (back == dids), cols, -1);
     store(q_logprobs, off, full(n, NEG_INF));

@@ -296,6 +296,14 @@ pub fn top_n(_: &Ctx, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Til
     keys.sort_unstable_by(|a, b| b.cmp(a));
     (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
 }
+/// The `n` largest of `v` logits with their ids, in ascending id order
+/// (the same set as [`top_n`], not sorted by logit).
+pub fn top_n_set(c: &Ctx, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
+    let (x, id) = top_n(c, buf, off, v, n);
+    let mut pairs: Vec<(f32, i32)> = x.into_iter().zip(id).collect();
+    pairs.sort_unstable_by_key(|p| p.1);
+    (pairs.iter().map(|p| p.0).collect(), pairs.iter().map(|p| p.1).collect())
+}
 /// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.
 pub fn sort_desc(_: &Ctx, vals: &Tile<f32>, ids: &Tile<i32>) -> (Tile<f32>, Tile<i32>) {
     let mut keys: Vec<u64> = vals.iter().zip(ids).map(|(&v, &i)| order_key(v, i as u32)).collect();

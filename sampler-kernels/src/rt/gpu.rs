@@ -762,6 +762,24 @@ fn warp_claim(tid: u32, take: bool, i: u32) -> u32 {
     base + (ballot & ((1u32 << lane) - 1)).count_ones()
 }
 
+/// The warp's ballot of `p` (every lane of the warp calls it together).
+#[inline(always)]
+fn ballot(p: bool) -> u32 {
+    let b: u32;
+    // SAFETY: all 32 lanes are converged here (uniform loop bounds).
+    unsafe { asm!("{{ .reg .pred q; setp.ne.u32 q, {t}, 0; vote.sync.ballot.b32 {b}, q, 0xffffffff; }}", b = out(reg32) b, t = in(reg32) p as u32) };
+    b
+}
+
+/// Lane `src`'s `v`, on every lane (every lane calls it together).
+#[inline(always)]
+fn shfl_idx32(v: u32, src: u32) -> u32 {
+    let r: u32;
+    // SAFETY: as `ballot`.
+    unsafe { asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) v, l = in(reg32) src) };
+    r
+}
+
 /// Keys loaded together per thread in the selection passes.
 const SEL_BATCH: usize = 8;
 
@@ -1113,33 +1131,11 @@ fn bitonic_desc_shared<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64
 pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
-    let (st, room) = stagebuf::<TH, I>();
-    if v <= room {
-        // One read of the logits into shared memory (loads in flight
-        // together); every selection pass then reads shared memory.
-        let mut base = 0u32;
-        while base < iters {
-            let mut x = [0f32; SEL_BATCH];
-            for (j, xj) in x.iter_mut().enumerate() {
-                let i = (base + j as u32) * TH as u32 + tid;
-                if i < v {
-                    *xj = buf.read(off + i as u64);
-                }
-            }
-            for (j, &xj) in x.iter().enumerate() {
-                let i = (base + j as u32) * TH as u32 + tid;
-                if i < v {
-                    // i < v <= room keys of the staging area.
-                    sts32(st + 4 * i as u64, order_bits(xj));
-                }
-            }
-            base += SEL_BATCH as u32;
-        }
-        sync();
+    if let Some(st) = stage::<TH, I>(c, buf, off, v) {
         let keys = move |it: u32| {
             let i = it * TH as u32 + tid;
+            // Staged: i < v <= the staging area's keys.
             if i < v {
-                // Written above, i < v <= room.
                 Some(key_of_bits(lds32(st + 4 * i as u64), i))
             } else {
                 None
@@ -1158,6 +1154,106 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off:
     };
     let k = sorted_keys(c, iters, keys, n.min(v));
     split_keys(&k)
+}
+
+/// Reads `buf[off..off+v]` once into the staging area as u32 order bits
+/// (loads in flight together) when the launch gave room for `v` keys; every
+/// selection pass then reads shared memory. `None`: no room.
+#[inline(always)]
+fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32) -> Option<u64> {
+    let (st, room) = stagebuf::<TH, I>();
+    if v > room {
+        return None;
+    }
+    let iters = v.div_ceil(TH as u32);
+    let mut base = 0u32;
+    while base < iters {
+        let mut x = [0f32; SEL_BATCH];
+        for (j, xj) in x.iter_mut().enumerate() {
+            let i = (base + j as u32) * TH as u32 + c.tid;
+            if i < v {
+                *xj = buf.read(off + i as u64);
+            }
+        }
+        for (j, &xj) in x.iter().enumerate() {
+            let i = (base + j as u32) * TH as u32 + c.tid;
+            if i < v {
+                sts32(st + 4 * i as u64, order_bits(xj));
+            }
+        }
+        base += SEL_BATCH as u32;
+    }
+    sync();
+    Some(st)
+}
+
+/// The `n` largest of `v` logits at `buf[off..off+v]` with their ids, in
+/// ascending id order (no sort): a radix select finds the n-th largest key,
+/// then each warp takes a contiguous id range and ballots plus a block scan
+/// of the warps' counts place the keys in id order. Equal logits come out in
+/// ascending id order, as `top_n` puts them.
+#[inline(always)]
+pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+    let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    let n = n.min(v);
+    if n == 0 || n > cap || TH % 32 != 0 {
+        // Sorted order keeps equal logits in ascending id order too.
+        return top_n(c, buf, off, v, n);
+    }
+    let iters = v.div_ceil(TH as u32);
+    let tid = c.tid;
+    let st = stage::<TH, I>(c, buf, off, v);
+    let key_at = move |i: u32| match st {
+        Some(st) => key_of_bits(lds32(st + 4 * i as u64), i),
+        None => order_key(buf.read(off + i as u64), i),
+    };
+    let keys = move |it: u32| {
+        let i = it * TH as u32 + tid;
+        if i < v {
+            Some(key_at(i))
+        } else {
+            None
+        }
+    };
+    let lo = radix_select(c, iters, &keys, false, 0, n);
+    // Warp w takes ids w*span .. w*span+span, 32 consecutive ids a step
+    // (coalesced, no bank conflicts): count by ballots, scan the warps'
+    // counts, then write in id order at lane offsets from the ballots.
+    let warps = (TH as u32).div_ceil(32);
+    let span = v.div_ceil(warps).div_ceil(32) * 32;
+    let (w, lane) = (tid / 32, tid % 32);
+    let steps = span / 32;
+    let take_at = |step: u32| {
+        let i = w * span + step * 32 + lane;
+        i < v && key_at(i) >= lo
+    };
+    let mut wc = 0u32;
+    for step in 0..steps {
+        wc += ballot(take_at(step)).count_ones();
+    }
+    let (before, _) = block_excl_scan(c, if lane == 0 { wc } else { 0 });
+    let mut pos = shfl_idx32(before, 0);
+    let sb = sortbuf();
+    let below = (1u32 << lane) - 1;
+    for step in 0..steps {
+        let t = take_at(step);
+        let b = ballot(t);
+        if t {
+            let i = w * span + step * 32 + lane;
+            sts64(sb + 8 * (pos + (b & below).count_ones()) as u64, key_at(i));
+        }
+        pos += b.count_ones();
+    }
+    sync();
+    let mut out = [0u64; I];
+    for (j, o) in out.iter_mut().enumerate() {
+        let e = c.idx(j);
+        if e < n {
+            *o = lds64(sb + 8 * e as u64);
+        }
+    }
+    sync();
+    split_keys(&Tile { v: out, n })
 }
 
 /// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.

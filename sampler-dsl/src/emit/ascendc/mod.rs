@@ -950,7 +950,9 @@ impl Gen {
 
     /// Ops returning two tiles (`top_n`).
     fn tuple(&mut self, e: &Expr) -> Vec<TileV> {
-        let ExprKind::Call(Op::TopN, args) = &e.kind else {
+        // top_n_set: top_n's order also keeps equal logits in ascending id order,
+        // which is all its consumers (topn_merge) rely on.
+        let ExprKind::Call(Op::TopN | Op::TopNSet, args) = &e.kind else {
             self.unsupported("a tuple-valued op other than `top_n`");
             return vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)];
         };
