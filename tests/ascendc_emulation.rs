@@ -2,7 +2,10 @@
 //! emulation of the AscendC subset (sampler-host/ascendc/emu), run kernel by
 //! kernel on inputs prepared from the golden cases, and compared with the
 //! CPU kernel programs on the same input buffers: ids and statuses
-//! identical, floats within |a - b| <= 1e-4 + 1e-5 |b|.
+//! identical, floats within |a - b| <= 1e-4 + 1e-5 |b|. Besides the CPU
+//! backend's sequence, the kernels only the CUDA backend launches are run
+//! too: the fused `process_draw` / `process_prefix_draw` / `token_info_top`,
+//! `row_mass`, and the multi-block `topn_chunk` + `topn_merge`.
 //!
 //! Skips (passing) only when g++ is absent.
 
@@ -228,6 +231,12 @@ impl Val {
             _ => panic!("not u32"),
         }
     }
+    fn u64s(&self) -> &[u64] {
+        match self {
+            Val::U64(v) => v,
+            _ => panic!("not u64"),
+        }
+    }
 }
 
 /// Runs kernel `name` on the CPU (program by program) and under emulation,
@@ -355,6 +364,117 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     }
     let fresh = c[5].clone();
 
+    // 3-4 fused (process_draw, the CUDA backend's): emulated = CPU, and CPU = process then draw.
+    let args = vec![
+        cand.clone(),
+        cand_ids.clone(),
+        Val::SU32(n),
+        Val::F32(p.temperature.clone()),
+        Val::F32(p.top_p.clone()),
+        Val::I32(p.top_k.clone()),
+        Val::U64(p.seed.clone()),
+        Val::U64(p.seq_draw.clone()),
+        Val::F32(vec![0.0; r as usize * nn]),
+        Val::I32(vec![-1; r as usize]),
+    ];
+    let (c, e) = run_both("process_draw", tile_for("process_draw", n), r, &args)?;
+    for i in (0..r as usize).filter(|&i| ok_row(i)) {
+        let s = i * nn..(i + 1) * nn;
+        if c[9].i32s()[i] != e[9].i32s()[i] || c[9].i32s()[i] != fresh.i32s()[i] || e[8].f32s()[s.clone()].iter().zip(&c[8].f32s()[s.clone()]).any(|(a, b)| !close(*a, *b)) {
+            return Err(bad("process_draw", i));
+        }
+        if c[8].f32s()[s.clone()].iter().zip(&logprobs.f32s()[s]).any(|(a, b)| a.to_bits() != b.to_bits()) {
+            return Err(bad("process_draw (CPU) vs process", i));
+        }
+    }
+
+    // 3-4 on the prefix path (row_mass + process_prefix_draw) over the same candidates.
+    let mchunks = v.div_ceil(16384);
+    let args = vec![masked.clone(), Val::SU32(v), Val::SU32(16384), Val::SU32(mchunks), cand.clone(), Val::SU32(n), Val::F32(p.temperature.clone()), Val::U64(vec![0; (r * mchunks) as usize])];
+    let (c, e) = run_both("row_mass", tile_for("row_mass", 1), r * mchunks, &args)?;
+    for i in (0..r as usize).filter(|&i| ok_row(i)) {
+        // AscendC's vector Exp is not the CPU's polynomial bit for bit (docs/ASCEND.md):
+        // the fixed-point sums agree to a relative 1e-5.
+        let s = i * mchunks as usize..(i + 1) * mchunks as usize;
+        for (&a, &b) in c[7].u64s()[s.clone()].iter().zip(&e[7].u64s()[s]) {
+            if (a as f64 - b as f64).abs() > 1e-5 * (a as f64) + 16.0 {
+                return Err(format!("{} (cpu {a} emu {b})", bad("row_mass", i)));
+            }
+        }
+    }
+    // Each side takes its own row_mass (the emulated weights use the emulated Exp).
+    let args = |mass: Val| {
+        vec![
+            cand.clone(),
+            cand_ids.clone(),
+            Val::SU32(n),
+            Val::SU32(v),
+            mass,
+            Val::SU32(mchunks),
+            Val::F32(p.temperature.clone()),
+            Val::F32(p.top_p.clone()),
+            Val::I32(p.top_k.clone()),
+            Val::U64(p.seed.clone()),
+            Val::U64(p.seq_draw.clone()),
+            Val::F32(vec![0.0; r as usize * nn]),
+            Val::U32(vec![0; r as usize]),
+            Val::I32(vec![-1; r as usize]),
+        ]
+    };
+    let (c, _) = run_both("process_prefix_draw", tile_for("process_prefix_draw", n), r, &args(c[7].clone()))?;
+    let (_, e) = run_both("process_prefix_draw", tile_for("process_prefix_draw", n), r, &args(e[7].clone()))?;
+    for i in (0..r as usize).filter(|&i| ok_row(i)) {
+        let s = i * nn..(i + 1) * nn;
+        if c[12].u32s()[i] != e[12].u32s()[i] || c[13].i32s()[i] != e[13].i32s()[i] || e[11].f32s()[s.clone()].iter().zip(&c[11].f32s()[s.clone()]).any(|(a, b)| !close(*a, *b)) {
+            let lp = |x: &Val| x.f32s()[s.clone()].iter().take(8).copied().collect::<Vec<f32>>();
+            return Err(format!(
+                "{} (overflow cpu {} emu {}, token cpu {} emu {}, logprobs cpu {:?} emu {:?})",
+                bad("process_prefix_draw", i),
+                c[12].u32s()[i],
+                e[12].u32s()[i],
+                c[13].i32s()[i],
+                e[13].i32s()[i],
+                lp(&c[11]),
+                lp(&e[11])
+            ));
+        }
+        // Without force top-k the candidates are all V: the prefix path is the full path.
+        if n == v && (c[11].f32s()[s.clone()].iter().zip(&logprobs.f32s()[s]).any(|(a, b)| a.to_bits() != b.to_bits()) || c[13].i32s()[i] != fresh.i32s()[i]) {
+            return Err(bad("process_prefix_draw (CPU, n = V) vs process + draw", i));
+        }
+    }
+
+    // 2 on several blocks per row (topn_chunk + topn_merge), when two chunks hold n each.
+    let clen = v.div_ceil(2);
+    if v - clen >= n {
+        let m = 2 * n;
+        let args = vec![masked.clone(), Val::SU32(v), Val::SU32(clen), Val::SU32(2), Val::SU32(n), Val::F32(vec![0.0; (r * m) as usize]), Val::I32(vec![0; (r * m) as usize])];
+        let (c, e) = run_both("topn_chunk", tile_for("topn_chunk", n), 2 * r, &args)?;
+        for i in (0..r as usize).filter(|&i| ok_row(i)) {
+            // The chunk stage's order is the backend's (ids ascending on the CPU, top_n's on
+            // AscendC): compare each chunk as a set of (id, logit bits).
+            for ch in 0..2 {
+                let s = (2 * i + ch) * nn..(2 * i + ch + 1) * nn;
+                let set = |x: &Val, id: &Val| {
+                    let mut v: Vec<(i32, u32)> = id.i32s()[s.clone()].iter().zip(&x.f32s()[s.clone()]).map(|(&a, &b)| (a, b.to_bits())).collect();
+                    v.sort_unstable();
+                    v
+                };
+                if set(&c[5], &c[6]) != set(&e[5], &e[6]) {
+                    return Err(bad("topn_chunk", i));
+                }
+            }
+        }
+        let args = vec![e[5].clone(), e[6].clone(), Val::SU32(m), Val::SU32(n), Val::F32(vec![0.0; r as usize * nn]), Val::I32(vec![0; r as usize * nn])];
+        let (c, e) = run_both("topn_merge", tile_for("topn_merge", n), r, &args)?;
+        for i in (0..r as usize).filter(|&i| ok_row(i)) {
+            let s = i * nn..(i + 1) * nn;
+            if c[5].i32s()[s.clone()] != e[5].i32s()[s.clone()] || c[5].i32s()[s.clone()] != cand_ids.i32s()[s] {
+                return Err(bad("topn_merge (vs force_topn)", i));
+            }
+        }
+    }
+
     // 5-6. remap_draft + verify
     let mut accept = Val::U32(vec![0; r as usize]);
     let mut residual = Val::I32(vec![-1; r as usize]);
@@ -434,7 +554,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let (tokens, lookup) = (c[10].i32s().to_vec(), c[11].clone());
 
     // 8. token_info
-    let args = vec![cand.clone(), cand_ids.clone(), logprobs.clone(), Val::SU32(n), lookup, Val::F32(vec![0.0; r as usize]), Val::F32(vec![0.0; r as usize])];
+    let args = vec![cand.clone(), cand_ids.clone(), logprobs.clone(), Val::SU32(n), lookup.clone(), Val::F32(vec![0.0; r as usize]), Val::F32(vec![0.0; r as usize])];
     let (c, e) = run_both("token_info", tile_for("token_info", n), r, &args)?;
     for i in (0..r as usize).filter(|&i| ok_row(i)) {
         if !close(e[5].f32s()[i], c[5].f32s()[i]) || !close(e[6].f32s()[i], c[6].f32s()[i]) {
@@ -442,8 +562,36 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         }
     }
 
-    // 9. top_logprobs
+    // 8-9 fused (token_info_top, the CUDA backend's)
     let kk = p.k;
+    {
+        let kn = kk as usize;
+        let args = vec![
+            cand.clone(),
+            cand_ids.clone(),
+            logprobs.clone(),
+            Val::SU32(n),
+            lookup.clone(),
+            Val::SU32(kk),
+            Val::F32(vec![0.0; r as usize]),
+            Val::F32(vec![0.0; r as usize]),
+            Val::I32(vec![-1; r as usize * kn.max(1)]),
+            Val::F32(vec![0.0; r as usize * kn.max(1)]),
+        ];
+        let (c, e) = run_both("token_info_top", tile_for("token_info_top", n), r, &args)?;
+        for i in (0..r as usize).filter(|&i| ok_row(i)) {
+            if !close(e[6].f32s()[i], c[6].f32s()[i]) || !close(e[7].f32s()[i], c[7].f32s()[i]) {
+                return Err(bad("token_info_top", i));
+            }
+            for j in i * kn..(i + 1) * kn {
+                if c[8].i32s()[j] != e[8].i32s()[j] || !close(e[9].f32s()[j], c[9].f32s()[j]) {
+                    return Err(bad("token_info_top top logprobs", i));
+                }
+            }
+        }
+    }
+
+    // 9. top_logprobs
     if kk > 0 {
         let kn = kk as usize;
         let args = vec![cand_ids.clone(), logprobs.clone(), Val::SU32(n), Val::SU32(kk), Val::I32(vec![-1; r as usize * kn]), Val::F32(vec![0.0; r as usize * kn])];
