@@ -1,5 +1,5 @@
 //! The prefix path without force top-k (`StepPlan::prefix_width`,
-//! `row_mass` + `process_prefix`) against the full-row path, bit for bit,
+//! `row_mass` + `process_prefix_draw`) against the full-row path, bit for bit,
 //! on the CPU backend (the same DSL kernels the PTX and AscendC come from).
 //!
 //! - Rows whose kept set fits the prefix give the full-row results exactly

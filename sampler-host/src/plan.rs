@@ -14,7 +14,7 @@
 //!
 //! Without force top-k, steps 2-3 are usually the prefix path instead
 //! ([`StepPlan::prefix_width`]): `force_topn` with N = w, `row_mass`,
-//! `process_prefix`, and every later kernel on w columns.
+//! `process_prefix_draw`, and every later kernel on w columns.
 
 /// Prefix width asked for a row without top-k on the prefix path
 /// ([`StepPlan::prefix_width`]): top-p 0.9 keeps fewer tokens than this on
@@ -113,9 +113,9 @@ impl StepPlan {
     /// usually a short prefix of the order of 3.6. The prefix path selects
     /// only the first `w` candidates (`force_topn` / `topn_*` with N = `w`),
     /// takes the softmax total over all V from `row_mass`, and runs every
-    /// later kernel on `w` columns (`process_prefix`). Its outputs equal the
+    /// later kernel on `w` columns (`process_prefix_draw`). Its outputs equal the
     /// full-row path's bit for bit whenever each row's kept set and the
-    /// top-logprobs width fit in `w`; `process_prefix` flags the rows where
+    /// top-logprobs width fit in `w`; `process_prefix_draw` flags the rows where
     /// they may not, and backends then rerun the step on the full-row path
     /// ([`Self::prefix_overflowed`]). Results never depend on `w`.
     ///
@@ -141,7 +141,7 @@ impl StepPlan {
 
     /// Whether a prefix-path step (see [`Self::prefix_width`]) must be rerun
     /// on the full-row path: some row of a group that did not fail has its
-    /// `overflow` flag (`[R]` u32 from `process_prefix`) set.
+    /// `overflow` flag (`[R]` u32 from `process_prefix_draw`) set.
     pub fn prefix_overflowed(&self, group_status: &[i32], overflow: &[u32]) -> bool {
         let mut failed = vec![false; self.rows as usize];
         for g in 0..self.groups() {

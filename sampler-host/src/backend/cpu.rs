@@ -26,9 +26,9 @@ impl CpuBackend {
     }
 
     /// One step on the prefix path of width `w` only (no fallback), with
-    /// `process_prefix`'s `[R]` overflow flags: what [`Backend::run`] does
+    /// `process_prefix_draw`'s `[R]` overflow flags: what [`Backend::run`] does
     /// before it checks [`StepPlan::prefix_overflowed`]. For tests and
-    /// benchmarks; `w` must be a tile size of `process_prefix` below V.
+    /// benchmarks; `w` must be a tile size of `process_prefix_draw` below V.
     pub fn run_prefix(&self, p: &StepPlan, w: u32) -> Result<(StepResult, Vec<u32>), BackendError> {
         run_path(p, Some(w))
     }
@@ -57,7 +57,7 @@ impl Backend for CpuBackend {
 }
 
 /// One step on the full-row path (`prefix == None`) or the prefix path of
-/// width w; also returns `process_prefix`'s overflow flags (`[R]`, zeros on
+/// width w; also returns `process_prefix_draw`'s overflow flags (`[R]`, zeros on
 /// the full-row path).
 fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>), BackendError> {
     {
@@ -80,23 +80,23 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
         }
         let mut logprobs = vec![0f32; r * n as usize];
         let mut overflow = vec![0u32; r];
+        let mut fresh = vec![-1i32; r];
         if prefix.is_some() {
+            // Steps 3-4 fused (the prefix path has only the fused kernel).
             let chunks = mass_chunks(v);
             let mut mass = vec![0u64; r * chunks as usize];
             {
                 let (lg, c, t, ms) = (Gm::new(&logits), Gm::new(&cand), Gm::new(&p.temperature), Gm::new_mut(&mut mass));
                 launch(r * chunks as usize, |i| unsafe { k::row_mass::cpu(i, lg, v, MASS_CHUNK, chunks, c, n, t, ms) });
             }
-            let (c, ms, lp, of) = (Gm::new(&cand), Gm::new(&mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
-            let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
-            launch(r, |i| unsafe { k::process_prefix::cpu(i, c, n, v, ms, chunks, t, tp, tk, lp, of) });
+            let (c, ci, ms, lp, of) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(&mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
+            let (t, tp, tk, s, sq) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k), Gm::new(&p.seed), Gm::new(&p.seq_draw));
+            let f = Gm::new_mut(&mut fresh);
+            launch(r, |i| unsafe { k::process_prefix_draw::cpu(i, c, ci, n, v, ms, chunks, t, tp, tk, s, sq, lp, of, f) });
         } else {
             let (c, lp) = (Gm::new(&cand), Gm::new_mut(&mut logprobs));
             let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
             launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, lp) });
-        }
-        let mut fresh = vec![-1i32; r];
-        {
             let (lp, ci, f) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new_mut(&mut fresh));
             let (s, sq) = (Gm::new(&p.seed), Gm::new(&p.seq_draw));
             launch(r, |i| unsafe { k::draw::cpu(i, lp, ci, n, s, sq, f) });

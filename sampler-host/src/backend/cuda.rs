@@ -597,7 +597,7 @@ impl CudaBackend {
             let var = pick(k::row_mass::NAME, k::row_mass::VARIANTS, 1)?;
             launch!(self, var, rows * mc; &self.b.logits.s, &v, &MASS_CHUNK, &mc, &self.b.cand.s, &n, &self.b.temperature.s, &mut self.b.mass.s);
             mark(self, "row_mass")?;
-            // 3-4. process_prefix + draw, fused
+            // 3-4. process_prefix_draw (the prefix path: process with the total of all V, then draw)
             let var = pick(k::process_prefix_draw::NAME, k::process_prefix_draw::VARIANTS, n)?;
             launch!(self, var, rows;
                 &self.b.cand.s, &self.b.cand_ids.s, &n, &v, &self.b.mass.s, &mc, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,

@@ -22,7 +22,6 @@ pub const ALL: &[&str] = &[
     "topn_merge",
     "process",
     "row_mass",
-    "process_prefix",
     "draw",
     "process_draw",
     "process_prefix_draw",
@@ -241,55 +240,6 @@ pub fn row_mass(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f
     store_scalar(mass, p as u64, s);
 }
 
-/// Sections 3.4-3.9 without force top-k, on the row's first `n` candidates
-/// only (stage 2 of the prefix path): `process` with the softmax total taken
-/// from `row_mass` (all V tokens) instead of the `n` columns. When the kept
-/// set of section 3.7-3.8 lies within the `n` columns, every logprob equals
-/// `process`'s over all V columns bit for bit; `overflow[r] = 1` says it may
-/// not (the token after the prefix would be kept), and the host then runs
-/// the step on the full-row path.
-///
-/// - `cand`: `[R, n]` f32 candidate logits in order; `v`: the vocabulary size.
-/// - `mass`: `[R * chunks]` u64 from `row_mass`.
-/// - `temperature`, `top_p`: `[R]` f32; `top_k`: `[R]` i32 (-1 off).
-/// - `logprobs`: `[R, n]` f32 out (`-inf` removed); `overflow`: `[R]` u32 out.
-#[kernel(
-    tile = [64, 256, 1024, 4096, 16384],
-    threads = [64, 256, 512, 512, 1024]
-)]
-pub fn process_prefix(
-    cand: Gm<f32>,
-    n: u32,
-    v: u32,
-    mass: Gm<u64>,
-    chunks: u32,
-    temperature: Gm<f32>,
-    top_p: Gm<f32>,
-    top_k: Gm<i32>,
-    logprobs: GmMut<f32>,
-    overflow: GmMut<u32>,
-) {
-    let r = row();
-    let off = (r as u64) * (n as u64);
-    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
-    let m = reduce_max(x);
-    let w = to_fixed(exp(x - m));
-    let mut total = 0u64;
-    for c in 0..chunks {
-        total += load_scalar(mass, (r * chunks + c) as u64);
-    }
-    let excl = exclusive_scan(w);
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
-    let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    store(logprobs, off, select(keep, (x - m) - lse, NEG_INF));
-    // Column n (the next token in order) would be kept: the prefix is too short.
-    let next_kept = n < v && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n);
-    store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
-}
-
 /// Section 4: a draw from the processed distribution with
 /// `u = uniform(seed, seq)` (case 0 rows: prefill, fresh, draft).
 ///
@@ -349,11 +299,19 @@ pub fn process_draw(
     store_scalar(token, r as u64, tok);
 }
 
-/// `process_prefix` then `draw` in one program per row: bit for bit the two
-/// kernels' outputs (the prefix path without force top-k).
+/// Sections 3.4-3.9 and 4 without force top-k, on the row's first `n`
+/// candidates only (stage 2 of the prefix path): `process` with the
+/// softmax total taken from `row_mass` (all V tokens) instead of the `n`
+/// columns, then `draw`. When the kept set of sections 3.7-3.8 lies within
+/// the `n` columns, every logprob and the token equal `process` + `draw`
+/// over all V columns bit for bit; `overflow[r] = 1` says it may not (the
+/// token after the prefix would be kept), and the host then runs the step
+/// on the full-row path.
 ///
-/// - As `process_prefix` (`cand`, `n`, `v`, `mass`, `chunks`, `temperature`,
-///   `top_p`, `top_k` -> `logprobs`, `overflow`) and `draw` (`cand_ids`, `seed`, `seq` -> `token`).
+/// - `cand`: `[R, n]` f32 candidate logits in order, `cand_ids`: `[R, n]` i32; `v`: the vocabulary size.
+/// - `mass`: `[R * chunks]` u64 from `row_mass`.
+/// - `temperature`, `top_p`: `[R]` f32; `top_k`: `[R]` i32 (-1 off); `seed`, `seq`: `[R]` u64.
+/// - `logprobs`: `[R, n]` f32 out (`-inf` removed); `overflow`: `[R]` u32 out; `token`: `[R]` i32 out.
 #[kernel(
     tile = [64, 256, 1024, 4096, 16384],
     threads = [64, 256, 512, 512, 1024]
