@@ -50,7 +50,7 @@ pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
             Request::prefill(p, 41 + i)
         })
         .collect();
-    build_plan(v, if n == 0 { v } else { n }, &logits, &requests).expect("a well-formed synthetic batch").0
+    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0
 }
 
 pub fn bits_eq(a: &StepResult, b: &StepResult) -> bool {

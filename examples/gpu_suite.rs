@@ -71,14 +71,11 @@ fn golden(dir: &Path) -> ExitCode {
     if let Err(c) = cuda_or_exit() {
         return c;
     }
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect(),
-        Err(e) => {
-            println!("FAILED: cannot read {}: {e}", dir.display());
-            return ExitCode::from(1);
-        }
-    };
-    files.sort();
+    let files: Vec<PathBuf> = sampler_host::case::golden_files(dir);
+    if files.is_empty() {
+        println!("FAILED: no golden cases in {}", dir.display());
+        return ExitCode::from(1);
+    }
     let (mut pass_exp, mut pass_cpu, mut bitwise, mut errors) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     println!("{:<34} {:>8} {:>8} {:>8} {:>9} {:>9}", "case", "expected", "cpu", "bitwise", "cuda ms", "cpu ms");
@@ -196,7 +193,7 @@ fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
             Request::prefill(p, 17 + i)
         })
         .collect();
-    build_plan(v, n, &logits, &requests).expect("a well-formed synthetic batch").0
+    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0
 }
 
 fn bits_eq(a: &StepResult, b: &StepResult) -> bool {

@@ -28,6 +28,7 @@ build)
     strip .gpu/bin/* 2>/dev/null || true
     golden="${GOLDEN_DIR:-$here/../shared/golden}"
     cp "$golden"/*.json .gpu/golden/
+    mkdir -p .gpu/golden/next && cp "$golden"/next/*.json .gpu/golden/next/
     git rev-parse HEAD > .gpu/commit 2>/dev/null || true
     du -sh .gpu
     echo 'now: run(command="bash scripts/gpu-suite.sh device", carry=[".gpu"], timeout_s=600)'

@@ -310,7 +310,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         reqs.push(r.clone());
         logits.extend_from_slice(l);
     }
-    let (p, _) = sampler_host::batch::build_plan(v, n, &logits, &reqs).map_err(|e| e.to_string())?;
+    let (p, _) = sampler_host::batch::build_plan(v, n, case.nextn, &logits, &reqs).map_err(|e| e.to_string())?;
     let r = p.rows;
     let g = p.groups() as u32;
     let bad = |what: &str, row: usize| format!("{}: {what} differs at {row}", path.display());
@@ -630,13 +630,8 @@ fn golden_cases_match_cpu_under_emulation() {
         eprintln!("skipping: g++ not found");
         return;
     }
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("../shared/golden"))
-        .or_else(|_| std::fs::read_dir("/work/shared/golden"))
-        .expect("golden cases")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
+    let paths: Vec<PathBuf> = sampler_host::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
+    assert!(!paths.is_empty(), "golden cases not found beside the repository");
     let only = std::env::var("ASCENDC_EMU_CASE").ok();
     let mut ran = 0;
     let mut failures = Vec::new();

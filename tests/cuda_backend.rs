@@ -48,8 +48,7 @@ fn golden_cases_on_cuda_equal_cpu() {
         return;
     }
     let mut fails = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
-    files.sort();
+    let files = sampler_host::case::golden_files(dir);
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         let cpu = run_case_str(&text, BackendKind::Cpu).expect("cpu");

@@ -16,12 +16,7 @@ fn golden_cases_on_cpu() {
         eprintln!("\n{0}\n!!! SKIPPED: golden cases not found at {GOLDEN}\n!!! (clone the shared/ directory beside the repository to run them)\n{0}\n", "!".repeat(78));
         return;
     }
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("read golden dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
+    let files = sampler_host::case::golden_files(dir);
     let mut run = 0usize;
     let mut failures = Vec::new();
     for f in &files {

@@ -48,7 +48,7 @@ fn plan(rng: &mut Rng, v: usize, style: u32) -> StepPlan {
             }
         }
     }
-    build_plan(v as u32, v as u32, &step.logits, &step.requests).unwrap().0
+    build_plan(v as u32, v as u32, u32::MAX, &step.logits, &step.requests).unwrap().0
 }
 
 #[test]

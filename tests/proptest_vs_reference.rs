@@ -151,8 +151,7 @@ fn reference_passes_golden_cases() {
         return;
     }
     let fl = |x: f64| if x == f64::NEG_INFINITY { Value::Null } else { json!(x) };
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
-    files.sort();
+    let files = sampler_host::case::golden_files(dir);
     let mut failures = Vec::new();
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();

@@ -202,115 +202,101 @@ extern "C" __global__ __aicore__ void process_t64(GM_ADDR p_cand, uint32_t p_n, 
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[256].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[256].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s14 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s14 = sk::add<uint64_t>(s14, t13.GetValue(i));
+    uint64_t s12 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
     }
-    const uint64_t v_total_15 = (uint64_t)(s14);
-    AscendC::LocalTensor<uint64_t> t16 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t16_n = t13_n;
+    const uint64_t v_total_13 = (uint64_t)(s12);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t16.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t14.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_17 = (uint64_t)(sk::frac_floor(v_total_15, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t19 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t19.ReinterpretCast<int32_t>(), (int32_t)0, t19_n);
-    const uint32_t s20 = (uint32_t)(((uint32_t)(v_k_18)));
-    const bool s21 = (bool)(((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t22 = ub8[1280].ReinterpretCast<uint8_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t16_n, t19_n);
+    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
+    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
+    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t20 = ub8[1280].ReinterpretCast<uint8_t>();
+    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t16;
-      const AscendC::LocalTensor<uint32_t> &L1 = t19;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_17))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s20))) | (bool)(s21))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t14;
+      const AscendC::LocalTensor<uint32_t> &L1 = t17;
+      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
     }
-    AscendC::LocalTensor<uint64_t> t23 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t22_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
+    uint64_t s22 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t21_n; ++i) {
+      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
     }
-    const uint64_t v_kept_25 = (uint64_t)(s24);
-    const float v_lse_26 = (float)(sk::ln_fixed(v_kept_25));
-    const float s27 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t28 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t28_n = t6_n;
+    const uint64_t v_kept_23 = (uint64_t)(s22);
+    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
+    const float s25 = (float)(v_lse_24);
+    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t26_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t28, t6, -s27, (int32_t)t28_n);
-    const float s29 = (float)(v_lse_26);
-    AscendC::LocalTensor<float> t30 = t28.ReinterpretCast<float>();
-    const uint32_t t30_n = t28_n;
-    AscendC::Adds(t30, t28, -s29, (int32_t)t30_n);
-    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
-    const uint32_t t31_n = sk::min<uint32_t>(t22_n, t30_n);
+    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
+    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<float> &L1 = t30;
-      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<float> &L1 = t26;
+      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n32 = t31_n;
-    const uint64_t off33 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n32 > 0) {
-      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o34); o34 = qout.DeQue<float>();
-    if (n32 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o34);
+    qout.FreeTensor(o30);
     qin.FreeTensor(t3);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
@@ -347,115 +333,101 @@ extern "C" __global__ __aicore__ void process_t256(GM_ADDR p_cand, uint32_t p_n,
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[1024].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s14 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s14 = sk::add<uint64_t>(s14, t13.GetValue(i));
+    uint64_t s12 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
     }
-    const uint64_t v_total_15 = (uint64_t)(s14);
-    AscendC::LocalTensor<uint64_t> t16 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t16_n = t13_n;
+    const uint64_t v_total_13 = (uint64_t)(s12);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t16.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t14.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_17 = (uint64_t)(sk::frac_floor(v_total_15, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t19 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t19.ReinterpretCast<int32_t>(), (int32_t)0, t19_n);
-    const uint32_t s20 = (uint32_t)(((uint32_t)(v_k_18)));
-    const bool s21 = (bool)(((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t22 = ub8[5120].ReinterpretCast<uint8_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t16_n, t19_n);
+    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
+    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
+    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t20 = ub8[5120].ReinterpretCast<uint8_t>();
+    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t16;
-      const AscendC::LocalTensor<uint32_t> &L1 = t19;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_17))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s20))) | (bool)(s21))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t14;
+      const AscendC::LocalTensor<uint32_t> &L1 = t17;
+      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
     }
-    AscendC::LocalTensor<uint64_t> t23 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t22_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
+    uint64_t s22 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t21_n; ++i) {
+      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
     }
-    const uint64_t v_kept_25 = (uint64_t)(s24);
-    const float v_lse_26 = (float)(sk::ln_fixed(v_kept_25));
-    const float s27 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t28 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t28_n = t6_n;
+    const uint64_t v_kept_23 = (uint64_t)(s22);
+    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
+    const float s25 = (float)(v_lse_24);
+    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t26_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t28, t6, -s27, (int32_t)t28_n);
-    const float s29 = (float)(v_lse_26);
-    AscendC::LocalTensor<float> t30 = t28.ReinterpretCast<float>();
-    const uint32_t t30_n = t28_n;
-    AscendC::Adds(t30, t28, -s29, (int32_t)t30_n);
-    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
-    const uint32_t t31_n = sk::min<uint32_t>(t22_n, t30_n);
+    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
+    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<float> &L1 = t30;
-      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<float> &L1 = t26;
+      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n32 = t31_n;
-    const uint64_t off33 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n32 > 0) {
-      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o34); o34 = qout.DeQue<float>();
-    if (n32 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o34);
+    qout.FreeTensor(o30);
     qin.FreeTensor(t3);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
@@ -492,115 +464,101 @@ extern "C" __global__ __aicore__ void process_t1024(GM_ADDR p_cand, uint32_t p_n
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[4096].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[4096].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s14 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s14 = sk::add<uint64_t>(s14, t13.GetValue(i));
+    uint64_t s12 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
     }
-    const uint64_t v_total_15 = (uint64_t)(s14);
-    AscendC::LocalTensor<uint64_t> t16 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t16_n = t13_n;
+    const uint64_t v_total_13 = (uint64_t)(s12);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t16.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t14.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_17 = (uint64_t)(sk::frac_floor(v_total_15, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t19 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t19.ReinterpretCast<int32_t>(), (int32_t)0, t19_n);
-    const uint32_t s20 = (uint32_t)(((uint32_t)(v_k_18)));
-    const bool s21 = (bool)(((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t22 = ub8[20480].ReinterpretCast<uint8_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t16_n, t19_n);
+    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
+    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
+    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t20 = ub8[20480].ReinterpretCast<uint8_t>();
+    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t16;
-      const AscendC::LocalTensor<uint32_t> &L1 = t19;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_17))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s20))) | (bool)(s21))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t14;
+      const AscendC::LocalTensor<uint32_t> &L1 = t17;
+      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
     }
-    AscendC::LocalTensor<uint64_t> t23 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t22_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
+    uint64_t s22 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t21_n; ++i) {
+      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
     }
-    const uint64_t v_kept_25 = (uint64_t)(s24);
-    const float v_lse_26 = (float)(sk::ln_fixed(v_kept_25));
-    const float s27 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t28 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t28_n = t6_n;
+    const uint64_t v_kept_23 = (uint64_t)(s22);
+    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
+    const float s25 = (float)(v_lse_24);
+    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t26_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t28, t6, -s27, (int32_t)t28_n);
-    const float s29 = (float)(v_lse_26);
-    AscendC::LocalTensor<float> t30 = t28.ReinterpretCast<float>();
-    const uint32_t t30_n = t28_n;
-    AscendC::Adds(t30, t28, -s29, (int32_t)t30_n);
-    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
-    const uint32_t t31_n = sk::min<uint32_t>(t22_n, t30_n);
+    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
+    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<float> &L1 = t30;
-      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<float> &L1 = t26;
+      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n32 = t31_n;
-    const uint64_t off33 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n32 > 0) {
-      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o34); o34 = qout.DeQue<float>();
-    if (n32 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o34);
+    qout.FreeTensor(o30);
     qin.FreeTensor(t3);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
@@ -637,115 +595,101 @@ extern "C" __global__ __aicore__ void process_t4096(GM_ADDR p_cand, uint32_t p_n
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[16384].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[16384].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s14 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s14 = sk::add<uint64_t>(s14, t13.GetValue(i));
+    uint64_t s12 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
     }
-    const uint64_t v_total_15 = (uint64_t)(s14);
-    AscendC::LocalTensor<uint64_t> t16 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t16_n = t13_n;
+    const uint64_t v_total_13 = (uint64_t)(s12);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t16.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t14.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_17 = (uint64_t)(sk::frac_floor(v_total_15, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t19 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t19.ReinterpretCast<int32_t>(), (int32_t)0, t19_n);
-    const uint32_t s20 = (uint32_t)(((uint32_t)(v_k_18)));
-    const bool s21 = (bool)(((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t22 = ub8[81920].ReinterpretCast<uint8_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t16_n, t19_n);
+    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
+    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
+    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t20 = ub8[81920].ReinterpretCast<uint8_t>();
+    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t16;
-      const AscendC::LocalTensor<uint32_t> &L1 = t19;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_17))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s20))) | (bool)(s21))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t14;
+      const AscendC::LocalTensor<uint32_t> &L1 = t17;
+      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
     }
-    AscendC::LocalTensor<uint64_t> t23 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t22_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
+    uint64_t s22 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t21_n; ++i) {
+      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
     }
-    const uint64_t v_kept_25 = (uint64_t)(s24);
-    const float v_lse_26 = (float)(sk::ln_fixed(v_kept_25));
-    const float s27 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t28 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t28_n = t6_n;
+    const uint64_t v_kept_23 = (uint64_t)(s22);
+    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
+    const float s25 = (float)(v_lse_24);
+    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t26_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t28, t6, -s27, (int32_t)t28_n);
-    const float s29 = (float)(v_lse_26);
-    AscendC::LocalTensor<float> t30 = t28.ReinterpretCast<float>();
-    const uint32_t t30_n = t28_n;
-    AscendC::Adds(t30, t28, -s29, (int32_t)t30_n);
-    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
-    const uint32_t t31_n = sk::min<uint32_t>(t22_n, t30_n);
+    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
+    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<float> &L1 = t30;
-      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t20;
+      const AscendC::LocalTensor<float> &L1 = t26;
+      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n32 = t31_n;
-    const uint64_t off33 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n32 > 0) {
-      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o34); o34 = qout.DeQue<float>();
-    if (n32 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o34);
+    qout.FreeTensor(o30);
     qin.FreeTensor(t3);
     AscendC::PipeBarrier<PIPE_ALL>();
   }

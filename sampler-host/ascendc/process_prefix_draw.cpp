@@ -214,155 +214,141 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[256].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[256].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end15 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_16 = (uint32_t)(((uint32_t)0ull)); v_c_16 < end15; ++v_c_16) {
-      v_total_14 = (uint64_t)(sk::add<uint64_t>(v_total_14, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_16)))))));
+    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end13 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
+      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
     }
-    AscendC::LocalTensor<uint64_t> t17 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t13_n;
+    AscendC::LocalTensor<uint64_t> t15 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t15_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t17.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t15.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_18 = (uint64_t)(sk::frac_floor(v_total_14, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_19 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t20 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t20_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t20.ReinterpretCast<int32_t>(), (int32_t)0, t20_n);
-    const uint32_t s21 = (uint32_t)(((uint32_t)(v_k_19)));
-    const bool s22 = (bool)(((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t23 = ub8[1280].ReinterpretCast<uint8_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t17_n, t20_n);
+    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
+    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[1280].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t17;
-      const AscendC::LocalTensor<uint32_t> &L1 = t20;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_18))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s21))) | (bool)(s22))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t15;
+      const AscendC::LocalTensor<uint32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
     }
-    AscendC::LocalTensor<uint64_t> t24 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t22 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s25 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t24_n; ++i) {
-      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
+    uint64_t s23 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t22_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
     }
-    const uint64_t v_kept_26 = (uint64_t)(s25);
-    const float v_lse_27 = (float)(sk::ln_fixed(v_kept_26));
-    const float s28 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t29 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t29_n = t6_n;
+    const uint64_t v_kept_24 = (uint64_t)(s23);
+    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
+    const float s26 = (float)(v_lse_25);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t29, t6, -s28, (int32_t)t29_n);
-    const float s30 = (float)(v_lse_27);
-    AscendC::LocalTensor<float> t31 = t29.ReinterpretCast<float>();
-    const uint32_t t31_n = t29_n;
-    AscendC::Adds(t31, t29, -s30, (int32_t)t31_n);
-    AscendC::LocalTensor<float> t32 = t31.ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t23_n, t31_n);
+    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
+    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
+    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<float> &L1 = t31;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<float> &L1 = t27;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
     qin.FreeTensor(t3);
-    const uint32_t n33 = t32_n;
-    const uint64_t off34 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
+    const uint32_t n29 = t28_n;
+    const uint64_t off30 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t32, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
+    if (n29 > 0) {
+      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o31); o31 = qout.DeQue<float>();
+    if (n29 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o35);
-    uint64_t s36 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s36 = sk::add<uint64_t>(s36, t13.GetValue(i));
+    qout.FreeTensor(o31);
+    uint64_t s32 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
     }
-    const bool v_next_kept_37 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s36) <= (uint64_t)(v_thr_18))))) && (((((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_19))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_37) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_38 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t39 = ub8[256].ReinterpretCast<float>();
-    const uint32_t t39_n = t32_n;
+    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    AscendC::LocalTensor<float> t35 = ub8[256].ReinterpretCast<float>();
+    const uint32_t t35_n = t28_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t39, t32, (int32_t)t39_n);
-    AscendC::LocalTensor<uint64_t> t40 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t40_n = t39_n;
+    AscendC::Exp(t35, t28, (int32_t)t35_n);
+    AscendC::LocalTensor<uint64_t> t36 = ub8[512].ReinterpretCast<uint64_t>();
+    const uint32_t t36_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t35;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s42 = (uint64_t)(v_u_38);
-    int32_t s41 = -1;
+    const uint64_t s38 = (uint64_t)(v_u_34);
+    int32_t s37 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t40_n; ++i) tot = sk::add128(tot, t40.GetValue(i));
+      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s42, tot.lo);
-        thr.hi += s42 * tot.hi;
+        sk::U128 thr = sk::mul64(s38, tot.lo);
+        thr.hi += s38 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t40_n; ++i) {
-          acc = sk::add128(acc, t40.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s41 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t36_n; ++i) {
+          acc = sk::add128(acc, t36.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
         }
-        if (s41 < 0) for (uint32_t i = t40_n; i-- > 0;) if (t40.GetValue(i) > 0) { s41 = (int32_t)i; break; }
+        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_43 = (int32_t)(s41);
-    const int32_t v_tok_44 = (int32_t)(((((int32_t)(v_c_43) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_43)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_44));
+    const int32_t v_c_39 = (int32_t)(s37);
+    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -410,155 +396,141 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, G
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[1024].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end15 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_16 = (uint32_t)(((uint32_t)0ull)); v_c_16 < end15; ++v_c_16) {
-      v_total_14 = (uint64_t)(sk::add<uint64_t>(v_total_14, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_16)))))));
+    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end13 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
+      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
     }
-    AscendC::LocalTensor<uint64_t> t17 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t13_n;
+    AscendC::LocalTensor<uint64_t> t15 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t15_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t17.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t15.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_18 = (uint64_t)(sk::frac_floor(v_total_14, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_19 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t20 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t20_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t20.ReinterpretCast<int32_t>(), (int32_t)0, t20_n);
-    const uint32_t s21 = (uint32_t)(((uint32_t)(v_k_19)));
-    const bool s22 = (bool)(((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t23 = ub8[5120].ReinterpretCast<uint8_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t17_n, t20_n);
+    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
+    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[5120].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t17;
-      const AscendC::LocalTensor<uint32_t> &L1 = t20;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_18))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s21))) | (bool)(s22))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t15;
+      const AscendC::LocalTensor<uint32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
     }
-    AscendC::LocalTensor<uint64_t> t24 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t22 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s25 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t24_n; ++i) {
-      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
+    uint64_t s23 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t22_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
     }
-    const uint64_t v_kept_26 = (uint64_t)(s25);
-    const float v_lse_27 = (float)(sk::ln_fixed(v_kept_26));
-    const float s28 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t29 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t29_n = t6_n;
+    const uint64_t v_kept_24 = (uint64_t)(s23);
+    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
+    const float s26 = (float)(v_lse_25);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t29, t6, -s28, (int32_t)t29_n);
-    const float s30 = (float)(v_lse_27);
-    AscendC::LocalTensor<float> t31 = t29.ReinterpretCast<float>();
-    const uint32_t t31_n = t29_n;
-    AscendC::Adds(t31, t29, -s30, (int32_t)t31_n);
-    AscendC::LocalTensor<float> t32 = t31.ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t23_n, t31_n);
+    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
+    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
+    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<float> &L1 = t31;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<float> &L1 = t27;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
     qin.FreeTensor(t3);
-    const uint32_t n33 = t32_n;
-    const uint64_t off34 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
+    const uint32_t n29 = t28_n;
+    const uint64_t off30 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t32, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
+    if (n29 > 0) {
+      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o31); o31 = qout.DeQue<float>();
+    if (n29 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o35);
-    uint64_t s36 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s36 = sk::add<uint64_t>(s36, t13.GetValue(i));
+    qout.FreeTensor(o31);
+    uint64_t s32 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
     }
-    const bool v_next_kept_37 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s36) <= (uint64_t)(v_thr_18))))) && (((((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_19))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_37) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_38 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t39 = ub8[1024].ReinterpretCast<float>();
-    const uint32_t t39_n = t32_n;
+    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    AscendC::LocalTensor<float> t35 = ub8[1024].ReinterpretCast<float>();
+    const uint32_t t35_n = t28_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t39, t32, (int32_t)t39_n);
-    AscendC::LocalTensor<uint64_t> t40 = ub8[2048].ReinterpretCast<uint64_t>();
-    const uint32_t t40_n = t39_n;
+    AscendC::Exp(t35, t28, (int32_t)t35_n);
+    AscendC::LocalTensor<uint64_t> t36 = ub8[2048].ReinterpretCast<uint64_t>();
+    const uint32_t t36_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t35;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s42 = (uint64_t)(v_u_38);
-    int32_t s41 = -1;
+    const uint64_t s38 = (uint64_t)(v_u_34);
+    int32_t s37 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t40_n; ++i) tot = sk::add128(tot, t40.GetValue(i));
+      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s42, tot.lo);
-        thr.hi += s42 * tot.hi;
+        sk::U128 thr = sk::mul64(s38, tot.lo);
+        thr.hi += s38 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t40_n; ++i) {
-          acc = sk::add128(acc, t40.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s41 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t36_n; ++i) {
+          acc = sk::add128(acc, t36.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
         }
-        if (s41 < 0) for (uint32_t i = t40_n; i-- > 0;) if (t40.GetValue(i) > 0) { s41 = (int32_t)i; break; }
+        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_43 = (int32_t)(s41);
-    const int32_t v_tok_44 = (int32_t)(((((int32_t)(v_c_43) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_43)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_44));
+    const int32_t v_c_39 = (int32_t)(s37);
+    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -606,155 +578,141 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, 
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[4096].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[4096].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end15 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_16 = (uint32_t)(((uint32_t)0ull)); v_c_16 < end15; ++v_c_16) {
-      v_total_14 = (uint64_t)(sk::add<uint64_t>(v_total_14, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_16)))))));
+    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end13 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
+      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
     }
-    AscendC::LocalTensor<uint64_t> t17 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t13_n;
+    AscendC::LocalTensor<uint64_t> t15 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t15_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t17.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t15.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_18 = (uint64_t)(sk::frac_floor(v_total_14, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_19 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t20 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t20_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t20.ReinterpretCast<int32_t>(), (int32_t)0, t20_n);
-    const uint32_t s21 = (uint32_t)(((uint32_t)(v_k_19)));
-    const bool s22 = (bool)(((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t23 = ub8[20480].ReinterpretCast<uint8_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t17_n, t20_n);
+    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
+    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[20480].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t17;
-      const AscendC::LocalTensor<uint32_t> &L1 = t20;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_18))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s21))) | (bool)(s22))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t15;
+      const AscendC::LocalTensor<uint32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
     }
-    AscendC::LocalTensor<uint64_t> t24 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t22 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s25 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t24_n; ++i) {
-      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
+    uint64_t s23 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t22_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
     }
-    const uint64_t v_kept_26 = (uint64_t)(s25);
-    const float v_lse_27 = (float)(sk::ln_fixed(v_kept_26));
-    const float s28 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t29 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t29_n = t6_n;
+    const uint64_t v_kept_24 = (uint64_t)(s23);
+    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
+    const float s26 = (float)(v_lse_25);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t29, t6, -s28, (int32_t)t29_n);
-    const float s30 = (float)(v_lse_27);
-    AscendC::LocalTensor<float> t31 = t29.ReinterpretCast<float>();
-    const uint32_t t31_n = t29_n;
-    AscendC::Adds(t31, t29, -s30, (int32_t)t31_n);
-    AscendC::LocalTensor<float> t32 = t31.ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t23_n, t31_n);
+    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
+    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
+    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<float> &L1 = t31;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<float> &L1 = t27;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
     qin.FreeTensor(t3);
-    const uint32_t n33 = t32_n;
-    const uint64_t off34 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
+    const uint32_t n29 = t28_n;
+    const uint64_t off30 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t32, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
+    if (n29 > 0) {
+      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o31); o31 = qout.DeQue<float>();
+    if (n29 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o35);
-    uint64_t s36 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s36 = sk::add<uint64_t>(s36, t13.GetValue(i));
+    qout.FreeTensor(o31);
+    uint64_t s32 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
     }
-    const bool v_next_kept_37 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s36) <= (uint64_t)(v_thr_18))))) && (((((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_19))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_37) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_38 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t39 = ub8[4096].ReinterpretCast<float>();
-    const uint32_t t39_n = t32_n;
+    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    AscendC::LocalTensor<float> t35 = ub8[4096].ReinterpretCast<float>();
+    const uint32_t t35_n = t28_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t39, t32, (int32_t)t39_n);
-    AscendC::LocalTensor<uint64_t> t40 = ub8[8192].ReinterpretCast<uint64_t>();
-    const uint32_t t40_n = t39_n;
+    AscendC::Exp(t35, t28, (int32_t)t35_n);
+    AscendC::LocalTensor<uint64_t> t36 = ub8[8192].ReinterpretCast<uint64_t>();
+    const uint32_t t36_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t35;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s42 = (uint64_t)(v_u_38);
-    int32_t s41 = -1;
+    const uint64_t s38 = (uint64_t)(v_u_34);
+    int32_t s37 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t40_n; ++i) tot = sk::add128(tot, t40.GetValue(i));
+      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s42, tot.lo);
-        thr.hi += s42 * tot.hi;
+        sk::U128 thr = sk::mul64(s38, tot.lo);
+        thr.hi += s38 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t40_n; ++i) {
-          acc = sk::add128(acc, t40.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s41 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t36_n; ++i) {
+          acc = sk::add128(acc, t36.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
         }
-        if (s41 < 0) for (uint32_t i = t40_n; i-- > 0;) if (t40.GetValue(i) > 0) { s41 = (int32_t)i; break; }
+        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_43 = (int32_t)(s41);
-    const int32_t v_tok_44 = (int32_t)(((((int32_t)(v_c_43) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_43)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_44));
+    const int32_t v_c_39 = (int32_t)(s37);
+    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -802,155 +760,141 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t4096(GM_ADDR p_cand, 
       AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
     const uint32_t t6_n = t3_n;
-    AscendC::LocalTensor<float> t7 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t7, s5, (int32_t)t6_n);
-    AscendC::Div(t6, t3, t7, (int32_t)t6_n);
-    float s8 = sk::bits_f32(0xff800000u);
-    if (t6_n > 0) {
-      AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t6, ub8[256].ReinterpretCast<float>(), (int32_t)t6_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s8 = ub8[0].ReinterpretCast<float>().GetValue(0);
-    }
-    const float v_m_9 = (float)(s8);
-    const float s10 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t11 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t11_n = t6_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t11, t6, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
-    AscendC::Exp(t12, t11, (int32_t)t12_n);
-    AscendC::LocalTensor<uint64_t> t13 = ub8[16384].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
+    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
+    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t10_n = t8_n;
+    AscendC::Exp(t10, t8, (int32_t)t10_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[16384].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end15 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_16 = (uint32_t)(((uint32_t)0ull)); v_c_16 < end15; ++v_c_16) {
-      v_total_14 = (uint64_t)(sk::add<uint64_t>(v_total_14, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_16)))))));
+    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end13 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
+      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
     }
-    AscendC::LocalTensor<uint64_t> t17 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t13_n;
+    AscendC::LocalTensor<uint64_t> t15 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t15_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t17.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t15.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_18 = (uint64_t)(sk::frac_floor(v_total_14, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_19 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t20 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t20_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t20.ReinterpretCast<int32_t>(), (int32_t)0, t20_n);
-    const uint32_t s21 = (uint32_t)(((uint32_t)(v_k_19)));
-    const bool s22 = (bool)(((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t23 = ub8[81920].ReinterpretCast<uint8_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t17_n, t20_n);
+    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
+    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[81920].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t17;
-      const AscendC::LocalTensor<uint32_t> &L1 = t20;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_18))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s21))) | (bool)(s22))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t15;
+      const AscendC::LocalTensor<uint32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
     }
-    AscendC::LocalTensor<uint64_t> t24 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t22 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s25 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t24_n; ++i) {
-      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
+    uint64_t s23 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t22_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
     }
-    const uint64_t v_kept_26 = (uint64_t)(s25);
-    const float v_lse_27 = (float)(sk::ln_fixed(v_kept_26));
-    const float s28 = (float)(v_m_9);
-    AscendC::LocalTensor<float> t29 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t29_n = t6_n;
+    const uint64_t v_kept_24 = (uint64_t)(s23);
+    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
+    const float s26 = (float)(v_lse_25);
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = t8_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t29, t6, -s28, (int32_t)t29_n);
-    const float s30 = (float)(v_lse_27);
-    AscendC::LocalTensor<float> t31 = t29.ReinterpretCast<float>();
-    const uint32_t t31_n = t29_n;
-    AscendC::Adds(t31, t29, -s30, (int32_t)t31_n);
-    AscendC::LocalTensor<float> t32 = t31.ReinterpretCast<float>();
-    const uint32_t t32_n = sk::min<uint32_t>(t23_n, t31_n);
+    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
+    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
+    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<float> &L1 = t31;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<float> &L1 = t27;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
     qin.FreeTensor(t3);
-    const uint32_t n33 = t32_n;
-    const uint64_t off34 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
+    const uint32_t n29 = t28_n;
+    const uint64_t off30 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t32, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
+    if (n29 > 0) {
+      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o31); o31 = qout.DeQue<float>();
+    if (n29 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o35);
-    uint64_t s36 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s36 = sk::add<uint64_t>(s36, t13.GetValue(i));
+    qout.FreeTensor(o31);
+    uint64_t s32 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
     }
-    const bool v_next_kept_37 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s36) <= (uint64_t)(v_thr_18))))) && (((((int32_t)(v_k_19) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_19))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_37) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_38 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t39 = ub8[16384].ReinterpretCast<float>();
-    const uint32_t t39_n = t32_n;
+    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    AscendC::LocalTensor<float> t35 = ub8[16384].ReinterpretCast<float>();
+    const uint32_t t35_n = t28_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t39, t32, (int32_t)t39_n);
-    AscendC::LocalTensor<uint64_t> t40 = ub8[32768].ReinterpretCast<uint64_t>();
-    const uint32_t t40_n = t39_n;
+    AscendC::Exp(t35, t28, (int32_t)t35_n);
+    AscendC::LocalTensor<uint64_t> t36 = ub8[32768].ReinterpretCast<uint64_t>();
+    const uint32_t t36_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t35;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s42 = (uint64_t)(v_u_38);
-    int32_t s41 = -1;
+    const uint64_t s38 = (uint64_t)(v_u_34);
+    int32_t s37 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t40_n; ++i) tot = sk::add128(tot, t40.GetValue(i));
+      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s42, tot.lo);
-        thr.hi += s42 * tot.hi;
+        sk::U128 thr = sk::mul64(s38, tot.lo);
+        thr.hi += s38 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t40_n; ++i) {
-          acc = sk::add128(acc, t40.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s41 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t36_n; ++i) {
+          acc = sk::add128(acc, t36.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
         }
-        if (s41 < 0) for (uint32_t i = t40_n; i-- > 0;) if (t40.GetValue(i) > 0) { s41 = (int32_t)i; break; }
+        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_43 = (int32_t)(s41);
-    const int32_t v_tok_44 = (int32_t)(((((int32_t)(v_c_43) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_43)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_44));
+    const int32_t v_c_39 = (int32_t)(s37);
+    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

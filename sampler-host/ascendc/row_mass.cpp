@@ -195,7 +195,7 @@ extern "C" __global__ __aicore__ void row_mass_t4096(GM_ADDR p_logits, uint32_t 
     const uint32_t v_cend_4 = (uint32_t)(sk::min<uint32_t>(sk::add<uint32_t>(v_cstart_3, p_chunk_len), p_v));
     const uint64_t v_base_5 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_2)), ((uint64_t)(p_v))));
     const float v_t_6 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_2)))));
-    const float v_m_7 = (float)(sk::div<float>(g_cand.GetValue((uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_2)), ((uint64_t)(p_n))))), v_t_6));
+    const float v_m_7 = (float)(g_cand.GetValue((uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_2)), ((uint64_t)(p_n))))));
     const uint32_t v_ntiles_8 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v_cend_4, v_cstart_3), TILE), ((uint32_t)1ull)), TILE));
     uint64_t v_s_9 = (uint64_t)(((uint64_t)0ull));
     const uint32_t end10 = (uint32_t)(v_ntiles_8);
@@ -211,19 +211,19 @@ extern "C" __global__ __aicore__ void row_mass_t4096(GM_ADDR p_logits, uint32_t 
         AscendC::DataCopyPad(t14, g_logits[off15], AscendC::DataCopyExtParams{1, (uint32_t)(t14_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
       qin.EnQue(t14); t14 = qin.DeQue<float>();
-      const float s16 = (float)(v_t_6);
+      const float s16 = (float)(v_m_7);
       AscendC::LocalTensor<float> t17 = t14.ReinterpretCast<float>();
       const uint32_t t17_n = t14_n;
-      AscendC::LocalTensor<float> t18 = ub8[0].ReinterpretCast<float>();
-      AscendC::Duplicate(t18, s16, (int32_t)t17_n);
-      AscendC::Div(t17, t14, t18, (int32_t)t17_n);
-      const float s19 = (float)(v_m_7);
+      AscendC::Adds(t17, t14, -s16, (int32_t)t17_n);
+      const float s18 = (float)(v_t_6);
+      AscendC::LocalTensor<float> t19 = t17.ReinterpretCast<float>();
+      const uint32_t t19_n = t17_n;
       AscendC::LocalTensor<float> t20 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t20_n = t17_n;
-      AscendC::Adds(t20, t17, -s19, (int32_t)t20_n);
-      AscendC::LocalTensor<float> t21 = t20.ReinterpretCast<float>();
-      const uint32_t t21_n = t20_n;
-      AscendC::Exp(t21, t20, (int32_t)t21_n);
+      AscendC::Duplicate(t20, s18, (int32_t)t19_n);
+      AscendC::Div(t19, t17, t20, (int32_t)t19_n);
+      AscendC::LocalTensor<float> t21 = ub8[0].ReinterpretCast<float>();
+      const uint32_t t21_n = t19_n;
+      AscendC::Exp(t21, t19, (int32_t)t21_n);
       AscendC::LocalTensor<uint64_t> t22 = ub8[16384].ReinterpretCast<uint64_t>();
       const uint32_t t22_n = t21_n;
       AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);

@@ -64,9 +64,9 @@ pub fn verification_metadata(seqlen_q: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<bool>
 pub fn row_positions(kind: &RequestKind) -> Vec<u64> {
     match kind {
         RequestKind::Prefill { seqlen_k } => vec![*seqlen_k],
-        RequestKind::Decode { seqlen_k, seqlen_q, drafts, .. } => {
+        RequestKind::Decode { seqlen_k, seqlen_q, .. } => {
             let sp = sample_position(*seqlen_k, *seqlen_q);
-            (0..=drafts.len() as u64).map(|j| sp.wrapping_add(j.wrapping_mul(ROW_POSITION_STRIDE))).collect()
+            (0..*seqlen_q).map(|j| sp.wrapping_add(j.wrapping_mul(ROW_POSITION_STRIDE))).collect()
         }
         RequestKind::Draft { seqlen_k, seqlen_q, last_valid_offset, rows } => {
             let sp = sample_position(*seqlen_k, *seqlen_q);
@@ -87,7 +87,7 @@ fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> 
 }
 
 /// Validates everything about a request except its logits (checked on the device).
-fn validate(req: &Request, vocab: u32, n: u32) -> Result<ValidParams, RequestError> {
+fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
     let vp = req.params.validate(n)?;
     let rows = req.rows();
     if !req.golden.is_empty() {
@@ -109,12 +109,20 @@ fn validate(req: &Request, vocab: u32, n: u32) -> Result<ValidParams, RequestErr
     }
     match &req.kind {
         RequestKind::Decode { drafts, draft_dists, seqlen_q, .. } => {
-            check_ids("drafts", drafts, vocab, false)?;
-            if draft_dists.len() != drafts.len() {
-                return Err(RequestError::Field { field: "draft_dists", msg: format!("has {} entries for {} drafts", draft_dists.len(), drafts.len()) });
+            // Section 6: m = seqlen_q rows, m - 1 drafts (-1 = placeholder) and draft distributions.
+            if *seqlen_q == 0 {
+                return Err(RequestError::Field { field: "seqlen_q", msg: "= 0, but a decode request owns at least one row".into() });
             }
-            if !drafts.is_empty() && *seqlen_q != rows as u64 {
-                return Err(RequestError::Field { field: "seqlen_q", msg: format!("= {seqlen_q} but the request has {rows} rows") });
+            let need = seqlen_q - 1;
+            if drafts.len() as u64 != need {
+                return Err(RequestError::Field { field: "drafts", msg: format!("has {} ids, but seqlen_q = {seqlen_q} needs seqlen_q - 1 = {need}", drafts.len()) });
+            }
+            if drafts.len() > nextn as usize {
+                return Err(RequestError::Field { field: "drafts", msg: format!("has {} ids, more than nextn = {nextn}", drafts.len()) });
+            }
+            check_ids("drafts", drafts, vocab, true)?;
+            if draft_dists.len() != drafts.len() {
+                return Err(RequestError::Field { field: "draft_dists", msg: format!("has {} entries, but seqlen_q = {seqlen_q} needs {need}", draft_dists.len()) });
             }
             for (j, d) in draft_dists.iter().enumerate() {
                 if d.ids.len() != d.logprobs.len() {
@@ -130,17 +138,21 @@ fn validate(req: &Request, vocab: u32, n: u32) -> Result<ValidParams, RequestErr
             }
         }
         RequestKind::PromptLogprobs { targets } => check_ids("targets", targets, vocab, true)?,
+        RequestKind::Draft { rows, .. } if *rows > nextn => {
+            return Err(RequestError::Field { field: "rows", msg: format!("{rows} draft draws, more than nextn = {nextn}") });
+        }
         RequestKind::Prefill { .. } | RequestKind::Draft { .. } => {}
     }
     Ok(vp)
 }
 
-/// Lays out one step. `n` is the candidate width (V when force top-k is off).
+/// Lays out one step. `n` is the candidate width (V when force top-k is off);
+/// `nextn` the most drafts a request may carry (`SamplerConfig::nextn`).
 ///
 /// Errors: [`BatchError`] only for the batch's own shape (logits length);
 /// everything about one request lands in its [`RequestInfo::params`].
-pub fn build_plan(vocab: u32, n: u32, logits: &[f32], requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
-    let total_rows: usize = requests.iter().map(|r| r.rows()).sum();
+pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+    let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     let expected = total_rows.checked_mul(vocab as usize);
     if expected != Some(logits.len()) {
         return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
@@ -168,7 +180,7 @@ pub fn build_plan(vocab: u32, n: u32, logits: &[f32], requests: &[Request]) -> R
     let mut row = 0usize;
     for req in requests {
         let rows = req.rows();
-        let params = validate(req, vocab, n);
+        let params = validate(req, vocab, n, nextn);
         let ok = params.is_ok();
         let vp = params.as_ref().ok().copied();
         let positions = row_positions(&req.kind);

@@ -503,3 +503,24 @@ pub fn exit_code(res: &Result<Value, CaseError>) -> i32 {
         Err(_) => 2,
     }
 }
+
+/// Prefixes of the cases in `golden/next/` whose spec decisions have landed
+/// (issue order): the golden runners read them beside `golden/*.json`.
+pub const LANDED_NEXT: &[&str] = &["bug2-"];
+
+/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// plus the landed cases of `dir/next/` ([`LANDED_NEXT`]), sorted by name.
+/// Empty when `dir` does not exist.
+pub fn golden_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let list = |d: &std::path::Path, keep: &dyn Fn(&str) -> bool| -> Vec<std::path::PathBuf> {
+        let Ok(rd) = std::fs::read_dir(d) else { return Vec::new() };
+        rd.filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(keep))
+            .collect()
+    };
+    let mut files = list(dir, &|_| true);
+    files.extend(list(&dir.join("next"), &|f| LANDED_NEXT.iter().any(|p| f.starts_with(p))));
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    files
+}

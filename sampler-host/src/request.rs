@@ -18,8 +18,10 @@ pub struct DraftDist {
 pub enum RequestKind {
     /// One prefill row; position = `seqlen_k` (the prompt length after this chunk).
     Prefill { seqlen_k: u64 },
-    /// A decode request with `drafts.len() + 1` rows (1 = a plain fresh row):
-    /// row j verifies `drafts[j]` (`d_{j+1}`), the last row is fresh.
+    /// A decode request owning `seqlen_q` rows (1 = a plain fresh row): row j
+    /// verifies `drafts[j]` (`d_{j+1}`, -1 = a placeholder, always rejected),
+    /// the last row is fresh. `drafts` and `draft_dists` must hold
+    /// `seqlen_q - 1` entries, else the request fails (section 6).
     /// `sample_position = seqlen_k - seqlen_q + 1`; row j uses position
     /// `sample_position + j * 10000019`.
     Decode { seqlen_k: u64, seqlen_q: u64, drafts: Vec<i32>, draft_dists: Vec<DraftDist> },
@@ -49,7 +51,9 @@ impl Request {
     pub fn rows(&self) -> usize {
         match &self.kind {
             RequestKind::Prefill { .. } => 1,
-            RequestKind::Decode { drafts, .. } => drafts.len() + 1,
+            // Section 6: the request owns `seqlen_q` rows whatever its drafts
+            // say, so a wrong draft count fails only this request.
+            RequestKind::Decode { seqlen_q, .. } => usize::try_from(*seqlen_q).unwrap_or(usize::MAX),
             RequestKind::Draft { rows, .. } => *rows as usize,
             RequestKind::PromptLogprobs { targets } => targets.len(),
         }

@@ -137,7 +137,7 @@ impl Sampler {
     /// request order. Errors: [`BatchError`] for the batch's shape or a device
     /// failure; a bad request only gets an error status in its [`RequestOutput`].
     pub fn sample(&mut self, logits: &[f32], requests: &[Request]) -> Result<StepOutput, BatchError> {
-        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, logits, requests)?;
+        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let res = self.backend.run(&plan)?;
         Ok(assemble(requests, &infos, &res, plan.k as usize))
     }
@@ -148,7 +148,7 @@ impl Sampler {
     /// the logits, in the order given). The engine uses it to fill the MTP
     /// info pool from draft-model draws. Errors as `sample`, plus a row out of range.
     pub fn sample_with_processed(&mut self, logits: &[f32], requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
-        let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, logits, requests)?;
+        let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         if let Some(&bad) = rows.iter().find(|&&r| r >= plan.rows as usize) {
             return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {}", plan.rows) });
         }

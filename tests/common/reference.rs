@@ -51,9 +51,9 @@ pub const ROW_STRIDE: u64 = 10_000_019;
 pub fn seed_and_positions(req: &Request, seq_seed: u64) -> (u64, Vec<u64>) {
     match &req.kind {
         RequestKind::Prefill { seqlen_k } => (seq_seed, vec![*seqlen_k]),
-        RequestKind::Decode { seqlen_k, seqlen_q, drafts, .. } => {
+        RequestKind::Decode { seqlen_k, seqlen_q, .. } => {
             let sp = seqlen_k.wrapping_sub(*seqlen_q).wrapping_add(1);
-            (seq_seed, (0..=drafts.len() as u64).map(|j| sp.wrapping_add(j.wrapping_mul(ROW_STRIDE))).collect())
+            (seq_seed, (0..*seqlen_q).map(|j| sp.wrapping_add(j.wrapping_mul(ROW_STRIDE))).collect())
         }
         RequestKind::Draft { seqlen_k, seqlen_q, last_valid_offset, rows } => {
             let sp = seqlen_k.wrapping_sub(*seqlen_q).wrapping_add(1);
@@ -67,7 +67,7 @@ pub fn seed_and_positions(req: &Request, seq_seed: u64) -> (u64, Vec<u64>) {
 fn rows_of(req: &Request) -> usize {
     match &req.kind {
         RequestKind::Prefill { .. } => 1,
-        RequestKind::Decode { drafts, .. } => drafts.len() + 1,
+        RequestKind::Decode { seqlen_q, .. } => *seqlen_q as usize,
         RequestKind::Draft { rows, .. } => *rows as usize,
         RequestKind::PromptLogprobs { targets } => targets.len(),
     }
@@ -163,8 +163,10 @@ pub fn process_row(masked: Vec<f32>, n: usize, p: &RefParams) -> RowDist {
     let mut order: Vec<usize> = (0..v).collect();
     order.sort_by(|&a, &b| masked[b].partial_cmp(&masked[a]).unwrap().then(a.cmp(&b)));
     order.truncate(n.min(v));
-    // 3.4: x = logit / temperature as an IEEE f32 division, then f64.
-    let x: Vec<f64> = order.iter().map(|&t| (masked[t] / p.temperature) as f64).collect();
+    // 3.4: x = (logit - m) / temperature in f32 operations (m the largest
+    // masked logit, so the largest x is exactly 0), then f64.
+    let mmax = masked[order[0]];
+    let x: Vec<f64> = order.iter().map(|&t| ((masked[t] - mmax) / p.temperature) as f64).collect();
     // 3.5: softmax over the candidates.
     let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let e: Vec<f64> = x.iter().map(|&xi| (xi - m).exp()).collect();
@@ -324,6 +326,17 @@ pub fn reference_step(vocab: usize, force_topk: usize, logits: &[f32], requests:
                 continue;
             }
         };
+        // Section 6: m - 1 drafts (each -1 or a vocabulary id) and draft distributions.
+        if let RequestKind::Decode { drafts, draft_dists, .. } = &req.kind {
+            let bad_id = drafts.iter().any(|&d| d < -1 || d >= vocab as i32);
+            let bad_dist = draft_dists.iter().any(|d| d.ids.iter().any(|&t| t < 0 || t >= vocab as i32));
+            if m == 0 || drafts.len() != m - 1 || draft_dists.len() != m - 1 || bad_id || bad_dist {
+                let (r, o) = failed(m, "bad drafts".into());
+                rows.extend(r);
+                outs.push(o);
+                continue;
+            }
+        }
         if let Some(masks) = &req.masks {
             if masks.len() != m || masks.iter().any(|w| w.len() != words) {
                 let (r, o) = failed(m, "bad mask".into());
@@ -393,11 +406,12 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
             let mut all_accepted = true;
             for j in 0..m - 1 {
                 let d = dists.get(j).unwrap();
-                let dt = drafts[j] as usize;
+                // A placeholder draft (-1) has p = q = 0: always rejected.
+                let dt = usize::try_from(drafts[j]).ok();
                 // Step 1: golden.
                 if let Some(g) = golden_of(req, j) {
                     tokens[j] = Some(g);
-                    if g == dt {
+                    if Some(g) == dt {
                         accepted += 1;
                         continue;
                     }
@@ -409,8 +423,8 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
                 for (&id, &lp) in draft_dists[j].ids.iter().zip(&draft_dists[j].logprobs) {
                     qv[id as usize] = (lp as f64).exp();
                 }
-                let pd = d.prob(dt);
-                let qd = qv[dt];
+                let pd = dt.map_or(0.0, |t| d.prob(t));
+                let qd = dt.map_or(0.0, |t| qv[t]);
                 // Step 3: accept test.
                 let u1 = uniform(seed, seq(pos[j], 1));
                 let acc = qd > 0.0 && u1 * qd < pd;
@@ -418,7 +432,7 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
                     draw_margin = draw_margin.min((u1 * qd - pd).abs());
                 }
                 if acc {
-                    tokens[j] = Some(dt);
+                    tokens[j] = dt;
                     accepted += 1;
                     continue;
                 }

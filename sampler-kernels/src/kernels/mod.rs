@@ -183,7 +183,7 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
     store(cand_ids, off, ids);
 }
 
-/// Sections 3.4-3.9: temperature (IEEE f32 division), softmax, top-p,
+/// Sections 3.4-3.9: temperature (`(logit - m) / T`, IEEE f32), softmax, top-p,
 /// top-k and the renormalised (processed) logprobs of the candidates.
 ///
 /// - `cand`: `[R, n]` f32 candidate logits in order.
@@ -196,9 +196,10 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
 pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, logprobs: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
-    let m = reduce_max(x);
-    let w = to_fixed(exp(x - m));
+    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
+    // first candidate), so the largest x is exactly 0 and nothing overflows.
+    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
+    let w = to_fixed(exp(x));
     let total = reduce_sum(w);
     let excl = exclusive_scan(w);
     // Top-p: removed when the mass before it exceeds top_p (exactly, in integers).
@@ -207,14 +208,15 @@ pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_
     let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
-    store(logprobs, off, select(keep, (x - m) - lse, NEG_INF));
+    store(logprobs, off, select(keep, x - lse, NEG_INF));
 }
 
 /// Sections 3.5 and 3.7 without force top-k (stage 1 of the prefix path):
 /// program `r * chunks + c` sums the fixed-point softmax weights
-/// `to_fixed(exp(x - m))` of chunk `c` of row `r` (logits `c * chunk_len ..`,
-/// the last chunk shorter), with `x = logit / temperature` and `m` the row's
-/// largest `x`, taken from the first candidate of `force_topn` / `topn_merge`.
+/// `to_fixed(exp(x))` of chunk `c` of row `r` (logits `c * chunk_len ..`,
+/// the last chunk shorter), with `x = (logit - m) / temperature` (section
+/// 3.4) and `m` the row's largest logit, taken from the first candidate of
+/// `force_topn` / `topn_merge`.
 /// The weights are bitwise those `process` computes over all V columns, so
 /// the exact integer sum of the chunks is its `total`.
 ///
@@ -228,14 +230,14 @@ pub fn row_mass(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f
     let cend = min(cstart + chunk_len, v);
     let base = (r as u64) * (v as u64);
     let t = load_scalar(temperature, r as u64);
-    let m = load_scalar(cand, (r as u64) * (n as u64)) / t;
+    let m = load_scalar(cand, (r as u64) * (n as u64));
     let ntiles = (cend - cstart + TILE - 1) / TILE;
     let mut s = 0u64;
     for i in 0..ntiles {
         let start = cstart + i * TILE;
         let len = min(TILE, cend - start);
-        let x = load(logits, base + (start as u64), len) / t;
-        s += reduce_sum(to_fixed(exp(x - m)));
+        let x = (load(logits, base + (start as u64), len) - m) / t;
+        s += reduce_sum(to_fixed(exp(x)));
     }
     store_scalar(mass, p as u64, s);
 }
@@ -281,9 +283,10 @@ pub fn process_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
-    let m = reduce_max(x);
-    let w = to_fixed(exp(x - m));
+    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
+    // first candidate), so the largest x is exactly 0 and nothing overflows.
+    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
+    let w = to_fixed(exp(x));
     let total = reduce_sum(w);
     let excl = exclusive_scan(w);
     let thr = frac_floor(total, load_scalar(top_p, r as u64));
@@ -291,7 +294,7 @@ pub fn process_draw(
     let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
-    let lp = select(keep, (x - m) - lse, NEG_INF);
+    let lp = select(keep, x - lse, NEG_INF);
     store(logprobs, off, lp);
     let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     let c = categorical(to_fixed(exp(lp)), u);
@@ -334,9 +337,10 @@ pub fn process_prefix_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let x = load(cand, off, n) / load_scalar(temperature, r as u64);
-    let m = reduce_max(x);
-    let w = to_fixed(exp(x - m));
+    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
+    // first candidate), so the largest x is exactly 0 and nothing overflows.
+    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
+    let w = to_fixed(exp(x));
     let mut total = 0u64;
     for c in 0..chunks {
         total += load_scalar(mass, (r * chunks + c) as u64);
@@ -347,7 +351,7 @@ pub fn process_prefix_draw(
     let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
-    let lp = select(keep, (x - m) - lse, NEG_INF);
+    let lp = select(keep, x - lse, NEG_INF);
     store(logprobs, off, lp);
     let next_kept = n < v && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n);
     store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
