@@ -10,8 +10,18 @@
 //! cargo run --release --example sample -- --logits fixtures/minilm-logits.safetensors --temperature 0.15
 //! ```
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// `println!` that ends the program quietly when stdout is closed (`| head`).
+macro_rules! say {
+    ($($t:tt)*) => {
+        if writeln!(std::io::stdout().lock(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    };
+}
 
 use clap::Parser;
 use sampler::logits::{load_safetensors, synthetic, Logits};
@@ -115,7 +125,7 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let backend: BackendKind = a.backend.parse()?;
     let mut sampler = Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: a.force_topk, nextn: 5, backend })?;
     let n = sampler.n();
-    println!(
+    say!(
         "sampler: backend {}, V = {vocab}, N = {}, temperature {}, top_p {}, top_k {}, logits {}",
         sampler.backend_name(),
         if n as usize == vocab { "off".to_string() } else { n.to_string() },
@@ -140,7 +150,7 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let t0 = Instant::now();
     let out = sampler.sample(&logits, &reqs)?;
     let dt = t0.elapsed();
-    println!("\nprefill step: R = 2 (prompts of 41 and 100 tokens), {:.3} ms", dt.as_secs_f64() * 1e3);
+    say!("\nprefill step: R = 2 (prompts of 41 and 100 tokens), {:.3} ms", dt.as_secs_f64() * 1e3);
     for (i, s) in seqs[..2].iter_mut().enumerate() {
         report(s, &out, i, &tok);
         s.output.extend(&out.requests[i].emitted);
@@ -149,8 +159,14 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     // Request C was prefilled earlier; it joins the decode batch with one output token.
     seqs[2].output.push(0);
     seqs[2].context += 1;
+    let mut done: Vec<Seq> = Vec::new();
+    drop_failed(&mut seqs, &mut done, &out.requests.iter().map(|r| r.status.is_err()).chain([false]).collect::<Vec<_>>());
 
     for step in 0..a.steps {
+        if seqs.is_empty() {
+            say!("\ndecode step {}: no request left", step + 1);
+            continue;
+        }
         // 1. Draft model: seqlen_q - 1 draws per request (seed + 1000000007).
         let draft_rows: Vec<usize> = seqs.iter().map(|s| s.seqlen_q as usize - 1).collect();
         let rows: usize = draft_rows.iter().sum();
@@ -195,38 +211,56 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         let out = sampler.sample(&target_logits, &vreqs)?;
         let t_verify = t0.elapsed();
-        println!(
-            "\ndecode step {}: draft R = {rows} in {:.3} ms, verify R = {} (seqlen_q 6, 6, 4) in {:.3} ms",
+        say!(
+            "\ndecode step {}: draft R = {rows} in {:.3} ms, verify R = {} (seqlen_q {}) in {:.3} ms",
             step + 1,
             t_draft.as_secs_f64() * 1e3,
             target_logits.len() / vocab,
+            seqs.iter().map(|s| s.seqlen_q.to_string()).collect::<Vec<_>>().join(", "),
             t_verify.as_secs_f64() * 1e3
         );
         for (i, s) in seqs.iter_mut().enumerate() {
             let r = &out.requests[i];
             if let RequestKind::Decode { drafts, .. } = &vreqs[i].kind {
-                println!("  {} drafts {:?}", s.name, drafts.iter().map(|&t| tok(t)).collect::<Vec<_>>());
+                say!("  {} drafts {:?}", s.name, drafts.iter().map(|&t| tok(t)).collect::<Vec<_>>());
             }
             report(s, &out, i, &tok);
             s.output.extend(&r.emitted);
             s.context += r.emitted.len() as u64;
             s.last_accepted = r.accepted as u64;
         }
+        let failed: Vec<bool> = out.requests.iter().zip(&dout.requests).map(|(v, d)| v.status.is_err() || d.status.is_err()).collect();
+        drop_failed(&mut seqs, &mut done, &failed);
     }
-    println!("\noutputs:");
+    say!("\noutputs:");
+    seqs.extend(done);
+    seqs.sort_by_key(|s| s.name);
     for s in &seqs {
-        println!("  {} ({} tokens in context): {:?}", s.name, s.context, s.output.iter().map(|&t| tok(t)).collect::<Vec<_>>());
+        say!("  {} ({} tokens in context): {:?}", s.name, s.context, s.output.iter().map(|&t| tok(t)).collect::<Vec<_>>());
     }
     Ok(())
+}
+
+/// A request whose step failed reports its error (already printed) and drops
+/// out of later steps; the others keep decoding.
+fn drop_failed(seqs: &mut Vec<Seq>, done: &mut Vec<Seq>, failed: &[bool]) {
+    for (i, s) in std::mem::take(seqs).into_iter().enumerate() {
+        if failed.get(i).copied().unwrap_or(false) {
+            say!("  {} dropped out", s.name);
+            done.push(s);
+        } else {
+            seqs.push(s);
+        }
+    }
 }
 
 fn report(s: &Seq, out: &StepOutput, i: usize, tok: &dyn Fn(i32) -> String) {
     let r = &out.requests[i];
     match &r.status {
-        Err(e) => println!("  {} error: {e}", s.name),
+        Err(e) => say!("  {} error: {e}", s.name),
         Ok(()) => {
             let pairs: Vec<String> = r.emitted.iter().zip(&r.emitted_logprobs).map(|(&t, lp)| format!("{} ({lp:.4})", tok(t))).collect();
-            println!("  {} accepted {} emitted [{}]", s.name, r.accepted, pairs.join(", "));
+            say!("  {} accepted {} emitted [{}]", s.name, r.accepted, pairs.join(", "));
         }
     }
 }

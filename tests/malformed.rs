@@ -190,7 +190,8 @@ fn bad_requests_are_confined_and_named() {
         ("golden out of vocab", s(json!({"golden": [8]})), "golden"),
         ("golden not ids", s(json!({"golden": ["a"]})), "golden"),
         ("drafts out of range", vr(json!({"drafts": [2, 99]})), "drafts"),
-        ("drafts negative", vr(json!({"drafts": [-1, 2]})), "drafts"),
+        ("drafts negative", vr(json!({"drafts": [-2, 2]})), "drafts"),
+        ("sample decode seqlen_q 0", s(json!({"seqlen_q": 0})), "seqlen_q"),
         ("drafts beyond i32", vr(json!({"drafts": [2, 1u64 << 33]})), "drafts"),
         ("drafts too few", vr(json!({"drafts": [2]})), "drafts"),
         ("rows != seqlen_q", vr(json!({"seqlen_q": 4})), "rows"),
@@ -231,7 +232,7 @@ fn bad_requests_are_confined_and_named() {
 #[test]
 fn huge_but_valid_numbers_are_fine() {
     let mut g = goods();
-    g[0].v = with(sample(), json!({"seq_seed": u64::MAX, "seqlen_k": u64::MAX, "seqlen_q": 0, "top_k": i32::MAX}));
+    g[0].v = with(sample(), json!({"seq_seed": u64::MAX, "seqlen_k": u64::MAX, "seqlen_q": 1, "top_k": i32::MAX}));
     g[3].v = with(g[3].v.clone(), json!({"seqlen_k": 0, "seqlen_q": u64::MAX, "last_valid_offset": u64::MAX}));
     g[1].rows[0] = json!([1e38, -1e38, 0, 0, 0, 0, 0, 0]);
     let out = run("huge", &case_text(&g)).expect("runs");

@@ -297,7 +297,14 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
                     }
                     RequestKind::Prefill { seqlen_k }
                 }
-                "decode" => RequestKind::Decode { seqlen_k, seqlen_q: f.u64("seqlen_q")?, drafts: Vec::new(), draft_dists: Vec::new() },
+                "decode" => {
+                    // A plain decode row is a decode request of seqlen_q = 1 (SAMPLER.md 6).
+                    let seqlen_q = f.u64("seqlen_q")?;
+                    if seqlen_q != 1 {
+                        return Err(f.bad("seqlen_q", &obj["seqlen_q"], "a `sample` decode row has seqlen_q = 1 (use kind `verify` for more rows)"));
+                    }
+                    RequestKind::Decode { seqlen_k, seqlen_q, drafts: Vec::new(), draft_dists: Vec::new() }
+                }
                 _ => return Err(f.bad("phase", &obj["phase"], "expected \"prefill\" or \"decode\"")),
             }
         }
