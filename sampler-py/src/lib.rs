@@ -1127,6 +1127,32 @@ fn run_case_json(py: Python<'_>, case_json: &str, backend: &str) -> PyResult<Str
     Ok(doc.to_string())
 }
 
+/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// plus the landed cases of `dir/next/` (`sampler_host::case::golden_files`), sorted.
+#[pyfunction]
+fn golden_files(dir: std::path::PathBuf) -> Vec<String> {
+    sampler_host::case::golden_files(&dir).into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
+}
+
+/// Seconds per step of `sampler.sample(logits, requests)` timed inside Rust
+/// (`iters` steps, after the import and the request conversion): the Python
+/// call's time minus this is the binding overhead.
+#[pyfunction]
+fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<f64> {
+    let l = Logits::import(logits, "logits", &[2])?;
+    let reqs = requests_arg(requests)?;
+    let s = sampler.get();
+    let data = l.data();
+    py.detach(|| {
+        let mut guard = s.lock();
+        let t = std::time::Instant::now();
+        for _ in 0..iters.max(1) {
+            guard.sample(data, &reqs).map_err(batch_err)?;
+        }
+        Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
+    })
+}
+
 /// Address of the first element the binding reads from `array` through
 /// DLPack (equals the producer's data pointer: the import does not copy).
 #[pyfunction]
@@ -1156,6 +1182,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(top_p_renorm_probs, m)?)?;
     m.add_function(wrap_pyfunction!(run_case_json, m)?)?;
     m.add_function(wrap_pyfunction!(_dlpack_data_ptr, m)?)?;
+    m.add_function(wrap_pyfunction!(golden_files, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_rust_step, m)?)?;
     m.add_function(wrap_pyfunction!(is_cuda_tensor, m)?)?;
     m.add("SAMPLING_EPS", sampler_host::params::SAMPLING_EPS)?;
     Ok(())
