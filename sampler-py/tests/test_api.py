@@ -307,3 +307,21 @@ def test_torch_cpu_tensors_in_and_out(rng):
     b16 = s.sample(a.to(torch.bfloat16), reqs)
     ref16 = s.sample(a.to(torch.bfloat16).to(torch.float32).numpy(), reqs)
     assert b16.tokens.numpy().tolist() == ref16.tokens.tolist()
+
+
+def test_stub_covers_every_public_name():
+    import ast
+
+    stub = pathlib.Path(sp.__file__).with_name("_native.pyi")
+    tree = ast.parse(stub.read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.AnnAssign) for t in [n.target]}
+    public = {n for n in dir(sp._native) if not n.startswith("__")}
+    assert public - defined == set()
+    # Methods and properties of each class too.
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        members = {m.name for m in cls.body if isinstance(m, ast.FunctionDef)} | {
+            m.target.id for m in cls.body if isinstance(m, ast.AnnAssign)}
+        real = {m for m in dir(getattr(sp._native, cls.name)) if not m.startswith("_")}
+        assert real - members == set(), cls.name
+    assert set(sp.__all__) <= defined
