@@ -60,13 +60,23 @@ def build_request(r):
     return sp.Request.prompt_logprobs(params, r["targets"], masks=masks)
 
 
-def run_case_python(case, logits_dtype=np.float32):
-    """Runs a case through the Python API and returns (StepOutput, document)."""
+def case_logits(case):
+    """The case's logits as a float32 `[R, V]` array."""
     v = case["vocab_size"]
-    sampler = sp.Sampler(v, force_topk=case.get("force_topk", 0), nextn=case.get("nextn", 5), backend="cpu")
-    logits = np.array([[num(x) for x in row] for row in case["logits"]], dtype=np.float32).reshape(-1, v)
+    return np.array([[num(x) for x in row] for row in case["logits"]], dtype=np.float32).reshape(-1, v)
+
+
+def run_case_python(case, logits_dtype=np.float32, backend="cpu", convert=None):
+    """Runs a case through the Python API and returns (StepOutput, document).
+    `convert` turns the float32 logits into what is passed (e.g. a torch tensor)."""
+    sampler = sp.Sampler(case["vocab_size"], force_topk=case.get("force_topk", 0), nextn=case.get("nextn", 5), backend=backend)
+    logits = case_logits(case)
+    if logits_dtype != np.float32:
+        logits = logits.astype(logits_dtype)
+    if convert is not None:
+        logits = convert(logits)
     reqs = [build_request(r) for r in case["requests"]]
-    out = sampler.sample(logits.astype(logits_dtype) if logits_dtype != np.float32 else logits, reqs)
+    out = sampler.sample(logits, reqs)
     return out, document(out)
 
 
@@ -81,17 +91,26 @@ def fval(x):
     return x
 
 
+def _np(x):
+    """numpy view of an output array (torch tensors are moved to the host)."""
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return x
+
+
 def document(out):
     """The CONFORMANCE.md result document built from the output arrays."""
-    offs = out.row_offsets.tolist()
+    offs = _np(out.row_offsets).tolist()
+    tokens, lps, ssp = _np(out.tokens), _np(out.logprobs), _np(out.sum_smaller_probs)
+    top_ids, top_lps, accepted = _np(out.top_ids), _np(out.top_logprobs), _np(out.accepted)
     rows = []
     for q in range(len(out.errors)):
         for i in range(offs[q], offs[q + 1]):
-            top = [] if out.errors[q] is not None else [[int(a), fval(b)] for a, b in zip(out.top_ids[i], out.top_logprobs[i])]
-            rows.append({"token": int(out.tokens[i]), "logprob": fval(out.logprobs[i]), "top_logprobs": top,
-                         "sum_smaller_probs": fval(out.sum_smaller_probs[i])})
-    reqs = [{"status": "ok" if e is None else "error: " + e, "accepted": int(out.accepted[q]),
-             "emitted": [int(t) for t in out.emitted[q]], "prompt_logprobs": [fval(x) for x in out.prompt_logprobs[q]]}
+            top = [] if out.errors[q] is not None else [[int(a), fval(b)] for a, b in zip(top_ids[i], top_lps[i])]
+            rows.append({"token": int(tokens[i]), "logprob": fval(lps[i]), "top_logprobs": top,
+                         "sum_smaller_probs": fval(ssp[i])})
+    reqs = [{"status": "ok" if e is None else "error: " + e, "accepted": int(accepted[q]),
+             "emitted": [int(t) for t in _np(out.emitted[q])], "prompt_logprobs": [fval(x) for x in _np(out.prompt_logprobs[q])]}
             for q, e in enumerate(out.errors)]
     return {"rows": rows, "requests": reqs}
 
