@@ -39,6 +39,7 @@ device)
     out="${OUT:-/tmp/python-gpu-out}"
     mkdir -p "$out"
     rc=0
+    exec > >(tee "$out/python-gpu.log") 2>&1
     {
         echo "== python-gpu on $(hostname) at $(date -u +%FT%TZ), commit $(cat .gpu-py/commit 2>/dev/null)"
         nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -58,7 +59,7 @@ device)
         timeout 120 python3 sampler-py/bench/overhead.py --backend cuda --rows 64 --iters 50 $fi --json "$out/overhead-cuda.json" || rc=1
         timeout 120 python3 sampler-py/bench/overhead.py --backend cpu --rows 64 --iters 5 --json "$out/overhead-cpu.json" || rc=1
         echo "== rc=$rc"
-    } 2>&1 | tee "$out/python-gpu.log"
+    }
     exit $rc
     ;;
 *)
