@@ -1,10 +1,12 @@
 //! Tensors in through DLPack (https://dmlc.github.io/dlpack/latest/), without copies.
 //!
-//! The producer's `__dlpack__()` gives a capsule named `"dltensor"` holding a
-//! `DLManagedTensor`. We read the data pointer while holding the capsule and
-//! never rename it, so the producer's capsule destructor frees the tensor
-//! when the capsule goes away (the protocol's "not consumed" path); the
-//! producer keeps owning the memory and we never copy f32 data.
+//! We ask the producer for `__dlpack__(max_version=(1, 0))` (a
+//! `"dltensor_versioned"` capsule, which can also carry read-only arrays) and
+//! fall back to `__dlpack__()` (a legacy `"dltensor"` capsule) for producers
+//! that do not take `max_version`. We read the data pointer while holding the
+//! capsule and never rename it, so the producer's capsule destructor frees
+//! the tensor when the capsule goes away (the protocol's "not consumed"
+//! path); the producer keeps owning the memory and we never copy f32 data.
 
 use std::ffi::{c_void, CStr};
 
@@ -50,7 +52,17 @@ const KDL_CUDA: i32 = 2;
 const KDL_CUDA_HOST: i32 = 3;
 const KDL_CUDA_MANAGED: i32 = 13;
 
+#[repr(C)]
+struct DLManagedTensorVersioned {
+    version: [u32; 2],
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    flags: u64,
+    dl_tensor: DLTensor,
+}
+
 const DLTENSOR: &CStr = c"dltensor";
+const DLTENSOR_VERSIONED: &CStr = c"dltensor_versioned";
 
 /// Element types the binding reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,19 +281,36 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
             return Err(device_error(arg, dev));
         }
     }
-    let capsule = obj.call_method0("__dlpack__").map_err(|e| {
-        let py = obj.py();
-        PyValueError::new_err(format!("{arg}: __dlpack__() failed: {}", e.value(py)))
-    })?;
-    // SAFETY: PyCapsule_GetPointer checks the name and type; null means error.
-    let mt = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), DLTENSOR.as_ptr()) } as *const DLManagedTensor;
-    if mt.is_null() {
-        let py = obj.py();
+    let py = obj.py();
+    let failed = |e: PyErr| PyValueError::new_err(format!("{arg}: __dlpack__() failed: {}", e.value(py)));
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("max_version", (1u32, 0u32))?;
+    let capsule = match obj.call_method("__dlpack__", (), Some(&kwargs)) {
+        Ok(c) => c,
+        // A producer older than DLPack 1.0 does not take `max_version`.
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj.call_method0("__dlpack__").map_err(failed)?,
+        Err(e) => return Err(failed(e)),
+    };
+    // SAFETY: PyCapsule_GetName / GetPointer check the object; null means an error (cleared below).
+    let name = unsafe { pyo3::ffi::PyCapsule_GetName(capsule.as_ptr()) };
+    let versioned = !name.is_null() && unsafe { CStr::from_ptr(name) } == DLTENSOR_VERSIONED;
+    let want = if versioned { DLTENSOR_VERSIONED } else { DLTENSOR };
+    let raw = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), want.as_ptr()) };
+    if raw.is_null() {
         let _ = PyErr::take(py);
-        return Err(PyTypeError::new_err(format!("{arg}: __dlpack__() did not return a \"dltensor\" capsule")));
+        return Err(PyTypeError::new_err(format!("{arg}: __dlpack__() did not return a \"dltensor\" or \"dltensor_versioned\" capsule")));
     }
-    // SAFETY: a live DLManagedTensor owned by the capsule.
-    let t = unsafe { &(*mt).dl_tensor };
+    // SAFETY: a live (versioned or legacy) managed tensor owned by the capsule.
+    let t: &DLTensor = if versioned {
+        let mv = raw as *const DLManagedTensorVersioned;
+        let major = unsafe { (*mv).version[0] };
+        if major != 1 {
+            return Err(PyTypeError::new_err(format!("{arg}: DLPack major version {major} is not supported (1)")));
+        }
+        unsafe { &(*mv).dl_tensor }
+    } else {
+        unsafe { &(*(raw as *const DLManagedTensor)).dl_tensor }
+    };
     let dev = (t.device.device_type, t.device.device_id);
     if dev.0 != KDL_CPU && dev.0 != KDL_CUDA_HOST {
         return Err(device_error(arg, dev));

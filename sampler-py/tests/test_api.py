@@ -45,6 +45,11 @@ def test_zero_copy_import(rng):
     # A row slice is still contiguous: the pointer moves by the byte offset, no copy.
     b = a[1:]
     assert sp._native._dlpack_data_ptr(b) == a.ctypes.data + V * 4
+    # Read-only arrays come in through versioned DLPack (numpy >= 2.1), still without a copy.
+    if tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 1):
+        a.flags.writeable = False
+        assert sp._native._dlpack_data_ptr(a) == a.ctypes.data
+        assert sp.top_k_top_p_sampling_from_logits(a, 5, 0.9, seed=1).shape == (4,)
 
 
 def test_bad_logits_raise_naming_the_argument(rng):
@@ -62,6 +67,8 @@ def test_bad_logits_raise_naming_the_argument(rng):
     wide = logits(rng, 1, 2 * V)
     with pytest.raises(ValueError, match="logits: expected a row-major contiguous array"):
         s.sample(wide[:, ::2], reqs)
+    with pytest.raises(ValueError, match=r"logits: expected a row-major contiguous array, got shape \[2, 1000\] with strides \[0, 1\]"):
+        s.sample(np.broadcast_to(a[0], (2, V)), reqs + reqs)
     with pytest.raises(ValueError, match=r"logits: expected shape \[R, vocab_size = 1000\], got \[1, 999\]"):
         s.sample(a[:, :999].copy(), reqs)
     # Rows that do not match the requests: the Rust BatchError text.
