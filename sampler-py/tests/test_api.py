@@ -162,6 +162,11 @@ def test_bad_request_is_a_status_and_fails_only_itself(rng):
     assert out.ok.tolist() == [True, False, False]
     assert out.tokens[1] == -1 and out.tokens[2] == -1 and math.isinf(out.logprobs[1])
     assert (out.top_ids[1] == -1).all() and np.isneginf(out.top_logprobs[1]).all()
+    # A wrong draft count (section 6) fails only its request; its rows stay its own.
+    two = sp.Request.decode(params(), 60, 3, [1], [sp.DraftDist([1], [0.0])])
+    out2 = s.sample(np.concatenate([a[:1], logits(rng, 3)]), [good, two])
+    assert out2.errors[0] is None and out2.errors[1] is not None and "drafts" in out2.errors[1]
+    assert out2.row_offsets.tolist() == [0, 1, 4] and (out2.tokens[1:] == -1).all()
     alone = s.sample(a[:1], [good])
     assert out.tokens[0] == alone.tokens[0]
     assert np.array_equal(out.top_logprobs[0].view(np.uint32), alone.top_logprobs[0].view(np.uint32))
