@@ -615,12 +615,8 @@ impl<'py> Logits<'py> {
         *self.b.shape.last().unwrap_or(&0)
     }
     fn rows(&self) -> usize {
-        let v = self.vocab();
-        if v == 0 {
-            self.b.shape.iter().rev().skip(1).product()
-        } else {
-            self.b.len() / v
-        }
+        // All dimensions but the last (also when V = 0).
+        self.b.shape.iter().rev().skip(1).product()
     }
 }
 
