@@ -231,17 +231,17 @@ impl Borrowed<'_> {
 
 /// The DLPack device of `obj` (`__dlpack_device__()`), when it has one.
 fn device_of(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Option<(i32, i32)>> {
-    if !obj.hasattr("__dlpack_device__")? {
+    if !obj.hasattr(pyo3::intern!(obj.py(), "__dlpack_device__"))? {
         return Ok(None);
     }
-    let d = obj.call_method0("__dlpack_device__")?;
+    let d = obj.call_method0(pyo3::intern!(obj.py(), "__dlpack_device__"))?;
     let (t, id): (i32, i32) = d.extract().map_err(|_| PyTypeError::new_err(format!("{arg}: __dlpack_device__() did not return (device_type, device_id)")))?;
     Ok(Some((t, id)))
 }
 
 /// Whether `obj` speaks DLPack.
 pub fn is_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    obj.hasattr("__dlpack__")
+    obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))
 }
 
 /// A clear error for tensors on a device this build cannot read yet.
@@ -272,23 +272,35 @@ fn ValueError(msg: String) -> PyErr {
 /// (ValueError) and element alignment (ValueError). Every message starts
 /// with `arg`.
 pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Borrowed<'py>> {
-    if !is_dlpack(obj)? {
-        let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("{arg}: expected an array with __dlpack__ (numpy, torch, ...), got {ty}")));
-    }
-    if let Some(dev) = device_of(obj, arg)? {
-        if dev.0 != KDL_CPU && dev.0 != KDL_CUDA_HOST {
-            return Err(device_error(arg, dev));
-        }
-    }
     let py = obj.py();
-    let failed = |e: PyErr| PyValueError::new_err(format!("{arg}: __dlpack__() failed: {}", e.value(py)));
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("max_version", (1u32, 0u32))?;
-    let capsule = match obj.call_method("__dlpack__", (), Some(&kwargs)) {
+    // `__dlpack__(max_version=(1, 0))` first: one call on the fast path (the
+    // device is read from the capsule). Only when it fails do we ask
+    // `__dlpack_device__`, to name the device in the error.
+    static KWARGS: pyo3::sync::PyOnceLock<Py<pyo3::types::PyDict>> = pyo3::sync::PyOnceLock::new();
+    let kwargs = KWARGS
+        .get_or_try_init(py, || -> PyResult<_> {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("max_version", (1u32, 0u32))?;
+            Ok(d.unbind())
+        })?
+        .bind(py);
+    let method = match obj.getattr(pyo3::intern!(py, "__dlpack__")) {
+        Ok(m) => m,
+        Err(_) => {
+            let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+            return Err(PyTypeError::new_err(format!("{arg}: expected an array with __dlpack__ (numpy, torch, ...), got {ty}")));
+        }
+    };
+    let failed = |e: PyErr| -> PyErr {
+        match device_of(obj, arg) {
+            Ok(Some(dev)) if dev.0 != KDL_CPU && dev.0 != KDL_CUDA_HOST => device_error(arg, dev),
+            _ => PyValueError::new_err(format!("{arg}: __dlpack__() failed: {}", e.value(py))),
+        }
+    };
+    let capsule = match method.call((), Some(kwargs)) {
         Ok(c) => c,
         // A producer older than DLPack 1.0 does not take `max_version`.
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj.call_method0("__dlpack__").map_err(failed)?,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => method.call0().map_err(failed)?,
         Err(e) => return Err(failed(e)),
     };
     // SAFETY: PyCapsule_GetName / GetPointer check the object; null means an error (cleared below).

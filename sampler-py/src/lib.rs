@@ -18,7 +18,8 @@ use std::sync::{Mutex, OnceLock};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyList, PyModule, PyTuple};
+use numpy::PyArrayMethods;
+use pyo3::types::{PyList, PyModule, PyTuple};
 
 use sampler_host::engine::{EngineError, MtpInfoPool};
 use sampler_host::error::{BatchError, ConfigError};
@@ -173,44 +174,29 @@ fn per_row<T: Clone>(
 
 // ---------------------------------------------------------------- outputs
 
-static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static TORCH: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-/// Builds the output arrays: numpy, or torch CPU tensors (`torch.from_numpy`,
-/// no copy) when the input was a torch tensor.
+/// Builds the output arrays: numpy (moved from the Rust `Vec`, no copy), or
+/// torch CPU tensors (`torch.from_numpy`, no copy) when the input was a torch tensor.
+#[derive(Clone, Copy)]
 struct Out<'py> {
     py: Python<'py>,
     torch: bool,
 }
 
-trait Elem: Copy {
-    const DTYPE: &'static str;
-}
-impl Elem for i32 {
-    const DTYPE: &'static str = "int32";
-}
-impl Elem for f32 {
-    const DTYPE: &'static str = "float32";
-}
-impl Elem for i64 {
-    const DTYPE: &'static str = "int64";
-}
-impl Elem for u8 {
-    const DTYPE: &'static str = "bool";
+fn is_torch(obj: &Bound<'_, PyAny>) -> bool {
+    let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    module == "torch" || module.starts_with("torch.")
 }
 
 impl<'py> Out<'py> {
     fn for_input(obj: &Bound<'py, PyAny>) -> Out<'py> {
-        let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
-        Out { py: obj.py(), torch: module == "torch" || module.starts_with("torch.") }
+        Out { py: obj.py(), torch: is_torch(obj) }
     }
-    fn arr<T: Elem>(&self, data: &[T], shape: &[usize]) -> PyResult<Py<PyAny>> {
+    fn arr<T: numpy::Element>(&self, data: Vec<T>, shape: &[usize]) -> PyResult<Py<PyAny>> {
         let py = self.py;
-        // SAFETY: plain-old-data elements viewed as bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
-        let np = NUMPY.get_or_try_init(py, || py.import("numpy").map(Bound::unbind))?.bind(py);
-        let buf = PyByteArray::new(py, bytes);
-        let a = np.call_method1("frombuffer", (buf, T::DTYPE))?.call_method1("reshape", (PyTuple::new(py, shape)?,))?;
+        let a1 = numpy::PyArray1::from_vec(py, data);
+        let a = if shape.len() == 1 { a1.into_any() } else { a1.reshape(shape.to_vec())?.into_any() };
         if self.torch {
             let torch = TORCH.get_or_try_init(py, || py.import("torch").map(Bound::unbind))?.bind(py);
             return Ok(torch.call_method1("from_numpy", (a,))?.unbind());
@@ -219,53 +205,133 @@ impl<'py> Out<'py> {
     }
 }
 
-/// Everything a step returns (SAMPLER.md sections 5-8). R rows, B requests, k = `top_logprobs_width`.
+/// Everything a step returns (SAMPLER.md sections 5-8). R rows, B requests,
+/// k = `top_logprobs_width`. Arrays are built on first access (then cached),
+/// so a call pays only for the outputs it reads.
 #[pyclass(name = "StepOutput", module = "sampler_py", frozen)]
 struct PyStepOutput {
-    /// `[R]` int32: token per row, -1 for none (rows after a rejection, prompt-logprob rows, failed requests).
-    #[pyo3(get)]
-    tokens: Py<PyAny>,
-    /// `[R]` float32: processed logprob of the token (-inf when none).
-    #[pyo3(get)]
-    logprobs: Py<PyAny>,
-    /// `[R, k]` int32: ids of the first k candidates (order of section 3.6); -1 on failed requests' rows.
-    #[pyo3(get)]
-    top_ids: Py<PyAny>,
-    /// `[R, k]` float32: their processed logprobs; -inf on failed requests' rows.
-    #[pyo3(get)]
-    top_logprobs: Py<PyAny>,
-    /// `[R]` float32: section 5's sum_smaller_probs (0 when the token is -1).
-    #[pyo3(get)]
-    sum_smaller_probs: Py<PyAny>,
-    /// `[B]` int32: drafts accepted per request (verify requests), else 0.
-    #[pyo3(get)]
-    accepted: Py<PyAny>,
-    /// `[B]` bool: whether each request succeeded.
-    #[pyo3(get)]
-    ok: Py<PyAny>,
-    /// `[B + 1]` int64: request i owns rows `row_offsets[i]:row_offsets[i+1]`.
-    #[pyo3(get)]
-    row_offsets: Py<PyAny>,
-    /// B entries: `None`, or the error text of a failed request (Rust `RequestError`).
-    #[pyo3(get)]
-    errors: Py<PyAny>,
-    /// B arrays int32: the tokens each request emits this step.
-    #[pyo3(get)]
-    emitted: Py<PyAny>,
-    /// B arrays float32: their processed logprobs.
-    #[pyo3(get)]
-    emitted_logprobs: Py<PyAny>,
-    /// B arrays float32: prompt logprobs (prompt-logprob requests), else empty.
-    #[pyo3(get)]
-    prompt_logprobs: Py<PyAny>,
-    /// k: width of `top_ids` / `top_logprobs`.
-    #[pyo3(get)]
-    top_logprobs_width: usize,
     inner: StepOutput,
+    row_counts: Vec<usize>,
+    torch: bool,
+    cache: [PyOnceLock<Py<PyAny>>; 12],
+}
+
+impl PyStepOutput {
+    fn new(inner: StepOutput, row_counts: Vec<usize>, torch: bool) -> PyStepOutput {
+        PyStepOutput { inner, row_counts, torch, cache: std::array::from_fn(|_| PyOnceLock::new()) }
+    }
+    fn cached(&self, py: Python<'_>, slot: usize, make: impl FnOnce(Out<'_>) -> PyResult<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        let out = Out { py, torch: self.torch };
+        self.cache[slot].get_or_try_init(py, || make(out)).map(|x| x.clone_ref(py))
+    }
+    fn rows_f32(&self, py: Python<'_>, slot: usize, f: impl Fn(&sampler_host::RowOutput) -> f32) -> PyResult<Py<PyAny>> {
+        self.cached(py, slot, |o| o.arr(self.inner.rows.iter().map(f).collect(), &[self.inner.rows.len()]))
+    }
+    fn top(&self) -> impl Iterator<Item = (i32, f32)> + '_ {
+        let k = self.inner.top_logprobs_width;
+        self.inner.rows.iter().flat_map(move |row| {
+            // Failed requests' rows have no candidates: -1 / -inf.
+            (0..k).map(move |c| row.top_logprobs.get(c).copied().unwrap_or((-1, f32::NEG_INFINITY)))
+        })
+    }
+    fn per_request<T: numpy::Element + Copy>(&self, py: Python<'_>, slot: usize, f: impl Fn(&sampler_host::RequestOutput) -> &[T]) -> PyResult<Py<PyAny>> {
+        self.cached(py, slot, |o| {
+            let l = PyList::empty(py);
+            for q in &self.inner.requests {
+                let v = f(q);
+                l.append(o.arr(v.to_vec(), &[v.len()])?)?;
+            }
+            Ok(l.into_any().unbind())
+        })
+    }
 }
 
 #[pymethods]
 impl PyStepOutput {
+    /// `[R]` int32: token per row, -1 for none (rows after a rejection, prompt-logprob rows, failed requests).
+    #[getter]
+    fn tokens(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 0, |o| o.arr(self.inner.rows.iter().map(|r| r.token).collect(), &[self.inner.rows.len()]))
+    }
+    /// `[R]` float32: processed logprob of the token (-inf when none).
+    #[getter]
+    fn logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.rows_f32(py, 1, |r| r.logprob)
+    }
+    /// `[R, k]` int32: ids of the first k candidates (order of section 3.6); -1 on failed requests' rows.
+    #[getter]
+    fn top_ids(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let shape = [self.inner.rows.len(), self.inner.top_logprobs_width];
+        self.cached(py, 2, |o| o.arr(self.top().map(|x| x.0).collect(), &shape))
+    }
+    /// `[R, k]` float32: their processed logprobs; -inf on failed requests' rows.
+    #[getter]
+    fn top_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let shape = [self.inner.rows.len(), self.inner.top_logprobs_width];
+        self.cached(py, 3, |o| o.arr(self.top().map(|x| x.1).collect(), &shape))
+    }
+    /// `[R]` float32: section 5's sum_smaller_probs (0 when the token is -1).
+    #[getter]
+    fn sum_smaller_probs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.rows_f32(py, 4, |r| r.sum_smaller_probs)
+    }
+    /// `[B]` int32: drafts accepted per request (verify requests), else 0.
+    #[getter]
+    fn accepted(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 5, |o| o.arr(self.inner.requests.iter().map(|q| q.accepted as i32).collect(), &[self.inner.requests.len()]))
+    }
+    /// `[B]` bool: whether each request succeeded.
+    #[getter]
+    fn ok(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 6, |o| o.arr(self.inner.requests.iter().map(|q| q.status.is_ok()).collect(), &[self.inner.requests.len()]))
+    }
+    /// `[B + 1]` int64: request i owns rows `row_offsets[i]:row_offsets[i+1]`.
+    #[getter]
+    fn row_offsets(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 7, |o| {
+            let mut v = Vec::with_capacity(self.row_counts.len() + 1);
+            v.push(0i64);
+            for &c in &self.row_counts {
+                v.push(v[v.len() - 1] + c as i64);
+            }
+            let n = v.len();
+            o.arr(v, &[n])
+        })
+    }
+    /// B entries: `None`, or the error text of a failed request (Rust `RequestError`).
+    #[getter]
+    fn errors(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 8, |_| {
+            let l = PyList::empty(py);
+            for q in &self.inner.requests {
+                match &q.status {
+                    Ok(()) => l.append(py.None())?,
+                    Err(e) => l.append(e.to_string())?,
+                }
+            }
+            Ok(l.into_any().unbind())
+        })
+    }
+    /// B arrays int32: the tokens each request emits this step.
+    #[getter]
+    fn emitted(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.per_request(py, 9, |q| &q.emitted)
+    }
+    /// B arrays float32: their processed logprobs.
+    #[getter]
+    fn emitted_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.per_request(py, 10, |q| &q.emitted_logprobs)
+    }
+    /// B arrays float32: prompt logprobs (prompt-logprob requests), else empty.
+    #[getter]
+    fn prompt_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.per_request(py, 11, |q| &q.prompt_logprobs)
+    }
+    /// k: width of `top_ids` / `top_logprobs`.
+    #[getter]
+    fn top_logprobs_width(&self) -> usize {
+        self.inner.top_logprobs_width
+    }
     /// The CONFORMANCE.md result document of this step, as JSON text.
     fn result_json(&self) -> String {
         sampler_host::case::result_document(&self.inner).to_string()
@@ -280,55 +346,7 @@ impl PyStepOutput {
 }
 
 fn step_output(out: &Out<'_>, s: StepOutput, row_counts: &[usize]) -> PyResult<PyStepOutput> {
-    let py = out.py;
-    let r = s.rows.len();
-    let k = s.top_logprobs_width;
-    let mut top_ids = vec![-1i32; r * k];
-    let mut top_lps = vec![f32::NEG_INFINITY; r * k];
-    for (i, row) in s.rows.iter().enumerate() {
-        for (c, &(id, lp)) in row.top_logprobs.iter().enumerate().take(k) {
-            top_ids[i * k + c] = id;
-            top_lps[i * k + c] = lp;
-        }
-    }
-    let tokens: Vec<i32> = s.rows.iter().map(|x| x.token).collect();
-    let lps: Vec<f32> = s.rows.iter().map(|x| x.logprob).collect();
-    let ssp: Vec<f32> = s.rows.iter().map(|x| x.sum_smaller_probs).collect();
-    let accepted: Vec<i32> = s.requests.iter().map(|q| q.accepted as i32).collect();
-    let ok: Vec<u8> = s.requests.iter().map(|q| q.status.is_ok() as u8).collect();
-    let mut offsets = vec![0i64];
-    for &c in row_counts {
-        offsets.push(offsets.last().unwrap() + c as i64);
-    }
-    let errors = PyList::empty(py);
-    let emitted = PyList::empty(py);
-    let emitted_lps = PyList::empty(py);
-    let prompt = PyList::empty(py);
-    for q in &s.requests {
-        match &q.status {
-            Ok(()) => errors.append(py.None())?,
-            Err(e) => errors.append(e.to_string())?,
-        }
-        emitted.append(out.arr(&q.emitted, &[q.emitted.len()])?)?;
-        emitted_lps.append(out.arr(&q.emitted_logprobs, &[q.emitted_logprobs.len()])?)?;
-        prompt.append(out.arr(&q.prompt_logprobs, &[q.prompt_logprobs.len()])?)?;
-    }
-    Ok(PyStepOutput {
-        tokens: out.arr(&tokens, &[r])?,
-        logprobs: out.arr(&lps, &[r])?,
-        top_ids: out.arr(&top_ids, &[r, k])?,
-        top_logprobs: out.arr(&top_lps, &[r, k])?,
-        sum_smaller_probs: out.arr(&ssp, &[r])?,
-        accepted: out.arr(&accepted, &[accepted.len()])?,
-        ok: out.arr(&ok, &[ok.len()])?,
-        row_offsets: out.arr(&offsets, &[offsets.len()])?,
-        errors: errors.into_any().unbind(),
-        emitted: emitted.into_any().unbind(),
-        emitted_logprobs: emitted_lps.into_any().unbind(),
-        prompt_logprobs: prompt.into_any().unbind(),
-        top_logprobs_width: k,
-        inner: s,
-    })
+    Ok(PyStepOutput::new(s, row_counts.to_vec(), out.torch))
 }
 
 // ---------------------------------------------------------------- SamplingParams
@@ -645,6 +663,15 @@ struct PySampler {
 }
 
 fn requests_arg(requests: &Bound<'_, PyAny>) -> PyResult<Vec<Request>> {
+    let bad = |i: usize, r: &Bound<'_, PyAny>| PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)));
+    // Fast path for the usual list.
+    if let Ok(list) = requests.cast::<PyList>() {
+        let mut out = Vec::with_capacity(list.len());
+        for (i, r) in list.iter().enumerate() {
+            out.push(r.cast::<PyRequest>().map_err(|_| bad(i, &r))?.get().inner.clone());
+        }
+        return Ok(out);
+    }
     let items: Vec<Bound<'_, PyAny>> =
         requests.try_iter().map_err(|_| PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests))))?.collect::<PyResult<_>>()?;
     items
@@ -710,8 +737,9 @@ impl PySampler {
         let (res, p) = py.detach(|| self.lock().sample_with_processed(data, &reqs, &rows)).map_err(batch_err)?;
         let out = Out::for_input(logits);
         let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-        let ids = out.arr(&p.ids, &[p.rows.len(), p.n])?;
-        let lps = out.arr(&p.logprobs, &[p.rows.len(), p.n])?;
+        let (nr, n) = (p.rows.len(), p.n);
+        let ids = out.arr(p.ids, &[nr, n])?;
+        let lps = out.arr(p.logprobs, &[nr, n])?;
         Ok((step_output(&out, res, &counts)?, ids, lps))
     }
 
@@ -856,7 +884,7 @@ fn top_k_top_p_sampling_from_logits(
         return Ok(Py::new(py, step_output(&out, res, &vec![1; r])?)?.into_any());
     }
     let tokens: Vec<i32> = res.rows.iter().map(|x| x.token).collect();
-    out.arr(&tokens, &[r])
+    out.arr(tokens, &[r])
 }
 
 /// Speculative-decoding verification (SAMPLER.md section 6) of B requests
@@ -995,7 +1023,8 @@ fn top_k_top_p_renorm_logprobs(
     let p = row_params(l.rows(), top_k, top_p, temperature, None, None)?;
     let pr = processed_all(py, &l, "logits", &p, force_topk, backend)?;
     let out = Out::for_input(logits);
-    Ok((out.arr(&pr.ids, &[pr.rows.len(), pr.n])?, out.arr(&pr.logprobs, &[pr.rows.len(), pr.n])?))
+    let (nr, n) = (pr.rows.len(), pr.n);
+    Ok((out.arr(pr.ids, &[nr, n])?, out.arr(pr.logprobs, &[nr, n])?))
 }
 
 /// Dense renormalised probabilities `[R, V]` of probs `[R, V]` after top-k /
@@ -1021,7 +1050,7 @@ fn renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: Option<&Bound<'
             }
         }
     }
-    Out::for_input(probs).arr(&dense, &[r, v])
+    Out::for_input(probs).arr(dense, &[r, v])
 }
 
 /// Keeps the `top_k` most likely tokens of each row of probs `[R, V]` and
