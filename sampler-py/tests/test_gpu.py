@@ -71,3 +71,22 @@ def test_cuda_graph_capture_of_a_python_call():
     torch.cuda.synchronize()
     eager = s.sample(x, reqs)
     assert torch.equal(out.tokens, eager.tokens)
+
+
+def _bits(x):
+    return np.asarray(x).view(np.uint32)
+
+
+@pytest.mark.parametrize("force_topk", [0, 1024])
+def test_functional_api_cuda_backend_equals_cpu(force_topk):
+    r, v = 64, 129280
+    a = (np.random.default_rng(5).standard_normal((r, v)) * 3).astype(np.float32)
+    kw = dict(temperature=0.7, seed=np.arange(r, dtype=np.uint64), positions=41, force_topk=force_topk, return_logprobs=True, top_logprobs=5)
+    c = sp.top_k_top_p_sampling_from_logits(a, 50, 0.9, backend="cuda", **kw)
+    h = sp.top_k_top_p_sampling_from_logits(a, 50, 0.9, backend="cpu", **kw)
+    assert np.array_equal(c.tokens, h.tokens)
+    assert np.array_equal(_bits(c.top_logprobs), _bits(h.top_logprobs))
+    assert np.array_equal(_bits(c.sum_smaller_probs), _bits(h.sum_smaller_probs))
+    ic, lc = sp.top_k_top_p_renorm_logprobs(a[:8], 50, 0.9, temperature=0.7, force_topk=force_topk, backend="cuda")
+    ih, lh = sp.top_k_top_p_renorm_logprobs(a[:8], 50, 0.9, temperature=0.7, force_topk=force_topk, backend="cpu")
+    assert np.array_equal(ic, ih) and np.array_equal(_bits(lc), _bits(lh))
