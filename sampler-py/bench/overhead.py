@@ -4,7 +4,7 @@
 
 Times, on the same inputs, in one run:
 - `rust`: the step inside Rust (`_native._bench_rust_step`: no import, no conversion);
-- `python`: `Sampler.sample(logits, requests)` from Python (DLPack import,
+- `python`: `Sampler.sample(logits, requests)` from Python, reading tokens, logprobs, top_ids (DLPack import,
   request conversion, GIL release, output arrays); overhead = python - rust;
 - `functional`: `top_k_top_p_sampling_from_logits(logits, top_k, top_p, ...)` with [R] tensors;
 - `flashinfer` (--flashinfer, CUDA): FlashInfer's `top_k_top_p_sampling_from_logits`
@@ -23,14 +23,43 @@ import numpy as np
 import sampler_py as sp
 
 
-def median_us(fn, iters):
-    fn()
-    ts = []
+def paired(rust_fn, py_fn, iters):
+    """Alternates one Rust-timed step and one Python call (so load drift hits
+    both alike); returns medians and minima in us and the overhead (python - rust)."""
+    rust_fn()
+    py_fn()
+    ru, py = [], []
     for _ in range(iters):
+        ru.append(rust_fn() * 1e6)
         t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e6
+        py_fn()
+        py.append((time.perf_counter() - t) * 1e6)
+    med, lo = statistics.median, min
+    return {"rust_us": med(ru), "python_us": med(py), "overhead_us": med(py) - med(ru),
+            "rust_min_us": lo(ru), "python_min_us": lo(py), "overhead_min_us": lo(py) - lo(ru)}
+
+
+def case(r, v, force_topk, backend, iters):
+    logits = (np.random.default_rng(0).standard_normal((r, v)) * 3).astype(np.float32)
+    s = sp.Sampler(v, force_topk=force_topk, backend=backend)
+    reqs = [sp.Request.prefill(sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=50, top_logprobs=5, seq_seed=i), 41) for i in range(r)]
+    res = {"rows": r, "vocab": v, "force_topk": force_topk, "backend": s.backend, "iters": iters}
+    # Sampler.sample, reading the three arrays an engine reads.
+    def py_sample():
+        o = s.sample(logits, reqs)
+        o.tokens, o.logprobs, o.top_ids
+    res["sampler"] = paired(lambda: sp._native._bench_rust_step(s, logits, reqs, 1), py_sample, iters)
+    # The functional API on [R] tensors vs the same requests in Rust.
+    top_k = np.full(r, 50, np.int64)
+    top_p = np.full(r, 0.9, np.float32)
+    seeds = np.arange(r, dtype=np.uint64)
+    freqs = [sp.Request.prefill(sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=50, seq_seed=i), 41) for i in range(r)]
+    res["functional"] = paired(
+        lambda: sp._native._bench_rust_step(s, logits, freqs, 1),
+        lambda: sp.top_k_top_p_sampling_from_logits(logits, top_k, top_p, temperature=0.7, seed=seeds, positions=41,
+                                                    force_topk=force_topk, backend=backend),
+        iters)
+    return res, logits, top_k, top_p
 
 
 def main():
@@ -43,33 +72,11 @@ def main():
     ap.add_argument("--flashinfer", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
-    r, v = a.rows, a.vocab
-    logits = (np.random.default_rng(0).standard_normal((r, v)) * 3).astype(np.float32)
-    s = sp.Sampler(v, force_topk=a.force_topk, backend=a.backend)
-    params = [sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=50, top_logprobs=5, seq_seed=i) for i in range(r)]
-    reqs = [sp.Request.prefill(p, 41) for p in params]
-    res = {"rows": r, "vocab": v, "force_topk": a.force_topk, "backend": s.backend, "iters": a.iters}
-    # Alternate the two so drift (other load) hits both alike.
-    rust, py = [], []
-    for _ in range(a.iters):
-        rust.append(sp._native._bench_rust_step(s, logits, reqs, 1) * 1e6)
-        t = time.perf_counter()
-        s.sample(logits, reqs)
-        py.append((time.perf_counter() - t) * 1e6)
-    res["rust_us"] = statistics.median(rust)
-    res["python_us"] = statistics.median(py)
-    res["overhead_us"] = res["python_us"] - res["rust_us"]
-    top_k = np.full(r, 50, np.int64)
-    top_p = np.full(r, 0.9, np.float32)
-    seeds = np.arange(r, dtype=np.uint64)
-    res["functional_us"] = median_us(lambda: sp.top_k_top_p_sampling_from_logits(
-        logits, top_k, top_p, temperature=0.7, seed=seeds, force_topk=a.force_topk, backend=a.backend), a.iters)
-    # The binding's own fixed cost: a step of one tiny row (kernel time ~ 0).
-    tiny = np.zeros((1, 32), np.float32)
-    ts = sp.Sampler(32, backend=a.backend)
-    treq = [sp.Request.prefill(params[0], 1)]
-    res["tiny_python_us"] = median_us(lambda: ts.sample(tiny, treq), max(a.iters, 200))
-    res["tiny_rust_us"] = sp._native._bench_rust_step(ts, tiny, treq, 2000) * 1e6
+    out = {}
+    # Full size: the step as engines run it.
+    out["full"], logits, top_k, top_p = case(a.rows, a.vocab, a.force_topk, a.backend, a.iters)
+    # V = 32: the step costs ~nothing, so the difference is the binding's own cost with little noise.
+    out["binding_only"], _, _, _ = case(a.rows, 32, 0, a.backend, max(a.iters, 500))
     if a.flashinfer:
         import torch
         from flashinfer import sampling as fs
@@ -82,11 +89,17 @@ def main():
             fs.top_k_top_p_sampling_from_logits(x, tk, tp)
             torch.cuda.synchronize()
 
-        res["flashinfer_us"] = median_us(fi, a.iters)
-    print(json.dumps(res, indent=1))
+        fi()
+        ts = []
+        for _ in range(a.iters):
+            t = time.perf_counter()
+            fi()
+            ts.append((time.perf_counter() - t) * 1e6)
+        out["flashinfer_us"] = statistics.median(ts)
+    print(json.dumps(out, indent=1))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":
