@@ -75,6 +75,13 @@ fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
     }
 }
 
+/// An optional Python int in `0..=u32::MAX` (default when absent), errors naming `arg`.
+fn u32_opt(obj: Option<&Bound<'_, PyAny>>, arg: &str, default: u32) -> PyResult<u32> {
+    let Some(x) = obj.filter(|o| !o.is_none()) else { return Ok(default) };
+    let v = i64_arg(x, arg)?;
+    u32::try_from(v).map_err(|_| value_err(format!("{arg} must be in 0..=4294967295, got {v}")))
+}
+
 fn f32_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<f32> {
     if obj.is_instance_of::<pyo3::types::PyBool>() {
         return Err(PyTypeError::new_err(format!("{arg} must be a float, got bool")));
@@ -384,22 +391,24 @@ struct PySamplingParams {
 #[pymethods]
 impl PySamplingParams {
     #[new]
-    #[pyo3(signature = (*, temperature=1.0, top_p=1.0, top_k=-1, top_logprobs=0, seq_seed=None, prompt_logprobs=false, golden_token_ids=None))]
+    #[pyo3(signature = (*, temperature=None, top_p=None, top_k=None, top_logprobs=None, seq_seed=None, prompt_logprobs=false, golden_token_ids=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        temperature: f32,
-        top_p: f32,
-        top_k: i64,
-        top_logprobs: i64,
+        temperature: Option<&Bound<'_, PyAny>>,
+        top_p: Option<&Bound<'_, PyAny>>,
+        top_k: Option<&Bound<'_, PyAny>>,
+        top_logprobs: Option<&Bound<'_, PyAny>>,
         seq_seed: Option<&Bound<'_, PyAny>>,
         prompt_logprobs: bool,
         golden_token_ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        // Our own conversions, so every message names the argument on every Python version.
+        let tl = top_logprobs.map(|x| i64_arg(x, "top_logprobs")).transpose()?.unwrap_or(0);
         Ok(PySamplingParams {
-            temperature,
-            top_p,
-            top_k,
-            top_logprobs: u32::try_from(top_logprobs).map_err(|_| value_err(format!("top_logprobs must be in 0..=4294967295, got {top_logprobs}")))?,
+            temperature: temperature.map(|x| f32_arg(x, "temperature")).transpose()?.unwrap_or(1.0),
+            top_p: top_p.map(|x| f32_arg(x, "top_p")).transpose()?.unwrap_or(1.0),
+            top_k: top_k.map(|x| i64_arg(x, "top_k")).transpose()?.unwrap_or(-1),
+            top_logprobs: u32::try_from(tl).map_err(|_| value_err(format!("top_logprobs must be in 0..=4294967295, got {tl}")))?,
             seq_seed: seq_seed.filter(|s| !s.is_none()).map(|s| u64_arg(s, "seq_seed")).transpose()?,
             prompt_logprobs,
             golden_token_ids: golden_token_ids.map(|g| ids_list(g, "golden_token_ids")).transpose()?.unwrap_or_default(),
@@ -697,10 +706,14 @@ impl PySampler {
     /// Raises ValueError for a bad configuration (section 9), RuntimeError
     /// when a forced backend is unavailable.
     #[new]
-    #[pyo3(signature = (vocab_size, *, force_topk=0, nextn=5, backend="auto"))]
-    fn new(py: Python<'_>, vocab_size: i64, force_topk: i64, nextn: i64, backend: &str) -> PyResult<Self> {
-        let u32_of = |x: i64, name: &str| -> PyResult<u32> { u32::try_from(x).map_err(|_| value_err(format!("{name} must be in 0..=4294967295, got {x}"))) };
-        let cfg = SamplerConfig { vocab_size: u32_of(vocab_size, "vocab_size")?, force_topk: u32_of(force_topk, "force_topk")?, nextn: u32_of(nextn, "nextn")?, backend: parse_backend(backend)? };
+    #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto"))]
+    fn new(py: Python<'_>, vocab_size: &Bound<'_, PyAny>, force_topk: Option<&Bound<'_, PyAny>>, nextn: Option<&Bound<'_, PyAny>>, backend: &str) -> PyResult<Self> {
+        let cfg = SamplerConfig {
+            vocab_size: u32_opt(Some(vocab_size), "vocab_size", 0)?,
+            force_topk: u32_opt(force_topk, "force_topk", 0)?,
+            nextn: u32_opt(nextn, "nextn", 5)?,
+            backend: parse_backend(backend)?,
+        };
         let c = cfg.clone();
         let s = py.detach(move || Sampler::new(c)).map_err(config_err)?;
         Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), cfg })
@@ -859,7 +872,7 @@ impl RowParams {
 /// Returns `[R]` int32 tokens (-1 for a row whose parameters or logits are
 /// invalid), or with `return_logprobs=True` the full `StepOutput`.
 #[pyfunction]
-#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=0, return_logprobs=false, top_logprobs=0, backend="auto"))]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto"))]
 #[allow(clippy::too_many_arguments)]
 fn top_k_top_p_sampling_from_logits(
     py: Python<'_>,
@@ -869,11 +882,13 @@ fn top_k_top_p_sampling_from_logits(
     temperature: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     positions: Option<&Bound<'_, PyAny>>,
-    force_topk: u32,
+    force_topk: Option<&Bound<'_, PyAny>>,
     return_logprobs: bool,
-    top_logprobs: u32,
+    top_logprobs: Option<&Bound<'_, PyAny>>,
     backend: &str,
 ) -> PyResult<Py<PyAny>> {
+    let force_topk = u32_opt(force_topk, "force_topk", 0)?;
+    let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
     let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
@@ -895,7 +910,7 @@ fn top_k_top_p_sampling_from_logits(
 /// each request's sample position (row j uses position + j * 10000019).
 /// Returns a `StepOutput` (`accepted`, `emitted` per request).
 #[pyfunction]
-#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=0, top_logprobs=0, backend="auto"))]
+#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto"))]
 #[allow(clippy::too_many_arguments)]
 fn verify(
     py: Python<'_>,
@@ -908,10 +923,12 @@ fn verify(
     seed: Option<&Bound<'_, PyAny>>,
     positions: Option<&Bound<'_, PyAny>>,
     draft_dist_ids: Option<&Bound<'_, PyAny>>,
-    force_topk: u32,
-    top_logprobs: u32,
+    force_topk: Option<&Bound<'_, PyAny>>,
+    top_logprobs: Option<&Bound<'_, PyAny>>,
     backend: &str,
 ) -> PyResult<PyStepOutput> {
+    let force_topk = u32_opt(force_topk, "force_topk", 0)?;
+    let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
     let l = Logits::import(target_logits, "target_logits", &[2, 3])?;
     let v = l.vocab();
     let d = dlpack::import(draft_ids, "draft_ids", &[2])?;
@@ -1009,16 +1026,17 @@ fn processed_all<'py>(
 /// the order of section 3.6, -inf for removed ones. Raises ValueError for a
 /// row with invalid parameters or logits.
 #[pyfunction]
-#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, force_topk=0, backend="auto"))]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, force_topk=None, backend="auto"))]
 fn top_k_top_p_renorm_logprobs(
     py: Python<'_>,
     logits: &Bound<'_, PyAny>,
     top_k: Option<&Bound<'_, PyAny>>,
     top_p: Option<&Bound<'_, PyAny>>,
     temperature: Option<&Bound<'_, PyAny>>,
-    force_topk: u32,
+    force_topk: Option<&Bound<'_, PyAny>>,
     backend: &str,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let force_topk = u32_opt(force_topk, "force_topk", 0)?;
     let l = Logits::import(logits, "logits", &[2])?;
     let p = row_params(l.rows(), top_k, top_p, temperature, None, None)?;
     let pr = processed_all(py, &l, "logits", &p, force_topk, backend)?;

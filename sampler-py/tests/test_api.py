@@ -86,8 +86,14 @@ def test_bad_calls_raise():
         sp.Sampler(V, backend="tpu")
     with pytest.raises(ValueError, match="seq_seed must be in 0..=18446744073709551615, got -1"):
         sp.SamplingParams(seq_seed=-1)
-    with pytest.raises(TypeError, match="top_k"):
+    with pytest.raises(TypeError, match="top_k must be an int, got str"):
         sp.SamplingParams(top_k="50")
+    with pytest.raises(TypeError, match="temperature must be a float, got str"):
+        sp.SamplingParams(temperature="hot")
+    with pytest.raises(TypeError, match="force_topk must be an int, got float"):
+        sp.Sampler(V, force_topk=1.5, backend="cpu")
+    with pytest.raises(ValueError, match="top_logprobs must be in 0..=4294967295, got -1"):
+        sp.top_k_top_p_sampling_from_logits(np.zeros((3, 8), np.float32), 2, 0.5, top_logprobs=-1, backend="cpu")
     with pytest.raises(ValueError, match="top_logprobs must be in"):
         sp.SamplingParams(top_logprobs=-3)
     with pytest.raises(ValueError, match="ids and logprobs differ in length"):
