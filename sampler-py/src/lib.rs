@@ -66,6 +66,10 @@ fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
 }
 
 fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
+    // Python 3.9 would truncate a float through `__int__` (deprecated there).
+    if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    }
     if let Ok(x) = obj.extract::<i64>() {
         return Ok(x);
     }
