@@ -56,6 +56,9 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// A Python int in `0..=u64::MAX` (ValueError / TypeError naming `arg`).
 fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
+    if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    }
     if let Ok(x) = obj.extract::<u64>() {
         return Ok(x);
     }
