@@ -181,10 +181,15 @@ def test_bad_request_is_a_status_and_fails_only_itself(rng):
 
 def test_gil_is_released_during_a_step(rng):
     v = 129280
-    a = rng.standard_normal((16, v)).astype(np.float32)
     s = sp.Sampler(v, backend="cpu")
-    reqs = [sp.Request.prefill(params(), 41 + i) for i in range(16)]
-    s.sample(a, reqs)  # warm up
+    # Enough rows for a step of >= 50 ms on this machine (many cores make it fast).
+    for r in (16, 64, 256):
+        a = rng.standard_normal((r, v)).astype(np.float32)
+        reqs = [sp.Request.prefill(params(), 41 + i) for i in range(r)]
+        t = time.perf_counter()
+        s.sample(a, reqs)
+        if time.perf_counter() - t >= 0.05:
+            break
     started, done = threading.Event(), threading.Event()
     box = {}
 
