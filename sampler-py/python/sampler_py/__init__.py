@@ -1,0 +1,56 @@
+"""LLM sampler kernels from Python (spec: SAMPLER.md of the sampler project).
+
+Two layers:
+
+- the functional API, shaped like FlashInfer's: ``top_k_top_p_sampling_from_logits``,
+  ``top_k_renorm_probs`` / ``top_p_renorm_probs``, ``top_k_top_p_renorm_logprobs``
+  and ``verify`` (speculative decoding);
+- ``Sampler``, mirroring the Rust ``sampler_host::Sampler``: ``Request`` objects
+  (prefill / decode / verify / draft / prompt-logprobs) with ``SamplingParams``,
+  grammar bit masks, and the ``MtpInfoPool``.
+
+Tensors come in through DLPack (numpy, torch, ...) without a copy when they are
+float32 on the CPU; float16 / bfloat16 are widened to float32 on the host. CUDA
+tensors raise ``NotImplementedError`` until the device-resident API lands.
+Outputs are numpy arrays (torch CPU tensors for torch inputs). A bad request is
+an error status in the output; a bad call raises ``TypeError`` / ``ValueError``
+with the Rust error text. The GIL is released while a step runs.
+"""
+
+from ._native import (
+    SAMPLING_EPS as SAMPLING_EPS,
+    DraftDist as DraftDist,
+    MtpInfoPool as MtpInfoPool,
+    Request as Request,
+    Sampler as Sampler,
+    SamplingParams as SamplingParams,
+    StepOutput as StepOutput,
+    golden_files as golden_files,
+    is_cuda_tensor as is_cuda_tensor,
+    run_case_json as run_case_json,
+    top_k_renorm_probs as top_k_renorm_probs,
+    top_k_top_p_renorm_logprobs as top_k_top_p_renorm_logprobs,
+    top_k_top_p_sampling_from_logits as top_k_top_p_sampling_from_logits,
+    top_p_renorm_probs as top_p_renorm_probs,
+    verify as verify,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SAMPLING_EPS",
+    "DraftDist",
+    "MtpInfoPool",
+    "Request",
+    "Sampler",
+    "SamplingParams",
+    "StepOutput",
+    "golden_files",
+    "is_cuda_tensor",
+    "run_case_json",
+    "top_k_renorm_probs",
+    "top_k_top_p_renorm_logprobs",
+    "top_k_top_p_sampling_from_logits",
+    "top_p_renorm_probs",
+    "verify",
+]

@@ -1,0 +1,212 @@
+"""Types of sampler_py (the Rust extension). Spec: SAMPLER.md (section numbers below).
+
+Array arguments accept any object with ``__dlpack__`` (numpy, torch, ...) on the
+CPU; small integer / float arguments also accept Python sequences. Logits are
+float32 (borrowed, no copy), bfloat16 or float16 (widened to float32 on the
+host). CUDA tensors raise NotImplementedError (device API not wired yet).
+Outputs are numpy arrays, or torch CPU tensors when the logits were torch.
+"""
+
+from typing import Any, Optional, Sequence, Tuple, Union
+
+ArrayLike = Any  # an object with __dlpack__ (numpy.ndarray, torch.Tensor, ...)
+Array = Any  # numpy.ndarray, or torch.Tensor for torch inputs
+IntSeq = Union[ArrayLike, Sequence[int]]
+FloatSeq = Union[ArrayLike, Sequence[float]]
+PerRowInt = Union[int, IntSeq, None]
+PerRowFloat = Union[float, FloatSeq, None]
+
+SAMPLING_EPS: float
+"""1e-5: temperatures below it are clamped and turn top-p / top-k off (section 1)."""
+
+class SamplingParams:
+    """Per-request parameters (section 1). Bad values give the request an error
+    status when the step runs; wrong types raise TypeError."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    top_logprobs: int
+    seq_seed: Optional[int]
+    prompt_logprobs: bool
+    golden_token_ids: list[int]
+    def __init__(
+        self,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        top_logprobs: int = 0,
+        seq_seed: Optional[int] = None,
+        prompt_logprobs: bool = False,
+        golden_token_ids: Optional[IntSeq] = None,
+    ) -> None: ...
+
+class DraftDist:
+    """The draft model's processed distribution that proposed one draft token
+    (section 6): ids not listed have logprob -inf."""
+
+    def __init__(self, ids: IntSeq, logprobs: FloatSeq) -> None: ...
+    @property
+    def ids(self) -> list[int]: ...
+    @property
+    def logprobs(self) -> list[float]: ...
+    def __len__(self) -> int: ...
+
+class Request:
+    """One request of a step; owns consecutive logits rows. ``masks``: grammar
+    bit masks ``[rows, ceil(V/32)]`` of int32/uint32 words (bit t%32 of word
+    t//32 = token t allowed); ``golden``: ``[rows]`` teacher-forced tokens (-1 none)."""
+
+    @staticmethod
+    def prefill(params: SamplingParams, seqlen_k: int, *, golden: Optional[IntSeq] = None, masks: Optional[ArrayLike] = None) -> Request: ...
+    @staticmethod
+    def decode(
+        params: SamplingParams,
+        seqlen_k: int,
+        seqlen_q: Optional[int] = None,
+        drafts: Optional[IntSeq] = None,
+        draft_dists: Optional[Sequence[Union[DraftDist, Tuple[IntSeq, FloatSeq]]]] = None,
+        *,
+        golden: Optional[IntSeq] = None,
+        masks: Optional[ArrayLike] = None,
+    ) -> Request: ...
+    @staticmethod
+    def verify(
+        params: SamplingParams,
+        seqlen_k: int,
+        drafts: IntSeq,
+        draft_dists: Sequence[Union[DraftDist, Tuple[IntSeq, FloatSeq]]],
+        *,
+        golden: Optional[IntSeq] = None,
+        masks: Optional[ArrayLike] = None,
+    ) -> Request: ...
+    @staticmethod
+    def draft(params: SamplingParams, seqlen_k: int, seqlen_q: int, last_valid_offset: int, rows: int, *, masks: Optional[ArrayLike] = None) -> Request: ...
+    @staticmethod
+    def prompt_logprobs(params: SamplingParams, targets: IntSeq, *, masks: Optional[ArrayLike] = None) -> Request: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+
+class StepOutput:
+    """Outputs of a step (sections 5-8): R rows, B requests, k = top_logprobs_width."""
+
+    tokens: Array  # [R] int32, -1 = none
+    logprobs: Array  # [R] float32, -inf = none
+    top_ids: Array  # [R, k] int32 (-1 on failed requests' rows)
+    top_logprobs: Array  # [R, k] float32
+    sum_smaller_probs: Array  # [R] float32
+    accepted: Array  # [B] int32
+    ok: Array  # [B] bool
+    row_offsets: Array  # [B + 1] int64
+    errors: list[Optional[str]]  # B entries: None or the Rust error text
+    emitted: list[Array]  # B x [n] int32
+    emitted_logprobs: list[Array]  # B x [n] float32
+    prompt_logprobs: list[Array]  # B x [n] float32
+    top_logprobs_width: int
+    def result_json(self) -> str: ...
+    def __len__(self) -> int: ...
+
+class Sampler:
+    """Mirrors sampler_host::Sampler. Raises ValueError for a bad configuration
+    (section 9), RuntimeError when a forced backend is unavailable."""
+
+    def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto") -> None: ...
+    def sample(self, logits: ArrayLike, requests: Sequence[Request]) -> StepOutput:
+        """logits [R, V]; R = sum of the requests' rows. GIL released while it runs."""
+    def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
+        """Also the processed top-N (ids [len(rows), N] int32, logprobs [len(rows), N] float32) of `rows`."""
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def force_topk(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def nextn(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
+
+class MtpInfoPool:
+    """The MTP info pool (sections 6, 9): (max_num_seqs + 1) * nextn rows of N logprobs (+ ids when N < V)."""
+
+    def __init__(self, max_num_seqs: int, nextn: int, n: int, vocab: int) -> None: ...
+    def alloc(self) -> Optional[int]: ...
+    def release(self, slot: int) -> None: ...
+    def write(self, slot: int, i: int, ids: IntSeq, logprobs: FloatSeq) -> None: ...
+    def read(self, slot: int, i: int) -> DraftDist: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def nextn(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def scratch_slot(self) -> int: ...
+
+def top_k_top_p_sampling_from_logits(
+    logits: ArrayLike,
+    top_k: PerRowInt = None,
+    top_p: PerRowFloat = None,
+    *,
+    temperature: PerRowFloat = None,
+    seed: PerRowInt = None,
+    positions: PerRowInt = None,
+    force_topk: int = 0,
+    return_logprobs: bool = False,
+    top_logprobs: int = 0,
+    backend: str = "auto",
+) -> Union[Array, StepOutput]:
+    """[R] int32 tokens (-1 for a bad row); StepOutput with return_logprobs=True.
+    Defaults: top_k -1 (off), top_p 1 (off), temperature 1, seed random, positions 0."""
+
+def verify(
+    target_logits: ArrayLike,
+    draft_ids: ArrayLike,
+    draft_logprobs: ArrayLike,
+    top_k: PerRowInt = None,
+    top_p: PerRowFloat = None,
+    *,
+    temperature: PerRowFloat = None,
+    seed: PerRowInt = None,
+    positions: PerRowInt = None,
+    draft_dist_ids: Optional[ArrayLike] = None,
+    force_topk: int = 0,
+    top_logprobs: int = 0,
+    backend: str = "auto",
+) -> StepOutput:
+    """Section 6: target_logits [B, m, V] or [B*m, V], draft_ids [B, m-1],
+    draft_logprobs [B, m-1, V] (or [B, m-1, W] with draft_dist_ids [B, m-1, W])."""
+
+def top_k_top_p_renorm_logprobs(
+    logits: ArrayLike,
+    top_k: PerRowInt = None,
+    top_p: PerRowFloat = None,
+    *,
+    temperature: PerRowFloat = None,
+    force_topk: int = 0,
+    backend: str = "auto",
+) -> Tuple[Array, Array]:
+    """Processed distribution (section 3): (ids [R, N] int32, logprobs [R, N] float32)."""
+
+def top_k_renorm_probs(probs: ArrayLike, top_k: PerRowInt, *, backend: str = "auto") -> Array:
+    """[R, V] float32 renormalised probs after top-k (section 3 on ln(probs))."""
+
+def top_p_renorm_probs(probs: ArrayLike, top_p: PerRowFloat, *, backend: str = "auto") -> Array:
+    """[R, V] float32 renormalised probs after top-p (section 3 on ln(probs))."""
+
+def run_case_json(case_json: str, backend: str = "cpu") -> str:
+    """A CONFORMANCE.md case run in Rust: its result document (JSON text)."""
+
+def golden_files(dir: str) -> list[str]:
+    """Golden case files under dir (dir/*.json plus the landed next/ cases)."""
+
+def is_cuda_tensor(tensor: Any) -> bool:
+    """Whether tensor is on a CUDA device (DLPack kDLCUDA)."""
+
+def _dlpack_data_ptr(array: ArrayLike) -> int: ...
+def _bench_rust_step(sampler: Sampler, logits: ArrayLike, requests: Sequence[Request], iters: int) -> float: ...

@@ -1,0 +1,1240 @@
+//! Python bindings of the sampler (`sampler_py._native`, re-exported by the
+//! `sampler_py` package). Spec: `../shared/spec/SAMPLER.md`.
+//!
+//! - Tensors in through DLPack without copies ([`dlpack`]): f32 is borrowed,
+//!   f16 / bf16 are widened to f32 on the host (a copy) until the
+//!   device-resident API lands; CUDA tensors raise `NotImplementedError`.
+//! - Outputs are numpy arrays (torch CPU tensors when the logits were a torch tensor).
+//! - A bad request is an error status in the output; a bad call raises
+//!   `TypeError` / `ValueError` (or `RuntimeError` for a device failure)
+//!   carrying the Rust error text.
+//! - The GIL is released while a step runs.
+
+mod dlpack;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use numpy::PyArrayMethods;
+use pyo3::types::{PyList, PyModule, PyTuple};
+
+use sampler_host::engine::{EngineError, MtpInfoPool};
+use sampler_host::error::{BatchError, ConfigError};
+use sampler_host::sampler::ProcessedRows;
+use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
+
+use dlpack::{Borrowed, Dtype};
+
+// ---------------------------------------------------------------- errors
+
+fn config_err(e: ConfigError) -> PyErr {
+    match e {
+        ConfigError::BackendUnavailable(..) => PyRuntimeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+fn batch_err(e: BatchError) -> PyErr {
+    match e {
+        BatchError::Backend(_) => PyRuntimeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+fn value_err(msg: impl Into<String>) -> PyErr {
+    PyValueError::new_err(msg.into())
+}
+
+// ---------------------------------------------------------------- arguments
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// A Python int in `0..=u64::MAX` (ValueError / TypeError naming `arg`).
+fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
+    if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    }
+    if let Ok(x) = obj.extract::<u64>() {
+        return Ok(x);
+    }
+    match obj.extract::<i128>() {
+        Ok(x) => Err(value_err(format!("{arg} must be in 0..=18446744073709551615, got {x}"))),
+        Err(_) => Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj)))),
+    }
+}
+
+fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
+    // Python 3.9 would truncate a float through `__int__` (deprecated there).
+    if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    }
+    if let Ok(x) = obj.extract::<i64>() {
+        return Ok(x);
+    }
+    match obj.extract::<i128>() {
+        Ok(x) => Err(value_err(format!("{arg} must fit in int64, got {x}"))),
+        Err(_) => Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj)))),
+    }
+}
+
+/// An optional Python int in `0..=u32::MAX` (default when absent), errors naming `arg`.
+fn u32_opt(obj: Option<&Bound<'_, PyAny>>, arg: &str, default: u32) -> PyResult<u32> {
+    let Some(x) = obj.filter(|o| !o.is_none()) else { return Ok(default) };
+    let v = i64_arg(x, arg)?;
+    u32::try_from(v).map_err(|_| value_err(format!("{arg} must be in 0..=4294967295, got {v}")))
+}
+
+fn f32_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<f32> {
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be a float, got bool")));
+    }
+    // Rounded to nearest f32, as SAMPLER.md section 1 does for a caller's f64.
+    obj.extract::<f64>().map(|x| x as f32).map_err(|_| PyTypeError::new_err(format!("{arg} must be a float, got {}", type_name(obj))))
+}
+
+/// A 1-D sequence of ints: a DLPack array of any integer dtype, or a list / tuple.
+fn i64_list(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<i64>> {
+    if dlpack::is_dlpack(obj)? {
+        return dlpack::import(obj, arg, &[1])?.to_i64_vec(arg);
+    }
+    if obj.is_instance_of::<pyo3::types::PyString>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be a sequence of ints, got str")));
+    }
+    let items: Vec<Bound<'_, PyAny>> =
+        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a sequence of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    items.iter().enumerate().map(|(i, x)| i64_arg(x, &format!("{arg}[{i}]"))).collect()
+}
+
+/// Token ids (i32): see [`i64_list`].
+fn ids_list(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<i32>> {
+    i64_list(obj, arg)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| i32::try_from(x).map_err(|_| value_err(format!("{arg}[{i}] = {x} is not a token id (int32)"))))
+        .collect()
+}
+
+/// A 1-D sequence of floats (DLPack of a float dtype, or a list / tuple).
+fn f32_list(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<f32>> {
+    if dlpack::is_dlpack(obj)? {
+        return dlpack::import(obj, arg, &[1])?.to_f32_vec(arg);
+    }
+    let items: Vec<Bound<'_, PyAny>> =
+        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a sequence of floats, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    items.iter().enumerate().map(|(i, x)| f32_arg(x, &format!("{arg}[{i}]"))).collect()
+}
+
+/// Grammar bit masks `[rows, ceil(V/32)]` of int32 / uint32 words (one row:
+/// 1-D), or a list of lists of ints. Counts are checked by the sampler (a
+/// bad mask fails only its request).
+fn masks_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
+    if dlpack::is_dlpack(obj)? {
+        let b = dlpack::import(obj, arg, &[1, 2])?;
+        let words = b.to_u32_words(arg)?;
+        let w = *b.shape.last().unwrap_or(&0);
+        if b.shape.len() == 1 {
+            return Ok(vec![words]);
+        }
+        return Ok(if w == 0 { vec![Vec::new(); b.shape[0]] } else { words.chunks(w).map(|c| c.to_vec()).collect() });
+    }
+    let rows: Vec<Bound<'_, PyAny>> =
+        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a [rows, words] array or a list of lists of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    rows.iter()
+        .enumerate()
+        .map(|(j, row)| {
+            i64_list(row, &format!("{arg}[{j}]"))?
+                .into_iter()
+                .enumerate()
+                .map(|(c, x)| {
+                    // A word may be given as a signed int32 (torch has no uint32 bit ops).
+                    if (-(1i64 << 31)..(1i64 << 32)).contains(&x) {
+                        Ok(x as u32)
+                    } else {
+                        Err(value_err(format!("{arg}[{j}][{c}] = {x} is not a 32-bit word")))
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A per-row parameter: `None` (default), a scalar (broadcast) or `r` values.
+fn per_row<T: Clone>(
+    obj: Option<&Bound<'_, PyAny>>,
+    default: T,
+    r: usize,
+    arg: &str,
+    scalar: impl Fn(&Bound<'_, PyAny>, &str) -> PyResult<T>,
+    list: impl Fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<T>>,
+) -> PyResult<Vec<T>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(vec![default; r]) };
+    let is_seq = dlpack::is_dlpack(obj)? && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).map_or(true, |n| n > 0)
+        || obj.is_instance_of::<PyList>()
+        || obj.is_instance_of::<PyTuple>();
+    if !is_seq {
+        return Ok(vec![scalar(obj, arg)?; r]);
+    }
+    let v = list(obj, arg)?;
+    if v.len() != r {
+        return Err(value_err(format!("{arg}: expected a scalar or {r} values (one per row), got {}", v.len())));
+    }
+    Ok(v)
+}
+
+// ---------------------------------------------------------------- outputs
+
+static TORCH: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// Builds the output arrays: numpy (moved from the Rust `Vec`, no copy), or
+/// torch CPU tensors (`torch.from_numpy`, no copy) when the input was a torch tensor.
+#[derive(Clone, Copy)]
+struct Out<'py> {
+    py: Python<'py>,
+    torch: bool,
+}
+
+fn is_torch(obj: &Bound<'_, PyAny>) -> bool {
+    let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    module == "torch" || module.starts_with("torch.")
+}
+
+impl<'py> Out<'py> {
+    fn for_input(obj: &Bound<'py, PyAny>) -> Out<'py> {
+        Out { py: obj.py(), torch: is_torch(obj) }
+    }
+    fn arr<T: numpy::Element>(&self, data: Vec<T>, shape: &[usize]) -> PyResult<Py<PyAny>> {
+        let py = self.py;
+        let a1 = numpy::PyArray1::from_vec(py, data);
+        let a = if shape.len() == 1 { a1.into_any() } else { a1.reshape(shape.to_vec())?.into_any() };
+        if self.torch {
+            let torch = TORCH.get_or_try_init(py, || py.import("torch").map(Bound::unbind))?.bind(py);
+            return Ok(torch.call_method1("from_numpy", (a,))?.unbind());
+        }
+        Ok(a.unbind())
+    }
+}
+
+/// Everything a step returns (SAMPLER.md sections 5-8). R rows, B requests,
+/// k = `top_logprobs_width`. Arrays are built on first access (then cached),
+/// so a call pays only for the outputs it reads.
+#[pyclass(name = "StepOutput", module = "sampler_py", frozen)]
+struct PyStepOutput {
+    inner: StepOutput,
+    row_counts: Vec<usize>,
+    torch: bool,
+    cache: [PyOnceLock<Py<PyAny>>; 12],
+}
+
+impl PyStepOutput {
+    fn new(inner: StepOutput, row_counts: Vec<usize>, torch: bool) -> PyStepOutput {
+        PyStepOutput { inner, row_counts, torch, cache: std::array::from_fn(|_| PyOnceLock::new()) }
+    }
+    fn cached(&self, py: Python<'_>, slot: usize, make: impl FnOnce(Out<'_>) -> PyResult<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        let out = Out { py, torch: self.torch };
+        self.cache[slot].get_or_try_init(py, || make(out)).map(|x| x.clone_ref(py))
+    }
+    fn rows_f32(&self, py: Python<'_>, slot: usize, f: impl Fn(&sampler_host::RowOutput) -> f32) -> PyResult<Py<PyAny>> {
+        self.cached(py, slot, |o| o.arr(self.inner.rows.iter().map(f).collect(), &[self.inner.rows.len()]))
+    }
+    fn top(&self) -> impl Iterator<Item = (i32, f32)> + '_ {
+        let k = self.inner.top_logprobs_width;
+        self.inner.rows.iter().flat_map(move |row| {
+            // Failed requests' rows have no candidates: -1 / -inf.
+            (0..k).map(move |c| row.top_logprobs.get(c).copied().unwrap_or((-1, f32::NEG_INFINITY)))
+        })
+    }
+    fn per_request<T: numpy::Element + Copy>(&self, py: Python<'_>, slot: usize, f: impl Fn(&sampler_host::RequestOutput) -> &[T]) -> PyResult<Py<PyAny>> {
+        self.cached(py, slot, |o| {
+            let l = PyList::empty(py);
+            for q in &self.inner.requests {
+                let v = f(q);
+                l.append(o.arr(v.to_vec(), &[v.len()])?)?;
+            }
+            Ok(l.into_any().unbind())
+        })
+    }
+}
+
+#[pymethods]
+impl PyStepOutput {
+    /// `[R]` int32: token per row, -1 for none (rows after a rejection, prompt-logprob rows, failed requests).
+    #[getter]
+    fn tokens(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 0, |o| o.arr(self.inner.rows.iter().map(|r| r.token).collect(), &[self.inner.rows.len()]))
+    }
+    /// `[R]` float32: processed logprob of the token (-inf when none).
+    #[getter]
+    fn logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.rows_f32(py, 1, |r| r.logprob)
+    }
+    /// `[R, k]` int32: ids of the first k candidates (order of section 3.6); -1 on failed requests' rows.
+    #[getter]
+    fn top_ids(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let shape = [self.inner.rows.len(), self.inner.top_logprobs_width];
+        self.cached(py, 2, |o| o.arr(self.top().map(|x| x.0).collect(), &shape))
+    }
+    /// `[R, k]` float32: their processed logprobs; -inf on failed requests' rows.
+    #[getter]
+    fn top_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let shape = [self.inner.rows.len(), self.inner.top_logprobs_width];
+        self.cached(py, 3, |o| o.arr(self.top().map(|x| x.1).collect(), &shape))
+    }
+    /// `[R]` float32: section 5's sum_smaller_probs (0 when the token is -1).
+    #[getter]
+    fn sum_smaller_probs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.rows_f32(py, 4, |r| r.sum_smaller_probs)
+    }
+    /// `[B]` int32: drafts accepted per request (verify requests), else 0.
+    #[getter]
+    fn accepted(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 5, |o| o.arr(self.inner.requests.iter().map(|q| q.accepted as i32).collect(), &[self.inner.requests.len()]))
+    }
+    /// `[B]` bool: whether each request succeeded.
+    #[getter]
+    fn ok(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 6, |o| o.arr(self.inner.requests.iter().map(|q| q.status.is_ok()).collect(), &[self.inner.requests.len()]))
+    }
+    /// `[B + 1]` int64: request i owns rows `row_offsets[i]:row_offsets[i+1]`.
+    #[getter]
+    fn row_offsets(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 7, |o| {
+            let mut v = Vec::with_capacity(self.row_counts.len() + 1);
+            v.push(0i64);
+            for &c in &self.row_counts {
+                v.push(v[v.len() - 1] + c as i64);
+            }
+            let n = v.len();
+            o.arr(v, &[n])
+        })
+    }
+    /// B entries: `None`, or the error text of a failed request (Rust `RequestError`).
+    #[getter]
+    fn errors(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 8, |_| {
+            let l = PyList::empty(py);
+            for q in &self.inner.requests {
+                match &q.status {
+                    Ok(()) => l.append(py.None())?,
+                    Err(e) => l.append(e.to_string())?,
+                }
+            }
+            Ok(l.into_any().unbind())
+        })
+    }
+    /// B arrays int32: the tokens each request emits this step.
+    #[getter]
+    fn emitted(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.per_request(py, 9, |q| &q.emitted)
+    }
+    /// B arrays float32: their processed logprobs.
+    #[getter]
+    fn emitted_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.per_request(py, 10, |q| &q.emitted_logprobs)
+    }
+    /// B arrays float32: prompt logprobs (prompt-logprob requests), else empty.
+    #[getter]
+    fn prompt_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.per_request(py, 11, |q| &q.prompt_logprobs)
+    }
+    /// k: width of `top_ids` / `top_logprobs`.
+    #[getter]
+    fn top_logprobs_width(&self) -> usize {
+        self.inner.top_logprobs_width
+    }
+    /// The CONFORMANCE.md result document of this step, as JSON text.
+    fn result_json(&self) -> String {
+        sampler_host::case::result_document(&self.inner).to_string()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.requests.len()
+    }
+    fn __repr__(&self) -> String {
+        let bad = self.inner.requests.iter().filter(|r| r.status.is_err()).count();
+        format!("StepOutput(rows={}, requests={}, failed={}, top_logprobs_width={})", self.inner.rows.len(), self.inner.requests.len(), bad, self.inner.top_logprobs_width)
+    }
+}
+
+fn step_output(out: &Out<'_>, s: StepOutput, row_counts: &[usize]) -> PyResult<PyStepOutput> {
+    Ok(PyStepOutput::new(s, row_counts.to_vec(), out.torch))
+}
+
+// ---------------------------------------------------------------- SamplingParams
+
+/// Per-request sampling parameters (SAMPLER.md section 1), as an engine
+/// receives them. Values are validated when the step runs: a bad value gives
+/// the request an error status, not an exception (only wrong types raise).
+#[pyclass(name = "SamplingParams", module = "sampler_py")]
+#[derive(Clone)]
+struct PySamplingParams {
+    /// Softmax temperature (f32); error status if negative or NaN; below 1e-5 = greedy-like clamp.
+    #[pyo3(get, set)]
+    temperature: f32,
+    /// Nucleus mass in (0, 1] (f32); 1 = off.
+    #[pyo3(get, set)]
+    top_p: f32,
+    /// Top-k; -1 = off; 0, below -1 or above 2**31-1 is an error status.
+    #[pyo3(get, set)]
+    top_k: i64,
+    /// How many top logprobs to return (error status if above N).
+    #[pyo3(get, set)]
+    top_logprobs: u32,
+    /// Seed of the request's random streams (u64); None = 64 random bits per step.
+    #[pyo3(get, set)]
+    seq_seed: Option<u64>,
+    /// Prompt logprobs wanted (section 8; `Request.prompt_logprobs` sets it).
+    #[pyo3(get, set)]
+    prompt_logprobs: bool,
+    /// Teacher forcing: the output the request must follow (section 7; the
+    /// engine turns it into per-step `golden` rows).
+    #[pyo3(get, set)]
+    golden_token_ids: Vec<i32>,
+}
+
+#[pymethods]
+impl PySamplingParams {
+    #[new]
+    #[pyo3(signature = (*, temperature=None, top_p=None, top_k=None, top_logprobs=None, seq_seed=None, prompt_logprobs=false, golden_token_ids=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        temperature: Option<&Bound<'_, PyAny>>,
+        top_p: Option<&Bound<'_, PyAny>>,
+        top_k: Option<&Bound<'_, PyAny>>,
+        top_logprobs: Option<&Bound<'_, PyAny>>,
+        seq_seed: Option<&Bound<'_, PyAny>>,
+        prompt_logprobs: bool,
+        golden_token_ids: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        // Our own conversions, so every message names the argument on every Python version.
+        let tl = top_logprobs.map(|x| i64_arg(x, "top_logprobs")).transpose()?.unwrap_or(0);
+        Ok(PySamplingParams {
+            temperature: temperature.map(|x| f32_arg(x, "temperature")).transpose()?.unwrap_or(1.0),
+            top_p: top_p.map(|x| f32_arg(x, "top_p")).transpose()?.unwrap_or(1.0),
+            top_k: top_k.map(|x| i64_arg(x, "top_k")).transpose()?.unwrap_or(-1),
+            top_logprobs: u32::try_from(tl).map_err(|_| value_err(format!("top_logprobs must be in 0..=4294967295, got {tl}")))?,
+            seq_seed: seq_seed.filter(|s| !s.is_none()).map(|s| u64_arg(s, "seq_seed")).transpose()?,
+            prompt_logprobs,
+            golden_token_ids: golden_token_ids.map(|g| ids_list(g, "golden_token_ids")).transpose()?.unwrap_or_default(),
+        })
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "SamplingParams(temperature={:?}, top_p={:?}, top_k={}, top_logprobs={}, seq_seed={}, prompt_logprobs={})",
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.top_logprobs,
+            self.seq_seed.map_or("None".into(), |s| s.to_string()),
+            if self.prompt_logprobs { "True" } else { "False" }
+        )
+    }
+}
+
+impl PySamplingParams {
+    fn to_rust(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            top_logprobs: self.top_logprobs,
+            seq_seed: self.seq_seed,
+            prompt_logprobs: self.prompt_logprobs,
+            golden_token_ids: self.golden_token_ids.clone(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- DraftDist, Request
+
+/// The draft model's processed distribution that proposed one draft token
+/// (section 6): `ids` int32 and their processed logprobs (natural log);
+/// ids not listed have logprob -inf.
+#[pyclass(name = "DraftDist", module = "sampler_py", frozen)]
+struct PyDraftDist {
+    inner: DraftDist,
+}
+
+#[pymethods]
+impl PyDraftDist {
+    #[new]
+    fn new(ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let ids = ids_list(ids, "ids")?;
+        let logprobs = f32_list(logprobs, "logprobs")?;
+        if ids.len() != logprobs.len() {
+            return Err(value_err(format!("ids and logprobs differ in length: {} != {}", ids.len(), logprobs.len())));
+        }
+        Ok(PyDraftDist { inner: DraftDist { ids, logprobs } })
+    }
+    /// `[n]` int32 ids.
+    #[getter]
+    fn ids(&self) -> Vec<i32> {
+        self.inner.ids.clone()
+    }
+    /// `[n]` float32 processed logprobs.
+    #[getter]
+    fn logprobs(&self) -> Vec<f32> {
+        self.inner.logprobs.clone()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.ids.len()
+    }
+    fn __repr__(&self) -> String {
+        format!("DraftDist(n={})", self.inner.ids.len())
+    }
+}
+
+fn draft_dists_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<DraftDist>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(Vec::new()) };
+    let items: Vec<Bound<'_, PyAny>> =
+        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("draft_dists must be a list of DraftDist, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(j, d)| {
+            if let Ok(d) = d.cast::<PyDraftDist>() {
+                return Ok(d.get().inner.clone());
+            }
+            let (ids, lps): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                d.extract().map_err(|_| PyTypeError::new_err(format!("draft_dists[{j}] must be a DraftDist or an (ids, logprobs) pair, got {}", type_name(d))))?;
+            let ids = ids_list(&ids, &format!("draft_dists[{j}].ids"))?;
+            let logprobs = f32_list(&lps, &format!("draft_dists[{j}].logprobs"))?;
+            if ids.len() != logprobs.len() {
+                return Err(value_err(format!("draft_dists[{j}]: {} ids but {} logprobs", ids.len(), logprobs.len())));
+            }
+            Ok(DraftDist { ids, logprobs })
+        })
+        .collect()
+}
+
+/// One request of a step; it owns consecutive rows of the logits. Build it
+/// with the static constructors (`prefill`, `decode`, `verify`, `draft`,
+/// `prompt_logprobs`).
+#[pyclass(name = "Request", module = "sampler_py", frozen)]
+struct PyRequest {
+    inner: Request,
+}
+
+fn finish(mut r: Request, golden: Option<&Bound<'_, PyAny>>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<PyRequest> {
+    if let Some(g) = golden.filter(|g| !g.is_none()) {
+        r.golden = ids_list(g, "golden")?;
+    }
+    if let Some(m) = masks.filter(|m| !m.is_none()) {
+        r.masks = Some(masks_arg(m, "masks")?);
+    }
+    Ok(PyRequest { inner: r })
+}
+
+#[pymethods]
+impl PyRequest {
+    /// One prefill row at position `seqlen_k` (prompt length after this chunk).
+    /// `golden`: `[1]` teacher-forced token (-1 none); `masks`: `[1, ceil(V/32)]` bit mask.
+    #[staticmethod]
+    #[pyo3(signature = (params, seqlen_k, *, golden=None, masks=None))]
+    fn prefill(params: PyRef<'_, PySamplingParams>, seqlen_k: &Bound<'_, PyAny>, golden: Option<&Bound<'_, PyAny>>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        finish(Request::prefill(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?), golden, masks)
+    }
+
+    /// A decode request owning `seqlen_q` rows: row j verifies `drafts[j]`
+    /// (-1 = placeholder), the last row is fresh (section 6). `drafts` and
+    /// `draft_dists` need `seqlen_q - 1` entries (else an error status).
+    #[staticmethod]
+    #[pyo3(signature = (params, seqlen_k, seqlen_q=None, drafts=None, draft_dists=None, *, golden=None, masks=None))]
+    fn decode(
+        params: PyRef<'_, PySamplingParams>,
+        seqlen_k: &Bound<'_, PyAny>,
+        seqlen_q: Option<&Bound<'_, PyAny>>,
+        drafts: Option<&Bound<'_, PyAny>>,
+        draft_dists: Option<&Bound<'_, PyAny>>,
+        golden: Option<&Bound<'_, PyAny>>,
+        masks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let drafts = drafts.filter(|d| !d.is_none()).map(|d| ids_list(d, "drafts")).transpose()?.unwrap_or_default();
+        let r = Request::decode(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, seqlen_q.map_or(Ok(1), |q| u64_arg(q, "seqlen_q"))?, drafts, draft_dists_arg(draft_dists)?);
+        finish(r, golden, masks)
+    }
+
+    /// A verify request: `decode` with `seqlen_q = len(drafts) + 1`.
+    #[staticmethod]
+    #[pyo3(signature = (params, seqlen_k, drafts, draft_dists, *, golden=None, masks=None))]
+    fn verify(
+        params: PyRef<'_, PySamplingParams>,
+        seqlen_k: &Bound<'_, PyAny>,
+        drafts: &Bound<'_, PyAny>,
+        draft_dists: &Bound<'_, PyAny>,
+        golden: Option<&Bound<'_, PyAny>>,
+        masks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let drafts = ids_list(drafts, "drafts")?;
+        let q = drafts.len() as u64 + 1;
+        let r = Request::decode(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, q, drafts, draft_dists_arg(Some(draft_dists))?);
+        finish(r, golden, masks)
+    }
+
+    /// Draft-model draws, one per row (`rows`): row i-1 draws draft i at
+    /// position `sample_position + last_valid_offset + i`, seed `seq_seed + 1000000007`.
+    #[staticmethod]
+    #[pyo3(signature = (params, seqlen_k, seqlen_q, last_valid_offset, rows, *, masks=None))]
+    fn draft(
+        params: PyRef<'_, PySamplingParams>,
+        seqlen_k: &Bound<'_, PyAny>,
+        seqlen_q: &Bound<'_, PyAny>,
+        last_valid_offset: &Bound<'_, PyAny>,
+        rows: &Bound<'_, PyAny>,
+        masks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let rows_v = u64_arg(rows, "rows")?;
+        let rows = u32::try_from(rows_v).map_err(|_| value_err(format!("rows must be in 0..=4294967295, got {rows_v}")))?;
+        let kind = RequestKind::Draft { seqlen_k: u64_arg(seqlen_k, "seqlen_k")?, seqlen_q: u64_arg(seqlen_q, "seqlen_q")?, last_valid_offset: u64_arg(last_valid_offset, "last_valid_offset")?, rows };
+        finish(Request { params: params.to_rust(), kind, golden: Vec::new(), masks: None }, None, masks)
+    }
+
+    /// Prompt logprobs (section 8): one row per prompt position; `targets[i]`
+    /// is the next prompt token (-1 = none). No token is drawn.
+    #[staticmethod]
+    #[pyo3(signature = (params, targets, *, masks=None))]
+    fn prompt_logprobs(params: PyRef<'_, PySamplingParams>, targets: &Bound<'_, PyAny>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let mut p = params.to_rust();
+        p.prompt_logprobs = true;
+        let kind = RequestKind::PromptLogprobs { targets: ids_list(targets, "targets")? };
+        finish(Request { params: p, kind, golden: Vec::new(), masks: None }, None, masks)
+    }
+
+    /// Rows of the logits this request owns.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    /// `"prefill"`, `"decode"`, `"draft"` or `"prompt_logprobs"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.inner.kind {
+            RequestKind::Prefill { .. } => "prefill",
+            RequestKind::Decode { .. } => "decode",
+            RequestKind::Draft { .. } => "draft",
+            RequestKind::PromptLogprobs { .. } => "prompt_logprobs",
+        }
+    }
+    fn __repr__(&self) -> String {
+        format!("Request(kind={:?}, rows={})", self.kind(), self.rows())
+    }
+}
+
+// ---------------------------------------------------------------- logits
+
+/// Logits `[R, V]` (or `[.., V]` with `ndims`), borrowed as f32 when they are f32.
+struct Logits<'py> {
+    b: Borrowed<'py>,
+    widened: Option<Vec<f32>>,
+}
+
+impl<'py> Logits<'py> {
+    fn import(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Logits<'py>> {
+        let b = dlpack::import(obj, arg, ndims)?;
+        let widened = match b.dtype {
+            Dtype::F32 => None,
+            // Host widening until the device API lands (exact for f16 / bf16).
+            Dtype::F16 | Dtype::Bf16 => Some(b.to_f32_vec(arg)?),
+            d => return Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16, got {}", d.name()))),
+        };
+        Ok(Logits { b, widened })
+    }
+    fn data(&self) -> &[f32] {
+        self.widened.as_deref().unwrap_or_else(|| self.b.as_f32())
+    }
+    fn vocab(&self) -> usize {
+        *self.b.shape.last().unwrap_or(&0)
+    }
+    fn rows(&self) -> usize {
+        // All dimensions but the last (also when V = 0).
+        self.b.shape.iter().rev().skip(1).product()
+    }
+}
+
+fn check_vocab(l: &Logits<'_>, arg: &str, vocab: u32) -> PyResult<()> {
+    if l.vocab() != vocab as usize {
+        return Err(value_err(format!("{arg}: expected shape [R, vocab_size = {vocab}], got {:?}", l.b.shape)));
+    }
+    Ok(())
+}
+
+fn parse_backend(s: &str) -> PyResult<BackendKind> {
+    s.parse::<BackendKind>().map_err(|e| value_err(e.to_string()))
+}
+
+// ---------------------------------------------------------------- Sampler
+
+/// The sampler (mirrors `sampler_host::Sampler`): validates requests, lays
+/// out each step and runs it on a backend (`"auto"`: CUDA when a driver and
+/// GPU are present, else the CPU).
+#[pyclass(name = "Sampler", module = "sampler_py", frozen)]
+struct PySampler {
+    inner: Mutex<Sampler>,
+    cfg: SamplerConfig,
+    n: u32,
+    backend: &'static str,
+}
+
+fn requests_arg(requests: &Bound<'_, PyAny>) -> PyResult<Vec<Request>> {
+    let bad = |i: usize, r: &Bound<'_, PyAny>| PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)));
+    // Fast path for the usual list.
+    if let Ok(list) = requests.cast::<PyList>() {
+        let mut out = Vec::with_capacity(list.len());
+        for (i, r) in list.iter().enumerate() {
+            out.push(r.cast::<PyRequest>().map_err(|_| bad(i, &r))?.get().inner.clone());
+        }
+        return Ok(out);
+    }
+    let items: Vec<Bound<'_, PyAny>> =
+        requests.try_iter().map_err(|_| PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests))))?.collect::<PyResult<_>>()?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.cast::<PyRequest>().map(|r| r.get().inner.clone()).map_err(|_| PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r))))
+        })
+        .collect()
+}
+
+impl PySampler {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sampler> {
+        // A panic inside a step cannot leave the sampler half-updated (steps are pure).
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl PySampler {
+    /// `vocab_size` V (1..=524288), `force_topk` N (0 or >= V = off), `nextn`
+    /// draft tokens per step, `backend` `"auto"|"cpu"|"cuda"|"ascend"`.
+    /// Raises ValueError for a bad configuration (section 9), RuntimeError
+    /// when a forced backend is unavailable.
+    #[new]
+    #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto"))]
+    fn new(py: Python<'_>, vocab_size: &Bound<'_, PyAny>, force_topk: Option<&Bound<'_, PyAny>>, nextn: Option<&Bound<'_, PyAny>>, backend: &str) -> PyResult<Self> {
+        let cfg = SamplerConfig {
+            vocab_size: u32_opt(Some(vocab_size), "vocab_size", 0)?,
+            force_topk: u32_opt(force_topk, "force_topk", 0)?,
+            nextn: u32_opt(nextn, "nextn", 5)?,
+            backend: parse_backend(backend)?,
+        };
+        let c = cfg.clone();
+        let s = py.detach(move || Sampler::new(c)).map_err(config_err)?;
+        Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), cfg })
+    }
+
+    /// Samples one step. `logits`: `[R, V]` float32 (borrowed, no copy) or
+    /// bfloat16 / float16 (widened to f32 on the host), CPU, row-major
+    /// contiguous; R = sum of the requests' rows, in request order.
+    /// Returns a `StepOutput`; a bad request only gets an error status.
+    /// The GIL is released while the step runs.
+    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>) -> PyResult<PyStepOutput> {
+        let l = Logits::import(logits, "logits", &[2])?;
+        check_vocab(&l, "logits", self.cfg.vocab_size)?;
+        let reqs = requests_arg(requests)?;
+        let data = l.data();
+        let res = py.detach(|| self.lock().sample(data, &reqs)).map_err(batch_err)?;
+        let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
+        step_output(&Out::for_input(logits), res, &counts)
+    }
+
+    /// Like `sample`, and also returns the processed top-N distribution of
+    /// the logits rows `rows`: `(output, ids [len(rows), N] int32,
+    /// logprobs [len(rows), N] float32)` in the order of section 3.6 (-inf
+    /// for removed candidates). Used to fill the MTP info pool from draft draws.
+    fn sample_with_processed(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>) -> PyResult<(PyStepOutput, Py<PyAny>, Py<PyAny>)> {
+        let l = Logits::import(logits, "logits", &[2])?;
+        check_vocab(&l, "logits", self.cfg.vocab_size)?;
+        let reqs = requests_arg(requests)?;
+        let rows: Vec<usize> = i64_list(rows, "rows")?
+            .into_iter()
+            .map(|r| usize::try_from(r).map_err(|_| value_err(format!("rows: {r} is not a row index"))))
+            .collect::<PyResult<_>>()?;
+        let data = l.data();
+        let (res, p) = py.detach(|| self.lock().sample_with_processed(data, &reqs, &rows)).map_err(batch_err)?;
+        let out = Out::for_input(logits);
+        let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
+        let (nr, n) = (p.rows.len(), p.n);
+        let ids = out.arr(p.ids, &[nr, n])?;
+        let lps = out.arr(p.logprobs, &[nr, n])?;
+        Ok((step_output(&out, res, &counts)?, ids, lps))
+    }
+
+    /// Vocabulary size V.
+    #[getter]
+    fn vocab_size(&self) -> u32 {
+        self.cfg.vocab_size
+    }
+    /// Force top-k as configured (0 = off).
+    #[getter]
+    fn force_topk(&self) -> u32 {
+        self.cfg.force_topk
+    }
+    /// Candidate width N (V when force top-k is off).
+    #[getter]
+    fn n(&self) -> u32 {
+        self.n
+    }
+    /// Draft tokens per step.
+    #[getter]
+    fn nextn(&self) -> u32 {
+        self.cfg.nextn
+    }
+    /// Backend in use: `"cpu"` or `"cuda"`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+    fn __repr__(&self) -> String {
+        format!("Sampler(vocab_size={}, force_topk={}, nextn={}, backend={:?})", self.cfg.vocab_size, self.cfg.force_topk, self.cfg.nextn, self.backend)
+    }
+}
+
+// ---------------------------------------------------------------- functional API
+
+type Key = (u32, u32, String);
+
+/// Samplers of the functional API, one per (V, force_topk, backend).
+fn cached() -> &'static Mutex<HashMap<Key, Sampler>> {
+    static S: OnceLock<Mutex<HashMap<Key, Sampler>>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Runs `reqs` on the cached sampler for (V, force_topk, backend) with the GIL released.
+fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data: &[f32], reqs: &[Request], processed: Option<&[usize]>) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
+    let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
+    let kind = parse_backend(backend)?;
+    let key = (vocab, force_topk, backend.to_string());
+    py.detach(|| -> PyResult<_> {
+        let mut map = cached().lock().unwrap_or_else(|p| p.into_inner());
+        if !map.contains_key(&key) {
+            let s = Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind }).map_err(config_err)?;
+            map.insert(key.clone(), s);
+        }
+        let s = map.get_mut(&key).expect("inserted above");
+        match processed {
+            None => Ok((s.sample(data, reqs).map_err(batch_err)?, None)),
+            Some(rows) => {
+                let (o, p) = s.sample_with_processed(data, reqs, rows).map_err(batch_err)?;
+                Ok((o, Some(p)))
+            }
+        }
+    })
+}
+
+/// Per-row parameters of the functional API.
+struct RowParams {
+    temperature: Vec<f32>,
+    top_p: Vec<f32>,
+    top_k: Vec<i64>,
+    seed: Vec<Option<u64>>,
+    position: Vec<u64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row_params(
+    r: usize,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    positions: Option<&Bound<'_, PyAny>>,
+) -> PyResult<RowParams> {
+    let u64_list = |o: &Bound<'_, PyAny>, a: &str| -> PyResult<Vec<u64>> {
+        if dlpack::is_dlpack(o)? {
+            return dlpack::import(o, a, &[1])?.to_u64_vec(a);
+        }
+        let items: Vec<Bound<'_, PyAny>> = o.try_iter()?.collect::<PyResult<_>>()?;
+        items.iter().enumerate().map(|(i, x)| u64_arg(x, &format!("{a}[{i}]"))).collect()
+    };
+    Ok(RowParams {
+        temperature: per_row(temperature, 1.0f32, r, "temperature", f32_arg, f32_list)?,
+        top_p: per_row(top_p, 1.0f32, r, "top_p", f32_arg, f32_list)?,
+        top_k: per_row(top_k, -1i64, r, "top_k", i64_arg, i64_list)?,
+        seed: per_row(seed, None, r, "seed", |o, a| u64_arg(o, a).map(Some), |o, a| u64_list(o, a).map(|v| v.into_iter().map(Some).collect()))?,
+        position: per_row(positions, 0u64, r, "positions", u64_arg, u64_list)?,
+    })
+}
+
+impl RowParams {
+    fn params(&self, i: usize, top_logprobs: u32) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature[i],
+            top_p: self.top_p[i],
+            top_k: self.top_k[i],
+            top_logprobs,
+            seq_seed: self.seed[i],
+            ..Default::default()
+        }
+    }
+}
+
+/// Samples one token per row of `logits` `[R, V]` (FlashInfer's convention,
+/// SAMPLER.md sections 3-5): each row is its own request at `positions[i]`
+/// (default 0) with seed `seed[i]` (None: 64 random bits per row).
+/// `top_k`, `top_p`, `temperature`, `seed`, `positions`: a scalar or `[R]`.
+/// Returns `[R]` int32 tokens (-1 for a row whose parameters or logits are
+/// invalid), or with `return_logprobs=True` the full `StepOutput`.
+#[pyfunction]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto"))]
+#[allow(clippy::too_many_arguments)]
+fn top_k_top_p_sampling_from_logits(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    positions: Option<&Bound<'_, PyAny>>,
+    force_topk: Option<&Bound<'_, PyAny>>,
+    return_logprobs: bool,
+    top_logprobs: Option<&Bound<'_, PyAny>>,
+    backend: &str,
+) -> PyResult<Py<PyAny>> {
+    let force_topk = u32_opt(force_topk, "force_topk", 0)?;
+    let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
+    let l = Logits::import(logits, "logits", &[2])?;
+    let r = l.rows();
+    let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
+    let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
+    let (res, _) = run_cached(py, l.vocab(), force_topk, backend, l.data(), &reqs, None)?;
+    let out = Out::for_input(logits);
+    if return_logprobs {
+        return Ok(Py::new(py, step_output(&out, res, &vec![1; r])?)?.into_any());
+    }
+    let tokens: Vec<i32> = res.rows.iter().map(|x| x.token).collect();
+    out.arr(tokens, &[r])
+}
+
+/// Speculative-decoding verification (SAMPLER.md section 6) of B requests
+/// with D = m - 1 drafts each. `target_logits`: `[B, m, V]` or `[B*m, V]`;
+/// `draft_ids`: `[B, D]` int (-1 = placeholder); `draft_logprobs`: the draft
+/// model's processed logprobs `[B, D, V]` (dense), or `[B, D, W]` with
+/// `draft_dist_ids` `[B, D, W]` naming the columns (force top-k). `positions`:
+/// each request's sample position (row j uses position + j * 10000019).
+/// Returns a `StepOutput` (`accepted`, `emitted` per request).
+#[pyfunction]
+#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto"))]
+#[allow(clippy::too_many_arguments)]
+fn verify(
+    py: Python<'_>,
+    target_logits: &Bound<'_, PyAny>,
+    draft_ids: &Bound<'_, PyAny>,
+    draft_logprobs: &Bound<'_, PyAny>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    positions: Option<&Bound<'_, PyAny>>,
+    draft_dist_ids: Option<&Bound<'_, PyAny>>,
+    force_topk: Option<&Bound<'_, PyAny>>,
+    top_logprobs: Option<&Bound<'_, PyAny>>,
+    backend: &str,
+) -> PyResult<PyStepOutput> {
+    let force_topk = u32_opt(force_topk, "force_topk", 0)?;
+    let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
+    let l = Logits::import(target_logits, "target_logits", &[2, 3])?;
+    let v = l.vocab();
+    let d = dlpack::import(draft_ids, "draft_ids", &[2])?;
+    let (b, nd) = (d.shape[0], d.shape[1]);
+    let m = nd + 1;
+    let ids = d.to_i64_vec("draft_ids")?;
+    let want_rows = b * m;
+    if l.b.shape.len() == 3 && (l.b.shape[0] != b || l.b.shape[1] != m) {
+        return Err(value_err(format!("target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {:?}", l.b.shape)));
+    }
+    if l.rows() != want_rows {
+        return Err(value_err(format!("target_logits: expected B * m = {b} * {m} = {want_rows} rows for draft_ids of shape [{b}, {nd}], got {:?}", l.b.shape)));
+    }
+    let dl = dlpack::import(draft_logprobs, "draft_logprobs", &[3])?;
+    let w = dl.shape[2];
+    if dl.shape[0] != b || dl.shape[1] != nd {
+        return Err(value_err(format!("draft_logprobs: expected shape [{b}, {nd}, W], got {:?}", dl.shape)));
+    }
+    let dlv = dl.to_f32_vec("draft_logprobs")?;
+    let col_ids: Option<Vec<i64>> = match draft_dist_ids.filter(|o| !o.is_none()) {
+        None => {
+            if w != v {
+                return Err(value_err(format!("draft_logprobs: dense draft logprobs need W = V = {v} columns, got {w} (pass draft_dist_ids for top-N columns)")));
+            }
+            None
+        }
+        Some(o) => {
+            let di = dlpack::import(o, "draft_dist_ids", &[3])?;
+            if di.shape != dl.shape {
+                return Err(value_err(format!("draft_dist_ids: expected the shape of draft_logprobs {:?}, got {:?}", dl.shape, di.shape)));
+            }
+            Some(di.to_i64_vec("draft_dist_ids")?)
+        }
+    };
+    let p = row_params(b, top_k, top_p, temperature, seed, positions)?;
+    let mut reqs = Vec::with_capacity(b);
+    for i in 0..b {
+        let mut drafts = Vec::with_capacity(nd);
+        let mut dists = Vec::with_capacity(nd);
+        for j in 0..nd {
+            let x = ids[i * nd + j];
+            drafts.push(i32::try_from(x).map_err(|_| value_err(format!("draft_ids[{i}][{j}] = {x} is not a token id (int32)")))?);
+            let base = (i * nd + j) * w;
+            let mut dist = DraftDist::default();
+            for c in 0..w {
+                let lp = dlv[base + c];
+                if lp == f32::NEG_INFINITY {
+                    continue; // no mass: same distribution, smaller plan
+                }
+                let id = match &col_ids {
+                    None => c as i64,
+                    Some(ci) => ci[base + c],
+                };
+                dist.ids.push(i32::try_from(id).map_err(|_| value_err(format!("draft_dist_ids[{i}][{j}][{c}] = {id} is not a token id (int32)")))?);
+                dist.logprobs.push(lp);
+            }
+            dists.push(dist);
+        }
+        let seqlen_k = p.position[i].checked_add(nd as u64).ok_or_else(|| value_err(format!("positions[{i}] = {} is too large", p.position[i])))?;
+        reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
+    }
+    let (res, _) = run_cached(py, v, force_topk, backend, l.data(), &reqs, None)?;
+    step_output(&Out::for_input(target_logits), res, &vec![m; b])
+}
+
+/// The processed distribution (section 3) of every row: `(ids, logprobs)`,
+/// `[R, N]` each, N = V or `force_topk`.
+fn processed_all<'py>(
+    py: Python<'py>,
+    l: &Logits<'_>,
+    arg: &str,
+    p: &RowParams,
+    force_topk: u32,
+    backend: &str,
+) -> PyResult<ProcessedRows> {
+    let r = l.rows();
+    let reqs: Vec<Request> = (0..r)
+        .map(|i| {
+            let mut q = p.params(i, 0);
+            q.seq_seed = Some(0); // no draw is reported; keep the call deterministic
+            Request::prefill(q, 0)
+        })
+        .collect();
+    let rows: Vec<usize> = (0..r).collect();
+    let (res, proc_) = run_cached(py, l.vocab(), force_topk, backend, l.data(), &reqs, Some(&rows))?;
+    if let Some((i, e)) = res.requests.iter().enumerate().find_map(|(i, q)| q.status.as_ref().err().map(|e| (i, e))) {
+        return Err(value_err(format!("{arg}: row {i}: {e}")));
+    }
+    Ok(proc_.expect("asked for processed rows"))
+}
+
+/// The processed (renormalised) distribution of each row of `logits` `[R, V]`
+/// (SAMPLER.md section 3: force top-k, temperature, top-p, top-k,
+/// renormalise): `(ids [R, N] int32, logprobs [R, N] float32)`, candidates in
+/// the order of section 3.6, -inf for removed ones. Raises ValueError for a
+/// row with invalid parameters or logits.
+#[pyfunction]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, force_topk=None, backend="auto"))]
+fn top_k_top_p_renorm_logprobs(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    force_topk: Option<&Bound<'_, PyAny>>,
+    backend: &str,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let force_topk = u32_opt(force_topk, "force_topk", 0)?;
+    let l = Logits::import(logits, "logits", &[2])?;
+    let p = row_params(l.rows(), top_k, top_p, temperature, None, None)?;
+    let pr = processed_all(py, &l, "logits", &p, force_topk, backend)?;
+    let out = Out::for_input(logits);
+    let (nr, n) = (pr.rows.len(), pr.n);
+    Ok((out.arr(pr.ids, &[nr, n])?, out.arr(pr.logprobs, &[nr, n])?))
+}
+
+/// Dense renormalised probabilities `[R, V]` of probs `[R, V]` after top-k /
+/// top-p: section 3 with logits `ln(probs)` and temperature 1, so the order
+/// and ties are the spec's (probs compared via their logs).
+fn renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: Option<&Bound<'_, PyAny>>, top_p: Option<&Bound<'_, PyAny>>, backend: &str) -> PyResult<Py<PyAny>> {
+    let b = dlpack::import(probs, "probs", &[2])?;
+    let mut logs = b.to_f32_vec("probs")?;
+    for x in logs.iter_mut() {
+        // ln(0) = -inf (removed); a negative or NaN prob becomes NaN: an invalid row.
+        *x = x.ln();
+    }
+    let l = Logits { b, widened: Some(logs) };
+    let (r, v) = (l.rows(), l.vocab());
+    let p = row_params(r, top_k, top_p, None, None, None)?;
+    let pr = processed_all(py, &l, "probs", &p, 0, backend)?;
+    let mut dense = vec![0f32; r * v];
+    for i in 0..r {
+        let (ids, lps) = pr.row(i);
+        for (&id, &lp) in ids.iter().zip(lps) {
+            if id >= 0 && (id as usize) < v {
+                dense[i * v + id as usize] = lp.exp();
+            }
+        }
+    }
+    Out::for_input(probs).arr(dense, &[r, v])
+}
+
+/// Keeps the `top_k` most likely tokens of each row of probs `[R, V]` and
+/// renormalises (FlashInfer's `top_k_renorm_probs`, through SAMPLER.md
+/// section 3 with logits ln(probs)). `top_k`: scalar or `[R]`, -1 = off.
+#[pyfunction]
+#[pyo3(signature = (probs, top_k, *, backend="auto"))]
+fn top_k_renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: &Bound<'_, PyAny>, backend: &str) -> PyResult<Py<PyAny>> {
+    renorm_probs(py, probs, Some(top_k), None, backend)
+}
+
+/// Keeps the smallest prefix of each row of probs `[R, V]` whose mass
+/// exceeds `top_p` and renormalises (FlashInfer's `top_p_renorm_probs`,
+/// through SAMPLER.md section 3). `top_p`: scalar or `[R]` in (0, 1].
+#[pyfunction]
+#[pyo3(signature = (probs, top_p, *, backend="auto"))]
+fn top_p_renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_p: &Bound<'_, PyAny>, backend: &str) -> PyResult<Py<PyAny>> {
+    renorm_probs(py, probs, None, Some(top_p), backend)
+}
+
+// ---------------------------------------------------------------- MTP info pool
+
+/// The MTP info pool (sections 6 and 9): the draft model's processed
+/// distribution of every pending draft token, `(max_num_seqs + 1) * nextn`
+/// rows of N logprobs (+ N ids when N < V). Slot `max_num_seqs` is scratch.
+#[pyclass(name = "MtpInfoPool", module = "sampler_py")]
+struct PyMtpInfoPool {
+    inner: MtpInfoPool,
+}
+
+fn engine_err(e: EngineError) -> PyErr {
+    value_err(e.to_string())
+}
+
+#[pymethods]
+impl PyMtpInfoPool {
+    /// `n >= vocab` means force top-k off (N = V). Raises ValueError for zero sizes.
+    #[new]
+    fn new(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> PyResult<Self> {
+        Ok(PyMtpInfoPool { inner: MtpInfoPool::new(max_num_seqs, nextn, n, vocab).map_err(engine_err)? })
+    }
+    /// A free slot, or None when all are in use.
+    fn alloc(&mut self) -> Option<usize> {
+        self.inner.alloc()
+    }
+    /// Returns a slot (freeing a free slot is a no-op).
+    fn release(&mut self, slot: usize) {
+        self.inner.release(slot)
+    }
+    /// Stores the processed top-N distribution (`ids`, `logprobs`: N each)
+    /// that proposed draft `i` (0-based) of `slot`. ValueError on bad sizes.
+    fn write(&mut self, slot: usize, i: usize, ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ids = ids_list(ids, "ids")?;
+        let lps = f32_list(logprobs, "logprobs")?;
+        self.inner.write(slot, i, &ids, &lps).map_err(engine_err)
+    }
+    /// The stored distribution of draft `i` of `slot` as a `DraftDist`
+    /// (empty when never written: q = 0, always rejected).
+    fn read(&self, slot: usize, i: usize) -> PyDraftDist {
+        PyDraftDist { inner: self.inner.read(slot, i) }
+    }
+    /// Pool rows `(max_num_seqs + 1) * nextn`.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    /// Width N.
+    #[getter]
+    fn n(&self) -> usize {
+        self.inner.n()
+    }
+    /// Draft tokens per slot.
+    #[getter]
+    fn nextn(&self) -> usize {
+        self.inner.nextn()
+    }
+    /// Bytes held (section 9's formula).
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.inner.bytes()
+    }
+    /// The scratch slot (never handed out).
+    #[getter]
+    fn scratch_slot(&self) -> usize {
+        self.inner.scratch_slot()
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// Runs a conformance case (CONFORMANCE.md) entirely in Rust and returns its
+/// result document as JSON text (the reference the Python path is compared
+/// with). Raises ValueError when the case itself cannot be run.
+#[pyfunction]
+#[pyo3(signature = (case_json, backend="cpu"))]
+fn run_case_json(py: Python<'_>, case_json: &str, backend: &str) -> PyResult<String> {
+    let kind = parse_backend(backend)?;
+    let doc = py.detach(|| sampler_host::case::run_case_str(case_json, kind)).map_err(|e| value_err(e.to_string()))?;
+    Ok(doc.to_string())
+}
+
+/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// plus the landed cases of `dir/next/` (`sampler_host::case::golden_files`), sorted.
+#[pyfunction]
+fn golden_files(dir: std::path::PathBuf) -> Vec<String> {
+    sampler_host::case::golden_files(&dir).into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
+}
+
+/// Seconds per step of `sampler.sample(logits, requests)` timed inside Rust
+/// (`iters` steps, after the import and the request conversion): the Python
+/// call's time minus this is the binding overhead.
+#[pyfunction]
+fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<f64> {
+    let l = Logits::import(logits, "logits", &[2])?;
+    let reqs = requests_arg(requests)?;
+    let s = sampler.get();
+    let data = l.data();
+    py.detach(|| {
+        let mut guard = s.lock();
+        let t = std::time::Instant::now();
+        for _ in 0..iters.max(1) {
+            guard.sample(data, &reqs).map_err(batch_err)?;
+        }
+        Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
+    })
+}
+
+/// Address of the first element the binding reads from `array` through
+/// DLPack (equals the producer's data pointer: the import does not copy).
+#[pyfunction]
+fn _dlpack_data_ptr(array: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(dlpack::import(array, "array", &[0, 1, 2, 3, 4])?.data_ptr())
+}
+
+/// Whether `tensor` lives on a CUDA device (DLPack kDLCUDA).
+#[pyfunction]
+fn is_cuda_tensor(tensor: &Bound<'_, PyAny>) -> bool {
+    dlpack::is_cuda(tensor)
+}
+
+/// Sampler kernels for LLM inference from Python (SAMPLER.md).
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySamplingParams>()?;
+    m.add_class::<PyDraftDist>()?;
+    m.add_class::<PyRequest>()?;
+    m.add_class::<PySampler>()?;
+    m.add_class::<PyStepOutput>()?;
+    m.add_class::<PyMtpInfoPool>()?;
+    m.add_function(wrap_pyfunction!(top_k_top_p_sampling_from_logits, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(top_k_top_p_renorm_logprobs, m)?)?;
+    m.add_function(wrap_pyfunction!(top_k_renorm_probs, m)?)?;
+    m.add_function(wrap_pyfunction!(top_p_renorm_probs, m)?)?;
+    m.add_function(wrap_pyfunction!(run_case_json, m)?)?;
+    m.add_function(wrap_pyfunction!(_dlpack_data_ptr, m)?)?;
+    m.add_function(wrap_pyfunction!(golden_files, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_rust_step, m)?)?;
+    m.add_function(wrap_pyfunction!(is_cuda_tensor, m)?)?;
+    m.add("SAMPLING_EPS", sampler_host::params::SAMPLING_EPS)?;
+    Ok(())
+}

@@ -1,0 +1,351 @@
+"""The Python API on the CPU with numpy: imports, errors, statuses, GIL, helpers."""
+
+import ctypes
+import math
+import pathlib
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import sampler_py as sp
+from conftest import REPO
+
+V = 1000
+
+
+def logits(rng, r, v=V):
+    return rng.standard_normal((r, v)).astype(np.float32) * 3
+
+
+def params(**kw):
+    base = dict(temperature=0.7, top_p=0.9, top_k=50, top_logprobs=4, seq_seed=7)
+    base.update(kw)
+    return sp.SamplingParams(**base)
+
+
+# ---------------------------------------------------------------- README
+
+
+def test_readme_python_snippet_runs():
+    text = (REPO / "README.md").read_text()
+    section = text.split("## From Python", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+
+
+# ---------------------------------------------------------------- DLPack in
+
+
+def test_zero_copy_import(rng):
+    a = logits(rng, 4)
+    assert sp._native._dlpack_data_ptr(a) == a.ctypes.data
+    # A row slice is still contiguous: the pointer moves by the byte offset, no copy.
+    b = a[1:]
+    assert sp._native._dlpack_data_ptr(b) == a.ctypes.data + V * 4
+    # Read-only arrays come in through versioned DLPack (numpy >= 2.1), still without a copy.
+    if tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 1):
+        a.flags.writeable = False
+        assert sp._native._dlpack_data_ptr(a) == a.ctypes.data
+        assert sp.top_k_top_p_sampling_from_logits(a, 5, 0.9, seed=1, backend="cpu").shape == (4,)
+
+
+def test_bad_logits_raise_naming_the_argument(rng):
+    s = sp.Sampler(V, backend="cpu")
+    reqs = [sp.Request.prefill(params(), 1)]
+    a = logits(rng, 1)
+    with pytest.raises(TypeError, match="logits.*__dlpack__.*list"):
+        s.sample(a.tolist(), reqs)
+    with pytest.raises(TypeError, match="logits: expected float32, bfloat16 or float16, got int32"):
+        s.sample(a.astype(np.int32), reqs)
+    with pytest.raises(TypeError, match="logits: expected float32, bfloat16 or float16, got float64"):
+        s.sample(a.astype(np.float64), reqs)
+    with pytest.raises(ValueError, match="logits: expected 2 dimensions, got 1"):
+        s.sample(a[0], reqs)
+    wide = logits(rng, 1, 2 * V)
+    with pytest.raises(ValueError, match="logits: expected a row-major contiguous array"):
+        s.sample(wide[:, ::2], reqs)
+    # (numpy < 2.1 refuses to export the read-only broadcast view at all: also a ValueError.)
+    with pytest.raises(ValueError, match=r"logits: (expected a row-major contiguous array, got shape \[2, 1000\] with strides \[0, 1\]|__dlpack__\(\) failed)"):
+        s.sample(np.broadcast_to(a[0], (2, V)), reqs + reqs)
+    with pytest.raises(ValueError, match=r"logits: expected shape \[R, vocab_size = 1000\], got \[1, 999\]"):
+        s.sample(a[:, :999].copy(), reqs)
+    # Rows that do not match the requests: the Rust BatchError text.
+    with pytest.raises(ValueError, match=r"logits has 2000 values, expected rows \* vocab_size = 1 \* 1000"):
+        s.sample(logits(rng, 2), reqs)
+    with pytest.raises(TypeError, match=r"requests\[1\] must be a Request, got int"):
+        s.sample(logits(rng, 2), [reqs[0], 3])
+
+
+def test_bad_calls_raise():
+    with pytest.raises(ValueError, match="vocab_size = 0 is out of range"):
+        sp.Sampler(0, backend="cpu")
+    with pytest.raises(ValueError, match="unknown backend `tpu`"):
+        sp.Sampler(V, backend="tpu")
+    with pytest.raises(ValueError, match="seq_seed must be in 0..=18446744073709551615, got -1"):
+        sp.SamplingParams(seq_seed=-1)
+    with pytest.raises(TypeError, match="top_k must be an int, got str"):
+        sp.SamplingParams(top_k="50")
+    with pytest.raises(TypeError, match="temperature must be a float, got str"):
+        sp.SamplingParams(temperature="hot")
+    with pytest.raises(TypeError, match="force_topk must be an int, got float"):
+        sp.Sampler(V, force_topk=1.5, backend="cpu")
+    with pytest.raises(ValueError, match="top_logprobs must be in 0..=4294967295, got -1"):
+        sp.top_k_top_p_sampling_from_logits(np.zeros((3, 8), np.float32), 2, 0.5, top_logprobs=-1, backend="cpu")
+    with pytest.raises(ValueError, match="top_logprobs must be in"):
+        sp.SamplingParams(top_logprobs=-3)
+    with pytest.raises(ValueError, match="ids and logprobs differ in length"):
+        sp.DraftDist([1, 2], [0.0])
+    with pytest.raises(ValueError, match=r"drafts\[0\] = 4294967296 is not a token id"):
+        sp.Request.verify(params(), 10, [2**32], [sp.DraftDist([1], [0.0])])
+    with pytest.raises(ValueError, match=r"top_p: expected a scalar or 3 values \(one per row\), got 2"):
+        sp.top_k_top_p_sampling_from_logits(np.zeros((3, 8), np.float32), 2, [0.5, 0.5], backend="cpu")
+
+
+def test_cuda_tensors_are_recognised():
+    class FakeCuda:
+        def __dlpack_device__(self):
+            return (2, 0)  # kDLCUDA
+
+        def __dlpack__(self, stream=None):
+            raise AssertionError("must not be imported")
+
+    t = FakeCuda()
+    assert sp.is_cuda_tensor(t)
+    with pytest.raises(NotImplementedError, match="logits: CUDA tensors .*kDLCUDA.*device-resident"):
+        sp.Sampler(V, backend="cpu").sample(t, [sp.Request.prefill(params(), 1)])
+    with pytest.raises(NotImplementedError, match="target_logits: CUDA"):
+        sp.verify(t, np.zeros((1, 0), np.int32), np.zeros((1, 0, V), np.float32), backend="cpu")
+
+
+def _as_bfloat16(u16):
+    """A DLPack producer of bfloat16: numpy's capsule of a uint16 array with the
+    dtype code patched to kDLBfloat (numpy has no bfloat16)."""
+
+    class Bf16:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, stream=None):
+            cap = u16.__dlpack__()
+            get = ctypes.pythonapi.PyCapsule_GetPointer
+            get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+            addr = get(cap, b"dltensor")
+            # DLTensor: data (8) + device (8) + ndim (4), then dtype {code u8, bits u8, lanes u16}.
+            ctypes.c_uint8.from_address(addr + 20).value = 4
+            return cap
+
+    return Bf16()
+
+
+def test_bf16_and_f16_logits_are_widened_exactly(rng):
+    a = logits(rng, 3)
+    bf = (a.view(np.uint32) >> 16).astype(np.uint16)  # truncated to bfloat16
+    widened = (bf.astype(np.uint32) << 16).view(np.float32)
+    s = sp.Sampler(V, backend="cpu")
+    reqs = [sp.Request.prefill(params(seq_seed=i), 5) for i in range(3)]
+    want = s.sample(widened, reqs)
+    got = s.sample(_as_bfloat16(bf), reqs)
+    assert np.array_equal(got.tokens, want.tokens)
+    assert np.array_equal(got.top_logprobs.view(np.uint32), want.top_logprobs.view(np.uint32))
+    h = a.astype(np.float16)
+    got16 = s.sample(h, reqs)
+    want16 = s.sample(h.astype(np.float32), reqs)
+    assert np.array_equal(got16.top_logprobs.view(np.uint32), want16.top_logprobs.view(np.uint32))
+
+
+# ---------------------------------------------------------------- statuses, GIL
+
+
+def test_bad_request_is_a_status_and_fails_only_itself(rng):
+    s = sp.Sampler(V, backend="cpu")
+    a = logits(rng, 3)
+    a[2, 5] = np.nan
+    good = sp.Request.prefill(params(), 9)
+    out = s.sample(a, [good, sp.Request.prefill(params(top_p=1.5), 9), sp.Request.prefill(params(), 9)])
+    assert out.errors == [None, "top_p must be in (0, 1], got 1.5", "invalid logits (NaN or +inf) in row 0 of the request"]
+    assert out.ok.tolist() == [True, False, False]
+    assert out.tokens[1] == -1 and out.tokens[2] == -1 and math.isinf(out.logprobs[1])
+    assert (out.top_ids[1] == -1).all() and np.isneginf(out.top_logprobs[1]).all()
+    # A wrong draft count (section 6) fails only its request; its rows stay its own.
+    two = sp.Request.decode(params(), 60, 3, [1], [sp.DraftDist([1], [0.0])])
+    out2 = s.sample(np.concatenate([a[:1], logits(rng, 3)]), [good, two])
+    assert out2.errors[0] is None and out2.errors[1] is not None and "drafts" in out2.errors[1]
+    assert out2.row_offsets.tolist() == [0, 1, 4] and (out2.tokens[1:] == -1).all()
+    alone = s.sample(a[:1], [good])
+    assert out.tokens[0] == alone.tokens[0]
+    assert np.array_equal(out.top_logprobs[0].view(np.uint32), alone.top_logprobs[0].view(np.uint32))
+
+
+def test_gil_is_released_during_a_step(rng):
+    v = 129280
+    s = sp.Sampler(v, backend="cpu")
+    # Enough rows for a step of >= 50 ms on this machine (many cores make it fast).
+    for r in (16, 64, 256):
+        a = rng.standard_normal((r, v)).astype(np.float32)
+        reqs = [sp.Request.prefill(params(), 41 + i) for i in range(r)]
+        t = time.perf_counter()
+        s.sample(a, reqs)
+        if time.perf_counter() - t >= 0.05:
+            break
+    started, done = threading.Event(), threading.Event()
+    box = {}
+
+    def step():
+        started.set()
+        t = time.perf_counter()
+        box["out"] = s.sample(a, reqs)
+        box["secs"] = time.perf_counter() - t
+        done.set()
+
+    th = threading.Thread(target=step)
+    th.start()
+    started.wait()
+    spins = 0
+    while not done.is_set():
+        spins += 1
+    th.join()
+    assert box["out"].ok.all()
+    # With the GIL held for the whole step this loop would barely run.
+    assert box["secs"] > 0.02, box["secs"]
+    assert spins > 10000, (spins, box["secs"])
+
+
+# ---------------------------------------------------------------- functional API
+
+
+def test_functional_sampling_matches_sampler_requests(rng):
+    a = logits(rng, 5)
+    top_k = np.array([50, -1, 3, 10, 1], dtype=np.int64)
+    top_p = np.array([0.9, 1.0, 0.5, 0.99, 0.3], dtype=np.float32)
+    temp = [0.7, 1.0, 1e-6, 2.0, 0.5]
+    seeds = np.array([1, 2, 3, 2**64 - 1, 5], dtype=np.uint64)
+    pos = [0, 41, 7, 123456789, 3]
+    toks = sp.top_k_top_p_sampling_from_logits(a, top_k, top_p, temperature=temp, seed=seeds, positions=pos, backend="cpu")
+    assert toks.dtype == np.int32 and toks.shape == (5,)
+    s = sp.Sampler(V, backend="cpu")
+    reqs = [sp.Request.prefill(sp.SamplingParams(temperature=temp[i], top_p=float(top_p[i]), top_k=int(top_k[i]),
+                                                 seq_seed=int(seeds[i])), pos[i]) for i in range(5)]
+    assert np.array_equal(toks, s.sample(a, reqs).tokens)
+    # Scalars broadcast; a bad per-row value gives -1 for that row only.
+    t1 = sp.top_k_top_p_sampling_from_logits(a, 50, 0.9, temperature=0.7, seed=1, positions=0, backend="cpu")
+    t2 = sp.top_k_top_p_sampling_from_logits(a, [50] * 5, [0.9] * 5, temperature=[0.7] * 5, seed=[1] * 5, backend="cpu")
+    assert np.array_equal(t1, t2)
+    out = sp.top_k_top_p_sampling_from_logits(a, [50, 0, 50, 50, 50], 0.9, seed=1, return_logprobs=True, top_logprobs=3, backend="cpu")
+    assert out.tokens[1] == -1 and "top_k must be -1" in out.errors[1]
+    assert out.top_ids.shape == (5, 3)
+
+
+def test_renorm_helpers_follow_section_3():
+    # SAMPLER.md section 3's worked example.
+    p = np.array([[0.50, 0.25, 0.15, 0.06, 0.04]], dtype=np.float32)
+    got = sp.top_k_renorm_probs(sp.top_p_renorm_probs(p, 0.8, backend="cpu"), 2, backend="cpu")
+    np.testing.assert_allclose(got, [[2 / 3, 1 / 3, 0, 0, 0]], atol=1e-6)
+    np.testing.assert_allclose(sp.top_p_renorm_probs(p, 0.8, backend="cpu"), [[0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0, 0]], atol=1e-6)
+    ids, lps = sp.top_k_top_p_renorm_logprobs(np.log(p), top_k=2, top_p=0.8, backend="cpu")
+    assert ids.tolist() == [[0, 1, 2, 3, 4]]
+    np.testing.assert_allclose(np.exp(lps), [[2 / 3, 1 / 3, 0, 0, 0]], atol=1e-6)
+    with pytest.raises(ValueError, match=r"probs: row 0: top_p must be in \(0, 1\], got 1.5"):
+        sp.top_p_renorm_probs(p, 1.5, backend="cpu")
+    with pytest.raises(ValueError, match="probs: row 0: invalid logits"):
+        sp.top_k_renorm_probs(-p, 2, backend="cpu")
+
+
+def test_verify_accepts_drafts_from_the_target_distribution(rng):
+    # q = p for every draft: u1 * q < p always holds, so every draft is accepted.
+    b, d = 3, 4
+    t = logits(rng, b * (d + 1))
+    ids, lps = sp.top_k_top_p_renorm_logprobs(t, top_k=20, top_p=0.95, backend="cpu")
+    dense = np.full((b * (d + 1), V), -np.inf, dtype=np.float32)
+    np.put_along_axis(dense, ids.astype(np.int64), lps, axis=1)
+    dense = dense.reshape(b, d + 1, V)
+    drafts = np.array([[int(ids[i * (d + 1) + j, 0]) for j in range(d)] for i in range(b)], dtype=np.int32)
+    out = sp.verify(t.reshape(b, d + 1, V), drafts, np.ascontiguousarray(dense[:, :d]), top_k=20, top_p=0.95, seed=[1, 2, 3], positions=[10, 20, 30], backend="cpu")
+    assert out.accepted.tolist() == [d] * b
+    assert [e.tolist()[:d] for e in out.emitted] == drafts.tolist()
+    # The same through the Sampler class, with DraftDist objects.
+    s = sp.Sampler(V, backend="cpu")
+    reqs = []
+    for i in range(b):
+        dists = [sp.DraftDist(ids[i * (d + 1) + j], lps[i * (d + 1) + j]) for j in range(d)]
+        reqs.append(sp.Request.verify(sp.SamplingParams(top_k=20, top_p=0.95, seq_seed=i + 1), [10, 20, 30][i] + d, drafts[i], dists))
+    ref = s.sample(t, reqs)
+    assert np.array_equal(out.tokens, ref.tokens)
+    # Placeholder drafts (-1) are always rejected.
+    out = sp.verify(t, np.full((b, d), -1, np.int32), np.ascontiguousarray(dense[:, :d]), top_k=20, top_p=0.95, seed=1, backend="cpu")
+    assert out.accepted.tolist() == [0] * b
+    # A wrong draft count is a bad call here (shapes), a status in a Request.
+    with pytest.raises(ValueError, match=r"target_logits: expected B \* m"):
+        sp.verify(t[:-1], drafts, np.ascontiguousarray(dense[:, :d]), backend="cpu")
+
+
+# ---------------------------------------------------------------- Sampler kinds, masks, pool
+
+
+def test_masks_kinds_and_pool(rng):
+    s = sp.Sampler(V, force_topk=64, nextn=3, backend="cpu")
+    w = (V + 31) // 32
+    mask = np.zeros((1, w), dtype=np.uint32)
+    mask[0, 777 // 32] = 1 << (777 % 32)
+    a = logits(rng, 1 + 2 + 3 + 2)
+    a[0, 777] = a[0].max() - 5  # allowed by the mask, not the largest
+    pool = sp.MtpInfoPool(4, 3, s.n, V)
+    slot = pool.alloc()
+    reqs = [
+        sp.Request.prefill(params(), 41, masks=mask.view(np.int32)),  # int32 words work too
+        sp.Request.draft(params(), 55, 6, 3, 2),
+        sp.Request.prompt_logprobs(params(), [5, 9, -1]),
+        sp.Request.decode(params(), 60, 2, [pool.read(slot, 0).ids[0] if len(pool.read(slot, 0)) else 3], [pool.read(slot, 0)]),
+    ]
+    out, ids, lps = s.sample_with_processed(a, reqs, [1, 2])
+    assert out.errors == [None, None, None, None], out.errors
+    assert out.tokens[0] == 777
+    assert [len(e) for e in out.emitted] == [1, 2, 0, 1]  # unwritten pool row: q = 0, reject
+    assert out.prompt_logprobs[2].shape == (2,) and (out.tokens[3:6] == -1).all()
+    assert ids.shape == (2, 64) and lps.shape == (2, 64)
+    # Store the draft rows' processed distributions, read them back, verify with them.
+    for i in range(2):
+        pool.write(slot, i, ids[i], lps[i])
+    d0 = pool.read(slot, 0)
+    assert sorted(d0.ids) == sorted(int(x) for x, l in zip(ids[0], lps[0]) if l > -np.inf)
+    assert pool.rows == 15 and pool.nbytes == 15 * 64 * 8 and pool.scratch_slot == 4
+    with pytest.raises(ValueError, match="pool write"):
+        pool.write(slot, 5, ids[0], lps[0])
+    # A mask with the wrong number of words fails only its request.
+    out = s.sample(a[:1], [sp.Request.prefill(params(), 41, masks=[[0] * (w - 1)])])
+    assert out.errors[0].startswith("bad mask")
+
+
+def test_torch_cpu_tensors_in_and_out(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(logits(rng, 2))
+    s = sp.Sampler(V, backend="cpu")
+    reqs = [sp.Request.prefill(params(), 3), sp.Request.prefill(params(), 4)]
+    out = s.sample(a, reqs)
+    assert isinstance(out.tokens, torch.Tensor) and out.tokens.dtype == torch.int32
+    assert sp._native._dlpack_data_ptr(a) == a.data_ptr()
+    ref = s.sample(a.numpy(), reqs)
+    assert out.tokens.numpy().tolist() == ref.tokens.tolist()
+    b16 = s.sample(a.to(torch.bfloat16), reqs)
+    ref16 = s.sample(a.to(torch.bfloat16).to(torch.float32).numpy(), reqs)
+    assert b16.tokens.numpy().tolist() == ref16.tokens.tolist()
+
+
+def test_stub_covers_every_public_name():
+    import ast
+
+    stub = pathlib.Path(sp.__file__).with_name("_native.pyi")
+    tree = ast.parse(stub.read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.AnnAssign) for t in [n.target]}
+    public = {n for n in dir(sp._native) if not n.startswith("__")}
+    assert public - defined == set()
+    # Methods and properties of each class too.
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        members = {m.name for m in cls.body if isinstance(m, ast.FunctionDef)} | {
+            m.target.id for m in cls.body if isinstance(m, ast.AnnAssign)}
+        real = {m for m in dir(getattr(sp._native, cls.name)) if not m.startswith("_")}
+        assert real - members == set(), cls.name
+    assert set(sp.__all__) <= defined
