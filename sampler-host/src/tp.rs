@@ -753,7 +753,9 @@ pub fn shard_of(logits: &[f32], vocab: u32, shard: Shard, pad: f32) -> Vec<f32> 
     let rows = if v == 0 { 0 } else { logits.len() / v };
     let mut out = Vec::with_capacity(rows * shard.width as usize);
     for i in 0..rows {
-        out.extend_from_slice(&logits[i * v + shard.lo as usize..][..shard.real as usize]);
+        if shard.real > 0 {
+            out.extend_from_slice(&logits[i * v + shard.lo as usize..][..shard.real as usize]);
+        }
         out.extend(std::iter::repeat(pad).take((shard.width - shard.real) as usize));
     }
     out
