@@ -222,9 +222,13 @@ pub fn shard_mask(global: &[u32], shard: Shard) -> Vec<u32> {
 fn bit_slice(words: &[u32], lo: u32, len: u32) -> Vec<u32> {
     let (w0, s) = ((lo / 32) as usize, lo % 32);
     let at = |i: usize| words.get(i).copied().unwrap_or(0);
-    (0..len.div_ceil(32) as usize)
+    let mut out: Vec<u32> = (0..len.div_ceil(32) as usize)
         .map(|i| if s == 0 { at(w0 + i) } else { (at(w0 + i) >> s) | (at(w0 + i + 1) << (32 - s)) })
-        .collect()
+        .collect();
+    if let (Some(last), true) = (out.last_mut(), len % 32 != 0) {
+        *last &= (1u32 << (len % 32)) - 1;
+    }
+    out
 }
 
 fn u64_to_i32s(x: u64) -> [i32; 2] {
@@ -264,6 +268,10 @@ impl<C: Collective> VocabParallelSampler<C> {
     /// The collective.
     pub fn collective(&mut self) -> &mut C {
         &mut self.coll
+    }
+    /// Gives the collective back (to reuse the communicator elsewhere).
+    pub fn into_collective(self) -> C {
+        self.coll
     }
     /// What the last step exchanged.
     pub fn last_stats(&self) -> &ExchangeStats {
@@ -341,7 +349,7 @@ impl<C: Collective> VocabParallelSampler<C> {
             launch(rows, |i| unsafe { k::mask_check::cpu(i, l, me.real, ms, has, st) });
         }
         // Section 5 / 9: a prefix-path step, a force top-k step, or the full rows.
-        let prefix = plan.prefix_width();
+        let prefix = prefix_width(&plan);
         let result = if n < v {
             let (g, errs) = self.exchange_candidates(&plan, &lg, &status, &mask_err, n, None)?;
             self.finishes().then(|| finish(&self.shards, &mut plan, &mut infos, g, errs, n))
@@ -564,6 +572,25 @@ impl<C: Collective> VocabParallelSampler<C> {
         full.logits.shrink_to_fit();
         Ok(Some(CpuBackend::full_row().run(&full)?))
     }
+}
+
+/// [`StepPlan::prefix_width`] ignoring the rows of requests that already
+/// failed on the host (their outputs are discarded, and their default
+/// top-p 1 / top-k off would otherwise force the full rows for everyone).
+fn prefix_width(plan: &StepPlan) -> Option<u32> {
+    let (mut top_p, mut top_k) = (plan.top_p.clone(), plan.top_k.clone());
+    for g in 0..plan.groups() {
+        if plan.group_status[g] != 0 {
+            let (f, m) = (plan.group_first[g] as usize, plan.group_rows[g] as usize);
+            top_k[f..f + m].iter_mut().for_each(|k| *k = 1);
+        }
+    }
+    if top_k.iter().all(|&k| k == 1) && plan.group_status.iter().any(|&s| s != 0) {
+        // Only failed rows: any width serves; take the smallest.
+        top_p.iter_mut().for_each(|p| *p = 0.5);
+    }
+    let view = StepPlan { rows: plan.rows, vocab: plan.vocab, n: plan.n, k: plan.k, top_p, top_k, processed_rows: plan.processed_rows.clone(), ..Default::default() };
+    view.prefix_width()
 }
 
 /// Global row status from two ranks' statuses (`mask_check`'s codes):
