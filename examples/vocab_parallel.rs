@@ -87,6 +87,8 @@ impl Collective for Timed {
 enum Job {
     Vp { cfg: VocabParallelConfig, logits: Arc<Vec<f32>>, reqs: Arc<Vec<Request>>, reps: usize },
     Gather { vocab: u32, force_topk: u32, logits: Arc<Vec<f32>>, reqs: Arc<Vec<Request>>, reps: usize },
+    /// Device-resident NCCL all-gathers of `count` i32 per rank (NCCL only).
+    DeviceGather { count: usize, reps: usize },
 }
 
 #[derive(Default)]
@@ -113,6 +115,14 @@ fn cut_masks(reqs: &[Request], vocab: u32, s: Shard) -> Vec<Request> {
 
 fn run_job(coll: Timed, job: &Job) -> (Timed, Result<Reply, String>) {
     match job {
+        Job::DeviceGather { count, reps } => {
+            let mut coll = coll;
+            let res = match &mut coll.inner {
+                Inner::Nccl(c) => c.time_all_gather_device(*count, *reps).map(|t| Reply { step_s: vec![t], ..Default::default() }).map_err(|e| e.to_string()),
+                Inner::Local(_) => Ok(Reply::default()),
+            };
+            (coll, res)
+        }
         Job::Vp { cfg, logits, reqs, reps } => {
             let mut vp = match VocabParallelSampler::new(cfg.clone(), coll) {
                 Ok(v) => v,
@@ -491,8 +501,8 @@ fn main() {
     }
     if a.table {
         println!("== bytes gathered per rank and step time (rank 0, median of {} after 1 warm-up), TP = {}", a.reps, a.tp);
-        println!("| R | N | vp bytes | gather bytes | ratio | vp step ms | vp exch ms | gather+sample ms | gather exch ms | bitwise |");
-        println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|");
+        println!("| R | N | vp bytes | gather bytes | ratio | vp step ms | vp exch ms | gather+sample ms | gather exch ms | dev exch vp ms | dev exch gather ms | bitwise |");
+        println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|");
         let mut rng = Rng(0xBE_EF);
         for ft in [1024u32, 4096, 0] {
             for &r in &a.rows {
@@ -514,11 +524,20 @@ fn main() {
                         continue;
                     }
                 };
+                // The same payload sizes as device-resident NCCL all-gathers (largest rank's share).
+                let dev = |bytes: u64| -> String {
+                    match group.run(Job::DeviceGather { count: (bytes / 4).div_ceil(a.tp as u64) as usize, reps: a.reps }) {
+                        Ok(r) if !r[0].step_s.is_empty() => format!("{:.3}", r[0].step_s[0] * 1e3),
+                        Ok(_) => "-".into(),
+                        Err(e) => format!("error {e}"),
+                    }
+                };
+                let (dev_vp, dev_ga) = (dev(vp[0].bytes), dev(ga[0].bytes));
                 let same = vp[0].out.as_ref().map(|o| bits(o, false)) == Some(bits(&want, false)) && ga[0].out.as_ref().map(|o| bits(o, false)) == Some(bits(&want, false));
                 failures += usize::from(!same);
                 let ms = |x: f64| x * 1e3;
                 println!(
-                    "| {r} | {} | {} | {} | {:.1}x | {:.2} | {:.2} | {:.2} | {:.2} | {}{} |",
+                    "| {r} | {} | {} | {} | {:.1}x | {:.2} | {:.2} | {:.2} | {:.2} | {dev_vp} | {dev_ga} | {}{} |",
                     if ft == 0 { "off".into() } else { ft.to_string() },
                     vp[0].bytes,
                     ga[0].bytes,

@@ -270,6 +270,28 @@ impl NcclCollective {
         Ok(NcclCollective { comm: SendComm(comm), stream, calls: Vec::new() })
     }
 
+    /// Median seconds of `reps` device-resident all-gathers of `count` i32
+    /// per rank (buffers on this rank's GPU, no host staging, after one
+    /// warm-up): the exchange cost an engine with device-resident payloads
+    /// pays. Every rank must call it with the same arguments. For benchmarks
+    /// (`examples/vocab_parallel.rs`).
+    pub fn time_all_gather_device(&mut self, count: usize, reps: usize) -> Result<f64, CollectiveError> {
+        let (rank, world) = (self.comm.rank(), self.comm.world_size());
+        let send = self.stream.alloc_zeros::<i32>(count.max(1)).map_err(|e| nccl_err(rank, "alloc", e))?;
+        let mut recv = self.stream.alloc_zeros::<i32>(count.max(1) * world).map_err(|e| nccl_err(rank, "alloc", e))?;
+        let mut times = Vec::with_capacity(reps);
+        for i in 0..=reps {
+            let t = std::time::Instant::now();
+            self.comm.all_gather(&send, &mut recv).map_err(|e| nccl_err(rank, "ncclAllGather", e))?;
+            self.stream.synchronize().map_err(|e| nccl_err(rank, "synchronize", e))?;
+            if i > 0 {
+                times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times.get(times.len() / 2).copied().unwrap_or(0.0))
+    }
+
     fn bcast(&mut self, host: &mut Vec<i32>, root: usize) -> Result<(), CollectiveError> {
         let rank = self.comm.rank();
         let mut dev = if rank == root {
