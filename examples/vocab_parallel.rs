@@ -24,16 +24,20 @@
 //!
 //! ```text
 //! cargo run --release --example vocab_parallel -- [--tp 2] [--rows 1,64,384] [--reps 5]
-//!     [--vocab 129280] [--golden ../shared/golden] [--collective auto|local|nccl] [--skip-check] [--skip-table]
+//!     [--vocab 129280] [--golden ../shared/golden] [--collective auto|local|nccl|nccl-raw] [--skip-check] [--skip-table]
 //! ```
-//! Exit status 1 when any check fails.
+//! `nccl-raw` makes each rank's communicator outside the sampler (as an
+//! engine's TP group has one) and wraps it in `tp::RawNcclCollective`.
+//! The "dev exch" columns time device-resident NCCL all-gathers of the same
+//! payload sizes (no host staging; NCCL only). Exit status 1 when any check fails.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
 
 use sampler_host::engine::cp::{Collective, CollectiveError, LocalCollective, NcclCollective};
-use sampler_host::tp::{gather_logits, shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig, VocabParallelSampler};
+use sampler_host::backend::cuda::cudarc;
+use sampler_host::tp::{gather_logits, RawNcclCollective, shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig, VocabParallelSampler};
 use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 /// A collective that times what it spends inside collectives.
@@ -44,12 +48,15 @@ struct Timed {
 enum Inner {
     Local(LocalCollective),
     Nccl(NcclCollective),
+    /// A communicator made outside the sampler (as an engine's TP group's), wrapped.
+    Raw(RawNcclCollective),
 }
 impl Timed {
     fn c(&mut self) -> &mut dyn Collective {
         match &mut self.inner {
             Inner::Local(c) => c,
             Inner::Nccl(c) => c,
+            Inner::Raw(c) => c,
         }
     }
     fn timed<T>(&mut self, f: impl FnOnce(&mut dyn Collective) -> T) -> T {
@@ -64,12 +71,14 @@ impl Collective for Timed {
         match &self.inner {
             Inner::Local(c) => c.rank(),
             Inner::Nccl(c) => c.rank(),
+            Inner::Raw(c) => c.rank(),
         }
     }
     fn world_size(&self) -> usize {
         match &self.inner {
             Inner::Local(c) => c.world_size(),
             Inner::Nccl(c) => c.world_size(),
+            Inner::Raw(c) => c.world_size(),
         }
     }
     fn broadcast_i32(&mut self, buf: &mut Vec<i32>, root: usize) -> Result<(), CollectiveError> {
@@ -119,7 +128,7 @@ fn run_job(coll: Timed, job: &Job) -> (Timed, Result<Reply, String>) {
             let mut coll = coll;
             let res = match &mut coll.inner {
                 Inner::Nccl(c) => c.time_all_gather_device(*count, *reps).map(|t| Reply { step_s: vec![t], ..Default::default() }).map_err(|e| e.to_string()),
-                Inner::Local(_) => Ok(Reply::default()),
+                Inner::Local(_) | Inner::Raw(_) => Ok(Reply::default()),
             };
             (coll, res)
         }
@@ -203,6 +212,8 @@ struct Group {
 
 impl Group {
     fn start(tp: usize, kind: &str) -> Result<Group, String> {
+        let raw = kind == "nccl-raw";
+        let kind = if raw { "nccl" } else { kind };
         let nccl = match kind {
             "local" => None,
             _ => match NcclCollective::unique_id() {
@@ -222,6 +233,13 @@ impl Group {
             std::thread::spawn(move || {
                 let inner = match (local, nccl) {
                     (Some(l), _) => Inner::Local(l),
+                    (None, Some(id)) if raw => match raw_comm(r, tp, id) {
+                        Ok(c) => Inner::Raw(c),
+                        Err(e) => {
+                            let _ = rt.send(Err(format!("rank {r}: {e}")));
+                            return;
+                        }
+                    },
                     (None, Some(id)) => match NcclCollective::new(r, tp, r, &id) {
                         Ok(c) => Inner::Nccl(c),
                         Err(e) => {
@@ -234,7 +252,7 @@ impl Group {
                 rank_loop(Timed { inner, spent: 0.0 }, jr, rt)
             });
         }
-        let what = if nccl.is_some() { format!("NCCL on GPUs 0..{}", tp - 1) } else { "LocalCollective (threads, CPU path)".into() };
+        let what = if nccl.is_some() { format!("NCCL{} on GPUs 0..{}", if raw { " (engine-made communicator, RawNcclCollective)" } else { "" }, tp - 1) } else { "LocalCollective (threads, CPU path)".into() };
         Ok(Group { jobs, replies, what })
     }
     fn run(&self, job: Job) -> Result<Vec<Reply>, String> {
@@ -244,6 +262,20 @@ impl Group {
         }
         self.replies.iter().map(|r| r.recv().map_err(|_| "a rank thread is gone".to_string())?).collect()
     }
+}
+
+/// An NCCL communicator made the way an engine makes its TP group's
+/// (`ncclCommInitRank` on its own context and stream), then wrapped.
+fn raw_comm(rank: usize, tp: usize, id: sampler_host::engine::cp::NcclId) -> Result<RawNcclCollective, String> {
+    let ctx = cudarc::driver::CudaContext::new(rank).map_err(|e| format!("CUDA context: {e:?}"))?;
+    ctx.bind_to_thread().map_err(|e| format!("bind: {e:?}"))?;
+    let stream = ctx.new_stream().map_err(|e| format!("stream: {e:?}"))?;
+    let mut comm = std::ptr::null_mut();
+    // SAFETY: every rank calls this with the same id and size; `comm` is written once.
+    unsafe { cudarc::nccl::result::comm_init_rank(&mut comm, tp as i32, cudarc::nccl::sys::ncclUniqueId { internal: id }, rank as i32) }
+        .map_err(|e| format!("ncclCommInitRank: {e:?}"))?;
+    // SAFETY: `comm` is live for the process (never destroyed) and used by this rank's thread only.
+    unsafe { RawNcclCollective::new(comm, stream) }.map_err(|e| e.to_string())
 }
 
 /// Test-side RNG (xorshift64*).

@@ -12,7 +12,9 @@
 #      bitwise equal to the single-GPU sampler (CUDA) on the gathered logits, for the tour
 #      batches (N = 1024, 4096, off) and every golden case, on equal and uneven layouts,
 #      finishing on every rank and on the driver only;
-#   2. the table: bytes gathered per rank and step time, vocab-parallel vs gather-then-sample,
+#   2. the same bitwise check (tour batches) over communicators created outside the sampler and
+#      wrapped in tp::RawNcclCollective (how an engine hands over its TP group's communicator);
+#   3. the table: bytes gathered per rank and step time, vocab-parallel vs gather-then-sample,
 #      R = 1, 64, 384 x N = 1024, 4096, off (V = 129280), plus the same payloads as
 #      device-resident NCCL all-gathers.
 # Record the result in docs/GPU_NOTES.md (by hand, from the log). Exit status 0 = all equal.
@@ -44,10 +46,14 @@ device)
     {
         echo "== vocab-parallel round on $(hostname) at $(date -u +%FT%TZ), commit $(cat .vpx/commit 2>/dev/null)"
         nvidia-smi -L
-        timeout 540 .vpx/bin/vocab_parallel --tp 2 --collective nccl --golden .vpx/golden --rows 1,64,384 --reps 5
-        echo "vocab_parallel exit status: $?"
+        timeout 420 .vpx/bin/vocab_parallel --tp 2 --collective nccl --golden .vpx/golden --rows 1,64,384 --reps 5
+        a=$?
+        echo "== the same check on communicators made outside the sampler (tp::RawNcclCollective)"
+        timeout 120 .vpx/bin/vocab_parallel --tp 2 --collective nccl-raw --skip-table
+        b=$?
+        echo "vocab_parallel exit status: $a (nccl), $b (nccl-raw)"
     } 2>&1 | tee "$log"
-    grep -q "vocab_parallel exit status: 0" "$log"
+    grep -q "vocab_parallel exit status: 0 (nccl), 0 (nccl-raw)" "$log"
     ;;
 *)
     echo "usage: $0 build|device" >&2

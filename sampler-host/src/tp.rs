@@ -30,6 +30,9 @@
 //! bytes plus `R * 4` per rank (statuses), against `R * V * 4` for gathering
 //! the logits. [`ExchangeStats`] counts it.
 
+mod raw_nccl;
+pub use raw_nccl::RawNcclCollective;
+
 use sampler_kernels::kernels as k;
 use sampler_kernels::rt::cpu::Gm;
 use sampler_kernels::rt::math::order_bits;
