@@ -780,13 +780,13 @@ pub fn gather_logits<C: Collective>(coll: &mut C, shards: &[Shard], vocab: u32, 
 /// filled with `pad` (tests put NaN there: it must never be read).
 pub fn shard_of(logits: &[f32], vocab: u32, shard: Shard, pad: f32) -> Vec<f32> {
     let v = vocab as usize;
-    let rows = if v == 0 { 0 } else { logits.len() / v };
+    let rows = logits.len().checked_div(v).unwrap_or(0);
     let mut out = Vec::with_capacity(rows * shard.width as usize);
     for i in 0..rows {
         if shard.real > 0 {
             out.extend_from_slice(&logits[i * v + shard.lo as usize..][..shard.real as usize]);
         }
-        out.extend(std::iter::repeat(pad).take((shard.width - shard.real) as usize));
+        out.extend(std::iter::repeat_n(pad, (shard.width - shard.real) as usize));
     }
     out
 }
