@@ -581,18 +581,15 @@ impl<C: Collective> VocabParallelSampler<C> {
 /// failed on the host (their outputs are discarded, and their default
 /// top-p 1 / top-k off would otherwise force the full rows for everyone).
 fn prefix_width(plan: &StepPlan) -> Option<u32> {
-    let (mut top_p, mut top_k) = (plan.top_p.clone(), plan.top_k.clone());
+    // Top-k 1 asks for no width beyond k (always at least 64).
+    let mut top_k = plan.top_k.clone();
     for g in 0..plan.groups() {
         if plan.group_status[g] != 0 {
             let (f, m) = (plan.group_first[g] as usize, plan.group_rows[g] as usize);
             top_k[f..f + m].iter_mut().for_each(|k| *k = 1);
         }
     }
-    if top_k.iter().all(|&k| k == 1) && plan.group_status.iter().any(|&s| s != 0) {
-        // Only failed rows: any width serves; take the smallest.
-        top_p.iter_mut().for_each(|p| *p = 0.5);
-    }
-    let view = StepPlan { rows: plan.rows, vocab: plan.vocab, n: plan.n, k: plan.k, top_p, top_k, processed_rows: plan.processed_rows.clone(), ..Default::default() };
+    let view = StepPlan { rows: plan.rows, vocab: plan.vocab, n: plan.n, k: plan.k, top_p: plan.top_p.clone(), top_k, processed_rows: plan.processed_rows.clone(), ..Default::default() };
     view.prefix_width()
 }
 
