@@ -265,3 +265,40 @@ fn bad_layouts_and_shapes_are_typed_errors() {
     let e = vp.sample(&[0.0; 99], &[req]).unwrap_err();
     assert!(e.to_string().contains("expected"), "{e}");
 }
+
+/// Force top-k off with some requests keeping every token (top-p 1, top-k
+/// off, the default parameters of many engines) beside filtering ones: only
+/// the former gather their full rows; outputs still equal single-rank bitwise.
+#[test]
+fn mixed_batches_gather_full_rows_only_where_needed() {
+    let mut rng = Rng::new(9191);
+    let mut split = 0;
+    for rep in 0..8u64 {
+        let v = 5000usize;
+        let mut step = random_step(&mut rng, v, 0, 6, GenOpts { p_error: 0.1 });
+        for (i, r) in step.requests.iter_mut().enumerate() {
+            let p = &mut r.params;
+            if p.temperature.is_nan() || p.temperature < 0.0 {
+                continue;
+            }
+            p.temperature = rng.pick(&[0.3f32, 0.7, 1.0]);
+            if i % 2 == 0 {
+                (p.top_p, p.top_k) = (1.0, -1);
+            } else {
+                p.top_k = rng.pick(&[1i64, 20, 50]);
+            }
+        }
+        let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
+        let full_rows: usize = step.requests.iter().step_by(2).map(|r| r.rows()).sum();
+        let tp = [2usize, 4, 8][rep as usize % 3];
+        let finish = if rep % 2 == 0 { FinishOn::AllRanks } else { FinishOn::Driver };
+        let masks = if rep % 4 == 3 { MaskLayout::Shard } else { MaskLayout::Global };
+        let stats = check(&step, &ShardLayout::Equal { tp }, finish, masks, &[], &format!("mixed rep {rep}"));
+        if step.requests.len() > 1 && full_rows < rows {
+            // The filtering requests' rows never travel whole.
+            assert!(stats.gathered_bytes < (rows * v * 4) as u64, "rep {rep}: gathered {} bytes for {rows} rows", stats.gathered_bytes);
+            split += 1;
+        }
+    }
+    assert!(split > 0);
+}

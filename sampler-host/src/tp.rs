@@ -312,9 +312,90 @@ impl<C: Collective> VocabParallelSampler<C> {
         Ok(out)
     }
 
+    /// The batch's metadata (shard masks left out of validation, see [`MaskLayout::Shard`]).
+    fn meta(&self, requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+        let (v, n, nextn) = (self.cfg.vocab_size, self.n, self.cfg.nextn);
+        match self.cfg.masks {
+            MaskLayout::Global => build_plan_meta(v, n, nextn, requests),
+            MaskLayout::Shard => {
+                let stripped: Vec<Request> = requests.iter().map(|r| Request { masks: None, ..r.clone() }).collect();
+                build_plan_meta(v, n, nextn, &stripped)
+            }
+        }
+    }
+
+    /// One step. Without force top-k, when only some requests keep every
+    /// token (top-p 1, top-k off), those requests gather their full rows and
+    /// the others take the prefix path: two sub-steps whose outputs are
+    /// spliced back in request order. Each request's outputs depend only on
+    /// its own rows and the batch's top-logprobs width k (SAMPLER.md 9),
+    /// which both sub-steps use.
     fn step(&mut self, shard_logits: &[f32], requests: &[Request], proc_rows: &[usize]) -> Result<(StepOutput, ProcessedRows), TpError> {
         self.stats = ExchangeStats::default();
-        let (v, n, nextn) = (self.cfg.vocab_size, self.n, self.cfg.nextn);
+        let me = self.shard();
+        let rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
+        if rows.checked_mul(me.width as usize) != Some(shard_logits.len()) || self.n < self.cfg.vocab_size || !proc_rows.is_empty() {
+            return self.sub_step(shard_logits, requests, proc_rows, 0);
+        }
+        let (plan, _) = self.meta(requests)?;
+        if prefix_width(&plan).is_some() {
+            return self.sub_step(shard_logits, requests, proc_rows, 0);
+        }
+        // Requests that keep every token (valid, some row with top-p 1 and top-k off).
+        let full: Vec<bool> = (0..plan.groups())
+            .map(|g| {
+                let (f, m) = (plan.group_first[g] as usize, plan.group_rows[g] as usize);
+                plan.group_status[g] == 0 && (f..f + m).any(|r| plan.top_k[r] < 0 && plan.top_p[r] >= 1.0)
+            })
+            .collect();
+        if full.iter().all(|&x| x) || !full.iter().any(|&x| x) {
+            return self.sub_step(shard_logits, requests, proc_rows, 0);
+        }
+        let width = me.width as usize;
+        let mut parts: Vec<(Vec<Request>, Vec<f32>, Vec<usize>)> = vec![Default::default(), Default::default()];
+        for (g, req) in requests.iter().enumerate() {
+            let part = &mut parts[usize::from(full[g])];
+            let f = plan.group_first[g] as usize;
+            part.0.push(req.clone());
+            part.1.extend_from_slice(&shard_logits[f * width..(f + req.rows()) * width]);
+            part.2.push(g);
+        }
+        let mut outs = Vec::new();
+        let mut stats = ExchangeStats::default();
+        for (reqs, logits, _) in &parts {
+            let out = self.sub_step(logits, reqs, &[], plan.k)?.0;
+            let st = std::mem::take(&mut self.stats);
+            stats.collectives += st.collectives;
+            stats.gathered_bytes += st.gathered_bytes;
+            stats.prefix_width = stats.prefix_width.max(st.prefix_width);
+            stats.full_rows |= st.full_rows;
+            outs.push(out);
+        }
+        self.stats = stats;
+        if outs[0].requests.is_empty() && outs[1].requests.is_empty() {
+            return Ok((outs.swap_remove(0), ProcessedRows { n: self.n as usize, ..Default::default() }));
+        }
+        // Splice the two outputs back in request order.
+        let mut slots: Vec<Option<(Vec<crate::request::RowOutput>, crate::request::RequestOutput)>> = vec![None; requests.len()];
+        for ((reqs, _, ids), out) in parts.iter().zip(outs) {
+            let mut rows_it = out.rows.into_iter();
+            for ((req, &g), ro) in reqs.iter().zip(ids).zip(out.requests) {
+                slots[g] = Some((rows_it.by_ref().take(req.rows()).collect(), ro));
+            }
+        }
+        let mut out = StepOutput { rows: Vec::with_capacity(rows), requests: Vec::with_capacity(requests.len()), top_logprobs_width: plan.k as usize };
+        for (r, ro) in slots.into_iter().flatten() {
+            out.rows.extend(r);
+            out.requests.push(ro);
+        }
+        Ok((out, ProcessedRows { n: self.n as usize, ..Default::default() }))
+    }
+
+    /// One step of `requests` (all, or a part of the batch: then `k_min` is
+    /// the batch's top-logprobs width).
+    fn sub_step(&mut self, shard_logits: &[f32], requests: &[Request], proc_rows: &[usize], k_min: u32) -> Result<(StepOutput, ProcessedRows), TpError> {
+        self.stats = ExchangeStats::default();
+        let (v, n) = (self.cfg.vocab_size, self.n);
         let me = self.shard();
         let rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
         let expected = rows.checked_mul(me.width as usize);
@@ -322,17 +403,10 @@ impl<C: Collective> VocabParallelSampler<C> {
             let e = BatchError::LogitsShape { got: shard_logits.len(), rows, vocab: me.width as usize, expected: expected.unwrap_or(usize::MAX) };
             return Err(e.into());
         }
-        // Metadata, identical on every rank. Shard masks are checked here
+        // Metadata, identical on every rank. Shard masks are checked below
         // (per rank), so validation sees the requests without them.
-        let stripped: Vec<Request>;
-        let reqs = match self.cfg.masks {
-            MaskLayout::Global => requests,
-            MaskLayout::Shard => {
-                stripped = requests.iter().map(|r| Request { masks: None, ..r.clone() }).collect();
-                &stripped
-            }
-        };
-        let (mut plan, mut infos) = build_plan_meta(v, n, nextn, reqs)?;
+        let (mut plan, mut infos) = self.meta(requests)?;
+        plan.k = plan.k.max(k_min);
         if let Some(&bad) = proc_rows.iter().find(|&&r| r >= rows) {
             return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {rows}") }.into());
         }
