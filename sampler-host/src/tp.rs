@@ -22,9 +22,10 @@
 //! logits bit for bit, for every row kind (tests/vocab_parallel.rs). Where
 //! the kept set can exceed what was gathered, the step falls back exactly:
 //! a prefix overflow first gathers a wider prefix (the masses are reused),
-//! then the full masked rows; a step the prefix path cannot serve (a row
-//! with top-p 1 and top-k off, processed distributions asked for) gathers
-//! the full masked rows at once and runs the CPU backend's full-row path.
+//! then the full masked rows; requests the prefix path cannot serve (top-p 1
+//! and top-k off) gather their full masked rows and run the CPU backend's
+//! full-row path while the rest of the batch takes the prefix path (a step
+//! asking for processed distributions gathers every full row).
 //!
 //! Exchanged per step (force top-k on, N < V): `R * sum_r min(N, W_r) * 8`
 //! bytes plus `R * 4` per rank (statuses), against `R * V * 4` for gathering
