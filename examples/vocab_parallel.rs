@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! cargo run --release --example vocab_parallel -- [--tp 2] [--rows 1,64,384] [--reps 5]
-//!     [--vocab 129280] [--golden ../shared/golden] [--collective auto|local|nccl|nccl-raw] [--skip-check] [--skip-table]
+//!     [--vocab 129280] [--golden ../shared/golden] [--collective auto|local|nccl|nccl-raw] [--skip-check] [--skip-table] [--first-round C]
 //! ```
 //! `nccl-raw` makes each rank's communicator outside the sampler (as an
 //! engine's TP group has one) and wraps it in `tp::RawNcclCollective`.
@@ -428,10 +428,11 @@ struct Args {
     collective: String,
     check: bool,
     table: bool,
+    first_round: u32,
 }
 
 fn args() -> Args {
-    let mut a = Args { tp: 2, rows: vec![1, 64, 384], reps: 5, vocab: 129280, golden: None, collective: "auto".into(), check: true, table: true };
+    let mut a = Args { tp: 2, rows: vec![1, 64, 384], reps: 5, vocab: 129280, golden: None, collective: "auto".into(), check: true, table: true, first_round: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
@@ -444,6 +445,7 @@ fn args() -> Args {
             "--collective" => a.collective = val(),
             "--skip-check" => a.check = false,
             "--skip-table" => a.table = false,
+            "--first-round" => a.first_round = val().parse().expect("--first-round"),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -478,7 +480,7 @@ fn main() {
         let mut lines = Vec::new();
         for (layout, lname) in [(ShardLayout::Equal { tp: a.tp }, "equal"), (uneven(vocab, a.tp), "ranges")] {
             for (finish, masks) in [(FinishOn::AllRanks, MaskLayout::Global), (FinishOn::Driver, MaskLayout::Shard)] {
-                let cfg = VocabParallelConfig { vocab_size: vocab, force_topk: ft, nextn: 8, layout: layout.clone(), finish, masks };
+                let cfg = VocabParallelConfig { vocab_size: vocab, force_topk: ft, nextn: 8, layout: layout.clone(), finish, masks, first_round: a.first_round };
                 let got = group.run(Job::Vp { cfg, logits: logits.clone(), reqs: reqs.clone(), reps: 0 });
                 let ok = match &got {
                     Err(e) => {
@@ -545,7 +547,7 @@ fn main() {
                 }
                 let (want, _) = reference(ft, &logits, &reqs);
                 let (logits, reqs) = (Arc::new(logits), Arc::new(reqs));
-                let cfg = VocabParallelConfig { vocab_size: v, force_topk: ft, nextn: 8, layout: ShardLayout::Equal { tp: a.tp }, finish: FinishOn::AllRanks, masks: MaskLayout::Global };
+                let cfg = VocabParallelConfig { vocab_size: v, force_topk: ft, nextn: 8, layout: ShardLayout::Equal { tp: a.tp }, finish: FinishOn::AllRanks, masks: MaskLayout::Global, first_round: a.first_round };
                 let vp = group.run(Job::Vp { cfg, logits: logits.clone(), reqs: reqs.clone(), reps: a.reps });
                 let ga = group.run(Job::Gather { vocab: v, force_topk: ft, logits, reqs, reps: a.reps });
                 let (vp, ga) = match (vp, ga) {

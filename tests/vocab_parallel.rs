@@ -12,7 +12,7 @@ mod common;
 use common::gen::{random_step, GenOpts, Rng, Step};
 use sampler_host::engine::cp::LocalCollective;
 use sampler_host::tp::{shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig, VocabParallelSampler};
-use sampler_host::{BackendKind, Request, Sampler, SamplerConfig, StepOutput};
+use sampler_host::{BackendKind, Request, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 const NEXTN: u32 = 8;
 
@@ -70,7 +70,7 @@ fn shard_requests(reqs: &[Request], vocab: usize, s: Shard) -> Vec<Request> {
 }
 
 /// Runs the step on `world` threads; returns each rank's output, processed rows and stats.
-fn run_tp(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout, rows_proc: &[usize]) -> Vec<(StepOutput, sampler_host::sampler::ProcessedRows, ExchangeStats)> {
+fn run_tp(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout, rows_proc: &[usize], first_round: u32) -> Vec<(StepOutput, sampler_host::sampler::ProcessedRows, ExchangeStats)> {
     let v = step.vocab as u32;
     let shards = layout.shards(v).unwrap();
     let colls = LocalCollective::group(shards.len());
@@ -79,7 +79,7 @@ fn run_tp(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout
             .into_iter()
             .zip(&shards)
             .map(|(c, &s)| {
-                let cfg = VocabParallelConfig { vocab_size: v, force_topk: step.force_topk as u32, nextn: NEXTN, layout: layout.clone(), finish, masks };
+                let cfg = VocabParallelConfig { vocab_size: v, force_topk: step.force_topk as u32, nextn: NEXTN, layout: layout.clone(), finish, masks, first_round };
                 sc.spawn(move || {
                     let mut vp = VocabParallelSampler::new(cfg, c).unwrap();
                     let logits = shard_of(&step.logits, v, s, f32::NAN);
@@ -113,9 +113,9 @@ fn random_ranges(rng: &mut Rng, v: u32, tp: usize, pad: u32) -> ShardLayout {
 }
 
 /// Checks one step on one layout: every finishing rank equals single-rank bitwise.
-fn check(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout, rows_proc: &[usize], what: &str) -> ExchangeStats {
+fn check(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout, rows_proc: &[usize], first_round: u32, what: &str) -> ExchangeStats {
     let (want, want_proc) = single(step, rows_proc);
-    let got = run_tp(step, layout, finish, masks, rows_proc);
+    let got = run_tp(step, layout, finish, masks, rows_proc, first_round);
     let cmp = |o: &StepOutput| if masks == MaskLayout::Shard { bits_loose(o) } else { bits(o) };
     for (rank, (out, proc_rows, _)) in got.iter().enumerate() {
         if finish == FinishOn::Driver && rank > 0 {
@@ -125,7 +125,7 @@ fn check(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout,
         let (w, g) = (cmp(&want), cmp(out));
         if w != g {
             let first = w.iter().zip(&g).position(|(a, b)| a != b).unwrap_or(0);
-            panic!("{what} ({layout:?}, {finish:?}, {masks:?}) rank {rank}: differs at line {first}:\n want {:?}\n  got {:?}", w.get(first), g.get(first));
+            panic!("{what} ({layout:?}, {finish:?}, {masks:?}, first round {first_round}) rank {rank}: differs at line {first}:\n want {:?}\n  got {:?}", w.get(first), g.get(first));
         }
         let pb = |p: &sampler_host::sampler::ProcessedRows| (p.n, p.ids.clone(), p.logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
         assert_eq!(pb(&want_proc), pb(proc_rows), "{what}: processed rows differ on rank {rank}");
@@ -167,10 +167,10 @@ fn golden_cases_bitwise_on_every_layout() {
         }
         let step = Step { vocab: case.vocab_size as usize, force_topk: case.force_topk as usize, logits, requests };
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        for layout in layouts(&mut rng, case.vocab_size) {
-            check(&step, &layout, FinishOn::AllRanks, MaskLayout::Global, &[], &name);
+        for (i, layout) in layouts(&mut rng, case.vocab_size).into_iter().enumerate() {
+            check(&step, &layout, FinishOn::AllRanks, MaskLayout::Global, &[], (i % 2) as u32 * 2, &name);
         }
-        check(&step, &ShardLayout::Equal { tp: 4 }, FinishOn::Driver, MaskLayout::Shard, &[], &name);
+        check(&step, &ShardLayout::Equal { tp: 4 }, FinishOn::Driver, MaskLayout::Shard, &[], 1, &name);
         run += 1;
     }
     eprintln!("vocab-parallel: {run} golden cases on 6 layouts each");
@@ -188,8 +188,9 @@ fn random_batches_bitwise_on_every_layout() {
         let finish = if rep % 2 == 0 { FinishOn::AllRanks } else { FinishOn::Driver };
         let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
         let proc_rows: Vec<usize> = if rep % 4 == 1 && rows > 0 { vec![rows - 1, 0] } else { Vec::new() };
-        for layout in layouts(&mut rng, v as u32) {
-            check(&step, &layout, finish, masks, &proc_rows, &format!("rep {rep} V={v} force_topk={ft}"));
+        for (i, layout) in layouts(&mut rng, v as u32).into_iter().enumerate() {
+            let first_round = [0, 1, 2][(i + rep as usize) % 3];
+            check(&step, &layout, finish, masks, &proc_rows, first_round, &format!("rep {rep} V={v} force_topk={ft}"));
         }
     }
 }
@@ -227,7 +228,7 @@ fn prefix_path_and_its_fallbacks() {
         let tp = rng.pick(&[2usize, 4, 8]);
         let layout = if rep % 2 == 0 { ShardLayout::Equal { tp } } else { random_ranges(&mut rng, v as u32, tp, 13) };
         let finish = if rep % 4 < 2 { FinishOn::AllRanks } else { FinishOn::Driver };
-        let stats = check(&step, &layout, finish, MaskLayout::Global, &[], &format!("prefix rep {rep} V={v}"));
+        let stats = check(&step, &layout, finish, MaskLayout::Global, &[], (rep % 3 == 0) as u32 * 2, &format!("prefix rep {rep} V={v}"));
         match (stats.full_rows, stats.prefix_width) {
             (true, _) => full += 1,
             (false, w) if w > 1024 => wider += 1,
@@ -246,7 +247,7 @@ fn force_topk_exchanges_candidates_only() {
     let step = random_step(&mut rng, v, n, 3, GenOpts { p_error: 0.0 });
     let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
     for tp in [2usize, 4, 8] {
-        let stats = check(&step, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], "exchange");
+        let stats = check(&step, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "exchange");
         assert_eq!(stats.collectives, 1);
         assert!(!stats.full_rows);
         assert_eq!(stats.gathered_bytes, (tp * rows * (1 + 2 * n)) as u64 * 4, "TP={tp}");
@@ -255,7 +256,7 @@ fn force_topk_exchanges_candidates_only() {
 
 #[test]
 fn bad_layouts_and_shapes_are_typed_errors() {
-    let cfg = |layout| VocabParallelConfig { vocab_size: 100, force_topk: 0, nextn: 5, layout, finish: FinishOn::AllRanks, masks: MaskLayout::Global };
+    let cfg = |layout| VocabParallelConfig { vocab_size: 100, force_topk: 0, nextn: 5, layout, finish: FinishOn::AllRanks, masks: MaskLayout::Global, first_round: 0 };
     let c = LocalCollective::group(2).pop().unwrap();
     let e = VocabParallelSampler::new(cfg(ShardLayout::Equal { tp: 3 }), c).unwrap_err();
     assert!(matches!(e, sampler_host::ConfigError::Field { field: "layout", .. }), "{e}");
@@ -293,7 +294,7 @@ fn mixed_batches_gather_full_rows_only_where_needed() {
         let tp = [2usize, 4, 8][rep as usize % 3];
         let finish = if rep % 2 == 0 { FinishOn::AllRanks } else { FinishOn::Driver };
         let masks = if rep % 4 == 3 { MaskLayout::Shard } else { MaskLayout::Global };
-        let stats = check(&step, &ShardLayout::Equal { tp }, finish, masks, &[], &format!("mixed rep {rep}"));
+        let stats = check(&step, &ShardLayout::Equal { tp }, finish, masks, &[], (rep % 2) as u32 * 2, &format!("mixed rep {rep}"));
         if step.requests.len() > 1 && full_rows < rows {
             // The filtering requests' rows never travel whole.
             assert!(stats.gathered_bytes < (rows * v * 4) as u64, "rep {rep}: gathered {} bytes for {rows} rows", stats.gathered_bytes);
@@ -301,4 +302,29 @@ fn mixed_batches_gather_full_rows_only_where_needed() {
         }
     }
     assert!(split > 0);
+}
+
+/// The two-round exchange: a spread-out top N needs one short round (fewer
+/// bytes); a top N clustered in one shard needs the second, full round;
+/// both stay bitwise equal to single-rank.
+#[test]
+fn two_round_exchange_is_exact_and_smaller_when_spread() {
+    let mut rng = Rng::new(2024);
+    let (v, n, tp) = (8192usize, 256usize, 8usize);
+    let reqs = |rng: &mut Rng, rows: usize| -> Vec<Request> {
+        (0..rows).map(|i| Request::prefill(SamplingParams { temperature: 0.8, top_p: 0.9, top_logprobs: 3, seq_seed: Some(rng.next_u64()), ..Default::default() }, 10 + i as u64)).collect()
+    };
+    // Spread: i.i.d. normal logits.
+    let rows = 6;
+    let logits: Vec<f32> = (0..rows * v).map(|_| rng.normal() as f32).collect();
+    let spread = Step { vocab: v, force_topk: n, logits, requests: reqs(&mut rng, rows) };
+    let one = check(&spread, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "spread, one round");
+    let two = check(&spread, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 2, "spread, two rounds");
+    assert_eq!((one.collectives, two.collectives), (1, 1), "a spread top N needs no second round");
+    assert!(two.gathered_bytes * 3 < one.gathered_bytes, "{} vs {}", two.gathered_bytes, one.gathered_bytes);
+    // Clustered: the best logits all in the first shard (low ids, as frequent tokens often are).
+    let logits: Vec<f32> = (0..rows * v).map(|i| if i % v < n { 5.0 + rng.normal() as f32 } else { rng.normal() as f32 }).collect();
+    let clustered = Step { vocab: v, force_topk: n, logits, requests: reqs(&mut rng, rows) };
+    let two = check(&clustered, &ShardLayout::Equal { tp }, FinishOn::Driver, MaskLayout::Global, &[], 2, "clustered, two rounds");
+    assert_eq!(two.collectives, 2, "a clustered top N needs the second round");
 }

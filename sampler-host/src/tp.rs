@@ -36,7 +36,7 @@ pub use raw_nccl::RawNcclCollective;
 
 use sampler_kernels::kernels as k;
 use sampler_kernels::rt::cpu::Gm;
-use sampler_kernels::rt::math::order_bits;
+use sampler_kernels::rt::math::{order_bits, order_key};
 
 use rayon::prelude::*;
 use thiserror::Error;
@@ -153,6 +153,15 @@ pub struct VocabParallelConfig {
     pub finish: FinishOn,
     /// What the requests' masks hold.
     pub masks: MaskLayout,
+    /// Two-round candidate exchange: 0 = off (each rank sends its top
+    /// `min(N, width)` at once, one all-gather); `c > 0`: each rank first
+    /// sends only its top `ceil(c * N / TP)`, and a second all-gather of the
+    /// full `min(N, width)` follows only when, in some valid row, a truncated
+    /// shard's last sent candidate ranks above the gathered N-th (so an unsent
+    /// one could belong to the top N). Exact either way; it pays when TP is
+    /// large and the top N spreads over the shards (TP = 8, c = 2: a quarter
+    /// of the bytes), and costs a round trip when it clusters.
+    pub first_round: u32,
 }
 
 /// A vocabulary-parallel step failed as a whole (a bad request never does this).
@@ -495,9 +504,28 @@ impl<C: Collective> VocabParallelSampler<C> {
     /// of every shard and (prefix path) the partial masses; returns the
     /// gathered candidates and the gathered shard-mask errors (`[world, G * 3]`).
     fn exchange_candidates(&mut self, plan: &StepPlan, lg: &[f32], status: &[i32], mask_err: &[i32], sel: u32, mass: Option<&[u64]>) -> Result<(Gathered, Vec<i32>), TpError> {
+        let tp = self.shards.len() as u64;
+        let c = self.cfg.first_round as u64;
+        let full = |s: &Shard| sel.min(s.real);
+        if c > 0 && tp > 1 {
+            let share = (c * sel as u64).div_ceil(tp).min(u32::MAX as u64) as u32;
+            let first = |s: &Shard| sel.min(s.real).min(share);
+            if self.shards.iter().any(|s| first(s) < full(s)) {
+                let (g, errs) = self.exchange_once(plan, lg, status, mask_err, &first, mass)?;
+                if first_round_exact(plan, &g, &self.shards, &first, &full, sel) {
+                    return Ok((g, errs));
+                }
+            }
+        }
+        self.exchange_once(plan, lg, status, mask_err, &full, mass)
+    }
+
+    /// One all-gather of statuses, shard-mask errors, each rank's top
+    /// `take(shard)` candidates and the partial masses.
+    fn exchange_once(&mut self, plan: &StepPlan, lg: &[f32], status: &[i32], mask_err: &[i32], take: &dyn Fn(&Shard) -> u32, mass: Option<&[u64]>) -> Result<(Gathered, Vec<i32>), TpError> {
         let rows = plan.rows as usize;
         let me = self.shard();
-        let nr = sel.min(me.real) as usize;
+        let nr = take(&me) as usize;
         let (cand, ids) = local_topn(lg, rows, me, nr as u32);
         let mut send = Vec::with_capacity(rows * (1 + 2 * nr + 2) + mask_err.len());
         send.extend_from_slice(status);
@@ -507,14 +535,14 @@ impl<C: Collective> VocabParallelSampler<C> {
         if let Some(ms) = mass {
             send.extend(ms.iter().flat_map(|&x| u64_to_i32s(x)));
         }
-        let per = |s: &Shard| rows + mask_err.len() + 2 * rows * sel.min(s.real) as usize + if mass.is_some() { 2 * rows } else { 0 };
+        let per = |s: &Shard| rows + mask_err.len() + 2 * rows * take(s) as usize + if mass.is_some() { 2 * rows } else { 0 };
         let counts: Vec<usize> = self.shards.iter().map(per).collect();
         let all = self.gather(&send, &counts)?;
         // Unpack, concatenating the shards' candidates by lo.
         let offs: Vec<usize> = counts.iter().scan(0, |a, &c| Some(std::mem::replace(a, *a + c))).collect();
         let mut order: Vec<usize> = (0..self.shards.len()).collect();
         order.sort_by_key(|&r| self.shards[r].lo);
-        let m: usize = self.shards.iter().map(|s| sel.min(s.real) as usize).sum();
+        let m: usize = self.shards.iter().map(|s| take(s) as usize).sum();
         let mut row_status = vec![2i32; rows];
         let mut total = mass.map(|_| vec![0u64; rows]);
         let mut all_err = Vec::new();
@@ -525,7 +553,7 @@ impl<C: Collective> VocabParallelSampler<C> {
             }
             all_err.extend_from_slice(&all[base + rows..base + rows + mask_err.len()]);
             if let Some(t) = total.as_mut() {
-                let mb = base + rows + mask_err.len() + 2 * rows * sel.min(s.real) as usize;
+                let mb = base + rows + mask_err.len() + 2 * rows * take(s) as usize;
                 for (i, t) in t.iter_mut().enumerate() {
                     *t += i32s_to_u64(all[mb + 2 * i], all[mb + 2 * i + 1]);
                 }
@@ -535,7 +563,7 @@ impl<C: Collective> VocabParallelSampler<C> {
         let mut gi = vec![0i32; rows * m];
         let mut col = 0usize;
         for &r in &order {
-            let nr = sel.min(self.shards[r].real) as usize;
+            let nr = take(&self.shards[r]) as usize;
             let cb = offs[r] + rows + mask_err.len();
             let ib = cb + rows * nr;
             for i in 0..rows {
@@ -666,6 +694,47 @@ fn prefix_width(plan: &StepPlan) -> Option<u32> {
     }
     let view = StepPlan { rows: plan.rows, vocab: plan.vocab, n: plan.n, k: plan.k, top_p: plan.top_p.clone(), top_k, processed_rows: plan.processed_rows.clone(), ..Default::default() };
     view.prefix_width()
+}
+
+/// Whether a first round (each shard's top `first(s)` of `full(s)`) already
+/// holds every valid row's global top `sel`: for each truncated shard, its
+/// last sent key must not rank above the `sel`-th key of the gathered union
+/// (its unsent keys rank below that one, hence below the union's `sel`-th).
+/// Keys are `(logit, id)` in the order of SAMPLER.md 3.6, all distinct.
+fn first_round_exact(plan: &StepPlan, g: &Gathered, shards: &[Shard], first: &dyn Fn(&Shard) -> u32, full: &dyn Fn(&Shard) -> u32, sel: u32) -> bool {
+    let (rows, m, sel) = (plan.rows as usize, g.m as usize, sel as usize);
+    if m < sel {
+        return false;
+    }
+    let mut failed = vec![false; rows];
+    for gi in 0..plan.groups() {
+        if plan.group_status[gi] != 0 {
+            let (f, n) = (plan.group_first[gi] as usize, plan.group_rows[gi] as usize);
+            failed[f..f + n].iter_mut().for_each(|x| *x = true);
+        }
+    }
+    // Column ranges of the truncated shards in the gathered rows (shards by lo).
+    let mut order: Vec<&Shard> = shards.iter().collect();
+    order.sort_by_key(|s| s.lo);
+    let mut cut = Vec::new();
+    let mut col = 0usize;
+    for s in order {
+        let k = first(s) as usize;
+        if k < full(s) as usize {
+            cut.push(col + k - 1);
+        }
+        col += k;
+    }
+    let key = |i: usize, c: usize| order_key(g.cand[i * m + c], g.cand_ids[i * m + c] as u32);
+    (0..rows).all(|i| {
+        if failed[i] || g.row_status[i] != 0 {
+            return true;
+        }
+        let mut keys: Vec<u64> = (0..m).map(|c| key(i, c)).collect();
+        keys.select_nth_unstable_by(sel - 1, |a, b| b.cmp(a));
+        let kth = keys[sel - 1];
+        cut.iter().all(|&c| key(i, c) <= kth)
+    })
 }
 
 /// Global row status from two ranks' statuses (`mask_check`'s codes):
