@@ -12,7 +12,9 @@
 //!    `m` (SAMPLER.md 3.4); each rank then sums its fixed-point softmax
 //!    weights (`row_mass` with that `m`). `row_mass` is an exact u64 sum, so
 //!    the partial sums add to the single-device total bit for bit.
-//! 3. **One all-gather** of the candidates (+ partial masses, statuses).
+//! 3. **One all-gather** of the candidates (+ partial masses, statuses);
+//!    optionally two rounds (`VocabParallelConfig::first_round`): a short
+//!    first round, and the full one only when the merge could miss a token.
 //! 4. **Finish** (every rank, or the driver only: [`FinishOn`]): merge the
 //!    shards' candidates (`topn_merge`, shards concatenated by `lo` so that
 //!    position order is id order), then the single-device kernel sequence
@@ -27,9 +29,13 @@
 //! full-row path while the rest of the batch takes the prefix path (a step
 //! asking for processed distributions gathers every full row).
 //!
-//! Exchanged per step (force top-k on, N < V): `R * sum_r min(N, W_r) * 8`
-//! bytes plus `R * 4` per rank (statuses), against `R * V * 4` for gathering
-//! the logits. [`ExchangeStats`] counts it.
+//! Exchanged per step (force top-k on, N < V, one round): every rank
+//! receives `R * sum_r min(N, W_r) * 8` bytes plus `R * 4` per rank
+//! (statuses), against `R * V * 4` for gathering the logits.
+//! [`ExchangeStats`] counts it.
+//!
+//! The local stage and the finish run the kernels' CPU programs; docs/ENGINE.md
+//! says what a device-resident (CUDA) path still needs.
 
 mod raw_nccl;
 pub use raw_nccl::RawNcclCollective;
