@@ -157,6 +157,18 @@ pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Re
     if expected != Some(logits.len()) {
         return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
     }
+    let (mut p, infos) = build_plan_meta(vocab, n, nextn, requests)?;
+    p.logits = logits.to_vec();
+    Ok((p, infos))
+}
+
+/// [`build_plan`] without the logits: the plan's metadata only
+/// (`StepPlan::logits` empty). The vocabulary-parallel step (`crate::tp`)
+/// uses it, since no rank holds a whole `[R, V]` row.
+///
+/// Errors: [`BatchError::Rows`] when the batch has too many rows.
+pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+    let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     if total_rows > u32::MAX as usize / 2 {
         return Err(BatchError::Rows { index: 0, rows: total_rows as u64, why: "too many rows in one step".into() });
     }
@@ -170,7 +182,7 @@ pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Re
         })
         .max()
         .unwrap_or(0);
-    let mut p = StepPlan { rows: total_rows as u32, vocab, n, draft_width: wd as u32, logits: logits.to_vec(), ..Default::default() };
+    let mut p = StepPlan { rows: total_rows as u32, vocab, n, draft_width: wd as u32, ..Default::default() };
     if any_mask {
         p.masks = vec![0; total_rows * words];
     }

@@ -14,6 +14,7 @@ pub mod params;
 pub mod plan;
 pub mod request;
 pub mod sampler;
+pub mod tp;
 
 pub mod backend;
 

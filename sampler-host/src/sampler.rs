@@ -201,7 +201,7 @@ fn failed_row() -> RowOutput {
     RowOutput { token: -1, logprob: f32::NEG_INFINITY, top_logprobs: Vec::new(), sum_smaller_probs: 0.0 }
 }
 
-fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepResult, k: usize) -> StepOutput {
+pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepResult, k: usize) -> StepOutput {
     let mut rows = Vec::with_capacity(res.tokens.len());
     let mut outs = Vec::with_capacity(requests.len());
     for (g, (req, info)) in requests.iter().zip(infos).enumerate() {

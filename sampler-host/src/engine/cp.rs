@@ -48,6 +48,33 @@ pub trait Collective: Send {
     fn broadcast_i32(&mut self, buf: &mut Vec<i32>, root: usize) -> Result<(), CollectiveError>;
     /// Every rank waits until all have arrived.
     fn barrier(&mut self) -> Result<(), CollectiveError>;
+    /// All-gather: rank r contributes `send` (`counts[r]` values; every rank
+    /// passes the same `counts`, `world_size()` of them) and every rank gets
+    /// all contributions concatenated in rank order. The vocabulary-parallel
+    /// step (`crate::tp`) exchanges its candidates with it. The default runs
+    /// one broadcast per rank. Errors: a peer failure, or a contribution
+    /// whose length is not its `counts` entry.
+    fn all_gather_i32(&mut self, send: &[i32], counts: &[usize]) -> Result<Vec<i32>, CollectiveError> {
+        check_counts(self.rank(), self.world_size(), send, counts)?;
+        let mut out = Vec::with_capacity(counts.iter().sum());
+        for root in 0..self.world_size() {
+            let mut buf = if root == self.rank() { send.to_vec() } else { Vec::new() };
+            self.broadcast_i32(&mut buf, root)?;
+            if buf.len() != counts[root] {
+                return Err(CollectiveError::Peer { rank: root, msg: format!("all-gather: sent {} values, counts says {}", buf.len(), counts[root]) });
+            }
+            out.extend_from_slice(&buf);
+        }
+        Ok(out)
+    }
+}
+
+/// `counts` has one entry per rank and this rank's entry is `send.len()`.
+fn check_counts(rank: usize, world: usize, send: &[i32], counts: &[usize]) -> Result<(), CollectiveError> {
+    if counts.len() != world || counts.get(rank) != Some(&send.len()) {
+        return Err(CollectiveError::Peer { rank, msg: format!("all-gather: {} counts for {world} ranks, this rank sends {} values", counts.len(), send.len()) });
+    }
+    Ok(())
 }
 
 /// A rank of an in-process group (threads and channels).
@@ -139,6 +166,26 @@ impl Collective for LocalCollective {
         }
         Ok(())
     }
+    fn all_gather_i32(&mut self, send: &[i32], counts: &[usize]) -> Result<Vec<i32>, CollectiveError> {
+        self.calls.push("all_gather");
+        check_counts(self.rank, self.world_size(), send, counts)?;
+        for r in (0..self.world_size()).filter(|&r| r != self.rank) {
+            self.send(r, send.to_vec())?;
+        }
+        let mut out = Vec::with_capacity(counts.iter().sum());
+        for r in 0..self.world_size() {
+            if r == self.rank {
+                out.extend_from_slice(send);
+                continue;
+            }
+            let got = self.recv(r)?;
+            if got.len() != counts[r] {
+                return Err(CollectiveError::Peer { rank: r, msg: format!("all-gather: sent {} values, counts says {} (collective order mismatch?)", got.len(), counts[r]) });
+            }
+            out.extend_from_slice(&got);
+        }
+        Ok(out)
+    }
 }
 
 /// The NCCL path: the collectives between GPUs of one host through cudarc's
@@ -223,6 +270,28 @@ impl NcclCollective {
         Ok(NcclCollective { comm: SendComm(comm), stream, calls: Vec::new() })
     }
 
+    /// Median seconds of `reps` device-resident all-gathers of `count` i32
+    /// per rank (buffers on this rank's GPU, no host staging, after one
+    /// warm-up): the exchange cost an engine with device-resident payloads
+    /// pays. Every rank must call it with the same arguments. For benchmarks
+    /// (`examples/vocab_parallel.rs`).
+    pub fn time_all_gather_device(&mut self, count: usize, reps: usize) -> Result<f64, CollectiveError> {
+        let (rank, world) = (self.comm.rank(), self.comm.world_size());
+        let send = self.stream.alloc_zeros::<i32>(count.max(1)).map_err(|e| nccl_err(rank, "alloc", e))?;
+        let mut recv = self.stream.alloc_zeros::<i32>(count.max(1) * world).map_err(|e| nccl_err(rank, "alloc", e))?;
+        let mut times = Vec::with_capacity(reps);
+        for i in 0..=reps {
+            let t = std::time::Instant::now();
+            self.comm.all_gather(&send, &mut recv).map_err(|e| nccl_err(rank, "ncclAllGather", e))?;
+            self.stream.synchronize().map_err(|e| nccl_err(rank, "synchronize", e))?;
+            if i > 0 {
+                times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times.get(times.len() / 2).copied().unwrap_or(0.0))
+    }
+
     fn bcast(&mut self, host: &mut Vec<i32>, root: usize) -> Result<(), CollectiveError> {
         let rank = self.comm.rank();
         let mut dev = if rank == root {
@@ -265,6 +334,25 @@ impl Collective for NcclCollective {
         }
         self.calls.push("barrier");
         Ok(())
+    }
+    /// One `ncclAllGather` of `max(counts)` values per rank (shorter
+    /// contributions padded), through device buffers on this rank's stream.
+    fn all_gather_i32(&mut self, send: &[i32], counts: &[usize]) -> Result<Vec<i32>, CollectiveError> {
+        let (rank, world) = (self.comm.rank(), self.comm.world_size());
+        check_counts(rank, world, send, counts)?;
+        let max = counts.iter().copied().max().unwrap_or(0);
+        if max > 0 {
+            let mut padded = send.to_vec();
+            padded.resize(max, 0);
+            let sbuf = self.stream.clone_htod(&padded).map_err(|e| nccl_err(rank, "upload", e))?;
+            let mut rbuf = self.stream.alloc_zeros::<i32>(max * world).map_err(|e| nccl_err(rank, "alloc", e))?;
+            self.comm.all_gather(&sbuf, &mut rbuf).map_err(|e| nccl_err(rank, "ncclAllGather", e))?;
+            let all = self.stream.clone_dtoh(&rbuf).map_err(|e| nccl_err(rank, "download", e))?;
+            self.calls.push("all_gather");
+            return Ok(counts.iter().enumerate().flat_map(|(r, &c)| all[r * max..r * max + c].iter().copied()).collect());
+        }
+        self.calls.push("all_gather");
+        Ok(Vec::new())
     }
 }
 
