@@ -29,6 +29,21 @@ pub fn mass_chunks(v: u32) -> u32 {
 /// Logits per program of `row_mass`.
 pub const MASS_CHUNK: u32 = 16384;
 
+/// `filter_order` value: top-p, then top-k (the seed; SAMPLER.md 3.7-3.8).
+pub const ORDER_TOP_P_FIRST: u32 = 0;
+/// `filter_order` value: top-k, then top-p on the renormalised top-k mass (SAMPLER.md 10.2).
+pub const ORDER_TOP_K_FIRST: u32 = 1;
+
+/// Logits per tile of the raw-logprob partial sums (`mask_check`'s tile):
+/// `mask_check` / `mask_check_chunk` write one (max, sum) pair per tile of
+/// each raw row, `[R, raw_tiles(V)]`.
+pub const RAW_TILE: u32 = 4096;
+
+/// Tiles per row of the raw-logprob partial sums, `ceil(V / RAW_TILE)`.
+pub fn raw_tiles(v: u32) -> u32 {
+    v.div_ceil(RAW_TILE).max(1)
+}
+
 /// Group kinds of the `finalize` kernel.
 pub const GROUP_FRESH: u32 = 0;
 /// A verify group: rows `0..m-1` verify drafts, the last row is fresh.
@@ -59,6 +74,12 @@ pub struct StepPlan {
     pub top_p: Vec<f32>,
     /// `[R]` i32 top-k (-1 = off).
     pub top_k: Vec<i32>,
+    /// `[R]` f32 min-p in [0, 1] (0 = off; section 10.1).
+    pub min_p: Vec<f32>,
+    /// `[R]` u32 filter order (section 10.2): [`ORDER_TOP_P_FIRST`] or [`ORDER_TOP_K_FIRST`].
+    pub filter_order: Vec<u32>,
+    /// `[R]` u32 nonzero when the row reports raw logprobs (section 10.3).
+    pub raw_logprobs: Vec<u32>,
     /// `[R]` u64 seed of the row's random stream (draft rows: seq_seed + 1000000007).
     pub seed: Vec<u64>,
     /// `[R]` u64 `3 * position + 0`.
@@ -71,6 +92,8 @@ pub struct StepPlan {
     pub golden: Vec<i32>,
     /// `[R]` i32 draft token `d_{j+1}` verified by row j (-1 none).
     pub drafts: Vec<i32>,
+    /// Whether any row reports raw logprobs (`raw_logprobs` runs only then).
+    pub any_raw: bool,
     /// Whether any row verifies a draft (kernels 5-6 run only then).
     pub any_verify: bool,
     /// Draft distribution width `wd`.
@@ -122,15 +145,18 @@ impl StepPlan {
     /// `w` is the next power of two (at least 64) of the largest top-k of
     /// the batch ([`PREFIX_TOPK_OFF`] for a row without top-k) and of k.
     /// `None` when force top-k is on, processed distributions are asked for
-    /// (they are V wide), a row keeps every token (top-p 1 and top-k off,
-    /// greedy rows included), or `w` would exceed 16384 or reach V.
+    /// (they are V wide), a row keeps every token (top-p 1, top-k off and
+    /// min-p 0, greedy rows included), or `w` would exceed 16384 or reach V.
     pub fn prefix_width(&self) -> Option<u32> {
         if self.n < self.vocab || !self.processed_rows.is_empty() || self.rows == 0 {
             return None;
         }
         let mut need = self.k.max(1);
-        for (&tk, &tp) in self.top_k.iter().zip(&self.top_p) {
-            if tk < 0 && tp >= 1.0 {
+        for (i, (&tk, &tp)) in self.top_k.iter().zip(&self.top_p).enumerate() {
+            // Min-p cuts a prefix too: such a row takes the prefix path
+            // (and overflows to the full row when min-p keeps past it).
+            let mp = self.min_p.get(i).copied().unwrap_or(0.0);
+            if tk < 0 && tp >= 1.0 && !(mp > 0.0) {
                 return None;
             }
             need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });
