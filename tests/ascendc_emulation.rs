@@ -759,6 +759,8 @@ fn hazard_checker_catches_a_planted_missing_sync() {
         Val::F32(vec![0.7; rows as usize]),
         Val::F32(vec![0.9; rows as usize]),
         Val::I32(vec![-1; rows as usize]),
+        Val::F32(vec![0.0; rows as usize]),
+        Val::U32(vec![0; rows as usize]),
         Val::F32(vec![0.0; (rows * n) as usize]),
         Val::SU32(rows),
     ];
