@@ -43,7 +43,7 @@ pub struct SamplingParams {
 /// use sampler_host::{FilterOrder, Request, Sampler, SamplerConfig, SamplingParams};
 /// let logits: Vec<f32> = [0.5f32, 0.3, 0.2].iter().map(|p| p.ln()).collect();
 /// let mut s = Sampler::new(SamplerConfig { vocab_size: 3, force_topk: 0, nextn: 5, backend: Default::default() }).unwrap();
-/// let kept = |order| {
+/// let mut kept = |order| {
 ///     let p = SamplingParams { top_k: 2, top_p: 0.6, top_logprobs: 3, filter_order: order, seq_seed: Some(1), ..Default::default() };
 ///     let out = s.sample(&logits, &[Request::prefill(p, 4)]).unwrap();
 ///     out.rows[0].top_logprobs.iter().filter(|(_, lp)| *lp > f32::NEG_INFINITY).map(|(id, _)| *id).collect::<Vec<i32>>()
@@ -93,7 +93,7 @@ impl std::str::FromStr for FilterOrder {
 /// ```
 /// use sampler_host::{LogprobsMode, Request, Sampler, SamplerConfig, SamplingParams};
 /// let mut s = Sampler::new(SamplerConfig { vocab_size: 2, force_topk: 0, nextn: 5, backend: Default::default() }).unwrap();
-/// let lp1 = |mode| {
+/// let mut lp1 = |mode| {
 ///     let p = SamplingParams { temperature: 0.0, top_logprobs: 2, logprobs_mode: mode, seq_seed: Some(1), ..Default::default() };
 ///     s.sample(&[2.0, 1.5], &[Request::prefill(p, 4)]).unwrap().rows[0].top_logprobs[1].1
 /// };
