@@ -162,6 +162,16 @@ fn bad_requests_are_confined_and_named() {
         ("top_logprobs negative", s(json!({"top_logprobs": -1})), "top_logprobs"),
         ("top_logprobs above N", s(json!({"top_logprobs": 9})), "top_logprobs"),
         ("top_logprobs above u32", s(json!({"top_logprobs": 1u64 << 40})), "top_logprobs"),
+        // SAMPLER.md section 10.
+        ("min_p above 1", s(json!({"min_p": 1.5})), "min_p"),
+        ("min_p negative", s(json!({"min_p": -0.1})), "min_p"),
+        ("min_p nan", s(json!({"min_p": "nan"})), "min_p"),
+        ("min_p null = -inf", s(json!({"min_p": null})), "min_p"),
+        ("min_p string", s(json!({"min_p": "0.1"})), "min_p"),
+        ("filter_order unknown", s(json!({"filter_order": "top_k"})), "filter_order"),
+        ("filter_order number", s(json!({"filter_order": 1})), "filter_order"),
+        ("logprobs_mode unknown", s(json!({"logprobs_mode": "logits"})), "logprobs_mode"),
+        ("logprobs_mode null", s(json!({"logprobs_mode": null})), "logprobs_mode"),
         ("seq_seed negative", s(json!({"seq_seed": -5})), "seq_seed"),
         ("seq_seed float", s(json!({"seq_seed": 1e20})), "seq_seed"),
         ("seq_seed string", s(json!({"seq_seed": "7"})), "seq_seed"),
@@ -190,7 +200,7 @@ fn bad_requests_are_confined_and_named() {
         ("golden out of vocab", s(json!({"golden": [8]})), "golden"),
         ("golden not ids", s(json!({"golden": ["a"]})), "golden"),
         ("drafts out of range", vr(json!({"drafts": [2, 99]})), "drafts"),
-        ("drafts negative", vr(json!({"drafts": [-1, 2]})), "drafts"),
+        ("drafts negative", vr(json!({"drafts": [-2, 2]})), "drafts"),
         ("drafts beyond i32", vr(json!({"drafts": [2, 1u64 << 33]})), "drafts"),
         ("drafts too few", vr(json!({"drafts": [2]})), "drafts"),
         ("rows != seqlen_q", vr(json!({"seqlen_q": 4})), "rows"),
@@ -231,7 +241,7 @@ fn bad_requests_are_confined_and_named() {
 #[test]
 fn huge_but_valid_numbers_are_fine() {
     let mut g = goods();
-    g[0].v = with(sample(), json!({"seq_seed": u64::MAX, "seqlen_k": u64::MAX, "seqlen_q": 0, "top_k": i32::MAX}));
+    g[0].v = with(sample(), json!({"seq_seed": u64::MAX, "seqlen_k": u64::MAX, "seqlen_q": 1, "top_k": i32::MAX}));
     g[3].v = with(g[3].v.clone(), json!({"seqlen_k": 0, "seqlen_q": u64::MAX, "last_valid_offset": u64::MAX}));
     g[1].rows[0] = json!([1e38, -1e38, 0, 0, 0, 0, 0, 0]);
     let out = run("huge", &case_text(&g)).expect("runs");
