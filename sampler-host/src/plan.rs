@@ -2,15 +2,19 @@
 //! backend runs through the same kernel sequence, and the raw results.
 //!
 //! Pipeline (SAMPLER.md sections 3-8), all kernels from `sampler_kernels::kernels`:
-//! 1. `mask_check`   `[R, V]` logits (masked in place), `status[R]`
+//! 1. `mask_check`   `[R, V]` logits (masked in place), `status[R]`; for raw
+//!    rows (section 10.3) also the per-tile partial sums `raw_max`, `raw_sum`
+//!    `[R, raw_tiles(V)]`
 //! 2. `force_topn`   -> `cand[R, N]`, `cand_ids[R, N]` (order of section 3.6)
-//! 3. `process`      -> `logprobs[R, N]`
+//! 3. `process`      -> `logprobs[R, N]` (min-p and the filter order of section 10 included)
 //! 4. `draw`         case 0 for every row -> `fresh[R]`
 //! 5. `remap_draft`  (when any verify row) -> `q_logprobs[R, N]`, `draft_col[R]`, `draft_q[R]`
 //! 6. `verify`       (when any verify row) -> `accept[R]`, `residual[R]`
 //! 7. `finalize`     per group -> `tokens[R]`, `lookup[R]`, `accepted[G]`, `status[G]`
 //! 8. `token_info`   `lookup` tokens (output token or prompt target) -> `token_lp[R]`, `sum_smaller[R]`
 //! 9. `top_logprobs` -> `top_ids[R, k]`, `top_lps[R, k]`
+//! 10. `raw_logprobs` (when [`StepPlan::any_raw`]) overwrites `token_lp` and
+//!    `top_lps` of the raw rows with raw logprobs (section 10.3)
 //!
 //! Without force top-k, steps 2-3 are usually the prefix path instead
 //! ([`StepPlan::prefix_width`]): `force_topn` with N = w, `row_mass`,
