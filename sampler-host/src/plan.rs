@@ -14,7 +14,7 @@
 //! 8. `token_info`   `lookup` tokens (output token or prompt target) -> `token_lp[R]`, `sum_smaller[R]`
 //! 9. `top_logprobs` -> `top_ids[R, k]`, `top_lps[R, k]`
 //! 10. `raw_logprobs` (when [`StepPlan::any_raw`]) overwrites `token_lp` and
-//!    `top_lps` of the raw rows with raw logprobs (section 10.3)
+//!     `top_lps` of the raw rows with raw logprobs (section 10.3)
 //!
 //! Without force top-k, steps 2-3 are usually the prefix path instead
 //! ([`StepPlan::prefix_width`]): `force_topn` with N = w, `row_mass`,
@@ -160,7 +160,7 @@ impl StepPlan {
             // Min-p cuts a prefix too: such a row takes the prefix path
             // (and overflows to the full row when min-p keeps past it).
             let mp = self.min_p.get(i).copied().unwrap_or(0.0);
-            if tk < 0 && tp >= 1.0 && !(mp > 0.0) {
+            if tk < 0 && tp >= 1.0 && mp <= 0.0 {
                 return None;
             }
             need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });
