@@ -398,7 +398,7 @@ fn min_p_draws_follow_the_renormalised_kept_distribution() {
     let reference = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
     // The same kept set; values up to the reference's f32 scaling (section 3.4).
     assert!(law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6), "the reference disagrees with section 10.1");
-    plain_draws("draws min_p=0.08 T=0.9 V=64", v, 0, &row, None, params, draws() / 2, 41);
+    plain_draws("draws min_p=0.08 T=0.9 V=64", v, 0, &row, None, params, draws() / 4, 41);
     // Min-p with top-p and top-k in the seed's order: the shortest prefix wins.
     let params = SamplingParams { temperature: 0.9, top_p: 0.9, top_k: 12, min_p: 0.05, ..Default::default() };
     let law = section10_law(&row, 0.9, 0.9, 12, 0.05, false);
@@ -419,7 +419,7 @@ fn top_k_then_top_p_draws_follow_the_renormalised_kept_distribution() {
     let params = SamplingParams { temperature: t as f32, top_p, top_k: top_k as i64, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
     let reference = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
     assert!(law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6), "the reference disagrees with section 10.2");
-    plain_draws("draws top_k_then_top_p k=10 top_p=0.6 V=64", v, 0, &row, None, params, draws() / 2, 43);
+    plain_draws("draws top_k_then_top_p k=10 top_p=0.6 V=64", v, 0, &row, None, params, draws() / 4, 43);
     // With min-p too, under force top-k.
     let params = SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 20, min_p: 0.02, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
     plain_draws("draws top_k_then_top_p k=20 top_p=0.8 min_p=0.02 force_topk=32 V=64", v, 32, &row, None, params, draws() / 4, 44);
