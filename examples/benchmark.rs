@@ -5,12 +5,14 @@
 //!
 //! ```text
 //! benchmark run [--v 129280] [--rows 1,16,64,256,384] [--n 1024,4096,0] [--reps 50]
-//!               [--check-rows 16] [--chunks C] [--json F] [--csv F]
+//!               [--check-rows 16] [--chunks C] [--logprobs-mode processed|raw] [--json F] [--csv F]
 //!     per shape: copy (one D2D copy of the logits), floor (one read at the
 //!     measured copy bandwidth = copy / 2), our step eager (events around the
 //!     kernel launches), our step as a CUDA graph replay, each kernel's time
 //!     (events between kernels), the chunk count of the multi-block top-N,
 //!     and for R <= check-rows a bit-for-bit comparison with the CPU backend.
+//!     `--logprobs-mode raw`: every request reports raw logprobs (SAMPLER.md
+//!     10.3: mask_check's per-tile sums and the raw_logprobs kernel).
 //! benchmark table OURS.json [--fi fi.json] [--torch torch.json] [--md F]
 //!     the target table of issue 6 with ratios, from one run's files.
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
@@ -27,7 +29,7 @@ use sampler_host::backend::cuda::cudarc::driver::sys::CUevent_flags;
 use sampler_host::backend::cuda::CudaBackend;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
-use sampler_host::{Request, SamplingParams};
+use sampler_host::{LogprobsMode, Request, SamplingParams};
 use serde_json::{json, Value};
 
 struct Rng(u64);
@@ -41,12 +43,25 @@ impl Rng {
 /// The peers' workload: `[R, V]` logits ~ 3 x N(0, 1) (sum of 4 uniforms), T 0.7, top-p 0.9, top-k 50, k 5.
 /// One prefill row per request (seed 1000 + i, position 41 + i), laid out by the host's own `build_plan`.
 pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+    bench_plan_mode(r, v, n, seed, LogprobsMode::Processed)
+}
+
+/// [`bench_plan`] with every request's `logprobs_mode` set to `mode`.
+pub fn bench_plan_mode(r: u32, v: u32, n: u32, seed: u64, mode: LogprobsMode) -> StepPlan {
     let mut g = Rng(seed);
     let s = 3.0 * 3.0f32.sqrt(); // the sum of 4 uniforms has variance 1/3
     let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
     let requests: Vec<Request> = (0..r as u64)
         .map(|i| {
-            let p = SamplingParams { temperature: 0.7, top_p: 0.9, top_k: 50, top_logprobs: 5, seq_seed: Some(1000 + i), ..Default::default() };
+            let p = SamplingParams {
+                temperature: 0.7,
+                top_p: 0.9,
+                top_k: 50,
+                top_logprobs: 5,
+                seq_seed: Some(1000 + i),
+                logprobs_mode: mode,
+                ..Default::default()
+            };
             Request::prefill(p, 41 + i)
         })
         .collect();
@@ -85,9 +100,14 @@ type Res<T> = Result<T, String>;
 
 /// Times one shape; returns its JSON record.
 pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool) -> Res<Value> {
+    time_shape_mode(cuda, r, v, n, reps, check, LogprobsMode::Processed)
+}
+
+/// [`time_shape`] with the requests' `logprobs_mode` set to `mode`.
+pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode) -> Res<Value> {
     let e = |x: sampler_host::error::BackendError| x.to_string();
     let d = |x: sampler_host::backend::cuda::cudarc::driver::DriverError| format!("{x:?}");
-    let plan = bench_plan(r, v, n, 7 + r as u64);
+    let plan = bench_plan_mode(r, v, n, 7 + r as u64, mode);
     let st = cuda.stream().clone();
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let mut flush = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
@@ -169,7 +189,7 @@ pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, c
     let kernels: serde_json::Map<String, Value> = per.iter_mut().map(|(k, t)| (k.to_string(), json!(median(t)))).collect();
     let graph_us = median(&mut gt);
     Ok(json!({
-        "rows": r, "n": n, "vocab": v, "chunks": chunks, "width": width, "prefix_path": prefix,
+        "rows": r, "n": n, "vocab": v, "logprobs_mode": mode.as_str(), "chunks": chunks, "width": width, "prefix_path": prefix,
         "copy_us": copy_us, "copy_gbs": 2.0 * bytes / (copy_us * 1e-6) / 1e9,
         "floor_us": copy_us / 2.0, "floor_43_us": bytes / 4.3e12 * 1e6,
         "eager_us": median(&mut eager), "graph_us": graph_us,
@@ -185,6 +205,7 @@ fn run(args: &[String]) -> ExitCode {
     let ns = list(&arg(args, "--n").unwrap_or("1024,4096,0".into()));
     let reps: usize = arg(args, "--reps").map(|s| s.parse().unwrap()).unwrap_or(50);
     let check_rows: u32 = arg(args, "--check-rows").map(|s| s.parse().unwrap()).unwrap_or(16);
+    let mode: LogprobsMode = arg(args, "--logprobs-mode").map(|s| s.parse().expect("--logprobs-mode processed|raw")).unwrap_or_default();
     let mut cuda = match CudaBackend::new() {
         Ok(b) => b,
         Err(e) => {
@@ -195,13 +216,13 @@ fn run(args: &[String]) -> ExitCode {
     if let Some(c) = arg(args, "--chunks") {
         cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
     }
-    println!("device: {}; tuning: {}; chunks override: {:?}", cuda.device_name(), cuda.tuning().source, arg(args, "--chunks"));
+    println!("device: {}; tuning: {}; chunks override: {:?}; logprobs: {}", cuda.device_name(), cuda.tuning().source, arg(args, "--chunks"), mode.as_str());
     println!("|    R |     N | chunks | copy us | floor us | eager us | graph us | x floor | check | kernels us");
     let mut out = Vec::new();
     let mut bad = 0;
     for &n in &ns {
         for &r in &rows {
-            match time_shape(&mut cuda, r, v, n, reps, r <= check_rows) {
+            match time_shape_mode(&mut cuda, r, v, n, reps, r <= check_rows, mode) {
                 Ok(j) => {
                     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
                     let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())).collect();

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use sampler_host::engine::{pool_bytes, Engine, EngineConfig, EngineRequest, Phase, SyntheticModel};
-use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::{BackendKind, FilterOrder, LogprobsMode, Sampler, SamplerConfig, SamplingParams};
 
 #[derive(Parser, Debug)]
 #[command(about = "Engine decode loop: speculative decoding, teacher forcing, prompt logprobs, MTP info pool.")]
@@ -75,6 +75,15 @@ struct Args {
     temperature: f32,
     #[arg(long, default_value_t = 0.95)]
     top_p: f32,
+    /// Min-p in [0, 1] (0 = off; SAMPLER.md 10.1).
+    #[arg(long, default_value_t = 0.0)]
+    min_p: f32,
+    /// Filter order: top_p_then_top_k (the seed) or top_k_then_top_p (SAMPLER.md 10.2).
+    #[arg(long, default_value = "top_p_then_top_k")]
+    filter_order: FilterOrder,
+    /// Reported logprobs: processed (the seed) or raw (SAMPLER.md 10.3).
+    #[arg(long, default_value = "processed")]
+    logprobs_mode: LogprobsMode,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Backend: auto, cpu or cuda.
@@ -133,7 +142,15 @@ fn run(a: Args) -> Result<(), String> {
     let make = |id: usize| {
         let plen = lens[id % lens.len()];
         let prompt: Vec<i32> = (0..plen).map(|i| ((id * 7919 + i * 104_729) % v) as i32).collect();
-        let mut p = SamplingParams { temperature: a.temperature, top_p: a.top_p, seq_seed: Some(a.seed + id as u64), ..Default::default() };
+        let mut p = SamplingParams {
+            temperature: a.temperature,
+            top_p: a.top_p,
+            seq_seed: Some(a.seed + id as u64),
+            min_p: a.min_p,
+            filter_order: a.filter_order,
+            logprobs_mode: a.logprobs_mode,
+            ..Default::default()
+        };
         if id < a.golden {
             p.golden_token_ids = (0..a.max_tokens / 2).map(|i| ((id * 31 + i * 577) % v) as i32).collect();
         } else if id < a.golden + a.prompt_logprobs {

@@ -24,7 +24,7 @@ use sampler_host::case::{parse_case, result_document, run_case};
 use sampler_host::compare::compare_results;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
-use sampler_host::{BackendKind, Request, SamplingParams};
+use sampler_host::{BackendKind, FilterOrder, LogprobsMode, Request, SamplingParams};
 use serde_json::Value;
 
 fn cuda_or_exit() -> Result<CudaBackend, ExitCode> {
@@ -175,19 +175,24 @@ impl Rng {
 }
 
 /// A step of `r` prefill rows at vocabulary `v`, width `n`, synthetic logits,
-/// parameters cycling over three settings; laid out by the host's `build_plan`.
+/// parameters cycling over five settings; laid out by the host's `build_plan`.
 fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
     let mut g = Rng(seed);
     let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
     let requests: Vec<Request> = (0..r as u64)
         .map(|i| {
-            let j = i as usize % 3;
+            // Settings 3-4 (rows 3, 4, 8, 9, ...): SAMPLER.md section 10 (min-p,
+            // top-k first, raw logprobs) at the full vocabulary.
+            let j = i as usize % 5;
             let p = SamplingParams {
-                temperature: [1.0, 0.7, 1.3][j],
-                top_p: [0.9, 1.0, 0.5][j],
-                top_k: [50, -1, 5][j],
+                temperature: [1.0, 0.7, 1.3, 0.8, 1.0][j],
+                top_p: [0.9, 1.0, 0.5, 0.95, 1.0][j],
+                top_k: [50, -1, 5, 40, -1][j],
                 top_logprobs: 5,
                 seq_seed: Some(1000 + i),
+                min_p: [0.0, 0.0, 0.0, 0.05, 0.1][j],
+                filter_order: if j == 3 { FilterOrder::TopKThenTopP } else { FilterOrder::TopPThenTopK },
+                logprobs_mode: if j >= 3 { LogprobsMode::Raw } else { LogprobsMode::Processed },
                 ..Default::default()
             };
             Request::prefill(p, 17 + i)

@@ -25,7 +25,7 @@ macro_rules! say {
 
 use clap::Parser;
 use sampler::logits::{load_safetensors, synthetic, Logits};
-use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
+use sampler_host::{BackendKind, DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 #[derive(Parser, Debug)]
 #[command(about = "The seed's tour: prefill 41 + 100 tokens, then decode with drafts (seqlen_q 6, 6, 4).")]
@@ -57,6 +57,15 @@ struct Args {
     top_p: f32,
     #[arg(long, default_value_t = 50)]
     top_k: i64,
+    /// Min-p in [0, 1] (0 = off; SAMPLER.md 10.1).
+    #[arg(long, default_value_t = 0.0)]
+    min_p: f32,
+    /// Filter order: top_p_then_top_k (the seed) or top_k_then_top_p (vLLM / HF; SAMPLER.md 10.2).
+    #[arg(long, default_value = "top_p_then_top_k")]
+    filter_order: FilterOrder,
+    /// Reported logprobs: processed (the seed) or raw (SAMPLER.md 10.3).
+    #[arg(long, default_value = "processed")]
+    logprobs_mode: LogprobsMode,
     /// Top logprobs per row to print.
     #[arg(long, default_value_t = 3)]
     top_logprobs: u32,
@@ -103,13 +112,23 @@ impl Source {
 }
 
 fn params(a: &Args, seed: u64, top_logprobs: u32) -> SamplingParams {
-    SamplingParams { temperature: a.temperature, top_p: a.top_p, top_k: a.top_k, top_logprobs, seq_seed: Some(seed), ..Default::default() }
+    SamplingParams {
+        temperature: a.temperature,
+        top_p: a.top_p,
+        top_k: a.top_k,
+        top_logprobs,
+        seq_seed: Some(seed),
+        min_p: a.min_p,
+        filter_order: a.filter_order,
+        logprobs_mode: a.logprobs_mode,
+        ..Default::default()
+    }
 }
 
 fn main() {
     let args = Args::parse();
     if let Err(e) = run(&args) {
-        eprintln!("error: {e}");
+        esay!("error: {e}");
         std::process::exit(2);
     }
 }
@@ -126,12 +145,15 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut sampler = Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: a.force_topk, nextn: 5, backend })?;
     let n = sampler.n();
     say!(
-        "sampler: backend {}, V = {vocab}, N = {}, temperature {}, top_p {}, top_k {}, logits {}",
+        "sampler: backend {}, V = {vocab}, N = {}, temperature {}, top_p {}, top_k {}, min_p {}, {}, {} logprobs, logits {}",
         sampler.backend_name(),
         if n as usize == vocab { "off".to_string() } else { n.to_string() },
         a.temperature,
         a.top_p,
         a.top_k,
+        a.min_p,
+        a.filter_order.as_str(),
+        a.logprobs_mode.as_str(),
         a.logits.as_ref().map_or("synthetic (LLM-shaped)".into(), |p| p.display().to_string())
     );
     let tok = |t: i32| match (&names, t) {

@@ -10,12 +10,13 @@
 # (.peers = a copy of ../shared/peers/*.py, .whl/fi066 = the FlashInfer 0.6.6 + tvm-ffi 0.1.9 wheels:
 #  ../shared/peers/README.md.)  Environment knobs: ROWS, NS (ours and peers' shapes), AUTOTUNE=1
 #  (sweep chunk counts first and benchmark with the fresh table), BASELINE=1 (also ours with one
-#  block per row), PEERS=0 (skip the peers), GOLDEN=0 (skip the golden bitwise check).
+#  block per row), PEERS=0 (skip the peers), GOLDEN=0 (skip the golden bitwise check), RAW=0 (skip
+#  ours with raw logprobs, SAMPLER.md 10.3, on RAW_ROWS = 1,64,384 -> raw.json).
 #
 # Device part, in order: FlashInfer's JIT prebuild in the background; golden cases CUDA vs CPU
 # (bitwise); [autotune]; our benchmark (copy floor, eager step, graph replay, per kernel, bitwise
 # vs CPU for R <= 16); [baseline]; FlashInfer and torch peers; the target table with ratios.
-# $OUT gets: bench.log, ours.json, ours.csv, table.md, fi.json, torch.json [, tuning.json, base.json].
+# $OUT gets: bench.log, ours.json, ours.csv, table.md, fi.json, torch.json, raw.json [, tuning.json, base.json].
 # Afterwards, here: copy $OUT's files to docs/bench/<run>/ and `scripts/bench.sh chart docs/bench/<run>`
 # (table.md again, chart.svg from `benchmark chart`, chart.png from scripts/bench_chart.py with Pillow).
 set -u
@@ -77,6 +78,11 @@ device)
                     grep -iE "^  [a-z_]+_t[0-9]+|Duration|Issued Instruction|stall|Achieved Occupancy|Registers Per|Dynamic Shared|Memory Throughput|Compute \\(SM\\) Throughput" "$out/ncu-R$1-N$2.txt" | cut -c1-220 | head -120
                 done
             fi
+        fi
+        if [ "${RAW:-1}" = 1 ]; then
+            # SAMPLER.md 10.3: every request reports raw logprobs (mask_check's tile sums + raw_logprobs).
+            echo "== ours, raw logprobs"
+            timeout 150 $bin/benchmark run --rows "${RAW_ROWS:-1,64,384}" --n "$NS" --reps 30 --logprobs-mode raw --json "$out/raw.json" || rc=1
         fi
         if [ "${BASELINE:-0}" = 1 ]; then
             echo "== ours, one block per row (chunks 1)"

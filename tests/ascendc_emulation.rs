@@ -315,13 +315,38 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let g = p.groups() as u32;
     let bad = |what: &str, row: usize| format!("{}: {what} differs at {row}", path.display());
 
-    // 1. mask_check
-    let args = vec![Val::F32(p.logits.clone()), Val::SU32(v), Val::U32(p.masks.clone()), Val::U32(p.has_mask.clone()), Val::I32(vec![0; r as usize])];
+    // 1. mask_check (with the raw partial sums of section 10.3 for raw rows)
+    let tiles = sampler_host::plan::raw_tiles(v);
+    let rt = (r * tiles) as usize;
+    let args = vec![
+        Val::F32(p.logits.clone()),
+        Val::SU32(v),
+        Val::U32(p.masks.clone()),
+        Val::U32(p.has_mask.clone()),
+        Val::U32(p.raw_logprobs.clone()),
+        Val::F32(vec![f32::NEG_INFINITY; rt]),
+        Val::U64(vec![0; rt]),
+        Val::I32(vec![0; r as usize]),
+    ];
     let (c, e) = run_both("mask_check", tile_for("mask_check", v), r, &args)?;
-    if c[4].i32s() != e[4].i32s() {
+    if c[7].i32s() != e[7].i32s() {
         return Err(bad("mask_check status", 0));
     }
-    let status = c[4].i32s().to_vec();
+    let status = c[7].i32s().to_vec();
+    for i in (0..r as usize).filter(|&i| status[i] == 0 && p.raw_logprobs[i] != 0) {
+        let s = i * tiles as usize..(i + 1) * tiles as usize;
+        // Tile maxima exactly; the sums to a relative 1e-5 (AscendC's Exp, as row_mass).
+        let (cm, em) = (&c[5].f32s()[s.clone()], &e[5].f32s()[s.clone()]);
+        if cm.iter().zip(em).any(|(a, b)| a.to_bits() != b.to_bits()) {
+            return Err(format!("{} (cpu {cm:?} emu {em:?})", bad("mask_check raw_max", i)));
+        }
+        for (&a, &b) in c[6].u64s()[s.clone()].iter().zip(&e[6].u64s()[s]) {
+            if (a as f64 - b as f64).abs() > 1e-5 * (a as f64) + 16.0 {
+                return Err(format!("{} (cpu {a} emu {b})", bad("mask_check raw_sum", i)));
+            }
+        }
+    }
+    let (raw_max, raw_sum) = (c[5].clone(), c[6].clone());
     let ok_row = |i: usize| status[i] == 0;
     for i in 0..r as usize {
         if ok_row(i) && c[0].f32s()[i * v as usize..(i + 1) * v as usize].iter().map(|x| x.to_bits()).ne(e[0].f32s()[i * v as usize..(i + 1) * v as usize].iter().map(|x| x.to_bits())) {
@@ -343,16 +368,26 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let (cand, cand_ids) = (c[3].clone(), c[4].clone());
 
     // 3. process
-    let args = vec![cand.clone(), Val::SU32(n), Val::F32(p.temperature.clone()), Val::F32(p.top_p.clone()), Val::I32(p.top_k.clone()), Val::F32(vec![0.0; r as usize * nn])];
+    let (min_p, order) = (Val::F32(p.min_p.clone()), Val::U32(p.filter_order.clone()));
+    let args = vec![
+        cand.clone(),
+        Val::SU32(n),
+        Val::F32(p.temperature.clone()),
+        Val::F32(p.top_p.clone()),
+        Val::I32(p.top_k.clone()),
+        min_p.clone(),
+        order.clone(),
+        Val::F32(vec![0.0; r as usize * nn]),
+    ];
     let (c, e) = run_both("process", tile_for("process", n), r, &args)?;
     for i in (0..r as usize).filter(|&i| ok_row(i)) {
         for j in i * nn..(i + 1) * nn {
-            if !close(e[5].f32s()[j], c[5].f32s()[j]) {
-                return Err(format!("{} (col {}: cpu {} emu {})", bad("process logprobs", i), j - i * nn, c[5].f32s()[j], e[5].f32s()[j]));
+            if !close(e[7].f32s()[j], c[7].f32s()[j]) {
+                return Err(format!("{} (col {}: cpu {} emu {})", bad("process logprobs", i), j - i * nn, c[7].f32s()[j], e[7].f32s()[j]));
             }
         }
     }
-    let logprobs = c[5].clone();
+    let logprobs = c[7].clone();
 
     // 4. draw
     let args = vec![logprobs.clone(), cand_ids.clone(), Val::SU32(n), Val::U64(p.seed.clone()), Val::U64(p.seq_draw.clone()), Val::I32(vec![-1; r as usize])];
@@ -372,6 +407,8 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         Val::F32(p.temperature.clone()),
         Val::F32(p.top_p.clone()),
         Val::I32(p.top_k.clone()),
+        min_p.clone(),
+        order.clone(),
         Val::U64(p.seed.clone()),
         Val::U64(p.seq_draw.clone()),
         Val::F32(vec![0.0; r as usize * nn]),
@@ -380,10 +417,10 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let (c, e) = run_both("process_draw", tile_for("process_draw", n), r, &args)?;
     for i in (0..r as usize).filter(|&i| ok_row(i)) {
         let s = i * nn..(i + 1) * nn;
-        if c[9].i32s()[i] != e[9].i32s()[i] || c[9].i32s()[i] != fresh.i32s()[i] || e[8].f32s()[s.clone()].iter().zip(&c[8].f32s()[s.clone()]).any(|(a, b)| !close(*a, *b)) {
+        if c[11].i32s()[i] != e[11].i32s()[i] || c[11].i32s()[i] != fresh.i32s()[i] || e[10].f32s()[s.clone()].iter().zip(&c[10].f32s()[s.clone()]).any(|(a, b)| !close(*a, *b)) {
             return Err(bad("process_draw", i));
         }
-        if c[8].f32s()[s.clone()].iter().zip(&logprobs.f32s()[s]).any(|(a, b)| a.to_bits() != b.to_bits()) {
+        if c[10].f32s()[s.clone()].iter().zip(&logprobs.f32s()[s]).any(|(a, b)| a.to_bits() != b.to_bits()) {
             return Err(bad("process_draw (CPU) vs process", i));
         }
     }
@@ -414,6 +451,8 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
             Val::F32(p.temperature.clone()),
             Val::F32(p.top_p.clone()),
             Val::I32(p.top_k.clone()),
+            min_p.clone(),
+            order.clone(),
             Val::U64(p.seed.clone()),
             Val::U64(p.seq_draw.clone()),
             Val::F32(vec![0.0; r as usize * nn]),
@@ -425,21 +464,21 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let (_, e) = run_both("process_prefix_draw", tile_for("process_prefix_draw", n), r, &args(e[7].clone()))?;
     for i in (0..r as usize).filter(|&i| ok_row(i)) {
         let s = i * nn..(i + 1) * nn;
-        if c[12].u32s()[i] != e[12].u32s()[i] || c[13].i32s()[i] != e[13].i32s()[i] || e[11].f32s()[s.clone()].iter().zip(&c[11].f32s()[s.clone()]).any(|(a, b)| !close(*a, *b)) {
+        if c[14].u32s()[i] != e[14].u32s()[i] || c[15].i32s()[i] != e[15].i32s()[i] || e[13].f32s()[s.clone()].iter().zip(&c[13].f32s()[s.clone()]).any(|(a, b)| !close(*a, *b)) {
             let lp = |x: &Val| x.f32s()[s.clone()].iter().take(8).copied().collect::<Vec<f32>>();
             return Err(format!(
                 "{} (overflow cpu {} emu {}, token cpu {} emu {}, logprobs cpu {:?} emu {:?})",
                 bad("process_prefix_draw", i),
-                c[12].u32s()[i],
-                e[12].u32s()[i],
-                c[13].i32s()[i],
-                e[13].i32s()[i],
-                lp(&c[11]),
-                lp(&e[11])
+                c[14].u32s()[i],
+                e[14].u32s()[i],
+                c[15].i32s()[i],
+                e[15].i32s()[i],
+                lp(&c[13]),
+                lp(&e[13])
             ));
         }
         // Without force top-k the candidates are all V: the prefix path is the full path.
-        if n == v && (c[11].f32s()[s.clone()].iter().zip(&logprobs.f32s()[s]).any(|(a, b)| a.to_bits() != b.to_bits()) || c[13].i32s()[i] != fresh.i32s()[i]) {
+        if n == v && (c[13].f32s()[s.clone()].iter().zip(&logprobs.f32s()[s]).any(|(a, b)| a.to_bits() != b.to_bits()) || c[15].i32s()[i] != fresh.i32s()[i]) {
             return Err(bad("process_prefix_draw (CPU, n = V) vs process + draw", i));
         }
     }
@@ -561,6 +600,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
             return Err(bad("token_info", i));
         }
     }
+    let token_lp = c[5].clone();
 
     // 8-9 fused (token_info_top, the CUDA backend's)
     let kk = p.k;
@@ -592,14 +632,44 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     }
 
     // 9. top_logprobs
+    let kn = kk as usize;
+    let (mut top_ids, mut top_lps) = (Val::I32(vec![-1; r as usize * kn]), Val::F32(vec![f32::NEG_INFINITY; r as usize * kn]));
     if kk > 0 {
-        let kn = kk as usize;
         let args = vec![cand_ids.clone(), logprobs.clone(), Val::SU32(n), Val::SU32(kk), Val::I32(vec![-1; r as usize * kn]), Val::F32(vec![0.0; r as usize * kn])];
         let (c, e) = run_both("top_logprobs", tile_for("top_logprobs", n), r, &args)?;
         for i in (0..r as usize).filter(|&i| ok_row(i)) {
             for j in i * kn..(i + 1) * kn {
                 if c[4].i32s()[j] != e[4].i32s()[j] || !close(e[5].f32s()[j], c[5].f32s()[j]) {
                     return Err(bad("top_logprobs", i));
+                }
+            }
+        }
+        (top_ids, top_lps) = (c[4].clone(), c[5].clone());
+    }
+
+    // 10. raw_logprobs (section 10.3), when a row asks for them
+    if p.any_raw {
+        let args = vec![
+            masked.clone(),
+            Val::SU32(v),
+            Val::U32(p.raw_logprobs.clone()),
+            raw_max.clone(),
+            raw_sum.clone(),
+            Val::SU32(tiles),
+            lookup.clone(),
+            Val::SU32(kk),
+            top_ids.clone(),
+            token_lp.clone(),
+            top_lps.clone(),
+        ];
+        let (c, e) = run_both("raw_logprobs", tile_for("raw_logprobs", kk.max(1)), r, &args)?;
+        for i in (0..r as usize).filter(|&i| ok_row(i) && p.raw_logprobs[i] != 0) {
+            if !close(e[9].f32s()[i], c[9].f32s()[i]) {
+                return Err(format!("{} (cpu {} emu {})", bad("raw_logprobs token", i), c[9].f32s()[i], e[9].f32s()[i]));
+            }
+            for j in i * kn..(i + 1) * kn {
+                if !close(e[10].f32s()[j], c[10].f32s()[j]) {
+                    return Err(bad("raw_logprobs top logprobs", i));
                 }
             }
         }
@@ -689,6 +759,8 @@ fn hazard_checker_catches_a_planted_missing_sync() {
         Val::F32(vec![0.7; rows as usize]),
         Val::F32(vec![0.9; rows as usize]),
         Val::I32(vec![-1; rows as usize]),
+        Val::F32(vec![0.0; rows as usize]),
+        Val::U32(vec![0; rows as usize]),
         Val::F32(vec![0.0; (rows * n) as usize]),
         Val::SU32(rows),
     ];

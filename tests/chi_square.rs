@@ -9,6 +9,10 @@
 //!     target law p whatever q is (q = p, uniform, peaked elsewhere, zero on
 //!     part of p's support, mass outside p's support).
 //!
+//! (c) SAMPLER.md section 10: under min-p and under the top-k-then-top-p
+//!     order, the draws follow the renormalised kept distribution, computed
+//!     here directly from the spec's rules (and checked against the reference).
+//!
 //! Tokens of zero expected probability must never appear. Bins with an
 //! expected count below 5 are pooled. The p-value is the upper regularised
 //! incomplete gamma function Q(df/2, chi2/2).
@@ -17,7 +21,7 @@ mod common;
 
 use common::gen::Rng;
 use common::reference::{check_params, mask_row, process_row};
-use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::{BackendKind, DraftDist, FilterOrder, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
 
 const ALPHA: f64 = 1e-4;
 /// Rows per `sample` call.
@@ -335,4 +339,88 @@ fn verification_emits_the_target_law() {
         partial[t] = 0.0;
     }
     verify_law("verify q zero on part of p's support", v, &row, &params, &partial, trials, 34);
+}
+
+// ------------------------------------------------------------ (c) section 10
+
+/// The renormalised kept distribution of SAMPLER.md section 10, straight from
+/// its text (no force top-k, no mask, distinct logits): p = softmax(logit / T)
+/// in f64; min-p removes p_i < min_p * p_max; then either top-p on p and
+/// top-k (the seed's order) or top-k and top-p on the renormalised top-k mass.
+fn section10_law(row: &[f32], t: f64, top_p: f64, top_k: usize, min_p: f64, top_k_first: bool) -> Vec<f64> {
+    let v = row.len();
+    let mut order: Vec<usize> = (0..v).collect();
+    order.sort_by(|&a, &b| row[b].partial_cmp(&row[a]).unwrap().then(a.cmp(&b)));
+    let m = row[order[0]] as f64;
+    let e: Vec<f64> = order.iter().map(|&i| ((row[i] as f64 - m) / t).exp()).collect();
+    let z: f64 = e.iter().sum();
+    let p: Vec<f64> = e.iter().map(|x| x / z).collect();
+    let min_p_ok = |i: usize| p[i] >= min_p * p[0];
+    let mut keep = vec![false; v];
+    if top_k_first {
+        let first: Vec<usize> = (0..v).filter(|&i| min_p_ok(i) && i < top_k).collect();
+        let z1: f64 = first.iter().map(|&i| p[i]).sum();
+        let mut before = 0.0;
+        for &i in &first {
+            keep[i] = before / z1 <= top_p;
+            before += p[i];
+        }
+    } else {
+        let mut before = 0.0;
+        for i in 0..v {
+            keep[i] = before <= top_p && min_p_ok(i) && i < top_k;
+            before += p[i];
+        }
+    }
+    let zk: f64 = (0..v).filter(|&i| keep[i]).map(|i| p[i]).sum();
+    let mut law = vec![0.0; v];
+    for i in 0..v {
+        if keep[i] {
+            law[order[i]] = p[i] / zk;
+        }
+    }
+    law
+}
+
+fn kept_count(law: &[f64]) -> usize {
+    law.iter().filter(|&&x| x > 0.0).count()
+}
+
+#[test]
+fn min_p_draws_follow_the_renormalised_kept_distribution() {
+    let mut rng = Rng::new(41);
+    let v = 64;
+    let row = logits_row(&mut rng, v, 1.5);
+    let params = SamplingParams { temperature: 0.9, top_p: 1.0, top_k: -1, min_p: 0.08, ..Default::default() };
+    let law = section10_law(&row, 0.9, 1.0, v, 0.08, false);
+    let kept = kept_count(&law);
+    assert!(kept >= 4 && kept < v / 2, "test setup: min-p keeps {kept} of {v}");
+    let reference = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    // The same kept set; values up to the reference's f32 scaling (section 3.4).
+    assert!(law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6), "the reference disagrees with section 10.1");
+    plain_draws("draws min_p=0.08 T=0.9 V=64", v, 0, &row, None, params, draws() / 4, 41);
+    // Min-p with top-p and top-k in the seed's order: the shortest prefix wins.
+    let params = SamplingParams { temperature: 0.9, top_p: 0.9, top_k: 12, min_p: 0.05, ..Default::default() };
+    let law = section10_law(&row, 0.9, 0.9, 12, 0.05, false);
+    assert!(kept_count(&law) >= 4, "test setup");
+    plain_draws("draws min_p=0.05 top_p=0.9 top_k=12 T=0.9 V=64", v, 0, &row, None, params, draws() / 4, 42);
+}
+
+#[test]
+fn top_k_then_top_p_draws_follow_the_renormalised_kept_distribution() {
+    let mut rng = Rng::new(43);
+    let v = 64;
+    let row = logits_row(&mut rng, v, 1.0);
+    let (t, top_p, top_k) = (1.0, 0.6, 10usize);
+    let law = section10_law(&row, t, top_p as f64, top_k, 0.0, true);
+    let seed_order = section10_law(&row, t, top_p as f64, top_k, 0.0, false);
+    // The setup must tell the two orders apart: top-k first keeps fewer tokens here.
+    assert!(kept_count(&law) >= 3 && kept_count(&law) < kept_count(&seed_order), "test setup: {} vs {}", kept_count(&law), kept_count(&seed_order));
+    let params = SamplingParams { temperature: t as f32, top_p, top_k: top_k as i64, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
+    let reference = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    assert!(law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6), "the reference disagrees with section 10.2");
+    plain_draws("draws top_k_then_top_p k=10 top_p=0.6 V=64", v, 0, &row, None, params, draws() / 4, 43);
+    // With min-p too, under force top-k.
+    let params = SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 20, min_p: 0.02, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
+    plain_draws("draws top_k_then_top_p k=20 top_p=0.8 min_p=0.02 force_topk=32 V=64", v, 32, &row, None, params, draws() / 4, 44);
 }

@@ -28,16 +28,22 @@ fn fused_kernels_equal_the_kernels_they_fuse() {
         let t = [rng.pick(&[1e-5f32, 0.3, 0.7, 1.0, 2.0])];
         let tp = [rng.pick(&[0.05f32, 0.5, 0.9, 1.0])];
         let tk = [rng.pick(&[-1i32, 1, 5, 50])];
+        // Section 10: min-p and the filter order (0 = the seed's, 1 = top-k first).
+        let mp = [rng.pick(&[0f32, 0.0, 0.05, 0.3, 1.0])];
+        let ord = [rng.pick(&[0u32, 1])];
         let (seed, seq) = ([rng.next_u64()], [rng.next_u64() >> 2]);
         // process + draw vs process_draw
         let (mut lp1, mut tok1) = (vec![0f32; n as usize], [0i32]);
         unsafe {
-            k::process::cpu(0, Gm::new(&cand), n, Gm::new(&t), Gm::new(&tp), Gm::new(&tk), Gm::new_mut(&mut lp1));
+            k::process::cpu(0, Gm::new(&cand), n, Gm::new(&t), Gm::new(&tp), Gm::new(&tk), Gm::new(&mp), Gm::new(&ord), Gm::new_mut(&mut lp1));
             k::draw::cpu(0, Gm::new(&lp1), Gm::new(&ids), n, Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut tok1));
         }
         let (mut lp2, mut tok2) = (vec![0f32; n as usize], [0i32]);
         unsafe {
-            k::process_draw::cpu(0, Gm::new(&cand), Gm::new(&ids), n, Gm::new(&t), Gm::new(&tp), Gm::new(&tk), Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut lp2), Gm::new_mut(&mut tok2));
+            k::process_draw::cpu(
+                0, Gm::new(&cand), Gm::new(&ids), n, Gm::new(&t), Gm::new(&tp), Gm::new(&tk), Gm::new(&mp), Gm::new(&ord),
+                Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut lp2), Gm::new_mut(&mut tok2),
+            );
         }
         assert_eq!((bits(&lp1), tok1), (bits(&lp2), tok2), "rep {rep}: process_draw");
         // process_prefix_draw (the mass of the whole row from row_mass)
@@ -50,7 +56,7 @@ fn fused_kernels_equal_the_kernels_they_fuse() {
         unsafe {
             k::process_prefix_draw::cpu(
                 0, Gm::new(&cand), Gm::new(&ids), n, v as u32, Gm::new(&mass), 1, Gm::new(&t), Gm::new(&tp), Gm::new(&tk),
-                Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut lp4), Gm::new_mut(&mut of4), Gm::new_mut(&mut tok4),
+                Gm::new(&mp), Gm::new(&ord), Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut lp4), Gm::new_mut(&mut of4), Gm::new_mut(&mut tok4),
             );
         }
         if n as usize == v {

@@ -51,3 +51,45 @@ fn golden_cases_on_cpu() {
     assert_eq!(run, files.len(), "every golden file must be run");
     assert!(run >= 50, "expected at least 50 golden cases, found {run}");
 }
+
+/// SAMPLER.md section 10: the three optional parameters set explicitly to
+/// their defaults (`min_p` 0, `filter_order` "top_p_then_top_k",
+/// `logprobs_mode` "processed") give every golden case's result document
+/// bit for bit (every float as written) as with the fields absent.
+#[test]
+fn golden_cases_with_explicit_defaults_are_bitwise_unchanged() {
+    let dir = Path::new(GOLDEN);
+    if !dir.is_dir() {
+        eprintln!("SKIPPED: golden cases not found at {GOLDEN}");
+        return;
+    }
+    let defaults = [("min_p", serde_json::json!(0.0)), ("filter_order", serde_json::json!("top_p_then_top_k")), ("logprobs_mode", serde_json::json!("processed"))];
+    let mut changed = 0usize;
+    let files = sampler_host::case::golden_files(dir);
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(f).unwrap();
+        let Ok(mut case) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        let Some(reqs) = case.get_mut("requests").and_then(|r| r.as_array_mut()) else { continue };
+        let mut set = 0usize;
+        for r in reqs.iter_mut().filter_map(|r| r.as_object_mut()) {
+            for (k, v) in &defaults {
+                if !r.contains_key(*k) {
+                    r.insert((*k).to_string(), v.clone());
+                    set += 1;
+                }
+            }
+        }
+        if set == 0 {
+            continue;
+        }
+        changed += 1;
+        let absent = run_case_str(&text, BackendKind::Cpu);
+        let explicit = run_case_str(&case.to_string(), BackendKind::Cpu);
+        match (absent, explicit) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}: explicit defaults change the result"),
+            (a, b) => assert_eq!(a.is_err(), b.is_err(), "{name}: explicit defaults change whether the case runs"),
+        }
+    }
+    assert!(changed >= 50, "only {changed} golden cases got explicit defaults");
+}

@@ -13,6 +13,7 @@ use common::gen::{random_step, GenOpts, Rng};
 use sampler_host::backend::cpu::CpuBackend;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::FilterOrder;
 
 /// A result as bits (f32 compared by bit pattern).
 fn bits(r: &StepResult) -> Vec<String> {
@@ -42,9 +43,22 @@ fn plan(rng: &mut Rng, v: usize, style: u32) -> StepPlan {
             // top-k on: the kept set always fits.
             0 => p.top_k = rng.pick(&[1i64, 5, 50, 64, 200]),
             // top-p only: fits or overflows, depending on the row.
-            _ => {
+            1 => {
                 p.top_k = -1;
                 p.top_p = rng.pick(&[1e-4f32, 0.05, 0.3, 0.5, 0.9, 0.99]);
+            }
+            // Min-p alone (section 10.1): a prefix cut that fits or overflows.
+            2 => {
+                p.top_k = -1;
+                p.top_p = 1.0;
+                p.min_p = rng.pick(&[1e-4f32, 0.01, 0.05, 0.3, 1.0]);
+            }
+            // Top-k first (section 10.2), with and without min-p and top-k.
+            _ => {
+                p.filter_order = FilterOrder::TopKThenTopP;
+                p.top_k = rng.pick(&[-1i64, -1, 5, 50, 200]);
+                p.top_p = rng.pick(&[0.05f32, 0.5, 0.9, 0.99]);
+                p.min_p = rng.pick(&[0f32, 0.0, 1e-4, 0.05]);
             }
         }
     }
@@ -58,7 +72,7 @@ fn prefix_path_equals_full_row_path() {
     for (i, &v) in [300usize, 1000, 5000, 20000].iter().enumerate() {
         for rep in 0..24u64 {
             let mut rng = Rng::new(7000 + 100 * i as u64 + rep);
-            let style = (rep % 2) as u32;
+            let style = (rep % 4) as u32;
             let p = plan(&mut rng, v, style);
             let full = CpuBackend::full_row().run(&p).unwrap();
             let Some(w) = p.prefix_width() else { continue };
@@ -87,6 +101,7 @@ fn prefix_width_rules() {
     let mut rng = Rng::new(42);
     let mut p = plan(&mut rng, 20000, 0);
     p.top_k.iter_mut().for_each(|k| *k = 50);
+    p.min_p.iter_mut().for_each(|m| *m = 0.0);
     p.k = 5;
     assert_eq!(p.prefix_width(), Some(64));
     p.top_k[0] = 100;
@@ -97,6 +112,10 @@ fn prefix_width_rules() {
     // A row that keeps every token: full-row path.
     p.top_p[0] = 1.0;
     assert_eq!(p.prefix_width(), None);
+    // ... unless min-p cuts it (section 10.1).
+    p.min_p[0] = 0.05;
+    assert_eq!(p.prefix_width(), Some(sampler_host::plan::PREFIX_TOPK_OFF));
+    p.min_p[0] = 0.0;
     p.top_p[0] = 0.9;
     // Force top-k on, or too wide a top-k: full-row path.
     p.top_k[0] = 20000;

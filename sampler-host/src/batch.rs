@@ -6,8 +6,8 @@
 //! outputs are discarded.
 
 use crate::error::{BatchError, RequestError};
-use crate::params::ValidParams;
-use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
+use crate::params::{FilterOrder, LogprobsMode, ValidParams};
+use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST};
 use crate::request::{Request, RequestKind};
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
@@ -210,6 +210,12 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
             p.temperature.push(vp.map_or(1.0, |v| v.temperature));
             p.top_p.push(vp.map_or(1.0, |v| v.top_p));
             p.top_k.push(vp.map_or(-1, |v| v.top_k));
+            p.min_p.push(vp.map_or(0.0, |v| v.min_p));
+            let top_k_first = vp.is_some_and(|v| v.filter_order == FilterOrder::TopKThenTopP);
+            p.filter_order.push(if top_k_first { ORDER_TOP_K_FIRST } else { ORDER_TOP_P_FIRST });
+            let raw = vp.is_some_and(|v| v.logprobs_mode == LogprobsMode::Raw);
+            p.any_raw |= raw;
+            p.raw_logprobs.push(raw as u32);
             p.seed.push(seed);
             let pos = positions.get(j).copied().unwrap_or(0);
             p.seq_draw.push(seq(pos, 0));

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::error::{BatchError, ConfigError};
-use crate::params::SamplingParams;
+use crate::params::{FilterOrder, LogprobsMode, SamplingParams};
 use crate::request::{DraftDist, Request, RequestKind, StepOutput};
 use crate::sampler::{BackendKind, Sampler, SamplerConfig};
 
@@ -247,7 +247,7 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
     let mut f = Fields { obj, kind: "?".into() };
     let kind = f.str("kind")?.to_string();
     f.kind = kind.clone();
-    let common: &[&str] = &["kind", "rows", "seq_seed", "temperature", "top_p", "top_k", "top_logprobs", "masks"];
+    let common: &[&str] = &["kind", "rows", "seq_seed", "temperature", "top_p", "top_k", "top_logprobs", "masks", "min_p", "filter_order", "logprobs_mode"];
     let specific: &[&str] = match kind.as_str() {
         "sample" => &["phase", "seqlen_k", "seqlen_q", "golden"],
         "verify" => &["seqlen_k", "seqlen_q", "drafts", "draft_dists", "golden"],
@@ -271,6 +271,20 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
         let x = f.req("top_logprobs")?;
         x.as_u64().and_then(|t| u32::try_from(t).ok()).ok_or_else(|| f.bad("top_logprobs", x, "expected an integer in 0..=4294967295"))?
     };
+    // SAMPLER.md section 10: optional, absent = the default (the value is
+    // checked by `SamplingParams::validate`; a bad name fails here).
+    let min_p = match obj.get("min_p") {
+        None => 0.0,
+        Some(_) => f.f32("min_p")?,
+    };
+    let filter_order = match obj.get("filter_order") {
+        None => FilterOrder::default(),
+        Some(x) => f.str("filter_order")?.parse::<FilterOrder>().map_err(|e| f.bad("filter_order", x, e.to_string()))?,
+    };
+    let logprobs_mode = match obj.get("logprobs_mode") {
+        None => LogprobsMode::default(),
+        Some(x) => f.str("logprobs_mode")?.parse::<LogprobsMode>().map_err(|e| f.bad("logprobs_mode", x, e.to_string()))?,
+    };
     let params = SamplingParams {
         temperature: f.f32("temperature")?,
         top_p: f.f32("top_p")?,
@@ -279,6 +293,9 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
         seq_seed: Some(f.u64("seq_seed")?),
         prompt_logprobs: kind == "prompt_logprobs",
         golden_token_ids: Vec::new(),
+        min_p,
+        filter_order,
+        logprobs_mode,
     };
     let need_rows = |what: &str, want: u64| -> RResult<()> {
         if n_rows != want {
@@ -513,7 +530,7 @@ pub fn exit_code(res: &Result<Value, CaseError>) -> i32 {
 
 /// Prefixes of the cases in `golden/next/` whose spec decisions have landed
 /// (issue order): the golden runners read them beside `golden/*.json`.
-pub const LANDED_NEXT: &[&str] = &["bug2-"];
+pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-"];
 
 /// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
 /// plus the landed cases of `dir/next/` ([`LANDED_NEXT`]), sorted by name.

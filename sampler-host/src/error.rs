@@ -13,6 +13,12 @@ pub enum ParamError {
     TopK(i64),
     #[error("top_logprobs larger than N: top_logprobs = {top_logprobs}, N = {n}")]
     TopLogprobs { top_logprobs: u32, n: u32 },
+    #[error("min_p must be in [0, 1], got {0:?}")]
+    MinP(f32),
+    #[error("filter_order must be \"top_p_then_top_k\" or \"top_k_then_top_p\", got {0:?}")]
+    FilterOrder(String),
+    #[error("logprobs_mode must be \"processed\" or \"raw\", got {0:?}")]
+    LogprobsMode(String),
 }
 
 /// Why one request of a batch failed; the others are unaffected.

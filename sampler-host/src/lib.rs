@@ -19,6 +19,6 @@ pub mod tp;
 pub mod backend;
 
 pub use error::{BackendError, BatchError, ConfigError, ParamError, RequestError};
-pub use params::{SamplingParams, ValidParams};
+pub use params::{FilterOrder, LogprobsMode, SamplingParams, ValidParams};
 pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};

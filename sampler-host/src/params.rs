@@ -1,4 +1,4 @@
-//! Sampling parameters and their validation (SAMPLER.md section 1).
+//! Sampling parameters and their validation (SAMPLER.md sections 1 and 10).
 
 use crate::error::ParamError;
 
@@ -23,6 +23,112 @@ pub struct SamplingParams {
     pub prompt_logprobs: bool,
     /// Teacher forcing: the output the request must follow (section 7).
     pub golden_token_ids: Vec<i32>,
+    /// Min-p (section 10.1): remove a candidate whose probability is below
+    /// `min_p` times the largest one (`exp(x_i) < min_p`, x from section 3.4).
+    /// f32 in `[0, 1]`, 0 = off (the default); NaN or out of range is
+    /// [`ParamError::MinP`]. Turned off by the temperature clamp of section 1.
+    pub min_p: f32,
+    /// Which of top-k and top-p applies first (section 10.2); the default is the seed's.
+    pub filter_order: FilterOrder,
+    /// Which logprobs are reported (section 10.3); the default is the seed's.
+    pub logprobs_mode: LogprobsMode,
+}
+
+/// The order of the top-p and top-k cuts (SAMPLER.md section 10.2).
+///
+/// With p = [0.5, 0.3, 0.2], top_k = 2 and top_p = 0.6, the seed's order keeps
+/// tokens {0, 1} and vLLM's / Hugging Face's keeps {0} (p' = [0.625, 0.375]):
+///
+/// ```
+/// use sampler_host::{FilterOrder, Request, Sampler, SamplerConfig, SamplingParams};
+/// let logits: Vec<f32> = [0.5f32, 0.3, 0.2].iter().map(|p| p.ln()).collect();
+/// let mut s = Sampler::new(SamplerConfig { vocab_size: 3, force_topk: 0, nextn: 5, backend: Default::default() }).unwrap();
+/// let mut kept = |order| {
+///     let p = SamplingParams { top_k: 2, top_p: 0.6, top_logprobs: 3, filter_order: order, seq_seed: Some(1), ..Default::default() };
+///     let out = s.sample(&logits, &[Request::prefill(p, 4)]).unwrap();
+///     out.rows[0].top_logprobs.iter().filter(|(_, lp)| *lp > f32::NEG_INFINITY).map(|(id, _)| *id).collect::<Vec<i32>>()
+/// };
+/// assert_eq!(kept(FilterOrder::TopPThenTopK), [0, 1]);
+/// assert_eq!(kept(FilterOrder::TopKThenTopP), [0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FilterOrder {
+    /// Top-p on the unrenormalised p, then top-k (sections 3.7-3.8; the seed). `"top_p_then_top_k"`.
+    #[default]
+    TopPThenTopK,
+    /// Top-k, then top-p on the renormalised top-k mass (vLLM, HF). `"top_k_then_top_p"`.
+    TopKThenTopP,
+}
+
+impl FilterOrder {
+    /// The name used in case files and on command lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FilterOrder::TopPThenTopK => "top_p_then_top_k",
+            FilterOrder::TopKThenTopP => "top_k_then_top_p",
+        }
+    }
+}
+
+impl std::str::FromStr for FilterOrder {
+    type Err = ParamError;
+    /// Errors: [`ParamError::FilterOrder`] naming the value.
+    fn from_str(s: &str) -> Result<Self, ParamError> {
+        match s {
+            "top_p_then_top_k" => Ok(FilterOrder::TopPThenTopK),
+            "top_k_then_top_p" => Ok(FilterOrder::TopKThenTopP),
+            _ => Err(ParamError::FilterOrder(s.to_string())),
+        }
+    }
+}
+
+/// Which logprobs a request reports (SAMPLER.md section 10.3).
+///
+/// `Raw` reports `log_softmax` of the masked logits over all V at
+/// temperature 1; the draw and every decision still use the processed
+/// distribution. At temperature 0 with logits [2.0, 1.5], the processed
+/// logprob of token 1 is about -50000 (x = -0.5 / 1e-5), the raw one
+/// `-ln(1 + e^0.5)`:
+///
+/// ```
+/// use sampler_host::{LogprobsMode, Request, Sampler, SamplerConfig, SamplingParams};
+/// let mut s = Sampler::new(SamplerConfig { vocab_size: 2, force_topk: 0, nextn: 5, backend: Default::default() }).unwrap();
+/// let mut lp1 = |mode| {
+///     let p = SamplingParams { temperature: 0.0, top_logprobs: 2, logprobs_mode: mode, seq_seed: Some(1), ..Default::default() };
+///     s.sample(&[2.0, 1.5], &[Request::prefill(p, 4)]).unwrap().rows[0].top_logprobs[1].1
+/// };
+/// assert!(lp1(LogprobsMode::Processed) < -49_000.0);
+/// assert!((lp1(LogprobsMode::Raw) - -(1.0f32 + 0.5f32.exp()).ln()).abs() < 1e-5);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LogprobsMode {
+    /// The renormalised logprobs of the kept set (section 3.9; the seed). `"processed"`.
+    #[default]
+    Processed,
+    /// `log_softmax` of the masked logits at temperature 1 (section 10.3). `"raw"`.
+    Raw,
+}
+
+impl LogprobsMode {
+    /// The name used in case files and on command lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogprobsMode::Processed => "processed",
+            LogprobsMode::Raw => "raw",
+        }
+    }
+}
+
+impl std::str::FromStr for LogprobsMode {
+    type Err = ParamError;
+    /// Errors: [`ParamError::LogprobsMode`] naming the value.
+    fn from_str(s: &str) -> Result<Self, ParamError> {
+        match s {
+            "processed" => Ok(LogprobsMode::Processed),
+            "raw" => Ok(LogprobsMode::Raw),
+            _ => Err(ParamError::LogprobsMode(s.to_string())),
+        }
+    }
 }
 
 impl Default for SamplingParams {
@@ -35,6 +141,9 @@ impl Default for SamplingParams {
             seq_seed: None,
             prompt_logprobs: false,
             golden_token_ids: Vec::new(),
+            min_p: 0.0,
+            filter_order: FilterOrder::TopPThenTopK,
+            logprobs_mode: LogprobsMode::Processed,
         }
     }
 }
@@ -52,11 +161,18 @@ pub struct ValidParams {
     pub top_logprobs: u32,
     /// The seed (drawn from the OS when absent).
     pub seed: u64,
+    /// Min-p in [0, 1], 0 = off (also after the temperature clamp).
+    pub min_p: f32,
+    /// Order of the top-p and top-k cuts (section 10.2).
+    pub filter_order: FilterOrder,
+    /// Reported logprobs (section 10.3).
+    pub logprobs_mode: LogprobsMode,
 }
 
 impl SamplingParams {
-    /// Validates against SAMPLER.md section 1 for candidate width `n` and
-    /// applies the temperature clamp. Draws a random seed when absent.
+    /// Validates against SAMPLER.md sections 1 and 10 for candidate width `n`
+    /// and applies the temperature clamp (which also turns min-p off). Draws
+    /// a random seed when absent.
     ///
     /// Errors: [`ParamError`] naming the field and its value.
     pub fn validate(&self, n: u32) -> Result<ValidParams, ParamError> {
@@ -73,10 +189,22 @@ impl SamplingParams {
         if self.top_logprobs > n {
             return Err(ParamError::TopLogprobs { top_logprobs: self.top_logprobs, n });
         }
+        if !(self.min_p >= 0.0 && self.min_p <= 1.0) {
+            return Err(ParamError::MinP(self.min_p));
+        }
         let seed = self.seq_seed.unwrap_or_else(random_seed);
-        let (temperature, top_p, top_k) =
-            if t < SAMPLING_EPS { (SAMPLING_EPS, 1.0, -1) } else { (t, self.top_p, self.top_k as i32) };
-        Ok(ValidParams { temperature, top_p, top_k, top_logprobs: self.top_logprobs, seed })
+        let (temperature, top_p, top_k, min_p) =
+            if t < SAMPLING_EPS { (SAMPLING_EPS, 1.0, -1, 0.0) } else { (t, self.top_p, self.top_k as i32, self.min_p) };
+        Ok(ValidParams {
+            temperature,
+            top_p,
+            top_k,
+            top_logprobs: self.top_logprobs,
+            seed,
+            min_p,
+            filter_order: self.filter_order,
+            logprobs_mode: self.logprobs_mode,
+        })
     }
 }
 
@@ -110,6 +238,33 @@ mod tests {
         let mut q = p(1.0, 1.0, -1);
         q.top_logprobs = 9;
         assert_eq!(q.validate(8), Err(ParamError::TopLogprobs { top_logprobs: 9, n: 8 }));
+    }
+
+    #[test]
+    fn rules_of_section_10() {
+        let p = |t: f32, mp: f32| SamplingParams { temperature: t, min_p: mp, seq_seed: Some(1), ..Default::default() };
+        assert_eq!(p(1.0, -0.1).validate(8), Err(ParamError::MinP(-0.1)));
+        assert_eq!(p(1.0, 1.5).validate(8), Err(ParamError::MinP(1.5)));
+        assert!(matches!(p(1.0, f32::NAN).validate(8), Err(ParamError::MinP(x)) if x.is_nan()));
+        assert_eq!(p(1.0, 0.0).validate(8).unwrap().min_p, 0.0);
+        assert_eq!(p(1.0, 1.0).validate(8).unwrap().min_p, 1.0);
+        // The temperature clamp turns min-p off, like top-p and top-k.
+        assert_eq!(p(0.0, 0.5).validate(8).unwrap().min_p, 0.0);
+        assert_eq!(p(1e-5, 0.5).validate(8).unwrap().min_p, 0.5);
+        assert_eq!("top_k_then_top_p".parse::<FilterOrder>(), Ok(FilterOrder::TopKThenTopP));
+        assert_eq!("top_p_then_top_k".parse::<FilterOrder>(), Ok(FilterOrder::TopPThenTopK));
+        assert_eq!("topk".parse::<FilterOrder>(), Err(ParamError::FilterOrder("topk".into())));
+        assert_eq!("raw".parse::<LogprobsMode>(), Ok(LogprobsMode::Raw));
+        assert_eq!("processed".parse::<LogprobsMode>(), Ok(LogprobsMode::Processed));
+        assert_eq!("Raw".parse::<LogprobsMode>(), Err(ParamError::LogprobsMode("Raw".into())));
+        for o in [FilterOrder::TopPThenTopK, FilterOrder::TopKThenTopP] {
+            assert_eq!(o.as_str().parse::<FilterOrder>(), Ok(o));
+        }
+        for m in [LogprobsMode::Processed, LogprobsMode::Raw] {
+            assert_eq!(m.as_str().parse::<LogprobsMode>(), Ok(m));
+        }
+        let d = SamplingParams::default();
+        assert_eq!((d.min_p, d.filter_order, d.logprobs_mode), (0.0, FilterOrder::TopPThenTopK, LogprobsMode::Processed));
     }
 
     #[test]

@@ -2,15 +2,19 @@
 //! backend runs through the same kernel sequence, and the raw results.
 //!
 //! Pipeline (SAMPLER.md sections 3-8), all kernels from `sampler_kernels::kernels`:
-//! 1. `mask_check`   `[R, V]` logits (masked in place), `status[R]`
+//! 1. `mask_check`   `[R, V]` logits (masked in place), `status[R]`; for raw
+//!    rows (section 10.3) also the per-tile partial sums `raw_max`, `raw_sum`
+//!    `[R, raw_tiles(V)]`
 //! 2. `force_topn`   -> `cand[R, N]`, `cand_ids[R, N]` (order of section 3.6)
-//! 3. `process`      -> `logprobs[R, N]`
+//! 3. `process`      -> `logprobs[R, N]` (min-p and the filter order of section 10 included)
 //! 4. `draw`         case 0 for every row -> `fresh[R]`
 //! 5. `remap_draft`  (when any verify row) -> `q_logprobs[R, N]`, `draft_col[R]`, `draft_q[R]`
 //! 6. `verify`       (when any verify row) -> `accept[R]`, `residual[R]`
 //! 7. `finalize`     per group -> `tokens[R]`, `lookup[R]`, `accepted[G]`, `status[G]`
 //! 8. `token_info`   `lookup` tokens (output token or prompt target) -> `token_lp[R]`, `sum_smaller[R]`
 //! 9. `top_logprobs` -> `top_ids[R, k]`, `top_lps[R, k]`
+//! 10. `raw_logprobs` (when [`StepPlan::any_raw`]) overwrites `token_lp` and
+//!     `top_lps` of the raw rows with raw logprobs (section 10.3)
 //!
 //! Without force top-k, steps 2-3 are usually the prefix path instead
 //! ([`StepPlan::prefix_width`]): `force_topn` with N = w, `row_mass`,
@@ -28,6 +32,21 @@ pub fn mass_chunks(v: u32) -> u32 {
 
 /// Logits per program of `row_mass`.
 pub const MASS_CHUNK: u32 = 16384;
+
+/// `filter_order` value: top-p, then top-k (the seed; SAMPLER.md 3.7-3.8).
+pub const ORDER_TOP_P_FIRST: u32 = 0;
+/// `filter_order` value: top-k, then top-p on the renormalised top-k mass (SAMPLER.md 10.2).
+pub const ORDER_TOP_K_FIRST: u32 = 1;
+
+/// Logits per tile of the raw-logprob partial sums (`mask_check`'s tile):
+/// `mask_check` / `mask_check_chunk` write one (max, sum) pair per tile of
+/// each raw row, `[R, raw_tiles(V)]`.
+pub const RAW_TILE: u32 = 4096;
+
+/// Tiles per row of the raw-logprob partial sums, `ceil(V / RAW_TILE)`.
+pub fn raw_tiles(v: u32) -> u32 {
+    v.div_ceil(RAW_TILE).max(1)
+}
 
 /// Group kinds of the `finalize` kernel.
 pub const GROUP_FRESH: u32 = 0;
@@ -59,6 +78,12 @@ pub struct StepPlan {
     pub top_p: Vec<f32>,
     /// `[R]` i32 top-k (-1 = off).
     pub top_k: Vec<i32>,
+    /// `[R]` f32 min-p in [0, 1] (0 = off; section 10.1).
+    pub min_p: Vec<f32>,
+    /// `[R]` u32 filter order (section 10.2): [`ORDER_TOP_P_FIRST`] or [`ORDER_TOP_K_FIRST`].
+    pub filter_order: Vec<u32>,
+    /// `[R]` u32 nonzero when the row reports raw logprobs (section 10.3).
+    pub raw_logprobs: Vec<u32>,
     /// `[R]` u64 seed of the row's random stream (draft rows: seq_seed + 1000000007).
     pub seed: Vec<u64>,
     /// `[R]` u64 `3 * position + 0`.
@@ -71,6 +96,8 @@ pub struct StepPlan {
     pub golden: Vec<i32>,
     /// `[R]` i32 draft token `d_{j+1}` verified by row j (-1 none).
     pub drafts: Vec<i32>,
+    /// Whether any row reports raw logprobs (`raw_logprobs` runs only then).
+    pub any_raw: bool,
     /// Whether any row verifies a draft (kernels 5-6 run only then).
     pub any_verify: bool,
     /// Draft distribution width `wd`.
@@ -122,15 +149,18 @@ impl StepPlan {
     /// `w` is the next power of two (at least 64) of the largest top-k of
     /// the batch ([`PREFIX_TOPK_OFF`] for a row without top-k) and of k.
     /// `None` when force top-k is on, processed distributions are asked for
-    /// (they are V wide), a row keeps every token (top-p 1 and top-k off,
-    /// greedy rows included), or `w` would exceed 16384 or reach V.
+    /// (they are V wide), a row keeps every token (top-p 1, top-k off and
+    /// min-p 0, greedy rows included), or `w` would exceed 16384 or reach V.
     pub fn prefix_width(&self) -> Option<u32> {
         if self.n < self.vocab || !self.processed_rows.is_empty() || self.rows == 0 {
             return None;
         }
         let mut need = self.k.max(1);
-        for (&tk, &tp) in self.top_k.iter().zip(&self.top_p) {
-            if tk < 0 && tp >= 1.0 {
+        for (i, (&tk, &tp)) in self.top_k.iter().zip(&self.top_p).enumerate() {
+            // Min-p cuts a prefix too: such a row takes the prefix path
+            // (and overflows to the full row when min-p keeps past it).
+            let mp = self.min_p.get(i).copied().unwrap_or(0.0);
+            if tk < 0 && tp >= 1.0 && mp <= 0.0 {
                 return None;
             }
             need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });

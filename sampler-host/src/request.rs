@@ -73,9 +73,11 @@ impl Request {
 pub struct RowOutput {
     /// Vocabulary id, or -1 (rows after a rejection, prompt-logprobs rows, failed requests).
     pub token: i32,
-    /// Processed logprob of `token` (-inf when none or removed).
+    /// Reported logprob of `token`: processed (-inf when none or removed), or
+    /// raw with [`crate::LogprobsMode::Raw`] (SAMPLER.md 10.3).
     pub logprob: f32,
-    /// `(id, processed logprob)` of the first k candidates in order; empty for failed requests.
+    /// `(id, reported logprob)` of the first k candidates in order (values
+    /// raw with [`crate::LogprobsMode::Raw`]); empty for failed requests.
     pub top_logprobs: Vec<(i32, f32)>,
     /// Section 5's `sum_smaller_probs`; 0 when `token` is -1 or its logprob is -inf.
     pub sum_smaller_probs: f32,
@@ -90,9 +92,9 @@ pub struct RequestOutput {
     pub accepted: u32,
     /// Tokens the request outputs this step (sample/draft: one per row; verify: accepted + 1).
     pub emitted: Vec<i32>,
-    /// Processed logprob of each emitted token at the row that emitted it.
+    /// Reported (processed or raw) logprob of each emitted token at the row that emitted it.
     pub emitted_logprobs: Vec<f32>,
-    /// Prompt logprobs: one per row with a target.
+    /// Prompt logprobs (processed or raw): one per row with a target.
     pub prompt_logprobs: Vec<f32>,
 }
 

@@ -1,7 +1,7 @@
 //! Random steps for property tests: every request kind, every parameter
 //! corner, adversarial logits (-inf, ties, duplicates), masks, golden tokens.
 
-use sampler_host::{DraftDist, Request, RequestKind, SamplingParams};
+use sampler_host::{DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, SamplingParams};
 
 /// A small test-side RNG (xorshift64*), independent of the sampler's streams.
 #[derive(Clone, Debug)]
@@ -129,12 +129,24 @@ fn random_params(rng: &mut Rng, n: usize, v: usize, err: bool) -> SamplingParams
     };
     let top_logprobs = if rng.chance(0.4) { 0 } else { rng.range(0, n.min(6) as u64 + 1) as u32 };
     let mut p = SamplingParams { temperature, top_p: top_p.min(1.0), top_k, top_logprobs, seq_seed: Some(rng.next_u64()), ..Default::default() };
+    // Section 10: min-p, the filter order and the logprobs mode.
+    if rng.chance(0.35) {
+        let free = rng.f64() as f32;
+        p.min_p = rng.pick(&[1e-4f32, 0.01, 0.05, 0.1, 0.3, 0.9, 1.0, free]);
+    }
+    if rng.chance(0.35) {
+        p.filter_order = FilterOrder::TopKThenTopP;
+    }
+    if rng.chance(0.35) {
+        p.logprobs_mode = LogprobsMode::Raw;
+    }
     if err {
-        match rng.below(6) {
+        match rng.below(7) {
             0 => p.temperature = rng.pick(&[-1.0, -1e-6, f32::NAN]),
             1 => p.top_p = rng.pick(&[0.0, -0.5, 1.0001, 2.0, f32::NAN]),
             2 => p.top_k = rng.pick(&[0, -2, -100, i32::MAX as i64 + 1]),
             3 => p.top_logprobs = n as u32 + 1 + rng.below(3) as u32,
+            4 => p.min_p = rng.pick(&[-0.1, -1e-9, 1.0001, 2.0, f32::NAN]),
             _ => {}
         }
     }

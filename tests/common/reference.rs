@@ -1,5 +1,6 @@
-//! A naive, obviously-correct f64 reference of SAMPLER.md sections 2-8 for
-//! one step, written straight from the spec text.
+//! A naive, obviously-correct f64 reference of SAMPLER.md sections 2-8 and
+//! 10 (min-p, filter order, raw logprobs) for one step, written straight
+//! from the spec text.
 //!
 //! It shares nothing with the kernels or `sampler_kernels::rt::math`: the
 //! random numbers (SplitMix64), the mask, top-N, softmax, top-p, top-k, the
@@ -14,7 +15,7 @@
 //! different order or precision may legitimately decide the other way when
 //! a margin is below ~1e-6 (SAMPLER.md section 5, "Precision").
 
-use sampler_host::{Request, RequestKind, SamplingParams};
+use sampler_host::{FilterOrder, LogprobsMode, Request, RequestKind, SamplingParams};
 
 // ---------------------------------------------------------------- section 2
 
@@ -83,6 +84,12 @@ pub struct RefParams {
     pub top_k: i64,
     pub top_logprobs: usize,
     pub seed: u64,
+    /// Section 10.1 (0 = off).
+    pub min_p: f32,
+    /// Section 10.2: top-k, then top-p on the renormalised top-k mass.
+    pub top_k_first: bool,
+    /// Section 10.3: report raw logprobs.
+    pub raw: bool,
 }
 
 /// Section 1: validation against candidate width `n`, then the temperature clamp.
@@ -99,10 +106,23 @@ pub fn check_params(p: &SamplingParams, n: usize) -> Result<RefParams, String> {
     if p.top_logprobs as usize > n {
         return Err(format!("top_logprobs {} > N {}", p.top_logprobs, n));
     }
+    if p.min_p.is_nan() || p.min_p < 0.0 || p.min_p > 1.0 {
+        return Err(format!("min_p {}", p.min_p));
+    }
     let seed = p.seq_seed.expect("the reference needs seq_seed");
     let eps = 1e-5f32;
-    let (temperature, top_p, top_k) = if p.temperature < eps { (eps, 1.0, -1) } else { (p.temperature, p.top_p, p.top_k) };
-    Ok(RefParams { temperature, top_p, top_k, top_logprobs: p.top_logprobs as usize, seed })
+    let (temperature, top_p, top_k, min_p) =
+        if p.temperature < eps { (eps, 1.0, -1, 0.0) } else { (p.temperature, p.top_p, p.top_k, p.min_p) };
+    Ok(RefParams {
+        temperature,
+        top_p,
+        top_k,
+        top_logprobs: p.top_logprobs as usize,
+        seed,
+        min_p,
+        top_k_first: p.filter_order == FilterOrder::TopKThenTopP,
+        raw: p.logprobs_mode == LogprobsMode::Raw,
+    })
 }
 
 // ------------------------------------------------------------- sections 3-5
@@ -119,14 +139,27 @@ pub struct RowDist {
     pub logprob: Vec<f64>,
     /// Kept tokens (a prefix of `order`).
     pub kept: Vec<usize>,
-    /// Smallest |sum before a token - top_p| (infinity when top-p is off).
+    /// Smallest |sum before a token - top_p| or |exp(x) - min_p| (infinity when both are off).
     pub cut_margin: f64,
+    /// Section 10.3: raw logprob by vocabulary id (log_softmax of the masked
+    /// logits over all V at temperature 1).
+    pub raw: Vec<f64>,
+    /// Whether the row reports `raw` instead of `logprob`.
+    pub report_raw: bool,
 }
 
 impl RowDist {
     /// Processed probability of a token (0 when removed).
     pub fn prob(&self, t: usize) -> f64 {
         self.logprob[t].exp()
+    }
+    /// The logprob the row reports for token `t` (processed or raw, section 10.3).
+    pub fn reported(&self, t: usize) -> f64 {
+        if self.report_raw {
+            self.raw[t]
+        } else {
+            self.logprob[t]
+        }
     }
 }
 
@@ -172,27 +205,41 @@ pub fn process_row(masked: Vec<f32>, n: usize, p: &RefParams) -> RowDist {
     let e: Vec<f64> = x.iter().map(|&xi| (xi - m).exp()).collect();
     let z: f64 = e.iter().sum();
     let prob: Vec<f64> = e.iter().map(|&ei| ei / z).collect();
-    // 3.7: top-p.
     let mut keep = vec![true; order.len()];
     let mut cut_margin = f64::INFINITY;
+    // 10.1: min-p, remove i if exp(x_i) = p_i / p_max < min_p.
+    let mut min_p_keep = vec![true; order.len()];
+    if p.min_p > 0.0 {
+        for i in 0..order.len() {
+            let r = x[i].exp();
+            if x[i] != 0.0 {
+                cut_margin = cut_margin.min((r - p.min_p as f64).abs());
+            }
+            min_p_keep[i] = r >= p.min_p as f64;
+        }
+    }
+    // 3.8: top-k on the ranks of the order (kept tokens are a prefix).
+    let top_k_keep = |i: usize| p.top_k == -1 || (i as i64) < p.top_k;
+    // 3.7 (or 10.2 after min-p and top-k): top-p on `mass`, removing a token
+    // when the mass before it exceeds top_p.
+    let first: Vec<bool> = (0..order.len()).map(|i| min_p_keep[i] && (!p.top_k_first || top_k_keep(i))).collect();
     if p.top_p < 1.0 {
         let tp = p.top_p as f64;
+        let z1: f64 = if p.top_k_first { (0..order.len()).filter(|&i| first[i]).map(|i| prob[i]).sum() } else { 1.0 };
         let mut before = 0.0f64;
         for i in 0..order.len() {
+            if p.top_k_first && !first[i] {
+                continue;
+            }
             cut_margin = cut_margin.min((before - tp).abs());
             if before > tp {
                 keep[i] = false;
             }
-            before += prob[i];
+            before += prob[i] / z1;
         }
     }
-    // 3.8: top-k on the ranks of the order (kept tokens are a prefix).
-    if p.top_k != -1 {
-        for (i, k) in keep.iter_mut().enumerate() {
-            if i as i64 >= p.top_k {
-                *k = false;
-            }
-        }
+    for (i, k) in keep.iter_mut().enumerate() {
+        *k = *k && first[i] && top_k_keep(i);
     }
     // 3.9: logprob = x - logsumexp(x over kept).
     let kept: Vec<usize> = (0..order.len()).filter(|&i| keep[i]).collect();
@@ -203,7 +250,10 @@ pub fn process_row(masked: Vec<f32>, n: usize, p: &RefParams) -> RowDist {
         logprob[order[i]] = x[i] - lse;
     }
     let kept = kept.iter().map(|&i| order[i]).collect();
-    RowDist { logit: masked, order, logprob, kept, cut_margin }
+    // 10.3: raw_i = (logit_i - M) - ln(sum over all V of exp(logit_j - M)), logit - M in f32.
+    let z: f64 = masked.iter().map(|&l| ((l - mmax) as f64).exp()).sum();
+    let raw = masked.iter().map(|&l| ((l - mmax) as f64) - z.ln()).collect();
+    RowDist { logit: masked, order, logprob, kept, cut_margin, raw, report_raw: p.raw }
 }
 
 /// Section 4 with weights `w` over `ids` (in order) and `u`: the first token whose
@@ -398,7 +448,7 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
         RequestKind::PromptLogprobs { targets } => {
             for (j, &t) in targets.iter().enumerate() {
                 if t >= 0 {
-                    prompt_logprobs.push(dists[j].logprob[t as usize]);
+                    prompt_logprobs.push(dists[j].reported(t as usize));
                 }
             }
         }
@@ -473,8 +523,8 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
     let mut emitted_logprobs = Vec::new();
     for (j, d) in dists.iter().enumerate() {
         let tok = tokens[j];
-        let logprob = tok.map_or(f64::NEG_INFINITY, |t| d.logprob[t]);
-        let top = d.order.iter().take(k).map(|&t| (t as i32, d.logprob[t])).collect();
+        let logprob = tok.map_or(f64::NEG_INFINITY, |t| d.reported(t));
+        let top = d.order.iter().take(k).map(|&t| (t as i32, d.reported(t))).collect();
         rows.push(RefRow { token: tok.map_or(-1, |t| t as i32), logprob, top_logprobs: top, sum_smaller_probs: sum_smaller(d, tok) });
         if let Some(t) = tok {
             emitted.push(t as i32);
@@ -593,11 +643,23 @@ pub fn self_check() {
     assert_eq!((pos[0], pos[2]), (50, 20_000_088));
     // Section 3: p = [0.50, 0.25, 0.15, 0.06, 0.04], top_p 0.8, top_k 2 -> [2/3, 1/3, 0, 0, 0].
     let logits: Vec<f32> = [0.50f64, 0.25, 0.15, 0.06, 0.04].iter().map(|x| x.ln() as f32).collect();
-    let p = RefParams { temperature: 1.0, top_p: 0.8, top_k: 2, top_logprobs: 0, seed: 0 };
+    let p = RefParams { temperature: 1.0, top_p: 0.8, top_k: 2, top_logprobs: 0, seed: 0, min_p: 0.0, top_k_first: false, raw: false };
     let d = process_row(logits, 5, &p);
     let probs: Vec<f64> = (0..5).map(|t| d.prob(t)).collect();
     let want = [2.0 / 3.0, 1.0 / 3.0, 0.0, 0.0, 0.0];
     for (a, b) in probs.iter().zip(want) {
         assert!((a - b).abs() < 1e-6, "{probs:?}");
     }
+    // Section 10.2: p = [0.5, 0.3, 0.2], top_k 2, top_p 0.6 keeps {0} top-k first, {0, 1} in the seed's order.
+    let logits: Vec<f32> = [0.5f64, 0.3, 0.2].iter().map(|x| x.ln() as f32).collect();
+    let p = RefParams { top_p: 0.6, top_k_first: true, ..p };
+    assert_eq!(process_row(logits.clone(), 3, &p).kept, [0]);
+    assert_eq!(process_row(logits.clone(), 3, &RefParams { top_k_first: false, ..p }).kept, [0, 1]);
+    // Section 10.1: min_p 0.5 keeps p_i >= 0.25; min_p 1 keeps only the ties with the largest.
+    let p = RefParams { top_p: 1.0, top_k: -1, min_p: 0.5, ..p };
+    assert_eq!(process_row(logits.clone(), 3, &p).kept, [0, 1]);
+    assert_eq!(process_row(vec![1.0, 2.0, 2.0], 3, &RefParams { min_p: 1.0, ..p }).kept, [1, 2]);
+    // Section 10.3: raw logprobs ignore temperature and filters.
+    let d = process_row(vec![2.0, 1.5], 2, &RefParams { temperature: 1e-5, min_p: 0.0, raw: true, ..p });
+    assert!((d.raw[1] - -(1.0f64 + 0.5f64.exp()).ln()).abs() < 1e-7, "{:?}", d.raw);
 }

@@ -6,7 +6,7 @@ use sampler_kernels::kernels as k;
 use sampler_kernels::rt::cpu::Gm;
 
 use crate::error::BackendError;
-use crate::plan::{mass_chunks, Backend, StepPlan, StepResult, MASS_CHUNK};
+use crate::plan::{mass_chunks, raw_tiles, Backend, StepPlan, StepResult, MASS_CHUNK};
 
 /// Runs every kernel on the host CPU with rayon.
 ///
@@ -66,11 +66,15 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
         let g = p.groups();
         let mut logits = p.logits.clone();
         let mut row_status = vec![0i32; r];
+        let tiles = raw_tiles(v);
+        let mut raw_max = vec![f32::NEG_INFINITY; r * tiles as usize];
+        let mut raw_sum = vec![0u64; r * tiles as usize];
         {
             let (lg, st) = (Gm::new_mut(&mut logits), Gm::new_mut(&mut row_status));
-            let (masks, has) = (Gm::new(&p.masks), Gm::new(&p.has_mask));
+            let (masks, has, raw) = (Gm::new(&p.masks), Gm::new(&p.has_mask), Gm::new(&p.raw_logprobs));
+            let (rm, rs) = (Gm::new_mut(&mut raw_max), Gm::new_mut(&mut raw_sum));
             // SAFETY (all launches): each program writes only its own row's elements.
-            launch(r, |i| unsafe { k::mask_check::cpu(i, lg, v, masks, has, st) });
+            launch(r, |i| unsafe { k::mask_check::cpu(i, lg, v, masks, has, raw, rm, rs, st) });
         }
         let mut cand = vec![0f32; r * n as usize];
         let mut cand_ids = vec![0i32; r * n as usize];
@@ -91,12 +95,13 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
             }
             let (c, ci, ms, lp, of) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(&mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
             let (t, tp, tk, s, sq) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k), Gm::new(&p.seed), Gm::new(&p.seq_draw));
+            let (mp, fo) = (Gm::new(&p.min_p), Gm::new(&p.filter_order));
             let f = Gm::new_mut(&mut fresh);
-            launch(r, |i| unsafe { k::process_prefix_draw::cpu(i, c, ci, n, v, ms, chunks, t, tp, tk, s, sq, lp, of, f) });
+            launch(r, |i| unsafe { k::process_prefix_draw::cpu(i, c, ci, n, v, ms, chunks, t, tp, tk, mp, fo, s, sq, lp, of, f) });
         } else {
             let (c, lp) = (Gm::new(&cand), Gm::new_mut(&mut logprobs));
-            let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
-            launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, lp) });
+            let (t, tp, tk, mp, fo) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k), Gm::new(&p.min_p), Gm::new(&p.filter_order));
+            launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, mp, fo, lp) });
             let (lp, ci, f) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new_mut(&mut fresh));
             let (s, sq) = (Gm::new(&p.seed), Gm::new(&p.seq_draw));
             launch(r, |i| unsafe { k::draw::cpu(i, lp, ci, n, s, sq, f) });
@@ -143,6 +148,13 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
             let (ci, lp) = (Gm::new(&cand_ids), Gm::new(&logprobs));
             let (oi, ol) = (Gm::new_mut(&mut top_ids), Gm::new_mut(&mut top_lps));
             launch(r, |i| unsafe { k::top_logprobs::cpu(i, ci, lp, n, kk, oi, ol) });
+        }
+        // Section 10.3: raw logprobs replace the reported values of the rows asking for them.
+        if p.any_raw {
+            let (lg, raw, rm, rs, lk, oi) =
+                (Gm::new(&logits), Gm::new(&p.raw_logprobs), Gm::new(&raw_max), Gm::new(&raw_sum), Gm::new(&lookup), Gm::new(&top_ids));
+            let (tl, ol) = (Gm::new_mut(&mut token_lp), Gm::new_mut(&mut top_lps));
+            launch(r, |i| unsafe { k::raw_logprobs::cpu(i, lg, v, raw, rm, rs, tiles, lk, kk, oi, tl, ol) });
         }
         // Optional output: the processed top-N distribution of the rows asked for.
         let nn = n as usize;

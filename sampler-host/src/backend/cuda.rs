@@ -24,7 +24,7 @@ use sampler_kernels::kernels as k;
 use sampler_kernels::spec::{gpu_stage_bytes, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
-use crate::plan::{mass_chunks, Backend, StepPlan, StepResult, MASS_CHUNK};
+use crate::plan::{mass_chunks, raw_tiles, Backend, StepPlan, StepResult, MASS_CHUNK};
 
 /// Committed tuning tables, `(file name, JSON)`: the one whose `"device"`
 /// equals the device's name is used (`examples/autotune.rs` writes them;
@@ -212,7 +212,7 @@ macro_rules! bufs {
 bufs! {
     logits: f32, masks: u32, has_mask: u32, row_status: i32,
     cand: f32, cand_ids: i32, logprobs: f32,
-    temperature: f32, top_p: f32, top_k: i32,
+    temperature: f32, top_p: f32, top_k: i32, min_p: f32, filter_order: u32, raw: u32, raw_max: f32, raw_sum: u64,
     seed: u64, seq_draw: u64, seq_accept: u64, seq_residual: u64,
     fresh: i32, golden: i32, drafts: i32,
     draft_ids: i32, draft_lps: f32, col_of: i32, q_lps: f32, draft_col: i32, draft_q: f32,
@@ -494,6 +494,12 @@ impl CudaBackend {
         b.temperature.upload(&st, &p.temperature)?;
         b.top_p.upload(&st, &p.top_p)?;
         b.top_k.upload(&st, &p.top_k)?;
+        b.min_p.upload(&st, &p.min_p)?;
+        b.filter_order.upload(&st, &p.filter_order)?;
+        b.raw.upload(&st, &p.raw_logprobs)?;
+        // mask_check writes the raw partial sums of raw rows only.
+        b.raw_max.ensure(&st, r * raw_tiles(v) as usize)?;
+        b.raw_sum.ensure(&st, r * raw_tiles(v) as usize)?;
         b.seed.upload(&st, &p.seed)?;
         b.seq_draw.upload(&st, &p.seq_draw)?;
         b.golden.upload(&st, &p.golden)?;
@@ -564,14 +570,17 @@ impl CudaBackend {
             let var = pick(k::mask_check_chunk::NAME, k::mask_check_chunk::VARIANTS, 1)?;
             let clen = MASK_CHUNK;
             launch!(self, var, rows * mchunks;
-                &mut self.b.logits.s, &v, &clen, &mchunks, &self.b.masks.s, &self.b.has_mask.s, &mut self.b.chunk_bad.s, &mut self.b.chunk_finite.s);
+                &mut self.b.logits.s, &v, &clen, &mchunks, &self.b.masks.s, &self.b.has_mask.s,
+                &self.b.raw.s, &mut self.b.raw_max.s, &mut self.b.raw_sum.s, &mut self.b.chunk_bad.s, &mut self.b.chunk_finite.s);
             mark(self, "mask_check_chunk")?;
             let var = pick(k::status_merge::NAME, k::status_merge::VARIANTS, 1)?;
             launch!(self, var, rows; &self.b.chunk_bad.s, &self.b.chunk_finite.s, &mchunks, &mut self.b.row_status.s);
             mark(self, "status_merge")?;
         } else {
             let var = pick(k::mask_check::NAME, k::mask_check::VARIANTS, 1)?;
-            launch!(self, var, rows; &mut self.b.logits.s, &v, &self.b.masks.s, &self.b.has_mask.s, &mut self.b.row_status.s);
+            launch!(self, var, rows;
+                &mut self.b.logits.s, &v, &self.b.masks.s, &self.b.has_mask.s,
+                &self.b.raw.s, &mut self.b.raw_max.s, &mut self.b.raw_sum.s, &mut self.b.row_status.s);
             mark(self, "mask_check")?;
         }
         // 2. force_topn
@@ -601,18 +610,20 @@ impl CudaBackend {
             let var = pick(k::process_prefix_draw::NAME, k::process_prefix_draw::VARIANTS, n)?;
             launch!(self, var, rows;
                 &self.b.cand.s, &self.b.cand_ids.s, &n, &v, &self.b.mass.s, &mc, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
-                &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.overflow.s, &mut self.b.fresh.s);
+                &self.b.min_p.s, &self.b.filter_order.s, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.overflow.s, &mut self.b.fresh.s);
             mark(self, "process_prefix_draw")?;
         } else if n <= FUSED_MAX {
             // 3-4. process + draw, fused
             let var = pick(k::process_draw::NAME, k::process_draw::VARIANTS, n)?;
             launch!(self, var, rows;
                 &self.b.cand.s, &self.b.cand_ids.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
-                &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.fresh.s);
+                &self.b.min_p.s, &self.b.filter_order.s, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.fresh.s);
             mark(self, "process_draw")?;
         } else {
             let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
-            launch!(self, var, rows; &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &mut self.b.logprobs.s);
+            launch!(self, var, rows;
+                &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &self.b.min_p.s, &self.b.filter_order.s,
+                &mut self.b.logprobs.s);
             mark(self, "process")?;
             // 4. draw
             let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
@@ -649,20 +660,28 @@ impl CudaBackend {
                 &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &kk,
                 &mut self.b.token_lp.s, &mut self.b.sum_smaller.s, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
             mark(self, "token_info_top")?;
-            return Ok(());
+        } else {
+            // 8. token_info
+            let var = pick(k::token_info::NAME, k::token_info::VARIANTS, n)?;
+            launch!(self, var, rows;
+                &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &mut self.b.token_lp.s, &mut self.b.sum_smaller.s);
+            mark(self, "token_info")?;
+            // 9. top_logprobs
+            if kk > 0 {
+                let var = pick(k::top_logprobs::NAME, k::top_logprobs::VARIANTS, n)?;
+                launch!(self, var, rows; &self.b.cand_ids.s, &self.b.logprobs.s, &n, &kk, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
+                mark(self, "top_logprobs")?;
+            }
         }
-        // 8. token_info
-        let var = pick(k::token_info::NAME, k::token_info::VARIANTS, n)?;
-        launch!(self, var, rows;
-            &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &mut self.b.token_lp.s, &mut self.b.sum_smaller.s);
-        mark(self, "token_info")?;
-        // 9. top_logprobs
-        if kk > 0 {
-            let var = pick(k::top_logprobs::NAME, k::top_logprobs::VARIANTS, n)?;
-            launch!(self, var, rows; &self.b.cand_ids.s, &self.b.logprobs.s, &n, &kk, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
-            mark(self, "top_logprobs")?;
+        // 10. raw_logprobs (section 10.3; only when a row asks for them)
+        if p.any_raw {
+            let tiles = raw_tiles(v);
+            let var = pick(k::raw_logprobs::NAME, k::raw_logprobs::VARIANTS, kk.max(1))?;
+            launch!(self, var, rows;
+                &self.b.logits.s, &v, &self.b.raw.s, &self.b.raw_max.s, &self.b.raw_sum.s, &tiles, &self.b.lookup.s, &kk, &self.b.top_ids.s,
+                &mut self.b.token_lp.s, &mut self.b.top_lps.s);
+            mark(self, "raw_logprobs")?;
         }
-
         Ok(())
     }
 

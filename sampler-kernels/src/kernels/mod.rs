@@ -31,6 +31,7 @@ pub const ALL: &[&str] = &[
     "token_info",
     "top_logprobs",
     "token_info_top",
+    "raw_logprobs",
 ];
 
 /// Section 3.1-3.2: applies the grammar bit mask of each row in place and
@@ -39,13 +40,20 @@ pub const ALL: &[&str] = &[
 /// - `logits`: `[R, v]` f32, masked in place where `has_mask[r] != 0`.
 /// - `masks`: `[R, ceil(v/32)]` u32 words (bit `t % 32` of word `t / 32` = token t allowed).
 /// - `has_mask`: `[R]` u32, nonzero when row r has a mask.
+/// - `raw`: `[R]` u32, nonzero when row r reports raw logprobs (section 10.3).
+/// - `raw_max`: `[R, T]` f32 out, `raw_sum`: `[R, T]` u64 out (T = ceil(v / 4096),
+///   written for raw rows only): per tile of 4096 masked logits, its largest
+///   logit `mt` and the fixed-point sum of `exp(logit - mt)` (2^-44 units);
+///   `raw_logprobs` merges them into the full-row normaliser, so no pass
+///   reads the logits again for it.
 /// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
 #[kernel(tile = [4096], threads = [512])]
-pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>, status: GmMut<i32>) {
+pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>, raw: Gm<u32>, raw_max: GmMut<f32>, raw_sum: GmMut<u64>, status: GmMut<i32>) {
     let r = row();
     let base = (r as u64) * (v as u64);
     let words = (v + 31) / 32;
     let use_mask = load_scalar(has_mask, r as u64) != 0;
+    let want_raw = load_scalar(raw, r as u64) != 0;
     let nchunks = (v + TILE - 1) / TILE;
     let mut bad = 0u32;
     let mut finite = 0u32;
@@ -59,9 +67,19 @@ pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>,
             store(logits, base + (start as u64), xm);
             bad += count(is_nan(xm) | is_pos_inf(xm));
             finite += count(!is_neg_inf(xm));
+            if want_raw {
+                let mt = reduce_max(xm);
+                store_scalar(raw_max, (r * nchunks + c) as u64, mt);
+                store_scalar(raw_sum, (r * nchunks + c) as u64, reduce_sum(to_fixed(exp(xm - mt))));
+            }
         } else {
             bad += count(is_nan(x) | is_pos_inf(x));
             finite += count(!is_neg_inf(x));
+            if want_raw {
+                let mt = reduce_max(x);
+                store_scalar(raw_max, (r * nchunks + c) as u64, mt);
+                store_scalar(raw_sum, (r * nchunks + c) as u64, reduce_sum(to_fixed(exp(x - mt))));
+            }
         }
     }
     let st = if bad > 0 { 1i32 } else { if finite == 0 { 2i32 } else { 0i32 } };
@@ -74,10 +92,23 @@ pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>,
 /// shorter) and counts its bad and finite logits; `status_merge` turns the
 /// counts into `mask_check`'s row status.
 ///
-/// - `logits`, `masks`, `has_mask`: as `mask_check`.
+/// - `logits`, `masks`, `has_mask`, `raw`, `raw_max`, `raw_sum`: as `mask_check`
+///   (the same tiles of 4096: `chunk_len` is a multiple of it).
 /// - `bad`, `finite`: `[R * chunks]` u32 out.
 #[kernel(tile = [4096], threads = [512])]
-pub fn mask_check_chunk(logits: GmMut<f32>, v: u32, chunk_len: u32, chunks: u32, masks: Gm<u32>, has_mask: Gm<u32>, bad: GmMut<u32>, finite: GmMut<u32>) {
+pub fn mask_check_chunk(
+    logits: GmMut<f32>,
+    v: u32,
+    chunk_len: u32,
+    chunks: u32,
+    masks: Gm<u32>,
+    has_mask: Gm<u32>,
+    raw: Gm<u32>,
+    raw_max: GmMut<f32>,
+    raw_sum: GmMut<u64>,
+    bad: GmMut<u32>,
+    finite: GmMut<u32>,
+) {
     let p = row();
     let r = p / chunks;
     let cstart = (p % chunks) * chunk_len;
@@ -85,6 +116,8 @@ pub fn mask_check_chunk(logits: GmMut<f32>, v: u32, chunk_len: u32, chunks: u32,
     let base = (r as u64) * (v as u64);
     let words = (v + 31) / 32;
     let use_mask = load_scalar(has_mask, r as u64) != 0;
+    let want_raw = load_scalar(raw, r as u64) != 0;
+    let rtiles = (v + TILE - 1) / TILE;
     let ntiles = (cend - cstart + TILE - 1) / TILE;
     let mut nbad = 0u32;
     let mut nfin = 0u32;
@@ -100,10 +133,20 @@ pub fn mask_check_chunk(logits: GmMut<f32>, v: u32, chunk_len: u32, chunks: u32,
             let both = reduce_sum(select(is_nan(xm) | is_pos_inf(xm), 65536u32, 0u32) + select(!is_neg_inf(xm), 1u32, 0u32));
             nbad += both >> 16;
             nfin += both & 65535u32;
+            if want_raw {
+                let mt = reduce_max(xm);
+                store_scalar(raw_max, (r * rtiles + start / TILE) as u64, mt);
+                store_scalar(raw_sum, (r * rtiles + start / TILE) as u64, reduce_sum(to_fixed(exp(xm - mt))));
+            }
         } else {
             let both = reduce_sum(select(is_nan(x) | is_pos_inf(x), 65536u32, 0u32) + select(!is_neg_inf(x), 1u32, 0u32));
             nbad += both >> 16;
             nfin += both & 65535u32;
+            if want_raw {
+                let mt = reduce_max(x);
+                store_scalar(raw_max, (r * rtiles + start / TILE) as u64, mt);
+                store_scalar(raw_sum, (r * rtiles + start / TILE) as u64, reduce_sum(to_fixed(exp(x - mt))));
+            }
         }
     }
     store_scalar(bad, p as u64, nbad);
@@ -183,29 +226,36 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
     store(cand_ids, off, ids);
 }
 
-/// Sections 3.4-3.9: temperature (`(logit - m) / T`, IEEE f32), softmax, top-p,
-/// top-k and the renormalised (processed) logprobs of the candidates.
+/// Sections 3.4-3.9 and 10.1-10.2: temperature (`(logit - m) / T`, IEEE
+/// f32), softmax, min-p, top-p and top-k in the row's filter order, and the
+/// renormalised (processed) logprobs of the candidates.
 ///
 /// - `cand`: `[R, n]` f32 candidate logits in order.
 /// - `temperature`, `top_p`: `[R]` f32 (already clamped, section 1); `top_k`: `[R]` i32 (-1 off).
+/// - `min_p`: `[R]` f32 in [0, 1] (0 off); `order`: `[R]` u32, 0 top-p then
+///   top-k (the seed), 1 top-k then top-p (section 10.2).
 /// - `logprobs`: `[R, n]` f32 out; `-inf` for removed candidates.
 #[kernel(
     tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
     threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
 )]
-pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, logprobs: GmMut<f32>) {
+pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, min_p: Gm<f32>, order: Gm<u32>, logprobs: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
     // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
     // first candidate), so the largest x is exactly 0 and nothing overflows.
     let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
-    let w = to_fixed(exp(x));
-    let total = reduce_sum(w);
-    let excl = exclusive_scan(w);
-    // Top-p: removed when the mass before it exceeds top_p (exactly, in integers).
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
     let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let mp = load_scalar(min_p, r as u64);
+    // Min-p (10.1) and top-k cut prefixes; x is 0 only on ties with the
+    // largest logit, so min_p = 1 keeps exactly those whatever exp rounds to.
+    let pre = (exp(x) >= mp) & ((x == 0.0) | (mp < 1.0)) & ((iota(n) < (k as u32)) | (k < 0));
+    let w = to_fixed(exp(x));
+    // Top-p: removed when the mass before it exceeds top_p times the row's
+    // mass, or (10.2) the mass min-p and top-k keep (exactly, in integers).
+    let base = if load_scalar(order, r as u64) != 0 { reduce_sum(select(pre, w, 0u64)) } else { reduce_sum(w) };
+    let thr = frac_floor(base, load_scalar(top_p, r as u64));
+    let keep = (exclusive_scan(w) <= thr) & pre;
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
     store(logprobs, off, select(keep, x - lse, NEG_INF));
@@ -263,8 +313,8 @@ pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm
 /// `process` then `draw` in one program per row (one launch, the logprobs
 /// kept in registers for the draw): bit for bit the two kernels' outputs.
 ///
-/// - As `process` (`cand`, `n`, `temperature`, `top_p`, `top_k` -> `logprobs`)
-///   and `draw` (`cand_ids`, `seed`, `seq` -> `token`).
+/// - As `process` (`cand`, `n`, `temperature`, `top_p`, `top_k`, `min_p`,
+///   `order` -> `logprobs`) and `draw` (`cand_ids`, `seed`, `seq` -> `token`).
 #[kernel(
     tile = [64, 256, 1024, 4096, 16384],
     threads = [64, 256, 512, 512, 1024]
@@ -276,6 +326,8 @@ pub fn process_draw(
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
+    min_p: Gm<f32>,
+    order: Gm<u32>,
     seed: Gm<u64>,
     seq: Gm<u64>,
     logprobs: GmMut<f32>,
@@ -286,12 +338,14 @@ pub fn process_draw(
     // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
     // first candidate), so the largest x is exactly 0 and nothing overflows.
     let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
-    let w = to_fixed(exp(x));
-    let total = reduce_sum(w);
-    let excl = exclusive_scan(w);
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
     let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let mp = load_scalar(min_p, r as u64);
+    // As `process`: min-p and top-k prefixes, top-p on the row's or (10.2) their mass.
+    let pre = (exp(x) >= mp) & ((x == 0.0) | (mp < 1.0)) & ((iota(n) < (k as u32)) | (k < 0));
+    let w = to_fixed(exp(x));
+    let base = if load_scalar(order, r as u64) != 0 { reduce_sum(select(pre, w, 0u64)) } else { reduce_sum(w) };
+    let thr = frac_floor(base, load_scalar(top_p, r as u64));
+    let keep = (exclusive_scan(w) <= thr) & pre;
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
     let lp = select(keep, x - lse, NEG_INF);
@@ -309,11 +363,15 @@ pub fn process_draw(
 /// the `n` columns, every logprob and the token equal `process` + `draw`
 /// over all V columns bit for bit; `overflow[r] = 1` says it may not (the
 /// token after the prefix would be kept), and the host then runs the step
-/// on the full-row path.
+/// on the full-row path. With `order` 1 (section 10.2) the top-p mass is
+/// that of the min-p and top-k prefix, known here when that prefix ends
+/// within the `n` columns or is the whole row (min-p off, top-k off);
+/// otherwise `overflow` is set.
 ///
 /// - `cand`: `[R, n]` f32 candidate logits in order, `cand_ids`: `[R, n]` i32; `v`: the vocabulary size.
 /// - `mass`: `[R * chunks]` u64 from `row_mass`.
-/// - `temperature`, `top_p`: `[R]` f32; `top_k`: `[R]` i32 (-1 off); `seed`, `seq`: `[R]` u64.
+/// - `temperature`, `top_p`, `min_p`: `[R]` f32; `top_k`: `[R]` i32 (-1 off);
+///   `order`: `[R]` u32 (as `process`); `seed`, `seq`: `[R]` u64.
 /// - `logprobs`: `[R, n]` f32 out (`-inf` removed); `overflow`: `[R]` u32 out; `token`: `[R]` i32 out.
 #[kernel(
     tile = [64, 256, 1024, 4096, 16384],
@@ -329,6 +387,8 @@ pub fn process_prefix_draw(
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
+    min_p: Gm<f32>,
+    order: Gm<u32>,
     seed: Gm<u64>,
     seq: Gm<u64>,
     logprobs: GmMut<f32>,
@@ -339,21 +399,33 @@ pub fn process_prefix_draw(
     let off = (r as u64) * (n as u64);
     // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
     // first candidate), so the largest x is exactly 0 and nothing overflows.
-    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
-    let w = to_fixed(exp(x));
+    let m = load_scalar(cand, off);
+    let t = load_scalar(temperature, r as u64);
+    let x = (load(cand, off, n) - m) / t;
     let mut total = 0u64;
     for c in 0..chunks {
         total += load_scalar(mass, (r * chunks + c) as u64);
     }
-    let excl = exclusive_scan(w);
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
     let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
+    let mp = load_scalar(min_p, r as u64);
+    let pre = (exp(x) >= mp) & ((x == 0.0) | (mp < 1.0)) & ((iota(n) < (k as u32)) | (k < 0));
+    let w = to_fixed(exp(x));
+    // Whether min-p keeps the last column (then it may keep past the prefix).
+    let xl = (load_scalar(cand, off + ((n - 1) as u64)) - m) / t;
+    let last_in = exp(xl) >= mp && (xl == 0.0 || mp < 1.0);
+    let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
+    let kfirst = load_scalar(order, r as u64) != 0;
+    // 10.2: the min-p and top-k mass; past the prefix it is the row's total
+    // when both are off, else unknown here (the row overflows).
+    let base = if kfirst && k_inside { reduce_sum(select(pre, w, 0u64)) } else { total };
+    let base_unknown = kfirst && !k_inside && (k > 0 || mp > 0.0);
+    let thr = frac_floor(base, load_scalar(top_p, r as u64));
+    let keep = (exclusive_scan(w) <= thr) & pre;
     let kept = reduce_sum(select(keep, w, 0u64));
     let lse = ln_fixed(kept);
     let lp = select(keep, x - lse, NEG_INF);
     store(logprobs, off, lp);
-    let next_kept = n < v && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n);
+    let next_kept = n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n)));
     store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
     let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     let c = categorical(to_fixed(exp(lp)), u);
@@ -609,4 +681,58 @@ pub fn token_info_top(
     let ooff = (r as u64) * (k as u64);
     store_head(out_ids, ooff, ids, k);
     store_head(out_lps, ooff, lps, k);
+}
+
+/// Section 10.3: the raw logprobs of the rows that ask for them, over the
+/// outputs of `token_info` / `top_logprobs`: `(logit - M) - ln(sum over all V
+/// of exp(logit_j - M))` of the masked logits at temperature 1, for the
+/// row's token (`lookup`, any id, inside the top N or not) and its top-`k`
+/// ids. The normaliser merges `mask_check`'s per-tile partial sums: each
+/// tile's fixed-point sum is scaled by `exp(mt - M)` in f32 and summed
+/// exactly as fixed point, so it is batch-invariant and the same on every
+/// backend (the tiles depend on V only). Rows with `raw[r] == 0` are untouched.
+///
+/// - `logits`: `[R, v]` f32 (masked); `raw`: `[R]` u32; `raw_max`, `raw_sum`:
+///   `[R, tiles]` from `mask_check` (`tiles = ceil(v / 4096)`).
+/// - `lookup`: `[R]` i32 (-1 none); `top_ids`: `[R, k]` i32.
+/// - `token_lp`: `[R]` f32 out; `top_lps`: `[R, k]` f32 out (raw rows only).
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn raw_logprobs(
+    logits: Gm<f32>,
+    v: u32,
+    raw: Gm<u32>,
+    raw_max: Gm<f32>,
+    raw_sum: Gm<u64>,
+    tiles: u32,
+    lookup: Gm<i32>,
+    k: u32,
+    top_ids: Gm<i32>,
+    token_lp: GmMut<f32>,
+    top_lps: GmMut<f32>,
+) {
+    let r = row();
+    if load_scalar(raw, r as u64) != 0 {
+        let mut m = NEG_INF;
+        for t in 0..tiles {
+            m = max(m, load_scalar(raw_max, (r * tiles + t) as u64));
+        }
+        let mut s = 0u64;
+        for t in 0..tiles {
+            let i = (r * tiles + t) as u64;
+            s += to_fixed(fixed_to_f32(load_scalar(raw_sum, i)) * exp(load_scalar(raw_max, i) - m));
+        }
+        let lse = ln_fixed(s);
+        let base = (r as u64) * (v as u64);
+        let tok = load_scalar(lookup, r as u64);
+        let lp = if tok >= 0 && tok < (v as i32) { (load_scalar(logits, base + (tok as u64)) - m) - lse } else { NEG_INF };
+        store_scalar(token_lp, r as u64, lp);
+        if k > 0 {
+            let ooff = (r as u64) * (k as u64);
+            let vals = gather(logits, base, load(top_ids, ooff, k), NEG_INF);
+            store(top_lps, ooff, (vals - m) - lse);
+        }
+    }
 }
