@@ -128,7 +128,7 @@ fn params(a: &Args, seed: u64, top_logprobs: u32) -> SamplingParams {
 fn main() {
     let args = Args::parse();
     if let Err(e) = run(&args) {
-        esay!("error: {e}");
+        eprintln!("error: {e}");
         std::process::exit(2);
     }
 }

@@ -244,7 +244,9 @@ fn prefix_path_and_its_fallbacks() {
 fn force_topk_exchanges_candidates_only() {
     let mut rng = Rng::new(77);
     let (v, n) = (4096usize, 64usize);
-    let step = random_step(&mut rng, v, n, 3, GenOpts { p_error: 0.0 });
+    let mut step = random_step(&mut rng, v, n, 3, GenOpts { p_error: 0.0 });
+    // Raw logprobs gather the full rows (section 10.3): this test is about candidates.
+    step.requests.iter_mut().for_each(|r| r.params.logprobs_mode = sampler_host::LogprobsMode::Processed);
     let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
     for tp in [2usize, 4, 8] {
         let stats = check(&step, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "exchange");
@@ -283,6 +285,7 @@ fn mixed_batches_gather_full_rows_only_where_needed() {
                 continue;
             }
             p.temperature = rng.pick(&[0.3f32, 0.7, 1.0]);
+            p.logprobs_mode = sampler_host::LogprobsMode::Processed;
             if i % 2 == 0 {
                 (p.top_p, p.top_k) = (1.0, -1);
             } else {

@@ -436,14 +436,21 @@ impl<C: Collective> VocabParallelSampler<C> {
         }
         let mut status = vec![2i32; rows];
         if real > 0 {
+            // Raw logprobs (section 10.3) take the full-row path below: no shard partials here.
+            let no_raw = vec![0u32; rows];
+            let (mut raw_max, mut raw_sum) = (vec![0f32; 0], vec![0u64; 0]);
             let (l, st) = (Gm::new_mut(&mut lg), Gm::new_mut(&mut status));
-            let (ms, has) = (Gm::new(&local_masks), Gm::new(&has_mask));
+            let (ms, has, raw) = (Gm::new(&local_masks), Gm::new(&has_mask), Gm::new(&no_raw));
+            let (rm, rs) = (Gm::new_mut(&mut raw_max), Gm::new_mut(&mut raw_sum));
             // SAFETY (all launches): each program writes only its own row's elements.
-            launch(rows, |i| unsafe { k::mask_check::cpu(i, l, me.real, ms, has, st) });
+            launch(rows, |i| unsafe { k::mask_check::cpu(i, l, me.real, ms, has, raw, rm, rs, st) });
         }
         // Section 5 / 9: a prefix-path step, a force top-k step, or the full rows.
         let prefix = prefix_width(&plan);
-        let result = if n < v {
+        // Raw logprobs need the full-row normaliser over the global tiles: gather the rows.
+        let result = if plan.any_raw {
+            self.full_rows(&mut plan, &mut infos, &lg, &mask_err)?
+        } else if n < v {
             let (g, errs) = self.exchange_candidates(&plan, &lg, &status, &mask_err, n, None)?;
             self.finishes().then(|| finish(&self.shards, &mut plan, &mut infos, g, errs, n))
         } else if let Some(w) = prefix {
@@ -826,13 +833,15 @@ fn finish_steps(p: &StepPlan, row_status: &[i32], cand: Vec<f32>, cand_ids: Vec<
     if let Some(mass) = &mass {
         let (c, ci, ms, lp, of) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
         let (t, tp, tk, s, sq) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k), Gm::new(&p.seed), Gm::new(&p.seq_draw));
+        let (mp, fo) = (Gm::new(&p.min_p), Gm::new(&p.filter_order));
         let f = Gm::new_mut(&mut fresh);
-        launch(r, |i| unsafe { k::process_prefix_draw::cpu(i, c, ci, n, v, ms, 1, t, tp, tk, s, sq, lp, of, f) });
+        launch(r, |i| unsafe { k::process_prefix_draw::cpu(i, c, ci, n, v, ms, 1, t, tp, tk, mp, fo, s, sq, lp, of, f) });
     } else {
         {
             let (c, lp) = (Gm::new(&cand), Gm::new_mut(&mut logprobs));
             let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
-            launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, lp) });
+            let (mp, fo) = (Gm::new(&p.min_p), Gm::new(&p.filter_order));
+            launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, mp, fo, lp) });
         }
         let (lp, ci, f) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new_mut(&mut fresh));
         let (s, sq) = (Gm::new(&p.seed), Gm::new(&p.seq_draw));
