@@ -80,10 +80,14 @@ pub fn shr(a: u64, b: u32) -> u64 {
     a.wrapping_shr(b)
 }
 
-/// `exp(x)` in f32 ([`super::math::exp_f32`]).
+/// `exp(x)` in f32 ([`super::math::exp_f32`]; on the CPU its branch-free
+/// twin [`super::math::exp_f32_flat`], the same bits, so tile maps vectorise).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    super::math::exp_f32(x)
+    #[cfg(not(target_arch = "nvptx64"))]
+    return super::math::exp_f32_flat(x);
+    #[cfg(target_arch = "nvptx64")]
+    return super::math::exp_f32(x);
 }
 /// The smaller of two values (`a` when unordered).
 #[inline(always)]

@@ -217,6 +217,52 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// [`exp_f32`] without branches, for the CPU: the same operations on the
+/// same values, every special case a select, so loops over tiles
+/// auto-vectorise. Bit-identical to [`exp_f32`] for every input (tests check
+/// it on all 2^32 bit patterns); the nvptx build keeps [`exp_f32`].
+#[inline(always)]
+pub fn exp_f32_flat(x: f32) -> f32 {
+    const HI: f32 = 88.72283;
+    const LO: f32 = -103.97208;
+    // In range (and NaN, which gives k = 0 and is replaced below) the
+    // computation sees x itself; out of range its result is replaced too.
+    let xc = if x > HI { HI } else if x < LO { LO } else { x };
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let t = xc * LOG2E;
+    let k = (t + if t >= 0.0 { 0.5 } else { -0.5 }) as i32;
+    let kf = k as f32;
+    let r = (xc - kf * LN2_HI) - kf * LN2_LO;
+    let mut p = 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    // exp_f32's three scalings as (p * a) * b; b = 1 (exact) in the middle case.
+    let (ea, eb) = if k > 127 {
+        (254, k)
+    } else if k >= -126 {
+        (k + 127, 127)
+    } else {
+        (k + 64 + 127, 127 - 64)
+    };
+    let v = p * f32::from_bits((ea as u32) << 23) * f32::from_bits((eb as u32) << 23);
+    if x.is_nan() {
+        x
+    } else if x > HI {
+        f32::INFINITY
+    } else if x < LO {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// Order key of a (logit, id) pair: larger key = earlier in the order of
 /// SAMPLER.md section 3.6 (logit descending, ties by lower vocabulary id).
 /// Keys are unique per row, so the top-N set does not depend on the algorithm.
@@ -280,6 +326,33 @@ mod tests {
         }
         assert_eq!(exp_f32(0.0), 1.0);
         assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+    }
+
+    #[test]
+    fn exp_flat_equals_exp_on_a_dense_sample() {
+        // Every 4099th bit pattern (all exponents, signs, NaNs and infinities), plus the edges.
+        let mut b = 0u32;
+        loop {
+            let x = f32::from_bits(b);
+            assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e} ({b:#x})");
+            match b.checked_add(4099) {
+                Some(n) => b = n,
+                None => break,
+            }
+        }
+        for x in [88.72283f32, -103.97208, 88.72284, -103.97209, 0.0, -0.0, f32::MAX, f32::MIN, -87.33655, -87.33654] {
+            assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e}");
+        }
+    }
+
+    /// All 2^32 inputs (minutes on one core): `cargo test --release -p sampler-kernels exp_flat_all -- --ignored`.
+    #[test]
+    #[ignore]
+    fn exp_flat_equals_exp_on_all_inputs() {
+        for b in 0..=u32::MAX {
+            let x = f32::from_bits(b);
+            assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e} ({b:#x})");
+        }
     }
 
     #[test]
