@@ -16,13 +16,15 @@
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
 //!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
 //!     torch; SVG (`scripts/bench.sh chart` renders the PNG).
-//! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1]
+//! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1] [--clock cpu|wall]
 //!               [--peer ../shared/peers/numpy_sampler.py] [--python python3] [--json F]
 //!     the CPU backend beside the numpy peer (issue 12 item 7), ms per row
 //!     per core: our verify-like step (R = 16: three decode requests with
 //!     seqlen_q 6, 6, 4 and their drafts) and an R = 16 prefill step (the
 //!     peer's own workload), both through the public `Sampler` API on a
-//!     rayon pool of `--threads` threads; the peer on one core.
+//!     rayon pool of `--threads` threads; the peer on one core. `--clock cpu`
+//!     (default; one thread) times CPU time on both sides, which a busy
+//!     shared machine disturbs far less than wall time.
 //! ```
 //! Workload (the peers'): V = 129280 f32 logits ~ 3 x normal, temperature
 //! 0.7, top-p 0.9, top-k 50, top-5 logprobs, force top-N (0 = off).
@@ -448,26 +450,41 @@ fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32) -> R
     Ok(out)
 }
 
-/// Median ms of `reps` calls of `f` after one warm-up call.
-fn time_ms(reps: usize, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
+/// CPU time of the calling thread, ns (Linux `/proc/thread-self/schedstat`), if readable.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Median ms of `reps` calls of `f` after one warm-up call: CPU time of this
+/// thread (`cpu`: with a one-thread pool, the thread that runs every
+/// program) or wall time.
+fn time_ms(reps: usize, cpu: bool, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
     f()?;
     let mut t = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let t0 = std::time::Instant::now();
+        let (c0, t0) = (thread_cpu_ns(), std::time::Instant::now());
         f()?;
-        t.push(t0.elapsed().as_secs_f64() * 1e3);
+        let wall = t0.elapsed().as_secs_f64() * 1e3;
+        t.push(match (cpu, c0, thread_cpu_ns()) {
+            (true, Some(a), Some(b)) => (b - a) as f64 * 1e-6,
+            (true, _, _) => return Err("no thread CPU clock (/proc/thread-self/schedstat); use --clock wall".into()),
+            _ => wall,
+        });
     }
     Ok(median(&mut t))
 }
 
 /// Runs the numpy peer on one core; its per-shape records, or why not.
-fn run_peer(args: &[String], v: u32, ns: &[u32], rows: u32, reps: usize) -> Res<Vec<Value>> {
+fn run_peer(args: &[String], v: u32, ns: &[u32], rows: u32, reps: usize, cpu: bool) -> Res<Vec<Value>> {
     let default = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peers/numpy_sampler.py");
     let peer = arg(args, "--peer").unwrap_or(default.into());
     let python = arg(args, "--python").unwrap_or("python3".into());
     let json = std::env::temp_dir().join(format!("numpy-peer-{}.json", std::process::id()));
     let nl: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
+    // --clock cpu: the peer's own timer (time.perf_counter) reads process CPU time instead.
+    let wrap = "import runpy, sys, time\nif sys.argv[1] == 'cpu': time.perf_counter = time.process_time\nsys.argv = sys.argv[2:]\nrunpy.run_path(sys.argv[0], run_name='__main__')";
     let st = std::process::Command::new(&python)
+        .args(["-c", wrap, if cpu { "cpu" } else { "wall" }])
         .arg(&peer)
         .args(["--vocab", &v.to_string(), "--rows", &rows.to_string(), "--n", &nl.join(","), "--reps", &reps.to_string(), "--json"])
         .arg(&json)
@@ -490,6 +507,18 @@ fn cpu(args: &[String]) -> ExitCode {
     let ns = list(&arg(args, "--n").unwrap_or("1024,4096,0".into()));
     let reps: usize = arg(args, "--reps").map(|s| s.parse().expect("--reps K")).unwrap_or(7);
     let threads: usize = arg(args, "--threads").map(|s| s.parse().expect("--threads T")).unwrap_or(1);
+    let cpu = match arg(args, "--clock").as_deref() {
+        None | Some("cpu") => true,
+        Some("wall") => false,
+        Some(x) => {
+            eprintln!("--clock {x}: expected cpu or wall");
+            return ExitCode::from(2);
+        }
+    };
+    if cpu && threads != 1 {
+        eprintln!("--clock cpu times one thread: use --threads 1 (or --clock wall)");
+        return ExitCode::from(2);
+    }
     let rows = 16u32;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a rayon pool");
     let target = normal_logits(rows as usize, v as usize, 7);
@@ -500,17 +529,17 @@ fn cpu(args: &[String]) -> ExitCode {
                 let cfg = SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend: BackendKind::Cpu };
                 let mut s = Sampler::new(cfg).map_err(|e| e.to_string())?;
                 let vreqs = verify_requests(&mut s, &target, v as usize, 5)?;
-                let verify = time_ms(reps, || s.sample(&target, &vreqs).map(drop).map_err(|e| e.to_string()))?;
+                let verify = time_ms(reps, cpu, || s.sample(&target, &vreqs).map(drop).map_err(|e| e.to_string()))?;
                 let preqs: Vec<Request> = (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
-                let prefill = time_ms(reps, || s.sample(&target, &preqs).map(drop).map_err(|e| e.to_string()))?;
+                let prefill = time_ms(reps, cpu, || s.sample(&target, &preqs).map(drop).map_err(|e| e.to_string()))?;
                 Ok((verify, prefill))
             })
         })
         .collect();
-    let peer = run_peer(args, v, &ns, rows, reps);
+    let peer = run_peer(args, v, &ns, rows, reps, cpu);
     let per_row = |ms: f64| ms * threads as f64 / rows as f64;
     println!("CPU backend vs numpy peer: V = {v}, R = {rows}, T 0.7, top-p 0.9, top-k 50, top-5 logprobs; ms per row per core");
-    println!("ours: {threads} rayon thread(s), median of {reps}; peer: {}", match &peer {
+    println!("clock: {}; ours: {threads} rayon thread(s), median of {reps}; peer: {}", if cpu { "CPU time" } else { "wall" }, match &peer {
         Ok(_) => "numpy_sampler.py, one core".to_string(),
         Err(e) => format!("unavailable ({e})"),
     });
@@ -526,7 +555,7 @@ fn cpu(args: &[String]) -> ExitCode {
             Ok((vf, pf)) => {
                 let (vr, pr) = (per_row(*vf), per_row(*pf));
                 println!("| {nn} | {vr:.3} | {pr:.3} | {p:.3} | {:.2} | {:.2} |", p / vr, p / pr);
-                out.push(json!({"n": n, "vocab": v, "rows": rows, "threads": threads, "verify_row_ms": vr, "prefill_row_ms": pr, "peer_row_ms": p}));
+                out.push(json!({"n": n, "vocab": v, "rows": rows, "threads": threads, "clock": if cpu { "cpu" } else { "wall" }, "verify_row_ms": vr, "prefill_row_ms": pr, "peer_row_ms": p}));
             }
             Err(e) => {
                 println!("| {nn} | ERROR {e} | | {p:.3} | | |");

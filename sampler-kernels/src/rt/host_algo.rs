@@ -9,7 +9,7 @@
 extern crate alloc;
 use alloc::vec::Vec;
 
-use super::math::{key_of_bits, order_bits};
+use super::math::{key_logit, key_of_bits, order_bits};
 
 /// Elements checked per block of the streaming filter: a block is one
 /// branch-free (auto-vectorised) compare pass, and only blocks with a
@@ -46,37 +46,78 @@ pub fn top_keys(x: &[f32], n: usize) -> Vec<u64> {
 
 /// The streaming pass of [`top_keys`]: the `n` largest keys of `x` in
 /// ascending id order (`1 <= n < x.len()`).
+///
+/// The starting threshold comes from a strided sample of the row (about
+/// 2n keys are expected to pass it); if fewer than `n` pass, the pass is
+/// redone from the row's first `n` keys (exact either way, only slower).
 fn stream_top(x: &[f32], n: usize) -> Vec<u64> {
     let cap = (2 * n).max(n + 4 * BLOCK);
     let mut buf: Vec<u64> = Vec::with_capacity(cap + BLOCK);
     let mut scratch: Vec<u64> = Vec::with_capacity(cap + BLOCK);
-    buf.extend(x[..n].iter().enumerate().map(|(i, &v)| key_of_bits(order_bits(v), i as u32)));
-    // The n-th largest key so far; a later element passes iff its order
-    // bits exceed the threshold's (an equal logit has a larger id, so a smaller key).
-    let mut thr = (buf.iter().min().copied().unwrap_or(0) >> 32) as u32;
-    let mut i = n;
-    while i < x.len() {
-        let end = (i + BLOCK).min(x.len());
-        let blk = &x[i..end];
-        // Branch-free: vectorises to a compare and an or-reduction.
-        let hit = blk.iter().fold(false, |a, &v| a | (order_bits(v) > thr));
-        if hit {
-            for (j, &v) in blk.iter().enumerate() {
-                let o = order_bits(v);
-                if o > thr {
-                    buf.push(key_of_bits(o, (i + j) as u32));
-                }
+    if let Some(t) = sampled_threshold(x, n) {
+        filter_from(x, 0, t, n, cap, &mut buf, &mut scratch);
+        if buf.len() >= n {
+            if buf.len() > n {
+                compact(&mut buf, n, &mut scratch);
             }
-            if buf.len() >= cap {
-                thr = (compact(&mut buf, n, &mut scratch) >> 32) as u32;
-            }
+            return buf;
         }
-        i = end;
+        buf.clear();
     }
+    buf.extend(x[..n].iter().enumerate().map(|(i, &v)| key_of_bits(order_bits(v), i as u32)));
+    // The n-th largest key so far (a later key with equal order bits is smaller: larger id).
+    let thr = (buf.iter().min().copied().unwrap_or(0) >> 32) as u32;
+    filter_from(x, n, thr, n, cap, &mut buf, &mut scratch);
     if buf.len() > n {
         compact(&mut buf, n, &mut scratch);
     }
     buf
+}
+
+/// Order bits that about `2 n` of the row's keys reach, estimated from a
+/// strided sample; `None` when the row is too short for a useful sample.
+/// Any value is correct (the caller checks that at least `n` keys pass).
+fn sampled_threshold(x: &[f32], n: usize) -> Option<u32> {
+    let stride = (x.len() / 4096).max(1);
+    let s = x.len() / stride;
+    // Rank (from the top) in the sample of the row's 2n-th key, at least 16
+    // for a stable estimate.
+    let m = ((2 * n * s) / x.len()).max(16);
+    if m >= s / 2 {
+        return None;
+    }
+    let mut ords: Vec<u32> = x.iter().step_by(stride).map(|&v| order_bits(v)).collect();
+    let (_, &mut t, _) = ords.select_nth_unstable_by(m - 1, |a, b| b.cmp(a));
+    Some(t)
+}
+
+/// Appends to `buf` the keys of `x[from..]` whose order bits are at least
+/// `thr` (a superset of the keys that can still be among the n largest), in
+/// id order. When `buf` reaches `cap` it is cut back to its `n` largest and
+/// the threshold rises to the n-th largest key's order bits.
+fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: &mut Vec<u64>, scratch: &mut Vec<u64>) {
+    let mut i = from;
+    while i < x.len() {
+        let end = (i + BLOCK).min(x.len());
+        let blk = &x[i..end];
+        // A float prefilter, branch-free so it vectorises: order_bits(v) >= thr
+        // implies !(v < tf) (order bits are monotone in the value, zeros merged;
+        // NaN always passes here), so no block with a passing key is skipped.
+        let tf = key_logit(key_of_bits(thr, 0));
+        let hit = blk.iter().fold(0u32, |a, &v| a | !(v < tf) as u32);
+        if hit != 0 {
+            for (j, &v) in blk.iter().enumerate() {
+                let o = order_bits(v);
+                if o >= thr {
+                    buf.push(key_of_bits(o, (i + j) as u32));
+                }
+            }
+            if buf.len() >= cap {
+                thr = (compact(buf, n, scratch) >> 32) as u32;
+            }
+        }
+        i = end;
+    }
 }
 
 /// Keeps the `n` largest of the unique keys `buf` (`n < buf.len()`), in
@@ -182,6 +223,28 @@ mod tests {
                 assert_eq!(top_keys(&x, n), reference(&x, n), "n = {n}, row starts {:?}", &x[..4]);
             }
         }
+    }
+
+    #[test]
+    fn top_keys_on_long_rows_and_a_misleading_sample() {
+        let len = 40_000;
+        let stride = len / 4096; // the sample's stride (sampled_threshold)
+        let rows: Vec<Vec<f32>> = vec![
+            // The sample sees only large values: too few keys pass its
+            // threshold, and the pass is redone from the row's start.
+            (0..len).map(|i| if i % stride == 0 { 1000.0 + i as f32 } else { (i % 13) as f32 }).collect(),
+            (0..len).map(|i| i as f32).collect(),
+            (0..len).map(|i| ((i * 7919) % 10007) as f32 * 0.25 - 100.0).collect(),
+            vec![-3.0; len],
+        ];
+        for x in &rows {
+            for n in [1, 100, 4000, 5000] {
+                assert_eq!(top_keys(x, n), reference(x, n), "n = {n}, row starts {:?}", &x[..4]);
+            }
+        }
+        let x = &rows[0];
+        let t = sampled_threshold(x, 4000).expect("a sample");
+        assert!(x.iter().filter(|&&v| order_bits(v) >= t).count() < 4000, "the first row must defeat the sample at n = 4000");
     }
 
     #[test]
