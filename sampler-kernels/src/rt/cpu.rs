@@ -91,6 +91,10 @@ pub trait Operand<T: Copy> {
     /// For a tile, `i < tile_len()` (the maps only index below the common length).
     unsafe fn at(&self, i: usize) -> T;
     fn tile_len(&self) -> Option<usize>;
+    /// The tile's elements (`None` for a scalar).
+    fn as_slice(&self) -> Option<&[T]> {
+        None
+    }
 }
 impl<T: Copy> Operand<T> for S<T> {
     #[inline(always)]
@@ -112,6 +116,9 @@ impl<T: Copy> Operand<T> for &Vec<T> {
     fn tile_len(&self) -> Option<usize> {
         Some(self.len())
     }
+    fn as_slice(&self) -> Option<&[T]> {
+        Some(self)
+    }
 }
 
 #[inline(always)]
@@ -124,12 +131,18 @@ fn common_len(ls: &[Option<usize>]) -> usize {
 /// Elementwise map of one operand.
 #[inline(always)]
 pub fn map1<A: Copy, R>(_: &Ctx, a: impl Operand<A>, f: impl Fn(A) -> R) -> Tile<R> {
+    if let Some(s) = a.as_slice() {
+        return s.iter().map(|&x| f(x)).collect(); // a slice loop: vectorises
+    }
     let n = common_len(&[a.tile_len()]);
     (0..n).map(|i| unsafe { f(a.at(i)) }).collect()
 }
 /// Elementwise map of two operands.
 #[inline(always)]
 pub fn map2<A: Copy, B: Copy, R>(_: &Ctx, a: impl Operand<A>, b: impl Operand<B>, f: impl Fn(A, B) -> R) -> Tile<R> {
+    if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
+        return x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect();
+    }
     let n = common_len(&[a.tile_len(), b.tile_len()]);
     (0..n).map(|i| unsafe { f(a.at(i), b.at(i)) }).collect()
 }

@@ -75,21 +75,30 @@ fn stream_top(x: &[f32], n: usize) -> Vec<u64> {
 }
 
 /// Order bits that about `2 n` of the row's keys reach, estimated from a
-/// strided sample; `None` when the row is too short for a useful sample.
-/// Any value is correct (the caller checks that at least `n` keys pass).
+/// sample of the row (`SAMPLE_RUNS` runs of `BLOCK` consecutive keys spread
+/// evenly: a few cache lines each, not one line per sampled key); `None`
+/// when the row is too short for a useful sample. Any value is correct (the
+/// caller checks that at least `n` keys pass).
 fn sampled_threshold(x: &[f32], n: usize) -> Option<u32> {
-    let stride = (x.len() / 4096).max(1);
-    let s = x.len() / stride;
+    let runs = SAMPLE_RUNS.min(x.len() / BLOCK);
+    let s = runs * BLOCK;
     // Rank (from the top) in the sample of the row's 2n-th key, at least 16
     // for a stable estimate.
     let m = ((2 * n * s) / x.len()).max(16);
-    if m >= s / 2 {
+    if runs == 0 || m >= s / 2 {
         return None;
     }
-    let mut ords: Vec<u32> = x.iter().step_by(stride).map(|&v| order_bits(v)).collect();
+    let step = x.len() / runs;
+    let mut ords: Vec<u32> = Vec::with_capacity(s);
+    for r in 0..runs {
+        ords.extend(x[r * step..r * step + BLOCK].iter().map(|&v| order_bits(v)));
+    }
     let (_, &mut t, _) = ords.select_nth_unstable_by(m - 1, |a, b| b.cmp(a));
     Some(t)
 }
+
+/// Runs of [`sampled_threshold`]'s sample (2048 keys).
+const SAMPLE_RUNS: usize = 32;
 
 /// Appends to `buf` the keys of `x[from..]` whose order bits are at least
 /// `thr` (a superset of the keys that can still be among the n largest), in
@@ -100,14 +109,17 @@ fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: 
     while i < x.len() {
         let end = (i + BLOCK).min(x.len());
         let blk = &x[i..end];
-        // A float prefilter, branch-free so it vectorises: order_bits(v) >= thr
-        // implies !(v < tf) (order bits are monotone in the value, zeros merged;
-        // NaN always passes here), so no block with a passing key is skipped.
+        // A float prefilter: order_bits(v) >= thr implies !(v < tf) (order
+        // bits are monotone in the value, zeros merged; NaN always passes
+        // here), so no passing key is missed; only its candidates get the
+        // exact test.
         let tf = key_logit(key_of_bits(thr, 0));
-        let hit = blk.iter().fold(0u32, |a, &v| a | !(v < tf) as u32);
-        if hit != 0 {
-            for (j, &v) in blk.iter().enumerate() {
-                let o = order_bits(v);
+        let mut m = candidates(blk, tf);
+        if m != 0 {
+            while m != 0 {
+                let j = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let o = order_bits(blk[j]);
                 if o >= thr {
                     buf.push(key_of_bits(o, (i + j) as u32));
                 }
@@ -118,6 +130,27 @@ fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: 
         }
         i = end;
     }
+}
+
+/// Bit `j` set where `!(blk[j] < tf)` (`blk.len() <= 64`): SSE2 compares and
+/// move-masks on x86-64 (part of its baseline), a plain loop elsewhere.
+#[inline(always)]
+fn candidates(blk: &[f32], tf: f32) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if blk.len() == BLOCK {
+        use core::arch::x86_64::{_mm_cmpnlt_ps, _mm_loadu_ps, _mm_movemask_ps, _mm_set1_ps};
+        let mut m = 0u64;
+        // SAFETY: SSE2 is part of x86-64; the 16 loads of 4 stay inside `blk` (64 elements).
+        unsafe {
+            let t = _mm_set1_ps(tf);
+            for q in 0..BLOCK / 4 {
+                let v = _mm_loadu_ps(blk.as_ptr().add(4 * q));
+                m |= (_mm_movemask_ps(_mm_cmpnlt_ps(v, t)) as u64) << (4 * q);
+            }
+        }
+        return m;
+    }
+    blk.iter().enumerate().fold(0u64, |m, (j, &v)| m | ((!(v < tf)) as u64) << j)
 }
 
 /// Keeps the `n` largest of the unique keys `buf` (`n < buf.len()`), in
@@ -228,11 +261,11 @@ mod tests {
     #[test]
     fn top_keys_on_long_rows_and_a_misleading_sample() {
         let len = 40_000;
-        let stride = len / 4096; // the sample's stride (sampled_threshold)
+        let step = len / SAMPLE_RUNS; // where the sample's runs start (sampled_threshold)
         let rows: Vec<Vec<f32>> = vec![
             // The sample sees only large values: too few keys pass its
             // threshold, and the pass is redone from the row's start.
-            (0..len).map(|i| if i % stride == 0 { 1000.0 + i as f32 } else { (i % 13) as f32 }).collect(),
+            (0..len).map(|i| if i % step < BLOCK { 1000.0 + i as f32 } else { (i % 13) as f32 }).collect(),
             (0..len).map(|i| i as f32).collect(),
             (0..len).map(|i| ((i * 7919) % 10007) as f32 * 0.25 - 100.0).collect(),
             vec![-3.0; len],
