@@ -131,6 +131,37 @@ pub fn to_fixed(x: f32) -> u64 {
     y as u64
 }
 
+/// [`to_fixed`] without branches or saturating conversions, for the CPU:
+/// tile maps that end in a fixed-point weight auto-vectorise. The same
+/// value for every input (tests check all 2^32 bit patterns).
+///
+/// `y = x * 2^44` is converted exactly in pieces that fit an i32: below
+/// 2^55 as `hi * 2^31 + lo` (`hi = trunc(y / 2^31)` has at most 24 bits, so
+/// `hi * 2^31` and the remainder `lo < 2^31` are exact f32 values), from
+/// 2^55 on as `trunc(y / 2^32) * 2^32` (y is then a multiple of 2^32).
+#[inline(always)]
+pub fn to_fixed_flat(x: f32) -> u64 {
+    let y = x * (1u64 << FIX_BITS) as f32;
+    let big = y >= 9.223_372e18;
+    // Inputs that return early in `to_fixed` (NaN, x <= 0, overflow) compute on 0.
+    let yc = if x > 0.0 && !big { y } else { 0.0 };
+    const P31: f32 = 2_147_483_648.0;
+    const P55: f32 = 36_028_797_018_963_968.0;
+    let ya = if yc < P55 { yc } else { 0.0 };
+    // SAFETY (both conversions): finite, non-negative and below 2^31 (ya < 2^55, yc < 2^63).
+    let hi: i32 = unsafe { (ya * (1.0 / P31)).to_int_unchecked() };
+    let lo: i32 = unsafe { (ya - hi as f32 * P31).to_int_unchecked() };
+    let small = ((hi as u32 as u64) << 31) + lo as u32 as u64;
+    let top: i32 = unsafe { (yc * (0.5 / P31)).to_int_unchecked() };
+    let large = (top as u32 as u64) << 32;
+    let v = if yc < P55 { small } else { large };
+    if big && x > 0.0 {
+        1u64 << 63
+    } else {
+        v
+    }
+}
+
 /// A fixed-point sum back to a probability, rounded to f32.
 #[inline(always)]
 pub fn fixed_to_f32(s: u64) -> f32 {
@@ -233,7 +264,10 @@ pub fn exp_f32_flat(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let t = xc * LOG2E;
-    let k = (t + if t >= 0.0 { 0.5 } else { -0.5 }) as i32;
+    // |t| <= 151 (xc is in range, never NaN): the conversion needs no
+    // saturation, so it is a plain (vectorisable) truncation.
+    // SAFETY: t + 0.5 is finite and within i32.
+    let k: i32 = unsafe { (t + if t >= 0.0 { 0.5 } else { -0.5 }).to_int_unchecked() };
     let kf = k as f32;
     let r = (xc - kf * LN2_HI) - kf * LN2_LO;
     let mut p = 1.0 / 5040.0;
@@ -346,13 +380,46 @@ mod tests {
         }
     }
 
-    /// All 2^32 inputs (minutes on one core): `cargo test --release -p sampler-kernels exp_flat_all -- --ignored`.
+    /// All 2^32 inputs (minutes on one core): `cargo test --release -p sampler-kernels exp_flat_equals_exp_on_all -- --ignored`.
     #[test]
     #[ignore]
     fn exp_flat_equals_exp_on_all_inputs() {
         for b in 0..=u32::MAX {
             let x = f32::from_bits(b);
             assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e} ({b:#x})");
+        }
+    }
+
+    #[test]
+    fn to_fixed_flat_equals_to_fixed_on_a_dense_sample() {
+        let mut b = 0u32;
+        loop {
+            let x = f32::from_bits(b);
+            assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e} ({b:#x})");
+            match b.checked_add(4099) {
+                Some(n) => b = n,
+                None => break,
+            }
+        }
+        for e in 0..64 {
+            // Around every power of two of y = x * 2^44 (the pieces' edges).
+            let x = (2.0f64.powi(e) / 2.0f64.powi(44)) as f32;
+            for x in [x, f32::from_bits(x.to_bits() - 1), f32::from_bits(x.to_bits() + 1)] {
+                assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e}");
+            }
+        }
+        for x in [0.0f32, -0.0, 1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, 524_288.0, 524_287.97] {
+            assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e}");
+        }
+    }
+
+    /// All 2^32 inputs: `cargo test --release -p sampler-kernels to_fixed_flat_all -- --ignored`.
+    #[test]
+    #[ignore]
+    fn to_fixed_flat_all_inputs() {
+        for b in 0..=u32::MAX {
+            let x = f32::from_bits(b);
+            assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e} ({b:#x})");
         }
     }
 
