@@ -51,7 +51,9 @@ pub fn top_keys(x: &[f32], n: usize) -> Vec<u64> {
 /// 2n keys are expected to pass it); if fewer than `n` pass, the pass is
 /// redone from the row's first `n` keys (exact either way, only slower).
 fn stream_top(x: &[f32], n: usize) -> Vec<u64> {
-    let cap = (2 * n).max(n + 4 * BLOCK);
+    // Room for the ~2n keys the sampled threshold lets through, so that
+    // typically only the final cut runs.
+    let cap = (4 * n).max(n + 4 * BLOCK);
     let mut buf: Vec<u64> = Vec::with_capacity(cap + BLOCK);
     let mut scratch: Vec<u64> = Vec::with_capacity(cap + BLOCK);
     if let Some(t) = sampled_threshold(x, n) {
