@@ -83,11 +83,19 @@ fn run_path(p: &StepPlan, prefix: Option<u32>, col_of: &mut Vec<i32>) -> Result<
         let mut copy = if masked { p.logits.clone() } else { Vec::new() };
         let mut row_status = vec![0i32; r];
         {
+            // mask_check as mask_check_chunk with one chunk per row, then
+            // status_merge: the same statuses and masked logits, with one
+            // fused count per tile (bad and finite together) instead of two.
+            let tile = k::mask_check_chunk::VARIANTS.iter().map(|x| x.tile).max().unwrap_or(1);
+            let clen = v.div_ceil(tile).max(1) * tile;
+            let (mut bad, mut fin) = (vec![0u32; r], vec![0u32; r]);
             let lg = if masked { Gm::new_mut(&mut copy) } else { Gm::new(&p.logits) };
-            let st = Gm::new_mut(&mut row_status);
             let (masks, has) = (Gm::new(&p.masks), Gm::new(&p.has_mask));
+            let (b, f) = (Gm::new_mut(&mut bad), Gm::new_mut(&mut fin));
             // SAFETY (all launches): each program writes only its own row's elements.
-            launch(r, |i| unsafe { k::mask_check::cpu(i, lg, v, masks, has, st) });
+            launch(r, |i| unsafe { k::mask_check_chunk::cpu(i, lg, v, clen, 1, masks, has, b, f) });
+            let (b, f, st) = (Gm::new(&bad), Gm::new(&fin), Gm::new_mut(&mut row_status));
+            launch(r, |i| unsafe { k::status_merge::cpu(i, b, f, 1, st) });
         }
         let logits: &[f32] = if masked { &copy } else { &p.logits };
         let mut cand = vec![0f32; r * n as usize];

@@ -291,7 +291,8 @@ pub fn inclusive_scan<T: IntSum>(_: &Ctx, t: &Tile<T>) -> Tile<T> {
 }
 /// Number of true elements.
 pub fn count(_: &Ctx, t: &Tile<bool>) -> u32 {
-    t.iter().filter(|&&b| b).count() as u32
+    // A sum of 0/1 (vectorises), not a filter.
+    t.iter().map(|&b| b as u32).sum()
 }
 /// Whether any element is true.
 pub fn any(_: &Ctx, t: &Tile<bool>) -> bool {
