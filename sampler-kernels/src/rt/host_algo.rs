@@ -137,6 +137,7 @@ fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: 
 /// Bit `j` set where `!(blk[j] < tf)` (`blk.len() <= 64`): SSE2 compares and
 /// move-masks on x86-64 (part of its baseline), a plain loop elsewhere.
 #[inline(always)]
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must be a candidate
 fn candidates(blk: &[f32], tf: f32) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if blk.len() == BLOCK {
@@ -199,7 +200,7 @@ pub fn sort_ord_desc_stable(keys: &mut Vec<u64>) {
     let mut tmp: Vec<u64> = Vec::with_capacity(keys.len());
     let len = keys.len() as u32;
     for (h, &(s, w)) in hist.iter_mut().zip(&DIGITS) {
-        if h.iter().any(|&c| c == len) {
+        if h.contains(&len) {
             continue; // one digit value: this pass would not move anything
         }
         let mut acc = 0u32;

@@ -259,7 +259,7 @@ pub fn exp_f32_flat(x: f32) -> f32 {
     // In range the computation sees x itself; out of range (and NaN) its
     // result is replaced below, so it sees 0 (a clamp to LO would compute a
     // subnormal, which costs a microcode assist on x86 for every -inf).
-    let xc = if x >= LO && x <= HI { x } else { 0.0 };
+    let xc = if (LO..=HI).contains(&x) { x } else { 0.0 };
     const LOG2E: f32 = core::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
