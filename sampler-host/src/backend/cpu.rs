@@ -77,8 +77,9 @@ fn run_path(p: &StepPlan, prefix: Option<u32>, col_of: &mut Vec<i32>) -> Result<
         let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
         let n = prefix.unwrap_or(p.n);
         let g = p.groups();
-        // mask_check writes logits only in rows with a mask: without masks it
-        // reads the plan's logits in place (no copy of R x V floats).
+        // The mask check writes logits only in rows with a mask: without masks
+        // it reads the plan's logits in place (no copy of R x V floats), so a
+        // read-only view may stand for its `GmMut` logits.
         let masked = p.has_mask.iter().any(|&m| m != 0);
         let mut copy = if masked { p.logits.clone() } else { Vec::new() };
         let mut row_status = vec![0i32; r];
