@@ -18,6 +18,15 @@
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
 //!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
 //!     torch; SVG (`scripts/bench.sh chart` renders the PNG).
+//! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1] [--clock cpu|wall]
+//!               [--peer ../shared/peers/numpy_sampler.py] [--python python3] [--json F]
+//!     the CPU backend beside the numpy peer (issue 12 item 7), ms per row
+//!     per core: our verify-like step (R = 16: three decode requests with
+//!     seqlen_q 6, 6, 4 and their drafts) and an R = 16 prefill step (the
+//!     peer's own workload), both through the public `Sampler` API on a
+//!     rayon pool of `--threads` threads; the peer on one core. `--clock cpu`
+//!     (default; one thread) times CPU time on both sides, which a busy
+//!     shared machine disturbs far less than wall time.
 //! ```
 //! Workload (the peers'): V = 129280 f32 logits ~ 3 x normal, temperature
 //! 0.7, top-p 0.9, top-k 50, top-5 logprobs, force top-N (0 = off).
@@ -29,7 +38,7 @@ use sampler_host::backend::cuda::cudarc::driver::sys::CUevent_flags;
 use sampler_host::backend::cuda::CudaBackend;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
-use sampler_host::{LogprobsMode, Request, SamplingParams};
+use sampler_host::{BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
 use serde_json::{json, Value};
 
 struct Rng(u64);
@@ -406,14 +415,194 @@ fn chart(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `[rows, v]` logits ~ 3 x N(0, 1) (Box-Muller), the numpy peer's distribution.
+fn normal_logits(rows: usize, v: usize, seed: u64) -> Vec<f32> {
+    let mut g = Rng(seed);
+    (0..rows * v)
+        .map(|_| {
+            let u1 = (g.unit() as f64 + 0.5 / (1u64 << 24) as f64).min(1.0);
+            let u2 = g.unit() as f64;
+            (3.0 * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+        })
+        .collect()
+}
+
+/// The peer's sampling parameters (T 0.7, top-p 0.9, top-k 50) with `k` top logprobs.
+fn peer_params(seed: u64, k: u32) -> SamplingParams {
+    SamplingParams { temperature: 0.7, top_p: 0.9, top_k: 50, top_logprobs: k, seq_seed: Some(seed), ..Default::default() }
+}
+
+/// A verify-like step of R = 16 (decode requests with seqlen_q 6, 6, 4, as
+/// `examples/sample.rs`): the drafts and their distributions come from an
+/// untimed draft step on the target logits plus noise.
+fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32) -> Res<Vec<Request>> {
+    let qs = [6u64, 6, 4];
+    let mut aligned = Vec::new();
+    let mut first = 0;
+    for &q in &qs {
+        aligned.extend_from_slice(&target[first * v..(first + q as usize - 1) * v]);
+        first += q as usize;
+    }
+    let noise = normal_logits(1, aligned.len(), 99);
+    let draft: Vec<f32> = aligned.iter().zip(noise).map(|(t, z)| t + 0.5 * z / 3.0).collect();
+    let dreqs: Vec<Request> = qs
+        .iter()
+        .enumerate()
+        .map(|(i, &q)| Request {
+            params: peer_params(1 + i as u64, 64),
+            kind: RequestKind::Draft { seqlen_k: 100 + q, seqlen_q: q, last_valid_offset: 0, rows: q as u32 - 1 },
+            golden: vec![],
+            masks: None,
+        })
+        .collect();
+    let dout = sampler.sample(&draft, &dreqs).map_err(|e| e.to_string())?;
+    let mut row = 0;
+    let mut out = Vec::new();
+    for (i, &q) in qs.iter().enumerate() {
+        let dists = (0..q as usize - 1)
+            .map(|j| {
+                let t = &dout.rows[row + j].top_logprobs;
+                DraftDist { ids: t.iter().map(|x| x.0).collect(), logprobs: t.iter().map(|x| x.1).collect() }
+            })
+            .collect();
+        row += q as usize - 1;
+        out.push(Request::decode(peer_params(1 + i as u64, k), 100 + q, q, dout.requests[i].emitted.clone(), dists));
+    }
+    Ok(out)
+}
+
+/// CPU time of the calling thread, ns (Linux `/proc/thread-self/schedstat`), if readable.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Median ms of `reps` calls of `f` after one warm-up call: CPU time of this
+/// thread (`cpu`: with a one-thread pool, the thread that runs every
+/// program) or wall time.
+fn time_ms(reps: usize, cpu: bool, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
+    f()?;
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let (c0, t0) = (thread_cpu_ns(), std::time::Instant::now());
+        f()?;
+        let wall = t0.elapsed().as_secs_f64() * 1e3;
+        t.push(match (cpu, c0, thread_cpu_ns()) {
+            (true, Some(a), Some(b)) => (b - a) as f64 * 1e-6,
+            (true, _, _) => return Err("no thread CPU clock (/proc/thread-self/schedstat); use --clock wall".into()),
+            _ => wall,
+        });
+    }
+    Ok(median(&mut t))
+}
+
+/// Runs the numpy peer on one core; its per-shape records, or why not.
+fn run_peer(args: &[String], v: u32, ns: &[u32], rows: u32, reps: usize, cpu: bool) -> Res<Vec<Value>> {
+    let default = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peers/numpy_sampler.py");
+    let peer = arg(args, "--peer").unwrap_or(default.into());
+    let python = arg(args, "--python").unwrap_or("python3".into());
+    let json = std::env::temp_dir().join(format!("numpy-peer-{}.json", std::process::id()));
+    let nl: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
+    // --clock cpu: the peer's own timer (time.perf_counter) reads process CPU time instead.
+    let wrap = "import runpy, sys, time\nif sys.argv[1] == 'cpu': time.perf_counter = time.process_time\nsys.argv = sys.argv[2:]\nrunpy.run_path(sys.argv[0], run_name='__main__')";
+    let st = std::process::Command::new(&python)
+        .args(["-c", wrap, if cpu { "cpu" } else { "wall" }])
+        .arg(&peer)
+        .args(["--vocab", &v.to_string(), "--rows", &rows.to_string(), "--n", &nl.join(","), "--reps", &reps.to_string(), "--json"])
+        .arg(&json)
+        // One core: numpy's own kernels are serial, and these keep any BLAS pool to one thread.
+        .envs([("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("{python} {peer}: {e}"))?;
+    if !st.success() {
+        return Err(format!("{python} {peer} exited with {st} (needs numpy: pip install numpy)"));
+    }
+    let doc = load(json.to_str().unwrap_or_default());
+    let _ = std::fs::remove_file(&json);
+    doc.as_array().cloned().ok_or_else(|| "peer JSON is not a list".into())
+}
+
+/// `benchmark cpu`: the CPU backend beside the numpy peer, per row per core.
+fn cpu(args: &[String]) -> ExitCode {
+    let v: u32 = arg(args, "--v").map(|s| s.parse().expect("--v V")).unwrap_or(129_280);
+    let ns = list(&arg(args, "--n").unwrap_or("1024,4096,0".into()));
+    let reps: usize = arg(args, "--reps").map(|s| s.parse().expect("--reps K")).unwrap_or(7);
+    let threads: usize = arg(args, "--threads").map(|s| s.parse().expect("--threads T")).unwrap_or(1);
+    let cpu = match arg(args, "--clock").as_deref() {
+        None | Some("cpu") => true,
+        Some("wall") => false,
+        Some(x) => {
+            eprintln!("--clock {x}: expected cpu or wall");
+            return ExitCode::from(2);
+        }
+    };
+    if cpu && threads != 1 {
+        eprintln!("--clock cpu times one thread: use --threads 1 (or --clock wall)");
+        return ExitCode::from(2);
+    }
+    let rows = 16u32;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a rayon pool");
+    let target = normal_logits(rows as usize, v as usize, 7);
+    let ours: Vec<Res<(f64, f64)>> = ns
+        .iter()
+        .map(|&n| {
+            pool.install(|| {
+                let cfg = SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend: BackendKind::Cpu };
+                let mut s = Sampler::new(cfg).map_err(|e| e.to_string())?;
+                let vreqs = verify_requests(&mut s, &target, v as usize, 5)?;
+                let verify = time_ms(reps, cpu, || s.sample(&target, &vreqs).map(drop).map_err(|e| e.to_string()))?;
+                let preqs: Vec<Request> = (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
+                let prefill = time_ms(reps, cpu, || s.sample(&target, &preqs).map(drop).map_err(|e| e.to_string()))?;
+                Ok((verify, prefill))
+            })
+        })
+        .collect();
+    let peer = run_peer(args, v, &ns, rows, reps, cpu);
+    let per_row = |ms: f64| ms * threads as f64 / rows as f64;
+    println!("CPU backend vs numpy peer: V = {v}, R = {rows}, T 0.7, top-p 0.9, top-k 50, top-5 logprobs; ms per row per core");
+    println!("clock: {}; ours: {threads} rayon thread(s), median of {reps}; peer: {}", if cpu { "CPU time" } else { "wall" }, match &peer {
+        Ok(_) => "numpy_sampler.py, one core".to_string(),
+        Err(e) => format!("unavailable ({e})"),
+    });
+    println!();
+    println!("| N | ours verify R=16 | ours prefill R=16 | numpy peer | peer / ours verify | peer / ours prefill |");
+    println!("|--:|--:|--:|--:|--:|--:|");
+    let mut out = Vec::new();
+    let mut bad = 0;
+    for (&n, o) in ns.iter().zip(&ours) {
+        let p = peer.as_ref().ok().and_then(|d| d.iter().find(|x| x["n"].as_u64() == Some(n as u64))).map_or(f64::NAN, |x| num(Some(x), "row_ms"));
+        let nn = if n == 0 { "off".to_string() } else { n.to_string() };
+        match o {
+            Ok((vf, pf)) => {
+                let (vr, pr) = (per_row(*vf), per_row(*pf));
+                println!("| {nn} | {vr:.3} | {pr:.3} | {p:.3} | {:.2} | {:.2} |", p / vr, p / pr);
+                out.push(json!({"n": n, "vocab": v, "rows": rows, "threads": threads, "clock": if cpu { "cpu" } else { "wall" }, "verify_row_ms": vr, "prefill_row_ms": pr, "peer_row_ms": p}));
+            }
+            Err(e) => {
+                println!("| {nn} | ERROR {e} | | {p:.3} | | |");
+                bad += 1;
+            }
+        }
+    }
+    if let Some(f) = arg(args, "--json") {
+        std::fs::write(&f, serde_json::to_string_pretty(&out).unwrap()).expect("write json");
+    }
+    if bad > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("run") => run(&args[1..]),
+        Some("cpu") => cpu(&args[1..]),
         Some("table") if args.len() > 1 => table(&args[1..]),
         Some("chart") if args.len() > 2 => chart(&args[1..]),
         _ => {
-            eprintln!("usage: benchmark run [--rows ..] [--n ..] [--reps ..] [--json F] [--csv F] | table OURS.json [--fi F] [--torch F] [--md F]");
+            eprintln!("usage: benchmark run [--rows ..] [--n ..] [--reps ..] [--json F] [--csv F] | cpu [--n ..] [--reps ..] [--threads T] [--json F] | table OURS.json [--fi F] [--torch F] [--md F]");
             ExitCode::from(2)
         }
     }

@@ -17,12 +17,25 @@ use crate::plan::{mass_chunks, raw_tiles, Backend, StepPlan, StepResult, MASS_CH
 #[derive(Clone, Debug, Default)]
 pub struct CpuBackend {
     full_row: bool,
+    /// `remap_draft`'s `[R, V]` column table, kept between steps: the kernel
+    /// accepts any contents, so it is never cleared (no 4 R V bytes written per verify step).
+    col_of: Scratch,
+}
+
+/// A reusable buffer (Debug shows only its length).
+#[derive(Clone, Default)]
+struct Scratch(Vec<i32>);
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Scratch({} elements)", self.0.len())
+    }
 }
 
 impl CpuBackend {
     /// A backend that always takes the full-row path (no prefix path).
     pub fn full_row() -> CpuBackend {
-        CpuBackend { full_row: true }
+        CpuBackend { full_row: true, ..Default::default() }
     }
 
     /// One step on the prefix path of width `w` only (no fallback), with
@@ -30,7 +43,7 @@ impl CpuBackend {
     /// before it checks [`StepPlan::prefix_overflowed`]. For tests and
     /// benchmarks; `w` must be a tile size of `process_prefix_draw` below V.
     pub fn run_prefix(&self, p: &StepPlan, w: u32) -> Result<(StepResult, Vec<u32>), BackendError> {
-        run_path(p, Some(w))
+        run_path(p, Some(w), &mut Vec::new())
     }
 }
 
@@ -47,39 +60,53 @@ impl Backend for CpuBackend {
 
     fn run(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
         if let Some(w) = p.prefix_width().filter(|_| !self.full_row) {
-            let (res, overflow) = run_path(p, Some(w))?;
+            let (res, overflow) = run_path(p, Some(w), &mut self.col_of.0)?;
             if !p.prefix_overflowed(&res.group_status, &overflow) {
                 return Ok(res);
             }
         }
-        Ok(run_path(p, None)?.0)
+        Ok(run_path(p, None, &mut self.col_of.0)?.0)
     }
 }
 
 /// One step on the full-row path (`prefix == None`) or the prefix path of
 /// width w; also returns `process_prefix_draw`'s overflow flags (`[R]`, zeros on
-/// the full-row path).
-fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>), BackendError> {
+/// the full-row path). `col_of`: `remap_draft`'s scratch (grown as needed, any contents).
+fn run_path(p: &StepPlan, prefix: Option<u32>, col_of: &mut Vec<i32>) -> Result<(StepResult, Vec<u32>), BackendError> {
     {
         let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
         let n = prefix.unwrap_or(p.n);
         let g = p.groups();
-        let mut logits = p.logits.clone();
+        // The mask check writes logits only in rows with a mask: without masks
+        // it reads the plan's logits in place (no copy of R x V floats), so a
+        // read-only view may stand for its `GmMut` logits.
+        let masked = p.has_mask.iter().any(|&m| m != 0);
+        let mut copy = if masked { p.logits.clone() } else { Vec::new() };
         let mut row_status = vec![0i32; r];
         let tiles = raw_tiles(v);
         let mut raw_max = vec![f32::NEG_INFINITY; r * tiles as usize];
         let mut raw_sum = vec![0u64; r * tiles as usize];
         {
-            let (lg, st) = (Gm::new_mut(&mut logits), Gm::new_mut(&mut row_status));
+            // mask_check as mask_check_chunk with one chunk per row, then
+            // status_merge: the same statuses, masked logits and raw tile sums,
+            // with one fused count per tile (bad and finite together).
+            let tile = k::mask_check_chunk::VARIANTS.iter().map(|x| x.tile).max().unwrap_or(1);
+            let clen = v.div_ceil(tile).max(1) * tile;
+            let (mut bad, mut fin) = (vec![0u32; r], vec![0u32; r]);
+            let lg = if masked { Gm::new_mut(&mut copy) } else { Gm::new(&p.logits) };
             let (masks, has, raw) = (Gm::new(&p.masks), Gm::new(&p.has_mask), Gm::new(&p.raw_logprobs));
             let (rm, rs) = (Gm::new_mut(&mut raw_max), Gm::new_mut(&mut raw_sum));
+            let (b, f) = (Gm::new_mut(&mut bad), Gm::new_mut(&mut fin));
             // SAFETY (all launches): each program writes only its own row's elements.
-            launch(r, |i| unsafe { k::mask_check::cpu(i, lg, v, masks, has, raw, rm, rs, st) });
+            launch(r, |i| unsafe { k::mask_check_chunk::cpu(i, lg, v, clen, 1, masks, has, raw, rm, rs, b, f) });
+            let (b, f, st) = (Gm::new(&bad), Gm::new(&fin), Gm::new_mut(&mut row_status));
+            launch(r, |i| unsafe { k::status_merge::cpu(i, b, f, 1, st) });
         }
+        let logits: &[f32] = if masked { &copy } else { &p.logits };
         let mut cand = vec![0f32; r * n as usize];
         let mut cand_ids = vec![0i32; r * n as usize];
         {
-            let (lg, c, ci) = (Gm::new(&logits), Gm::new_mut(&mut cand), Gm::new_mut(&mut cand_ids));
+            let (lg, c, ci) = (Gm::new(logits), Gm::new_mut(&mut cand), Gm::new_mut(&mut cand_ids));
             launch(r, |i| unsafe { k::force_topn::cpu(i, lg, v, n, c, ci) });
         }
         let mut logprobs = vec![0f32; r * n as usize];
@@ -90,7 +117,7 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
             let chunks = mass_chunks(v);
             let mut mass = vec![0u64; r * chunks as usize];
             {
-                let (lg, c, t, ms) = (Gm::new(&logits), Gm::new(&cand), Gm::new(&p.temperature), Gm::new_mut(&mut mass));
+                let (lg, c, t, ms) = (Gm::new(logits), Gm::new(&cand), Gm::new(&p.temperature), Gm::new_mut(&mut mass));
                 launch(r * chunks as usize, |i| unsafe { k::row_mass::cpu(i, lg, v, MASS_CHUNK, chunks, c, n, t, ms) });
             }
             let (c, ci, ms, lp, of) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(&mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
@@ -109,13 +136,16 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
         let mut accept = vec![0u32; r];
         let mut residual = vec![-1i32; r];
         if p.any_verify {
-            let mut col_of = vec![-1i32; r * v as usize];
+            if col_of.len() < r * v as usize {
+                col_of.resize(r * v as usize, -1);
+            }
+            let col_of = &mut col_of[..r * v as usize];
             let mut q_lps = vec![0f32; r * n as usize];
             let mut draft_col = vec![-1i32; r];
             let mut draft_q = vec![f32::NEG_INFINITY; r];
             {
                 let (ci, di, dl, dt) = (Gm::new(&cand_ids), Gm::new(&p.draft_ids), Gm::new(&p.draft_lps), Gm::new(&p.drafts));
-                let (co, q, dc, dq) = (Gm::new_mut(&mut col_of), Gm::new_mut(&mut q_lps), Gm::new_mut(&mut draft_col), Gm::new_mut(&mut draft_q));
+                let (co, q, dc, dq) = (Gm::new_mut(col_of), Gm::new_mut(&mut q_lps), Gm::new_mut(&mut draft_col), Gm::new_mut(&mut draft_q));
                 launch(r, |i| unsafe { k::remap_draft::cpu(i, ci, n, v, di, dl, p.draft_width, dt, co, q, dc, dq) });
             }
             let (lp, ci, q) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new(&q_lps));

@@ -10,6 +10,7 @@
 extern crate alloc;
 use alloc::vec::Vec;
 
+use super::host_algo::top_keys;
 use super::math::{key_id, key_logit, order_key};
 
 /// Per-program context: which program (row or request) this is.
@@ -84,12 +85,20 @@ pub struct S<T>(pub T);
 
 /// An operand of an elementwise map: a tile or a broadcast scalar.
 pub trait Operand<T: Copy> {
-    fn at(&self, i: usize) -> T;
+    /// Element `i` (a scalar: the scalar).
+    ///
+    /// # Safety
+    /// For a tile, `i < tile_len()` (the maps only index below the common length).
+    unsafe fn at(&self, i: usize) -> T;
     fn tile_len(&self) -> Option<usize>;
+    /// The tile's elements (`None` for a scalar).
+    fn as_slice(&self) -> Option<&[T]> {
+        None
+    }
 }
 impl<T: Copy> Operand<T> for S<T> {
     #[inline(always)]
-    fn at(&self, _: usize) -> T {
+    unsafe fn at(&self, _: usize) -> T {
         self.0
     }
     fn tile_len(&self) -> Option<usize> {
@@ -98,29 +107,44 @@ impl<T: Copy> Operand<T> for S<T> {
 }
 impl<T: Copy> Operand<T> for &Vec<T> {
     #[inline(always)]
-    fn at(&self, i: usize) -> T {
-        self[i]
+    unsafe fn at(&self, i: usize) -> T {
+        debug_assert!(i < self.len());
+        // SAFETY: the caller keeps i below the tile's length. Unchecked so
+        // that the maps' loops auto-vectorise.
+        unsafe { *self.get_unchecked(i) }
     }
     fn tile_len(&self) -> Option<usize> {
         Some(self.len())
     }
+    fn as_slice(&self) -> Option<&[T]> {
+        Some(self)
+    }
 }
 
+#[inline(always)]
 fn common_len(ls: &[Option<usize>]) -> usize {
     ls.iter().flatten().copied().min().unwrap_or(0)
 }
 
+// SAFETY (every map): i < n = the smallest tile length of the operands.
+
 /// Elementwise map of one operand.
 #[inline(always)]
 pub fn map1<A: Copy, R>(_: &Ctx, a: impl Operand<A>, f: impl Fn(A) -> R) -> Tile<R> {
+    if let Some(s) = a.as_slice() {
+        return s.iter().map(|&x| f(x)).collect(); // a slice loop: vectorises
+    }
     let n = common_len(&[a.tile_len()]);
-    (0..n).map(|i| f(a.at(i))).collect()
+    (0..n).map(|i| unsafe { f(a.at(i)) }).collect()
 }
 /// Elementwise map of two operands.
 #[inline(always)]
 pub fn map2<A: Copy, B: Copy, R>(_: &Ctx, a: impl Operand<A>, b: impl Operand<B>, f: impl Fn(A, B) -> R) -> Tile<R> {
+    if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
+        return x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect();
+    }
     let n = common_len(&[a.tile_len(), b.tile_len()]);
-    (0..n).map(|i| f(a.at(i), b.at(i))).collect()
+    (0..n).map(|i| unsafe { f(a.at(i), b.at(i)) }).collect()
 }
 /// Elementwise map of three operands.
 #[inline(always)]
@@ -132,7 +156,7 @@ pub fn map3<A: Copy, B: Copy, C: Copy, R>(
     f: impl Fn(A, B, C) -> R,
 ) -> Tile<R> {
     let n = common_len(&[a.tile_len(), b.tile_len(), c.tile_len()]);
-    (0..n).map(|i| f(a.at(i), b.at(i), c.at(i))).collect()
+    (0..n).map(|i| unsafe { f(a.at(i), b.at(i), c.at(i)) }).collect()
 }
 /// Elementwise map of four operands.
 #[inline(always)]
@@ -145,7 +169,7 @@ pub fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R>(
     f: impl Fn(A, B, C, D) -> R,
 ) -> Tile<R> {
     let n = common_len(&[a.tile_len(), b.tile_len(), c.tile_len(), d.tile_len()]);
-    (0..n).map(|i| f(a.at(i), b.at(i), c.at(i), d.at(i))).collect()
+    (0..n).map(|i| unsafe { f(a.at(i), b.at(i), c.at(i), d.at(i)) }).collect()
 }
 
 /// Program index: the row (or request) this program handles.
@@ -156,10 +180,17 @@ pub fn row(ctx: &Ctx) -> u32 {
 
 /// `n` consecutive elements of `buf` from element `off`.
 pub fn load<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+    if let Some(s) = span(&buf, off, n) {
+        return s.to_vec(); // in bounds: one copy
+    }
     (0..n as u64).map(|i| buf.read(off.wrapping_add(i))).collect()
 }
 /// Writes the tile at element `off` of `buf`.
 pub fn store<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, t: &Tile<T>) {
+    if let Some(d) = span_mut(&buf, off, t.len() as u32) {
+        d.copy_from_slice(t); // in bounds: one copy
+        return;
+    }
     for (i, &v) in t.iter().enumerate() {
         buf.write(off.wrapping_add(i as u64), v);
     }
@@ -260,7 +291,8 @@ pub fn inclusive_scan<T: IntSum>(_: &Ctx, t: &Tile<T>) -> Tile<T> {
 }
 /// Number of true elements.
 pub fn count(_: &Ctx, t: &Tile<bool>) -> u32 {
-    t.iter().filter(|&&b| b).count() as u32
+    // A sum of 0/1 (vectorises), not a filter.
+    t.iter().map(|&b| b as u32).sum()
 }
 /// Whether any element is true.
 pub fn any(_: &Ctx, t: &Tile<bool>) -> bool {
@@ -283,17 +315,42 @@ pub fn get<T: Copy + Default>(_: &Ctx, t: &Tile<T>, i: u32) -> T {
     t.get(i as usize).copied().unwrap_or_default()
 }
 
+/// `buf[off..off + n]` as a slice when it lies in bounds (`None` otherwise:
+/// callers then read element by element, with [`Gm`]'s out-of-range zeros).
+/// For ops that stream a whole row (auto-vectorised loops over a slice).
+#[inline(always)]
+fn span<T>(buf: &Gm<T>, off: u64, n: u32) -> Option<&[T]> {
+    let end = off.checked_add(n as u64)?;
+    if end > buf.len as u64 {
+        return None;
+    }
+    // SAFETY: in bounds (checked above); the buffer outlives the launch and
+    // no program writes this span while the op reads it.
+    Some(unsafe { core::slice::from_raw_parts(buf.ptr.add(off as usize), n as usize) })
+}
+
+/// [`span`] for writing: `buf[off..off + n]` when in bounds.
+#[inline(always)]
+#[allow(clippy::mut_from_ref)]
+fn span_mut<T>(buf: &Gm<T>, off: u64, n: u32) -> Option<&mut [T]> {
+    let end = off.checked_add(n as u64)?;
+    if end > buf.len as u64 {
+        return None;
+    }
+    // SAFETY: in bounds; programs write disjoint elements (see `Gm`), and
+    // the slice lives only for the op's copy.
+    Some(unsafe { core::slice::from_raw_parts_mut(buf.ptr.add(off as usize), n as usize) })
+}
+
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
 /// section 3.6 (logit descending, ties by lower id), with their ids.
 /// NaN logits rank as the key order puts them; callers reject such rows first.
+/// One streaming pass with a running threshold ([`super::host_algo::top_keys`]).
 pub fn top_n(_: &Ctx, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
-    let mut keys: Vec<u64> = (0..v).map(|i| order_key(buf.read(off + i as u64), i)).collect();
-    let n = (n.min(v)) as usize;
-    if n < keys.len() && n > 0 {
-        keys.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
-    }
-    keys.truncate(n);
-    keys.sort_unstable_by(|a, b| b.cmp(a));
+    let keys = match span(&buf, off, v) {
+        Some(x) => top_keys(x, n as usize),
+        None => top_keys(&(0..v).map(|i| buf.read(off + i as u64)).collect::<Vec<f32>>(), n as usize),
+    };
     (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
 }
 /// The `n` largest of `v` logits with their ids, in ascending id order

@@ -5,7 +5,13 @@
 //! them directly. Integer arithmetic wraps and integer division by zero gives
 //! zero, as on GPU hardware, so no input can make a kernel panic.
 
-pub use super::math::{accept, fixed_to_f32, frac_floor, ln_fixed, rand_u64, to_fixed, uniform53};
+pub use super::math::{accept, fixed_to_f32, frac_floor, ln_fixed, rand_u64, uniform53};
+#[cfg(target_arch = "nvptx64")]
+pub use super::math::to_fixed;
+/// [`super::math::to_fixed`]; on the CPU its branch-free twin
+/// [`super::math::to_fixed_flat`] (the same values), so tile maps vectorise.
+#[cfg(not(target_arch = "nvptx64"))]
+pub use super::math::to_fixed_flat as to_fixed;
 
 /// Arithmetic with the DSL's semantics: IEEE for floats, wrapping for integers.
 pub trait Arith: Copy {
@@ -80,10 +86,14 @@ pub fn shr(a: u64, b: u32) -> u64 {
     a.wrapping_shr(b)
 }
 
-/// `exp(x)` in f32 ([`super::math::exp_f32`]).
+/// `exp(x)` in f32 ([`super::math::exp_f32`]; on the CPU its branch-free
+/// twin [`super::math::exp_f32_flat`], the same bits, so tile maps vectorise).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    super::math::exp_f32(x)
+    #[cfg(not(target_arch = "nvptx64"))]
+    return super::math::exp_f32_flat(x);
+    #[cfg(target_arch = "nvptx64")]
+    return super::math::exp_f32(x);
 }
 /// The smaller of two values (`a` when unordered).
 #[inline(always)]

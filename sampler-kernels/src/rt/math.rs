@@ -131,6 +131,37 @@ pub fn to_fixed(x: f32) -> u64 {
     y as u64
 }
 
+/// [`to_fixed`] without branches or saturating conversions, for the CPU:
+/// tile maps that end in a fixed-point weight auto-vectorise. The same
+/// value for every input (tests check all 2^32 bit patterns).
+///
+/// `y = x * 2^44` is converted exactly in pieces that fit an i32: below
+/// 2^55 as `hi * 2^31 + lo` (`hi = trunc(y / 2^31)` has at most 24 bits, so
+/// `hi * 2^31` and the remainder `lo < 2^31` are exact f32 values), from
+/// 2^55 on as `trunc(y / 2^32) * 2^32` (y is then a multiple of 2^32).
+#[inline(always)]
+pub fn to_fixed_flat(x: f32) -> u64 {
+    let y = x * (1u64 << FIX_BITS) as f32;
+    let big = y >= 9.223_372e18;
+    // Inputs that return early in `to_fixed` (NaN, x <= 0, overflow) compute on 0.
+    let yc = if x > 0.0 && !big { y } else { 0.0 };
+    const P31: f32 = 2_147_483_648.0;
+    const P55: f32 = 36_028_797_018_963_968.0;
+    let ya = if yc < P55 { yc } else { 0.0 };
+    // SAFETY (both conversions): finite, non-negative and below 2^31 (ya < 2^55, yc < 2^63).
+    let hi: i32 = unsafe { (ya * (1.0 / P31)).to_int_unchecked() };
+    let lo: i32 = unsafe { (ya - hi as f32 * P31).to_int_unchecked() };
+    let small = ((hi as u32 as u64) << 31) + lo as u32 as u64;
+    let top: i32 = unsafe { (yc * (0.5 / P31)).to_int_unchecked() };
+    let large = (top as u32 as u64) << 32;
+    let v = if yc < P55 { small } else { large };
+    if big && x > 0.0 {
+        1u64 << 63
+    } else {
+        v
+    }
+}
+
 /// A fixed-point sum back to a probability, rounded to f32.
 #[inline(always)]
 pub fn fixed_to_f32(s: u64) -> f32 {
@@ -217,6 +248,56 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// [`exp_f32`] without branches, for the CPU: the same operations on the
+/// same values, every special case a select, so loops over tiles
+/// auto-vectorise. Bit-identical to [`exp_f32`] for every input (tests check
+/// it on all 2^32 bit patterns); the nvptx build keeps [`exp_f32`].
+#[inline(always)]
+pub fn exp_f32_flat(x: f32) -> f32 {
+    const HI: f32 = 88.72283;
+    const LO: f32 = -103.97208;
+    // In range the computation sees x itself; out of range (and NaN) its
+    // result is replaced below, so it sees 0 (a clamp to LO would compute a
+    // subnormal, which costs a microcode assist on x86 for every -inf).
+    let xc = if (LO..=HI).contains(&x) { x } else { 0.0 };
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let t = xc * LOG2E;
+    // |t| <= 151 (xc is in range, never NaN): the conversion needs no
+    // saturation, so it is a plain (vectorisable) truncation.
+    // SAFETY: t + 0.5 is finite and within i32.
+    let k: i32 = unsafe { (t + if t >= 0.0 { 0.5 } else { -0.5 }).to_int_unchecked() };
+    let kf = k as f32;
+    let r = (xc - kf * LN2_HI) - kf * LN2_LO;
+    let mut p = 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    // exp_f32's three scalings as (p * a) * b; b = 1 (exact) in the middle case.
+    let (ea, eb) = if k > 127 {
+        (254, k)
+    } else if k >= -126 {
+        (k + 127, 127)
+    } else {
+        (k + 64 + 127, 127 - 64)
+    };
+    let v = p * f32::from_bits((ea as u32) << 23) * f32::from_bits((eb as u32) << 23);
+    if x.is_nan() {
+        x
+    } else if x > HI {
+        f32::INFINITY
+    } else if x < LO {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// Order key of a (logit, id) pair: larger key = earlier in the order of
 /// SAMPLER.md section 3.6 (logit descending, ties by lower vocabulary id).
 /// Keys are unique per row, so the top-N set does not depend on the algorithm.
@@ -280,6 +361,66 @@ mod tests {
         }
         assert_eq!(exp_f32(0.0), 1.0);
         assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+    }
+
+    #[test]
+    fn exp_flat_equals_exp_on_a_dense_sample() {
+        // Every 4099th bit pattern (all exponents, signs, NaNs and infinities), plus the edges.
+        let mut b = 0u32;
+        loop {
+            let x = f32::from_bits(b);
+            assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e} ({b:#x})");
+            match b.checked_add(4099) {
+                Some(n) => b = n,
+                None => break,
+            }
+        }
+        for x in [88.72283f32, -103.97208, 88.72284, -103.97209, 0.0, -0.0, f32::MAX, f32::MIN, -87.33655, -87.33654] {
+            assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e}");
+        }
+    }
+
+    /// All 2^32 inputs (minutes on one core): `cargo test --release -p sampler-kernels exp_flat_equals_exp_on_all -- --ignored`.
+    #[test]
+    #[ignore]
+    fn exp_flat_equals_exp_on_all_inputs() {
+        for b in 0..=u32::MAX {
+            let x = f32::from_bits(b);
+            assert_eq!(exp_f32_flat(x).to_bits(), exp_f32(x).to_bits(), "x = {x:e} ({b:#x})");
+        }
+    }
+
+    #[test]
+    fn to_fixed_flat_equals_to_fixed_on_a_dense_sample() {
+        let mut b = 0u32;
+        loop {
+            let x = f32::from_bits(b);
+            assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e} ({b:#x})");
+            match b.checked_add(4099) {
+                Some(n) => b = n,
+                None => break,
+            }
+        }
+        for e in 0..64 {
+            // Around every power of two of y = x * 2^44 (the pieces' edges).
+            let x = (2.0f64.powi(e) / 2.0f64.powi(44)) as f32;
+            for x in [x, f32::from_bits(x.to_bits() - 1), f32::from_bits(x.to_bits() + 1)] {
+                assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e}");
+            }
+        }
+        for x in [0.0f32, -0.0, 1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, 524_288.0, 524_287.97] {
+            assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e}");
+        }
+    }
+
+    /// All 2^32 inputs: `cargo test --release -p sampler-kernels to_fixed_flat_all -- --ignored`.
+    #[test]
+    #[ignore]
+    fn to_fixed_flat_all_inputs() {
+        for b in 0..=u32::MAX {
+            let x = f32::from_bits(b);
+            assert_eq!(to_fixed_flat(x), to_fixed(x), "x = {x:e} ({b:#x})");
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub mod math;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cpu;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host_algo;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod gpu;

@@ -1,0 +1,382 @@
+//! nvptx tile runtime: the tile ops of [`super::cpu`] as block-cooperative
+//! routines (one thread block per program), bit for bit the same results.
+//!
+//! Layout. A program runs on one block of `TH` threads; a tile of the
+//! variant holds up to `TILE = TH * I` elements, thread `t` owning elements
+//! `t*I .. t*I+I` (the blocked arrangement) in a `[T; I]` array. Small
+//! variants keep that array in registers; big ones (force top-k off, `I` of
+//! 128..512) get it in local memory, which the driver sizes at launch.
+//! Every tile carries its valid length `n`: maps compute padding too (pure
+//! functions), reductions, scans, searches and stores only look at valid
+//! elements, and loads only read valid elements.
+//!
+//! Scalar code runs redundantly on every thread of the block (every scalar is
+//! block-uniform: loads of one address, broadcast reductions), so branches of
+//! scalar code never diverge and barriers inside them are legal. Scalar
+//! stores are done by thread 0. A barrier (`bar.sync 0`) follows every op
+//! that writes global or shared memory that another thread may read next.
+//!
+//! Exactness. Integer sums and scans are exact (any order gives the same
+//! bits). Max/min combine partial results in index order (thread-local fold,
+//! then lanes 0..31 in order, then warps in order), so even the choice
+//! between `-0.0` and `+0.0` is that of the CPU's left fold. Selection and
+//! sorting run on the unique 64-bit order keys of `rt::math`, so top-n sets
+//! and orders do not depend on the algorithm.
+//!
+//! Shared memory: one dynamic `.extern .shared` array (no static shared,
+//! no `.extern .func`), laid out as [`SMEM_BASE`] bytes of reduction and
+//! histogram scratch, then the sort buffer of `8 * min(TILE, SORT_CAP)`
+//! bytes in kernels that use `top_n` or `sort_desc`
+//! ([`crate::spec::gpu_shared_bytes`] gives the launch size), then, when the
+//! host gives a launch more (`spec::gpu_stage_bytes`), `top_n`'s staging
+//! area: a row range of up to that many keys is read once into shared
+//! memory as u32 order bits, and the selection passes read it there.
+//!
+//! `top_n` / `sort_desc`: chunks of up to `SORT_CAP` keys in order: a radix
+//! select (8-bit digits over the 64-bit keys, histograms in shared memory,
+//! early exit once the selected bucket is exactly what is still needed) finds
+//! the chunk's smallest key, the keys between it and the previous chunk's
+//! bound are gathered into shared memory (exactly `m`, keys being unique),
+//! bitonic-sorted descending, and copied into the owners' tile slots.
+//!
+//! Files by concern: `ptx` (inline-PTX intrinsics: shared-memory window,
+//! barriers, special registers), `warp` (shuffles, ballots, warp-aggregated
+//! atomics), `block` (block-wide folds, scans, reductions, the categorical
+//! draw), `select` (radix select, `top_n`, `top_n_set`) and `sort` (bitonic
+//! sorts, `sort_desc`); this file holds the context, tiles, buffers, maps
+//! and memory ops.
+
+use core::arch::nvptx::{_block_idx_x, _thread_idx_x};
+
+pub use crate::spec::{GPU_SMEM_BASE as SMEM_BASE, GPU_SORT_CAP as SORT_CAP};
+
+mod block;
+mod ptx;
+mod select;
+mod sort;
+mod warp;
+
+pub use block::{all, any, categorical, count, exclusive_scan, first_where, get, inclusive_scan, last_where, reduce_max, reduce_min, reduce_sum, Bounded, IntSum};
+pub use select::{top_n, top_n_set};
+pub use sort::sort_desc;
+pub use warp::Shfl;
+
+use ptx::sync;
+
+/// Per-program context: the thread's index in the block.
+#[derive(Clone, Copy)]
+pub struct Ctx<const TH: usize, const I: usize> {
+    tid: u32,
+}
+
+impl<const TH: usize, const I: usize> Ctx<TH, I> {
+    #[inline(always)]
+    pub fn new() -> Self {
+        // SAFETY: reads the special register %tid.x.
+        Ctx { tid: unsafe { _thread_idx_x() } }
+    }
+    /// Tile capacity `TH * I`.
+    const CAP: u32 = (TH * I) as u32;
+    /// Element index of this thread's slot `j`.
+    #[inline(always)]
+    fn idx(&self, j: usize) -> u32 {
+        self.tid * I as u32 + j as u32
+    }
+    #[inline(always)]
+    fn lane(&self) -> u32 {
+        self.tid & 31
+    }
+    #[inline(always)]
+    fn warp(&self) -> usize {
+        (self.tid >> 5) as usize
+    }
+    const WARPS: usize = TH.div_ceil(32);
+    const WIDTH: u32 = if TH < 32 { TH as u32 } else { 32 };
+    const MASK: u32 = if TH >= 32 { u32::MAX } else { (1u32 << TH) - 1 };
+}
+
+impl<const TH: usize, const I: usize> Default for Ctx<TH, I> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A tile: this thread's `I` slots and the tile's valid length.
+#[derive(Clone, Copy)]
+pub struct Tile<T, const I: usize> {
+    pub v: [T; I],
+    pub n: u32,
+}
+
+/// A global buffer as seen by a kernel: a raw device pointer. The host
+/// sizes every buffer for the kernel's shapes before launching.
+#[derive(Clone, Copy)]
+pub struct Gm<T> {
+    p: *mut T,
+}
+
+impl<T: Copy> Gm<T> {
+    #[inline(always)]
+    pub fn from_raw(p: *mut T) -> Self {
+        Gm { p }
+    }
+    #[inline(always)]
+    fn read(&self, i: u64) -> T {
+        // SAFETY: in bounds by the host's sizing contract.
+        unsafe { *self.p.add(i as usize) }
+    }
+    #[inline(always)]
+    fn write(&self, i: u64, v: T) {
+        // SAFETY: in bounds by the host's sizing contract; programs write disjoint elements.
+        unsafe { *self.p.add(i as usize) = v }
+    }
+}
+
+/// Four elements loaded together (`ld.global.v4`).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct V4<T>([T; 4]);
+
+/// A scalar operand of an elementwise map (broadcast to every element).
+#[derive(Clone, Copy)]
+pub struct S<T>(pub T);
+
+/// An operand of an elementwise map: a tile or a broadcast scalar.
+pub trait Operand<T: Copy, const I: usize> {
+    fn at(&self, j: usize) -> T;
+    fn tile_len(&self) -> u32;
+}
+impl<T: Copy, const I: usize> Operand<T, I> for S<T> {
+    #[inline(always)]
+    fn at(&self, _: usize) -> T {
+        self.0
+    }
+    #[inline(always)]
+    fn tile_len(&self) -> u32 {
+        u32::MAX
+    }
+}
+impl<T: Copy, const I: usize> Operand<T, I> for &Tile<T, I> {
+    #[inline(always)]
+    fn at(&self, j: usize) -> T {
+        // SAFETY: maps call with j < I.
+        unsafe { *self.v.get_unchecked(j) }
+    }
+    #[inline(always)]
+    fn tile_len(&self) -> u32 {
+        self.n
+    }
+}
+
+/// `a[j]` for `j < I` (every caller loops over `0..I`): no bounds check,
+/// so no panic path (and no `.extern .func`) reaches the PTX.
+#[inline(always)]
+fn ix<T: Copy, const I: usize>(a: &[T; I], j: usize) -> T {
+    // SAFETY: j < I at every call site.
+    unsafe { *a.get_unchecked(j) }
+}
+
+#[inline(always)]
+fn common_len(ls: &[u32]) -> u32 {
+    let m = ls.iter().copied().min().unwrap_or(0);
+    if m == u32::MAX {
+        0
+    } else {
+        m
+    }
+}
+
+/// Elementwise map of one operand.
+#[inline(always)]
+pub fn map1<A: Copy, R: Copy + Default, const TH: usize, const I: usize>(
+    _: &Ctx<TH, I>,
+    a: impl Operand<A, I>,
+    f: impl Fn(A) -> R,
+) -> Tile<R, I> {
+    let n = common_len(&[a.tile_len()]);
+    let mut v = [R::default(); I];
+    for (j, o) in v.iter_mut().enumerate() {
+        *o = f(a.at(j));
+    }
+    Tile { v, n }
+}
+/// Elementwise map of two operands.
+#[inline(always)]
+pub fn map2<A: Copy, B: Copy, R: Copy + Default, const TH: usize, const I: usize>(
+    _: &Ctx<TH, I>,
+    a: impl Operand<A, I>,
+    b: impl Operand<B, I>,
+    f: impl Fn(A, B) -> R,
+) -> Tile<R, I> {
+    let n = common_len(&[a.tile_len(), b.tile_len()]);
+    let mut v = [R::default(); I];
+    for (j, o) in v.iter_mut().enumerate() {
+        *o = f(a.at(j), b.at(j));
+    }
+    Tile { v, n }
+}
+/// Elementwise map of three operands.
+#[inline(always)]
+pub fn map3<A: Copy, B: Copy, C: Copy, R: Copy + Default, const TH: usize, const I: usize>(
+    _: &Ctx<TH, I>,
+    a: impl Operand<A, I>,
+    b: impl Operand<B, I>,
+    c: impl Operand<C, I>,
+    f: impl Fn(A, B, C) -> R,
+) -> Tile<R, I> {
+    let n = common_len(&[a.tile_len(), b.tile_len(), c.tile_len()]);
+    let mut v = [R::default(); I];
+    for (j, o) in v.iter_mut().enumerate() {
+        *o = f(a.at(j), b.at(j), c.at(j));
+    }
+    Tile { v, n }
+}
+/// Elementwise map of four operands.
+#[inline(always)]
+pub fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R: Copy + Default, const TH: usize, const I: usize>(
+    _: &Ctx<TH, I>,
+    a: impl Operand<A, I>,
+    b: impl Operand<B, I>,
+    c: impl Operand<C, I>,
+    d: impl Operand<D, I>,
+    f: impl Fn(A, B, C, D) -> R,
+) -> Tile<R, I> {
+    let n = common_len(&[a.tile_len(), b.tile_len(), c.tile_len(), d.tile_len()]);
+    let mut v = [R::default(); I];
+    for (j, o) in v.iter_mut().enumerate() {
+        *o = f(a.at(j), b.at(j), c.at(j), d.at(j));
+    }
+    Tile { v, n }
+}
+
+// ------------------------------------------------------------- program, memory
+
+/// Program index: the block's index (the row or request).
+#[inline(always)]
+pub fn row<const TH: usize, const I: usize>(_: &Ctx<TH, I>) -> u32 {
+    // SAFETY: reads %ctaid.x.
+    unsafe { _block_idx_x() }
+}
+
+/// `n` consecutive elements of `buf` from element `off`.
+#[inline(always)]
+pub fn load<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, n: u32) -> Tile<T, I> {
+    let n = n.min(Ctx::<TH, I>::CAP);
+    let mut v = [T::default(); I];
+    // 16-byte vector loads of 4-byte elements when this thread's run of I is
+    // whole and aligned (row starts are, for V a multiple of 4).
+    if core::mem::size_of::<T>() == 4 && I % 4 == 0 {
+        let first = c.idx(0);
+        let p = buf.p.wrapping_add(off.wrapping_add(first as u64) as usize);
+        if first + I as u32 <= n && (p as usize) % 16 == 0 {
+            for q in 0..I / 4 {
+                // SAFETY: in bounds (first + I <= n) and 16-byte aligned.
+                let w = unsafe { *(p.add(4 * q) as *const V4<T>) };
+                v[4 * q..4 * q + 4].copy_from_slice(&w.0);
+            }
+            return Tile { v, n };
+        }
+    }
+    for (j, o) in v.iter_mut().enumerate() {
+        let e = c.idx(j);
+        if e < n {
+            *o = buf.read(off.wrapping_add(e as u64));
+        }
+    }
+    Tile { v, n }
+}
+/// Writes the tile at element `off` of `buf`.
+#[inline(always)]
+pub fn store<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, t: &Tile<T, I>) {
+    store_head(c, buf, off, t, u32::MAX)
+}
+/// Writes the first `k` elements of the tile at element `off` of `buf`.
+#[inline(always)]
+pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, t: &Tile<T, I>, k: u32) {
+    let n = t.n.min(k);
+    for j in 0..I {
+        let e = c.idx(j);
+        if e < n {
+            buf.write(off.wrapping_add(e as u64), ix(&t.v, j));
+        }
+    }
+    sync();
+}
+/// One element of `buf` (every thread reads it).
+#[inline(always)]
+pub fn load_scalar<T: Copy + Default, const TH: usize, const I: usize>(_: &Ctx<TH, I>, buf: Gm<T>, i: u64) -> T {
+    buf.read(i)
+}
+/// Writes one element of `buf` (thread 0).
+#[inline(always)]
+pub fn store_scalar<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, i: u64, v: T) {
+    if c.tid == 0 {
+        buf.write(i, v);
+    }
+    sync();
+}
+/// Bits `0..n` of the u32 words from word `word_off`.
+#[inline(always)]
+pub fn mask_bits<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool, I> {
+    let n = n.min(Ctx::<TH, I>::CAP);
+    let mut v = [false; I];
+    for (j, o) in v.iter_mut().enumerate() {
+        let e = c.idx(j);
+        if e < n {
+            *o = (buf.read(word_off + (e / 32) as u64) >> (e % 32)) & 1 == 1;
+        }
+    }
+    Tile { v, n }
+}
+/// `[0, 1, ..., n-1]`.
+#[inline(always)]
+pub fn iota<const TH: usize, const I: usize>(c: &Ctx<TH, I>, n: u32) -> Tile<u32, I> {
+    let mut v = [0u32; I];
+    for (j, o) in v.iter_mut().enumerate() {
+        *o = c.idx(j);
+    }
+    Tile { v, n: n.min(Ctx::<TH, I>::CAP) }
+}
+/// `n` copies of `v`.
+#[inline(always)]
+pub fn full<T: Copy, const TH: usize, const I: usize>(_: &Ctx<TH, I>, n: u32, v: T) -> Tile<T, I> {
+    Tile { v: [v; I], n: n.min(Ctx::<TH, I>::CAP) }
+}
+/// Number of valid elements.
+#[inline(always)]
+pub fn len<T, const TH: usize, const I: usize>(_: &Ctx<TH, I>, t: &Tile<T, I>) -> u32 {
+    t.n
+}
+
+/// `buf[off + idx[i]]` for each i, or `fallback` where `idx[i] < 0`.
+#[inline(always)]
+pub fn gather<T: Copy + Default, const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: Gm<T>,
+    off: u64,
+    idx: &Tile<i32, I>,
+    fallback: T,
+) -> Tile<T, I> {
+    let mut v = [T::default(); I];
+    for (j, o) in v.iter_mut().enumerate() {
+        if c.idx(j) < idx.n {
+            let i = ix(&idx.v, j);
+            *o = if i < 0 { fallback } else { buf.read(off + i as u64) };
+        }
+    }
+    Tile { v, n: idx.n }
+}
+/// `buf[off + idx[i]] = vals[i]` for each i with `idx[i] >= 0`.
+#[inline(always)]
+pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, idx: &Tile<i32, I>, vals: &Tile<T, I>) {
+    let n = idx.n.min(vals.n);
+    for j in 0..I {
+        if c.idx(j) < n {
+            let i = ix(&idx.v, j);
+            if i >= 0 {
+                buf.write(off + i as u64, ix(&vals.v, j));
+            }
+        }
+    }
+    sync();
+}

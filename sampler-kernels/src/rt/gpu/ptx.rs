@@ -1,0 +1,124 @@
+//! Inline-PTX intrinsics of the nvptx runtime: the dynamic shared-memory
+//! array and its layout, `ld/st/atom/red.shared` on shared-window addresses,
+//! special registers and the block barrier.
+
+use core::arch::asm;
+use core::arch::nvptx::_syncthreads;
+
+use super::{Ctx, SMEM_BASE, SORT_CAP};
+
+core::arch::global_asm!(".extern .shared .align 16 .b8 __sk_smem[];");
+
+/// Generic address of the block's dynamic shared memory.
+#[inline(always)]
+pub(super) fn smem() -> *mut u8 {
+    let p: u64;
+    // SAFETY: reads the address of the module's dynamic shared array.
+    unsafe { asm!("cvta.shared.u64 {p}, __sk_smem;", p = out(reg64) p, options(pure, nomem, nostack)) };
+    p as *mut u8
+}
+
+/// Reduction slots: 32 of 16 bytes (one per warp).
+pub(super) const SLOTS: usize = 0;
+/// Radix histogram: 256 u32.
+pub(super) const HIST: usize = 512;
+/// Block-uniform scalars published by one thread (8 u32).
+pub(super) const MISC: usize = 1536;
+
+/// Reduction slot `w` (16 bytes, shared-window address).
+#[inline(always)]
+pub(super) fn slot(w: usize) -> u64 {
+    sh() + (SLOTS + 16 * w) as u64
+}
+
+// Shared-window addresses and `ld/st/atom/red.shared` for the hot paths of
+// selection and sorting: generic pointers into shared memory compile to
+// generic `LD`/`ST`/`ATOM` (a slower path than `LDS`/`STS`/`ATOMS`).
+
+/// Shared-window address of the dynamic shared array.
+#[inline(always)]
+pub(super) fn sh() -> u64 {
+    let p: u64;
+    // SAFETY: reads the shared-window address of the module's dynamic shared array.
+    unsafe { asm!("mov.u64 {p}, __sk_smem;", p = out(reg64) p, options(pure, nomem, nostack)) };
+    p
+}
+#[inline(always)]
+pub(super) fn lds32(a: u64) -> u32 {
+    let v: u32;
+    // SAFETY: `a` is a 4-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a, options(nostack, readonly)) };
+    v
+}
+#[inline(always)]
+pub(super) fn sts32(a: u64, v: u32) {
+    // SAFETY: as `lds32`.
+    unsafe { asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+}
+#[inline(always)]
+pub(super) fn lds64(a: u64) -> u64 {
+    let v: u64;
+    // SAFETY: `a` is an 8-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("ld.shared.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a, options(nostack, readonly)) };
+    v
+}
+#[inline(always)]
+pub(super) fn sts64(a: u64, v: u64) {
+    // SAFETY: as `lds64`.
+    unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v, options(nostack)) };
+}
+/// `atom.shared.add.u32`: adds `v` at `a`, returns the old value.
+#[inline(always)]
+pub(super) fn atoms_add(a: u64, v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: as `lds32`.
+    unsafe { asm!("atom.shared.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+    r
+}
+/// `red.shared.add.u32`: adds `v` at `a`.
+#[inline(always)]
+pub(super) fn reds_add(a: u64, v: u32) {
+    // SAFETY: as `lds32`.
+    unsafe { asm!("red.shared.add.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+}
+#[inline(always)]
+pub(super) fn hist(b: u32) -> u64 {
+    sh() + HIST as u64 + 4 * b as u64
+}
+#[inline(always)]
+pub(super) fn misc(i: u32) -> u64 {
+    sh() + MISC as u64 + 4 * i as u64
+}
+/// The sort buffer (u64 keys).
+#[inline(always)]
+pub(super) fn sortbuf() -> u64 {
+    sh() + SMEM_BASE as u64
+}
+
+/// Bytes of dynamic shared memory this launch got (`%dynamic_smem_size`).
+#[inline(always)]
+pub(super) fn dynamic_smem_bytes() -> u32 {
+    let b: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {b}, %dynamic_smem_size;", b = out(reg32) b, options(pure, nomem, nostack)) };
+    b
+}
+
+/// The staging area of `top_n` (u32 order bits), after the sort buffer,
+/// and how many keys it holds in this launch (0: none; the host gives it
+/// room per launch, `spec::gpu_stage_bytes`).
+#[inline(always)]
+pub(super) fn stagebuf<const TH: usize, const I: usize>() -> (u64, u32) {
+    let cap = Ctx::<TH, I>::CAP;
+    let start = SMEM_BASE + 8 * if cap < SORT_CAP { cap } else { SORT_CAP };
+    let have = dynamic_smem_bytes();
+    let keys = if have > start { (have - start) / 4 } else { 0 };
+    (sh() + start as u64, keys)
+}
+
+#[inline(always)]
+pub(super) fn sync() {
+    // SAFETY: every call site is reached by all threads of the block
+    // (tile ops are called from block-uniform scalar code).
+    unsafe { _syncthreads() }
+}

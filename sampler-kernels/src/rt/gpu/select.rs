@@ -1,0 +1,320 @@
+//! Selection: the radix select over 64-bit order keys, `top_n` (select,
+//! then bitonic-sort chunk by chunk) and `top_n_set` (select, then ballots
+//! place the kept keys in id order), with the shared-memory staging of a row.
+
+use super::super::math::{key_of_bits, order_bits, order_key};
+use super::block::block_excl_scan;
+use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts32, sts64, sync};
+use super::sort::{bitonic_desc, split_keys};
+use super::warp::{ballot, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
+use super::{Ctx, Gm, Tile, SORT_CAP};
+
+/// Keys loaded together per thread in the selection passes.
+pub(super) const SEL_BATCH: usize = 8;
+
+/// The smallest key of the `k` largest keys `< hi` (all keys when `!has_hi`)
+/// among those `keys` yields, `1 <= k <=` their number; every thread gets it.
+/// `keys(it)` is this thread's `it`-th key, `None` when it has none there.
+#[inline(always)]
+pub(super) fn radix_select<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    iters: u32,
+    keys: &impl Fn(u32) -> Option<u64>,
+    has_hi: bool,
+    hi: u64,
+    k: u32,
+) -> u64 {
+    let mut prefix = 0u64;
+    let mut mask = 0u64;
+    let mut rem = k;
+    let mut shift = 56u32;
+    loop {
+        let first = shift == 56;
+        let mut b = c.tid as usize;
+        while b < 256 {
+            sts32(hist(b as u32), 0);
+            b += TH;
+        }
+        sync();
+        // Loads in batches of SEL_BATCH (independent, in flight together),
+        // then one shared atomic per distinct digit and warp (match.any):
+        // the high digits of similar logits hit few bins.
+        let mut base = 0u32;
+        while base < iters {
+            let ld = |it: u32| if it < iters { keys(it) } else { None };
+            let bin = |k: Option<u64>| match k {
+                Some(key) if (!has_hi || key < hi) && (key & mask) == prefix => ((key >> shift) & 255) as u32,
+                _ => 256u32,
+            };
+            // Hand-unrolled so the batch stays in registers.
+            let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+            let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+            // The top digit of similar logits hits few bins: aggregate per warp
+            // (match.any costs about one step per distinct value). Later digits
+            // spread over the bins: plain shared atomics.
+            let add = |b: u32| {
+                if first {
+                    warp_hist_add(c.tid, b);
+                } else if b < 256 {
+                    reds_add(hist(b), 1);
+                }
+            };
+            add(bin(k0));
+            add(bin(k1));
+            add(bin(k2));
+            add(bin(k3));
+            add(bin(k4));
+            add(bin(k5));
+            add(bin(k6));
+            add(bin(k7));
+            base += SEL_BATCH as u32;
+        }
+        sync();
+        // Warp 0 finds the bin holding the rem-th largest key: lane l sums
+        // bins 255 - 8l ..= 248 - 8l (from the top), a shuffle scan over the
+        // lanes, and the one lane whose range crosses rem walks its 8 bins
+        // (instead of one thread walking all 256 bins).
+        if c.tid < 32 {
+            let lane = c.tid;
+            let mut h = [0u32; 8];
+            let mut s = 0u32;
+            for (j, x) in h.iter_mut().enumerate() {
+                *x = lds32(hist(255 - (8 * lane + j as u32)));
+                s += *x;
+            }
+            let mut incl = s;
+            let mut d = 1u32;
+            while d < 32 {
+                let y = shfl_up32(incl, d, 0xffff_ffff);
+                if lane >= d {
+                    incl += y;
+                }
+                d *= 2;
+            }
+            let excl = incl - s;
+            let mut pick = (0u32, 0u32, 0u32);
+            let mut write = lane == 31 && incl < rem;
+            if excl < rem && incl >= rem {
+                write = true;
+                let mut cum = excl;
+                let mut found = false;
+                for (j, &x) in h.iter().enumerate() {
+                    if !found && cum + x >= rem {
+                        pick = ((255 - (8 * lane as usize + j)) as u32, cum, x);
+                        found = true;
+                    }
+                    if !found {
+                        cum += x;
+                    }
+                }
+            }
+            if write {
+                sts32(misc(0), pick.0);
+                sts32(misc(1), pick.1);
+                sts32(misc(2), pick.2);
+            }
+        }
+        sync();
+        let (bk, cum, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
+        rem -= cum;
+        prefix |= (bk as u64) << shift;
+        mask |= 255u64 << shift;
+        if cnt == rem || shift == 0 {
+            return prefix;
+        }
+        shift -= 8;
+    }
+}
+
+/// The `n` largest keys that `keys` yields, in descending order, as a tile.
+#[inline(always)]
+pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys: impl Fn(u32) -> Option<u64>, n: u32) -> Tile<u64, I> {
+    let n = n.min(Ctx::<TH, I>::CAP);
+    let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    let buf = sortbuf();
+    let mut out = [0u64; I];
+    let mut has_hi = false;
+    let mut hi = 0u64;
+    let mut c0 = 0u32;
+    while c0 < n {
+        let m = (n - c0).min(cap);
+        let lo = radix_select(c, iters, &keys, has_hi, hi, m);
+        if c.tid == 0 {
+            sts32(misc(3), 0);
+        }
+        sync();
+        let mut base = 0u32;
+        while base < iters {
+            let ld = |it: u32| if it < iters { keys(it) } else { None };
+            let put = |k: Option<u64>| {
+                let key = k.unwrap_or(0);
+                let take = k.is_some() && key >= lo && (!has_hi || key < hi);
+                let pos = warp_claim(c.tid, take, 3);
+                if take {
+                    sts64(buf + 8 * pos as u64, key);
+                }
+            };
+            let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+            let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+            put(k0);
+            put(k1);
+            put(k2);
+            put(k3);
+            put(k4);
+            put(k5);
+            put(k6);
+            put(k7);
+            base += SEL_BATCH as u32;
+        }
+        let p = m.next_power_of_two();
+        let mut i = m + c.tid;
+        while i < p {
+            sts64(buf + 8 * i as u64, 0);
+            i += TH as u32;
+        }
+        sync();
+        bitonic_desc(c, buf, p);
+        for (j, o) in out.iter_mut().enumerate() {
+            let e = c.idx(j);
+            if e >= c0 && e < c0 + m {
+                *o = lds64(buf + 8 * (e - c0) as u64);
+            }
+        }
+        sync();
+        has_hi = true;
+        hi = lo;
+        c0 += m;
+    }
+    Tile { v: out, n }
+}
+
+/// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
+/// section 3.6 (logit descending, ties by lower id), with their ids.
+#[inline(always)]
+pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+    let iters = v.div_ceil(TH as u32);
+    let tid = c.tid;
+    if let Some(st) = stage::<TH, I>(c, buf, off, v) {
+        let keys = move |it: u32| {
+            let i = it * TH as u32 + tid;
+            // Staged: i < v <= the staging area's keys.
+            if i < v {
+                Some(key_of_bits(lds32(st + 4 * i as u64), i))
+            } else {
+                None
+            }
+        };
+        let k = sorted_keys(c, iters, keys, n.min(v));
+        return split_keys(&k);
+    }
+    let keys = move |it: u32| {
+        let i = it * TH as u32 + tid;
+        if i < v {
+            Some(order_key(buf.read(off + i as u64), i))
+        } else {
+            None
+        }
+    };
+    let k = sorted_keys(c, iters, keys, n.min(v));
+    split_keys(&k)
+}
+
+/// Reads `buf[off..off+v]` once into the staging area as u32 order bits
+/// (loads in flight together) when the launch gave room for `v` keys; every
+/// selection pass then reads shared memory. `None`: no room.
+#[inline(always)]
+pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32) -> Option<u64> {
+    let (st, room) = stagebuf::<TH, I>();
+    if v > room {
+        return None;
+    }
+    let iters = v.div_ceil(TH as u32);
+    let mut base = 0u32;
+    while base < iters {
+        let mut x = [0f32; SEL_BATCH];
+        for (j, xj) in x.iter_mut().enumerate() {
+            let i = (base + j as u32) * TH as u32 + c.tid;
+            if i < v {
+                *xj = buf.read(off + i as u64);
+            }
+        }
+        for (j, &xj) in x.iter().enumerate() {
+            let i = (base + j as u32) * TH as u32 + c.tid;
+            if i < v {
+                sts32(st + 4 * i as u64, order_bits(xj));
+            }
+        }
+        base += SEL_BATCH as u32;
+    }
+    sync();
+    Some(st)
+}
+
+/// The `n` largest of `v` logits at `buf[off..off+v]` with their ids, in
+/// ascending id order (no sort): a radix select finds the n-th largest key,
+/// then each warp takes a contiguous id range and ballots plus a block scan
+/// of the warps' counts place the keys in id order. Equal logits come out in
+/// ascending id order, as `top_n` puts them.
+#[inline(always)]
+pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+    let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    let n = n.min(v);
+    if n == 0 || n > cap || TH % 32 != 0 {
+        // Sorted order keeps equal logits in ascending id order too.
+        return top_n(c, buf, off, v, n);
+    }
+    let iters = v.div_ceil(TH as u32);
+    let tid = c.tid;
+    let st = stage::<TH, I>(c, buf, off, v);
+    let key_at = move |i: u32| match st {
+        Some(st) => key_of_bits(lds32(st + 4 * i as u64), i),
+        None => order_key(buf.read(off + i as u64), i),
+    };
+    let keys = move |it: u32| {
+        let i = it * TH as u32 + tid;
+        if i < v {
+            Some(key_at(i))
+        } else {
+            None
+        }
+    };
+    let lo = radix_select(c, iters, &keys, false, 0, n);
+    // Warp w takes ids w*span .. w*span+span, 32 consecutive ids a step
+    // (coalesced, no bank conflicts): count by ballots, scan the warps'
+    // counts, then write in id order at lane offsets from the ballots.
+    let warps = (TH as u32).div_ceil(32);
+    let span = v.div_ceil(warps).div_ceil(32) * 32;
+    let (w, lane) = (tid / 32, tid % 32);
+    let steps = span / 32;
+    let take_at = |step: u32| {
+        let i = w * span + step * 32 + lane;
+        i < v && key_at(i) >= lo
+    };
+    let mut wc = 0u32;
+    for step in 0..steps {
+        wc += ballot(take_at(step)).count_ones();
+    }
+    let (before, _) = block_excl_scan(c, if lane == 0 { wc } else { 0 });
+    let mut pos = shfl_idx32(before, 0);
+    let sb = sortbuf();
+    let below = (1u32 << lane) - 1;
+    for step in 0..steps {
+        let t = take_at(step);
+        let b = ballot(t);
+        if t {
+            let i = w * span + step * 32 + lane;
+            sts64(sb + 8 * (pos + (b & below).count_ones()) as u64, key_at(i));
+        }
+        pos += b.count_ones();
+    }
+    sync();
+    let mut out = [0u64; I];
+    for (j, o) in out.iter_mut().enumerate() {
+        let e = c.idx(j);
+        if e < n {
+            *o = lds64(sb + 8 * e as u64);
+        }
+    }
+    sync();
+    split_keys(&Tile { v: out, n })
+}

@@ -1,0 +1,178 @@
+//! Sorting: bitonic networks over keys in shared memory (registers and
+//! warp shuffles for the short strides), `sort_desc`, and keys back to (logit, id) tiles.
+
+use super::super::math::{key_id, key_logit, order_key};
+use super::ptx::{lds64, sts64, sync};
+use super::select::sorted_keys;
+use super::warp::shfl_xor64;
+use super::{ix, Ctx, Tile, SORT_CAP};
+
+/// One compare-exchange of the bitonic network, seen from position `i`
+/// holding `a`, whose partner `i ^ stride` holds `b`: the new key at `i`.
+#[inline(always)]
+pub(super) fn bitonic_keep(i: u32, stride: u32, size: u32, a: u64, b: u64) -> u64 {
+    let desc = (i & size) == 0;
+    let lower = (i & stride) == 0;
+    if desc == lower {
+        if a > b { a } else { b }
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Sorts `buf[0..p]` descending (`p` a power of two) in shared memory.
+///
+/// Thread t holds positions `t*e .. t*e+e` in registers (`e = max(1, p/TH)`,
+/// at most 2; more keys per thread use [`bitonic_desc_shared`]):
+/// strides below `e` are exchanged in registers, below `32*e` by warp
+/// shuffles, and only the wider ones through shared memory and a barrier.
+#[inline(always)]
+pub(super) fn bitonic_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, p: u32) {
+    let e = if p > TH as u32 { p / TH as u32 } else { 1 };
+    if TH % 32 != 0 {
+        return bitonic_desc_shared(c, buf, p);
+    }
+    // Only the key counts this variant can have (p <= min(TILE, SORT_CAP)).
+    let most = (if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP }) / TH as u32;
+    match e {
+        1 => bitonic_reg::<TH, I, 1>(c, buf, p),
+        2 if most >= 2 => bitonic_reg::<TH, I, 2>(c, buf, p),
+        // Measured on the H200: 4+ keys per thread are no faster in registers
+        // (local memory for 8+); those sorts stay in shared memory.
+        _ => bitonic_desc_shared(c, buf, p),
+    }
+}
+
+/// [`bitonic_desc`] with `E = p / TH` keys per thread (`E = 1` when `p <= TH`).
+#[inline(always)]
+pub(super) fn bitonic_reg<const TH: usize, const I: usize, const E: usize>(c: &Ctx<TH, I>, buf: u64, p: u32) {
+    let e = E as u32;
+    let base = c.tid * e;
+    let mut k = [0u64; E];
+    for (q, kq) in k.iter_mut().enumerate() {
+        let i = base + q as u32;
+        if i < p {
+            *kq = lds64(buf + 8 * i as u64);
+        }
+    }
+    let mut size = 2u32;
+    while size <= p {
+        let mut stride = size / 2;
+        while stride > 0 {
+            if stride >= 32 * e {
+                // Across warps: through shared memory.
+                sync();
+                for (q, &kq) in k.iter().enumerate() {
+                    let i = base + q as u32;
+                    if i < p {
+                        sts64(buf + 8 * i as u64, kq);
+                    }
+                }
+                sync();
+                for (q, kq) in k.iter_mut().enumerate() {
+                    let i = base + q as u32;
+                    if i < p {
+                        let b = lds64(buf + 8 * (i ^ stride) as u64);
+                        *kq = bitonic_keep(i, stride, size, *kq, b);
+                    }
+                }
+            } else if stride >= e {
+                // Within the warp: lane ^ (stride / e), same register.
+                for (q, kq) in k.iter_mut().enumerate() {
+                    let b = shfl_xor64(*kq, stride / e);
+                    *kq = bitonic_keep(base + q as u32, stride, size, *kq, b);
+                }
+            } else {
+                // Within the thread: registers q and q ^ stride (constant indices).
+                match stride {
+                    1 => in_thread::<E, 1>(&mut k, base, size),
+                    2 => in_thread::<E, 2>(&mut k, base, size),
+                    4 => in_thread::<E, 4>(&mut k, base, size),
+                    _ => in_thread::<E, 8>(&mut k, base, size),
+                }
+            }
+            stride /= 2;
+        }
+        size *= 2;
+    }
+    sync();
+    for (q, &kq) in k.iter().enumerate() {
+        let i = base + q as u32;
+        if i < p {
+            sts64(buf + 8 * i as u64, kq);
+        }
+    }
+    sync();
+}
+
+/// The in-thread stage of stride `S` of [`bitonic_reg`] (`S` constant, so
+/// the registers are indexed by constants).
+#[inline(always)]
+pub(super) fn in_thread<const E: usize, const S: usize>(k: &mut [u64; E], base: u32, size: u32) {
+    for q in 0..E {
+        let r = q ^ S;
+        if r > q && r < E {
+            let i = base + q as u32;
+            let (a, b) = (k[q], k[r]);
+            k[q] = bitonic_keep(i, S as u32, size, a, b);
+            k[r] = bitonic_keep(i ^ S as u32, S as u32, size, b, a);
+        }
+    }
+}
+
+/// [`bitonic_desc`] with every stage through shared memory.
+#[inline(always)]
+pub(super) fn bitonic_desc_shared<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, p: u32) {
+    let mut size = 2u32;
+    while size <= p {
+        let mut stride = size / 2;
+        while stride > 0 {
+            let mut t = c.tid;
+            while t < p / 2 {
+                let i = 2 * t - (t & (stride - 1));
+                let j = i + stride;
+                let a = lds64(buf + 8 * i as u64);
+                let b = lds64(buf + 8 * j as u64);
+                let desc = (i & size) == 0;
+                if (desc && a < b) || (!desc && a > b) {
+                    sts64(buf + 8 * i as u64, b);
+                    sts64(buf + 8 * j as u64, a);
+                }
+                t += TH as u32;
+            }
+            sync();
+            stride /= 2;
+        }
+        size *= 2;
+    }
+}
+
+/// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.
+#[inline(always)]
+pub fn sort_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, vals: &Tile<f32, I>, ids: &Tile<i32, I>) -> (Tile<f32, I>, Tile<i32, I>) {
+    let n = vals.n.min(ids.n);
+    let base = c.idx(0);
+    let (vv, iv) = (vals.v, ids.v);
+    let keys = move |it: u32| {
+        if base + it < n {
+            Some(order_key(ix(&vv, it as usize), ix(&iv, it as usize) as u32))
+        } else {
+            None
+        }
+    };
+    let k = sorted_keys(c, I as u32, keys, n);
+    split_keys(&k)
+}
+
+#[inline(always)]
+pub(super) fn split_keys<const I: usize>(k: &Tile<u64, I>) -> (Tile<f32, I>, Tile<i32, I>) {
+    let mut x = [0f32; I];
+    let mut id = [0i32; I];
+    for ((xo, io), &key) in x.iter_mut().zip(id.iter_mut()).zip(k.v.iter()) {
+        *xo = key_logit(key);
+        *io = key_id(key) as i32;
+    }
+    (Tile { v: x, n: k.n }, Tile { v: id, n: k.n })
+}
