@@ -14,6 +14,7 @@ pub mod params;
 pub mod plan;
 pub mod request;
 pub mod sampler;
+pub mod tree;
 
 pub mod backend;
 
@@ -21,3 +22,4 @@ pub use error::{BackendError, BatchError, ConfigError, ParamError, RequestError}
 pub use params::{SamplingParams, ValidParams};
 pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};
+pub use tree::DraftTree;
