@@ -478,6 +478,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     // 5-6. remap_draft + verify
     let mut accept = Val::U32(vec![0; r as usize]);
     let mut residual = Val::I32(vec![-1; r as usize]);
+    let mut q_lps = Val::F32(vec![0.0; 1]);
     if p.any_verify {
         let args = vec![
             cand_ids.clone(),
@@ -502,6 +503,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
                 return Err(bad("remap_draft", i));
             }
         }
+        q_lps = c[8].clone();
         let args = vec![
             logprobs.clone(),
             cand_ids.clone(),
@@ -536,7 +538,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         Val::I32(p.drafts.clone()),
         accept,
         residual,
-        fresh,
+        fresh.clone(),
         Val::I32(vec![-1; r as usize]),
         Val::I32(vec![-1; r as usize]),
         Val::U32(vec![0; g as usize]),
@@ -551,7 +553,48 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     if c[12].u32s() != e[12].u32s() {
         return Err(bad("accepted", 0));
     }
-    let (tokens, lookup) = (c[10].i32s().to_vec(), c[11].clone());
+    let (mut tokens, mut lookup) = (c[10].i32s().to_vec(), c[11].clone());
+
+    // 7b. tree_walk (section 11), after finalize
+    if p.any_tree {
+        let wd = p.draft_width;
+        let args = vec![
+            Val::U32(p.group_first.clone()),
+            Val::U32(p.group_rows.clone()),
+            Val::U32(p.group_kind.clone()),
+            Val::U32(p.tree_mode.clone()),
+            c[13].clone(),
+            Val::I32(p.tree_parent.clone()),
+            Val::I32(p.tree_token.clone()),
+            Val::I32(p.golden.clone()),
+            fresh.clone(),
+            logprobs.clone(),
+            cand_ids.clone(),
+            q_lps.clone(),
+            Val::SU32(n),
+            Val::I32(p.draft_ids.clone()),
+            Val::F32(p.draft_lps.clone()),
+            Val::SU32(wd),
+            Val::U64(p.seed.clone()),
+            Val::U64(p.seq_accept.clone()),
+            Val::U64(p.seq_residual.clone()),
+            c[10].clone(),
+            c[11].clone(),
+            c[12].clone(),
+            Val::I32(vec![-1; r as usize]),
+        ];
+        let (c, e) = run_both("tree_walk", tile_for("tree_walk", n.max(wd)), g, &args)?;
+        for (k, what) in [(19, "tree_walk tokens"), (20, "tree_walk lookup"), (22, "tree_walk path")] {
+            if c[k].i32s() != e[k].i32s() {
+                return Err(bad(what, 0));
+            }
+        }
+        if c[21].u32s() != e[21].u32s() {
+            return Err(bad("tree_walk accepted", 0));
+        }
+        tokens = c[19].i32s().to_vec();
+        lookup = c[20].clone();
+    }
 
     // 8. token_info
     let args = vec![cand.clone(), cand_ids.clone(), logprobs.clone(), Val::SU32(n), lookup.clone(), Val::F32(vec![0.0; r as usize]), Val::F32(vec![0.0; r as usize])];
@@ -605,9 +648,10 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         }
     }
     Ok(Some(format!(
-        "{}: V={v} N={n} R={r} groups={g} verify={} tokens={:?} -> identical",
+        "{}: V={v} N={n} R={r} groups={g} verify={} tree={} tokens={:?} -> identical",
         path.file_name().unwrap().to_string_lossy(),
         p.any_verify,
+        p.any_tree,
         &tokens[..tokens.len().min(8)]
     )))
 }

@@ -31,7 +31,7 @@ fn bits(r: &StepResult) -> Vec<String> {
 
 /// Random steps without force top-k whose rows all have top-k or top-p < 1.
 fn plan(rng: &mut Rng, v: usize, style: u32) -> StepPlan {
-    let mut step = random_step(rng, v, 0, 6, GenOpts { p_error: 0.1 });
+    let mut step = random_step(rng, v, 0, 6, GenOpts { p_error: 0.1, ..Default::default() });
     for r in &mut step.requests {
         let p = &mut r.params;
         if p.temperature.is_nan() || p.temperature < 0.0 {

@@ -226,7 +226,7 @@ pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Re
         p.group_kind.push(kind);
         p.group_status.push(if ok { 0 } else { -1 });
         p.tree_mode.push(match &req.kind {
-            RequestKind::Tree { tree: t, .. } if t.draft_dists.is_some() => {
+            RequestKind::Tree { tree: t, .. } if t.draft_dists.as_ref().is_some_and(|d| !d.is_empty()) => {
                 if t.without_replacement {
                     TREE_WITHOUT_REPLACEMENT
                 } else {

@@ -620,7 +620,14 @@ pub fn tree_walk(
                         let mut sf = 1.0f32;
                         let mut sx = pfix;
                         let mut tried = 0u32;
-                        if mode == 0 {
+                        let mut kids = 0u32;
+                        for ch in (c + 1)..m {
+                            if load_scalar(tree_parent, (first + ch) as u64) == (c as i32) {
+                                kids += 1;
+                            }
+                        }
+                        // A leaf reads no draft row (a tree without internal nodes has none).
+                        if mode == 0 || kids == 0 {
                             for ch in (c + 1)..m {
                                 let rc = (first + ch) as u64;
                                 if next == 0 && load_scalar(tree_parent, rc) == (c as i32) {
