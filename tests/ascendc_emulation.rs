@@ -478,7 +478,6 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     // 5-6. remap_draft + verify
     let mut accept = Val::U32(vec![0; r as usize]);
     let mut residual = Val::I32(vec![-1; r as usize]);
-    let mut q_lps = Val::F32(vec![0.0; 1]);
     if p.any_verify {
         let args = vec![
             cand_ids.clone(),
@@ -503,7 +502,6 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
                 return Err(bad("remap_draft", i));
             }
         }
-        q_lps = c[8].clone();
         let args = vec![
             logprobs.clone(),
             cand_ids.clone(),
@@ -570,11 +568,12 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
             fresh.clone(),
             logprobs.clone(),
             cand_ids.clone(),
-            q_lps.clone(),
             Val::SU32(n),
+            Val::SU32(v),
             Val::I32(p.draft_ids.clone()),
             Val::F32(p.draft_lps.clone()),
             Val::SU32(wd),
+            Val::I32(vec![-1; if wd > 0 { r as usize * v as usize } else { 1 }]),
             Val::U64(p.seed.clone()),
             Val::U64(p.seq_accept.clone()),
             Val::U64(p.seq_residual.clone()),
@@ -584,16 +583,16 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
             Val::I32(vec![-1; r as usize]),
         ];
         let (c, e) = run_both("tree_walk", tile_for("tree_walk", n.max(wd)), g, &args)?;
-        for (k, what) in [(19, "tree_walk tokens"), (20, "tree_walk lookup"), (22, "tree_walk path")] {
+        for (k, what) in [(20, "tree_walk tokens"), (21, "tree_walk lookup"), (23, "tree_walk path")] {
             if c[k].i32s() != e[k].i32s() {
                 return Err(bad(what, 0));
             }
         }
-        if c[21].u32s() != e[21].u32s() {
+        if c[22].u32s() != e[22].u32s() {
             return Err(bad("tree_walk accepted", 0));
         }
-        tokens = c[19].i32s().to_vec();
-        lookup = c[20].clone();
+        tokens = c[20].i32s().to_vec();
+        lookup = c[21].clone();
     }
 
     // 8. token_info

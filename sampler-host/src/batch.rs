@@ -278,7 +278,8 @@ pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Re
             };
             p.drafts.push(draft);
             if let Some(d) = dist {
-                p.any_verify = true;
+                // Chain verify rows run remap_draft + verify; a tree's rows only tree_walk.
+                p.any_verify |= !matches!(req.kind, RequestKind::Tree { .. });
                 let base = (row + j) * wd;
                 p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
                 p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);

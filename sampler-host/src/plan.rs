@@ -83,11 +83,13 @@ pub struct StepPlan {
     pub golden: Vec<i32>,
     /// `[R]` i32 draft token `d_{j+1}` verified by row j (-1 none).
     pub drafts: Vec<i32>,
-    /// Whether any row verifies a draft (kernels 5-6 run only then).
+    /// Whether any row verifies a draft of a chain (kernels 5-6 run only then;
+    /// tree rows with draft distributions need only `tree_walk`).
     pub any_verify: bool,
     /// Draft distribution width `wd`.
     pub draft_width: u32,
-    /// `[R, wd]` i32 draft distribution ids per verify row (-1 padding).
+    /// `[R, wd]` i32 draft distribution ids per verify row, and per internal
+    /// tree node's row (-1 padding).
     pub draft_ids: Vec<i32>,
     /// `[R, wd]` f32 draft processed logprobs per verify row (-inf padding).
     pub draft_lps: Vec<f32>,

@@ -103,10 +103,9 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
         }
         let mut accept = vec![0u32; r];
         let mut residual = vec![-1i32; r];
-        let mut q_lps = Vec::new();
         if p.any_verify {
             let mut col_of = vec![-1i32; r * v as usize];
-            q_lps = vec![0f32; r * n as usize];
+            let mut q_lps = vec![0f32; r * n as usize];
             let mut draft_col = vec![-1i32; r];
             let mut draft_q = vec![f32::NEG_INFINITY; r];
             {
@@ -137,10 +136,12 @@ fn run_path(p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>),
             path = vec![-1i32; r];
             let (gf, gr, gk, tm, st) = (Gm::new(&p.group_first), Gm::new(&p.group_rows), Gm::new(&p.group_kind), Gm::new(&p.tree_mode), Gm::new(&group_status));
             let (tp, tt, gold, fr) = (Gm::new(&p.tree_parent), Gm::new(&p.tree_token), Gm::new(&p.golden), Gm::new(&fresh));
-            let (lp, ci, q, di, dl) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new(&q_lps), Gm::new(&p.draft_ids), Gm::new(&p.draft_lps));
+            // Scratch of the id -> draft entry match (rows with a draft distribution only).
+            let mut dpos = vec![-1i32; if p.draft_width > 0 { r * v as usize } else { 0 }];
+            let (lp, ci, di, dl, dp) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new(&p.draft_ids), Gm::new(&p.draft_lps), Gm::new_mut(&mut dpos));
             let (s, sa, sr) = (Gm::new(&p.seed), Gm::new(&p.seq_accept), Gm::new(&p.seq_residual));
             let (t, lk, ac, pa) = (Gm::new_mut(&mut tokens), Gm::new_mut(&mut lookup), Gm::new_mut(&mut accepted), Gm::new_mut(&mut path));
-            launch(g, |i| unsafe { k::tree_walk::cpu(i, gf, gr, gk, tm, st, tp, tt, gold, fr, lp, ci, q, n, di, dl, p.draft_width, s, sa, sr, t, lk, ac, pa) });
+            launch(g, |i| unsafe { k::tree_walk::cpu(i, gf, gr, gk, tm, st, tp, tt, gold, fr, lp, ci, n, v, di, dl, p.draft_width, dp, s, sa, sr, t, lk, ac, pa) });
         }
         let mut token_lp = vec![f32::NEG_INFINITY; r];
         let mut sum_smaller = vec![0f32; r];

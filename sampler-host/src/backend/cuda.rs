@@ -547,11 +547,16 @@ impl CudaBackend {
             b.draft_q.ensure(&st, r)?;
         }
         if p.any_tree {
-            // Section 11 (tree_walk): q_lps and the draft rows stay 1-element
-            // dummies for fixed trees, whose walk never reads them.
+            // Section 11 (tree_walk): the draft rows and the col_of scratch stay
+            // 1-element dummies for fixed trees, whose walk never reads them.
             if !p.any_verify {
                 b.seq_accept.upload(&st, &p.seq_accept)?;
                 b.seq_residual.upload(&st, &p.seq_residual)?;
+                if p.draft_width > 0 {
+                    b.draft_ids.upload(&st, &p.draft_ids)?;
+                    b.draft_lps.upload(&st, &p.draft_lps)?;
+                    b.col_of.ensure(&st, rv)?;
+                }
             }
             b.tree_parent.upload(&st, &p.tree_parent)?;
             b.tree_token.upload(&st, &p.tree_token)?;
@@ -662,7 +667,7 @@ impl CudaBackend {
             launch!(self, var, g as u32;
                 &self.b.group_first.s, &self.b.group_rows.s, &self.b.group_kind.s, &self.b.tree_mode.s, &self.b.group_status.s,
                 &self.b.tree_parent.s, &self.b.tree_token.s, &self.b.golden.s, &self.b.fresh.s,
-                &self.b.logprobs.s, &self.b.cand_ids.s, &self.b.q_lps.s, &n, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd,
+                &self.b.logprobs.s, &self.b.cand_ids.s, &n, &v, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd, &mut self.b.col_of.s,
                 &self.b.seed.s, &self.b.seq_accept.s, &self.b.seq_residual.s,
                 &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.path.s);
             mark(self, "tree_walk")?;

@@ -532,11 +532,12 @@ pub fn finalize(
 }
 
 /// Section 11.4, per request group: walks a draft tree over its rows, already
-/// processed (`logprobs`, `cand_ids`), remapped (`q_logprobs`, when the tree
-/// has draft distributions) and drawn (`fresh`, the bonus of each node), and
-/// writes the tokens of the rows on the accepted path. Runs after `finalize`
-/// (which leaves tree rows at -1 and merges the row statuses); groups of other
-/// kinds, and failed ones, are left as they are.
+/// processed (`logprobs`, `cand_ids`) and drawn (`fresh`, the bonus of each
+/// node), and writes the tokens of the rows on the accepted path. Runs after
+/// `finalize` (which leaves tree rows at -1 and merges the row statuses);
+/// groups of other kinds, and failed ones, are left as they are. The draft
+/// distribution of a visited node is matched to its row's candidates by
+/// token id here (section 11.6), so a tree step needs no other kernel.
 ///
 /// - `group_first`, `group_rows`, `group_kind`: `[G]` u32 (kind 3 = tree);
 ///   `tree_mode`: `[G]` u32, 0 fixed, 1 with replacement, 2 without (11.3).
@@ -544,8 +545,9 @@ pub fn finalize(
 /// - `tree_parent`: `[R]` i32 local parent of each row's node (-1 root);
 ///   `tree_token`: `[R]` i32 its draft token (-1 placeholder); `golden`: `[R]`
 ///   i32 the golden token of the node's depth (-1 none); `fresh`: `[R]` i32.
-/// - `logprobs`, `cand_ids`, `q_logprobs`: `[R, n]` (`q_logprobs` read only in modes 1-2);
-///   `draft_ids`, `draft_lps`: `[R, wd]` the node's draft distribution.
+/// - `logprobs`, `cand_ids`: `[R, n]`; `draft_ids`, `draft_lps`: `[R, wd]` the
+///   node's draft distribution (id -1 = padding; read only in modes 1-2);
+///   `dpos`: `[R, v]` i32 scratch (any contents; written only in modes 1-2).
 /// - `seed`, `seq_accept` (of the child's own row, 11.5), `seq_residual`: `[R]` u64.
 /// - `tokens`, `lookup`: `[R]` i32 out (the token emitted at a path row, -1 off
 ///   the path); `accepted`: `[G]` u32 out (depth of the last accepted node);
@@ -566,11 +568,12 @@ pub fn tree_walk(
     fresh: Gm<i32>,
     logprobs: Gm<f32>,
     cand_ids: Gm<i32>,
-    q_logprobs: Gm<f32>,
     n: u32,
+    v: u32,
     draft_ids: Gm<i32>,
     draft_lps: Gm<f32>,
     wd: u32,
+    dpos: GmMut<i32>,
     seed: Gm<u64>,
     seq_accept: Gm<u64>,
     seq_residual: Gm<u64>,
@@ -656,11 +659,21 @@ pub fn tree_walk(
                             }
                         } else {
                             let doff = r * (wd as u64);
+                            let voff = r * (v as u64);
                             let dids = load(draft_ids, doff, wd);
                             let dlps = load(draft_lps, doff, wd);
-                            // q_c over row c's columns; without replacement the earlier
-                            // siblings' columns are zeroed and the rest renormalised.
-                            let mut qrem = exp(load(q_logprobs, off, n));
+                            // q_c over row c's columns, matched by token id (the
+                            // section 6 remap): dpos[id] = the id's draft entry; a
+                            // stale scratch entry fails the check that it maps back.
+                            let valid = (dids >= 0) & (dids < (v as i32));
+                            scatter(dpos, voff, select(valid, dids, -1), iota(wd) as i32);
+                            let pos = gather(dpos, voff, ids, -1i32);
+                            let pos = select(pos < (wd as i32), pos, -1);
+                            let back = gather(draft_ids, doff, pos, -1i32);
+                            let pos = select(back == ids, pos, -1);
+                            // Without replacement the earlier siblings' columns are
+                            // zeroed and the rest renormalised.
+                            let mut qrem = exp(gather(draft_lps, doff, pos, NEG_INF));
                             let mut qsum = 0.0f32;
                             for ch in (c + 1)..m {
                                 let rc = (first + ch) as u64;
