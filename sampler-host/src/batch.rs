@@ -75,7 +75,7 @@ pub fn row_positions(kind: &RequestKind) -> Vec<u64> {
         }
         RequestKind::PromptLogprobs { targets } => vec![0; targets.len()],
         // Section 11.5: a tree's rows are keyed by depth, not by node
-        // (`tree_positions`); this is the rank-0 position of each row.
+        // ([`tree_position`]); this is the rank-0 position of each row.
         RequestKind::Tree { seqlen_k, tree } => {
             let sp = sample_position(*seqlen_k, tree.nodes() as u64);
             match crate::tree::shape(&tree.parent) {
