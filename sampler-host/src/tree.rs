@@ -286,6 +286,34 @@ impl DraftTree {
         Ok(parent)
     }
 
+    /// Converts per-child draft rows (TensorRT-LLM `draftProbs` + `draftProbIndices`:
+    /// a table of distributions and, for each node n >= 1, the table row its
+    /// token was drawn from; `child_row[0]`, the root's, is ignored) to 11.1's
+    /// one distribution per internal node, in node order: an internal node's
+    /// distribution is the row of its first child. Siblings drawn from
+    /// different rows (MLC's per-child storage) are not one proposal law per
+    /// node: an error naming `child_row`, as is a row outside the table.
+    pub fn dists_from_child_rows(parent: &[i32], child_row: &[i32], table: &[DraftDist]) -> Result<Vec<DraftDist>, TreeError> {
+        let sh = shape(parent)?;
+        if child_row.len() != parent.len() {
+            return Err(bad("child_row", format!("has {} entries for {} nodes", child_row.len(), parent.len())));
+        }
+        let mut row_of: Vec<Option<i32>> = vec![None; parent.len()];
+        for n in 1..parent.len() {
+            let (p, r) = (parent[n] as usize, child_row[n]);
+            if r < 0 || r as usize >= table.len() {
+                return Err(bad("child_row", format!("child_row[{n}] = {r} is not a row of the {}-row table", table.len())));
+            }
+            match row_of[p] {
+                Some(first) if first != r => {
+                    return Err(bad("child_row", format!("children of node {p} come from rows {first} and {r}; siblings must share their parent's distribution")));
+                }
+                _ => row_of[p] = Some(r),
+            }
+        }
+        Ok((0..parent.len()).filter(|&c| sh.internal[c]).map(|c| table[row_of[c].unwrap() as usize].clone()).collect())
+    }
+
     /// Converts depths in DFS order (FlexFlow): `depths[0] = 0` is the root,
     /// and each later node's parent is the latest earlier node one level up
     /// (so `depths[n] <= depths[n-1] + 1`). Errors name `dfs_depths`.
@@ -357,6 +385,12 @@ mod tests {
         assert_eq!(DraftTree::parents_from_node_paths(4, &[vec![0, 1, -1], vec![0, 2, 3]]).unwrap(), want);
         assert_eq!(DraftTree::parents_from_dfs_depths(&[0, 1, 1, 2]).unwrap(), want);
         assert_eq!(DraftTree::chain(vec![5, 6], None).parent, vec![-1, 0, 1]);
+        // TensorRT-LLM per-child rows: nodes 1, 2 from row 1, node 3 from row 0.
+        let table = vec![DraftDist { ids: vec![3], logprobs: vec![0.0] }, DraftDist { ids: vec![0, 1], logprobs: vec![-0.5, -1.0] }];
+        let d = DraftTree::dists_from_child_rows(&want, &[-1, 1, 1, 0], &table).unwrap();
+        assert_eq!(d, vec![table[1].clone(), table[0].clone()]);
+        assert!(DraftTree::dists_from_child_rows(&want, &[-1, 1, 0, 0], &table).is_err(), "siblings from different rows");
+        assert!(DraftTree::dists_from_child_rows(&want, &[-1, 1, 1, 2], &table).is_err(), "row outside the table");
     }
 
     #[test]
