@@ -7,5 +7,12 @@ echo "$out"
 grep -q "= 10649600 bytes" <<<"$out"    # 325 * 4096 * 8 (force top-k 4096)
 grep -q "= 168064000 bytes" <<<"$out"   # 325 * 129280 * 4 (force top-k off)
 grep -q "^done: 8 steps" <<<"$out"
+# Tree verification (SAMPLER.md section 11): the EAGLE-style tree drafter beside
+# the chain drafter on the same synthetic model, fixed and without replacement.
+for law in fixed without; do
+  out=$(cargo run --release --example engine_loop -- --backend cpu --tree --tree-law "$law" --vocab 32000 --force-topk 1024 --steps 4 --batch 8 --temperature 0.3)
+  echo "$out"
+  grep -q "^done: chain .* | tree .* tokens/request-step" <<<"$out"
+done
 cargo test --release --test engine_pool --test engine_golden --test engine_prompt --test engine_grammar --test engine_cp
 cargo test --release -p sampler-host --features grammar-llguidance --lib engine::

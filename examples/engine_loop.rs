@@ -7,7 +7,19 @@
 //! cargo run --release --example engine_loop                      # short synthetic loop (CI)
 //! cargo run --release --example engine_loop -- --max-num-seqs 64 --nextn 5 --force-topk 4096
 //! cargo run --release --example engine_loop -- --logits fixtures/minilm-logits.safetensors --agreement 0.9
+//! cargo run --release --example engine_loop -- --tree --vocab 32000 --force-topk 1024   # tree vs chain drafter
 //! ```
+//!
+//! `--tree` runs a decode loop twice on the same synthetic model: once with
+//! the chain drafter (nextn drafts sampled from the draft model, verified as
+//! section 6) and once with an EAGLE-style tree drafter (each frontier node
+//! proposes its draft distribution's top `--tree-topk` tokens, the
+//! `--tree-beam` children of highest cumulative draft probability are kept per
+//! depth, up to `--tree-depth` levels; SAMPLER.md section 11), and prints the
+//! acceptance of both side by side. `--tree-law fixed` (EAGLE, SGLang:
+//! target-only) needs no draft distributions; `with` / `without` draw the
+//! children from the draft distribution and pass one distribution per
+//! internal node, stored in an MTP info pool laid out for trees (11.10).
 //!
 //! Per step it prints the requests scheduled, draft acceptance, tokens
 //! emitted, the teacher-forced requests, prompt logprobs computed and the
@@ -18,8 +30,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use sampler_host::engine::{pool_bytes, Engine, EngineConfig, EngineRequest, Phase, SyntheticModel};
-use sampler_host::{BackendKind, FilterOrder, LogprobsMode, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::engine::{pool_bytes, tree_pool_bytes, Engine, EngineConfig, EngineRequest, LogitsSource, MtpInfoPool, Phase, RowQuery, RowRole, SyntheticModel};
+use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
 
 #[derive(Parser, Debug)]
 #[command(about = "Engine decode loop: speculative decoding, teacher forcing, prompt logprobs, MTP info pool.")]
@@ -89,6 +101,21 @@ struct Args {
     /// Backend: auto, cpu or cuda.
     #[arg(long, default_value = "cpu")]
     backend: String,
+    /// Compare a tree drafter with the chain drafter (decode only; see the module docs).
+    #[arg(long)]
+    tree: bool,
+    /// Tree drafter: children proposed per frontier node.
+    #[arg(long, default_value_t = 4)]
+    tree_topk: usize,
+    /// Tree drafter: nodes kept per depth (beam).
+    #[arg(long, default_value_t = 4)]
+    tree_beam: usize,
+    /// Tree drafter: depth (0 = nextn).
+    #[arg(long, default_value_t = 0)]
+    tree_depth: usize,
+    /// Tree drafter's proposal law: fixed (top-k, target-only), with or without (replacement, drawn from q).
+    #[arg(long, default_value = "fixed")]
+    tree_law: String,
 }
 
 fn load_logits(path: &PathBuf, tensor: &str) -> Result<(Vec<f32>, usize), String> {
@@ -121,6 +148,9 @@ fn run(a: Args) -> Result<(), String> {
     };
     model.noise_scale = a.noise;
     let backend: BackendKind = a.backend.parse().map_err(|e| format!("{e}"))?;
+    if a.tree {
+        return tree_vs_chain(&a, &mut model, v, backend);
+    }
     let sampler = Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: a.force_topk, nextn: a.nextn as u32, backend }).map_err(|e| e.to_string())?;
     let n = sampler.n() as usize;
     let cfg = EngineConfig { max_num_seqs: a.max_num_seqs, nextn: a.nextn, prefill_chunk: a.prefill_chunk, max_prompt_rows: a.max_prompt_rows, ..Default::default() };
@@ -232,5 +262,238 @@ fn run(a: Args) -> Result<(), String> {
             &f.output[..f.output.len().min(6)]
         );
     }
+    Ok(())
+}
+
+/// A test-side SplitMix64 for the tree drafter's child draws (independent of
+/// the sampler's verification random numbers, as 11.4's exactness needs).
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+    /// An index drawn from `w` (unnormalised; None when all zero).
+    fn pick(&mut self, w: &[f64]) -> Option<usize> {
+        let total: f64 = w.iter().sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let u = self.next() * total;
+        let mut cum = 0.0;
+        for (i, &x) in w.iter().enumerate() {
+            cum += x;
+            if x > 0.0 && cum > u {
+                return Some(i);
+            }
+        }
+        w.iter().rposition(|&x| x > 0.0)
+    }
+}
+
+/// Processed draft distributions at `predicts` = `base + j` (j in 0..rows) of
+/// one request (the synthetic draft model depends only on the position).
+fn draft_rows(sampler: &mut Sampler, model: &mut SyntheticModel, id: u64, params: &SamplingParams, base: u64, rows: usize) -> Result<Vec<DraftDist>, String> {
+    let q: Vec<RowQuery> = (0..rows).map(|j| RowQuery { request: id, role: RowRole::Draft, input: -1, predicts: base + j as u64 }).collect();
+    let logits = model.draft_logits(&q);
+    let req = Request { params: params.clone(), kind: RequestKind::Draft { seqlen_k: base, seqlen_q: 1, last_valid_offset: 0, rows: rows as u32 }, golden: Vec::new(), masks: None };
+    let (_, pr) = sampler.sample_with_processed(&logits, &[req], &(0..rows).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+    Ok((0..rows)
+        .map(|j| {
+            let (ids, lps) = pr.row(j);
+            let keep: Vec<usize> = (0..ids.len()).filter(|&c| lps[c] > f32::NEG_INFINITY).collect();
+            DraftDist { ids: keep.iter().map(|&c| ids[c]).collect(), logprobs: keep.iter().map(|&c| lps[c]).collect() }
+        })
+        .collect())
+}
+
+/// Target rows at `predicts` = `base + depth[n]` for each node / chain row.
+fn target_rows(model: &mut SyntheticModel, id: u64, base: u64, depth: &[usize]) -> Vec<f32> {
+    let q: Vec<RowQuery> = depth.iter().map(|&d| RowQuery { request: id, role: RowRole::Target, input: -1, predicts: base + d as u64 }).collect();
+    model.target_logits(&q)
+}
+
+/// `--tree`: the chain drafter and an EAGLE-style tree drafter on the same
+/// synthetic model, decode only, acceptance side by side.
+fn tree_vs_chain(a: &Args, model: &mut SyntheticModel, v: usize, backend: BackendKind) -> Result<(), String> {
+    let depth_max = if a.tree_depth == 0 { a.nextn } else { a.tree_depth };
+    let law = a.tree_law.as_str();
+    if !matches!(law, "fixed" | "with" | "without") {
+        return Err(format!("--tree-law {law}: expected fixed, with or without"));
+    }
+    let mk = |nextn: usize| Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: a.force_topk, nextn: nextn as u32, backend }).map_err(|e| e.to_string());
+    let mut chain_s = mk(a.nextn)?;
+    let mut tree_s = mk(a.nextn.max(depth_max))?;
+    let n = tree_s.n() as usize;
+    let max_nodes = 1 + depth_max * a.tree_beam;
+    let max_internal = 1 + (depth_max - 1) * a.tree_beam;
+    println!(
+        "tree vs chain | backend {} | V = {v} | N = {n} | agreement {} | chain nextn {} | tree: top-{} per node, beam {}, depth {depth_max} (<= {max_nodes} nodes), law {law}",
+        tree_s.backend_name(),
+        a.agreement,
+        a.nextn,
+        a.tree_topk,
+        a.tree_beam
+    );
+    let mut pool = if law == "fixed" {
+        println!("tree pool: none (fixed children need no draft distributions, 11.10)");
+        None
+    } else {
+        let p = MtpInfoPool::for_tree(a.batch, max_internal, n, v).map_err(|e| e.to_string())?;
+        println!("tree pool: ({} + 1) * {max_internal} internal nodes * N {n} = {} bytes (11.10)", a.batch, tree_pool_bytes(a.batch, max_internal, n, v));
+        Some(p)
+    };
+    let slots: Vec<usize> = match pool.as_mut() {
+        Some(pl) => (0..a.batch.max(1)).map(|_| pl.alloc().ok_or("tree pool: no free slot")).collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    let params = |id: usize| SamplingParams { temperature: a.temperature, top_p: a.top_p, seq_seed: Some(a.seed + id as u64), ..Default::default() };
+    let mut rng = Mix(a.seed ^ 0x7EE5);
+    let batch = a.batch.max(1);
+    // Sequence lengths (prompt + output so far) per request, per drafter.
+    let mut len_chain: Vec<u64> = (0..batch).map(|i| 20 + i as u64).collect();
+    let mut len_tree = len_chain.clone();
+    let (mut chain_acc, mut chain_emit, mut tree_acc, mut tree_emit, mut tree_nodes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for step in 0..a.steps {
+        // ---- chain: nextn drafts drawn from the draft model, verified (section 6).
+        let mut reqs = Vec::new();
+        let mut logits = Vec::new();
+        for (i, len) in len_chain.iter().enumerate() {
+            let p = params(i);
+            let dists = draft_rows(&mut chain_s, model, i as u64, &p, *len, a.nextn)?;
+            let drafts: Vec<i32> = dists.iter().map(|d| rng.pick(&d.logprobs.iter().map(|&x| (x as f64).exp()).collect::<Vec<_>>()).map_or(-1, |c| d.ids[c])).collect();
+            logits.extend(target_rows(model, i as u64, *len, &(0..=a.nextn).collect::<Vec<_>>()));
+            let m = a.nextn as u64 + 1;
+            reqs.push(Request::decode(p, *len + m - 1, m, drafts, dists));
+        }
+        let out = chain_s.sample(&logits, &reqs).map_err(|e| e.to_string())?;
+        let (mut sa, mut se) = (0u64, 0u64);
+        for (i, o) in out.requests.iter().enumerate() {
+            o.status.clone().map_err(|e| format!("chain request {i}: {e}"))?;
+            sa += o.accepted as u64;
+            se += o.emitted.len() as u64;
+            len_chain[i] += o.emitted.len() as u64;
+        }
+        // ---- tree: EAGLE-style top-k expansion, verified as section 11.
+        let mut reqs = Vec::new();
+        let mut logits = Vec::new();
+        let mut nodes_step = 0u64;
+        for (i, len) in len_tree.iter().enumerate() {
+            let p = params(i);
+            let dists = draft_rows(&mut tree_s, model, i as u64, &p, *len, depth_max)?;
+            // Nodes level by level: (parent, token, depth, cumulative log q).
+            let mut parent = vec![-1i32];
+            let mut tokens = Vec::new();
+            let mut depth = vec![0usize];
+            let mut score = vec![0.0f64];
+            let mut frontier = vec![0usize];
+            for d in 0..depth_max {
+                let q = &dists[d];
+                let mut cand: Vec<(f64, usize, i32)> = Vec::new();
+                for &f in &frontier {
+                    let picks: Vec<usize> = match law {
+                        // q's top tokens in the order of section 3.6 (the draft row's processed order).
+                        "fixed" => (0..q.ids.len().min(a.tree_topk)).collect(),
+                        _ => {
+                            let mut w: Vec<f64> = q.logprobs.iter().map(|&x| (x as f64).exp()).collect();
+                            let mut out = Vec::new();
+                            for _ in 0..a.tree_topk {
+                                let Some(c) = rng.pick(&w) else { break };
+                                out.push(c);
+                                if law == "without" {
+                                    w[c] = 0.0;
+                                }
+                            }
+                            out
+                        }
+                    };
+                    for c in picks {
+                        cand.push((score[f] + q.logprobs[c] as f64, f, q.ids[c]));
+                    }
+                }
+                // Keep the beam best children, then restore each parent's draw
+                // order (children must be numbered in the order they were drawn).
+                let mut order: Vec<usize> = (0..cand.len()).collect();
+                order.sort_by(|&x, &y| cand[y].0.partial_cmp(&cand[x].0).unwrap().then(x.cmp(&y)));
+                let mut kept: Vec<usize> = order.into_iter().take(a.tree_beam).collect();
+                kept.sort();
+                // With a draft distribution, a node keeps all or none of its
+                // drawn children (dropping some would change their law).
+                if law != "fixed" {
+                    let parents: Vec<usize> = kept.iter().map(|&c| cand[c].1).collect();
+                    kept = (0..cand.len()).filter(|&c| parents.contains(&cand[c].1)).collect();
+                }
+                frontier.clear();
+                for c in kept {
+                    let (sc, f, t) = cand[c];
+                    parent.push(f as i32);
+                    tokens.push(t);
+                    depth.push(d + 1);
+                    score.push(sc);
+                    frontier.push(parent.len() - 1);
+                }
+                if frontier.is_empty() {
+                    break;
+                }
+            }
+            let m = parent.len();
+            nodes_step += m as u64;
+            let internal: Vec<usize> = (0..m).filter(|&c| parent.contains(&(c as i32))).collect();
+            let draft_dists = match pool.as_mut() {
+                None => None,
+                Some(pl) => {
+                    // One distribution per internal node (the draft row at its depth), through the pool.
+                    let slot = slots[i];
+                    for (k, &c) in internal.iter().enumerate() {
+                        let d = &dists[depth[c]];
+                        let mut ids = d.ids.clone();
+                        let mut lps = d.logprobs.clone();
+                        ids.resize(n, if n < v { 0 } else { -1 });
+                        lps.resize(n, f32::NEG_INFINITY);
+                        pl.write(slot, k, &ids, &lps).map_err(|e| e.to_string())?;
+                    }
+                    Some(pl.read_tree(slot, internal.len()))
+                }
+            };
+            logits.extend(target_rows(model, i as u64, *len, &depth));
+            let tree = DraftTree { parent, tokens, draft_dists, without_replacement: law == "without" };
+            reqs.push(Request::tree(p, *len + m as u64 - 1, tree));
+        }
+        let out = tree_s.sample(&logits, &reqs).map_err(|e| e.to_string())?;
+        let (mut ta, mut te) = (0u64, 0u64);
+        for (i, o) in out.requests.iter().enumerate() {
+            o.status.clone().map_err(|e| format!("tree request {i}: {e}"))?;
+            ta += o.accepted as u64;
+            te += o.emitted.len() as u64;
+            len_tree[i] += o.emitted.len() as u64;
+        }
+        chain_acc += sa;
+        chain_emit += se;
+        tree_acc += ta;
+        tree_emit += te;
+        tree_nodes += nodes_step;
+        println!(
+            "step {step:3} | chain: accepted {sa:3}/{:3}, {:.2} tokens/request | tree: accepted depth {ta:3}, {:.2} tokens/request, {:.1} nodes/request",
+            batch * a.nextn,
+            se as f64 / batch as f64,
+            te as f64 / batch as f64,
+            nodes_step as f64 / batch as f64
+        );
+    }
+    let rs = (a.steps * batch).max(1) as f64;
+    println!(
+        "done: chain {:.3} tokens/request-step (acceptance {:.1}% of {} drafts) | tree {:.3} tokens/request-step ({:.2} accepted depth, {:.1} nodes/request) | gain {:.2}x",
+        chain_emit as f64 / rs,
+        100.0 * chain_acc as f64 / (rs * a.nextn as f64),
+        a.nextn,
+        tree_emit as f64 / rs,
+        tree_acc as f64 / rs,
+        tree_nodes as f64 / rs,
+        tree_emit as f64 / chain_emit.max(1) as f64
+    );
     Ok(())
 }

@@ -9,6 +9,10 @@
 //!                               (the representative step for compute-sanitizer)
 //! gpu_suite timing [--quick]    kernel and step times, R in 1,16,64,256 x N in 1024,4096,off
 //!                               at V = 129280 (CUDA events), bitwise check vs CPU for R <= 16
+//! gpu_suite tree                tree verification (SAMPLER.md 11) at R = 64, V = 129280, N in
+//!                               4096, off: per-kernel times of 64 plain decode rows vs one
+//!                               64-node tree / four 16-node trees (fixed, with replacement),
+//!                               bitwise check vs CPU (tokens, paths)
 //! ```
 //!
 //! Exit status: 0 when everything matched, 1 on any mismatch or device error,
@@ -24,7 +28,7 @@ use sampler_host::case::{parse_case, result_document, run_case};
 use sampler_host::compare::compare_results;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
-use sampler_host::{BackendKind, FilterOrder, LogprobsMode, Request, SamplingParams};
+use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, SamplingParams};
 use serde_json::Value;
 
 fn cuda_or_exit() -> Result<CudaBackend, ExitCode> {
@@ -302,9 +306,144 @@ fn main() -> ExitCode {
         Some("golden") => golden(Path::new(args.get(1).map(String::as_str).unwrap_or("../shared/golden"))),
         Some("step") => step(&args[1..].iter().map(PathBuf::from).collect::<Vec<_>>()),
         Some("timing") => timing(args.iter().any(|a| a == "--quick")),
+        Some("tree") => tree_timing(),
         _ => {
-            eprintln!("usage: gpu_suite golden DIR | step CASE.json.. | timing [--quick]");
+            eprintln!("usage: gpu_suite golden DIR | step CASE.json.. | timing [--quick] | tree");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A batch of `trees` trees of `m` nodes each (EAGLE-like: root with 4
+/// children, then each level's best node expands), or 64 plain decode rows
+/// when `trees == 0`. Children are their parent row's top tokens, so walks
+/// go deep; `dists`: one draft distribution (the parent row's top N) per internal node.
+fn tree_plan(v: u32, n: u32, trees: usize, m: usize, dists: bool, seed: u64) -> StepPlan {
+    let mut g = Rng(seed);
+    let rows = if trees == 0 { 64 } else { trees * m };
+    let logits: Vec<f32> = (0..rows * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
+    let params = |i: u64| SamplingParams { temperature: 1.0, top_p: 0.9, top_k: -1, top_logprobs: 5, seq_seed: Some(1000 + i), ..Default::default() };
+    let top = |row: usize, k: usize| -> Vec<i32> {
+        let r = &logits[row * v as usize..(row + 1) * v as usize];
+        let mut ids: Vec<usize> = (0..v as usize).collect();
+        ids.select_nth_unstable_by(k, |&a, &b| r[b].partial_cmp(&r[a]).unwrap().then(a.cmp(&b)));
+        let mut t: Vec<usize> = ids[..k].to_vec();
+        t.sort_by(|&a, &b| r[b].partial_cmp(&r[a]).unwrap().then(a.cmp(&b)));
+        t.iter().map(|&x| x as i32).collect()
+    };
+    let requests: Vec<Request> = if trees == 0 {
+        (0..64u64).map(|i| Request::decode(params(i), 500 + i, 1, Vec::new(), Vec::new())).collect()
+    } else {
+        (0..trees)
+            .map(|t| {
+                let base = t * m;
+                // Levels: root -> 4 children; then the first node of each level gets 4 children.
+                let mut parent = vec![-1i32];
+                let mut tokens = Vec::new();
+                let mut expand = 0usize;
+                while parent.len() < m {
+                    let kids = top(base + expand, 4);
+                    let first_new = parent.len();
+                    for &k in kids.iter().take(m - parent.len()) {
+                        parent.push(expand as i32);
+                        tokens.push(k);
+                    }
+                    expand = first_new;
+                }
+                let internal: Vec<usize> = (0..m).filter(|&c| parent.contains(&(c as i32))).collect();
+                let draft_dists = dists.then(|| {
+                    internal
+                        .iter()
+                        .map(|&c| {
+                            let ids = top(base + c, (n as usize).min(4096));
+                            let lps = (0..ids.len()).map(|j| -1.0 - j as f32 * 0.01).collect::<Vec<f32>>();
+                            let z = lps.iter().map(|x| x.exp()).sum::<f32>().ln();
+                            DraftDist { ids, logprobs: lps.iter().map(|x| (x - z).min(0.0)).collect() }
+                        })
+                        .collect()
+                });
+                Request::tree(params(t as u64), 800 + m as u64, DraftTree { parent, tokens, draft_dists, without_replacement: false })
+            })
+            .collect()
+    };
+    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed tree batch").0
+}
+
+fn tree_timing() -> ExitCode {
+    let mut cuda = match cuda_or_exit() {
+        Ok(b) => b,
+        Err(c) => return c,
+    };
+    let v = 129_280u32;
+    let reps = 15;
+    let mut bad = 0;
+    let mut lines = Vec::new();
+    for (n, nname) in [(4096u32, "4096"), (v, "off")] {
+        for (label, trees, m, dists) in [("64 decode rows", 0usize, 1usize, false), ("1 tree x 64, fixed", 1, 64, false), ("1 tree x 64, with repl.", 1, 64, true), ("4 trees x 16, fixed", 4, 16, false)] {
+            let plan = tree_plan(v, n, trees, m, dists, 7 + n as u64);
+            let gpu = match cuda.run(&plan) {
+                Ok(r) => r,
+                Err(e) => {
+                    println!("{label} N={nname}: DEVICE ERROR {e}");
+                    bad += 1;
+                    continue;
+                }
+            };
+            let cpu = CpuBackend::full_row().run(&plan);
+            let check = match &cpu {
+                Ok(c) if bits_eq(c, &gpu) && c.path == gpu.path => "bitwise ok".to_string(),
+                Ok(_) => {
+                    bad += 1;
+                    "MISMATCH vs cpu".to_string()
+                }
+                Err(e) => format!("cpu error {e}"),
+            };
+            let mut per: std::collections::BTreeMap<&'static str, Vec<f64>> = Default::default();
+            let mut total = Vec::new();
+            for _ in 0..reps {
+                if let Err(e) = cuda.prepare_step(&plan) {
+                    println!("{label}: DEVICE ERROR {e}");
+                    bad += 1;
+                    break;
+                }
+                match cuda.launch_step_timed(&plan) {
+                    Ok(ks) => {
+                        total.push(ks.iter().map(|k| k.1 as f64).sum::<f64>());
+                        for (name, ms) in ks {
+                            per.entry(name).or_default().push(ms as f64);
+                        }
+                    }
+                    Err(e) => {
+                        println!("{label}: DEVICE ERROR {e}");
+                        bad += 1;
+                        break;
+                    }
+                }
+            }
+            if total.is_empty() {
+                continue;
+            }
+            let launches = per.len();
+            let walk = per.get_mut("tree_walk").map(|x| median(x)).map_or("-".to_string(), |x| format!("{:.1}", x * 1e3));
+            let verify: f64 = ["remap_draft", "verify"].iter().filter_map(|k| per.get_mut(k).map(|x| median(x))).sum();
+            let acc: Vec<u32> = gpu.accepted.clone();
+            let line = format!(
+                "| {nname:>5} | {label:<24} | {:>8.1} | {launches:>2} | {walk:>9} | {:>9.1} | accepted {acc:?} | {check} |",
+                median(&mut total) * 1e3,
+                verify * 1e3
+            );
+            println!("{line}");
+            lines.push(line);
+        }
+    }
+    println!("\nTREE TIMING (R = 64 rows, V = {v}, median of {reps}; us of device time per step, CUDA events between kernels)");
+    println!("|     N | batch                    | step us  | kernels | tree_walk us | remap+verify us | walk | check |");
+    for l in &lines {
+        println!("{l}");
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }

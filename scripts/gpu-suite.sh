@@ -13,6 +13,7 @@
 #      (force top-k with verify + masks, force top-k from V = 152064, and
 #      force top-k off at V = 152064: the big local-memory variants)
 #   3. the timing table (gpu_suite timing): R in 1,16,64,256 x N in 1024,4096,off, V = 129280
+#   4. tree verification (gpu_suite tree): one 64-node tree at R = 64 vs 64 decode rows
 # Results of each run go into docs/GPU_NOTES.md (by hand, from the log).
 set -u
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,7 +48,7 @@ device)
         timeout 240 $bin/gpu_suite golden $g || rc=1
         echo "== conformance --backend cuda (one case)"
         timeout 30 $bin/conformance $g/case-101-021.json --backend cuda > "$out/conformance-cuda.json" && echo "conformance --backend cuda: exit 0, $(wc -c < "$out/conformance-cuda.json") bytes" || rc=1
-        steps="$g/case-101-021.json $g/case-101-017.json $g/case-102-002.json $g/case-102-000.json"
+        steps="$g/case-101-021.json $g/case-101-017.json $g/case-102-002.json $g/case-102-000.json $g/next/tree-501-023.json $g/next/tree-501-004.json"
         cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
         echo "== 2. compute-sanitizer ($cs)"
         for tool in memcheck racecheck; do
@@ -62,6 +63,8 @@ device)
         done
         echo "== 3. timing"
         timeout 200 $bin/gpu_suite timing ${TIMING_ARGS:-} || rc=1
+        echo "== 4. tree verification timing (SAMPLER.md 11)"
+        timeout 120 $bin/gpu_suite tree || rc=1
         echo "== gpu-suite exit status: $rc"
         exit $rc
     } 2>&1 | tee "$log"

@@ -575,7 +575,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         Val::I32(p.drafts.clone()),
         accept,
         residual,
-        fresh,
+        fresh.clone(),
         Val::I32(vec![-1; r as usize]),
         Val::I32(vec![-1; r as usize]),
         Val::U32(vec![0; g as usize]),
@@ -590,7 +590,49 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     if c[12].u32s() != e[12].u32s() {
         return Err(bad("accepted", 0));
     }
-    let (tokens, lookup) = (c[10].i32s().to_vec(), c[11].clone());
+    let (mut tokens, mut lookup) = (c[10].i32s().to_vec(), c[11].clone());
+
+    // 7b. tree_walk (section 11), after finalize
+    if p.any_tree {
+        let wd = p.draft_width;
+        let args = vec![
+            Val::U32(p.group_first.clone()),
+            Val::U32(p.group_rows.clone()),
+            Val::U32(p.group_kind.clone()),
+            Val::U32(p.tree_mode.clone()),
+            c[13].clone(),
+            Val::I32(p.tree_parent.clone()),
+            Val::I32(p.tree_token.clone()),
+            Val::I32(p.golden.clone()),
+            fresh.clone(),
+            logprobs.clone(),
+            cand_ids.clone(),
+            Val::SU32(n),
+            Val::SU32(v),
+            Val::I32(p.draft_ids.clone()),
+            Val::F32(p.draft_lps.clone()),
+            Val::SU32(wd),
+            Val::I32(vec![-1; if wd > 0 { r as usize * v as usize } else { 1 }]),
+            Val::U64(p.seed.clone()),
+            Val::U64(p.seq_accept.clone()),
+            Val::U64(p.seq_residual.clone()),
+            c[10].clone(),
+            c[11].clone(),
+            c[12].clone(),
+            Val::I32(vec![-1; r as usize]),
+        ];
+        let (c, e) = run_both("tree_walk", tile_for("tree_walk", n.max(wd)), g, &args)?;
+        for (k, what) in [(20, "tree_walk tokens"), (21, "tree_walk lookup"), (23, "tree_walk path")] {
+            if c[k].i32s() != e[k].i32s() {
+                return Err(bad(what, 0));
+            }
+        }
+        if c[22].u32s() != e[22].u32s() {
+            return Err(bad("tree_walk accepted", 0));
+        }
+        tokens = c[20].i32s().to_vec();
+        lookup = c[21].clone();
+    }
 
     // 8. token_info
     let args = vec![cand.clone(), cand_ids.clone(), logprobs.clone(), Val::SU32(n), lookup.clone(), Val::F32(vec![0.0; r as usize]), Val::F32(vec![0.0; r as usize])];
@@ -675,9 +717,10 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         }
     }
     Ok(Some(format!(
-        "{}: V={v} N={n} R={r} groups={g} verify={} tokens={:?} -> identical",
+        "{}: V={v} N={n} R={r} groups={g} verify={} tree={} tokens={:?} -> identical",
         path.file_name().unwrap().to_string_lossy(),
         p.any_verify,
+        p.any_tree,
         &tokens[..tokens.len().min(8)]
     )))
 }

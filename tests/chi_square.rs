@@ -12,6 +12,9 @@
 //! (c) SAMPLER.md section 10: under min-p and under the top-k-then-top-p
 //!     order, the draws follow the renormalised kept distribution, computed
 //!     here directly from the spec's rules (and checked against the reference).
+//! (d) Tree verification (section 11): the first token a tree request emits,
+//!     with the root's children proposed fixed (q's top tokens), with or
+//!     without replacement from q, must follow p.
 //!
 //! Tokens of zero expected probability must never appear. Bins with an
 //! expected count below 5 are pooled. The p-value is the upper regularised
@@ -21,7 +24,7 @@ mod common;
 
 use common::gen::Rng;
 use common::reference::{check_params, mask_row, process_row};
-use sampler_host::{BackendKind, DraftDist, FilterOrder, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
 
 const ALPHA: f64 = 1e-4;
 /// Rows per `sample` call.
@@ -423,4 +426,96 @@ fn top_k_then_top_p_draws_follow_the_renormalised_kept_distribution() {
     // With min-p too, under force top-k.
     let params = SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 20, min_p: 0.02, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
     plain_draws("draws top_k_then_top_p k=20 top_p=0.8 min_p=0.02 force_topk=32 V=64", v, 32, &row, None, params, draws() / 4, 44);
+}
+
+// ------------------------------------------------------------ (d) tree verification
+
+/// How the children of the root are proposed (SAMPLER.md 11.3).
+#[derive(Clone, Copy, Debug)]
+enum Law {
+    /// The `k` most likely tokens of q (no random numbers): target-only.
+    Fixed,
+    /// Each child drawn from q independently.
+    WithReplacement,
+    /// Each child drawn from q with the earlier children removed.
+    WithoutReplacement,
+}
+
+/// The first token a tree request emits (at the root) must follow the
+/// target law p whatever the proposal, when the root's `k` children are
+/// drawn as declared; the root's children also have children, so the walk
+/// goes on after an acceptance.
+fn tree_law(what: &str, v: usize, row: &[f32], params: &SamplingParams, q: &[f64], law: Law, k: usize, trials: usize, seed: u64) {
+    let p = reference_probs(row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    let (dist, qn) = draft_dist(q);
+    let mut s = sampler(v, 0);
+    let mut rng = Rng::new(seed ^ seed_offset().wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut counts = vec![0u64; v];
+    // Nodes: root, its k children, one grandchild under child 1.
+    let m = k + 2;
+    let mut parent: Vec<i32> = vec![-1];
+    parent.extend(std::iter::repeat(0).take(k));
+    parent.push(1);
+    let internal = 2;
+    let per_call = CHUNK / m;
+    let logits: Vec<f32> = (0..per_call * m).flat_map(|_| row.iter().copied()).collect();
+    // Fixed children: q's k most likely tokens, in that order.
+    let mut by_q: Vec<usize> = (0..v).collect();
+    by_q.sort_by(|&a, &b| qn[b].partial_cmp(&qn[a]).unwrap().then(a.cmp(&b)));
+    let mut done = 0;
+    while done < trials {
+        let n = per_call.min(trials - done);
+        let reqs: Vec<Request> = (0..n)
+            .map(|_| {
+                let mut tokens = Vec::with_capacity(m - 1);
+                let mut w = qn.clone();
+                for c in 0..k {
+                    let t = match law {
+                        Law::Fixed => by_q[c],
+                        Law::WithReplacement => sample_from(&mut rng, &qn),
+                        Law::WithoutReplacement => {
+                            let t = sample_from(&mut rng, &w);
+                            w[t] = 0.0;
+                            t
+                        }
+                    };
+                    tokens.push(t as i32);
+                }
+                tokens.push(sample_from(&mut rng, &qn) as i32);
+                let draft_dists = match law {
+                    Law::Fixed => None,
+                    _ => Some(vec![dist.clone(); internal]),
+                };
+                let tree = DraftTree { parent: parent.clone(), tokens, draft_dists, without_replacement: matches!(law, Law::WithoutReplacement) };
+                let pr = SamplingParams { seq_seed: Some(rng.next_u64()), ..params.clone() };
+                Request::tree(pr, rng.range(m as u64, 1 << 40), tree)
+            })
+            .collect();
+        let out = s.sample(&logits[..n * m * v], &reqs).unwrap();
+        for o in &out.requests {
+            assert!(o.status.is_ok(), "{what}: {:?}", o.status);
+            counts[o.emitted[0] as usize] += 1;
+        }
+        done += n;
+    }
+    chi_square(what, &counts, &p);
+}
+
+#[test]
+fn tree_verification_emits_the_target_law() {
+    let v = 16;
+    let mut rng = Rng::new(41);
+    let row = logits_row(&mut rng, v, 1.2);
+    let params = SamplingParams { temperature: 1.0, top_p: 0.9, top_k: -1, ..Default::default() };
+    let p = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
+    let outside = (0..v).find(|t| p[*t] == 0.0).expect("test setup: top-p removes a token");
+    // q peaked elsewhere (on a token outside p's support too), and q near p.
+    let mut peaked: Vec<f64> = (0..v).map(|t| 0.02 + p[t] * 0.2).collect();
+    peaked[outside] = 1.5;
+    let near: Vec<f64> = (0..v).map(|t| p[t] + 0.01).collect();
+    let trials = draws() / 16;
+    for (law, tag) in [(Law::Fixed, 1u64), (Law::WithReplacement, 2), (Law::WithoutReplacement, 3)] {
+        tree_law(&format!("tree {law:?} q peaked, 3 children"), v, &row, &params, &peaked, law, 3, trials, 50 + tag);
+        tree_law(&format!("tree {law:?} q near p, 4 children"), v, &row, &params, &near, law, 4, trials / 2, 60 + tag);
+    }
 }

@@ -52,7 +52,7 @@ fn same_inputs_same_bits() {
     for (i, &(v, force)) in SHAPES.iter().enumerate() {
         for rep in 0..6u64 {
             let mut rng = Rng::new(1000 + 10 * i as u64 + rep);
-            let step = random_step(&mut rng, v, force, 8, GenOpts { p_error: 0.2 });
+            let step = random_step(&mut rng, v, force, 8, GenOpts { p_error: 0.2, ..Default::default() });
             let mut s = sampler(v, force);
             let a = s.sample(&step.logits, &step.requests).unwrap();
             let b = s.sample(&step.logits, &step.requests).unwrap();
@@ -81,7 +81,7 @@ fn batch_invariance() {
         let max_neighbours = if v >= 1000 { 4 } else { 8 };
         for _ in 0..8 {
             // The request under test (any kind; sometimes a failing one).
-            let src = random_step(&mut rng, v, force, 6, GenOpts { p_error: 0.15 });
+            let src = random_step(&mut rng, v, force, 6, GenOpts { p_error: 0.15, ..Default::default() });
             let idx = rng.below(src.requests.len());
             let (target, tl) = take(&src, idx);
             let mut s = sampler(v, force);
@@ -89,7 +89,7 @@ fn batch_invariance() {
             ok_targets += alone.requests[0].status.is_ok() as usize;
             for _ in 0..4 {
                 // Neighbours of every kind, failing ones included, before and after it.
-                let nb = random_step(&mut rng, v, force, max_neighbours, GenOpts { p_error: 0.3 });
+                let nb = random_step(&mut rng, v, force, max_neighbours, GenOpts { p_error: 0.3, ..Default::default() });
                 let split = rng.below(nb.requests.len() + 1);
                 let mut reqs: Vec<Request> = nb.requests[..split].to_vec();
                 let before: usize = reqs.iter().map(|r| r.rows()).sum();
@@ -123,7 +123,7 @@ fn batch_invariance() {
 fn position_in_batch() {
     for &(v, force) in SHAPES {
         let mut rng = Rng::new(v as u64 * 31 + force as u64);
-        let step = random_step(&mut rng, v, force, 1, GenOpts { p_error: 0.0 });
+        let step = random_step(&mut rng, v, force, 1, GenOpts { p_error: 0.0, ..Default::default() });
         let (req, l) = take(&step, 0);
         let mut s = sampler(v, force);
         let alone = s.sample(&l, std::slice::from_ref(&req)).unwrap();

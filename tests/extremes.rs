@@ -58,7 +58,7 @@ fn extreme_row(rng: &mut Rng, v: usize) -> Vec<f32> {
 /// A random step of every request kind with extreme finite logits and temperatures.
 fn extreme_step(seed: u64, vocab: usize, force: usize) -> Step {
     let mut rng = Rng::new(seed);
-    let mut step = random_step(&mut rng, vocab, force, 5, GenOpts { p_error: 0.0 });
+    let mut step = random_step(&mut rng, vocab, force, 5, GenOpts { p_error: 0.0, ..Default::default() });
     let rows = step.logits.len() / vocab;
     step.logits = (0..rows).flat_map(|_| extreme_row(&mut rng, vocab)).collect();
     for r in &mut step.requests {
@@ -78,13 +78,13 @@ fn check_no_nan(out: &StepOutput, step: &Step) -> Result<(), String> {
         }
         let must_emit = match &req.kind {
             RequestKind::Prefill { .. } | RequestKind::Draft { .. } => rows.len(),
-            RequestKind::Decode { .. } => o.accepted as usize + 1,
+            RequestKind::Decode { .. } | RequestKind::Tree { .. } => o.accepted as usize + 1,
             RequestKind::PromptLogprobs { .. } => 0,
         };
         if o.emitted.len() != must_emit || o.emitted.iter().any(|&t| t < 0) {
             return Err(format!("request {i} ({:?}) ok but emitted {:?} (accepted {})", req.kind, o.emitted, o.accepted));
         }
-        if rows.iter().take(must_emit).any(|r| r.token < 0) && !matches!(req.kind, RequestKind::Decode { .. }) {
+        if rows.iter().take(must_emit).any(|r| r.token < 0) && !matches!(req.kind, RequestKind::Decode { .. } | RequestKind::Tree { .. }) {
             return Err(format!("request {i}: ok with token -1"));
         }
         for (j, r) in rows.iter().enumerate() {

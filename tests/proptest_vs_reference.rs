@@ -115,6 +115,18 @@ fn generator_coverage() {
                         inc("verify: first rejected");
                     }
                 }
+                RequestKind::Tree { tree, .. } => {
+                    inc("tree compared");
+                    if w.accepted > 0 {
+                        inc("tree: some accepted");
+                    }
+                    if w.path.as_ref().is_some_and(|p| p.windows(2).any(|x| x[1] != x[0] + 1)) {
+                        inc("tree: path off the first chain");
+                    }
+                    if tree.draft_dists.is_some() {
+                        inc(if tree.without_replacement { "tree: without replacement" } else { "tree: with replacement" });
+                    }
+                }
                 RequestKind::PromptLogprobs { .. } => inc("prompt logprobs compared"),
                 RequestKind::Draft { .. } => inc("draft compared"),
                 _ => inc("fresh compared"),
@@ -128,7 +140,7 @@ fn generator_coverage() {
         }
     }
     eprintln!("{c:#?}");
-    for k in ["error status", "verify: all accepted", "verify: partly accepted", "verify: first rejected", "prompt logprobs compared", "draft compared", "fresh compared", "golden compared", "masked compared"] {
+    for k in ["error status", "verify: all accepted", "verify: partly accepted", "verify: first rejected", "prompt logprobs compared", "draft compared", "fresh compared", "golden compared", "masked compared", "tree compared", "tree: some accepted", "tree: path off the first chain", "tree: with replacement", "tree: without replacement"] {
         assert!(c.get(k).copied().unwrap_or(0) >= 20, "too few `{k}`: {c:#?}");
     }
     let skipped = c.get("skipped ids: draw margin").copied().unwrap_or(0) + c.get("skipped: top-p cut margin").copied().unwrap_or(0);
@@ -181,7 +193,11 @@ fn reference_passes_golden_cases() {
                         Err(e) => format!("error: {e}"),
                     };
                     let pl: Vec<Value> = o.prompt_logprobs.iter().map(|&x| fl(x)).collect();
-                    outs.push(json!({"status": status, "accepted": o.accepted, "emitted": o.emitted, "prompt_logprobs": pl}));
+                    let mut doc = json!({"status": status, "accepted": o.accepted, "emitted": o.emitted, "prompt_logprobs": pl});
+                    if let Some(path) = &o.path {
+                        doc["path"] = json!(path);
+                    }
+                    outs.push(doc);
                     ri += req.rows();
                     gi += 1;
                 }

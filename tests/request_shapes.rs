@@ -79,7 +79,7 @@ fn rows_of(out: &StepOutput, first: usize, n: usize) -> &[RowOutput] {
 
 fn run(seed: u64, v: usize, force: usize) -> Result<(), TestCaseError> {
     let mut rng = Rng::new(seed);
-    let step = random_step(&mut rng, v, force, 4, GenOpts { p_error: 0.0 });
+    let step = random_step(&mut rng, v, force, 4, GenOpts { p_error: 0.0, ..Default::default() });
     // Only requests the sampler accepts on their own shape (nextn included).
     let good: Vec<(Request, Vec<f32>)> = {
         let mut first = 0;

@@ -183,7 +183,7 @@ fn random_batches_bitwise_on_every_layout() {
     for rep in 0..24u64 {
         let v = rng.pick(&[7usize, 33, 64, 100, 257, 600]);
         let ft = rng.pick(&[0usize, 0, 1, 5, 16, 40, 64, 1000]);
-        let step = random_step(&mut rng, v, ft, 5, GenOpts { p_error: 0.15 });
+        let step = random_step(&mut rng, v, ft, 5, GenOpts { p_error: 0.15, ..Default::default() });
         let masks = if rep % 3 == 0 { MaskLayout::Shard } else { MaskLayout::Global };
         let finish = if rep % 2 == 0 { FinishOn::AllRanks } else { FinishOn::Driver };
         let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
@@ -203,7 +203,7 @@ fn prefix_path_and_its_fallbacks() {
     let (mut prefix_only, mut wider, mut full) = (0, 0, 0);
     for rep in 0..16u64 {
         let v = rng.pick(&[3000usize, 20000]);
-        let mut step = random_step(&mut rng, v, 0, 4, GenOpts { p_error: 0.1 });
+        let mut step = random_step(&mut rng, v, 0, 4, GenOpts { p_error: 0.1, ..Default::default() });
         let style = rep % 3;
         for r in &mut step.requests {
             let p = &mut r.params;
@@ -244,7 +244,7 @@ fn prefix_path_and_its_fallbacks() {
 fn force_topk_exchanges_candidates_only() {
     let mut rng = Rng::new(77);
     let (v, n) = (4096usize, 64usize);
-    let mut step = random_step(&mut rng, v, n, 3, GenOpts { p_error: 0.0 });
+    let mut step = random_step(&mut rng, v, n, 3, GenOpts { p_error: 0.0, p_tree: 0.0 });
     // Raw logprobs gather the full rows (section 10.3): this test is about candidates.
     step.requests.iter_mut().for_each(|r| r.params.logprobs_mode = sampler_host::LogprobsMode::Processed);
     let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
@@ -278,7 +278,7 @@ fn mixed_batches_gather_full_rows_only_where_needed() {
     let mut split = 0;
     for rep in 0..8u64 {
         let v = 5000usize;
-        let mut step = random_step(&mut rng, v, 0, 6, GenOpts { p_error: 0.1 });
+        let mut step = random_step(&mut rng, v, 0, 6, GenOpts { p_error: 0.1, p_tree: 0.0 });
         for (i, r) in step.requests.iter_mut().enumerate() {
             let p = &mut r.params;
             if p.temperature.is_nan() || p.temperature < 0.0 {

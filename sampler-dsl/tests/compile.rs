@@ -470,3 +470,28 @@ fn every_op_has_a_name_signature_and_arity() {
         assert_eq!(op.is_elem() as u8 + op.is_scalar_fn() as u8 + op.is_tile_op() as u8, 1);
     }
 }
+
+/// A mutable tile (`let mut w = p; w = ..;` in a loop): the host program
+/// copies the tile on `let` (so `p` stays usable), and the AscendC writer
+/// gives `w` its own UB slot and a mutable length, filled by UB -> UB copies.
+#[test]
+fn mutable_tiles_copy_on_bind_and_assign() {
+    let k = compile(
+        quote!(tile = [64]),
+        quote! {
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                let p = load(x, 0u64, n);
+                let mut w = p;
+                for i in 0..3u32 {
+                    w = max(w - p * 0.25f32, 0.0f32);
+                }
+                store(y, 0u64, w + p);
+            }
+        },
+    );
+    let host = sampler_dsl::emit::rust::body(&k).to_string();
+    assert!(host.contains("clone"), "{host}");
+    let cpp = sampler_dsl::emit::ascendc::emit(&k).expect("mutable tiles are lowered");
+    assert!(cpp.contains("AscendC::DataCopy(") && cpp.contains("uint32_t t"), "{cpp}");
+    assert_eq!(sampler_dsl::emit::ascendc::why_not(&k), None);
+}

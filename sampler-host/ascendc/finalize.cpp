@@ -219,7 +219,7 @@ extern "C" __global__ __aicore__ void finalize_t1(GM_ADDR p_group_first, GM_ADDR
         v_st_5 = (int32_t)(v_rs_8);
       }
     }
-    bool v_stopped_9 = (bool)(((((int32_t)(v_st_5) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v_kind_4) == (uint32_t)(((uint32_t)2ull))))));
+    bool v_stopped_9 = (bool)(((((int32_t)(v_st_5) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v_kind_4) >= (uint32_t)(((uint32_t)2ull))))));
     uint32_t v_acc_10 = (uint32_t)(((uint32_t)0ull));
     const uint32_t end11 = (uint32_t)(v_m_3);
     for (uint32_t v_j_12 = (uint32_t)(((uint32_t)0ull)); v_j_12 < end11; ++v_j_12) {

@@ -7,7 +7,8 @@
 
 use crate::error::{BatchError, RequestError};
 use crate::params::{FilterOrder, LogprobsMode, ValidParams};
-use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST};
+use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT};
+use crate::tree::{TreeShape, SIBLING_POSITION_STRIDE};
 use crate::request::{Request, RequestKind};
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
@@ -73,7 +74,21 @@ pub fn row_positions(kind: &RequestKind) -> Vec<u64> {
             (1..=*rows as u64).map(|i| sp.wrapping_add(*last_valid_offset).wrapping_add(i)).collect()
         }
         RequestKind::PromptLogprobs { targets } => vec![0; targets.len()],
+        // Section 11.5: a tree's rows are keyed by depth, not by node
+        // ([`tree_position`]); this is the rank-0 position of each row.
+        RequestKind::Tree { seqlen_k, tree } => {
+            let sp = sample_position(*seqlen_k, tree.nodes() as u64);
+            match crate::tree::shape(&tree.parent) {
+                Ok(sh) => sh.depth.iter().map(|&d| sp.wrapping_add((d as u64).wrapping_mul(ROW_POSITION_STRIDE))).collect(),
+                Err(_) => vec![0; tree.nodes()],
+            }
+        }
     }
+}
+
+/// Section 11.5: `pos(j, k) = sample_position + j * 10000019 + k * 1000000009`.
+pub fn tree_position(sample_position: u64, depth: u32, rank: u32) -> u64 {
+    sample_position.wrapping_add((depth as u64).wrapping_mul(ROW_POSITION_STRIDE)).wrapping_add((rank as u64).wrapping_mul(SIBLING_POSITION_STRIDE))
 }
 
 fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> Result<(), RequestError> {
@@ -90,7 +105,14 @@ fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> 
 fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
     let vp = req.params.validate(n)?;
     let rows = req.rows();
-    if !req.golden.is_empty() {
+    if let RequestKind::Tree { tree, .. } = &req.kind {
+        // Section 11.10; golden is one id per depth (11.7), so checked here.
+        let sh = tree.validate(vocab)?;
+        if req.golden.len() > sh.max_depth as usize + 1 {
+            return Err(RequestError::Field { field: "golden", msg: format!("has {} entries for a tree of depth {} (at most one per depth)", req.golden.len(), sh.max_depth) });
+        }
+        check_ids("golden", &req.golden, vocab, true)?;
+    } else if !req.golden.is_empty() {
         if req.golden.len() != rows {
             return Err(RequestError::Field { field: "golden", msg: format!("has {} entries for {rows} rows", req.golden.len()) });
         }
@@ -138,6 +160,7 @@ fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams
             }
         }
         RequestKind::PromptLogprobs { targets } => check_ids("targets", targets, vocab, true)?,
+        RequestKind::Tree { .. } => {}
         RequestKind::Draft { rows, .. } if *rows > nextn => {
             return Err(RequestError::Field { field: "rows", msg: format!("{rows} draft draws, more than nextn = {nextn}") });
         }
@@ -178,6 +201,7 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
         .iter()
         .filter_map(|r| match &r.kind {
             RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len()).max(),
+            RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len()).max(),
             _ => None,
         })
         .max()
@@ -196,7 +220,14 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
         let ok = params.is_ok();
         let vp = params.as_ref().ok().copied();
         let positions = row_positions(&req.kind);
+        // A valid tree's shape (None when the request failed validation).
+        let tree: Option<(&crate::tree::DraftTree, TreeShape, u64)> = match &req.kind {
+            RequestKind::Tree { seqlen_k, tree } if ok => tree.validate(vocab).ok().map(|sh| (tree, sh, sample_position(*seqlen_k, tree.nodes() as u64))),
+            _ => None,
+        };
+        let tree_dists: Vec<Option<&crate::request::DraftDist>> = tree.as_ref().map(|(t, sh, _)| t.dist_of_node(sh)).unwrap_or_default();
         let (kind, seed) = match &req.kind {
+            RequestKind::Tree { .. } => (GROUP_TREE, vp.map_or(0, |v| v.seed)),
             RequestKind::Decode { drafts, .. } if !drafts.is_empty() => (GROUP_VERIFY, vp.map_or(0, |v| v.seed)),
             RequestKind::Draft { .. } => (GROUP_FRESH, vp.map_or(0, |v| v.seed.wrapping_add(DRAFT_SEED_OFFSET))),
             RequestKind::PromptLogprobs { .. } => (GROUP_NO_DRAW, vp.map_or(0, |v| v.seed)),
@@ -206,6 +237,17 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
         p.group_rows.push(rows as u32);
         p.group_kind.push(kind);
         p.group_status.push(if ok { 0 } else { -1 });
+        p.tree_mode.push(match &req.kind {
+            RequestKind::Tree { tree: t, .. } if t.draft_dists.as_ref().is_some_and(|d| !d.is_empty()) => {
+                if t.without_replacement {
+                    TREE_WITHOUT_REPLACEMENT
+                } else {
+                    TREE_WITH_REPLACEMENT
+                }
+            }
+            _ => TREE_FIXED,
+        });
+        p.any_tree |= kind == GROUP_TREE;
         for j in 0..rows {
             p.temperature.push(vp.map_or(1.0, |v| v.temperature));
             p.top_p.push(vp.map_or(1.0, |v| v.top_p));
@@ -219,20 +261,43 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
             p.seed.push(seed);
             let pos = positions.get(j).copied().unwrap_or(0);
             p.seq_draw.push(seq(pos, 0));
-            p.seq_accept.push(seq(pos, 1));
+            // Tree rows (11.5): the bonus (case 0) and residual (case 2) of
+            // node j at pos(depth j, 0); the accept test of node j (case 1,
+            // stored at the child's own row) at pos(depth of its parent, its rank).
+            match &tree {
+                Some((_, sh, sp)) if j > 0 => p.seq_accept.push(seq(tree_position(*sp, sh.depth[j] - 1, sh.rank[j]), 1)),
+                _ => p.seq_accept.push(seq(pos, 1)),
+            }
             p.seq_residual.push(seq(pos, 2));
             let golden = match &req.kind {
                 RequestKind::PromptLogprobs { targets } => targets[j],
+                RequestKind::Tree { .. } => match &tree {
+                    Some((_, sh, _)) => req.golden.get(sh.depth[j] as usize).copied().unwrap_or(-1),
+                    None => -1,
+                },
                 _ => req.golden.get(j).copied().unwrap_or(-1),
             };
+            match &tree {
+                Some((t, _, _)) => {
+                    p.tree_parent.push(t.parent[j]);
+                    p.tree_token.push(if j > 0 { t.tokens[j - 1] } else { -1 });
+                }
+                None => {
+                    p.tree_parent.push(-1);
+                    p.tree_token.push(-1);
+                }
+            }
             p.golden.push(if ok { golden } else { -1 });
             let (draft, dist) = match &req.kind {
                 RequestKind::Decode { drafts, draft_dists, .. } if ok && j < drafts.len() => (drafts[j], Some(&draft_dists[j])),
+                // Row j of a tree holds node j's distribution (it proposed node j's children).
+                RequestKind::Tree { .. } => (-1, tree_dists.get(j).copied().flatten()),
                 _ => (-1, None),
             };
             p.drafts.push(draft);
             if let Some(d) = dist {
-                p.any_verify = true;
+                // Chain verify rows run remap_draft + verify; a tree's rows only tree_walk.
+                p.any_verify |= !matches!(req.kind, RequestKind::Tree { .. });
                 let base = (row + j) * wd;
                 p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
                 p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);

@@ -242,6 +242,36 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// `draft_dists`: `need` objects `{"ids": [...], "logprobs": [...]}` (`what` names the count in messages).
+fn parse_dists(f: &Fields<'_>, dv: &Value, need: usize, what: &str) -> RResult<Vec<DraftDist>> {
+    let da = dv.as_array().ok_or_else(|| f.bad("draft_dists", dv, "expected an array of {\"ids\", \"logprobs\"} objects"))?;
+    if da.len() != need {
+        return Err(f.bad("draft_dists", dv, format!("has {} entries; need {what} = {need}", da.len())));
+    }
+    let mut draft_dists = Vec::with_capacity(da.len());
+    for (j, d) in da.iter().enumerate() {
+        let name = format!("draft_dists[{j}]");
+        let o = d.as_object().ok_or_else(|| f.bad(&name, d, "expected an object {\"ids\": [...], \"logprobs\": [...]}"))?;
+        if let Some((k, x)) = o.iter().find(|(k, _)| k.as_str() != "ids" && k.as_str() != "logprobs") {
+            return Err(RequestCaseError::UnknownField { field: format!("{name}.{k}"), value: show(x), kind: f.kind.clone() });
+        }
+        let ids_v = o.get("ids").ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.ids"), kind: f.kind.clone() })?;
+        let ids = f.i32_list(&format!("{name}.ids"), ids_v)?;
+        let lv = o.get("logprobs").ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.logprobs"), kind: f.kind.clone() })?;
+        let la = lv.as_array().ok_or_else(|| f.bad(&format!("{name}.logprobs"), lv, "expected an array of floats"))?;
+        let logprobs = la
+            .iter()
+            .enumerate()
+            .map(|(c, x)| float_of(x).ok_or_else(|| f.bad(&format!("{name}.logprobs[{c}]"), x, "expected a number (null = -inf)")))
+            .collect::<RResult<Vec<f32>>>()?;
+        if ids.len() != logprobs.len() {
+            return Err(f.bad(&name, d, format!("has {} ids and {} logprobs", ids.len(), logprobs.len())));
+        }
+        draft_dists.push(DraftDist { ids, logprobs });
+    }
+    Ok(draft_dists)
+}
+
 fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, vocab: u32) -> RResult<(Request, Vec<f32>)> {
     let obj = v.as_object().ok_or_else(|| RequestCaseError::NotObject { index, value: show(v) })?;
     let mut f = Fields { obj, kind: "?".into() };
@@ -253,7 +283,8 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
         "verify" => &["seqlen_k", "seqlen_q", "drafts", "draft_dists", "golden"],
         "draft" => &["seqlen_k", "seqlen_q", "last_valid_offset"],
         "prompt_logprobs" => &["targets"],
-        _ => return Err(f.bad("kind", &obj["kind"], "expected \"sample\", \"verify\", \"draft\" or \"prompt_logprobs\"")),
+        "tree" => &["seqlen_k", "seqlen_q", "tree_parent", "tree_token", "draft_dists", "without_replacement", "golden"],
+        _ => return Err(f.bad("kind", &obj["kind"], "expected \"sample\", \"verify\", \"draft\", \"prompt_logprobs\" or \"tree\"")),
     };
     if let Some((k, x)) = obj.iter().find(|(k, _)| !common.contains(&k.as_str()) && !specific.contains(&k.as_str())) {
         return Err(RequestCaseError::UnknownField { field: k.clone(), value: show(x), kind });
@@ -333,33 +364,28 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
             if drafts.len() as u64 + 1 != n_rows {
                 return Err(f.bad("drafts", &obj["drafts"], format!("has {} ids; need rows - 1 = {}", drafts.len(), n_rows.saturating_sub(1))));
             }
-            let dv = f.req("draft_dists")?;
-            let da = dv.as_array().ok_or_else(|| f.bad("draft_dists", dv, "expected an array of {\"ids\", \"logprobs\"} objects"))?;
-            if da.len() != drafts.len() {
-                return Err(f.bad("draft_dists", dv, format!("has {} entries; need rows - 1 = {}", da.len(), drafts.len())));
-            }
-            let mut draft_dists = Vec::with_capacity(da.len());
-            for (j, d) in da.iter().enumerate() {
-                let name = format!("draft_dists[{j}]");
-                let o = d.as_object().ok_or_else(|| f.bad(&name, d, "expected an object {\"ids\": [...], \"logprobs\": [...]}"))?;
-                if let Some((k, x)) = o.iter().find(|(k, _)| k.as_str() != "ids" && k.as_str() != "logprobs") {
-                    return Err(RequestCaseError::UnknownField { field: format!("{name}.{k}"), value: show(x), kind });
-                }
-                let ids_v = o.get("ids").ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.ids"), kind: kind.clone() })?;
-                let ids = f.i32_list(&format!("{name}.ids"), ids_v)?;
-                let lv = o.get("logprobs").ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.logprobs"), kind: kind.clone() })?;
-                let la = lv.as_array().ok_or_else(|| f.bad(&format!("{name}.logprobs"), lv, "expected an array of floats"))?;
-                let logprobs = la
-                    .iter()
-                    .enumerate()
-                    .map(|(c, x)| float_of(x).ok_or_else(|| f.bad(&format!("{name}.logprobs[{c}]"), x, "expected a number (null = -inf)")))
-                    .collect::<RResult<Vec<f32>>>()?;
-                if ids.len() != logprobs.len() {
-                    return Err(f.bad(&name, d, format!("has {} ids and {} logprobs", ids.len(), logprobs.len())));
-                }
-                draft_dists.push(DraftDist { ids, logprobs });
-            }
+            let draft_dists = parse_dists(&f, f.req("draft_dists")?, drafts.len(), "rows - 1")?;
             RequestKind::Decode { seqlen_k, seqlen_q, drafts, draft_dists }
+        }
+        "tree" => {
+            let seqlen_k = f.u64("seqlen_k")?;
+            let seqlen_q = f.u64("seqlen_q")?;
+            need_rows("seqlen_q", seqlen_q)?;
+            let parent = f.i32_list("tree_parent", f.req("tree_parent")?)?;
+            if parent.len() as u64 != n_rows {
+                return Err(f.bad("tree_parent", &obj["tree_parent"], format!("has {} nodes for {n_rows} rows (one row per node)", parent.len())));
+            }
+            let tokens = f.i32_list("tree_token", f.req("tree_token")?)?;
+            // Counts (one per internal node) are the sampler's check (11.10), so parse any number.
+            let draft_dists = match f.opt("draft_dists") {
+                None => None,
+                Some(dv) => Some(parse_dists(&f, dv, dv.as_array().map_or(0, Vec::len), "its length")?),
+            };
+            let without_replacement = match f.opt("without_replacement") {
+                None => false,
+                Some(x) => x.as_bool().ok_or_else(|| f.bad("without_replacement", x, "expected a bool"))?,
+            };
+            RequestKind::Tree { seqlen_k, tree: crate::tree::DraftTree { parent, tokens, draft_dists, without_replacement } }
         }
         "draft" => {
             let rows32 = u32::try_from(n_rows).map_err(|_| f.bad("rows", &obj["rows"], "too many rows"))?;
@@ -377,7 +403,8 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
         None => Vec::new(),
         Some(g) => {
             let g = f.i32_list("golden", g)?;
-            if g.len() as u64 != n_rows {
+            // A tree's golden is one id per depth (checked by the sampler).
+            if kind != "tree" && g.len() as u64 != n_rows {
                 return Err(f.bad("golden", &obj["golden"], format!("has {} ids for {n_rows} rows", g.len())));
             }
             g
@@ -454,6 +481,7 @@ pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseErr
                 outs.push(crate::request::RequestOutput {
                     status: Err(crate::error::RequestError::Malformed(e.clone())),
                     accepted: 0,
+                    path: None,
                     emitted: Vec::new(),
                     emitted_logprobs: Vec::new(),
                     prompt_logprobs: Vec::new(),
@@ -501,12 +529,16 @@ pub fn result_document(out: &StepOutput) -> Value {
                 Ok(()) => "ok".to_string(),
                 Err(e) => format!("error: {e}"),
             };
-            serde_json::json!({
+            let mut doc = serde_json::json!({
                 "status": status,
                 "accepted": q.accepted,
                 "emitted": q.emitted,
                 "prompt_logprobs": q.prompt_logprobs.iter().map(|&x| float_value(x)).collect::<Vec<_>>(),
-            })
+            });
+            if let Some(path) = &q.path {
+                doc["path"] = Value::from(path.clone());
+            }
+            doc
         })
         .collect();
     serde_json::json!({ "rows": rows, "requests": reqs })
@@ -530,7 +562,7 @@ pub fn exit_code(res: &Result<Value, CaseError>) -> i32 {
 
 /// Prefixes of the cases in `golden/next/` whose spec decisions have landed
 /// (issue order): the golden runners read them beside `golden/*.json`.
-pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-"];
+pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-"];
 
 /// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
 /// plus the landed cases of `dir/next/` ([`LANDED_NEXT`]), sorted by name.

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod request;
 pub mod sampler;
 pub mod tp;
+pub mod tree;
 
 pub mod backend;
 
@@ -22,3 +23,4 @@ pub use error::{BackendError, BatchError, ConfigError, ParamError, RequestError}
 pub use params::{FilterOrder, LogprobsMode, SamplingParams, ValidParams};
 pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};
+pub use tree::DraftTree;

@@ -13,7 +13,9 @@
 //! 7. `finalize`     per group -> `tokens[R]`, `lookup[R]`, `accepted[G]`, `status[G]`
 //! 8. `token_info`   `lookup` tokens (output token or prompt target) -> `token_lp[R]`, `sum_smaller[R]`
 //! 9. `top_logprobs` -> `top_ids[R, k]`, `top_lps[R, k]`
-//! 10. `raw_logprobs` (when [`StepPlan::any_raw`]) overwrites `token_lp` and
+//! 10. `tree_walk`   (when any tree request; after `finalize`, before `token_info`)
+//!     per group -> `tokens`, `lookup`, `accepted` of tree groups, `path[R]`
+//! 11. `raw_logprobs` (when [`StepPlan::any_raw`]) overwrites `token_lp` and
 //!     `top_lps` of the raw rows with raw logprobs (section 10.3)
 //!
 //! Without force top-k, steps 2-3 are usually the prefix path instead
@@ -54,6 +56,16 @@ pub const GROUP_FRESH: u32 = 0;
 pub const GROUP_VERIFY: u32 = 1;
 /// A prompt-logprobs group: no token is drawn.
 pub const GROUP_NO_DRAW: u32 = 2;
+/// A tree group (SAMPLER.md section 11): `finalize` leaves its rows at -1 and
+/// `tree_walk` decides them.
+pub const GROUP_TREE: u32 = 3;
+
+/// Tree proposal laws (`StepPlan::tree_mode`, SAMPLER.md 11.3).
+pub const TREE_FIXED: u32 = 0;
+/// Children drawn with replacement from the node's draft distribution.
+pub const TREE_WITH_REPLACEMENT: u32 = 1;
+/// Children drawn without replacement.
+pub const TREE_WITHOUT_REPLACEMENT: u32 = 2;
 
 /// Everything a backend needs for one step, as flat arrays.
 #[derive(Clone, Debug, Default)]
@@ -98,11 +110,13 @@ pub struct StepPlan {
     pub drafts: Vec<i32>,
     /// Whether any row reports raw logprobs (`raw_logprobs` runs only then).
     pub any_raw: bool,
-    /// Whether any row verifies a draft (kernels 5-6 run only then).
+    /// Whether any row verifies a draft of a chain (kernels 5-6 run only then;
+    /// tree rows with draft distributions need only `tree_walk`).
     pub any_verify: bool,
     /// Draft distribution width `wd`.
     pub draft_width: u32,
-    /// `[R, wd]` i32 draft distribution ids per verify row (-1 padding).
+    /// `[R, wd]` i32 draft distribution ids per verify row, and per internal
+    /// tree node's row (-1 padding).
     pub draft_ids: Vec<i32>,
     /// `[R, wd]` f32 draft processed logprobs per verify row (-inf padding).
     pub draft_lps: Vec<f32>,
@@ -114,6 +128,15 @@ pub struct StepPlan {
     pub group_kind: Vec<u32>,
     /// `[G]` i32 nonzero when the group already failed (bad parameters, mask, ...).
     pub group_status: Vec<i32>,
+    /// Whether any group is a tree (`GROUP_TREE`): `tree_walk` runs only then.
+    pub any_tree: bool,
+    /// `[R]` i32 parent node (local index) of the node at each tree row; -1 for
+    /// the root and for rows of other groups.
+    pub tree_parent: Vec<i32>,
+    /// `[R]` i32 draft token of the node at each tree row (-1: root, placeholder, other groups).
+    pub tree_token: Vec<i32>,
+    /// `[G]` u32 proposal law of a tree group (`TREE_*`); 0 for other groups.
+    pub tree_mode: Vec<u32>,
     /// Rows whose processed top-N distribution (`cand_ids`, `logprobs` after
     /// kernel 3) the backend must return in [`StepResult::processed_ids`] /
     /// [`StepResult::processed_lps`], in this order. Empty (the default) = none.
@@ -213,6 +236,10 @@ pub struct StepResult {
     pub processed_ids: Vec<i32>,
     /// `[P, N]` f32 processed logprobs (section 3.9) matching `processed_ids`.
     pub processed_lps: Vec<f32>,
+    /// `[R]` i32 from `tree_walk`: for a tree group starting at row f,
+    /// `path[f + j]` is the accepted node at depth j (-1 past the path);
+    /// -1 elsewhere. Empty when the step has no tree.
+    pub path: Vec<i32>,
 }
 
 /// A backend runs a [`StepPlan`] through the kernel sequence.

@@ -31,6 +31,11 @@ pub enum RequestKind {
     /// Prompt logprobs (section 8): one row per prompt position, `targets[i]`
     /// is the next prompt token (-1 = none). No token is drawn.
     PromptLogprobs { targets: Vec<i32> },
+    /// A decode request verifying a draft tree (section 11): it owns one row
+    /// per node (`seqlen_q = M = tree.parent.len()`), row n scoring node n's
+    /// children; `sample_position = seqlen_k - M + 1`. `golden` is one id
+    /// per depth (11.7). A malformed tree fails only this request (11.10).
+    Tree { seqlen_k: u64, tree: crate::tree::DraftTree },
 }
 
 /// One request of a step.
@@ -40,7 +45,8 @@ pub struct Request {
     pub params: SamplingParams,
     pub kind: RequestKind,
     /// Golden tokens already assigned to this step's rows, one per row (-1 none);
-    /// empty = no teacher forcing this step (section 7).
+    /// empty = no teacher forcing this step (section 7). Tree requests: one
+    /// per depth 0, 1, .. (at most D + 1; section 11.7).
     pub golden: Vec<i32>,
     /// Grammar masks, one `ceil(V/32)`-word mask per row; `None` = unconstrained.
     pub masks: Option<Vec<Vec<u32>>>,
@@ -56,6 +62,7 @@ impl Request {
             RequestKind::Decode { seqlen_q, .. } => usize::try_from(*seqlen_q).unwrap_or(usize::MAX),
             RequestKind::Draft { rows, .. } => *rows as usize,
             RequestKind::PromptLogprobs { targets } => targets.len(),
+            RequestKind::Tree { tree, .. } => tree.parent.len(),
         }
     }
     /// A prefill row with these parameters.
@@ -65,6 +72,10 @@ impl Request {
     /// A decode request verifying `drafts` (empty = one fresh row).
     pub fn decode(params: SamplingParams, seqlen_k: u64, seqlen_q: u64, drafts: Vec<i32>, draft_dists: Vec<DraftDist>) -> Request {
         Request { params, kind: RequestKind::Decode { seqlen_k, seqlen_q, drafts, draft_dists }, golden: Vec::new(), masks: None }
+    }
+    /// A decode request verifying the draft tree `tree` (section 11).
+    pub fn tree(params: SamplingParams, seqlen_k: u64, tree: crate::tree::DraftTree) -> Request {
+        Request { params, kind: RequestKind::Tree { seqlen_k, tree }, golden: Vec::new(), masks: None }
     }
 }
 
@@ -88,9 +99,13 @@ pub struct RowOutput {
 pub struct RequestOutput {
     /// Ok, or why this request failed (its rows then output -1).
     pub status: Result<(), RequestError>,
-    /// Drafts accepted (verify requests), else 0.
+    /// Drafts accepted (verify and tree requests), else 0.
     pub accepted: u32,
-    /// Tokens the request outputs this step (sample/draft: one per row; verify: accepted + 1).
+    /// Tree requests that did not fail: the accepted path, node indices root
+    /// first (`accepted + 1` entries; section 11.9), for the engine's KV
+    /// compaction. `None` for every other request.
+    pub path: Option<Vec<u32>>,
+    /// Tokens the request outputs this step (sample/draft: one per row; verify and tree: accepted + 1).
     pub emitted: Vec<i32>,
     /// Reported (processed or raw) logprob of each emitted token at the row that emitted it.
     pub emitted_logprobs: Vec<f32>,

@@ -210,7 +210,7 @@ pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepRe
             Ok(_) if res.group_status[g] != 0 => Err(device_error(info, res)),
             Ok(_) => Ok(()),
         };
-        let mut out = RequestOutput { status: Ok(()), accepted: 0, emitted: Vec::new(), emitted_logprobs: Vec::new(), prompt_logprobs: Vec::new() };
+        let mut out = RequestOutput { status: Ok(()), accepted: 0, path: None, emitted: Vec::new(), emitted_logprobs: Vec::new(), prompt_logprobs: Vec::new() };
         if let Err(e) = status {
             rows.extend((0..info.rows).map(|_| failed_row()));
             out.status = Err(e);
@@ -231,6 +231,11 @@ pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepRe
             out.prompt_logprobs = targets.iter().enumerate().filter(|(_, t)| **t >= 0).map(|(j, _)| res.token_lp[info.first_row + j]).collect();
         }
         out.accepted = res.accepted[g];
+        if let RequestKind::Tree { .. } = &req.kind {
+            // Section 11.9: the path, node indices root first (accepted + 1 of them).
+            let f = info.first_row;
+            out.path = Some((0..=out.accepted as usize).map(|j| res.path.get(f + j).copied().unwrap_or(-1).max(0) as u32).collect());
+        }
         outs.push(out);
     }
     StepOutput { rows, requests: outs, top_logprobs_width: k }

@@ -447,8 +447,9 @@ impl<C: Collective> VocabParallelSampler<C> {
         }
         // Section 5 / 9: a prefix-path step, a force top-k step, or the full rows.
         let prefix = prefix_width(&plan);
-        // Raw logprobs need the full-row normaliser over the global tiles: gather the rows.
-        let result = if plan.any_raw {
+        // Raw logprobs need the full-row normaliser over the global tiles, and
+        // a tree walk runs after `finalize` on the full-row path: gather the rows.
+        let result = if plan.any_raw || plan.any_tree {
             self.full_rows(&mut plan, &mut infos, &lg, &mask_err)?
         } else if n < v {
             let (g, errs) = self.exchange_candidates(&plan, &lg, &status, &mask_err, n, None)?;
@@ -897,7 +898,8 @@ fn finish_steps(p: &StepPlan, row_status: &[i32], cand: Vec<f32>, cand_ids: Vec<
         processed_ids.extend_from_slice(&cand_ids[row * nn..(row + 1) * nn]);
         processed_lps.extend_from_slice(&logprobs[row * nn..(row + 1) * nn]);
     }
-    let res = StepResult { row_status: row_status.to_vec(), tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps };
+    // Tree steps take the full-row path (`VocabParallelSampler::step`): no path here.
+    let res = StepResult { row_status: row_status.to_vec(), tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps, path: Vec::new() };
     (res, overflow)
 }
 

@@ -59,12 +59,71 @@ pub struct Step {
 pub struct GenOpts {
     /// Probability that a request has a parameter / mask / logits error.
     pub p_error: f64,
+    /// Probability that a request is a draft tree (SAMPLER.md section 11).
+    pub p_tree: f64,
 }
 
 impl Default for GenOpts {
     fn default() -> Self {
-        GenOpts { p_error: 0.08 }
+        GenOpts { p_error: 0.08, p_tree: 0.2 }
     }
+}
+
+/// Draws one child token from `q` (over `ids`, logprobs `lps`) with the
+/// tokens in `removed` taken out (without replacement), or any id.
+fn draw_child(rng: &mut Rng, v: usize, q: &DraftDist, removed: &[i32]) -> i32 {
+    if rng.chance(0.1) {
+        return if rng.chance(0.5) { -1 } else { rng.below(v) as i32 };
+    }
+    let w: Vec<f64> = q.ids.iter().zip(&q.logprobs).map(|(t, lp)| if removed.contains(t) { 0.0 } else { (*lp as f64).exp() }).collect();
+    let total: f64 = w.iter().sum();
+    if total <= 0.0 {
+        return rng.below(v) as i32;
+    }
+    let u = rng.f64() * total;
+    let mut cum = 0.0;
+    for (i, x) in w.iter().enumerate() {
+        cum += x;
+        if cum > u && *x > 0.0 {
+            return q.ids[i];
+        }
+    }
+    q.ids[w.iter().rposition(|&x| x > 0.0).unwrap()]
+}
+
+/// A random draft tree of `m` nodes over the rows `rows[n]` (`[V]` each):
+/// bushy or chain-shaped, fixed, with or without replacement, with
+/// placeholders; children drawn from their node's distribution as declared.
+pub fn random_tree(rng: &mut Rng, v: usize, m: usize, rows: &dyn Fn(usize) -> Vec<f32>) -> sampler_host::DraftTree {
+    let chain = rng.chance(0.25);
+    let parent: Vec<i32> = (0..m).map(|n| if n == 0 { -1 } else if chain { n as i32 - 1 } else { rng.below(n) as i32 }).collect();
+    let mode = rng.below(3);
+    let internal: Vec<bool> = (0..m).map(|c| parent.contains(&(c as i32))).collect();
+    let dists: Vec<Option<DraftDist>> = (0..m).map(|c| (mode > 0 && internal[c]).then(|| random_draft_dist(rng, v, &rows(c)).1)).collect();
+    let mut tokens = vec![-1i32; m.saturating_sub(1)];
+    for c in 0..m {
+        let mut removed = Vec::new();
+        for n in (c + 1)..m {
+            if parent[n] != c as i32 {
+                continue;
+            }
+            let t = match &dists[c] {
+                Some(q) => draw_child(rng, v, q, if mode == 2 { &removed } else { &[] }),
+                None if rng.chance(0.1) => -1,
+                // Fixed: top tokens of the row, or any id.
+                None => {
+                    let r = rows(c);
+                    let mut order: Vec<usize> = (0..v).collect();
+                    order.sort_by(|&a, &b| r[b].partial_cmp(&r[a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+                    if rng.chance(0.7) { order[removed.len().min(v - 1)] as i32 } else { rng.below(v) as i32 }
+                }
+            };
+            removed.push(t);
+            tokens[n - 1] = t;
+        }
+    }
+    let draft_dists = (mode > 0).then(|| dists.into_iter().flatten().collect());
+    sampler_host::DraftTree { parent, tokens, draft_dists, without_replacement: mode == 2 }
 }
 
 /// One logits row with V entries, in one of several adversarial styles.
@@ -223,9 +282,10 @@ pub fn random_step(rng: &mut Rng, vocab: usize, force_topk: usize, max_requests:
     for _ in 0..nreq {
         let err = rng.chance(opts.p_error);
         let params = random_params(rng, n, v, err);
-        let kind_sel = rng.below(4);
+        let kind_sel = if opts.p_tree > 0.0 && rng.chance(opts.p_tree) { 4 } else { rng.below(4) };
         let rows = match kind_sel {
             0 => 1,
+            4 => rng.range(1, 13) as usize,
             1 => rng.range(1, 7) as usize,
             2 => rng.range(1, 6) as usize,
             _ => rng.range(1, 7) as usize,
@@ -248,10 +308,28 @@ pub fn random_step(rng: &mut Rng, vocab: usize, force_topk: usize, max_requests:
                 }
                 RequestKind::Decode { seqlen_k, seqlen_q: rows as u64, drafts, draft_dists: dists }
             }
+            4 => RequestKind::Tree { seqlen_k, tree: random_tree(rng, v, rows, &|j| row(j, &logits)) },
             2 => RequestKind::Draft { seqlen_k, seqlen_q: rng.range(1, 7).min(seqlen_k.max(1)), last_valid_offset: rng.range(0, 6), rows: rows as u32 },
             _ => RequestKind::PromptLogprobs { targets: (0..rows).map(|_| if rng.chance(0.8) { rng.below(v) as i32 } else { -1 }).collect() },
         };
         let mut golden = Vec::new();
+        if let RequestKind::Tree { tree, .. } = &kind {
+            if rng.chance(0.25) {
+                // One id per depth: often a child's token, so golden moves along the tree.
+                let mut depth = vec![0usize; rows];
+                for n in 1..rows {
+                    depth[n] = depth[tree.parent[n] as usize] + 1;
+                }
+                let d = depth.iter().copied().max().unwrap_or(0);
+                golden = (0..=d)
+                    .map(|j| match rng.below(3) {
+                        0 => -1,
+                        1 => (1..rows).filter(|&n| depth[n] == j + 1).map(|n| tree.tokens[n - 1]).next().unwrap_or(-1),
+                        _ => rng.below(v) as i32,
+                    })
+                    .collect();
+            }
+        }
         if matches!(kind, RequestKind::Prefill { .. } | RequestKind::Decode { .. }) && rng.chance(0.25) {
             golden = (0..rows)
                 .map(|j| match rng.below(4) {

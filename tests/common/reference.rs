@@ -62,7 +62,34 @@ pub fn seed_and_positions(req: &Request, seq_seed: u64) -> (u64, Vec<u64>) {
             (seed, (1..=*rows as u64).map(|i| sp.wrapping_add(*last_valid_offset).wrapping_add(i)).collect())
         }
         RequestKind::PromptLogprobs { targets } => (seq_seed, vec![0; targets.len()]),
+        // Section 11.5: row n at pos(depth(n), 0) (its bonus and residual);
+        // the sibling tests add `rank * 1000000009` (`tree_walk_ref`).
+        RequestKind::Tree { seqlen_k, tree } => {
+            let m = tree.parent.len() as u64;
+            let sp = seqlen_k.wrapping_sub(m).wrapping_add(1);
+            let depth = tree_depths(&tree.parent).unwrap_or_else(|| vec![0; tree.parent.len()]);
+            (seq_seed, depth.iter().map(|&d| sp.wrapping_add((d as u64).wrapping_mul(ROW_STRIDE))).collect())
+        }
     }
+}
+
+/// Sibling stride of tree positions (section 11.5).
+pub const SIBLING_STRIDE: u64 = 1_000_000_009;
+
+/// Depth of each node, or None when `parent` is not a valid tree (11.1, 11.10).
+pub fn tree_depths(parent: &[i32]) -> Option<Vec<usize>> {
+    if parent.is_empty() || parent.len() > 256 || parent[0] != -1 {
+        return None;
+    }
+    let mut depth = vec![0usize; parent.len()];
+    for n in 1..parent.len() {
+        let p = usize::try_from(parent[n]).ok().filter(|&p| p < n)?;
+        depth[n] = depth[p] + 1;
+        if depth[n] > 64 {
+            return None;
+        }
+    }
+    Some(depth)
 }
 
 fn rows_of(req: &Request) -> usize {
@@ -71,6 +98,7 @@ fn rows_of(req: &Request) -> usize {
         RequestKind::Decode { seqlen_q, .. } => *seqlen_q as usize,
         RequestKind::Draft { rows, .. } => *rows as usize,
         RequestKind::PromptLogprobs { targets } => targets.len(),
+        RequestKind::Tree { tree, .. } => tree.parent.len(),
     }
 }
 
@@ -319,6 +347,8 @@ pub struct RefRequest {
     pub emitted: Vec<i32>,
     pub emitted_logprobs: Vec<f64>,
     pub prompt_logprobs: Vec<f64>,
+    /// Tree requests that did not fail: the accepted path (section 11.9).
+    pub path: Option<Vec<u32>>,
     /// Smallest margin of a draw or accept decision (infinity when none).
     pub draw_margin: f64,
     /// Smallest margin of a top-p cut of any of the request's rows.
@@ -345,6 +375,7 @@ fn failed(rows: usize, why: String) -> (Vec<RefRow>, RefRequest) {
         emitted: Vec::new(),
         emitted_logprobs: Vec::new(),
         prompt_logprobs: Vec::new(),
+        path: None,
         draw_margin: f64::INFINITY,
         cut_margin: f64::INFINITY,
     };
@@ -382,6 +413,30 @@ pub fn reference_step(vocab: usize, force_topk: usize, logits: &[f32], requests:
             let bad_dist = draft_dists.iter().any(|d| d.ids.iter().any(|&t| t < 0 || t >= vocab as i32));
             if m == 0 || drafts.len() != m - 1 || draft_dists.len() != m - 1 || bad_id || bad_dist {
                 let (r, o) = failed(m, "bad drafts".into());
+                rows.extend(r);
+                outs.push(o);
+                continue;
+            }
+        }
+        // Section 11.10: a malformed tree fails its request.
+        if let RequestKind::Tree { tree, .. } = &req.kind {
+            let depth = tree_depths(&tree.parent);
+            let internal = (0..m).filter(|&c| tree.parent.contains(&(c as i32))).count();
+            let bad = match &depth {
+                None => true,
+                Some(dp) => {
+                    tree.tokens.len() + 1 != m
+                        || tree.tokens.iter().any(|&t| t < -1 || t >= vocab as i32)
+                        || req.golden.len() > dp.iter().max().unwrap() + 1
+                        || req.golden.iter().any(|&t| t < -1 || t >= vocab as i32)
+                        || (tree.without_replacement && tree.draft_dists.is_none())
+                        || tree.draft_dists.as_ref().is_some_and(|d| {
+                            d.len() != internal || d.iter().any(|x| x.ids.len() != x.logprobs.len() || x.ids.iter().any(|&t| t < 0 || t >= vocab as i32))
+                        })
+                }
+            };
+            if bad {
+                let (r, o) = failed(m, "bad tree".into());
                 rows.extend(r);
                 outs.push(o);
                 continue;
@@ -432,7 +487,15 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
     let mut draw_margin = f64::INFINITY;
     let mut accepted = 0u32;
     let mut prompt_logprobs = Vec::new();
+    let mut path = None;
     match &req.kind {
+        RequestKind::Tree { tree, .. } => {
+            let (t, pth, mg) = tree_walk_ref(req, tree, seed, &pos, dists);
+            tokens = t;
+            accepted = pth.len() as u32 - 1;
+            path = Some(pth);
+            draw_margin = mg;
+        }
         RequestKind::Prefill { .. } | RequestKind::Draft { .. } => {
             for j in 0..m {
                 tokens[j] = Some(match golden_of(req, j) {
@@ -532,8 +595,120 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
         }
     }
     let cut_margin = dists.iter().map(|d| d.cut_margin).fold(f64::INFINITY, f64::min);
-    let out = RefRequest { status: Ok(()), accepted, emitted, emitted_logprobs, prompt_logprobs, draw_margin, cut_margin };
+    let out = RefRequest { status: Ok(()), accepted, emitted, emitted_logprobs, prompt_logprobs, path, draw_margin, cut_margin };
     (rows, out)
+}
+
+/// Section 11.4 in f64, straight from the text: the walk over a valid tree
+/// whose rows are processed. `pos[n]` is row n's pos(depth(n), 0). Returns
+/// the token emitted at each row, the path and the smallest decision margin.
+fn tree_walk_ref(req: &Request, tree: &sampler_host::DraftTree, seed: u64, pos: &[u64], dists: &[RowDist]) -> (Vec<Option<usize>>, Vec<u32>, f64) {
+    let m = dists.len();
+    let depth = tree_depths(&tree.parent).unwrap();
+    let children = |c: usize| -> Vec<usize> { (1..m).filter(|&n| tree.parent[n] == c as i32).collect() };
+    // The draft distribution of each internal node, in node order (11.1).
+    let mut q_of: Vec<Option<Vec<f64>>> = vec![None; m];
+    if let Some(dd) = &tree.draft_dists {
+        let mut it = dd.iter();
+        for c in 0..m {
+            if !children(c).is_empty() {
+                let d = it.next().unwrap();
+                let mut q = vec![0.0f64; dists[c].logit.len()];
+                for (&id, &lp) in d.ids.iter().zip(&d.logprobs) {
+                    q[id as usize] = (lp as f64).exp();
+                }
+                q_of[c] = Some(q);
+            }
+        }
+    }
+    let mut tokens = vec![None; m];
+    let mut path = vec![0u32];
+    let mut margin = f64::INFINITY;
+    let mut c = 0usize;
+    loop {
+        let d = &dists[c];
+        let kids = children(c);
+        // 11.7: golden at this depth.
+        if let Some(g) = req.golden.get(depth[c]).copied().filter(|&g| g >= 0) {
+            tokens[c] = Some(g as usize);
+            match kids.iter().find(|&&k| tree.tokens[k - 1] == g) {
+                Some(&k) => {
+                    c = k;
+                    path.push(k as u32);
+                    continue;
+                }
+                None => break,
+            }
+        }
+        if kids.is_empty() {
+            let (t, mg) = draw(d, seed, pos[c]);
+            margin = margin.min(mg);
+            tokens[c] = Some(t);
+            break;
+        }
+        let v = d.logit.len();
+        let p: Vec<f64> = (0..v).map(|t| d.prob(t)).collect();
+        let mut w = p.clone();
+        let mut s = 1.0f64;
+        let mut removed: Vec<usize> = Vec::new();
+        let mut next = None;
+        for (k, &ch) in kids.iter().enumerate() {
+            let x = usize::try_from(tree.tokens[ch - 1]).ok();
+            // 11.3: the proposal law q_k of this child.
+            let qk: Vec<f64> = match &q_of[c] {
+                None => (0..v).map(|t| if Some(t) == x { 1.0 } else { 0.0 }).collect(),
+                Some(q) if !tree.without_replacement => q.clone(),
+                Some(q) => {
+                    let den = 1.0 - removed.iter().map(|&t| q[t]).sum::<f64>();
+                    (0..v).map(|t| if den <= 0.0 || removed.contains(&t) { 0.0 } else { q[t] / den }).collect()
+                }
+            };
+            let qx = x.map_or(0.0, |t| qk[t]);
+            let wx = x.map_or(0.0, |t| w[t]);
+            let pos_k = pos[c].wrapping_add((k as u64).wrapping_mul(SIBLING_STRIDE));
+            let u = uniform(seed, seq(pos_k, 1));
+            if qx > 0.0 && wx > 0.0 {
+                margin = margin.min((u * qx * s - wx).abs());
+            }
+            if qx > 0.0 && u * qx * s < wx {
+                next = Some(ch);
+                break;
+            }
+            for &t in &d.kept {
+                w[t] = (w[t] - s * qk[t]).max(0.0);
+            }
+            s = d.kept.iter().map(|&t| w[t]).sum();
+            if s <= 0.0 {
+                w = p.clone();
+                s = 1.0;
+            }
+            if let Some(t) = x {
+                if !removed.contains(&t) {
+                    removed.push(t);
+                }
+            }
+        }
+        match next {
+            Some(ch) => {
+                tokens[c] = x_of(tree, ch);
+                c = ch;
+                path.push(ch as u32);
+            }
+            None => {
+                let u2 = uniform(seed, seq(pos[c], 2));
+                let wk: Vec<f64> = d.kept.iter().map(|&t| w[t]).collect();
+                let (t, mg) = walk(&d.kept, &wk, u2);
+                margin = margin.min(mg).min(s);
+                tokens[c] = t;
+                break;
+            }
+        }
+    }
+    (tokens, path, margin)
+}
+
+fn x_of(tree: &sampler_host::DraftTree, n: usize) -> Option<usize> {
+    usize::try_from(tree.tokens[n - 1]).ok()
 }
 
 // ------------------------------------------------------------- comparison
@@ -619,6 +794,9 @@ pub fn compare(got: &sampler_host::StepOutput, want: &RefOutput, requests: &[Req
             }
         }
         if ids {
+            if g.path != w.path {
+                d(format!("path {:?} vs reference {:?}", g.path, w.path));
+            }
             if g.accepted != w.accepted || g.emitted != w.emitted {
                 d(format!("accepted/emitted {} {:?} vs reference {} {:?}", g.accepted, g.emitted, w.accepted, w.emitted));
             } else if g.emitted_logprobs.len() != w.emitted_logprobs.len()

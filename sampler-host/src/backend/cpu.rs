@@ -165,6 +165,19 @@ fn run_path(p: &StepPlan, prefix: Option<u32>, col_of: &mut Vec<i32>) -> Result<
             let (t, lk, ac, st) = (Gm::new_mut(&mut tokens), Gm::new_mut(&mut lookup), Gm::new_mut(&mut accepted), Gm::new_mut(&mut group_status));
             launch(g, |i| unsafe { k::finalize::cpu(i, gf, gr, gk, gs, rs, gold, dr, af, res, fr, t, lk, ac, st) });
         }
+        // Section 11: the tree walk, one program per group, after `finalize`.
+        let mut path = Vec::new();
+        if p.any_tree {
+            path = vec![-1i32; r];
+            let (gf, gr, gk, tm, st) = (Gm::new(&p.group_first), Gm::new(&p.group_rows), Gm::new(&p.group_kind), Gm::new(&p.tree_mode), Gm::new(&group_status));
+            let (tp, tt, gold, fr) = (Gm::new(&p.tree_parent), Gm::new(&p.tree_token), Gm::new(&p.golden), Gm::new(&fresh));
+            // Scratch of the id -> draft entry match (rows with a draft distribution only).
+            let mut dpos = vec![-1i32; if p.draft_width > 0 { r * v as usize } else { 0 }];
+            let (lp, ci, di, dl, dp) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new(&p.draft_ids), Gm::new(&p.draft_lps), Gm::new_mut(&mut dpos));
+            let (s, sa, sr) = (Gm::new(&p.seed), Gm::new(&p.seq_accept), Gm::new(&p.seq_residual));
+            let (t, lk, ac, pa) = (Gm::new_mut(&mut tokens), Gm::new_mut(&mut lookup), Gm::new_mut(&mut accepted), Gm::new_mut(&mut path));
+            launch(g, |i| unsafe { k::tree_walk::cpu(i, gf, gr, gk, tm, st, tp, tt, gold, fr, lp, ci, n, v, di, dl, p.draft_width, dp, s, sa, sr, t, lk, ac, pa) });
+        }
         let mut token_lp = vec![f32::NEG_INFINITY; r];
         let mut sum_smaller = vec![0f32; r];
         {
@@ -194,6 +207,6 @@ fn run_path(p: &StepPlan, prefix: Option<u32>, col_of: &mut Vec<i32>) -> Result<
             processed_ids.extend_from_slice(&cand_ids[row * nn..(row + 1) * nn]);
             processed_lps.extend_from_slice(&logprobs[row * nn..(row + 1) * nn]);
         }
-        Ok((StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps }, overflow))
+        Ok((StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps, path }, overflow))
     }
 }

@@ -222,6 +222,7 @@ bufs! {
     token_lp: f32, sum_smaller: f32, top_ids: i32, top_lps: f32,
     chunk_cand: f32, chunk_ids: i32, chunk_bad: u32, chunk_finite: u32,
     mass: u64, overflow: u32,
+    tree_parent: i32, tree_token: i32, tree_mode: u32, path: i32,
 }
 
 /// Runs every kernel on the first CUDA device.
@@ -551,6 +552,23 @@ impl CudaBackend {
             b.draft_col.ensure(&st, r)?;
             b.draft_q.ensure(&st, r)?;
         }
+        if p.any_tree {
+            // Section 11 (tree_walk): the draft rows and the col_of scratch stay
+            // 1-element dummies for fixed trees, whose walk never reads them.
+            if !p.any_verify {
+                b.seq_accept.upload(&st, &p.seq_accept)?;
+                b.seq_residual.upload(&st, &p.seq_residual)?;
+                if p.draft_width > 0 {
+                    b.draft_ids.upload(&st, &p.draft_ids)?;
+                    b.draft_lps.upload(&st, &p.draft_lps)?;
+                    b.col_of.ensure(&st, rv)?;
+                }
+            }
+            b.tree_parent.upload(&st, &p.tree_parent)?;
+            b.tree_token.upload(&st, &p.tree_token)?;
+            b.tree_mode.upload(&st, &p.tree_mode)?;
+            b.path.ensure(&st, r)?;
+        }
         Ok(())
     }
     /// Launches the step's kernels on the stream (buffers prepared by
@@ -653,6 +671,18 @@ impl CudaBackend {
                 &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.group_status.s);
             mark(self, "finalize")?;
         }
+        // 7b. tree_walk (one program per group; only when the step has a tree)
+        if p.any_tree {
+            let wd = p.draft_width;
+            let var = pick(k::tree_walk::NAME, k::tree_walk::VARIANTS, n.max(wd))?;
+            launch!(self, var, g as u32;
+                &self.b.group_first.s, &self.b.group_rows.s, &self.b.group_kind.s, &self.b.tree_mode.s, &self.b.group_status.s,
+                &self.b.tree_parent.s, &self.b.tree_token.s, &self.b.golden.s, &self.b.fresh.s,
+                &self.b.logprobs.s, &self.b.cand_ids.s, &n, &v, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd, &mut self.b.col_of.s,
+                &self.b.seed.s, &self.b.seq_accept.s, &self.b.seq_residual.s,
+                &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.path.s);
+            mark(self, "tree_walk")?;
+        }
         // 8-9. token_info + top_logprobs, fused
         if n <= FUSED_MAX {
             let var = pick(k::token_info_top::NAME, k::token_info_top::VARIANTS, n)?;
@@ -701,6 +731,7 @@ impl CudaBackend {
         let top_lps = b.top_lps.download(&st, r * kk as usize)?;
         let accepted = b.accepted.download(&st, g)?;
         let group_status = b.group_status.download(&st, g)?;
+        let path = if p.any_tree { b.path.download(&st, r)? } else { Vec::new() };
         let nn = n as usize;
         let mut processed_ids = Vec::with_capacity(p.processed_rows.len() * nn);
         let mut processed_lps = Vec::with_capacity(p.processed_rows.len() * nn);
@@ -713,6 +744,6 @@ impl CudaBackend {
             processed_lps.extend_from_slice(&lps);
         }
         st.synchronize().map_err(dev)?;
-        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps })
+        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps, path })
     }
 }

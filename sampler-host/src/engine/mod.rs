@@ -39,7 +39,7 @@ use crate::sampler::Sampler;
 
 pub use cp::{Collective, CollectiveError, LocalCollective, NcclCollective, Role, SoloCollective};
 pub use grammar::{GrammarMatcher, JsonMatcher, StepMasks};
-pub use pool::{pool_bytes, MtpInfoPool};
+pub use pool::{pool_bytes, tree_pool_bytes, MtpInfoPool};
 pub use prompt::{compute_prompt_logprobs, PromptJob, PromptStats, MAX_PROMPT_ROWS};
 pub use synth::SyntheticModel;
 

@@ -42,7 +42,32 @@ pub fn pool_bytes(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> 
     rows * n as u64 * per
 }
 
+/// Bytes of a pool for draft trees (SAMPLER.md 11.10): one distribution per
+/// internal node, `(max_num_seqs + 1) * internal_nodes` rows of N f32, plus
+/// N i32 ids when force top-k is on (64 seqs, I = 63: N = 4096 about 134 MB,
+/// N = V = 129280 about 2.1 GB). Fixed trees need no pool.
+pub fn tree_pool_bytes(max_num_seqs: usize, internal_nodes: usize, n: usize, vocab: usize) -> u64 {
+    pool_bytes(max_num_seqs, internal_nodes, n, vocab)
+}
+
 impl MtpInfoPool {
+    /// A pool for draft trees of at most `internal_nodes` internal nodes
+    /// (SAMPLER.md 11.10): slot `s` owns one row per internal node, row `i`
+    /// holding the distribution of the tree's i-th internal node in node
+    /// order (the order of `DraftTree::draft_dists`); [`Self::write`] and
+    /// [`Self::read`] take that index `i`, [`Self::read_tree`] returns a
+    /// tree's list. Errors as [`Self::new`].
+    pub fn for_tree(max_num_seqs: usize, internal_nodes: usize, n: usize, vocab: usize) -> Result<MtpInfoPool, EngineError> {
+        MtpInfoPool::new(max_num_seqs, internal_nodes, n, vocab)
+    }
+
+    /// The draft distributions of a tree with `internal` internal nodes
+    /// stored in `slot` (rows `0..internal`), in node order: the
+    /// `DraftTree::draft_dists` of its next verification.
+    pub fn read_tree(&self, slot: usize, internal: usize) -> Vec<DraftDist> {
+        (0..internal).map(|i| self.read(slot, i)).collect()
+    }
+
     /// A pool for `max_num_seqs` running requests, `nextn` drafts each, width
     /// `n` (`n >= vocab` means force top-k off: N = V).
     ///
@@ -200,5 +225,24 @@ mod tests {
         assert_eq!(pool_bytes(64, 5, 4096, 129280), 325 * 4096 * 8);
         assert_eq!(pool_bytes(64, 5, 4096, 129280), 10_649_600);
         assert_eq!(pool_bytes(64, 5, 129280, 129280), 168_064_000);
+    }
+
+    #[test]
+    fn tree_formula_and_rows() {
+        // SAMPLER.md 11.10: 64 seqs, I = 63.
+        assert_eq!(tree_pool_bytes(64, 63, 4096, 129280), 65 * 63 * 4096 * 8);
+        assert_eq!(tree_pool_bytes(64, 63, 4096, 129280) / 1_000_000, 134);
+        assert_eq!(tree_pool_bytes(64, 63, 129280, 129280), 65 * 63 * 129280 * 4);
+        assert_eq!(tree_pool_bytes(64, 63, 129280, 129280) / 100_000_000, 21);
+        let mut p = MtpInfoPool::for_tree(2, 3, 4, 8).unwrap();
+        assert_eq!(p.bytes(), tree_pool_bytes(2, 3, 4, 8));
+        let s = p.alloc().unwrap();
+        p.write(s, 0, &[5, 1, 2, 3], &[-0.1, -2.5, f32::NEG_INFINITY, f32::NEG_INFINITY]).unwrap();
+        p.write(s, 2, &[7, 0, 1, 2], &[0.0, f32::NEG_INFINITY, f32::NEG_INFINITY, f32::NEG_INFINITY]).unwrap();
+        let t = p.read_tree(s, 3);
+        assert_eq!(t[0], DraftDist { ids: vec![5, 1], logprobs: vec![-0.1, -2.5] });
+        assert_eq!(t[1], DraftDist::default(), "a node row never written: q = 0");
+        assert_eq!(t[2], DraftDist { ids: vec![7], logprobs: vec![0.0] });
+        assert!(p.write(s, 3, &[0; 4], &[0.0; 4]).is_err(), "only `internal_nodes` rows per slot");
     }
 }

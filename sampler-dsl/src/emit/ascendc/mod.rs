@@ -431,6 +431,14 @@ impl Gen {
                 let (name, m) = &names[0];
                 if value.ty.is_tile() {
                     let tv = self.tile(value);
+                    if *m {
+                        // A mutable tile owns its slot (assignments copy into it)
+                        // and a mutable length, so it never aliases its initial value.
+                        let dst = self.alloc_tile(tv.prim, self.tile, true);
+                        self.line(&format!("uint32_t {} = 0;", dst.n));
+                        self.copy_into(&dst, &tv);
+                        return self.bind_tile(name, dst);
+                    }
                     return self.bind_tile(name, tv);
                 }
                 let p = value.ty.prim().unwrap_or(Prim::U32);
@@ -446,6 +454,10 @@ impl Gen {
                     Some(Val::Scalar(c, p)) => {
                         let v = self.scalar(value);
                         self.line(&format!("{c} = ({})({v});", scalar_type(p)));
+                    }
+                    Some(Val::Tile(dst)) => {
+                        let v = self.tile(value);
+                        self.copy_into(&dst, &v);
                     }
                     _ => self.unsupported(format!("assignment to `{target}` (tile or unknown)")),
                 }
@@ -509,6 +521,20 @@ impl Gen {
         if piped {
             self.barrier();
         }
+    }
+
+    /// `dst = src` for a mutable tile: a UB -> UB copy (V pipe, whole 32-byte
+    /// blocks, as the store's CopyOut) and the length.
+    fn copy_into(&mut self, dst: &TileV, src: &TileV) {
+        if dst.slot == src.slot {
+            return;
+        }
+        let ty = ub_type(src.prim);
+        self.line(&format!("{} = {};", dst.n, src.n));
+        self.sync(Pipe::V, Touch { ub_reads: vec![src.slot], ub_writes: vec![dst.slot], ..Default::default() });
+        let saved = self.open_cond(&format!("if ({} > 0)", dst.n));
+        self.line(&format!("AscendC::DataCopy({}, {}, AscendC::DataCopyParams{{1, (uint16_t)(({} * sizeof({ty}) + 31) / 32), 0, 0}});", dst.t, src.t, dst.n));
+        self.close_cond(saved);
     }
 
     fn bind_tile(&mut self, name: &syn::Ident, tv: TileV) -> Vec<(String, usize)> {
