@@ -7,7 +7,7 @@
 
 use crate::error::{BatchError, RequestError};
 use crate::params::ValidParams;
-use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
+use crate::plan::{Logits, StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
 use crate::request::{Request, RequestKind};
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
@@ -151,7 +151,8 @@ fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams
 ///
 /// Errors: [`BatchError`] only for the batch's own shape (logits length);
 /// everything about one request lands in its [`RequestInfo::params`].
-pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<(StepPlan<'a>, Vec<RequestInfo>), BatchError> {
+    let logits: Logits<'a> = logits.into();
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     let expected = total_rows.checked_mul(vocab as usize);
     if expected != Some(logits.len()) {
@@ -170,7 +171,7 @@ pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Re
         })
         .max()
         .unwrap_or(0);
-    let mut p = StepPlan { rows: total_rows as u32, vocab, n, draft_width: wd as u32, logits: logits.to_vec(), ..Default::default() };
+    let mut p = StepPlan { rows: total_rows as u32, vocab, n, draft_width: wd as u32, logits, ..Default::default() };
     if any_mask {
         p.masks = vec![0; total_rows * words];
     }

@@ -11,7 +11,9 @@ pub mod case;
 pub mod compare;
 pub mod error;
 pub mod params;
+pub mod pipeline;
 pub mod plan;
+pub mod interop;
 pub mod request;
 pub mod sampler;
 

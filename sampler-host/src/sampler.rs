@@ -4,13 +4,10 @@
 use crate::backend::cpu::CpuBackend;
 use crate::batch::{build_plan, RequestInfo};
 use crate::error::{BatchError, ConfigError, RequestError};
-use crate::plan::{Backend, StepResult};
+use crate::plan::{Backend, Logits, StepResult};
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 
-/// Largest force top-k width N on NVIDIA (section 9).
-pub const MAX_N_NVIDIA: u32 = 16384;
-/// Largest force top-k width N on Ascend (section 9).
-pub const MAX_N_ASCEND: u32 = 4096;
+pub use sampler_kernels::codes::{MAX_N_ASCEND, MAX_N_NVIDIA};
 /// Largest vocabulary the kernels' fixed-point sums support.
 pub const MAX_VOCAB: u32 = sampler_kernels::rt::math::MAX_VOCAB;
 
@@ -136,7 +133,7 @@ impl Sampler {
     /// `logits`: `[R, V]` f32 row-major, R the sum of the requests' rows, in
     /// request order. Errors: [`BatchError`] for the batch's shape or a device
     /// failure; a bad request only gets an error status in its [`RequestOutput`].
-    pub fn sample(&mut self, logits: &[f32], requests: &[Request]) -> Result<StepOutput, BatchError> {
+    pub fn sample<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<StepOutput, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let res = self.backend.run(&plan)?;
         Ok(assemble(requests, &infos, &res, plan.k as usize))
@@ -147,7 +144,7 @@ impl Sampler {
     /// processed logprobs, N columns each) of the rows `rows` (indices into
     /// the logits, in the order given). The engine uses it to fill the MTP
     /// info pool from draft-model draws. Errors as `sample`, plus a row out of range.
-    pub fn sample_with_processed(&mut self, logits: &[f32], requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
+    pub fn sample_with_processed<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
         let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         if let Some(&bad) = rows.iter().find(|&&r| r >= plan.rows as usize) {
             return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {}", plan.rows) });

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{BackendError, ConfigError};
 use crate::plan::{Backend, StepPlan, StepResult};
 
-/// Largest force top-k width N on Ascend (SAMPLER.md section 9).
-pub const MAX_N_ASCEND: u32 = 4096;
+pub use sampler_kernels::codes::MAX_N_ASCEND;
 
 /// The AscendC source of every registered kernel that has one, as
 /// `(kernel name, C++ source)`, in pipeline order.
