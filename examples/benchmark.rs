@@ -23,7 +23,7 @@
 use std::process::ExitCode;
 
 use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::CUevent_flags;
 use sampler_host::backend::cuda::CudaBackend;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
@@ -40,7 +40,7 @@ impl Rng {
 
 /// The peers' workload: `[R, V]` logits ~ 3 x N(0, 1) (sum of 4 uniforms), T 0.7, top-p 0.9, top-k 50, k 5.
 /// One prefill row per request (seed 1000 + i, position 41 + i), laid out by the host's own `build_plan`.
-pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan<'static> {
     let mut g = Rng(seed);
     let s = 3.0 * 3.0f32.sqrt(); // the sum of 4 uniforms has variance 1/3
     let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
@@ -50,7 +50,7 @@ pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
             Request::prefill(p, 41 + i)
         })
         .collect();
-    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0
+    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0.into_owned()
 }
 
 pub fn bits_eq(a: &StepResult, b: &StepResult) -> bool {
@@ -86,7 +86,7 @@ type Res<T> = Result<T, String>;
 /// Times one shape; returns its JSON record.
 pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool) -> Res<Value> {
     let e = |x: sampler_host::error::BackendError| x.to_string();
-    let d = |x: sampler_host::backend::cuda::cudarc::driver::DriverError| format!("{x:?}");
+    let d = |x: cudarc::driver::DriverError| format!("{x:?}");
     let plan = bench_plan(r, v, n, 7 + r as u64);
     let st = cuda.stream().clone();
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);

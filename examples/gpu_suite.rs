@@ -176,7 +176,7 @@ impl Rng {
 
 /// A step of `r` prefill rows at vocabulary `v`, width `n`, synthetic logits,
 /// parameters cycling over three settings; laid out by the host's `build_plan`.
-fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan<'static> {
     let mut g = Rng(seed);
     let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
     let requests: Vec<Request> = (0..r as u64)
@@ -193,7 +193,7 @@ fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
             Request::prefill(p, 17 + i)
         })
         .collect();
-    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0
+    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0.into_owned()
 }
 
 fn bits_eq(a: &StepResult, b: &StepResult) -> bool {
