@@ -1,0 +1,77 @@
+//! Host logits as the engine hands them over (SAMPLER.md section 2, issue 11):
+//! bf16 and f16 logits give results identical, bit for bit, to their exact
+//! f32 widening; large steps run in blocks of rows with results identical to
+//! one pass (batch invariance), the host buffer borrowed, not copied.
+
+mod common;
+
+use std::path::Path;
+
+use half::{bf16, f16};
+use sampler_host::backend::cpu::CpuBackend;
+use sampler_host::batch::build_plan;
+use sampler_host::plan::Backend;
+use sampler_host::{BackendKind, Sampler, SamplerConfig};
+
+use common::gen::{random_step, GenOpts, Rng};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn cases() -> Vec<sampler_host::case::Case> {
+    let files = sampler_host::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
+    assert!(!files.is_empty(), "golden cases not found beside the repository");
+    files.iter().map(|f| sampler_host::case::parse_case(&std::fs::read_to_string(f).unwrap()).unwrap()).collect()
+}
+
+#[test]
+fn half_logits_equal_their_f32_widening_bitwise() {
+    let mut checked = 0;
+    for case in cases() {
+        let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
+        let logits: Vec<f32> = logits.concat();
+        let cfg = SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend: BackendKind::Cpu };
+        let mut s = Sampler::new(cfg).unwrap();
+        let b: Vec<bf16> = logits.iter().map(|&x| bf16::from_f32(x)).collect();
+        let h: Vec<f16> = logits.iter().map(|&x| f16::from_f32(x)).collect();
+        let bw: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+        let hw: Vec<f32> = h.iter().map(|x| x.to_f32()).collect();
+        let dbg = |o: &sampler_host::StepOutput| format!("{o:?}");
+        assert_eq!(dbg(&s.sample(&b, &reqs).unwrap()), dbg(&s.sample(&bw, &reqs).unwrap()), "bf16 vs its f32 widening");
+        assert_eq!(dbg(&s.sample(&h, &reqs).unwrap()), dbg(&s.sample(&hw, &reqs).unwrap()), "f16 vs its f32 widening");
+        checked += 1;
+    }
+    assert!(checked > 10);
+}
+
+#[test]
+fn row_blocks_equal_one_pass() {
+    let mut rng = Rng::new(11);
+    let mut split = 0;
+    for rep in 0..40u64 {
+        let v = [64usize, 300, 1000][rep as usize % 3];
+        let step = random_step(&mut rng, v, if rep % 2 == 0 { 0 } else { 16 }, 8, GenOpts { p_error: 0.1 });
+        let (p, _) = build_plan(v as u32, if rep % 2 == 0 { v as u32 } else { 16 }, u32::MAX, &step.logits, &step.requests).unwrap();
+        let whole = CpuBackend::default().run(&p).unwrap();
+        for block_rows in [1usize, 2, 3] {
+            let mut cpu = CpuBackend::default();
+            // Bytes for `block_rows` rows of this step's scratch.
+            cpu.set_block_bytes(block_rows * (16 * p.n as usize + 8 * v));
+            let got = cpu.run(&p).unwrap();
+            if p.rows as usize > block_rows {
+                split += 1;
+            }
+            // Failed groups keep their status; their rows' raw values may differ (assembly discards them).
+            assert_eq!(got.group_status, whole.group_status, "rep {rep} block {block_rows}");
+            assert_eq!(got.accepted, whole.accepted, "rep {rep} block {block_rows}");
+            let ok_row = |r: usize| (0..p.groups()).any(|g| whole.group_status[g] == 0 && (p.group_first[g] as usize..(p.group_first[g] + p.group_rows[g]) as usize).contains(&r));
+            for r in (0..p.rows as usize).filter(|&r| ok_row(r)) {
+                assert_eq!(got.tokens[r], whole.tokens[r], "rep {rep} block {block_rows} row {r}");
+                assert_eq!(got.token_lp[r].to_bits(), whole.token_lp[r].to_bits(), "rep {rep} row {r}");
+                assert_eq!(got.sum_smaller[r].to_bits(), whole.sum_smaller[r].to_bits(), "rep {rep} row {r}");
+                let k = p.k as usize;
+                assert_eq!(got.top_ids[r * k..(r + 1) * k], whole.top_ids[r * k..(r + 1) * k]);
+            }
+        }
+    }
+    assert!(split > 20, "blocks must be exercised ({split})");
+}
