@@ -84,6 +84,15 @@ pub enum HostSliceMut<'a> {
     U64(&'a mut [u64]),
 }
 
+/// One input of [`Device::upload_inputs`].
+#[derive(Clone, Copy, Debug)]
+pub enum Upload<'a> {
+    /// Host data.
+    Data(HostSlice<'a>),
+    /// `len` copies of a value.
+    Fill(LaunchArg<()>, usize),
+}
+
 /// Initial contents of a step buffer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
@@ -149,6 +158,15 @@ pub struct Program {
 }
 
 impl Program {
+    /// Whether `other` launches the same kernels with the same grids and
+    /// arguments (a CUDA graph captured for one replays the other).
+    pub fn same_launches(&self, other: &Program) -> bool {
+        self.width == other.width
+            && self.launches.len() == other.launches.len()
+            && self.launches.iter().zip(&other.launches).all(|(a, b)| a.spec.name == b.spec.name && a.variant == b.variant && a.grid == b.grid && a.stage == b.stage && a.args == b.args)
+            && self.bufs == other.bufs
+    }
+
     /// Kernel names in launch order.
     pub fn kernel_names(&self) -> Vec<&'static str> {
         self.launches.iter().map(|l| l.spec.name).collect()
@@ -168,6 +186,20 @@ pub trait Device {
     fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError>;
     /// Sets the first `len` elements of `buf` to `value`.
     fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError>;
+    /// Initialises the step's inputs and filled buffers, in one go (a device
+    /// may pack them into one copy). The default uploads and fills each.
+    fn upload_inputs(&mut self, list: &[(Buf, Upload<'_>)]) -> Result<(), BackendError> {
+        for (b, u) in list {
+            match *u {
+                Upload::Data(h) => self.upload(*b, h)?,
+                Upload::Fill(x, len) => {
+                    self.alloc(*b, len)?;
+                    self.fill(*b, len, x)?;
+                }
+            }
+        }
+        Ok(())
+    }
     /// Makes the step's `[R, V]` logits the contents of [`Buf::Logits`]. The
     /// default uploads `plan.logits` as f32.
     fn bind_logits(&mut self, plan: &StepPlan) -> Result<(), BackendError> {
@@ -176,8 +208,10 @@ pub trait Device {
     }
     /// Enqueues one launch.
     fn launch(&mut self, l: &Launch) -> Result<(), BackendError>;
-    /// Copies elements `offset..offset + out.len()` of `buf` into `out`
-    /// (waits for the launches before it).
+    /// Copies elements `offset..offset + out.len()` of `buf` into `out`,
+    /// after the launches before it. `out` holds the data once
+    /// [`Device::finish`] returns (a device may copy asynchronously); it
+    /// must not move or be dropped before then.
     fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError>;
     /// Waits until every download enqueued so far has landed in host memory.
     fn finish(&mut self) -> Result<(), BackendError> {
@@ -219,8 +253,9 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn), (Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r)] {
         add(b, len, Init::Scratch);
     }
-    add(TopIds, r * kk as usize, Init::Fill(LaunchArg::I32(-1)));
-    add(TopLps, r * kk as usize, Init::Fill(LaunchArg::F32(f32::NEG_INFINITY)));
+    // Written for every row (and all k columns) by the last kernel.
+    add(TopIds, r * kk as usize, Init::Scratch);
+    add(TopLps, r * kk as usize, Init::Scratch);
     add(Fresh, r, Init::Fill(LaunchArg::I32(-1)));
     add(Accept, r, Init::Fill(LaunchArg::U32(0)));
     add(Residual, r, Init::Fill(LaunchArg::I32(-1)));
@@ -412,21 +447,19 @@ pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<
 
 /// Allocates and initialises the program's buffers on `dev` and binds the logits.
 pub fn prepare(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(), BackendError> {
+    let mut inputs = Vec::new();
     for s in &prog.bufs {
         match s.init {
             Init::Input if s.buf == Buf::Logits => dev.bind_logits(p)?,
             Init::Input => match host_input(p, s.buf) {
-                Some(h) => dev.upload(s.buf, h)?,
+                Some(h) => inputs.push((s.buf, Upload::Data(h))),
                 None => dev.alloc(s.buf, s.len)?,
             },
-            Init::Fill(x) => {
-                dev.alloc(s.buf, s.len)?;
-                dev.fill(s.buf, s.len, x)?;
-            }
+            Init::Fill(x) => inputs.push((s.buf, Upload::Fill(x, s.len))),
             Init::Scratch => dev.alloc(s.buf, s.len)?,
         }
     }
-    Ok(())
+    dev.upload_inputs(&inputs)
 }
 
 /// Enqueues every launch of the program.
@@ -466,13 +499,13 @@ pub fn collect(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(St
         dev.download(Buf::TopLps, 0, HostSliceMut::F32(&mut res.top_lps))?;
     }
     let nn = prog.width as usize;
-    for row in p.processed_rows_checked(dev.name())? {
-        let mut ids = vec![0i32; nn];
-        let mut lps = vec![0f32; nn];
-        dev.download(Buf::CandIds, row * nn, HostSliceMut::I32(&mut ids))?;
-        dev.download(Buf::Logprobs, row * nn, HostSliceMut::F32(&mut lps))?;
-        res.processed_ids.extend_from_slice(&ids);
-        res.processed_lps.extend_from_slice(&lps);
+    let rows: Vec<usize> = p.processed_rows_checked(dev.name())?.collect();
+    // Sized before any download: the buffers must not move until `finish`.
+    res.processed_ids = vec![0; rows.len() * nn];
+    res.processed_lps = vec![0.0; rows.len() * nn];
+    for ((row, ids), lps) in rows.iter().zip(res.processed_ids.chunks_mut(nn.max(1))).zip(res.processed_lps.chunks_mut(nn.max(1))) {
+        dev.download(Buf::CandIds, row * nn, HostSliceMut::I32(ids))?;
+        dev.download(Buf::Logprobs, row * nn, HostSliceMut::F32(lps))?;
     }
     let mut overflow = vec![0u32; r];
     if prog.prefix {

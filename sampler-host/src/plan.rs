@@ -215,6 +215,20 @@ impl StepPlan<'_> {
         StepPlan { rows, vocab, n, k, logits: logits.into_owned(), has_mask, masks, temperature, top_p, top_k, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, processed_rows }
     }
 
+    /// The plan's metadata without its logits (to keep past the caller's buffer).
+    pub fn without_logits(self) -> StepPlan<'static> {
+        let StepPlan { rows, vocab, n, k, logits: _, has_mask, masks, temperature, top_p, top_k, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, processed_rows } = self;
+        StepPlan { rows, vocab, n, k, logits: Logits::default(), has_mask, masks, temperature, top_p, top_k, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, processed_rows }
+    }
+
+    /// Whether the prefix path of this step can never ask for the full-row
+    /// rerun: every row has a top-k (a kept set within top-k fits the prefix,
+    /// `tests/prefix_path.rs`). The device-resident path takes the prefix
+    /// path only then, so it never waits on the device mid-step.
+    pub fn prefix_never_reruns(&self) -> bool {
+        self.top_k.iter().all(|&k| k > 0)
+    }
+
     /// Number of groups G.
     pub fn groups(&self) -> usize {
         self.group_first.len()
@@ -311,6 +325,21 @@ pub trait Backend: Send {
     fn name(&self) -> &'static str;
     /// Runs one step. Errors are device failures, never bad requests.
     fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, crate::error::BackendError>;
+    /// Starts one step without waiting for it: `Some(result)` when the
+    /// backend ran it to the end (the CPU), `None` when it is enqueued on a
+    /// device ([`Backend::collect`] reads it back). The default runs it.
+    fn enqueue(&mut self, plan: &StepPlan<'_>) -> Result<Option<StepResult>, crate::error::BackendError> {
+        self.run(plan).map(Some)
+    }
+    /// Reads back the step [`Backend::enqueue`] left on the device (waits for it).
+    fn collect(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, crate::error::BackendError> {
+        let _ = plan;
+        Err(crate::error::BackendError::Device { backend: self.name(), msg: "no enqueued step to collect".into() })
+    }
+    /// The CUDA backend behind this one, for device-resident outputs and graphs.
+    fn as_cuda(&mut self) -> Option<&mut crate::backend::cuda::CudaBackend> {
+        None
+    }
 }
 
 /// A block of consecutive rows of a step ([`StepPlan::row_blocks`]).

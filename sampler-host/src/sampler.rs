@@ -139,6 +139,54 @@ impl Sampler {
         Ok(assemble(requests, &infos, &res, plan.k as usize))
     }
 
+    /// Starts one step and returns without waiting for the device: the
+    /// device-resident path. With CUDA `logits` ([`crate::interop::CudaLogits`],
+    /// f32; read on their own stream, which the sampler's stream waits for),
+    /// nothing is copied to or from the host but the step's metadata (one
+    /// async copy from pinned memory) and no host synchronisation happens;
+    /// the outputs stay on the device until [`PendingStep::wait`]. No device
+    /// memory is allocated once a step of the same or larger shape has run.
+    /// On the CPU the step runs to the end here.
+    ///
+    /// Errors: as [`Sampler::sample`].
+    pub fn sample_async<'a, 'r>(&mut self, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
+        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let done = self.backend.enqueue(&plan)?;
+        Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done })
+    }
+
+    /// Captures a step of this shape (rows per request, request kinds,
+    /// draft widths, top-logprobs width, logits buffer) as a CUDA graph, for
+    /// [`Sampler::replay`]; engines keep one per batch-size bucket. Runs the
+    /// step once eagerly first. Errors: not the CUDA backend
+    /// ([`BatchError::Backend`]), or as [`Sampler::sample`].
+    pub fn capture<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<crate::backend::cuda::StepGraph, BatchError> {
+        let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let Some(cuda) = self.backend.as_cuda() else {
+            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "CUDA graphs need the CUDA backend".into() }));
+        };
+        Ok(cuda.capture(&plan)?)
+    }
+
+    /// Runs a step through a graph from [`Sampler::capture`]: the metadata
+    /// goes up in one async copy, the graph is launched, nothing waits.
+    /// Errors: a step whose shape differs from the captured one, or as
+    /// [`Sampler::sample`].
+    pub fn replay<'a, 'r>(&mut self, graph: &crate::backend::cuda::StepGraph, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
+        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let Some(cuda) = self.backend.as_cuda() else {
+            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "CUDA graphs need the CUDA backend".into() }));
+        };
+        cuda.replay(graph, &plan)?;
+        Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done: None })
+    }
+
+    /// The CUDA stream the sampler launches on (its outputs are ordered on
+    /// it); `None` on the CPU.
+    pub fn cuda_stream(&mut self) -> Option<std::sync::Arc<crate::interop::CudaStream>> {
+        self.backend.as_cuda().map(|c| c.stream().clone())
+    }
+
     /// Like [`Sampler::sample`], and also returns the processed top-N
     /// distribution (section 3: candidate ids in the order of 3.6 and their
     /// processed logprobs, N columns each) of the rows `rows` (indices into
@@ -154,6 +202,49 @@ impl Sampler {
         let out = assemble(requests, &infos, &res, plan.k as usize);
         let proc_rows = ProcessedRows { n: self.n as usize, rows: rows.to_vec(), ids: std::mem::take(&mut res.processed_ids), logprobs: std::mem::take(&mut res.processed_lps) };
         Ok((out, proc_rows))
+    }
+}
+
+/// A step started by [`Sampler::sample_async`] or [`Sampler::replay`]: on
+/// CUDA its outputs are still on the device ([`PendingStep::device_outputs`]);
+/// [`PendingStep::wait`] copies them to pinned host memory and assembles
+/// the per-request outputs.
+pub struct PendingStep<'s, 'r> {
+    sampler: &'s mut Sampler,
+    plan: crate::plan::StepPlan<'static>,
+    infos: Vec<RequestInfo>,
+    requests: &'r [Request],
+    done: Option<StepResult>,
+}
+
+impl std::fmt::Debug for PendingStep<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingStep").field("rows", &self.plan.rows).field("on_device", &self.done.is_none()).finish()
+    }
+}
+
+impl PendingStep<'_, '_> {
+    /// The step's outputs on the device (CUDA; `None` on the CPU, whose
+    /// step has already finished): tokens `[R]` i32, logprobs `[R]` f32,
+    /// top ids / logprobs `[R, k]`, `sum_smaller_probs` `[R]` f32, accepted
+    /// and status `[G]` per request, ordered on [`Sampler::cuda_stream`].
+    pub fn device_outputs(&mut self) -> Option<crate::backend::cuda::DeviceOutputs<'_>> {
+        if self.done.is_some() {
+            return None;
+        }
+        let plan = &self.plan;
+        self.sampler.backend.as_cuda().and_then(|c| c.outputs(plan))
+    }
+
+    /// Waits for the step, copies its outputs to (pinned) host memory and
+    /// returns the per-row and per-request outputs, as [`Sampler::sample`].
+    /// Errors: a device failure ([`BatchError::Backend`]).
+    pub fn wait(mut self) -> Result<StepOutput, BatchError> {
+        let res = match self.done.take() {
+            Some(r) => r,
+            None => self.sampler.backend.collect(&self.plan)?,
+        };
+        Ok(assemble(self.requests, &self.infos, &res, self.plan.k as usize))
     }
 }
 

@@ -17,9 +17,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute_enum;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
 use sampler_kernels::codes::MAX_N_NVIDIA;
-use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, Variant, GPU_SMEM_BASE};
+use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, Prim, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
 use crate::interop::Dtype;
@@ -164,13 +164,39 @@ enum DStore {
     U64(CudaSlice<u64>),
 }
 
-fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<(), BackendError> {
+/// Grows `s` to hold `len` (by half again at least); true when it moved.
+fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<bool, BackendError> {
     if s.len() < len.max(1) {
         let want = len.max(1).max(s.len() + s.len() / 2);
         *s = stream.alloc_zeros::<T>(want).map_err(dev)?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
+
+/// Bytes of `h` as a byte slice.
+fn host_bytes<'a>(h: &HostSlice<'a>) -> &'a [u8] {
+    // SAFETY: plain-old-data element types, viewed as bytes for a copy.
+    unsafe {
+        match *h {
+            HostSlice::F32(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+            HostSlice::I32(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+            HostSlice::U32(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+            HostSlice::U64(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+        }
+    }
+}
+
+fn prim_bytes(p: Prim) -> usize {
+    match p {
+        Prim::Bool => 1,
+        Prim::I64 | Prim::U64 | Prim::F64 => 8,
+        _ => 4,
+    }
+}
+
+/// Byte alignment of each buffer in the input arena.
+const ARENA_ALIGN: usize = 256;
 
 fn dev(e: impl std::fmt::Debug) -> BackendError {
     BackendError::Device { backend: "cuda", msg: format!("{e:?}") }
@@ -189,6 +215,19 @@ pub struct CudaDevice {
     chunks_override: Option<u32>,
     /// The caller's device logits, read in place this step (f32, no mask).
     ext_logits: Option<u64>,
+    /// Inputs and filled buffers of the step, packed: one device arena, its
+    /// pinned host staging (one async copy a step), and each buffer's byte
+    /// offset in it this step.
+    arena: Option<CudaSlice<u8>>,
+    staging: Option<PinnedHostSlice<u8>>,
+    input_at: Vec<Option<usize>>,
+    /// Pinned host memory the downloads land in, and the host copies still
+    /// to make from it at `finish` (staging offset, destination, bytes).
+    out_staging: Option<PinnedHostSlice<u8>>,
+    out_used: usize,
+    pending: Vec<(usize, *mut u8, usize)>,
+    /// Bumped whenever a device buffer moves (a captured graph is then stale).
+    generation: u64,
 }
 
 impl CudaDevice {
@@ -198,9 +237,9 @@ impl CudaDevice {
         let mut bufs = Vec::new();
         for b in Buf::ALL {
             bufs.push(match b.prim() {
-                sampler_kernels::spec::Prim::F32 => DStore::F32(stream.alloc_zeros(1).map_err(dev)?),
-                sampler_kernels::spec::Prim::I32 => DStore::I32(stream.alloc_zeros(1).map_err(dev)?),
-                sampler_kernels::spec::Prim::U64 => DStore::U64(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::F32 => DStore::F32(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::I32 => DStore::I32(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::U64 => DStore::U64(stream.alloc_zeros(1).map_err(dev)?),
                 _ => DStore::U32(stream.alloc_zeros(1).map_err(dev)?),
             });
         }
@@ -213,6 +252,13 @@ impl CudaDevice {
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
             ext_logits: None,
+            arena: None,
+            staging: None,
+            input_at: vec![None; Buf::ALL.len()],
+            out_staging: None,
+            out_used: 0,
+            pending: Vec::new(),
+            generation: 0,
         })
     }
 
@@ -259,16 +305,66 @@ impl Device for CudaDevice {
 
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         let st = self.stream.clone();
-        match &mut self.bufs[buf as usize] {
+        self.input_at[buf as usize] = None;
+        let moved = match &mut self.bufs[buf as usize] {
             DStore::F32(s) => grow(s, &st, len),
             DStore::I32(s) => grow(s, &st, len),
             DStore::U32(s) => grow(s, &st, len),
             DStore::U64(s) => grow(s, &st, len),
+        }?;
+        self.generation += moved as u64;
+        Ok(())
+    }
+
+    fn upload_inputs(&mut self, list: &[(Buf, pipeline::Upload<'_>)]) -> Result<(), BackendError> {
+        use pipeline::Upload;
+        // Lay the inputs out in one arena, each ARENA_ALIGN-aligned.
+        let mut at = Vec::with_capacity(list.len());
+        let mut total = 0usize;
+        for (b, u) in list {
+            let bytes = match u {
+                Upload::Data(h) => h.len(),
+                Upload::Fill(_, len) => *len,
+            } * prim_bytes(b.prim());
+            at.push(total);
+            total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
         }
+        let total = total.max(ARENA_ALIGN);
+        if self.staging.as_ref().is_none_or(|s| s.len() < total) {
+            let want = total.max(self.staging.as_ref().map_or(0, |s| s.len() * 3 / 2));
+            // SAFETY: plain bytes; every byte a kernel reads is written below first.
+            self.staging = Some(unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?);
+            self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
+            self.generation += 1;
+        }
+        let staging = self.staging.as_mut().expect("sized above");
+        // Waits only for the previous step's copy out of this staging (cudarc's event).
+        let host = staging.as_mut_slice().map_err(dev)?;
+        for ((b, u), &off) in list.iter().zip(&at) {
+            match u {
+                Upload::Data(h) => {
+                    let src = host_bytes(h);
+                    host[off..off + src.len()].copy_from_slice(src);
+                }
+                Upload::Fill(x, len) => {
+                    let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
+                    let w = prim_bytes(b.prim());
+                    for i in 0..*len {
+                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
+                    }
+                }
+            }
+            self.input_at[*b as usize] = Some(off);
+        }
+        let arena = self.arena.as_mut().expect("sized above");
+        // One async copy of the whole step's metadata, from pinned memory.
+        self.stream.memcpy_htod(staging, arena).map_err(dev)?;
+        Ok(())
     }
 
     fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
         self.alloc(buf, data.len())?;
+        self.input_at[buf as usize] = None;
         if data.is_empty() {
             return Ok(());
         }
@@ -339,11 +435,23 @@ impl Device for CudaDevice {
         // Scalars (and the caller's logits pointer) must outlive the builder.
         let ext = self.ext_logits.unwrap_or(0);
         let args = l.args.clone();
+        let base = match &self.arena {
+            Some(a) => a.device_ptr(&self.stream).0,
+            None => 0,
+        };
+        let ptrs: Vec<u64> = args.iter().map(|a| match a {
+            LaunchArg::Buf(b) => self.input_at[*b as usize].map_or(0, |off| base + off as u64),
+            _ => 0,
+        }).collect();
         let mut lb = self.stream.launch_builder(&f);
-        for a in &args {
+        for (a, ptr) in args.iter().zip(&ptrs) {
             match a {
                 LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
                     lb.arg(&ext);
+                }
+                // A buffer packed in the input arena this step.
+                LaunchArg::Buf(_) if *ptr != 0 => {
+                    lb.arg(ptr);
                 }
                 LaunchArg::Buf(b) => match &self.bufs[*b as usize] {
                     DStore::F32(s) => {
@@ -389,30 +497,64 @@ impl Device for CudaDevice {
     }
 
     fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
-        let st = self.stream.clone();
-        macro_rules! get {
-            ($s:expr, $o:expr) => {{
-                let n = $o.len();
-                if offset + n > $s.len() {
-                    return Err(dev(format!("download of {buf:?} past its end")));
-                }
-                if n > 0 {
-                    st.memcpy_dtoh(&$s.slice(offset..offset + n), $o).map_err(dev)?;
-                }
-            }};
-        }
-        match (&self.bufs[buf as usize], out) {
-            (DStore::F32(s), HostSliceMut::F32(o)) => get!(s, o),
-            (DStore::I32(s), HostSliceMut::I32(o)) => get!(s, o),
-            (DStore::U32(s), HostSliceMut::U32(o)) => get!(s, o),
-            (DStore::U64(s), HostSliceMut::U64(o)) => get!(s, o),
+        let w = prim_bytes(buf.prim());
+        let (dst, n) = match out {
+            HostSliceMut::F32(o) if buf.prim() == Prim::F32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::I32(o) if buf.prim() == Prim::I32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::U32(o) if buf.prim() == Prim::U32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::U64(o) if buf.prim() == Prim::U64 => (o.as_mut_ptr() as *mut u8, o.len()),
             _ => return Err(dev(format!("download of {buf:?}: element type mismatch"))),
+        };
+        let bytes = n * w;
+        if bytes == 0 {
+            return Ok(());
         }
+        // Source: the arena (inputs and filled outputs) or the buffer's own allocation.
+        let (src, have) = match self.input_at[buf as usize] {
+            Some(off) => (self.arena.as_ref().expect("arena").device_ptr(&self.stream).0 + off as u64, usize::MAX),
+            None => match &self.bufs[buf as usize] {
+                DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+                DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+                DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+                DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
+            },
+        };
+        if (offset + n) * w > have {
+            return Err(dev(format!("download of {buf:?} past its end")));
+        }
+        let need = self.out_used.div_ceil(16) * 16 + bytes;
+        if self.out_staging.as_ref().is_none_or(|s| s.len() < need) {
+            // Growing drops what earlier downloads of this step put there: copy them out first.
+            self.finish()?;
+            let want = need.max(self.out_staging.as_ref().map_or(0, |s| s.len() * 3 / 2)).max(1 << 16);
+            // SAFETY: plain bytes, written by the device before the host reads them; default
+            // flags (not write-combined): the host reads this memory.
+            self.out_staging = Some(unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?);
+        }
+        let at = self.out_used.div_ceil(16) * 16;
+        let host = self.out_staging.as_mut().expect("sized above").as_mut_ptr().map_err(dev)?;
+        // SAFETY: `at + bytes` is inside the pinned buffer; the device range was checked above.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host.add(at), bytes), src + (offset * w) as u64, self.stream.cu_stream())
+        }
+        .map_err(dev)?;
+        self.pending.push((at, dst, bytes));
+        self.out_used = at + bytes;
         Ok(())
     }
 
     fn finish(&mut self) -> Result<(), BackendError> {
-        self.stream.synchronize().map_err(dev)
+        self.stream.synchronize().map_err(dev)?;
+        if let Some(st) = &self.out_staging {
+            let host = st.as_ptr().map_err(dev)?;
+            for (at, dst, bytes) in self.pending.drain(..) {
+                // SAFETY: `dst` is the caller's `out` of `download`, alive and unmoved
+                // until `finish` (the Device contract); the copy has completed.
+                unsafe { std::ptr::copy_nonoverlapping(host.add(at), dst, bytes) };
+            }
+        }
+        self.out_used = 0;
+        Ok(())
     }
 }
 
@@ -581,9 +723,131 @@ impl CudaBackend {
     }
 }
 
+/// The outputs of the last enqueued step, still on the device (stream
+/// ordered: valid for kernels the engine enqueues on the sampler's stream,
+/// or after waiting). Rows of failed requests hold -1 tokens.
+#[derive(Debug)]
+pub struct DeviceOutputs<'a> {
+    /// `[R]` i32 output token per row (-1 none).
+    pub tokens: cudarc::driver::CudaView<'a, i32>,
+    /// `[R]` f32 processed logprob of the row's token (or prompt target).
+    pub logprobs: cudarc::driver::CudaView<'a, f32>,
+    /// `[R, k]` i32 top-logprob ids (k = the batch's top-logprobs width).
+    pub top_ids: cudarc::driver::CudaView<'a, i32>,
+    /// `[R, k]` f32 top logprobs.
+    pub top_logprobs: cudarc::driver::CudaView<'a, f32>,
+    /// `[R]` f32 `sum_smaller_probs` of the row's token.
+    pub sum_smaller_probs: cudarc::driver::CudaView<'a, f32>,
+    /// `[G]` u32 drafts accepted per request (G = requests).
+    pub accepted: cudarc::driver::CudaView<'a, u32>,
+    /// `[G]` i32 request status on the device (0 ok).
+    pub status: cudarc::driver::CudaView<'a, i32>,
+}
+
+/// A step captured as a CUDA graph ([`CudaBackend::capture`]): replays any
+/// step of the same shape (rows, requests, kinds, widths, logits buffer).
+pub struct StepGraph {
+    graph: cudarc::driver::CudaGraph,
+    prog: Program,
+    generation: u64,
+    ext_logits: Option<u64>,
+}
+
+impl std::fmt::Debug for StepGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepGraph").field("kernels", &self.prog.kernel_names()).finish_non_exhaustive()
+    }
+}
+
+impl CudaBackend {
+    /// The program of a device-resident step: the prefix path only where it
+    /// can never ask for a rerun ([`StepPlan::prefix_never_reruns`]).
+    fn device_program(&self, p: &StepPlan<'_>) -> Result<Program, BackendError> {
+        let prefix = pipeline::choose(p, self.full_row).filter(|_| p.prefix_never_reruns());
+        pipeline::build_for(&self.d, p, prefix)
+    }
+
+    /// The outputs of the last enqueued step on the device (`None` before any).
+    pub fn outputs(&self, p: &StepPlan<'_>) -> Option<DeviceOutputs<'_>> {
+        let (r, k, g) = (p.rows as usize, p.k as usize, p.groups());
+        self.prog.as_ref()?;
+        macro_rules! view {
+            ($b:expr, $v:ident, $len:expr) => {
+                match &self.d.bufs[$b as usize] {
+                    DStore::$v(s) => s.slice(0..$len.min(s.len())),
+                    _ => return None,
+                }
+            };
+        }
+        Some(DeviceOutputs {
+            tokens: view!(Buf::Tokens, I32, r),
+            logprobs: view!(Buf::TokenLp, F32, r),
+            top_ids: view!(Buf::TopIds, I32, r * k),
+            top_logprobs: view!(Buf::TopLps, F32, r * k),
+            sum_smaller_probs: view!(Buf::SumSmaller, F32, r),
+            accepted: view!(Buf::Accepted, U32, g),
+            status: view!(Buf::GroupStatus, I32, g),
+        })
+    }
+
+    /// Captures the kernels of a step of `p`'s shape as a CUDA graph, after
+    /// one eager run (kernels loaded, buffers sized: replays allocate nothing).
+    /// [`Self::replay`] then runs any step of the same shape.
+    pub fn capture(&mut self, p: &StepPlan<'_>) -> Result<StepGraph, BackendError> {
+        self.enqueue(p)?;
+        self.d.stream.synchronize().map_err(dev)?;
+        let prog = self.device_program(p)?;
+        pipeline::prepare(&mut self.d, p, &prog)?;
+        let generation = self.d.generation;
+        self.d.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
+        let r = pipeline::launch_all(&mut self.d, &prog);
+        let g = self.d.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
+        r?;
+        let graph = g.ok_or_else(|| dev("empty graph"))?;
+        graph.upload().map_err(dev)?;
+        Ok(StepGraph { graph, prog, generation, ext_logits: self.d.ext_logits })
+    }
+
+    /// Replays `graph` for step `p` (same shape as captured): uploads `p`'s
+    /// metadata (one async copy) and launches the graph; no host wait.
+    /// Errors: a step of another shape, other device logits, or buffers
+    /// that moved since the capture (capture again).
+    pub fn replay(&mut self, graph: &StepGraph, p: &StepPlan<'_>) -> Result<(), BackendError> {
+        let prog = self.device_program(p)?;
+        if !prog.same_launches(&graph.prog) {
+            return Err(dev("this step's shape differs from the captured graph's (rows, requests, widths): capture one for it"));
+        }
+        pipeline::prepare(&mut self.d, p, &prog)?;
+        if self.d.generation != graph.generation || self.d.ext_logits != graph.ext_logits {
+            return Err(dev("device buffers or the logits buffer changed since the capture: capture again"));
+        }
+        graph.graph.launch().map_err(dev)?;
+        self.prog = Some(prog);
+        Ok(())
+    }
+}
+
 impl Backend for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    fn enqueue(&mut self, p: &StepPlan<'_>) -> Result<Option<StepResult>, BackendError> {
+        let prog = self.device_program(p)?;
+        if p.rows > 0 {
+            pipeline::prepare(&mut self.d, p, &prog)?;
+            pipeline::launch_all(&mut self.d, &prog)?;
+        }
+        self.prog = Some(prog);
+        Ok(None)
+    }
+
+    fn collect(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        self.collect_step(p)
+    }
+
+    fn as_cuda(&mut self) -> Option<&mut CudaBackend> {
+        Some(self)
     }
 
     fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
