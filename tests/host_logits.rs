@@ -75,3 +75,31 @@ fn row_blocks_equal_one_pass() {
     }
     assert!(split > 20, "blocks must be exercised ({split})");
 }
+
+/// n-gram drafts (no draft distribution, an empty `DraftDist`) count as
+/// one-hot at the draft token: identical to passing that one-hot explicitly.
+#[test]
+fn ngram_drafts_are_one_hot() {
+    use sampler_host::{DraftDist, Request, SamplingParams};
+    let v = 50usize;
+    let mut rng = Rng::new(5);
+    let mut s = Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let mut accepted = 0;
+    for rep in 0..40u64 {
+        let mut logits: Vec<f32> = (0..4 * v).map(|_| (rng.range(0, 1000) as f32) / 1000.0).collect();
+        // Mostly likely drafts (a peak at the draft in its row), sometimes not.
+        let drafts: Vec<i32> = (0..3).map(|_| rng.range(0, v as u64) as i32).collect();
+        for (j, &d) in drafts.iter().enumerate() {
+            logits[j * v + d as usize] += if rep % 4 == 0 { 0.0 } else { 4.0 };
+        }
+        let p = SamplingParams { temperature: 1.0, seq_seed: Some(rep), top_logprobs: 2, ..Default::default() };
+        let ngram = Request::decode(p.clone(), 20, 4, drafts.clone(), vec![DraftDist::default(); 3]);
+        let onehot = Request::decode(p, 20, 4, drafts.clone(), drafts.iter().map(|&d| DraftDist { ids: vec![d], logprobs: vec![0.0] }).collect());
+        let a = s.sample(&logits, &[ngram]).unwrap();
+        let b = s.sample(&logits, &[onehot]).unwrap();
+        assert!(a.requests[0].status.is_ok(), "{:?}", a.requests[0].status);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "rep {rep}");
+        accepted += a.requests[0].accepted;
+    }
+    assert!(accepted > 0, "some n-gram drafts must be accepted");
+}

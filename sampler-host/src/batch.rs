@@ -166,7 +166,8 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
     let wd = requests
         .iter()
         .filter_map(|r| match &r.kind {
-            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len()).max(),
+            // An empty distribution (an n-gram draft) is one-hot: one column.
+            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().max(1)).max(),
             _ => None,
         })
         .max()
@@ -217,8 +218,17 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
             if let Some(d) = dist {
                 p.any_verify = true;
                 let base = (row + j) * wd;
-                p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
-                p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);
+                if d.ids.is_empty() {
+                    // No draft distribution (n-gram or other model-free drafts): q is one-hot
+                    // at the draft token (section 6 with q(d) = 1, as 11.3's fixed children).
+                    if draft >= 0 {
+                        p.draft_ids[base] = draft;
+                        p.draft_lps[base] = 0.0;
+                    }
+                } else {
+                    p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
+                    p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);
+                }
             }
             match (&req.masks, ok) {
                 (Some(m), true) => {

@@ -152,10 +152,15 @@ pub mod acl {
     /// One kernel argument: a device buffer address (`GM_ADDR`) or a scalar by value.
     #[derive(Debug, Clone, Copy)]
     pub enum KernelArg {
+        /// A device buffer address.
         Gm(*mut c_void),
+        /// A `uint32_t`.
         U32(u32),
+        /// An `int32_t`.
         I32(i32),
+        /// A `uint64_t`.
         U64(u64),
+        /// A `float`.
         F32(f32),
     }
 

@@ -49,14 +49,19 @@ pub const DRAFT_SEED: u64 = DRAFT_SEED_OFFSET;
 /// An engine-level failure (not of one request).
 #[derive(Debug, Error)]
 pub enum EngineError {
+    /// The engine configuration is invalid.
     #[error("engine configuration: {0}")]
     Config(String),
+    /// The model failed.
     #[error("model: {0}")]
     Model(String),
+    /// The sampler refused the batch.
     #[error(transparent)]
     Batch(#[from] BatchError),
+    /// A collective (context parallelism) failed.
     #[error(transparent)]
     Collective(#[from] CollectiveError),
+    /// Ranks disagree about the step.
     #[error("context-parallel protocol: {0}")]
     Protocol(String),
 }
@@ -161,15 +166,27 @@ impl LogitsSource for NoModel {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Prefill of prompt positions `start .. start + len` (`last`: the final chunk, which samples).
-    Prefill { start: usize, len: usize, last: bool },
+    Prefill {
+        /// First prompt position.
+        start: usize,
+        /// Positions in this chunk.
+        len: usize,
+        /// Whether this is the final chunk.
+        last: bool,
+    },
     /// Decode verifying `drafts` drafts.
-    Decode { drafts: usize },
+    Decode {
+        /// Drafts verified.
+        drafts: usize,
+    },
 }
 
 /// One request's step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestStep {
+    /// The request's id.
     pub id: u64,
+    /// Its phase this step.
     pub phase: Phase,
     /// Drafts accepted.
     pub accepted: u32,
@@ -221,6 +238,7 @@ impl StepReport {
 /// A finished request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Finished {
+    /// The request's id.
     pub id: u64,
     /// Output tokens.
     pub output: Vec<i32>,
@@ -232,6 +250,7 @@ pub struct Finished {
     pub status: Result<(), RequestError>,
     /// Drafts accepted / proposed over its life.
     pub accepted: u64,
+    /// Drafts proposed over its life.
     pub drafted: u64,
     /// Pool slot it held.
     pub slot: usize,
