@@ -87,9 +87,22 @@ fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> 
 }
 
 /// Validates everything about a request except its logits (checked on the device).
-fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
+pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
     let vp = req.params.validate(n)?;
     let rows = req.rows();
+    // Engine-level fields: at the Sampler level they would silently do nothing.
+    if req.params.prompt_logprobs && !matches!(req.kind, RequestKind::PromptLogprobs { .. }) {
+        return Err(RequestError::Field {
+            field: "prompt_logprobs",
+            msg: "= true on a request that is not RequestKind::PromptLogprobs: the Sampler returns prompt logprobs for PromptLogprobs requests (one row per prompt position); the engine layer (EngineRequest) turns this flag into them".into(),
+        });
+    }
+    if !req.params.golden_token_ids.is_empty() {
+        return Err(RequestError::Field {
+            field: "golden_token_ids",
+            msg: format!("has {} ids: at the Sampler level teacher forcing is Request::golden (one id per row of this step); the engine layer maps golden_token_ids to it", req.params.golden_token_ids.len()),
+        });
+    }
     if !req.golden.is_empty() {
         if req.golden.len() != rows {
             return Err(RequestError::Field { field: "golden", msg: format!("has {} entries for {rows} rows", req.golden.len()) });

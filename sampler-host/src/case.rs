@@ -456,12 +456,16 @@ pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseErr
         match r {
             Ok((req, _)) => {
                 let n = req.rows();
+                let at = rows.len();
                 rows.extend_from_slice(&got.rows[ri..ri + n]);
-                outs.push(got.requests[gi].clone());
+                let mut o = got.requests[gi].clone();
+                o.rows = at..at + n;
+                outs.push(o);
                 ri += n;
                 gi += 1;
             }
             Err(e) => {
+                let at = rows.len();
                 rows.extend((0..case.rows[i]).map(|_| crate::request::RowOutput {
                     token: -1,
                     logprob: f32::NEG_INFINITY,
@@ -474,6 +478,8 @@ pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseErr
                     emitted: Vec::new(),
                     emitted_logprobs: Vec::new(),
                     prompt_logprobs: Vec::new(),
+                    rows: at..at + case.rows[i],
+                    top_logprobs_width: 0,
                 });
             }
         }

@@ -20,6 +20,13 @@ pub mod sampler;
 pub mod backend;
 
 pub use error::{BackendError, BatchError, ConfigError, ParamError, RequestError};
+pub use plan::Logits;
+pub use sampler::{PendingStep, ProcessedRows};
+
+/// The README's code runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 pub use params::{SamplingParams, ValidParams};
 pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};

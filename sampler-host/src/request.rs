@@ -126,6 +126,22 @@ pub struct RequestOutput {
     pub emitted_logprobs: Vec<f32>,
     /// Prompt logprobs: one per row with a target.
     pub prompt_logprobs: Vec<f32>,
+    /// The request's rows in [`StepOutput::rows`].
+    pub rows: std::ops::Range<usize>,
+    /// The request's own top-logprobs width (its `top_logprobs`; 0 when it
+    /// failed). The rows keep the batch width k (section 5):
+    /// [`StepOutput::top_logprobs`] gives each row cut to this width.
+    pub top_logprobs_width: usize,
+}
+
+impl StepOutput {
+    /// Row `j` of request `request`, its top logprobs cut to the request's
+    /// own width; `None` when either index is out of range.
+    pub fn top_logprobs(&self, request: usize, j: usize) -> Option<&[(i32, f32)]> {
+        let r = self.requests.get(request)?;
+        let row = self.rows.get(r.rows.start + j).filter(|_| j < r.rows.len())?;
+        Some(&row.top_logprobs[..r.top_logprobs_width.min(row.top_logprobs.len())])
+    }
 }
 
 /// Everything a step returns.

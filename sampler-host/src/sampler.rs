@@ -5,6 +5,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::batch::{build_plan, RequestInfo};
 use crate::error::{BatchError, ConfigError, RequestError};
 use crate::plan::{Backend, Logits, StepResult};
+use crate::params::SamplingParams;
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 
 pub use sampler_kernels::codes::{MAX_N_ASCEND, MAX_N_NVIDIA};
@@ -47,7 +48,8 @@ pub struct SamplerConfig {
     pub vocab_size: u32,
     /// Force top-k width N; 0 (or >= V) = off (section 3.3).
     pub force_topk: u32,
-    /// Draft tokens per step (default 5).
+    /// Most drafts a decode request verifies, and most draft rows of a
+    /// `Draft` request, per step (default 5); more fail that request.
     pub nextn: u32,
     /// Backend choice.
     pub backend: BackendKind,
@@ -115,6 +117,29 @@ impl Sampler {
         Ok(Sampler { cfg, n, backend })
     }
 
+    /// Checks `req` against this sampler's configuration (parameters,
+    /// vocabulary ids, draft counts within `nextn`, masks): the error a step
+    /// would give it, now. Only its logits are left to check at `sample`.
+    pub fn check(&self, req: &Request) -> Result<(), RequestError> {
+        crate::batch::validate(req, self.cfg.vocab_size, self.n, self.cfg.nextn).map(|_| ())
+    }
+
+    /// Builds a request and checks it ([`Sampler::check`]).
+    ///
+    /// ```
+    /// use sampler_host::{BackendKind, RequestKind, Sampler, SamplerConfig, SamplingParams};
+    /// let s = Sampler::new(SamplerConfig { backend: BackendKind::Cpu, ..SamplerConfig::new(100) }).unwrap();
+    /// let ok = s.request(SamplingParams::default(), RequestKind::Prefill { seqlen_k: 41 });
+    /// assert!(ok.is_ok());
+    /// let bad = s.request(SamplingParams { top_p: 1.5, ..Default::default() }, RequestKind::Prefill { seqlen_k: 41 });
+    /// assert!(bad.is_err());
+    /// ```
+    pub fn request(&self, params: SamplingParams, kind: RequestKind) -> Result<Request, RequestError> {
+        let req = Request { params, kind, golden: Vec::new(), masks: None };
+        self.check(&req)?;
+        Ok(req)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SamplerConfig {
         &self.cfg
@@ -128,11 +153,39 @@ impl Sampler {
         self.backend.name()
     }
 
-    /// Samples one step.
+    /// Samples one step and waits for it.
     ///
-    /// `logits`: `[R, V]` f32 row-major, R the sum of the requests' rows, in
-    /// request order. Errors: [`BatchError`] for the batch's shape or a device
-    /// failure; a bad request only gets an error status in its [`RequestOutput`].
+    /// `logits`: `[R, V]` row-major, R the sum of the requests' rows, in
+    /// request order: a host slice of f32, `half::bf16` or `half::f16`
+    /// (borrowed, never copied whole; half precision is widened exactly, so
+    /// results equal those of the widened f32 logits), or CUDA device memory
+    /// ([`crate::interop::CudaLogits`]; see [`Sampler::sample_async`] for the
+    /// path that does not wait). Errors: [`BatchError`] for the batch's shape
+    /// or a device failure; a bad request only gets an error status in its
+    /// [`RequestOutput`] (SAMPLER.md sections 1-9).
+    ///
+    /// Host logits:
+    /// ```
+    /// use sampler_host::{BackendKind, Request, Sampler, SamplerConfig, SamplingParams};
+    /// let mut s = Sampler::new(SamplerConfig { backend: BackendKind::Cpu, ..SamplerConfig::new(8) }).unwrap();
+    /// let params = SamplingParams { temperature: 0.0, seq_seed: Some(1), ..Default::default() };
+    /// let logits = [0.0f32, 1.0, 5.0, 0.5, 0.0, 0.0, 0.0, 0.0]; // [1, 8]
+    /// let out = s.sample(&logits, &[Request::prefill(params.clone(), 3)]).unwrap();
+    /// assert_eq!(out.requests[0].emitted, [2]);
+    /// // The same logits as bf16 (exact here): the same result.
+    /// let half: Vec<half::bf16> = logits.iter().map(|&x| half::bf16::from_f32(x)).collect();
+    /// assert_eq!(s.sample(&half, &[Request::prefill(params, 3)]).unwrap(), out);
+    /// ```
+    ///
+    /// Device logits (CUDA; the engine's buffer, read on its own stream):
+    /// ```no_run
+    /// use sampler_host::interop::{CudaLogits, CudaSlice};
+    /// use sampler_host::{Request, Sampler, SamplerConfig, SamplingParams};
+    /// # fn demo(logits: &CudaSlice<f32>, reqs: &[Request]) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut s = Sampler::new(SamplerConfig::new(129280))?;
+    /// let out = s.sample(CudaLogits::f32(logits), reqs)?;
+    /// # Ok(()) }
+    /// ```
     pub fn sample<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<StepOutput, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let res = self.backend.run(&plan)?;
@@ -262,9 +315,13 @@ pub struct ProcessedRows {
 }
 
 impl ProcessedRows {
-    /// `(ids, logprobs)` of the i-th requested row.
-    pub fn row(&self, i: usize) -> (&[i32], &[f32]) {
-        (&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n])
+    /// `(ids, logprobs)` of the i-th requested row, `N` each. Errors:
+    /// [`BatchError::Rows`] when `i` is not below `rows.len()`.
+    pub fn row(&self, i: usize) -> Result<(&[i32], &[f32]), BatchError> {
+        if i >= self.rows.len() {
+            return Err(BatchError::Rows { index: 0, rows: i as u64, why: format!("processed row index {i} is not below {}", self.rows.len()) });
+        }
+        Ok((&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n]))
     }
 }
 
@@ -298,7 +355,17 @@ fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepResult, k: us
             Ok(_) if res.group_status[g] != 0 => Err(device_error(info, res)),
             Ok(_) => Ok(()),
         };
-        let mut out = RequestOutput { status: Ok(()), accepted: 0, emitted: Vec::new(), emitted_logprobs: Vec::new(), prompt_logprobs: Vec::new() };
+        let rows_of = info.first_row..info.first_row + info.rows;
+        let width = if status.is_ok() { (req.params.top_logprobs as usize).min(k) } else { 0 };
+        let mut out = RequestOutput {
+            status: Ok(()),
+            accepted: 0,
+            emitted: Vec::new(),
+            emitted_logprobs: Vec::new(),
+            prompt_logprobs: Vec::new(),
+            rows: rows_of,
+            top_logprobs_width: width,
+        };
         if let Err(e) = status {
             rows.extend((0..info.rows).map(|_| failed_row()));
             out.status = Err(e);

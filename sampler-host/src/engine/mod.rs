@@ -552,7 +552,7 @@ impl Engine {
                 let (mut req, seqlen_q) = match phases[i] {
                     Phase::Prefill { len, .. } => {
                         queries.push(RowQuery { request: s.id, role: RowRole::Target, input: s.last_token(), predicts: s.prompt.len() as u64 });
-                        (Request::prefill(s.params.clone(), s.prompt.len() as u64), len)
+                        (Request::prefill(s.params.for_sampler(), s.prompt.len() as u64), len)
                     }
                     _ => {
                         let k = s.drafts.len();
@@ -562,7 +562,7 @@ impl Engine {
                             queries.push(RowQuery { request: s.id, role: RowRole::Target, input, predicts: l + j as u64 });
                         }
                         let dists = (0..k).map(|j| self.pool.read(s.slot, j)).collect();
-                        (Request::decode(s.params.clone(), l + k as u64, k as u64 + 1, s.drafts.clone(), dists), k + 1)
+                        (Request::decode(s.params.for_sampler(), l + k as u64, k as u64 + 1, s.drafts.clone(), dists), k + 1)
                     }
                 };
                 req.golden = golden::step_golden(&s.params.golden_token_ids, out_len, nextn, seqlen_q, req.rows());
@@ -647,7 +647,7 @@ impl Engine {
                         let input = if d == 0 { *u.emitted.last().unwrap() } else { -1 };
                         dq.push(RowQuery { request: s.id, role: RowRole::Draft, input, predicts: base + d });
                     }
-                    dreqs.push(Request { params: s.params.clone(), kind: kind.clone(), golden: Vec::new(), masks: None });
+                    dreqs.push(Request { params: s.params.for_sampler(), kind: kind.clone(), golden: Vec::new(), masks: None });
                 }
                 let dlogits = model.draft_logits(&dq);
                 check_len("draft", &dlogits, dq.len(), v)?;
@@ -660,7 +660,7 @@ impl Engine {
                     if r.status.is_ok() && r.emitted.len() == rows {
                         let slot = self.running[*i].slot;
                         for d in 0..rows {
-                            let (ids, lps) = proc_rows.row(row + d);
+                            let (ids, lps) = proc_rows.row(row + d)?;
                             self.pool.write(slot, d, ids, lps)?;
                         }
                         updates[*i].as_mut().unwrap().drafts = r.emitted.clone();
