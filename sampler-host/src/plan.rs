@@ -29,6 +29,7 @@ pub fn mass_chunks(v: u32) -> u32 {
 /// Logits per program of `row_mass`.
 pub const MASS_CHUNK: u32 = 16384;
 
+pub use crate::batch::build_plan;
 pub use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
 
 /// A step's `[R, V]` logits as the host hands them over: borrowed (f32,
