@@ -46,7 +46,7 @@ pub struct Variant {
 /// the dynamic shared memory of every entry point.
 pub const GPU_SMEM_BASE: u32 = 2048;
 /// NVIDIA runtime: most keys `top_n` / `sort_desc` sort at once in shared memory.
-pub const GPU_SORT_CAP: u32 = 16384;
+pub const GPU_SORT_CAP: u32 = crate::codes::MAX_N_NVIDIA;
 
 /// NVIDIA runtime: most logits per program `top_n` stages in shared memory.
 pub const GPU_STAGE_CAP: u32 = 32768;
