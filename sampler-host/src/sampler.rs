@@ -22,9 +22,10 @@ pub enum BackendKind {
     Cpu,
     /// NVIDIA GPU through the CUDA driver (PTX from the same kernels).
     Cuda,
-    /// Huawei Ascend 910B/910C through CANN (AscendC from the same kernels;
-    /// force top-k N <= 4096). Not runnable yet: `Sampler::new` returns
-    /// `ConfigError::BackendUnavailable` (docs/ASCEND.md).
+    /// Huawei Ascend 910B/910C through CANN (AscendC from the same kernels,
+    /// the shared launch list; force top-k N <= 4096). Without CANN,
+    /// `Sampler::new` returns `ConfigError::BackendUnavailable`; never run
+    /// on hardware yet (docs/ASCEND.md).
     Ascend,
 }
 
