@@ -220,6 +220,10 @@ pub struct CudaDevice {
     /// offset in it this step.
     arena: Option<CudaSlice<u8>>,
     staging: Option<PinnedHostSlice<u8>>,
+    /// Recorded after the staging's last copy (event tracking is off in this
+    /// context, so cudarc records none): the host waits on it, and only on
+    /// it, before writing the staging again.
+    staging_copied: Option<cudarc::driver::CudaEvent>,
     input_at: Vec<Option<usize>>,
     /// Pinned host memory the downloads land in, and the host copies still
     /// to make from it at `finish` (staging offset, destination, bytes).
@@ -254,6 +258,7 @@ impl CudaDevice {
             ext_logits: None,
             arena: None,
             staging: None,
+            staging_copied: None,
             input_at: vec![None; Buf::ALL.len()],
             out_staging: None,
             out_used: 0,
@@ -337,8 +342,11 @@ impl Device for CudaDevice {
             self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
             self.generation += 1;
         }
+        if let Some(e) = self.staging_copied.take() {
+            // The previous step's metadata copy (the front of that step) must be done.
+            e.synchronize().map_err(dev)?;
+        }
         let staging = self.staging.as_mut().expect("sized above");
-        // Waits only for the previous step's copy out of this staging (cudarc's event).
         let host = staging.as_mut_slice().map_err(dev)?;
         for ((b, u), &off) in list.iter().zip(&at) {
             match u {
@@ -359,6 +367,7 @@ impl Device for CudaDevice {
         let arena = self.arena.as_mut().expect("sized above");
         // One async copy of the whole step's metadata, from pinned memory.
         self.stream.memcpy_htod(staging, arena).map_err(dev)?;
+        self.staging_copied = Some(self.stream.record_event(None).map_err(dev)?);
         Ok(())
     }
 
