@@ -103,3 +103,18 @@ fn ngram_drafts_are_one_hot() {
     }
     assert!(accepted > 0, "some n-gram drafts must be accepted");
 }
+
+/// Logits of the wrong kind or length are a typed error, never a panic.
+#[test]
+fn logits_shape_errors_are_typed() {
+    let mut s = Sampler::new(SamplerConfig { vocab_size: 8, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let req = [sampler_host::Request::prefill(sampler_host::SamplingParams { seq_seed: Some(1), ..Default::default() }, 3)];
+    let short: Vec<bf16> = vec![bf16::from_f32(0.0); 7];
+    assert!(matches!(s.sample(&short, &req), Err(sampler_host::BatchError::LogitsShape { got: 7, .. })));
+    let out = s.sample(&vec![f16::from_f32(1.0); 8], &req).unwrap();
+    assert!(out.requests[0].status.is_ok());
+    // Past the end of the processed rows: an error, not a panic.
+    let (_, pr) = s.sample_with_processed(&vec![0.0f32; 8], &req, &[0]).unwrap();
+    assert!(pr.row(0).is_ok());
+    assert!(pr.row(1).is_err());
+}

@@ -63,6 +63,9 @@ impl Backend for CpuBackend {
     }
 
     fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        if matches!(p.logits, crate::plan::Logits::Cuda(_)) {
+            return Err(err("CUDA device logits given to the CPU backend: pass host logits".into()));
+        }
         // Bytes per row of the [R, N] and [R, V] scratch the step keeps.
         let per_row = 16 * p.n.max(1) as usize + if p.any_verify { 4 * p.vocab as usize } else { 0 } + 4 * p.vocab as usize;
         let block_rows = (self.block_bytes / per_row).max(1);
