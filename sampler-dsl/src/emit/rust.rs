@@ -301,7 +301,7 @@ fn param_doc(docs: &[syn::Attribute], name: &str) -> Option<String> {
 /// launches through it, so no backend keeps a positional argument list.
 pub fn args_struct(k: &Kernel) -> TokenStream {
     let name = k.name.to_string();
-    let n = k.params.len();
+    let n = proc_macro2::Literal::usize_unsuffixed(k.params.len());
     let fields = k.params.iter().map(|p| {
         let f = &p.name;
         let (ty, what) = match &p.ty {
