@@ -34,7 +34,7 @@
 use std::process::ExitCode;
 
 use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::CUevent_flags;
 use sampler_host::backend::cuda::CudaBackend;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
@@ -51,12 +51,18 @@ impl Rng {
 
 /// The peers' workload: `[R, V]` logits ~ 3 x N(0, 1) (sum of 4 uniforms), T 0.7, top-p 0.9, top-k 50, k 5.
 /// One prefill row per request (seed 1000 + i, position 41 + i), laid out by the host's own `build_plan`.
-pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan<'static> {
     bench_plan_mode(r, v, n, seed, LogprobsMode::Processed)
 }
 
 /// [`bench_plan`] with every request's `logprobs_mode` set to `mode`.
-pub fn bench_plan_mode(r: u32, v: u32, n: u32, seed: u64, mode: LogprobsMode) -> StepPlan {
+pub fn bench_plan_mode(r: u32, v: u32, n: u32, seed: u64, mode: LogprobsMode) -> StepPlan<'static> {
+    let (logits, requests) = bench_inputs(r, v, seed, mode);
+    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0.into_owned()
+}
+
+/// The logits and requests of [`bench_plan_mode`].
+pub fn bench_inputs(r: u32, v: u32, seed: u64, mode: LogprobsMode) -> (Vec<f32>, Vec<Request>) {
     let mut g = Rng(seed);
     let s = 3.0 * 3.0f32.sqrt(); // the sum of 4 uniforms has variance 1/3
     let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
@@ -74,7 +80,70 @@ pub fn bench_plan_mode(r: u32, v: u32, n: u32, seed: u64, mode: LogprobsMode) ->
             Request::prefill(p, 41 + i)
         })
         .collect();
-    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0
+    (logits, requests)
+}
+
+/// The whole step through the public API (`Sampler` with device logits,
+/// issue 11): eager (`sample_async` + `wait`: metadata up in one async copy,
+/// outputs to pinned host memory) and graph replay (`capture` once, then
+/// `replay` + `wait`), each as the wall time of the call and as the device
+/// span (events around the enqueue); and the outputs against the CPU
+/// `Sampler`'s, bit for bit, when `check`.
+pub fn time_api(r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode) -> Res<Value> {
+    use sampler_host::interop::CudaLogits;
+    use sampler_host::{BackendKind, Sampler, SamplerConfig};
+    let d = |x: cudarc::driver::DriverError| format!("{x:?}");
+    let b = |x: sampler_host::error::BatchError| x.to_string();
+    let (logits, reqs) = bench_inputs(r, v, 7 + r as u64, mode);
+    let cfg = |backend| SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend };
+    let mut s = Sampler::new(cfg(BackendKind::Cuda)).map_err(|e| e.to_string())?;
+    let st = s.cuda_stream().ok_or("no CUDA stream")?;
+    let dl = st.clone_htod(&logits).map_err(d)?;
+    let mut flush = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
+    let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let want = if check { Some(format!("{:?}", Sampler::new(cfg(BackendKind::Cpu)).map_err(|e| e.to_string())?.sample(&logits, &reqs).map_err(b)?)) } else { None };
+    let mut ok = true;
+    let (mut ew, mut ed, mut gw, mut gd) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..reps + 3 {
+        st.memset_zeros(&mut flush).map_err(d)?;
+        st.synchronize().map_err(d)?;
+        let t = std::time::Instant::now();
+        let a = st.record_event(flags).map_err(d)?;
+        let pend = s.sample_async(CudaLogits::f32(&dl), &reqs).map_err(b)?;
+        let e = st.record_event(flags).map_err(d)?;
+        let out = pend.wait().map_err(b)?;
+        let wall = t.elapsed().as_secs_f64() * 1e6;
+        if i >= 3 {
+            ew.push(wall);
+            ed.push(a.elapsed_ms(&e).map_err(d)? as f64 * 1e3);
+        }
+        if i == 0 {
+            ok &= want.as_ref().is_none_or(|w| *w == format!("{out:?}"));
+        }
+    }
+    let graph = s.capture(CudaLogits::f32(&dl), &reqs).map_err(b)?;
+    for i in 0..reps + 3 {
+        st.memset_zeros(&mut flush).map_err(d)?;
+        st.synchronize().map_err(d)?;
+        let t = std::time::Instant::now();
+        let a = st.record_event(flags).map_err(d)?;
+        let pend = s.replay(&graph, CudaLogits::f32(&dl), &reqs).map_err(b)?;
+        let e = st.record_event(flags).map_err(d)?;
+        let out = pend.wait().map_err(b)?;
+        let wall = t.elapsed().as_secs_f64() * 1e6;
+        if i >= 3 {
+            gw.push(wall);
+            gd.push(a.elapsed_ms(&e).map_err(d)? as f64 * 1e3);
+        }
+        if i == 0 {
+            ok &= want.as_ref().is_none_or(|w| *w == format!("{out:?}"));
+        }
+    }
+    Ok(json!({
+        "api_eager_wall_us": median(&mut ew), "api_eager_device_us": median(&mut ed),
+        "api_graph_wall_us": median(&mut gw), "api_graph_device_us": median(&mut gd),
+        "api_check_cpu_bitwise": if check { Some(ok) } else { None },
+    }))
 }
 
 pub fn bits_eq(a: &StepResult, b: &StepResult) -> bool {
@@ -115,7 +184,7 @@ pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, c
 /// [`time_shape`] with the requests' `logprobs_mode` set to `mode`.
 pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode) -> Res<Value> {
     let e = |x: sampler_host::error::BackendError| x.to_string();
-    let d = |x: sampler_host::backend::cuda::cudarc::driver::DriverError| format!("{x:?}");
+    let d = |x: cudarc::driver::DriverError| format!("{x:?}");
     let plan = bench_plan_mode(r, v, n, 7 + r as u64, mode);
     let st = cuda.stream().clone();
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
@@ -226,25 +295,31 @@ fn run(args: &[String]) -> ExitCode {
         cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
     }
     println!("device: {}; tuning: {}; chunks override: {:?}; logprobs: {}", cuda.device_name(), cuda.tuning().source, arg(args, "--chunks"), mode.as_str());
-    println!("|    R |     N | chunks | copy us | floor us | eager us | graph us | x floor | check | kernels us");
+    // api_*: the same step through `Sampler` with device logits (issue 11), device span and wall time of the call.
+    println!("|    R |     N | chunks | copy us | floor us | eager us | graph us | x floor | api eager dev | api eager wall | api graph dev | api graph wall | check | kernels us");
     let mut out = Vec::new();
     let mut bad = 0;
     for &n in &ns {
         for &r in &rows {
-            match time_shape_mode(&mut cuda, r, v, n, reps, r <= check_rows, mode) {
+            let timed = time_shape_mode(&mut cuda, r, v, n, reps, r <= check_rows, mode).and_then(|mut j| {
+                let api = time_api(r, v, n, reps, r <= check_rows, mode)?;
+                j.as_object_mut().unwrap().extend(api.as_object().unwrap().clone());
+                Ok(j)
+            });
+            match timed {
                 Ok(j) => {
                     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
                     let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())).collect();
-                    let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool()) {
-                        (Some(true), Some(true)) => "bitwise ok",
-                        (None, _) => "-",
+                    let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool(), j["api_check_cpu_bitwise"].as_bool()) {
+                        (Some(true), Some(true), Some(true)) => "bitwise ok",
+                        (None, _, _) => "-",
                         _ => {
                             bad += 1;
                             "MISMATCH"
                         }
                     };
                     println!(
-                        "| {r:>4} | {:>5} | {:>6} | {:>7.1} | {:>8.1} | {:>8.1} | {:>8.1} | {:>7.1} | {chk} | {}",
+                        "| {r:>4} | {:>5} | {:>6} | {:>7.1} | {:>8.1} | {:>8.1} | {:>8.1} | {:>7.1} | {:>9.1} | {:>9.1} | {:>9.1} | {:>9.1} | {chk} | {}",
                         if n == 0 { "off".to_string() } else { n.to_string() },
                         j["chunks"],
                         f("copy_us"),
@@ -252,6 +327,10 @@ fn run(args: &[String]) -> ExitCode {
                         f("eager_us"),
                         f("graph_us"),
                         f("graph_us") / f("floor_us"),
+                        f("api_eager_device_us"),
+                        f("api_eager_wall_us"),
+                        f("api_graph_device_us"),
+                        f("api_graph_wall_us"),
                         ks.join(", ")
                     );
                     out.push(j);

@@ -302,13 +302,13 @@ fn draft_rows(sampler: &mut Sampler, model: &mut SyntheticModel, id: u64, params
     let logits = model.draft_logits(&q);
     let req = Request { params: params.clone(), kind: RequestKind::Draft { seqlen_k: base, seqlen_q: 1, last_valid_offset: 0, rows: rows as u32 }, golden: Vec::new(), masks: None };
     let (_, pr) = sampler.sample_with_processed(&logits, &[req], &(0..rows).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
-    Ok((0..rows)
+    (0..rows)
         .map(|j| {
-            let (ids, lps) = pr.row(j);
+            let (ids, lps) = pr.row(j).map_err(|e| e.to_string())?;
             let keep: Vec<usize> = (0..ids.len()).filter(|&c| lps[c] > f32::NEG_INFINITY).collect();
-            DraftDist { ids: keep.iter().map(|&c| ids[c]).collect(), logprobs: keep.iter().map(|&c| lps[c]).collect() }
+            Ok(DraftDist { ids: keep.iter().map(|&c| ids[c]).collect(), logprobs: keep.iter().map(|&c| lps[c]).collect() })
         })
-        .collect())
+        .collect()
 }
 
 /// Target rows at `predicts` = `base + depth[n]` for each node / chain row.

@@ -180,7 +180,7 @@ impl Rng {
 
 /// A step of `r` prefill rows at vocabulary `v`, width `n`, synthetic logits,
 /// parameters cycling over five settings; laid out by the host's `build_plan`.
-fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
+fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan<'static> {
     let mut g = Rng(seed);
     let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
     let requests: Vec<Request> = (0..r as u64)
@@ -202,7 +202,7 @@ fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan {
             Request::prefill(p, 17 + i)
         })
         .collect();
-    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0
+    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0.into_owned()
 }
 
 fn bits_eq(a: &StepResult, b: &StepResult) -> bool {
@@ -318,7 +318,7 @@ fn main() -> ExitCode {
 /// children, then each level's best node expands), or 64 plain decode rows
 /// when `trees == 0`. Children are their parent row's top tokens, so walks
 /// go deep; `dists`: one draft distribution (the parent row's top N) per internal node.
-fn tree_plan(v: u32, n: u32, trees: usize, m: usize, dists: bool, seed: u64) -> StepPlan {
+fn tree_plan(v: u32, n: u32, trees: usize, m: usize, dists: bool, seed: u64) -> StepPlan<'static> {
     let mut g = Rng(seed);
     let rows = if trees == 0 { 64 } else { trees * m };
     let logits: Vec<f32> = (0..rows * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
@@ -366,7 +366,7 @@ fn tree_plan(v: u32, n: u32, trees: usize, m: usize, dists: bool, seed: u64) -> 
             })
             .collect()
     };
-    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed tree batch").0
+    build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed tree batch").0.into_owned()
 }
 
 fn tree_timing() -> ExitCode {

@@ -36,7 +36,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sampler_host::engine::cp::{Collective, CollectiveError, LocalCollective, NcclCollective};
-use sampler_host::backend::cuda::cudarc;
 use sampler_host::tp::{gather_logits, RawNcclCollective, shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig, VocabParallelSampler};
 use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
 

@@ -12,7 +12,12 @@ use sampler_host::case::run_case_str;
 use sampler_host::compare::compare_results;
 use sampler_host::{BackendKind, ConfigError, Sampler, SamplerConfig};
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+
+/// The golden cases: `SAMPLER_GOLDEN_DIR` (the GPU round carries them), else beside the repository.
+fn golden_dir() -> String {
+    std::env::var("SAMPLER_GOLDEN_DIR").unwrap_or_else(|_| GOLDEN_DEFAULT.to_string())
+}
 
 /// Says so on the real stderr (the test harness captures `eprintln!` of passing tests).
 fn skip(msg: &str) {
@@ -42,9 +47,10 @@ fn golden_cases_on_cuda_equal_cpu() {
         skip("no CUDA GPU: golden cases on CUDA not run (scripts/gpu-suite.sh runs them on the H200)");
         return;
     }
-    let dir = Path::new(GOLDEN);
+    let g = golden_dir();
+    let dir = Path::new(&g);
     if !dir.is_dir() {
-        skip(&format!("golden cases not found at {GOLDEN}"));
+        skip(&format!("golden cases not found at {g}"));
         return;
     }
     let mut fails = Vec::new();
@@ -59,4 +65,63 @@ fn golden_cases_on_cuda_equal_cpu() {
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
+/// The engine's path through the public API (issue 11): every golden case
+/// with its logits in device memory (`sample_async` + `wait`), through a
+/// captured graph replayed for it, and with bf16 / f16 host logits, all
+/// bitwise equal to the CPU backend on the same (widened) logits.
+#[test]
+fn device_logits_through_the_public_api_equal_cpu() {
+    use half::{bf16, f16};
+    use sampler_host::interop::CudaLogits;
+    if !driver_present() || CudaBackend::new().is_err() {
+        skip("no CUDA GPU: the device-resident public API is not run (scripts/engine-gpu-round.sh runs it on the H200)");
+        return;
+    }
+    let mut checked = 0;
+    let mut fails = Vec::new();
+    for f in sampler_host::case::golden_files(Path::new(&golden_dir())) {
+        let case = sampler_host::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        if case.force_topk > sampler_kernels::codes::MAX_N_NVIDIA && case.force_topk < case.vocab_size {
+            continue;
+        }
+        let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
+        let logits: Vec<f32> = logits.concat();
+        let cfg = |b| SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend: b };
+        let mut cpu = Sampler::new(cfg(BackendKind::Cpu)).unwrap();
+        let mut gpu = Sampler::new(cfg(BackendKind::Cuda)).unwrap();
+        let want = format!("{:?}", cpu.sample(&logits, &reqs).unwrap());
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        // Device logits, eager.
+        let stream = gpu.cuda_stream().unwrap();
+        let dl = stream.clone_htod(&logits).unwrap();
+        let got = format!("{:?}", gpu.sample_async(CudaLogits::f32(&dl), &reqs).unwrap().wait().unwrap());
+        if got != want {
+            fails.push(format!("{name}: device logits (eager) differ from the CPU"));
+        }
+        // Device logits, graph captured then replayed.
+        if !logits.is_empty() {
+            let g = gpu.capture(CudaLogits::f32(&dl), &reqs).unwrap();
+            let got = format!("{:?}", gpu.replay(&g, CudaLogits::f32(&dl), &reqs).unwrap().wait().unwrap());
+            if got != want {
+                fails.push(format!("{name}: graph replay differs from the CPU"));
+            }
+        }
+        // Host bf16 / f16 on CUDA vs their f32 widening on the CPU.
+        let b: Vec<bf16> = logits.iter().map(|&x| bf16::from_f32(x)).collect();
+        let bw: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+        if format!("{:?}", gpu.sample(&b, &reqs).unwrap()) != format!("{:?}", cpu.sample(&bw, &reqs).unwrap()) {
+            fails.push(format!("{name}: bf16 on CUDA differs from its widening on the CPU"));
+        }
+        let h: Vec<f16> = logits.iter().map(|&x| f16::from_f32(x)).collect();
+        let hw: Vec<f32> = h.iter().map(|x| x.to_f32()).collect();
+        if format!("{:?}", gpu.sample(&h, &reqs).unwrap()) != format!("{:?}", cpu.sample(&hw, &reqs).unwrap()) {
+            fails.push(format!("{name}: f16 on CUDA differs from its widening on the CPU"));
+        }
+        checked += 1;
+    }
+    eprintln!("device-resident public API: {checked} golden cases checked, {} failures", fails.len());
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    assert!(checked > 10);
 }

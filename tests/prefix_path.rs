@@ -46,7 +46,7 @@ fn bits(p: &StepPlan, r: &StepResult) -> Vec<String> {
 }
 
 /// Random steps without force top-k whose rows all have top-k or top-p < 1.
-fn plan(rng: &mut Rng, v: usize, style: u32) -> StepPlan {
+fn plan(rng: &mut Rng, v: usize, style: u32) -> StepPlan<'static> {
     let mut step = random_step(rng, v, 0, 6, GenOpts { p_error: 0.1, ..Default::default() });
     for r in &mut step.requests {
         let p = &mut r.params;
@@ -77,7 +77,7 @@ fn plan(rng: &mut Rng, v: usize, style: u32) -> StepPlan {
             }
         }
     }
-    build_plan(v as u32, v as u32, u32::MAX, &step.logits, &step.requests).unwrap().0
+    build_plan(v as u32, v as u32, u32::MAX, &step.logits, &step.requests).unwrap().0.into_owned()
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use crate::error::{BatchError, RequestError};
 use crate::params::{FilterOrder, LogprobsMode, ValidParams};
-use crate::plan::{StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT};
+use crate::plan::{Logits, StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT};
 use crate::tree::{TreeShape, SIBLING_POSITION_STRIDE};
 use crate::request::{Request, RequestKind};
 
@@ -102,9 +102,22 @@ fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> 
 }
 
 /// Validates everything about a request except its logits (checked on the device).
-fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
+pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
     let vp = req.params.validate(n)?;
     let rows = req.rows();
+    // Engine-level fields: at the Sampler level they would silently do nothing.
+    if req.params.prompt_logprobs && !matches!(req.kind, RequestKind::PromptLogprobs { .. }) {
+        return Err(RequestError::Field {
+            field: "prompt_logprobs",
+            msg: "= true on a request that is not RequestKind::PromptLogprobs: the Sampler returns prompt logprobs for PromptLogprobs requests (one row per prompt position); the engine layer (EngineRequest) turns this flag into them".into(),
+        });
+    }
+    if !req.params.golden_token_ids.is_empty() {
+        return Err(RequestError::Field {
+            field: "golden_token_ids",
+            msg: format!("has {} ids: at the Sampler level teacher forcing is Request::golden (one id per row of this step); the engine layer maps golden_token_ids to it", req.params.golden_token_ids.len()),
+        });
+    }
     if let RequestKind::Tree { tree, .. } = &req.kind {
         // Section 11.10; golden is one id per depth (11.7), so checked here.
         let sh = tree.validate(vocab)?;
@@ -174,14 +187,17 @@ fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams
 ///
 /// Errors: [`BatchError`] only for the batch's own shape (logits length);
 /// everything about one request lands in its [`RequestInfo::params`].
-pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<(StepPlan<'a>, Vec<RequestInfo>), BatchError> {
+    let logits: Logits<'a> = logits.into();
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     let expected = total_rows.checked_mul(vocab as usize);
     if expected != Some(logits.len()) {
         return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
     }
-    let (mut p, infos) = build_plan_meta(vocab, n, nextn, requests)?;
-    p.logits = logits.to_vec();
+    // The metadata plan has no logits ('static): it narrows to 'a.
+    let (meta, infos) = build_plan_meta(vocab, n, nextn, requests)?;
+    let mut p: StepPlan<'a> = meta;
+    p.logits = logits;
     Ok((p, infos))
 }
 
@@ -190,7 +206,7 @@ pub fn build_plan(vocab: u32, n: u32, nextn: u32, logits: &[f32], requests: &[Re
 /// uses it, since no rank holds a whole `[R, V]` row.
 ///
 /// Errors: [`BatchError::Rows`] when the batch has too many rows.
-pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> Result<(StepPlan<'static>, Vec<RequestInfo>), BatchError> {
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     if total_rows > u32::MAX as usize / 2 {
         return Err(BatchError::Rows { index: 0, rows: total_rows as u64, why: "too many rows in one step".into() });
@@ -200,7 +216,8 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
     let wd = requests
         .iter()
         .filter_map(|r| match &r.kind {
-            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len()).max(),
+            // An empty distribution (an n-gram draft) is one-hot: one column.
+            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().max(1)).max(),
             RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len()).max(),
             _ => None,
         })
@@ -299,8 +316,17 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
                 // Chain verify rows run remap_draft + verify; a tree's rows only tree_walk.
                 p.any_verify |= !matches!(req.kind, RequestKind::Tree { .. });
                 let base = (row + j) * wd;
-                p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
-                p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);
+                if d.ids.is_empty() {
+                    // No draft distribution (n-gram or other model-free drafts): q is one-hot
+                    // at the draft token (section 6 with q(d) = 1, as 11.3's fixed children).
+                    if draft >= 0 {
+                        p.draft_ids[base] = draft;
+                        p.draft_lps[base] = 0.0;
+                    }
+                } else {
+                    p.draft_ids[base..base + d.ids.len()].copy_from_slice(&d.ids);
+                    p.draft_lps[base..base + d.logprobs.len()].copy_from_slice(&d.logprobs);
+                }
             }
             match (&req.masks, ok) {
                 (Some(m), true) => {

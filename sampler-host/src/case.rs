@@ -32,10 +32,24 @@ use crate::sampler::{BackendKind, Sampler, SamplerConfig};
 pub enum CaseError {
     /// Not JSON.
     #[error("case is not valid JSON: {msg} (line {line}, column {column})")]
-    Json { msg: String, line: usize, column: usize },
+    Json {
+        /// The parser's message.
+        msg: String,
+        /// Line (1-based).
+        line: usize,
+        /// Column (1-based).
+        column: usize,
+    },
     /// A top-level field is missing, of the wrong type or out of range.
     #[error("bad case field `{field}` = {value}: {msg}")]
-    Field { field: String, value: String, msg: String },
+    Field {
+        /// The field.
+        field: String,
+        /// Its value as written.
+        value: String,
+        /// What is wrong.
+        msg: String,
+    },
     /// The sampler refused the configuration (`vocab_size`, `force_topk`, backend).
     #[error("bad case configuration: {0}")]
     Config(#[from] ConfigError),
@@ -63,16 +77,40 @@ impl CaseError {
 pub enum RequestCaseError {
     /// The request is not a JSON object.
     #[error("requests[{index}] is not an object: {value}")]
-    NotObject { index: usize, value: String },
+    NotObject {
+        /// Index in `requests`.
+        index: usize,
+        /// The value as written.
+        value: String,
+    },
     /// A field the request's kind does not have.
     #[error("unknown field `{field}` = {value} for kind `{kind}`")]
-    UnknownField { field: String, value: String, kind: String },
+    UnknownField {
+        /// The field.
+        field: String,
+        /// Its value as written.
+        value: String,
+        /// The request's kind.
+        kind: String,
+    },
     /// A required field is absent.
     #[error("missing field `{field}` (required for kind `{kind}`)")]
-    Missing { field: String, kind: String },
+    Missing {
+        /// The field.
+        field: String,
+        /// The request's kind.
+        kind: String,
+    },
     /// A field has the wrong type or an out-of-range value.
     #[error("bad field `{field}` = {value}: {msg}")]
-    Field { field: String, value: String, msg: String },
+    Field {
+        /// The field.
+        field: String,
+        /// Its value as written.
+        value: String,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 impl RequestCaseError {
@@ -89,8 +127,11 @@ impl RequestCaseError {
 /// with its logits rows or why it is malformed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Case {
+    /// Vocabulary size V.
     pub vocab_size: u32,
+    /// Force top-k width (0 = off).
     pub force_topk: u32,
+    /// Most drafts per request.
     pub nextn: u32,
     /// Per request: rows owned (attributed from `rows`).
     pub rows: Vec<usize>,
@@ -466,12 +507,16 @@ pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseErr
         match r {
             Ok((req, _)) => {
                 let n = req.rows();
+                let at = rows.len();
                 rows.extend_from_slice(&got.rows[ri..ri + n]);
-                outs.push(got.requests[gi].clone());
+                let mut o = got.requests[gi].clone();
+                o.rows = at..at + n;
+                outs.push(o);
                 ri += n;
                 gi += 1;
             }
             Err(e) => {
+                let at = rows.len();
                 rows.extend((0..case.rows[i]).map(|_| crate::request::RowOutput {
                     token: -1,
                     logprob: f32::NEG_INFINITY,
@@ -479,12 +524,14 @@ pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseErr
                     sum_smaller_probs: 0.0,
                 }));
                 outs.push(crate::request::RequestOutput {
-                    status: Err(crate::error::RequestError::Malformed(e.clone())),
+                    status: Err(crate::error::RequestError::Malformed { field: e.field(), msg: e.to_string() }),
                     accepted: 0,
                     path: None,
                     emitted: Vec::new(),
                     emitted_logprobs: Vec::new(),
                     prompt_logprobs: Vec::new(),
+                    rows: at..at + case.rows[i],
+                    top_logprobs_width: 0,
                 });
             }
         }

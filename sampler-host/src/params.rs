@@ -19,9 +19,13 @@ pub struct SamplingParams {
     pub top_logprobs: u32,
     /// Seed of the request's random streams; `None` draws 64 bits from the OS.
     pub seq_seed: Option<u64>,
-    /// Return prompt logprobs on prefill (section 8).
+    /// Return prompt logprobs on prefill (section 8). Engine level
+    /// (`EngineRequest`): a `Sampler` request asks for prompt logprobs by
+    /// being `RequestKind::PromptLogprobs`, and refuses this flag elsewhere.
     pub prompt_logprobs: bool,
     /// Teacher forcing: the output the request must follow (section 7).
+    /// Engine level (`EngineRequest`): a `Sampler` request gives this step's
+    /// golden ids in `Request::golden`, and refuses this field.
     pub golden_token_ids: Vec<i32>,
     /// Min-p (section 10.1): remove a candidate whose probability is below
     /// `min_p` times the largest one (`exp(x_i) < min_p`, x from section 3.4).
@@ -128,6 +132,15 @@ impl std::str::FromStr for LogprobsMode {
             "raw" => Ok(LogprobsMode::Raw),
             _ => Err(ParamError::LogprobsMode(s.to_string())),
         }
+    }
+}
+
+impl SamplingParams {
+    /// These parameters without the engine-level fields (`prompt_logprobs`,
+    /// `golden_token_ids`), which the engine layer implements and the
+    /// `Sampler` refuses (they would do nothing there).
+    pub fn for_sampler(&self) -> SamplingParams {
+        SamplingParams { prompt_logprobs: false, golden_token_ids: Vec::new(), ..self.clone() }
     }
 }
 

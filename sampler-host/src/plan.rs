@@ -50,12 +50,6 @@ pub fn raw_tiles(v: u32) -> u32 {
     v.div_ceil(RAW_TILE).max(1)
 }
 
-/// Group kinds of the `finalize` kernel.
-pub const GROUP_FRESH: u32 = 0;
-/// A verify group: rows `0..m-1` verify drafts, the last row is fresh.
-pub const GROUP_VERIFY: u32 = 1;
-/// A prompt-logprobs group: no token is drawn.
-pub const GROUP_NO_DRAW: u32 = 2;
 /// A tree group (SAMPLER.md section 11): `finalize` leaves its rows at -1 and
 /// `tree_walk` decides them.
 pub const GROUP_TREE: u32 = 3;
@@ -67,9 +61,131 @@ pub const TREE_WITH_REPLACEMENT: u32 = 1;
 /// Children drawn without replacement.
 pub const TREE_WITHOUT_REPLACEMENT: u32 = 2;
 
+pub use crate::batch::build_plan;
+pub use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
+
+/// A step's `[R, V]` logits as the host hands them over: borrowed (f32,
+/// bf16 or f16, never copied by the plan) or owned f32. Half-precision
+/// logits are widened to f32 when the kernels load them; the widening is
+/// exact, so results equal those of the widened f32 logits.
+#[derive(Clone, Debug)]
+pub enum Logits<'a> {
+    /// Borrowed f32.
+    F32(&'a [f32]),
+    /// Borrowed bfloat16.
+    Bf16(&'a [half::bf16]),
+    /// Borrowed IEEE half.
+    F16(&'a [half::f16]),
+    /// Owned f32 (tests and tools that build plans without a caller's buffer).
+    Owned(Vec<f32>),
+    /// Device memory on the CUDA engine stream ([`crate::interop::CudaLogits`]).
+    Cuda(crate::interop::CudaLogits<'a>),
+}
+
+impl Default for Logits<'_> {
+    fn default() -> Self {
+        Logits::Owned(Vec::new())
+    }
+}
+
+impl<'a> Logits<'a> {
+    /// Number of logits (R x V).
+    pub fn len(&self) -> usize {
+        match self {
+            Logits::F32(s) => s.len(),
+            Logits::Bf16(s) => s.len(),
+            Logits::F16(s) => s.len(),
+            Logits::Owned(v) => v.len(),
+            Logits::Cuda(c) => c.len(),
+        }
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The host logits as f32, borrowed when they already are (half
+    /// precision widened: exact). Device logits give an empty slice.
+    pub fn to_f32_cow(&self) -> std::borrow::Cow<'_, [f32]> {
+        use std::borrow::Cow;
+        match self {
+            Logits::F32(s) => Cow::Borrowed(s),
+            Logits::Owned(v) => Cow::Borrowed(v),
+            Logits::Bf16(s) => Cow::Owned(s.iter().map(|x| x.to_f32()).collect()),
+            Logits::F16(s) => Cow::Owned(s.iter().map(|x| x.to_f32()).collect()),
+            Logits::Cuda(_) => Cow::Owned(Vec::new()),
+        }
+    }
+    /// Widens host logits `range` into `out` (same length). Device logits: no-op.
+    pub fn widen_into(&self, range: std::ops::Range<usize>, out: &mut [f32]) {
+        match self {
+            Logits::F32(s) => out.copy_from_slice(&s[range]),
+            Logits::Owned(v) => out.copy_from_slice(&v[range]),
+            Logits::Bf16(s) => out.iter_mut().zip(&s[range]).for_each(|(o, x)| *o = x.to_f32()),
+            Logits::F16(s) => out.iter_mut().zip(&s[range]).for_each(|(o, x)| *o = x.to_f32()),
+            Logits::Cuda(_) => {}
+        }
+    }
+    /// The f32 host slice when the logits are f32 on the host (no copy).
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            Logits::F32(s) => Some(s),
+            Logits::Owned(v) => Some(v),
+            _ => None,
+        }
+    }
+    /// An owned copy (f32, widened), for plans that outlive the caller's buffer.
+    pub fn into_owned(self) -> Logits<'static> {
+        match self {
+            Logits::Owned(v) => Logits::Owned(v),
+            other => Logits::Owned(other.to_f32_cow().into_owned()),
+        }
+    }
+}
+
+impl<'a> From<&'a [f32]> for Logits<'a> {
+    fn from(s: &'a [f32]) -> Self {
+        Logits::F32(s)
+    }
+}
+impl<'a> From<&'a Vec<f32>> for Logits<'a> {
+    fn from(s: &'a Vec<f32>) -> Self {
+        Logits::F32(s)
+    }
+}
+impl<'a, const N: usize> From<&'a [f32; N]> for Logits<'a> {
+    fn from(s: &'a [f32; N]) -> Self {
+        Logits::F32(s)
+    }
+}
+impl<'a> From<&'a [half::bf16]> for Logits<'a> {
+    fn from(s: &'a [half::bf16]) -> Self {
+        Logits::Bf16(s)
+    }
+}
+impl<'a> From<&'a Vec<half::bf16>> for Logits<'a> {
+    fn from(s: &'a Vec<half::bf16>) -> Self {
+        Logits::Bf16(s)
+    }
+}
+impl<'a> From<&'a [half::f16]> for Logits<'a> {
+    fn from(s: &'a [half::f16]) -> Self {
+        Logits::F16(s)
+    }
+}
+impl<'a> From<&'a Vec<half::f16>> for Logits<'a> {
+    fn from(s: &'a Vec<half::f16>) -> Self {
+        Logits::F16(s)
+    }
+}
+impl<'a> From<crate::interop::CudaLogits<'a>> for Logits<'a> {
+    fn from(c: crate::interop::CudaLogits<'a>) -> Self {
+        Logits::Cuda(c)
+    }
+}
+
 /// Everything a backend needs for one step, as flat arrays.
 #[derive(Clone, Debug, Default)]
-pub struct StepPlan {
+pub struct StepPlan<'a> {
     /// Rows R.
     pub rows: u32,
     /// Vocabulary size V.
@@ -78,8 +194,8 @@ pub struct StepPlan {
     pub n: u32,
     /// Top-logprobs width k (<= N).
     pub k: u32,
-    /// `[R, V]` f32 logits.
-    pub logits: Vec<f32>,
+    /// `[R, V]` logits (borrowed from the caller; f32, bf16, f16 or device).
+    pub logits: Logits<'a>,
     /// `[R]` u32: nonzero when the row has a grammar mask.
     pub has_mask: Vec<u32>,
     /// `[R, ceil(V/32)]` u32 mask words (empty when no row has a mask).
@@ -144,7 +260,27 @@ pub struct StepPlan {
     pub processed_rows: Vec<u32>,
 }
 
-impl StepPlan {
+impl StepPlan<'_> {
+    /// The same plan owning its logits (f32, widened): for plans kept past the caller's buffer.
+    pub fn into_owned(self) -> StepPlan<'static> {
+        let StepPlan { rows, vocab, n, k, logits, has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
+        StepPlan { rows, vocab, n, k, logits: logits.into_owned(), has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
+    }
+
+    /// The plan's metadata without its logits (to keep past the caller's buffer).
+    pub fn without_logits(self) -> StepPlan<'static> {
+        let StepPlan { rows, vocab, n, k, logits: _, has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
+        StepPlan { rows, vocab, n, k, logits: Logits::default(), has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
+    }
+
+    /// Whether the prefix path of this step can never ask for the full-row
+    /// rerun: every row has a top-k (a kept set within top-k fits the prefix,
+    /// `tests/prefix_path.rs`). The device-resident path takes the prefix
+    /// path only then, so it never waits on the device mid-step.
+    pub fn prefix_never_reruns(&self) -> bool {
+        self.top_k.iter().all(|&k| k > 0)
+    }
+
     /// Number of groups G.
     pub fn groups(&self) -> usize {
         self.group_first.len()
@@ -189,7 +325,7 @@ impl StepPlan {
             need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });
         }
         let w = need.next_power_of_two().max(64);
-        (w <= 16384 && w < self.vocab).then_some(w)
+        (w <= sampler_kernels::codes::MAX_N_NVIDIA && w < self.vocab).then_some(w)
     }
 
     /// Whether a prefix-path step (see [`Self::prefix_width`]) must be rerun
@@ -247,5 +383,159 @@ pub trait Backend: Send {
     /// Short name (`"cpu"`, `"cuda"`).
     fn name(&self) -> &'static str;
     /// Runs one step. Errors are device failures, never bad requests.
-    fn run(&mut self, plan: &StepPlan) -> Result<StepResult, crate::error::BackendError>;
+    fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, crate::error::BackendError>;
+    /// Starts one step without waiting for it: `Some(result)` when the
+    /// backend ran it to the end (the CPU), `None` when it is enqueued on a
+    /// device ([`Backend::collect`] reads it back). The default runs it.
+    fn enqueue(&mut self, plan: &StepPlan<'_>) -> Result<Option<StepResult>, crate::error::BackendError> {
+        self.run(plan).map(Some)
+    }
+    /// Reads back the step [`Backend::enqueue`] left on the device (waits for it).
+    fn collect(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, crate::error::BackendError> {
+        let _ = plan;
+        Err(crate::error::BackendError::Device { backend: self.name(), msg: "no enqueued step to collect".into() })
+    }
+    /// The CUDA backend behind this one, for device-resident outputs and graphs.
+    fn as_cuda(&mut self) -> Option<&mut crate::backend::cuda::CudaBackend> {
+        None
+    }
+}
+
+/// A block of consecutive rows of a step ([`StepPlan::row_blocks`]).
+#[derive(Debug)]
+pub struct RowBlock<'a> {
+    /// The block as a step of its own (logits borrowed from the parent).
+    pub plan: StepPlan<'a>,
+    /// For each group of the block: whether it continues the previous block's last group.
+    pub continues: Vec<bool>,
+}
+
+impl<'p> StepPlan<'p> {
+    /// Splits the step into blocks of at most `max_rows` rows (more when a
+    /// verify group is longer), at group boundaries; a fresh or
+    /// prompt-logprobs group longer than that is split into parts, its
+    /// per-row results unchanged (every kernel but `finalize` is per row,
+    /// and `finalize` reads only a fresh or prompt row's own values). The
+    /// only difference: when such a group fails, only its part with the bad
+    /// row has the failed rows' outputs, and the merged group status is the
+    /// first part's failure, as unsplit. Host logits only.
+    pub fn row_blocks(&self, max_rows: usize) -> Vec<RowBlock<'_>> {
+        let max_rows = max_rows.max(1);
+        // (group, first row, rows) pieces in row order.
+        let mut pieces: Vec<(usize, usize, usize, bool)> = Vec::new();
+        for g in 0..self.groups() {
+            let (f, m) = (self.group_first[g] as usize, self.group_rows[g] as usize);
+            if self.group_kind[g] == GROUP_VERIFY || self.group_kind[g] == GROUP_TREE || m <= max_rows {
+                pieces.push((g, f, m, false));
+            } else {
+                let mut at = 0;
+                while at < m {
+                    let take = (m - at).min(max_rows);
+                    pieces.push((g, f + at, take, at > 0));
+                    at += take;
+                }
+            }
+        }
+        let mut blocks = Vec::new();
+        let mut i = 0;
+        while i < pieces.len() {
+            let mut j = i;
+            let mut rows = 0;
+            while j < pieces.len() && (j == i || rows + pieces[j].2 <= max_rows) {
+                rows += pieces[j].2;
+                j += 1;
+            }
+            blocks.push(self.block(&pieces[i..j]));
+            i = j;
+        }
+        blocks
+    }
+
+    fn block(&self, pieces: &[(usize, usize, usize, bool)]) -> RowBlock<'_> {
+        let r0 = pieces[0].1;
+        let rows = pieces.iter().map(|p| p.2).sum::<usize>();
+        let r = r0..r0 + rows;
+        let (v, wd, words) = (self.vocab as usize, self.draft_width as usize, if self.masks.is_empty() { 0 } else { self.mask_words() as usize });
+        let lr = r.start * v..r.end * v;
+        let logits = match &self.logits {
+            Logits::F32(s) => Logits::F32(&s[lr]),
+            Logits::Owned(s) => Logits::F32(&s[lr]),
+            Logits::Bf16(s) => Logits::Bf16(&s[lr]),
+            Logits::F16(s) => Logits::F16(&s[lr]),
+            Logits::Cuda(_) => Logits::Owned(Vec::new()),
+        };
+        let mut p = StepPlan {
+            rows: rows as u32,
+            vocab: self.vocab,
+            n: self.n,
+            k: self.k,
+            logits,
+            has_mask: self.has_mask[r.clone()].to_vec(),
+            masks: if words == 0 { Vec::new() } else { self.masks[r.start * words..r.end * words].to_vec() },
+            temperature: self.temperature[r.clone()].to_vec(),
+            top_p: self.top_p[r.clone()].to_vec(),
+            top_k: self.top_k[r.clone()].to_vec(),
+            min_p: self.min_p[r.clone()].to_vec(),
+            filter_order: self.filter_order[r.clone()].to_vec(),
+            raw_logprobs: self.raw_logprobs[r.clone()].to_vec(),
+            tree_parent: self.tree_parent[r.clone()].to_vec(),
+            tree_token: self.tree_token[r.clone()].to_vec(),
+            seed: self.seed[r.clone()].to_vec(),
+            seq_draw: self.seq_draw[r.clone()].to_vec(),
+            seq_accept: self.seq_accept[r.clone()].to_vec(),
+            seq_residual: self.seq_residual[r.clone()].to_vec(),
+            golden: self.golden[r.clone()].to_vec(),
+            drafts: self.drafts[r.clone()].to_vec(),
+            any_verify: false,
+            draft_width: self.draft_width,
+            draft_ids: self.draft_ids[r.start * wd..r.end * wd].to_vec(),
+            draft_lps: self.draft_lps[r.start * wd..r.end * wd].to_vec(),
+            ..Default::default()
+        };
+        p.any_verify = self.any_verify && pieces.iter().any(|pc| self.group_kind[pc.0] == GROUP_VERIFY);
+        p.any_tree = self.any_tree && pieces.iter().any(|pc| self.group_kind[pc.0] == GROUP_TREE);
+        p.any_raw = p.raw_logprobs.iter().any(|&x| x != 0);
+        let mut continues = Vec::new();
+        for &(g, f, m, cont) in pieces {
+            p.group_first.push((f - r0) as u32);
+            p.group_rows.push(m as u32);
+            p.group_kind.push(self.group_kind[g]);
+            p.group_status.push(self.group_status[g]);
+            p.tree_mode.push(self.tree_mode.get(g).copied().unwrap_or(0));
+            continues.push(cont);
+        }
+        RowBlock { plan: p, continues }
+    }
+}
+
+impl RowBlock<'_> {
+    /// Appends the block's results to `out` (the results of the blocks before it).
+    pub fn merge_into(&self, out: &mut StepResult, res: StepResult) {
+        out.row_status.extend(res.row_status);
+        out.tokens.extend(res.tokens);
+        out.token_lp.extend(res.token_lp);
+        out.sum_smaller.extend(res.sum_smaller);
+        out.top_ids.extend(res.top_ids);
+        out.top_lps.extend(res.top_lps);
+        // A block without a tree has no path: its rows are -1 (the caller
+        // drops the path of a step without trees).
+        let rows = self.plan.rows as usize;
+        if res.path.is_empty() {
+            out.path.extend(std::iter::repeat(-1).take(rows));
+        } else {
+            out.path.extend(res.path);
+        }
+        for (i, &cont) in self.continues.iter().enumerate() {
+            if cont {
+                let last = out.group_status.len() - 1;
+                out.accepted[last] += res.accepted[i];
+                if out.group_status[last] == 0 {
+                    out.group_status[last] = res.group_status[i];
+                }
+            } else {
+                out.accepted.push(res.accepted[i]);
+                out.group_status.push(res.group_status[i]);
+            }
+        }
+    }
 }

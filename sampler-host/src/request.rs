@@ -5,6 +5,11 @@ use crate::params::SamplingParams;
 
 /// The draft model's processed distribution that proposed one draft token
 /// (ids not listed have logprob -inf). SAMPLER.md section 6.
+///
+/// Drafts without a distribution (n-gram lookup, prompt lookup, any
+/// model-free proposer) pass an empty `DraftDist` (`DraftDist::default()`):
+/// it counts as one-hot at the draft token, so the draft is accepted with
+/// probability `p(d)` and a rejection draws from the target with `d` removed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DraftDist {
     /// Vocabulary ids.
@@ -17,25 +22,56 @@ pub struct DraftDist {
 #[derive(Clone, Debug, PartialEq)]
 pub enum RequestKind {
     /// One prefill row; position = `seqlen_k` (the prompt length after this chunk).
-    Prefill { seqlen_k: u64 },
+    Prefill {
+        /// Tokens in context after this prefill chunk.
+        seqlen_k: u64,
+    },
     /// A decode request owning `seqlen_q` rows (1 = a plain fresh row): row j
     /// verifies `drafts[j]` (`d_{j+1}`, -1 = a placeholder, always rejected),
     /// the last row is fresh. `drafts` and `draft_dists` must hold
     /// `seqlen_q - 1` entries, else the request fails (section 6).
     /// `sample_position = seqlen_k - seqlen_q + 1`; row j uses position
     /// `sample_position + j * 10000019`.
-    Decode { seqlen_k: u64, seqlen_q: u64, drafts: Vec<i32>, draft_dists: Vec<DraftDist> },
+    Decode {
+        /// Tokens in context, drafts included.
+        seqlen_k: u64,
+        /// Rows owned: drafts + 1.
+        seqlen_q: u64,
+        /// Draft tokens `d_1..` (-1 = placeholder).
+        drafts: Vec<i32>,
+        /// The draft model's processed distribution of each draft; an empty
+        /// one (an n-gram or other model-free draft) counts as one-hot on the
+        /// draft token (q = 1).
+        draft_dists: Vec<DraftDist>,
+    },
     /// Draft-model draws, one per row: row `i - 1` draws draft i at position
     /// `sample_position + last_valid_offset + i` with seed `seq_seed + 1000000007`.
-    Draft { seqlen_k: u64, seqlen_q: u64, last_valid_offset: u64, rows: u32 },
+    Draft {
+        /// As the decode request the drafts are for.
+        seqlen_k: u64,
+        /// As the decode request the drafts are for.
+        seqlen_q: u64,
+        /// Offset of the last accepted token (positions continue from it).
+        last_valid_offset: u64,
+        /// Draft draws (rows).
+        rows: u32,
+    },
     /// Prompt logprobs (section 8): one row per prompt position, `targets[i]`
     /// is the next prompt token (-1 = none). No token is drawn.
-    PromptLogprobs { targets: Vec<i32> },
+    PromptLogprobs {
+        /// Next prompt token per row (-1 none).
+        targets: Vec<i32>,
+    },
     /// A decode request verifying a draft tree (section 11): it owns one row
     /// per node (`seqlen_q = M = tree.parent.len()`), row n scoring node n's
     /// children; `sample_position = seqlen_k - M + 1`. `golden` is one id
     /// per depth (11.7). A malformed tree fails only this request (11.10).
-    Tree { seqlen_k: u64, tree: crate::tree::DraftTree },
+    Tree {
+        /// Tokens in the KV cache, the M tree nodes included.
+        seqlen_k: u64,
+        /// The draft tree (parents, tokens, proposal law).
+        tree: crate::tree::DraftTree,
+    },
 }
 
 /// One request of a step.
@@ -43,6 +79,7 @@ pub enum RequestKind {
 pub struct Request {
     /// Raw parameters (validated by the sampler; errors fail only this request).
     pub params: SamplingParams,
+    /// What the request's rows are for.
     pub kind: RequestKind,
     /// Golden tokens already assigned to this step's rows, one per row (-1 none);
     /// empty = no teacher forcing this step (section 7). Tree requests: one
@@ -111,6 +148,22 @@ pub struct RequestOutput {
     pub emitted_logprobs: Vec<f32>,
     /// Prompt logprobs (processed or raw): one per row with a target.
     pub prompt_logprobs: Vec<f32>,
+    /// The request's rows in [`StepOutput::rows`].
+    pub rows: std::ops::Range<usize>,
+    /// The request's own top-logprobs width (its `top_logprobs`; 0 when it
+    /// failed). The rows keep the batch width k (section 5):
+    /// [`StepOutput::top_logprobs`] gives each row cut to this width.
+    pub top_logprobs_width: usize,
+}
+
+impl StepOutput {
+    /// Row `j` of request `request`, its top logprobs cut to the request's
+    /// own width; `None` when either index is out of range.
+    pub fn top_logprobs(&self, request: usize, j: usize) -> Option<&[(i32, f32)]> {
+        let r = self.requests.get(request)?;
+        let row = self.rows.get(r.rows.start + j).filter(|_| j < r.rows.len())?;
+        Some(&row.top_logprobs[..r.top_logprobs_width.min(row.top_logprobs.len())])
+    }
 }
 
 /// Everything a step returns.

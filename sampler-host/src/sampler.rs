@@ -4,13 +4,11 @@
 use crate::backend::cpu::CpuBackend;
 use crate::batch::{build_plan, RequestInfo};
 use crate::error::{BatchError, ConfigError, RequestError};
-use crate::plan::{Backend, StepResult};
+use crate::plan::{Backend, Logits, StepResult};
+use crate::params::SamplingParams;
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 
-/// Largest force top-k width N on NVIDIA (section 9).
-pub const MAX_N_NVIDIA: u32 = 16384;
-/// Largest force top-k width N on Ascend (section 9).
-pub const MAX_N_ASCEND: u32 = 4096;
+pub use sampler_kernels::codes::{MAX_N_ASCEND, MAX_N_NVIDIA};
 /// Largest vocabulary the kernels' fixed-point sums support.
 pub const MAX_VOCAB: u32 = sampler_kernels::rt::math::MAX_VOCAB;
 
@@ -24,9 +22,10 @@ pub enum BackendKind {
     Cpu,
     /// NVIDIA GPU through the CUDA driver (PTX from the same kernels).
     Cuda,
-    /// Huawei Ascend 910B/910C through CANN (AscendC from the same kernels;
-    /// force top-k N <= 4096). Not runnable yet: `Sampler::new` returns
-    /// `ConfigError::BackendUnavailable` (docs/ASCEND.md).
+    /// Huawei Ascend 910B/910C through CANN (AscendC from the same kernels,
+    /// the shared launch list; force top-k N <= 4096). Without CANN,
+    /// `Sampler::new` returns `ConfigError::BackendUnavailable`; never run
+    /// on hardware yet (docs/ASCEND.md).
     Ascend,
 }
 
@@ -50,7 +49,8 @@ pub struct SamplerConfig {
     pub vocab_size: u32,
     /// Force top-k width N; 0 (or >= V) = off (section 3.3).
     pub force_topk: u32,
-    /// Draft tokens per step (default 5).
+    /// Most drafts a decode request verifies, and most draft rows of a
+    /// `Draft` request, per step (default 5); more fail that request.
     pub nextn: u32,
     /// Backend choice.
     pub backend: BackendKind,
@@ -118,6 +118,29 @@ impl Sampler {
         Ok(Sampler { cfg, n, backend })
     }
 
+    /// Checks `req` against this sampler's configuration (parameters,
+    /// vocabulary ids, draft counts within `nextn`, masks): the error a step
+    /// would give it, now. Only its logits are left to check at `sample`.
+    pub fn check(&self, req: &Request) -> Result<(), RequestError> {
+        crate::batch::validate(req, self.cfg.vocab_size, self.n, self.cfg.nextn).map(|_| ())
+    }
+
+    /// Builds a request and checks it ([`Sampler::check`]).
+    ///
+    /// ```
+    /// use sampler_host::{BackendKind, RequestKind, Sampler, SamplerConfig, SamplingParams};
+    /// let s = Sampler::new(SamplerConfig { backend: BackendKind::Cpu, ..SamplerConfig::new(100) }).unwrap();
+    /// let ok = s.request(SamplingParams::default(), RequestKind::Prefill { seqlen_k: 41 });
+    /// assert!(ok.is_ok());
+    /// let bad = s.request(SamplingParams { top_p: 1.5, ..Default::default() }, RequestKind::Prefill { seqlen_k: 41 });
+    /// assert!(bad.is_err());
+    /// ```
+    pub fn request(&self, params: SamplingParams, kind: RequestKind) -> Result<Request, RequestError> {
+        let req = Request { params, kind, golden: Vec::new(), masks: None };
+        self.check(&req)?;
+        Ok(req)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SamplerConfig {
         &self.cfg
@@ -131,15 +154,91 @@ impl Sampler {
         self.backend.name()
     }
 
-    /// Samples one step.
+    /// Samples one step and waits for it.
     ///
-    /// `logits`: `[R, V]` f32 row-major, R the sum of the requests' rows, in
-    /// request order. Errors: [`BatchError`] for the batch's shape or a device
-    /// failure; a bad request only gets an error status in its [`RequestOutput`].
-    pub fn sample(&mut self, logits: &[f32], requests: &[Request]) -> Result<StepOutput, BatchError> {
+    /// `logits`: `[R, V]` row-major, R the sum of the requests' rows, in
+    /// request order: a host slice of f32, `half::bf16` or `half::f16`
+    /// (borrowed, never copied whole; half precision is widened exactly, so
+    /// results equal those of the widened f32 logits), or CUDA device memory
+    /// ([`crate::interop::CudaLogits`]; see [`Sampler::sample_async`] for the
+    /// path that does not wait). Errors: [`BatchError`] for the batch's shape
+    /// or a device failure; a bad request only gets an error status in its
+    /// [`RequestOutput`] (SAMPLER.md sections 1-9).
+    ///
+    /// Host logits:
+    /// ```
+    /// use sampler_host::{BackendKind, Request, Sampler, SamplerConfig, SamplingParams};
+    /// let mut s = Sampler::new(SamplerConfig { backend: BackendKind::Cpu, ..SamplerConfig::new(8) }).unwrap();
+    /// let params = SamplingParams { temperature: 0.0, seq_seed: Some(1), ..Default::default() };
+    /// let logits = [0.0f32, 1.0, 5.0, 0.5, 0.0, 0.0, 0.0, 0.0]; // [1, 8]
+    /// let out = s.sample(&logits, &[Request::prefill(params.clone(), 3)]).unwrap();
+    /// assert_eq!(out.requests[0].emitted, [2]);
+    /// // The same logits as bf16 (exact here): the same result.
+    /// let half: Vec<half::bf16> = logits.iter().map(|&x| half::bf16::from_f32(x)).collect();
+    /// assert_eq!(s.sample(&half, &[Request::prefill(params, 3)]).unwrap(), out);
+    /// ```
+    ///
+    /// Device logits (CUDA; the engine's buffer, read on its own stream):
+    /// ```no_run
+    /// use sampler_host::interop::{CudaLogits, CudaSlice};
+    /// use sampler_host::{Request, Sampler, SamplerConfig, SamplingParams};
+    /// # fn demo(logits: &CudaSlice<f32>, reqs: &[Request]) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut s = Sampler::new(SamplerConfig::new(129280))?;
+    /// let out = s.sample(CudaLogits::f32(logits), reqs)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sample<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<StepOutput, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let res = self.backend.run(&plan)?;
         Ok(assemble(requests, &infos, &res, plan.k as usize))
+    }
+
+    /// Starts one step and returns without waiting for the device: the
+    /// device-resident path. With CUDA `logits` ([`crate::interop::CudaLogits`],
+    /// f32; read on their own stream, which the sampler's stream waits for),
+    /// nothing is copied to or from the host but the step's metadata (one
+    /// async copy from pinned memory) and no host synchronisation happens;
+    /// the outputs stay on the device until [`PendingStep::wait`]. No device
+    /// memory is allocated once a step of the same or larger shape has run.
+    /// On the CPU the step runs to the end here.
+    ///
+    /// Errors: as [`Sampler::sample`].
+    pub fn sample_async<'a, 'r>(&mut self, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
+        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let done = self.backend.enqueue(&plan)?;
+        Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done })
+    }
+
+    /// Captures a step of this shape (rows per request, request kinds,
+    /// draft widths, top-logprobs width, logits buffer) as a CUDA graph, for
+    /// [`Sampler::replay`]; engines keep one per batch-size bucket. Runs the
+    /// step once eagerly first. Errors: not the CUDA backend
+    /// ([`BatchError::Backend`]), or as [`Sampler::sample`].
+    pub fn capture<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<crate::backend::cuda::StepGraph, BatchError> {
+        let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let Some(cuda) = self.backend.as_cuda() else {
+            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "CUDA graphs need the CUDA backend".into() }));
+        };
+        Ok(cuda.capture(&plan)?)
+    }
+
+    /// Runs a step through a graph from [`Sampler::capture`]: the metadata
+    /// goes up in one async copy, the graph is launched, nothing waits.
+    /// Errors: a step whose shape differs from the captured one, or as
+    /// [`Sampler::sample`].
+    pub fn replay<'a, 'r>(&mut self, graph: &crate::backend::cuda::StepGraph, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
+        let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let Some(cuda) = self.backend.as_cuda() else {
+            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "CUDA graphs need the CUDA backend".into() }));
+        };
+        cuda.replay(graph, &plan)?;
+        Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done: None })
+    }
+
+    /// The CUDA stream the sampler launches on (its outputs are ordered on
+    /// it); `None` on the CPU.
+    pub fn cuda_stream(&mut self) -> Option<std::sync::Arc<crate::interop::CudaStream>> {
+        self.backend.as_cuda().map(|c| c.stream().clone())
     }
 
     /// Like [`Sampler::sample`], and also returns the processed top-N
@@ -147,7 +246,7 @@ impl Sampler {
     /// processed logprobs, N columns each) of the rows `rows` (indices into
     /// the logits, in the order given). The engine uses it to fill the MTP
     /// info pool from draft-model draws. Errors as `sample`, plus a row out of range.
-    pub fn sample_with_processed(&mut self, logits: &[f32], requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
+    pub fn sample_with_processed<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
         let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         if let Some(&bad) = rows.iter().find(|&&r| r >= plan.rows as usize) {
             return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {}", plan.rows) });
@@ -157,6 +256,49 @@ impl Sampler {
         let out = assemble(requests, &infos, &res, plan.k as usize);
         let proc_rows = ProcessedRows { n: self.n as usize, rows: rows.to_vec(), ids: std::mem::take(&mut res.processed_ids), logprobs: std::mem::take(&mut res.processed_lps) };
         Ok((out, proc_rows))
+    }
+}
+
+/// A step started by [`Sampler::sample_async`] or [`Sampler::replay`]: on
+/// CUDA its outputs are still on the device ([`PendingStep::device_outputs`]);
+/// [`PendingStep::wait`] copies them to pinned host memory and assembles
+/// the per-request outputs.
+pub struct PendingStep<'s, 'r> {
+    sampler: &'s mut Sampler,
+    plan: crate::plan::StepPlan<'static>,
+    infos: Vec<RequestInfo>,
+    requests: &'r [Request],
+    done: Option<StepResult>,
+}
+
+impl std::fmt::Debug for PendingStep<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingStep").field("rows", &self.plan.rows).field("on_device", &self.done.is_none()).finish()
+    }
+}
+
+impl PendingStep<'_, '_> {
+    /// The step's outputs on the device (CUDA; `None` on the CPU, whose
+    /// step has already finished): tokens `[R]` i32, logprobs `[R]` f32,
+    /// top ids / logprobs `[R, k]`, `sum_smaller_probs` `[R]` f32, accepted
+    /// and status `[G]` per request, ordered on [`Sampler::cuda_stream`].
+    pub fn device_outputs(&mut self) -> Option<crate::backend::cuda::DeviceOutputs<'_>> {
+        if self.done.is_some() {
+            return None;
+        }
+        let plan = &self.plan;
+        self.sampler.backend.as_cuda().and_then(|c| c.outputs(plan))
+    }
+
+    /// Waits for the step, copies its outputs to (pinned) host memory and
+    /// returns the per-row and per-request outputs, as [`Sampler::sample`].
+    /// Errors: a device failure ([`BatchError::Backend`]).
+    pub fn wait(mut self) -> Result<StepOutput, BatchError> {
+        let res = match self.done.take() {
+            Some(r) => r,
+            None => self.sampler.backend.collect(&self.plan)?,
+        };
+        Ok(assemble(self.requests, &self.infos, &res, self.plan.k as usize))
     }
 }
 
@@ -174,9 +316,13 @@ pub struct ProcessedRows {
 }
 
 impl ProcessedRows {
-    /// `(ids, logprobs)` of the i-th requested row.
-    pub fn row(&self, i: usize) -> (&[i32], &[f32]) {
-        (&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n])
+    /// `(ids, logprobs)` of the i-th requested row, `N` each. Errors:
+    /// [`BatchError::Rows`] when `i` is not below `rows.len()`.
+    pub fn row(&self, i: usize) -> Result<(&[i32], &[f32]), BatchError> {
+        if i >= self.rows.len() {
+            return Err(BatchError::Rows { index: 0, rows: i as u64, why: format!("processed row index {i} is not below {}", self.rows.len()) });
+        }
+        Ok((&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n]))
     }
 }
 
@@ -210,7 +356,18 @@ pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepRe
             Ok(_) if res.group_status[g] != 0 => Err(device_error(info, res)),
             Ok(_) => Ok(()),
         };
-        let mut out = RequestOutput { status: Ok(()), accepted: 0, path: None, emitted: Vec::new(), emitted_logprobs: Vec::new(), prompt_logprobs: Vec::new() };
+        let rows_of = info.first_row..info.first_row + info.rows;
+        let width = if status.is_ok() { (req.params.top_logprobs as usize).min(k) } else { 0 };
+        let mut out = RequestOutput {
+            status: Ok(()),
+            accepted: 0,
+            path: None,
+            emitted: Vec::new(),
+            emitted_logprobs: Vec::new(),
+            prompt_logprobs: Vec::new(),
+            rows: rows_of,
+            top_logprobs_width: width,
+        };
         if let Err(e) = status {
             rows.extend((0..info.rows).map(|_| failed_row()));
             out.status = Err(e);

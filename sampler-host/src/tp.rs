@@ -51,7 +51,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::batch::{build_plan_meta, RequestInfo};
 use crate::engine::cp::{Collective, CollectiveError};
 use crate::error::{BackendError, BatchError, ConfigError, RequestError};
-use crate::plan::{mass_chunks, Backend, StepPlan, StepResult, MASS_CHUNK};
+use crate::plan::{mass_chunks, Backend, Logits, StepPlan, StepResult, MASS_CHUNK};
 use crate::request::{Request, StepOutput};
 use crate::sampler::{assemble, ProcessedRows, MAX_VOCAB};
 
@@ -329,7 +329,7 @@ impl<C: Collective> VocabParallelSampler<C> {
     }
 
     /// The batch's metadata (shard masks left out of validation, see [`MaskLayout::Shard`]).
-    fn meta(&self, requests: &[Request]) -> Result<(StepPlan, Vec<RequestInfo>), BatchError> {
+    fn meta(&self, requests: &[Request]) -> Result<(StepPlan<'static>, Vec<RequestInfo>), BatchError> {
         let (v, n, nextn) = (self.cfg.vocab_size, self.n, self.cfg.nextn);
         match self.cfg.masks {
             MaskLayout::Global => build_plan_meta(v, n, nextn, requests),
@@ -688,8 +688,8 @@ impl<C: Collective> VocabParallelSampler<C> {
             }
             off += counts[r];
         }
-        let mut full = StepPlan { logits, has_mask: vec![0; rows], masks: Vec::new(), ..plan.clone() };
-        full.logits.shrink_to_fit();
+        logits.shrink_to_fit();
+        let full = StepPlan { logits: Logits::F32(&logits), has_mask: vec![0; rows], masks: Vec::new(), ..plan.clone() };
         Ok(Some(CpuBackend::full_row().run(&full)?))
     }
 }

@@ -10,6 +10,7 @@
 
 extern crate self as sampler_kernels;
 
+pub mod codes;
 pub mod kernels;
 pub mod rt;
 pub mod spec;

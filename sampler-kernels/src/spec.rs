@@ -46,7 +46,7 @@ pub struct Variant {
 /// the dynamic shared memory of every entry point.
 pub const GPU_SMEM_BASE: u32 = 2048;
 /// NVIDIA runtime: most keys `top_n` / `sort_desc` sort at once in shared memory.
-pub const GPU_SORT_CAP: u32 = 16384;
+pub const GPU_SORT_CAP: u32 = crate::codes::MAX_N_NVIDIA;
 
 /// NVIDIA runtime: most logits per program `top_n` stages in shared memory.
 pub const GPU_STAGE_CAP: u32 = 32768;
@@ -101,5 +101,46 @@ impl Variant {
     /// The smallest variant whose tile holds `n` elements.
     pub fn pick(variants: &'static [Variant], n: u32) -> Option<&'static Variant> {
         variants.iter().filter(|v| v.tile >= n).min_by_key(|v| v.tile)
+    }
+}
+
+/// One kernel argument as a device launches it: a global buffer as the
+/// device's handle type `B`, or a scalar by value. Each kernel's generated
+/// `Args<B>::list()` gives its arguments in this form, in signature order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LaunchArg<B> {
+    /// A global buffer (`Gm<T>` / `GmMut<T>`; the element type is the
+    /// parameter's [`ParamKind`]).
+    Buf(B),
+    /// A `bool` scalar.
+    Bool(bool),
+    /// An `i32` scalar.
+    I32(i32),
+    /// A `u32` scalar.
+    U32(u32),
+    /// An `i64` scalar.
+    I64(i64),
+    /// A `u64` scalar.
+    U64(u64),
+    /// An `f32` scalar.
+    F32(f32),
+    /// An `f64` scalar.
+    F64(f64),
+}
+
+impl<B> LaunchArg<B> {
+    /// The scalar's 8 bytes, little-endian and zero-extended (bit patterns,
+    /// not values: `-1i32` is `0xffff_ffff`); `None` for a buffer.
+    pub fn scalar_bits(&self) -> Option<u64> {
+        Some(match *self {
+            LaunchArg::Buf(_) => return None,
+            LaunchArg::Bool(x) => x as u64,
+            LaunchArg::I32(x) => x as u32 as u64,
+            LaunchArg::U32(x) => x as u64,
+            LaunchArg::I64(x) => x as u64,
+            LaunchArg::U64(x) => x,
+            LaunchArg::F32(x) => x.to_bits() as u64,
+            LaunchArg::F64(x) => x.to_bits(),
+        })
     }
 }

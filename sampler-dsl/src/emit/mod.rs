@@ -91,6 +91,7 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
         None => quote!(None),
     };
     let nparams = k.params.len();
+    let args_struct = rust::args_struct(k);
     let dyn_args = k.params.iter().enumerate().map(|(i, p)| {
         let n = &p.name;
         let v = rust::arg_variant(&p.ty);
@@ -138,6 +139,8 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
             pub const VARIANTS: &[::sampler_kernels::spec::Variant] = &[#(#variants),*];
             /// AscendC source of the kernel (all variants that fit), if emitted.
             pub const ASCENDC: Option<&str> = #ascendc;
+
+            #args_struct
 
             /// The host (CPU) program for one row or request.
             ///

@@ -282,3 +282,75 @@ pub fn arg_variant(t: &Ty) -> Ident {
     s[..1].make_ascii_uppercase();
     format_ident!("{}{}", prefix, s)
 }
+
+/// The kernel's text for parameter `name`: the rest of a doc line
+/// `- `name`: ...` (or `- `a`, `name`: ...`), shapes included, if any.
+fn param_doc(docs: &[syn::Attribute], name: &str) -> Option<String> {
+    let tick = format!("`{name}`");
+    for a in docs {
+        let syn::Meta::NameValue(nv) = &a.meta else { continue };
+        let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value else { continue };
+        let line = s.value();
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("- ") else { continue };
+        // Several `- `a`: ..; `b`: ..` entries may share a line: take the one naming us.
+        for part in rest.split("; ") {
+            if let Some((head, text)) = part.split_once(':') {
+                if head.split(',').any(|h| h.trim() == tick) {
+                    return Some(text.trim().to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The typed launch arguments of a kernel: `Args<B>`, one named field per
+/// parameter in signature order (global buffers as the device's handle type
+/// `B`, scalars typed), and `Args::list` giving them as
+/// `sampler_kernels::spec::LaunchArg<B>` in launch order. Every device
+/// launches through it, so no backend keeps a positional argument list.
+pub fn args_struct(k: &Kernel) -> TokenStream {
+    let name = k.name.to_string();
+    let n = proc_macro2::Literal::usize_unsuffixed(k.params.len());
+    let fields = k.params.iter().map(|p| {
+        let f = &p.name;
+        let (ty, what) = match &p.ty {
+            Ty::Gm(e, w) => (quote!(B), format!("`{}` buffer, {} ({}).", e.rust_name(), if *w { "written by the kernel" } else { "read only" }, p.ty.describe())),
+            t => {
+                let pr = format_ident!("{}", t.prim().unwrap_or(Prim::U32).rust_name());
+                (quote!(#pr), format!("`{}` scalar.", t.prim().unwrap_or(Prim::U32).rust_name()))
+            }
+        };
+        let doc = match param_doc(&k.docs, &f.to_string()) {
+            Some(d) => format!("{what} {d}"),
+            None => what,
+        };
+        quote! { #[doc = #doc] pub #f: #ty, }
+    });
+    let items = k.params.iter().map(|p| {
+        let f = &p.name;
+        match &p.ty {
+            Ty::Gm(..) => quote!(::sampler_kernels::spec::LaunchArg::Buf(self.#f)),
+            t => {
+                let v = arg_variant(t);
+                quote!(::sampler_kernels::spec::LaunchArg::#v(self.#f))
+            }
+        }
+    });
+    let doc = format!("Typed launch arguments of `{name}`, one field per parameter of its signature (global buffers as the device's handle type `B`).");
+    quote! {
+        #[doc = #doc]
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct Args<B> {
+            #(#fields)*
+        }
+
+        impl<B: Copy> Args<B> {
+            /// The arguments in signature (launch) order, matching [`PARAMS`].
+            pub fn list(&self) -> [::sampler_kernels::spec::LaunchArg<B>; #n] {
+                [#(#items),*]
+            }
+        }
+    }
+}

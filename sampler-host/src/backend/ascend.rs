@@ -10,11 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
+use sampler_kernels::spec::LaunchArg;
+
 use crate::error::{BackendError, ConfigError};
+use crate::pipeline::{Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
 use crate::plan::{Backend, StepPlan, StepResult};
 
-/// Largest force top-k width N on Ascend (SAMPLER.md section 9).
-pub const MAX_N_ASCEND: u32 = 4096;
+pub use sampler_kernels::codes::MAX_N_ASCEND;
 
 /// The AscendC source of every registered kernel that has one, as
 /// `(kernel name, C++ source)`, in pipeline order.
@@ -153,10 +155,15 @@ pub mod acl {
     /// One kernel argument: a device buffer address (`GM_ADDR`) or a scalar by value.
     #[derive(Debug, Clone, Copy)]
     pub enum KernelArg {
+        /// A device buffer address.
         Gm(*mut c_void),
+        /// A `uint32_t`.
         U32(u32),
+        /// An `int32_t`.
         I32(i32),
+        /// A `uint64_t`.
         U64(u64),
+        /// A `float`.
         F32(f32),
     }
 
@@ -290,6 +297,38 @@ pub mod acl {
             Ok(Function { handle: f })
         }
 
+        /// `aclrtMalloc` of `bytes` bytes (at least 32), owned by the caller
+        /// ([`Runtime::free_raw`]).
+        pub fn alloc_raw(&self, bytes: usize) -> Result<*mut c_void, String> {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            check("aclrtMalloc", unsafe { (self.api.malloc)(&mut p, bytes.max(32), ACL_MEM_MALLOC_HUGE_FIRST) })?;
+            Ok(p)
+        }
+
+        /// Frees a buffer of [`Runtime::alloc_raw`].
+        ///
+        /// # Safety
+        /// `p` came from `alloc_raw` of this runtime and is not used after.
+        pub unsafe fn free_raw(&self, p: *mut c_void) {
+            unsafe { (self.api.free)(p) };
+        }
+
+        /// Host -> device copy into `dst` (a buffer of `dst_bytes` bytes).
+        ///
+        /// # Safety
+        /// `dst` is a live device buffer of at least `dst_bytes` bytes.
+        pub unsafe fn copy_h2d(&self, dst: *mut c_void, dst_bytes: usize, src: &[u8]) -> Result<(), String> {
+            check("aclrtMemcpy(H2D)", unsafe { (self.api.memcpy)(dst, dst_bytes, src.as_ptr() as *const c_void, src.len(), ACL_MEMCPY_HOST_TO_DEVICE) })
+        }
+
+        /// Device -> host copy of `out.len()` bytes from `src`.
+        ///
+        /// # Safety
+        /// `src` is a live device buffer holding at least `out.len()` bytes.
+        pub unsafe fn copy_d2h(&self, out: &mut [u8], src: *const c_void) -> Result<(), String> {
+            check("aclrtMemcpy(D2H)", unsafe { (self.api.memcpy)(out.as_mut_ptr() as *mut c_void, out.len(), src, out.len(), ACL_MEMCPY_DEVICE_TO_HOST) })
+        }
+
         /// A device buffer of `bytes` bytes (`aclrtMalloc`, huge pages first).
         pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer<'_>, String> {
             let mut p: *mut c_void = std::ptr::null_mut();
@@ -342,16 +381,193 @@ pub mod acl {
     }
 }
 
-/// The Ascend backend. Construction fails with
-/// [`ConfigError::BackendUnavailable`] when CANN (libascendcl, aclrtc) is
-/// absent or its entry points do not resolve, and, where CANN loads and
-/// every kernel source compiles, still fails: the step pipeline (the launch
-/// order of `backend::cuda`, on [`acl::Runtime`]) is not wired yet, as the
-/// glue could not be run on hardware. [`acl::Runtime`] is usable directly
-/// for bring-up (see the ignored test `hardware_compiles_and_launches`).
+/// AIV cores a launch spreads its programs over when `ASCEND_AIV_CORES` is
+/// unset (910B4; other parts have up to 48: set the variable).
+pub const DEFAULT_AIV_CORES: u32 = 40;
+
+/// The arguments of `l` as its AscendC entry takes them: the kernel's
+/// parameters in signature order (buffers as `GM_ADDR` from `addr`), then
+/// `uint32_t programs` (the launch's grid). Errors: a scalar type the
+/// AscendC entries do not take.
+pub fn launch_args(l: &Launch, addr: &dyn Fn(Buf) -> *mut std::ffi::c_void) -> Result<Vec<acl::KernelArg>, BackendError> {
+    use acl::KernelArg as K;
+    let mut out = Vec::with_capacity(l.args.len() + 1);
+    for a in &l.args {
+        out.push(match *a {
+            LaunchArg::Buf(b) => K::Gm(addr(b)),
+            LaunchArg::U32(x) => K::U32(x),
+            LaunchArg::I32(x) => K::I32(x),
+            LaunchArg::U64(x) => K::U64(x),
+            LaunchArg::F32(x) => K::F32(x),
+            other => return Err(BackendError::Device { backend: "ascend", msg: format!("kernel `{}`: argument {other:?} has no AscendC form", l.spec.name) }),
+        });
+    }
+    out.push(K::U32(l.grid));
+    Ok(out)
+}
+
+/// The launch list's capabilities on Ascend: one program per row for the
+/// mask check and the top-N (`Sort32` + `MrgSort` over N <= 4096), fused
+/// kernels up to [`MAX_N_ASCEND`].
+pub fn ascend_caps() -> Caps {
+    Caps { mask_chunk: None, topn_chunks: 1, fused_max: MAX_N_ASCEND }
+}
+
+/// Ascend through CANN as a pipeline [`Device`]: every kernel source
+/// compiled by aclrtc at start, one device buffer per [`Buf`] (grown, never
+/// shrunk), synchronous copies and launches. Written from the public ACL
+/// documentation; **not run here** (no Ascend hardware): docs/ASCEND.md.
+pub struct AscendDevice {
+    rt: acl::Runtime,
+    funcs: std::collections::HashMap<&'static str, acl::Function>,
+    _bins: Vec<acl::Binary>,
+    bufs: Vec<(*mut std::ffi::c_void, usize)>,
+    cores: u32,
+}
+
+// SAFETY: used by one thread at a time (`&mut self`); see acl::Runtime.
+unsafe impl Send for AscendDevice {}
+
+impl std::fmt::Debug for AscendDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendDevice").field("entries", &self.funcs.len()).field("cores", &self.cores).finish()
+    }
+}
+
+fn ae(msg: String) -> BackendError {
+    BackendError::Device { backend: "ascend", msg }
+}
+
+fn elem_bytes(p: sampler_kernels::spec::Prim) -> usize {
+    use sampler_kernels::spec::Prim;
+    match p {
+        Prim::Bool => 1,
+        Prim::I64 | Prim::U64 | Prim::F64 => 8,
+        _ => 4,
+    }
+}
+
+impl AscendDevice {
+    /// Compiles and loads every kernel's AscendC source on `rt`.
+    pub fn new(rt: acl::Runtime) -> Result<AscendDevice, String> {
+        let mut funcs = std::collections::HashMap::new();
+        let mut bins = Vec::new();
+        for name in sampler_kernels::kernels::ALL {
+            let spec = sampler_kernels::registry::find(name).ok_or_else(|| format!("kernel `{name}` not registered"))?;
+            let Some(src) = spec.ascendc else { continue };
+            let bin = rt.load(&rt.compile(name, src)?)?;
+            for v in spec.variants.iter().filter(|v| v.tile <= MAX_N_ASCEND) {
+                funcs.insert(v.entry, rt.function(&bin, v.entry)?);
+            }
+            bins.push(bin);
+        }
+        let cores = std::env::var("ASCEND_AIV_CORES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_AIV_CORES);
+        Ok(AscendDevice { rt, funcs, _bins: bins, bufs: vec![(std::ptr::null_mut(), 0); Buf::ALL.len()], cores })
+    }
+
+    fn host_bytes(data: &HostSlice<'_>) -> Vec<u8> {
+        match *data {
+            HostSlice::F32(s) => s.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostSlice::I32(s) => s.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostSlice::U32(s) => s.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostSlice::U64(s) => s.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+}
+
+impl Drop for AscendDevice {
+    fn drop(&mut self) {
+        for &(p, _) in &self.bufs {
+            if !p.is_null() {
+                // SAFETY: allocated by alloc_raw of this runtime; dropped once.
+                unsafe { self.rt.free_raw(p) };
+            }
+        }
+    }
+}
+
+impl Device for AscendDevice {
+    fn name(&self) -> &'static str {
+        "ascend"
+    }
+    fn caps(&self, _v: u32, _n: u32) -> Caps {
+        ascend_caps()
+    }
+    fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
+        let bytes = len * elem_bytes(buf.prim());
+        let (p, have) = self.bufs[buf as usize];
+        if have < bytes.max(32) {
+            if !p.is_null() {
+                // SAFETY: ours, replaced below.
+                unsafe { self.rt.free_raw(p) };
+            }
+            let want = bytes.max(32).max(have + have / 2);
+            self.bufs[buf as usize] = (self.rt.alloc_raw(want).map_err(ae)?, want);
+        }
+        Ok(())
+    }
+    fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
+        self.alloc(buf, data.len())?;
+        let (p, have) = self.bufs[buf as usize];
+        // SAFETY: `p` holds `have` >= the data's bytes (alloc above).
+        unsafe { self.rt.copy_h2d(p, have, &Self::host_bytes(&data)) }.map_err(ae)
+    }
+    fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError> {
+        let w = elem_bytes(buf.prim());
+        let bits = value.scalar_bits().unwrap_or(0).to_le_bytes();
+        let bytes: Vec<u8> = (0..len).flat_map(|_| bits[..w].to_vec()).collect();
+        self.alloc(buf, len)?;
+        let (p, have) = self.bufs[buf as usize];
+        // SAFETY: as upload.
+        unsafe { self.rt.copy_h2d(p, have, &bytes) }.map_err(ae)
+    }
+    fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
+        let f = *self.funcs.get(l.variant.entry).ok_or_else(|| ae(format!("no AscendC entry `{}`", l.variant.entry)))?;
+        let bufs = &self.bufs;
+        let args = launch_args(l, &|b| bufs[b as usize].0)?;
+        // SAFETY: the arguments follow the kernel's generated Args (its signature) plus
+        // `programs`; the pipeline sized every buffer for the step.
+        unsafe { self.rt.launch(f, l.grid.clamp(1, self.cores), &args) }.map_err(ae)
+    }
+    fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
+        let w = elem_bytes(buf.prim());
+        let (p, have) = self.bufs[buf as usize];
+        let n = match &out {
+            HostSliceMut::F32(o) => o.len(),
+            HostSliceMut::I32(o) => o.len(),
+            HostSliceMut::U32(o) => o.len(),
+            HostSliceMut::U64(o) => o.len(),
+        };
+        if (offset + n) * w > have {
+            return Err(ae(format!("download of {buf:?} past its end")));
+        }
+        let mut bytes = vec![0u8; n * w];
+        // SAFETY: range checked above.
+        unsafe { self.rt.copy_d2h(&mut bytes, (p as *const u8).add(offset * w) as *const std::ffi::c_void) }.map_err(ae)?;
+        macro_rules! put {
+            ($o:expr, $t:ty) => {
+                for (x, c) in $o.iter_mut().zip(bytes.chunks_exact(w)) {
+                    *x = <$t>::from_le_bytes(c.try_into().expect("element width"));
+                }
+            };
+        }
+        match out {
+            HostSliceMut::F32(o) => put!(o, f32),
+            HostSliceMut::I32(o) => put!(o, i32),
+            HostSliceMut::U32(o) => put!(o, u32),
+            HostSliceMut::U64(o) => put!(o, u64),
+        }
+        Ok(())
+    }
+}
+
+/// The Ascend backend: the shared launch list ([`crate::pipeline`]) on an
+/// [`AscendDevice`]. Construction fails with [`ConfigError::BackendUnavailable`]
+/// when CANN (libascendcl, aclrtc) is absent, its entry points do not
+/// resolve, or a kernel source does not compile. Untested on hardware.
 #[derive(Debug)]
 pub struct AscendBackend {
-    _rt: acl::Runtime,
+    dev: AscendDevice,
 }
 
 impl AscendBackend {
@@ -369,12 +585,7 @@ impl AscendBackend {
         let device = std::env::var("ASCEND_DEVICE_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         // SAFETY: loads the CANN libraries found above.
         let rt = unsafe { acl::Runtime::open(&home, device) }.map_err(unavailable)?;
-        for (name, src) in sources() {
-            let bin = rt.compile(name, src).map_err(unavailable)?;
-            rt.load(&bin).map_err(unavailable)?;
-        }
-        let _ = AscendBackend { _rt: rt };
-        Err(unavailable("CANN loaded and every AscendC source compiled, but the step pipeline is not wired to acl::Runtime yet: see docs/ASCEND.md".into()))
+        Ok(AscendBackend { dev: AscendDevice::new(rt).map_err(unavailable)? })
     }
 }
 
@@ -383,8 +594,8 @@ impl Backend for AscendBackend {
         "ascend"
     }
 
-    fn run(&mut self, _plan: &StepPlan) -> Result<StepResult, BackendError> {
-        Err(BackendError::Device { backend: "ascend", msg: "the step pipeline is not wired for Ascend yet".into() })
+    fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        crate::pipeline::run_step(&mut self.dev, plan, false)
     }
 }
 
@@ -412,6 +623,37 @@ mod tests {
         assert!(matches!(Sampler::new(cfg(8192)), Err(ConfigError::ForceTopkTooLarge { n: 8192, platform: "ascend", limit: 4096 })));
         if cann_home().is_none() {
             assert!(matches!(Sampler::new(cfg(4096)), Err(ConfigError::BackendUnavailable("ascend", _))));
+        }
+    }
+
+    /// Every launch of the shared list maps to its AscendC entry's C
+    /// arguments: one per parameter (buffers as `GM_ADDR`), then `programs`,
+    /// and every entry it names exists in the kernel's AscendC variants.
+    #[test]
+    fn pipeline_launches_map_to_ascendc_entries() {
+        use crate::plan::build_plan;
+        use crate::request::Request;
+        use crate::params::SamplingParams;
+        let v = 3000u32;
+        let p = SamplingParams { top_k: 50, top_p: 0.9, top_logprobs: 3, seq_seed: Some(1), ..Default::default() };
+        let logits = vec![0.1f32; 3 * v as usize];
+        let reqs = [Request::prefill(p.clone(), 5), Request::decode(p, 10, 2, vec![7], vec![Default::default()])];
+        for n in [1024, v] {
+            let (plan, _) = build_plan(v, n, 5, &logits, &reqs).unwrap();
+            for prefix in [None, plan.prefix_width()] {
+                let prog = crate::pipeline::build(&plan, prefix, &ascend_caps()).unwrap();
+                for l in &prog.launches {
+                    let args = launch_args(l, &|b| (b as usize * 16 + 16) as *mut std::ffi::c_void).unwrap();
+                    assert_eq!(args.len(), l.spec.params.len() + 1, "{}", l.spec.name);
+                    assert!(matches!(args.last(), Some(acl::KernelArg::U32(g)) if *g == l.grid));
+                    for (a, p) in args.iter().zip(l.spec.params) {
+                        let gm = matches!(p.kind, sampler_kernels::spec::ParamKind::Gm(_) | sampler_kernels::spec::ParamKind::GmMut(_));
+                        assert_eq!(matches!(a, acl::KernelArg::Gm(_)), gm, "{}.{}", l.spec.name, p.name);
+                    }
+                    assert!(l.variant.tile <= MAX_N_ASCEND, "{} tile {}", l.spec.name, l.variant.tile);
+                    assert!(l.spec.ascendc.is_some_and(|s| s.contains(l.variant.entry)), "{} has no AscendC entry {}", l.spec.name, l.variant.entry);
+                }
+            }
         }
     }
 

@@ -13,18 +13,18 @@
 //! - No driver: [`CudaBackend::new`] returns a typed
 //!   [`ConfigError::BackendUnavailable`]; nothing panics.
 
-pub use cudarc;
-
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute_enum;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
-use sampler_kernels::kernels as k;
-use sampler_kernels::spec::{gpu_stage_bytes, Variant, GPU_SMEM_BASE};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
+use sampler_kernels::codes::MAX_N_NVIDIA;
+use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, Prim, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
-use crate::plan::{mass_chunks, raw_tiles, Backend, StepPlan, StepResult, MASS_CHUNK};
+use crate::interop::Dtype;
+use crate::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch, Program};
+use crate::plan::{Backend, Logits, StepPlan, StepResult};
 
 /// Committed tuning tables, `(file name, JSON)`: the one whose `"device"`
 /// equals the device's name is used (`examples/autotune.rs` writes them;
@@ -37,7 +37,7 @@ pub const MASK_CHUNK: u32 = 16384;
 
 /// Widest N of the fused kernels (`process_draw`, `process_prefix_draw`,
 /// `token_info_top`: register tiles only); wider steps run them unfused.
-pub const FUSED_MAX: u32 = 16384;
+pub const FUSED_MAX: u32 = MAX_N_NVIDIA;
 
 /// Blocks per row of the mask/bad-value check (by V only).
 pub fn mask_chunks(v: u32) -> u32 {
@@ -53,7 +53,7 @@ pub fn chunks_valid(v: u32, n: u32, chunks: u32) -> bool {
     if chunks <= 1 {
         return true;
     }
-    if n > 16384 || n == 0 {
+    if n > MAX_N_NVIDIA || n == 0 {
         return false;
     }
     let len = v.div_ceil(chunks);
@@ -64,7 +64,7 @@ pub fn chunks_valid(v: u32, n: u32, chunks: u32) -> bool {
 /// The chunk count without a tuning entry: the most chunks whose candidates
 /// (chunks x N) still fit one 16384-key tile of the merge.
 pub fn default_chunks(v: u32, n: u32) -> u32 {
-    CHUNK_CANDIDATES.iter().copied().filter(|&c| c * n.max(1) <= 16384 && chunks_valid(v, n, c)).max().unwrap_or(1)
+    CHUNK_CANDIDATES.iter().copied().filter(|&c| c * n.max(1) <= MAX_N_NVIDIA && chunks_valid(v, n, c)).max().unwrap_or(1)
 }
 
 /// The tuning table of one device: chunk counts by (V, N).
@@ -156,94 +156,432 @@ fn shared() -> Result<&'static Shared, ConfigError> {
     r.as_ref().map_err(|m| unavailable(m.clone()))
 }
 
-/// A device buffer that grows (never shrinks) to the sizes steps need.
-struct DBuf<T> {
-    s: CudaSlice<T>,
+/// One device buffer of a step, grown (never shrunk) to the sizes steps need.
+enum DStore {
+    F32(CudaSlice<f32>),
+    I32(CudaSlice<i32>),
+    U32(CudaSlice<u32>),
+    U64(CudaSlice<u64>),
 }
 
-impl<T: DeviceRepr + ValidAsZeroBits> DBuf<T> {
-    fn new(stream: &Arc<CudaStream>) -> Result<Self, BackendError> {
-        Ok(DBuf { s: stream.alloc_zeros::<T>(1).map_err(dev)? })
+/// Grows `s` to hold `len` (by half again at least); true when it moved.
+fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<bool, BackendError> {
+    if s.len() < len.max(1) {
+        let want = len.max(1).max(s.len() + s.len() / 2);
+        *s = stream.alloc_zeros::<T>(want).map_err(dev)?;
+        return Ok(true);
     }
-    /// Makes room for `len` elements (contents undefined after growing).
-    fn ensure(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), BackendError> {
-        if self.s.len() < len.max(1) {
-            let want = len.max(1).max(self.s.len() + self.s.len() / 2);
-            self.s = stream.alloc_zeros::<T>(want).map_err(dev)?;
+    Ok(false)
+}
+
+/// Bytes of `h` as a byte slice.
+fn host_bytes<'a>(h: &HostSlice<'a>) -> &'a [u8] {
+    // SAFETY: plain-old-data element types, viewed as bytes for a copy.
+    unsafe {
+        match *h {
+            HostSlice::F32(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+            HostSlice::I32(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+            HostSlice::U32(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
+            HostSlice::U64(s) => std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)),
         }
-        Ok(())
-    }
-    /// Uploads `h` to the start of the buffer (growing it first).
-    fn upload(&mut self, stream: &Arc<CudaStream>, h: &[T]) -> Result<(), BackendError> {
-        self.ensure(stream, h.len())?;
-        if !h.is_empty() {
-            stream.memcpy_htod(h, &mut self.s).map_err(dev)?;
-        }
-        Ok(())
-    }
-    /// Downloads the first `len` elements.
-    fn download(&self, stream: &Arc<CudaStream>, len: usize) -> Result<Vec<T>, BackendError>
-    where
-        T: Default + Clone,
-    {
-        let mut out = vec![T::default(); len];
-        if len > 0 {
-            stream.memcpy_dtoh(&self.s.slice(0..len), &mut out).map_err(dev)?;
-        }
-        Ok(out)
     }
 }
+
+fn prim_bytes(p: Prim) -> usize {
+    match p {
+        Prim::Bool => 1,
+        Prim::I64 | Prim::U64 | Prim::F64 => 8,
+        _ => 4,
+    }
+}
+
+/// Byte alignment of each buffer in the input arena.
+const ARENA_ALIGN: usize = 256;
 
 fn dev(e: impl std::fmt::Debug) -> BackendError {
     BackendError::Device { backend: "cuda", msg: format!("{e:?}") }
 }
 
-macro_rules! bufs {
-    ($($name:ident: $t:ty),* $(,)?) => {
-        struct Bufs { $($name: DBuf<$t>,)* }
-        impl Bufs {
-            fn new(stream: &Arc<CudaStream>) -> Result<Self, BackendError> {
-                Ok(Bufs { $($name: DBuf::new(stream)?,)* })
-            }
-        }
-    };
-}
-
-bufs! {
-    logits: f32, masks: u32, has_mask: u32, row_status: i32,
-    cand: f32, cand_ids: i32, logprobs: f32,
-    temperature: f32, top_p: f32, top_k: i32, min_p: f32, filter_order: u32, raw: u32, raw_max: f32, raw_sum: u64,
-    seed: u64, seq_draw: u64, seq_accept: u64, seq_residual: u64,
-    fresh: i32, golden: i32, drafts: i32,
-    draft_ids: i32, draft_lps: f32, col_of: i32, q_lps: f32, draft_col: i32, draft_q: f32,
-    accept: u32, residual: i32,
-    group_first: u32, group_rows: u32, group_kind: u32, group_status_in: i32,
-    tokens: i32, lookup: i32, accepted: u32, group_status: i32,
-    token_lp: f32, sum_smaller: f32, top_ids: i32, top_lps: f32,
-    chunk_cand: f32, chunk_ids: i32, chunk_bad: u32, chunk_finite: u32,
-    mass: u64, overflow: u32,
-    tree_parent: i32, tree_token: i32, tree_mode: u32, path: i32,
-}
-
-/// Runs every kernel on the first CUDA device.
-pub struct CudaBackend {
+/// The first CUDA device as a [`Device`]: one stream, one buffer per
+/// [`Buf`], kept across steps (no allocation once the largest step has run).
+pub struct CudaDevice {
     stream: Arc<CudaStream>,
     /// Side stream for grammar-mask uploads; the sampling stream waits on its event.
     mask_stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     funcs: HashMap<&'static str, CudaFunction>,
-    b: Bufs,
+    bufs: Vec<DStore>,
+    tuning: Tuning,
+    chunks_override: Option<u32>,
+    /// The caller's device logits, read in place this step (f32, no mask).
+    ext_logits: Option<u64>,
+    /// Inputs and filled buffers of the step, packed: one device arena, its
+    /// pinned host staging (one async copy a step), and each buffer's byte
+    /// offset in it this step.
+    arena: Option<CudaSlice<u8>>,
+    staging: Option<PinnedHostSlice<u8>>,
+    /// Recorded after the staging's last copy (event tracking is off in this
+    /// context, so cudarc records none): the host waits on it, and only on
+    /// it, before writing the staging again.
+    staging_copied: Option<cudarc::driver::CudaEvent>,
+    input_at: Vec<Option<usize>>,
+    /// Pinned host memory the downloads land in, and the host copies still
+    /// to make from it at `finish` (staging offset, destination, bytes).
+    out_staging: Option<PinnedHostSlice<u8>>,
+    out_used: usize,
+    pending: Vec<(usize, *mut u8, usize)>,
+    /// Bumped whenever a device buffer moves (a captured graph is then stale).
+    generation: u64,
+}
+
+impl CudaDevice {
+    fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
+        let stream = sh.ctx.new_stream().map_err(dev)?;
+        let mask_stream = sh.ctx.new_stream().map_err(dev)?;
+        let mut bufs = Vec::new();
+        for b in Buf::ALL {
+            bufs.push(match b.prim() {
+                Prim::F32 => DStore::F32(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::I32 => DStore::I32(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::U64 => DStore::U64(stream.alloc_zeros(1).map_err(dev)?),
+                _ => DStore::U32(stream.alloc_zeros(1).map_err(dev)?),
+            });
+        }
+        Ok(CudaDevice {
+            stream,
+            mask_stream,
+            module: sh.module.clone(),
+            funcs: HashMap::new(),
+            bufs,
+            tuning: Tuning::for_device(&sh.device),
+            chunks_override: None,
+            ext_logits: None,
+            arena: None,
+            staging: None,
+            staging_copied: None,
+            input_at: vec![None; Buf::ALL.len()],
+            out_staging: None,
+            out_used: 0,
+            pending: Vec::new(),
+            generation: 0,
+        })
+    }
+
+    fn func(&mut self, v: &'static Variant) -> Result<CudaFunction, BackendError> {
+        if let Some(f) = self.funcs.get(v.entry) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(v.entry).map_err(dev)?;
+        // Selection kernels may get top_n's staging area on top of v.shared.
+        let most = if v.shared > GPU_SMEM_BASE { 227 * 1024 } else { v.shared };
+        if most > 48 * 1024 {
+            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32).map_err(dev)?;
+        }
+        self.funcs.insert(v.entry, f.clone());
+        Ok(f)
+    }
+
+    /// Blocks per row of the top-N selection for (V, N) (by V and N only).
+    pub fn chunks_for(&self, v: u32, n: u32) -> u32 {
+        match self.chunks_override {
+            Some(c) if chunks_valid(v, n, c) => c,
+            _ => self.tuning.chunks(v, n),
+        }
+    }
+
+    fn stream_for(&self, buf: Buf) -> Arc<CudaStream> {
+        // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's mask copy).
+        if matches!(buf, Buf::Masks | Buf::HasMask) {
+            self.mask_stream.clone()
+        } else {
+            self.stream.clone()
+        }
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn caps(&self, v: u32, n: u32) -> Caps {
+        Caps { mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK), topn_chunks: self.chunks_for(v, n), fused_max: FUSED_MAX }
+    }
+
+    fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
+        let st = self.stream.clone();
+        self.input_at[buf as usize] = None;
+        let moved = match &mut self.bufs[buf as usize] {
+            DStore::F32(s) => grow(s, &st, len),
+            DStore::I32(s) => grow(s, &st, len),
+            DStore::U32(s) => grow(s, &st, len),
+            DStore::U64(s) => grow(s, &st, len),
+        }?;
+        self.generation += moved as u64;
+        Ok(())
+    }
+
+    fn upload_inputs(&mut self, list: &[(Buf, pipeline::Upload<'_>)]) -> Result<(), BackendError> {
+        use pipeline::Upload;
+        // Lay the inputs out in one arena, each ARENA_ALIGN-aligned.
+        let mut at = Vec::with_capacity(list.len());
+        let mut total = 0usize;
+        for (b, u) in list {
+            let bytes = match u {
+                Upload::Data(h) => h.len(),
+                Upload::Fill(_, len) => *len,
+            } * prim_bytes(b.prim());
+            at.push(total);
+            total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        }
+        let total = total.max(ARENA_ALIGN);
+        if self.staging.as_ref().is_none_or(|s| s.len() < total) {
+            let want = total.max(self.staging.as_ref().map_or(0, |s| s.len() * 3 / 2));
+            // SAFETY: plain bytes; every byte a kernel reads is written below first.
+            self.staging = Some(unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?);
+            self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
+            self.generation += 1;
+        }
+        if let Some(e) = self.staging_copied.take() {
+            // The previous step's metadata copy (the front of that step) must be done.
+            e.synchronize().map_err(dev)?;
+        }
+        let staging = self.staging.as_mut().expect("sized above");
+        let host = staging.as_mut_slice().map_err(dev)?;
+        for ((b, u), &off) in list.iter().zip(&at) {
+            match u {
+                Upload::Data(h) => {
+                    let src = host_bytes(h);
+                    host[off..off + src.len()].copy_from_slice(src);
+                }
+                Upload::Fill(x, len) => {
+                    let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
+                    let w = prim_bytes(b.prim());
+                    for i in 0..*len {
+                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
+                    }
+                }
+            }
+            self.input_at[*b as usize] = Some(off);
+        }
+        let arena = self.arena.as_mut().expect("sized above");
+        // One async copy of the whole step's metadata, from pinned memory.
+        self.stream.memcpy_htod(staging, arena).map_err(dev)?;
+        self.staging_copied = Some(self.stream.record_event(None).map_err(dev)?);
+        Ok(())
+    }
+
+    fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
+        self.alloc(buf, data.len())?;
+        self.input_at[buf as usize] = None;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let st = self.stream_for(buf);
+        let side = !Arc::ptr_eq(&st, &self.stream);
+        if side {
+            // Event tracking is off in this context: these events are the only ordering.
+            st.wait(&self.stream.record_event(None).map_err(dev)?).map_err(dev)?;
+        }
+        match (&mut self.bufs[buf as usize], data) {
+            (DStore::F32(s), HostSlice::F32(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            (DStore::I32(s), HostSlice::I32(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            (DStore::U32(s), HostSlice::U32(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            (DStore::U64(s), HostSlice::U64(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            _ => return Err(dev(format!("upload to {buf:?}: element type mismatch"))),
+        }
+        if side {
+            self.stream.wait(&st.record_event(None).map_err(dev)?).map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError> {
+        match value {
+            LaunchArg::F32(x) => self.upload(buf, HostSlice::F32(&vec![x; len])),
+            LaunchArg::I32(x) => self.upload(buf, HostSlice::I32(&vec![x; len])),
+            LaunchArg::U32(x) => self.upload(buf, HostSlice::U32(&vec![x; len])),
+            LaunchArg::U64(x) => self.upload(buf, HostSlice::U64(&vec![x; len])),
+            other => Err(dev(format!("fill of {buf:?} with {other:?}"))),
+        }
+    }
+
+    fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
+        self.ext_logits = None;
+        let masked = plan.has_mask.iter().any(|&m| m != 0);
+        match &plan.logits {
+            Logits::Cuda(c) => {
+                // The engine's stream wrote them: ours waits for it (no host sync).
+                self.stream.wait(&c.stream().record_event(None).map_err(dev)?).map_err(dev)?;
+                if c.dtype() != Dtype::F32 {
+                    return Err(dev("half-precision device logits need the in-kernel widening load, not wired on CUDA yet: pass f32 device logits, or host bf16/f16"));
+                }
+                if !masked {
+                    // mask_check stores only into masked rows: read the caller's buffer in place.
+                    self.ext_logits = Some(c.ptr());
+                    return Ok(());
+                }
+                self.alloc(Buf::Logits, c.len())?;
+                let DStore::F32(s) = &mut self.bufs[Buf::Logits as usize] else { unreachable!("Logits is f32") };
+                use cudarc::driver::DevicePtrMut;
+                let (dst, _g) = s.device_ptr_mut(&self.stream);
+                // SAFETY: both ranges hold c.len() f32 on this context; ordered on our stream.
+                unsafe { cudarc::driver::result::memcpy_dtod_async(dst, c.ptr(), c.len() * 4, self.stream.cu_stream()) }.map_err(dev)?;
+                Ok(())
+            }
+            other => {
+                let l = other.to_f32_cow();
+                self.upload(Buf::Logits, HostSlice::F32(&l))
+            }
+        }
+    }
+
+    fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
+        let v = l.variant;
+        let f = self.func(v)?;
+        let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
+        let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
+        // Scalars (and the caller's logits pointer) must outlive the builder.
+        let ext = self.ext_logits.unwrap_or(0);
+        let args = l.args.clone();
+        let base = match &self.arena {
+            Some(a) => a.device_ptr(&self.stream).0,
+            None => 0,
+        };
+        let ptrs: Vec<u64> = args.iter().map(|a| match a {
+            LaunchArg::Buf(b) => self.input_at[*b as usize].map_or(0, |off| base + off as u64),
+            _ => 0,
+        }).collect();
+        let mut lb = self.stream.launch_builder(&f);
+        for (a, ptr) in args.iter().zip(&ptrs) {
+            match a {
+                LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
+                    lb.arg(&ext);
+                }
+                // A buffer packed in the input arena this step.
+                LaunchArg::Buf(_) if *ptr != 0 => {
+                    lb.arg(ptr);
+                }
+                LaunchArg::Buf(b) => match &self.bufs[*b as usize] {
+                    DStore::F32(s) => {
+                        lb.arg(s);
+                    }
+                    DStore::I32(s) => {
+                        lb.arg(s);
+                    }
+                    DStore::U32(s) => {
+                        lb.arg(s);
+                    }
+                    DStore::U64(s) => {
+                        lb.arg(s);
+                    }
+                },
+                LaunchArg::Bool(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::I32(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::U32(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::I64(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::U64(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::F32(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::F64(x) => {
+                    lb.arg(x);
+                }
+            }
+        }
+        // SAFETY: the arguments come from the kernel's generated `Args` (its
+        // signature, in order); the pipeline sized every buffer for the step.
+        unsafe { lb.launch(cfg) }.map_err(dev)?;
+        Ok(())
+    }
+
+    fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
+        let w = prim_bytes(buf.prim());
+        let (dst, n) = match out {
+            HostSliceMut::F32(o) if buf.prim() == Prim::F32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::I32(o) if buf.prim() == Prim::I32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::U32(o) if buf.prim() == Prim::U32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::U64(o) if buf.prim() == Prim::U64 => (o.as_mut_ptr() as *mut u8, o.len()),
+            _ => return Err(dev(format!("download of {buf:?}: element type mismatch"))),
+        };
+        let bytes = n * w;
+        if bytes == 0 {
+            return Ok(());
+        }
+        // Source: the arena (inputs and filled outputs) or the buffer's own allocation.
+        let (src, have) = match self.input_at[buf as usize] {
+            Some(off) => (self.arena.as_ref().expect("arena").device_ptr(&self.stream).0 + off as u64, usize::MAX),
+            None => match &self.bufs[buf as usize] {
+                DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+                DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+                DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+                DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
+            },
+        };
+        if (offset + n) * w > have {
+            return Err(dev(format!("download of {buf:?} past its end")));
+        }
+        let need = self.out_used.div_ceil(16) * 16 + bytes;
+        if self.out_staging.as_ref().is_none_or(|s| s.len() < need) {
+            // Growing drops what earlier downloads of this step put there: copy them out first.
+            self.finish()?;
+            let want = need.max(self.out_staging.as_ref().map_or(0, |s| s.len() * 3 / 2)).max(1 << 16);
+            // SAFETY: plain bytes, written by the device before the host reads them; default
+            // flags (not write-combined): the host reads this memory.
+            self.out_staging = Some(unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?);
+        }
+        let at = self.out_used.div_ceil(16) * 16;
+        let host = self.out_staging.as_mut().expect("sized above").as_mut_ptr().map_err(dev)?;
+        // SAFETY: `at + bytes` is inside the pinned buffer; the device range was checked above.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host.add(at), bytes), src + (offset * w) as u64, self.stream.cu_stream())
+        }
+        .map_err(dev)?;
+        self.pending.push((at, dst, bytes));
+        self.out_used = at + bytes;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BackendError> {
+        self.stream.synchronize().map_err(dev)?;
+        if let Some(st) = &self.out_staging {
+            let host = st.as_ptr().map_err(dev)?;
+            for (at, dst, bytes) in self.pending.drain(..) {
+                // SAFETY: `dst` is the caller's `out` of `download`, alive and unmoved
+                // until `finish` (the Device contract); the copy has completed.
+                unsafe { std::ptr::copy_nonoverlapping(host.add(at), dst, bytes) };
+            }
+        }
+        self.out_used = 0;
+        Ok(())
+    }
+}
+
+/// Runs every kernel on the first CUDA device, through [`crate::pipeline`].
+pub struct CudaBackend {
+    d: CudaDevice,
     device: String,
     timing: bool,
     last_kernel_ms: Option<f32>,
-    tuning: Tuning,
-    chunks_override: Option<u32>,
     full_row: bool,
+    /// The program of the last [`Self::prepare_step`].
+    prog: Option<Program>,
 }
 
 // SAFETY: the backend is used by one thread at a time (`&mut self`); cudarc's
 // handles are Send, and the context is bound to the calling thread per call.
 unsafe impl Send for CudaBackend {}
+unsafe impl Send for CudaDevice {}
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -251,34 +589,13 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
-/// The variant of `kernel` for `n` elements per row (by V and N only).
-fn pick(kernel: &'static str, variants: &'static [Variant], n: u32) -> Result<&'static Variant, BackendError> {
-    Variant::pick(variants, n)
-        .ok_or_else(|| BackendError::Device { backend: "cuda", msg: format!("kernel `{kernel}` has no tile variant for {n} elements per row") })
-}
-
 impl CudaBackend {
     /// The CUDA backend on device 0, or [`ConfigError::BackendUnavailable`]
     /// when there is no driver, no device, or the PTX does not load.
     pub fn new() -> Result<CudaBackend, ConfigError> {
         let sh = shared()?;
-        let unavailable = |e: BackendError| ConfigError::BackendUnavailable("cuda", e.to_string());
-        let stream = sh.ctx.new_stream().map_err(|e| unavailable(dev(e)))?;
-        let mask_stream = sh.ctx.new_stream().map_err(|e| unavailable(dev(e)))?;
-        let b = Bufs::new(&stream).map_err(unavailable)?;
-        Ok(CudaBackend {
-            stream,
-            mask_stream,
-            module: sh.module.clone(),
-            funcs: HashMap::new(),
-            b,
-            device: sh.device.clone(),
-            timing: false,
-            last_kernel_ms: None,
-            tuning: Tuning::for_device(&sh.device),
-            chunks_override: None,
-            full_row: false,
-        })
+        let d = CudaDevice::new(sh).map_err(|e| ConfigError::BackendUnavailable("cuda", e.to_string()))?;
+        Ok(CudaBackend { d, device: sh.device.clone(), timing: false, last_kernel_ms: None, full_row: false, prog: None })
     }
 
     /// The device's name.
@@ -288,7 +605,7 @@ impl CudaBackend {
 
     /// The stream every launch goes to (for timing with events).
     pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+        &self.d.stream
     }
 
     /// Records CUDA events around each step's kernel sequence (after the
@@ -305,12 +622,12 @@ impl CudaBackend {
 
     /// The tuning table in use.
     pub fn tuning(&self) -> &Tuning {
-        &self.tuning
+        &self.d.tuning
     }
 
     /// Forces the chunk count of the multi-block top-N (autotune; `None` = table).
     pub fn set_chunks_override(&mut self, c: Option<u32>) {
-        self.chunks_override = c;
+        self.d.chunks_override = c;
     }
 
     /// Always takes the full-row path without force top-k (no prefix path,
@@ -321,8 +638,8 @@ impl CudaBackend {
 
     /// The candidate width the kernels run on for `p`, and whether it is the
     /// prefix path ([`StepPlan::prefix_width`]) rather than N.
-    pub fn width(&self, p: &StepPlan) -> (u32, bool) {
-        match p.prefix_width().filter(|_| !self.full_row) {
+    pub fn width(&self, p: &StepPlan<'_>) -> (u32, bool) {
+        match pipeline::choose(p, self.full_row) {
             Some(w) => (w, true),
             None => (p.n, false),
         }
@@ -330,35 +647,46 @@ impl CudaBackend {
 
     /// Blocks per row of the top-N selection for (V, N) (by V and N only).
     pub fn chunks_for(&self, v: u32, n: u32) -> u32 {
-        match self.chunks_override {
-            Some(c) if chunks_valid(v, n, c) => c,
-            _ => self.tuning.chunks(v, n),
-        }
+        self.d.chunks_for(v, n)
     }
 
-    /// Device-resident use (benchmarks, engines holding logits on the GPU):
-    /// uploads every input of `p` and sizes the buffers; afterwards
+    /// The device as a [`Device`] (the pipeline's view).
+    pub fn device(&mut self) -> &mut CudaDevice {
+        &mut self.d
+    }
+
+    /// Device-resident use (benchmarks): builds the step's program, uploads
+    /// every input of `p` and sizes the buffers; afterwards
     /// [`Self::launch_step`] runs the kernels on the device copy only.
-    pub fn prepare_step(&mut self, p: &StepPlan) -> Result<(), BackendError> {
-        self.prepare(p)
+    pub fn prepare_step(&mut self, p: &StepPlan<'_>) -> Result<(), BackendError> {
+        let prog = pipeline::build_for(&self.d, p, pipeline::choose(p, self.full_row))?;
+        pipeline::prepare(&mut self.d, p, &prog)?;
+        self.prog = Some(prog);
+        Ok(())
+    }
+
+    fn program(&self) -> Result<Program, BackendError> {
+        self.prog.clone().ok_or_else(|| dev("launch before prepare_step"))
     }
 
     /// Launches the step's kernels (inputs from [`Self::prepare_step`]); no host sync.
-    pub fn launch_step(&mut self, p: &StepPlan) -> Result<(), BackendError> {
-        self.launch_all(p, &mut |_, _| Ok(()))
+    pub fn launch_step(&mut self, _p: &StepPlan<'_>) -> Result<(), BackendError> {
+        let prog = self.program()?;
+        pipeline::launch_all(&mut self.d, &prog)
     }
 
     /// Launches the step with an event after each kernel, waits, and returns
     /// each kernel's device time in ms, in launch order.
-    pub fn launch_step_timed(&mut self, p: &StepPlan) -> Result<Vec<(&'static str, f32)>, BackendError> {
+    pub fn launch_step_timed(&mut self, _p: &StepPlan<'_>) -> Result<Vec<(&'static str, f32)>, BackendError> {
+        let prog = self.program()?;
         let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let e0 = self.stream.record_event(flags).map_err(dev)?;
+        let e0 = self.d.stream.record_event(flags).map_err(dev)?;
         let mut evs = Vec::new();
-        self.launch_all(p, &mut |s, name| {
-            evs.push((name, s.stream.record_event(flags).map_err(dev)?));
-            Ok(())
-        })?;
-        self.stream.synchronize().map_err(dev)?;
+        for l in &prog.launches {
+            self.d.launch(l)?;
+            evs.push((l.spec.name, self.d.stream.record_event(flags).map_err(dev)?));
+        }
+        self.d.stream.synchronize().map_err(dev)?;
         let mut out = Vec::new();
         let mut prev = &e0;
         for (name, e) in &evs {
@@ -369,13 +697,13 @@ impl CudaBackend {
     }
 
     /// Captures the step's kernels (fixed shapes, inputs already prepared) as a CUDA graph.
-    pub fn capture_step(&mut self, p: &StepPlan) -> Result<cudarc::driver::CudaGraph, BackendError> {
+    pub fn capture_step(&mut self, p: &StepPlan<'_>) -> Result<cudarc::driver::CudaGraph, BackendError> {
         // One eager launch first: functions are loaded and attributes set outside the capture.
         self.launch_step(p)?;
-        self.stream.synchronize().map_err(dev)?;
-        self.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
+        self.d.stream.synchronize().map_err(dev)?;
+        self.d.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
         let r = self.launch_step(p);
-        let g = self.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
+        let g = self.d.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
         r?;
         let g = g.ok_or_else(|| BackendError::Device { backend: "cuda", msg: "empty graph".into() })?;
         g.upload().map_err(dev)?;
@@ -386,66 +714,126 @@ impl CudaBackend {
     /// ([`StepPlan::prefix_width`]) a step whose kept sets do not all fit is
     /// run again here, eagerly, on the full-row path (a captured graph holds
     /// the prefix path only), so the results are always the full-row path's.
-    pub fn collect_step(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
-        let res = self.collect(p)?;
-        self.full_row_if_overflowed(p, res)
-    }
-
-    /// `res` when the step took the full-row path or every kept set fitted
-    /// the prefix; else the step again on the full-row path (inputs uploaded
-    /// again from `p`; masking twice changes nothing).
-    fn full_row_if_overflowed(&mut self, p: &StepPlan, res: StepResult) -> Result<StepResult, BackendError> {
-        if !self.width(p).1 {
-            return Ok(res);
+    pub fn collect_step(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        let prog = self.program()?;
+        let (res, overflow) = pipeline::collect(&mut self.d, p, &prog)?;
+        if prog.prefix && p.prefix_overflowed(&res.group_status, &overflow) {
+            return Ok(pipeline::run_program(&mut self.d, p, None)?.0);
         }
-        let overflow = self.b.overflow.download(&self.stream, p.rows as usize)?;
-        if !p.prefix_overflowed(&res.group_status, &overflow) {
-            return Ok(res);
-        }
-        let keep = self.full_row;
-        self.full_row = true;
-        let r = self.prepare(p).and_then(|_| self.launch_all(p, &mut |_, _| Ok(()))).and_then(|_| self.collect(p));
-        self.full_row = keep;
-        r
+        Ok(res)
     }
 
     /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]).
     pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
-        &mut self.b.logits.s
-    }
-
-    fn func(&mut self, v: &'static Variant) -> Result<CudaFunction, BackendError> {
-        if let Some(f) = self.funcs.get(v.entry) {
-            return Ok(f.clone());
+        match &mut self.d.bufs[Buf::Logits as usize] {
+            DStore::F32(s) => s,
+            _ => unreachable!("Logits is f32"),
         }
-        let f = self.module.load_function(v.entry).map_err(dev)?;
-        // Selection kernels may get top_n's staging area on top of v.shared.
-        let most = if v.shared > GPU_SMEM_BASE { 227 * 1024 } else { v.shared };
-        if most > 48 * 1024 {
-            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32).map_err(dev)?;
-        }
-        self.funcs.insert(v.entry, f.clone());
-        Ok(f)
     }
 }
 
-/// `launch!(self, variant, grid; args..)`: one launch of `variant` on the backend's stream.
-macro_rules! launch {
-    ($s:ident, $v:expr, $grid:expr; $($a:expr),* $(,)?) => {{
-        launch!($s, $v, $grid, stage 0; $($a),*)
-    }};
-    // `stage len`: top_n reads `len` logits per program; they are staged in shared memory when they fit.
-    ($s:ident, $v:expr, $grid:expr, stage $len:expr; $($a:expr),* $(,)?) => {{
-        let v: &'static Variant = $v;
-        let f = $s.func(v)?;
-        let smem = v.shared + gpu_stage_bytes(v.shared, $len);
-        let cfg = LaunchConfig { grid_dim: ($grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
-        let mut lb = $s.stream.launch_builder(&f);
-        $( lb.arg($a); )*
-        // SAFETY: argument order and types follow the kernel's PARAMS (the
-        // DSL signature); every buffer is sized for the step's shapes above.
-        unsafe { lb.launch(cfg) }.map_err(dev)?;
-    }};
+/// The outputs of the last enqueued step, still on the device (stream
+/// ordered: valid for kernels the engine enqueues on the sampler's stream,
+/// or after waiting). Rows of failed requests hold -1 tokens.
+#[derive(Debug)]
+pub struct DeviceOutputs<'a> {
+    /// `[R]` i32 output token per row (-1 none).
+    pub tokens: cudarc::driver::CudaView<'a, i32>,
+    /// `[R]` f32 processed logprob of the row's token (or prompt target).
+    pub logprobs: cudarc::driver::CudaView<'a, f32>,
+    /// `[R, k]` i32 top-logprob ids (k = the batch's top-logprobs width).
+    pub top_ids: cudarc::driver::CudaView<'a, i32>,
+    /// `[R, k]` f32 top logprobs.
+    pub top_logprobs: cudarc::driver::CudaView<'a, f32>,
+    /// `[R]` f32 `sum_smaller_probs` of the row's token.
+    pub sum_smaller_probs: cudarc::driver::CudaView<'a, f32>,
+    /// `[G]` u32 drafts accepted per request (G = requests).
+    pub accepted: cudarc::driver::CudaView<'a, u32>,
+    /// `[G]` i32 request status on the device (0 ok).
+    pub status: cudarc::driver::CudaView<'a, i32>,
+}
+
+/// A step captured as a CUDA graph ([`CudaBackend::capture`]): replays any
+/// step of the same shape (rows, requests, kinds, widths, logits buffer).
+pub struct StepGraph {
+    graph: cudarc::driver::CudaGraph,
+    prog: Program,
+    generation: u64,
+    ext_logits: Option<u64>,
+}
+
+impl std::fmt::Debug for StepGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepGraph").field("kernels", &self.prog.kernel_names()).finish_non_exhaustive()
+    }
+}
+
+impl CudaBackend {
+    /// The program of a device-resident step: the prefix path only where it
+    /// can never ask for a rerun ([`StepPlan::prefix_never_reruns`]).
+    fn device_program(&self, p: &StepPlan<'_>) -> Result<Program, BackendError> {
+        let prefix = pipeline::choose(p, self.full_row).filter(|_| p.prefix_never_reruns());
+        pipeline::build_for(&self.d, p, prefix)
+    }
+
+    /// The outputs of the last enqueued step on the device (`None` before any).
+    pub fn outputs(&self, p: &StepPlan<'_>) -> Option<DeviceOutputs<'_>> {
+        let (r, k, g) = (p.rows as usize, p.k as usize, p.groups());
+        self.prog.as_ref()?;
+        macro_rules! view {
+            ($b:expr, $v:ident, $len:expr) => {
+                match &self.d.bufs[$b as usize] {
+                    DStore::$v(s) => s.slice(0..$len.min(s.len())),
+                    _ => return None,
+                }
+            };
+        }
+        Some(DeviceOutputs {
+            tokens: view!(Buf::Tokens, I32, r),
+            logprobs: view!(Buf::TokenLp, F32, r),
+            top_ids: view!(Buf::TopIds, I32, r * k),
+            top_logprobs: view!(Buf::TopLps, F32, r * k),
+            sum_smaller_probs: view!(Buf::SumSmaller, F32, r),
+            accepted: view!(Buf::Accepted, U32, g),
+            status: view!(Buf::GroupStatus, I32, g),
+        })
+    }
+
+    /// Captures the kernels of a step of `p`'s shape as a CUDA graph, after
+    /// one eager run (kernels loaded, buffers sized: replays allocate nothing).
+    /// [`Self::replay`] then runs any step of the same shape.
+    pub fn capture(&mut self, p: &StepPlan<'_>) -> Result<StepGraph, BackendError> {
+        self.enqueue(p)?;
+        self.d.stream.synchronize().map_err(dev)?;
+        let prog = self.device_program(p)?;
+        pipeline::prepare(&mut self.d, p, &prog)?;
+        let generation = self.d.generation;
+        self.d.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
+        let r = pipeline::launch_all(&mut self.d, &prog);
+        let g = self.d.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
+        r?;
+        let graph = g.ok_or_else(|| dev("empty graph"))?;
+        graph.upload().map_err(dev)?;
+        Ok(StepGraph { graph, prog, generation, ext_logits: self.d.ext_logits })
+    }
+
+    /// Replays `graph` for step `p` (same shape as captured): uploads `p`'s
+    /// metadata (one async copy) and launches the graph; no host wait.
+    /// Errors: a step of another shape, other device logits, or buffers
+    /// that moved since the capture (capture again).
+    pub fn replay(&mut self, graph: &StepGraph, p: &StepPlan<'_>) -> Result<(), BackendError> {
+        let prog = self.device_program(p)?;
+        if !prog.same_launches(&graph.prog) {
+            return Err(dev("this step's shape differs from the captured graph's (rows, requests, widths): capture one for it"));
+        }
+        pipeline::prepare(&mut self.d, p, &prog)?;
+        if self.d.generation != graph.generation || self.d.ext_logits != graph.ext_logits {
+            return Err(dev("device buffers or the logits buffer changed since the capture: capture again"));
+        }
+        graph.graph.launch().map_err(dev)?;
+        self.prog = Some(prog);
+        Ok(())
+    }
 }
 
 impl Backend for CudaBackend {
@@ -453,297 +841,44 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
-    fn run(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
-        if p.rows == 0 {
-            return Ok(StepResult { accepted: vec![0; p.groups()], group_status: p.group_status.clone(), ..Default::default() });
+    fn enqueue(&mut self, p: &StepPlan<'_>) -> Result<Option<StepResult>, BackendError> {
+        let prog = self.device_program(p)?;
+        if p.rows > 0 {
+            pipeline::prepare(&mut self.d, p, &prog)?;
+            pipeline::launch_all(&mut self.d, &prog)?;
         }
-        self.prepare(p)?;
-        let ev = |s: &Arc<CudaStream>| s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev);
-        let t0 = if self.timing { Some(ev(&self.stream)?) } else { None };
-        self.launch_all(p, &mut |_, _| Ok(()))?;
-        let t1 = if self.timing { Some(ev(&self.stream)?) } else { None };
-        let res = self.collect(p)?;
-        let res = self.full_row_if_overflowed(p, res)?;
-        self.last_kernel_ms = match (t0, t1) {
-            (Some(a), Some(b)) => Some(a.elapsed_ms(&b).map_err(dev)?),
-            _ => None,
-        };
+        self.prog = Some(prog);
+        Ok(None)
+    }
+
+    fn collect(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        self.collect_step(p)
+    }
+
+    fn as_cuda(&mut self) -> Option<&mut CudaBackend> {
+        Some(self)
+    }
+
+    fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        if !self.timing {
+            return pipeline::run_step(&mut self.d, p, self.full_row);
+        }
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let prefix = pipeline::choose(p, self.full_row);
+        let prog = pipeline::build_for(&self.d, p, prefix)?;
+        if p.rows > 0 {
+            pipeline::prepare(&mut self.d, p, &prog)?;
+        }
+        let t0 = self.d.stream.record_event(flags).map_err(dev)?;
+        if p.rows > 0 {
+            pipeline::launch_all(&mut self.d, &prog)?;
+        }
+        let t1 = self.d.stream.record_event(flags).map_err(dev)?;
+        let (res, overflow) = pipeline::collect(&mut self.d, p, &prog)?;
+        self.last_kernel_ms = Some(t0.elapsed_ms(&t1).map_err(dev)?);
+        if prog.prefix && p.prefix_overflowed(&res.group_status, &overflow) {
+            return Ok(pipeline::run_program(&mut self.d, p, None)?.0);
+        }
         Ok(res)
-    }
-}
-
-impl CudaBackend {
-    fn prepare(&mut self, p: &StepPlan) -> Result<(), BackendError> {
-        let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
-        let (n, prefix) = self.width(p);
-        let g = p.groups();
-        let _ = (v, g);
-        let (rn, rv) = (r * n as usize, r * v as usize);
-        let chunks = self.chunks_for(v, n) as usize;
-        let st = self.stream.clone();
-        let ms = self.mask_stream.clone();
-        let b = &mut self.b;
-        // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's
-        // mask copy); the sampling stream waits on its event before any kernel.
-        // Event tracking is off in this context, so this event is the only ordering.
-        ms.wait(&st.record_event(None).map_err(dev)?).map_err(dev)?;
-        b.has_mask.upload(&ms, &p.has_mask)?;
-        b.masks.upload(&ms, &p.masks)?;
-        st.wait(&ms.record_event(None).map_err(dev)?).map_err(dev)?;
-        // Inputs.
-        b.logits.upload(&st, &p.logits)?;
-        b.temperature.upload(&st, &p.temperature)?;
-        b.top_p.upload(&st, &p.top_p)?;
-        b.top_k.upload(&st, &p.top_k)?;
-        b.min_p.upload(&st, &p.min_p)?;
-        b.filter_order.upload(&st, &p.filter_order)?;
-        b.raw.upload(&st, &p.raw_logprobs)?;
-        // mask_check writes the raw partial sums of raw rows only.
-        b.raw_max.ensure(&st, r * raw_tiles(v) as usize)?;
-        b.raw_sum.ensure(&st, r * raw_tiles(v) as usize)?;
-        b.seed.upload(&st, &p.seed)?;
-        b.seq_draw.upload(&st, &p.seq_draw)?;
-        b.golden.upload(&st, &p.golden)?;
-        b.drafts.upload(&st, &p.drafts)?;
-        b.group_first.upload(&st, &p.group_first)?;
-        b.group_rows.upload(&st, &p.group_rows)?;
-        b.group_kind.upload(&st, &p.group_kind)?;
-        b.group_status_in.upload(&st, &p.group_status)?;
-        // Outputs and intermediates.
-        b.row_status.ensure(&st, r)?;
-        b.cand.ensure(&st, rn)?;
-        b.cand_ids.ensure(&st, rn)?;
-        b.logprobs.ensure(&st, rn)?;
-        b.fresh.ensure(&st, r)?;
-        b.accept.upload(&st, &vec![0u32; r])?;
-        b.residual.upload(&st, &vec![-1i32; r])?;
-        b.tokens.ensure(&st, r)?;
-        if g > 0 {
-            b.lookup.ensure(&st, r)?;
-        } else {
-            b.lookup.upload(&st, &vec![-1i32; r])?;
-        }
-        b.accepted.ensure(&st, g)?;
-        b.group_status.ensure(&st, g)?;
-        b.token_lp.ensure(&st, r)?;
-        b.sum_smaller.ensure(&st, r)?;
-        b.top_ids.ensure(&st, r * kk as usize)?;
-        b.top_lps.ensure(&st, r * kk as usize)?;
-        let mchunks = mask_chunks(v) as usize;
-        if mchunks > 1 {
-            b.chunk_bad.ensure(&st, r * mchunks)?;
-            b.chunk_finite.ensure(&st, r * mchunks)?;
-        }
-        if chunks > 1 {
-            b.chunk_cand.ensure(&st, rn * chunks)?;
-            b.chunk_ids.ensure(&st, rn * chunks)?;
-        }
-        if prefix {
-            b.mass.ensure(&st, r * mass_chunks(v) as usize)?;
-            b.overflow.ensure(&st, r)?;
-        }
-        if p.any_verify {
-            b.draft_ids.upload(&st, &p.draft_ids)?;
-            b.draft_lps.upload(&st, &p.draft_lps)?;
-            b.seq_accept.upload(&st, &p.seq_accept)?;
-            b.seq_residual.upload(&st, &p.seq_residual)?;
-            b.col_of.ensure(&st, rv)?;
-            b.q_lps.ensure(&st, rn)?;
-            b.draft_col.ensure(&st, r)?;
-            b.draft_q.ensure(&st, r)?;
-        }
-        if p.any_tree {
-            // Section 11 (tree_walk): the draft rows and the col_of scratch stay
-            // 1-element dummies for fixed trees, whose walk never reads them.
-            if !p.any_verify {
-                b.seq_accept.upload(&st, &p.seq_accept)?;
-                b.seq_residual.upload(&st, &p.seq_residual)?;
-                if p.draft_width > 0 {
-                    b.draft_ids.upload(&st, &p.draft_ids)?;
-                    b.draft_lps.upload(&st, &p.draft_lps)?;
-                    b.col_of.ensure(&st, rv)?;
-                }
-            }
-            b.tree_parent.upload(&st, &p.tree_parent)?;
-            b.tree_token.upload(&st, &p.tree_token)?;
-            b.tree_mode.upload(&st, &p.tree_mode)?;
-            b.path.ensure(&st, r)?;
-        }
-        Ok(())
-    }
-    /// Launches the step's kernels on the stream (buffers prepared by
-    /// [`Self::prepare`]); `mark` is called after each kernel with its name.
-    fn launch_all(&mut self, p: &StepPlan, mark: &mut dyn FnMut(&mut Self, &'static str) -> Result<(), BackendError>) -> Result<(), BackendError> {
-        let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
-        let (n, prefix) = self.width(p);
-        let g = p.groups();
-        let rows = r as u32;
-        if r == 0 {
-            return Ok(());
-        }
-
-        // 1. mask_check
-        let mchunks = mask_chunks(v);
-        if mchunks > 1 {
-            let var = pick(k::mask_check_chunk::NAME, k::mask_check_chunk::VARIANTS, 1)?;
-            let clen = MASK_CHUNK;
-            launch!(self, var, rows * mchunks;
-                &mut self.b.logits.s, &v, &clen, &mchunks, &self.b.masks.s, &self.b.has_mask.s,
-                &self.b.raw.s, &mut self.b.raw_max.s, &mut self.b.raw_sum.s, &mut self.b.chunk_bad.s, &mut self.b.chunk_finite.s);
-            mark(self, "mask_check_chunk")?;
-            let var = pick(k::status_merge::NAME, k::status_merge::VARIANTS, 1)?;
-            launch!(self, var, rows; &self.b.chunk_bad.s, &self.b.chunk_finite.s, &mchunks, &mut self.b.row_status.s);
-            mark(self, "status_merge")?;
-        } else {
-            let var = pick(k::mask_check::NAME, k::mask_check::VARIANTS, 1)?;
-            launch!(self, var, rows;
-                &mut self.b.logits.s, &v, &self.b.masks.s, &self.b.has_mask.s,
-                &self.b.raw.s, &mut self.b.raw_max.s, &mut self.b.raw_sum.s, &mut self.b.row_status.s);
-            mark(self, "mask_check")?;
-        }
-        // 2. force_topn
-        let chunks = self.chunks_for(v, n);
-        if chunks > 1 {
-            // Several blocks per row: each keeps its chunk's top N, a merge picks the row's.
-            let chunk_len = v.div_ceil(chunks);
-            let m = chunks * n;
-            let var = pick(k::topn_chunk::NAME, k::topn_chunk::VARIANTS, n)?;
-            launch!(self, var, rows * chunks, stage chunk_len; &self.b.logits.s, &v, &chunk_len, &chunks, &n, &mut self.b.chunk_cand.s, &mut self.b.chunk_ids.s);
-            mark(self, "topn_chunk")?;
-            let var = pick(k::topn_merge::NAME, k::topn_merge::VARIANTS, n)?;
-            launch!(self, var, rows, stage m; &self.b.chunk_cand.s, &self.b.chunk_ids.s, &m, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
-            mark(self, "topn_merge")?;
-        } else {
-            let var = pick(k::force_topn::NAME, k::force_topn::VARIANTS, n)?;
-            launch!(self, var, rows, stage v; &self.b.logits.s, &v, &n, &mut self.b.cand.s, &mut self.b.cand_ids.s);
-            mark(self, "force_topn")?;
-        }
-        // 3. process (prefix path: the softmax total over all V from row_mass)
-        if prefix {
-            let mc = mass_chunks(v);
-            let var = pick(k::row_mass::NAME, k::row_mass::VARIANTS, 1)?;
-            launch!(self, var, rows * mc; &self.b.logits.s, &v, &MASS_CHUNK, &mc, &self.b.cand.s, &n, &self.b.temperature.s, &mut self.b.mass.s);
-            mark(self, "row_mass")?;
-            // 3-4. process_prefix_draw (the prefix path: process with the total of all V, then draw)
-            let var = pick(k::process_prefix_draw::NAME, k::process_prefix_draw::VARIANTS, n)?;
-            launch!(self, var, rows;
-                &self.b.cand.s, &self.b.cand_ids.s, &n, &v, &self.b.mass.s, &mc, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
-                &self.b.min_p.s, &self.b.filter_order.s, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.overflow.s, &mut self.b.fresh.s);
-            mark(self, "process_prefix_draw")?;
-        } else if n <= FUSED_MAX {
-            // 3-4. process + draw, fused
-            let var = pick(k::process_draw::NAME, k::process_draw::VARIANTS, n)?;
-            launch!(self, var, rows;
-                &self.b.cand.s, &self.b.cand_ids.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s,
-                &self.b.min_p.s, &self.b.filter_order.s, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.logprobs.s, &mut self.b.fresh.s);
-            mark(self, "process_draw")?;
-        } else {
-            let var = pick(k::process::NAME, k::process::VARIANTS, n)?;
-            launch!(self, var, rows;
-                &self.b.cand.s, &n, &self.b.temperature.s, &self.b.top_p.s, &self.b.top_k.s, &self.b.min_p.s, &self.b.filter_order.s,
-                &mut self.b.logprobs.s);
-            mark(self, "process")?;
-            // 4. draw
-            let var = pick(k::draw::NAME, k::draw::VARIANTS, n)?;
-            launch!(self, var, rows; &self.b.logprobs.s, &self.b.cand_ids.s, &n, &self.b.seed.s, &self.b.seq_draw.s, &mut self.b.fresh.s);
-            mark(self, "draw")?;
-        }
-        // 5-6. remap_draft, verify
-        if p.any_verify {
-            let wd = p.draft_width;
-            let var = pick(k::remap_draft::NAME, k::remap_draft::VARIANTS, n.max(wd))?;
-            launch!(self, var, rows;
-                &self.b.cand_ids.s, &n, &v, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd, &self.b.drafts.s,
-                &mut self.b.col_of.s, &mut self.b.q_lps.s, &mut self.b.draft_col.s, &mut self.b.draft_q.s);
-            mark(self, "remap_draft")?;
-            let var = pick(k::verify::NAME, k::verify::VARIANTS, n)?;
-            launch!(self, var, rows;
-                &self.b.logprobs.s, &self.b.cand_ids.s, &self.b.q_lps.s, &n, &self.b.draft_col.s, &self.b.draft_q.s,
-                &self.b.seed.s, &self.b.seq_accept.s, &self.b.seq_residual.s, &mut self.b.accept.s, &mut self.b.residual.s);
-            mark(self, "verify")?;
-        }
-        // 7. finalize (one program per group)
-        if g > 0 {
-            let var = pick(k::finalize::NAME, k::finalize::VARIANTS, 1)?;
-            launch!(self, var, g as u32;
-                &self.b.group_first.s, &self.b.group_rows.s, &self.b.group_kind.s, &self.b.group_status_in.s, &self.b.row_status.s,
-                &self.b.golden.s, &self.b.drafts.s, &self.b.accept.s, &self.b.residual.s, &self.b.fresh.s,
-                &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.group_status.s);
-            mark(self, "finalize")?;
-        }
-        // 7b. tree_walk (one program per group; only when the step has a tree)
-        if p.any_tree {
-            let wd = p.draft_width;
-            let var = pick(k::tree_walk::NAME, k::tree_walk::VARIANTS, n.max(wd))?;
-            launch!(self, var, g as u32;
-                &self.b.group_first.s, &self.b.group_rows.s, &self.b.group_kind.s, &self.b.tree_mode.s, &self.b.group_status.s,
-                &self.b.tree_parent.s, &self.b.tree_token.s, &self.b.golden.s, &self.b.fresh.s,
-                &self.b.logprobs.s, &self.b.cand_ids.s, &n, &v, &self.b.draft_ids.s, &self.b.draft_lps.s, &wd, &mut self.b.col_of.s,
-                &self.b.seed.s, &self.b.seq_accept.s, &self.b.seq_residual.s,
-                &mut self.b.tokens.s, &mut self.b.lookup.s, &mut self.b.accepted.s, &mut self.b.path.s);
-            mark(self, "tree_walk")?;
-        }
-        // 8-9. token_info + top_logprobs, fused
-        if n <= FUSED_MAX {
-            let var = pick(k::token_info_top::NAME, k::token_info_top::VARIANTS, n)?;
-            launch!(self, var, rows;
-                &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &kk,
-                &mut self.b.token_lp.s, &mut self.b.sum_smaller.s, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
-            mark(self, "token_info_top")?;
-        } else {
-            // 8. token_info
-            let var = pick(k::token_info::NAME, k::token_info::VARIANTS, n)?;
-            launch!(self, var, rows;
-                &self.b.cand.s, &self.b.cand_ids.s, &self.b.logprobs.s, &n, &self.b.lookup.s, &mut self.b.token_lp.s, &mut self.b.sum_smaller.s);
-            mark(self, "token_info")?;
-            // 9. top_logprobs
-            if kk > 0 {
-                let var = pick(k::top_logprobs::NAME, k::top_logprobs::VARIANTS, n)?;
-                launch!(self, var, rows; &self.b.cand_ids.s, &self.b.logprobs.s, &n, &kk, &mut self.b.top_ids.s, &mut self.b.top_lps.s);
-                mark(self, "top_logprobs")?;
-            }
-        }
-        // 10. raw_logprobs (section 10.3; only when a row asks for them)
-        if p.any_raw {
-            let tiles = raw_tiles(v);
-            let var = pick(k::raw_logprobs::NAME, k::raw_logprobs::VARIANTS, kk.max(1))?;
-            launch!(self, var, rows;
-                &self.b.logits.s, &v, &self.b.raw.s, &self.b.raw_max.s, &self.b.raw_sum.s, &tiles, &self.b.lookup.s, &kk, &self.b.top_ids.s,
-                &mut self.b.token_lp.s, &mut self.b.top_lps.s);
-            mark(self, "raw_logprobs")?;
-        }
-        Ok(())
-    }
-
-    /// Reads the step's outputs back (the only host synchronisation).
-    fn collect(&mut self, p: &StepPlan) -> Result<StepResult, BackendError> {
-        let (r, kk) = (p.rows as usize, p.k);
-        let n = self.width(p).0;
-        let g = p.groups();
-        let st = self.stream.clone();
-        // Outputs (the only host synchronisation of the step).
-        let b = &self.b;
-        let row_status = b.row_status.download(&st, r)?;
-        let tokens = if g > 0 { b.tokens.download(&st, r)? } else { vec![-1; r] };
-        let token_lp = b.token_lp.download(&st, r)?;
-        let sum_smaller = b.sum_smaller.download(&st, r)?;
-        let top_ids = b.top_ids.download(&st, r * kk as usize)?;
-        let top_lps = b.top_lps.download(&st, r * kk as usize)?;
-        let accepted = b.accepted.download(&st, g)?;
-        let group_status = b.group_status.download(&st, g)?;
-        let path = if p.any_tree { b.path.download(&st, r)? } else { Vec::new() };
-        let nn = n as usize;
-        let mut processed_ids = Vec::with_capacity(p.processed_rows.len() * nn);
-        let mut processed_lps = Vec::with_capacity(p.processed_rows.len() * nn);
-        for row in p.processed_rows_checked("cuda")? {
-            let mut ids = vec![0i32; nn];
-            let mut lps = vec![0f32; nn];
-            st.memcpy_dtoh(&b.cand_ids.s.slice(row * nn..(row + 1) * nn), &mut ids).map_err(dev)?;
-            st.memcpy_dtoh(&b.logprobs.s.slice(row * nn..(row + 1) * nn), &mut lps).map_err(dev)?;
-            processed_ids.extend_from_slice(&ids);
-            processed_lps.extend_from_slice(&lps);
-        }
-        st.synchronize().map_err(dev)?;
-        Ok(StepResult { row_status, tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps, path })
     }
 }

@@ -34,7 +34,12 @@ pub enum CollectiveError {
     Unavailable(&'static str, String),
     /// A peer went away or did not answer in time.
     #[error("rank {rank}: {msg}")]
-    Peer { rank: usize, msg: String },
+    Peer {
+        /// The rank.
+        rank: usize,
+        /// What happened.
+        msg: String,
+    },
 }
 
 /// The collectives the engine's step uses.

@@ -16,7 +16,7 @@
 //! that allows nothing) fails only its own request: status error, tokens -1.
 //! Built in: [`JsonMatcher`], a small documented JSON recognizer over a
 //! token vocabulary of strings (used by the tests and the example). With the
-//! cargo feature `grammar-llguidance`, [`llg::LlgMatcher`] adapts the
+//! cargo feature `grammar-llguidance`, `llg::LlgMatcher` adapts the
 //! `llguidance` crate (JSON schema, Lark, regex grammars).
 //!
 //! Device upload (for backends): the masks reach a backend through

@@ -49,14 +49,19 @@ pub const DRAFT_SEED: u64 = DRAFT_SEED_OFFSET;
 /// An engine-level failure (not of one request).
 #[derive(Debug, Error)]
 pub enum EngineError {
+    /// The engine configuration is invalid.
     #[error("engine configuration: {0}")]
     Config(String),
+    /// The model failed.
     #[error("model: {0}")]
     Model(String),
+    /// The sampler refused the batch.
     #[error(transparent)]
     Batch(#[from] BatchError),
+    /// A collective (context parallelism) failed.
     #[error(transparent)]
     Collective(#[from] CollectiveError),
+    /// Ranks disagree about the step.
     #[error("context-parallel protocol: {0}")]
     Protocol(String),
 }
@@ -161,15 +166,27 @@ impl LogitsSource for NoModel {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Prefill of prompt positions `start .. start + len` (`last`: the final chunk, which samples).
-    Prefill { start: usize, len: usize, last: bool },
+    Prefill {
+        /// First prompt position.
+        start: usize,
+        /// Positions in this chunk.
+        len: usize,
+        /// Whether this is the final chunk.
+        last: bool,
+    },
     /// Decode verifying `drafts` drafts.
-    Decode { drafts: usize },
+    Decode {
+        /// Drafts verified.
+        drafts: usize,
+    },
 }
 
 /// One request's step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestStep {
+    /// The request's id.
     pub id: u64,
+    /// Its phase this step.
     pub phase: Phase,
     /// Drafts accepted.
     pub accepted: u32,
@@ -221,6 +238,7 @@ impl StepReport {
 /// A finished request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Finished {
+    /// The request's id.
     pub id: u64,
     /// Output tokens.
     pub output: Vec<i32>,
@@ -232,6 +250,7 @@ pub struct Finished {
     pub status: Result<(), RequestError>,
     /// Drafts accepted / proposed over its life.
     pub accepted: u64,
+    /// Drafts proposed over its life.
     pub drafted: u64,
     /// Pool slot it held.
     pub slot: usize,
@@ -533,7 +552,7 @@ impl Engine {
                 let (mut req, seqlen_q) = match phases[i] {
                     Phase::Prefill { len, .. } => {
                         queries.push(RowQuery { request: s.id, role: RowRole::Target, input: s.last_token(), predicts: s.prompt.len() as u64 });
-                        (Request::prefill(s.params.clone(), s.prompt.len() as u64), len)
+                        (Request::prefill(s.params.for_sampler(), s.prompt.len() as u64), len)
                     }
                     _ => {
                         let k = s.drafts.len();
@@ -543,7 +562,7 @@ impl Engine {
                             queries.push(RowQuery { request: s.id, role: RowRole::Target, input, predicts: l + j as u64 });
                         }
                         let dists = (0..k).map(|j| self.pool.read(s.slot, j)).collect();
-                        (Request::decode(s.params.clone(), l + k as u64, k as u64 + 1, s.drafts.clone(), dists), k + 1)
+                        (Request::decode(s.params.for_sampler(), l + k as u64, k as u64 + 1, s.drafts.clone(), dists), k + 1)
                     }
                 };
                 req.golden = golden::step_golden(&s.params.golden_token_ids, out_len, nextn, seqlen_q, req.rows());
@@ -628,7 +647,7 @@ impl Engine {
                         let input = if d == 0 { *u.emitted.last().unwrap() } else { -1 };
                         dq.push(RowQuery { request: s.id, role: RowRole::Draft, input, predicts: base + d });
                     }
-                    dreqs.push(Request { params: s.params.clone(), kind: kind.clone(), golden: Vec::new(), masks: None });
+                    dreqs.push(Request { params: s.params.for_sampler(), kind: kind.clone(), golden: Vec::new(), masks: None });
                 }
                 let dlogits = model.draft_logits(&dq);
                 check_len("draft", &dlogits, dq.len(), v)?;
@@ -641,7 +660,7 @@ impl Engine {
                     if r.status.is_ok() && r.emitted.len() == rows {
                         let slot = self.running[*i].slot;
                         for d in 0..rows {
-                            let (ids, lps) = proc_rows.row(row + d);
+                            let (ids, lps) = proc_rows.row(row + d)?;
                             self.pool.write(slot, d, ids, lps)?;
                         }
                         updates[*i].as_mut().unwrap().drafts = r.emitted.clone();

@@ -104,7 +104,7 @@ pub fn compute_prompt_logprobs(
             }
             let job = &jobs[j];
             let targets = piece[i..e].iter().map(|&(_, p)| job.prompt[p + 1]).collect();
-            reqs.push(Request { params: job.params.clone(), kind: RequestKind::PromptLogprobs { targets }, golden: Vec::new(), masks: None });
+            reqs.push(Request { params: job.params.for_sampler(), kind: RequestKind::PromptLogprobs { targets }, golden: Vec::new(), masks: None });
             owners.push(j);
             i = e;
         }

@@ -1,0 +1,34 @@
+//! Limits and status codes shared by the kernels and the host (one source:
+//! SAMPLER.md sections 3.2, 7 and 9). The DSL has no named constants yet, so
+//! kernels spell these values as literals next to a comment naming the
+//! constant; `tests/codes.rs` runs the kernels and checks they agree.
+
+/// Largest force top-k width N on NVIDIA (section 9): register tiles and the
+/// shared-memory sort hold at most this many candidates.
+pub const MAX_N_NVIDIA: u32 = 16384;
+/// Largest force top-k width N on Ascend (section 9): `Sort32` + `MrgSort`
+/// in the 184 KB unified buffer.
+pub const MAX_N_ASCEND: u32 = 4096;
+
+/// Row status (`mask_check`, `status_merge`): the row is fine.
+pub const ROW_OK: i32 = 0;
+/// Row status: the row has a NaN or `+inf` logit (after masking).
+pub const ROW_BAD_VALUE: i32 = 1;
+/// Row status: every logit of the row is `-inf` (after masking).
+pub const ROW_ALL_MASKED: i32 = 2;
+
+/// Group status: the group is fine. Any other value is the host's status
+/// ([`GROUP_HOST_FAILED`]) or the first bad [`ROW_BAD_VALUE`] /
+/// [`ROW_ALL_MASKED`] of its rows (`finalize`).
+pub const GROUP_OK: i32 = 0;
+/// Group status set by the host before the step: the request already failed
+/// validation (bad parameters, mask, drafts); its rows are not sampled.
+pub const GROUP_HOST_FAILED: i32 = -1;
+
+/// Group kind (`finalize`): every row draws a fresh token (prefill, or a
+/// decode step without drafts).
+pub const GROUP_FRESH: u32 = 0;
+/// Group kind: rows `0..m-1` verify drafts, the last row draws fresh.
+pub const GROUP_VERIFY: u32 = 1;
+/// Group kind: prompt logprobs; no token is drawn, each row looks up its target.
+pub const GROUP_NO_DRAW: u32 = 2;
