@@ -444,6 +444,8 @@ impl PySamplingParams {
             seq_seed: self.seq_seed,
             prompt_logprobs: self.prompt_logprobs,
             golden_token_ids: self.golden_token_ids.clone(),
+            // min_p, filter_order, logprobs_mode (SAMPLER.md 10): not exposed to Python yet.
+            ..Default::default()
         }
     }
 }
@@ -608,7 +610,7 @@ impl PyRequest {
     fn rows(&self) -> usize {
         self.inner.rows()
     }
-    /// `"prefill"`, `"decode"`, `"draft"` or `"prompt_logprobs"`.
+    /// `"prefill"`, `"decode"`, `"draft"`, `"prompt_logprobs"` or `"tree"`.
     #[getter]
     fn kind(&self) -> &'static str {
         match self.inner.kind {
@@ -616,6 +618,7 @@ impl PyRequest {
             RequestKind::Decode { .. } => "decode",
             RequestKind::Draft { .. } => "draft",
             RequestKind::PromptLogprobs { .. } => "prompt_logprobs",
+            RequestKind::Tree { .. } => "tree",
         }
     }
     fn __repr__(&self) -> String {
@@ -1068,7 +1071,7 @@ fn renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: Option<&Bound<'
     let pr = processed_all(py, &l, "probs", &p, 0, backend)?;
     let mut dense = vec![0f32; r * v];
     for i in 0..r {
-        let (ids, lps) = pr.row(i);
+        let (ids, lps) = pr.row(i).map_err(|e| value_err(e.to_string()))?;
         for (&id, &lp) in ids.iter().zip(lps) {
             if id >= 0 && (id as usize) < v {
                 dense[i * v + id as usize] = lp.exp();
