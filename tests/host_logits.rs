@@ -46,7 +46,7 @@ fn half_logits_equal_their_f32_widening_bitwise() {
 #[test]
 fn row_blocks_equal_one_pass() {
     let mut rng = Rng::new(11);
-    let mut split = 0;
+    let (mut split, mut trees, mut raws) = (0, 0, 0);
     for rep in 0..40u64 {
         let v = [64usize, 300, 1000][rep as usize % 3];
         let step = random_step(&mut rng, v, if rep % 2 == 0 { 0 } else { 16 }, 8, GenOpts { p_error: 0.1, ..Default::default() });
@@ -70,10 +70,18 @@ fn row_blocks_equal_one_pass() {
                 assert_eq!(got.sum_smaller[r].to_bits(), whole.sum_smaller[r].to_bits(), "rep {rep} row {r}");
                 let k = p.k as usize;
                 assert_eq!(got.top_ids[r * k..(r + 1) * k], whole.top_ids[r * k..(r + 1) * k]);
+                let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got.top_lps[r * k..(r + 1) * k]), bits(&whole.top_lps[r * k..(r + 1) * k]), "rep {rep} row {r}");
+                // Tree paths (section 11) survive the split.
+                assert_eq!(got.path.get(r), whole.path.get(r), "rep {rep} block {block_rows} row {r}");
             }
+            assert_eq!(got.path.len(), whole.path.len(), "rep {rep}: a step has a path exactly when it has a tree");
+            trees += p.any_tree as usize;
+            raws += p.any_raw as usize;
         }
     }
     assert!(split > 20, "blocks must be exercised ({split})");
+    assert!(trees > 0 && raws > 0, "trees ({trees}) and raw-logprob rows ({raws}) must be split too");
 }
 
 /// n-gram drafts (no draft distribution, an empty `DraftDist`) count as
