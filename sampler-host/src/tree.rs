@@ -42,7 +42,12 @@ pub struct DraftTree {
 pub enum TreeError {
     /// A field of the tree or of an encoding is malformed.
     #[error("bad tree field `{field}`: {msg}")]
-    Field { field: &'static str, msg: String },
+    Field {
+        /// The field (`tree.parent`, `tree.tokens`, ...).
+        field: &'static str,
+        /// What is wrong, with the bad value.
+        msg: String,
+    },
 }
 
 fn bad(field: &'static str, msg: impl Into<String>) -> TreeError {
