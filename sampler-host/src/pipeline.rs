@@ -640,3 +640,56 @@ pub fn run_step(dev: &mut dyn Device, p: &StepPlan, full_row: bool) -> Result<St
     }
     Ok(run_program(dev, p, None)?.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{LogprobsMode, SamplingParams};
+    use crate::plan::build_plan;
+    use crate::request::Request;
+    use crate::tree::DraftTree;
+
+    /// Section 10-11 launches: `tree_walk` right after `finalize` only with a
+    /// tree, `raw_logprobs` last only with a raw row, for every device order;
+    /// and the tree's draft inputs are bound even without chain verify rows.
+    #[test]
+    fn tree_and_raw_launches_follow_the_plan() {
+        let v = 5000u32;
+        let raw = SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+        let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+        let tree = DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: None, without_replacement: false };
+        let caps = [
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0 },
+            Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0 },
+            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX },
+        ];
+        for (reqs, any_tree, any_raw) in [
+            (vec![Request::prefill(plain.clone(), 5)], false, false),
+            (vec![Request::prefill(raw.clone(), 5), Request::tree(plain.clone(), 20, tree.clone())], true, true),
+            (vec![Request::tree(raw, 20, tree.clone())], true, true),
+        ] {
+            let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+            let logits: Vec<f32> = (0..rows * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+            let (p, infos) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
+            assert!(infos.iter().all(|i| i.params.is_ok()), "{infos:?}");
+            assert_eq!((p.any_tree, p.any_raw), (any_tree, any_raw));
+            for c in &caps {
+                let prog = build(&p, None, c).unwrap();
+                let names = prog.kernel_names();
+                let at = |k: &str| names.iter().position(|n| *n == k);
+                assert_eq!(at("tree_walk").is_some(), any_tree, "{names:?}");
+                assert_eq!(at("raw_logprobs").is_some(), any_raw, "{names:?}");
+                if any_tree {
+                    assert_eq!(at("tree_walk"), at("finalize").map(|f| f + 1), "{names:?}");
+                    assert!(prog.bufs.iter().any(|b| b.buf == Buf::SeqAccept), "tree_walk reads seq_accept");
+                }
+                if any_raw {
+                    assert_eq!(at("raw_logprobs"), Some(names.len() - 1), "{names:?}");
+                }
+                // The mask check: mask_check, or mask_check_chunk + status_merge whenever a chunk size is given.
+                assert_eq!(at("mask_check").is_some(), c.mask_chunk.is_none(), "{names:?}");
+                assert_eq!(at("status_merge"), c.mask_chunk.map(|_| 1), "{names:?}");
+            }
+        }
+    }
+}
