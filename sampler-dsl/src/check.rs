@@ -137,7 +137,27 @@ fn check_block(b: &mut Block, sc: &mut Scopes, errs: &mut Errors) {
 fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
     match s {
         Stmt::Let { names, value, span } => {
-            let ty = expr(value, sc, errs);
+            let mut ty = expr(value, sc, errs);
+            // An argument of an inlined `#[kernel_fn]`: the parameter's type.
+            if let [(name, _)] = names.as_slice() {
+                if let Some((want, what)) = errs.expect.get(&name.to_string()).cloned() {
+                    if ty != Ty::Unit || returns_unit(value) {
+                        settle_literal(value, &want);
+                        let got = value.ty.clone();
+                        let ok = got == want
+                            || (matches!(got, Ty::IntLit) && want.prim().is_some_and(|p| p.is_int() || p.is_float()) && !want.is_tile())
+                            || (matches!(got, Ty::FloatLit) && want.prim().is_some_and(|p| p.is_float()) && !want.is_tile());
+                        if ok {
+                            value.ty = want.clone();
+                            ty = want;
+                        } else {
+                            errs.push(value.span, format!("{what} has type {}, but a value of type {} was passed{}", want.describe(), got.describe(), scalar_hint(&got, &want)));
+                            sc.bind(name, Binding { ty: Ty::Unit, mutable: false, is_param: false });
+                            return;
+                        }
+                    }
+                }
+            }
             if ty == Ty::Unit && !returns_unit(value) {
                 // An error was reported inside the value: bind the names as
                 // errors so their uses are not reported again.
@@ -178,7 +198,7 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                     }
                     t => t,
                 };
-                if name.to_string().starts_with("__") {
+                if name.to_string().starts_with("__") && !errs.generated.contains(&name.to_string()) {
                     errs.push(name.span(), "names starting with `__` are reserved for generated code");
                 }
                 sc.bind(name, Binding { ty: t, mutable: *m, is_param: false });
@@ -254,6 +274,15 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             check_block(body, sc, errs);
             sc.stack.pop();
         }
+    }
+}
+
+/// A hint for a tile passed where a scalar is wanted: how to get one.
+fn scalar_hint(got: &Ty, want: &Ty) -> &'static str {
+    if got.is_tile() && want.is_scalarish() {
+        ": reduce the tile first (`reduce_sum`, `reduce_max`, `count`, `any`) or take one element with `get(tile, i)`"
+    } else {
+        ""
     }
 }
 

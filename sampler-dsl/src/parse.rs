@@ -16,6 +16,14 @@ pub struct Errors {
     /// Names whose binding was rejected (a bad pattern, a `let` whose value
     /// did not parse): their uses are not reported again as unknown names.
     poisoned: Vec<String>,
+    /// Calls of names that are neither ops nor poisoned: `#[kernel_fn]`
+    /// helpers to fetch (or, failing that, unknown names rustc reports).
+    pub unknown_calls: Vec<(syn::Ident, Span)>,
+    /// Names the inliner generated (`__kf{n}_x`): exempt from the
+    /// reserved-name check and from the unused-binding warning.
+    pub generated: std::collections::HashSet<String>,
+    /// Expected types of generated argument bindings: name -> (type, what).
+    pub expect: std::collections::HashMap<String, (Ty, String)>,
 }
 
 impl Errors {
@@ -35,6 +43,10 @@ impl Errors {
     }
     pub fn is_empty(&self) -> bool {
         self.errs.is_empty()
+    }
+    /// The errors, in the order reported.
+    pub fn into_errors(self) -> Vec<syn::Error> {
+        self.errs
     }
     /// All errors combined into one, or Ok.
     pub fn finish(self) -> Result<(), syn::Error> {
@@ -194,7 +206,8 @@ pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut
     Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, body }
 }
 
-fn param_type(t: &syn::Type) -> Option<Ty> {
+/// The DSL type of a kernel parameter's Rust type, if it has one.
+pub fn param_type(t: &syn::Type) -> Option<Ty> {
     let syn::Type::Path(tp) = t else { return None };
     if tp.qself.is_some() || tp.path.segments.len() != 1 {
         return None;
@@ -234,6 +247,11 @@ fn poison_pat(p: &syn::Pat, errs: &mut Errors) {
         syn::Pat::Paren(p) => poison_pat(&p.pat, errs),
         _ => {}
     }
+}
+
+/// Parses one statement (for `#[kernel_fn]` bodies).
+pub fn parse_stmt_pub(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
+    parse_stmt(s, errs)
 }
 
 fn parse_stmt(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
@@ -278,8 +296,14 @@ fn parse_let_pat(p: &syn::Pat, errs: &mut Errors) -> Option<Vec<(syn::Ident, boo
             for e in &t.elems {
                 match e {
                     syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => out.push((pi.ident.clone(), pi.mutability.is_some())),
+                    syn::Pat::Wild(w) => {
+                        // A value not wanted: bound to a name nobody can write.
+                        let id = syn::Ident::new(&format!("__unused{}", errs.generated.len()), w.span());
+                        errs.generated.insert(id.to_string());
+                        out.push((id, false));
+                    }
                     other => {
-                        errs.push(other.span(), "expected an identifier in the tuple pattern");
+                        errs.push(other.span(), "expected an identifier or `_` in the tuple pattern");
                         return None;
                     }
                 }
@@ -501,7 +525,22 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
                 }
             };
             let Some(op) = Op::from_name(&name) else {
-                errs.push(c.func.span(), format!("unknown op `{name}`: see docs/DSL.md for the op set"));
+                if errs.is_poisoned(&name) {
+                    // A rejected binding (e.g. a closure): already reported.
+                    return None;
+                }
+                if let Some(near) = crate::ops::near_op(&name) {
+                    errs.push(c.func.span(), format!("unknown op `{name}`: did you mean `{near}`? (see docs/DSL.md for the op set)"));
+                    return None;
+                }
+                // Maybe a `#[kernel_fn]` helper: `crate::expand` fetches it.
+                let id = match &*c.func {
+                    syn::Expr::Path(p) => p.path.get_ident().unwrap().clone(),
+                    _ => unreachable!(),
+                };
+                if !errs.unknown_calls.iter().any(|(n, _)| *n == id) {
+                    errs.unknown_calls.push((id, span));
+                }
                 return None;
             };
             if c.args.len() != op.arity() {

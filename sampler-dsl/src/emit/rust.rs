@@ -24,7 +24,7 @@ fn block(b: &Block) -> TokenStream {
 fn stmt(s: &Stmt) -> TokenStream {
     match s {
         Stmt::Let { names, value, span } => {
-            let v = expr(value);
+            let v = rebound(value);
             let pats = names.iter().map(|(n, m)| if *m { quote!(mut #n) } else { quote!(#n) });
             if names.len() == 1 {
                 quote_spanned! {*span=> let #(#pats)* = #v; }
@@ -34,7 +34,7 @@ fn stmt(s: &Stmt) -> TokenStream {
         }
         Stmt::Assign { target, value, span, .. } => {
             // `check` has desugared compound assignments.
-            let v = expr(value);
+            let v = rebound(value);
             quote_spanned! {*span=> #target = #v; }
         }
         Stmt::Expr(e) => {
@@ -58,6 +58,15 @@ fn stmt(s: &Stmt) -> TokenStream {
             let bd = block(body);
             quote_spanned! {*span=> for #var in (#a)..(#b) { #bd } }
         }
+    }
+}
+
+/// The value of a `let` or assignment: a tile variable is cloned (it stays
+/// usable; `rebind::elide` removes the rebindings that need no copy).
+fn rebound(e: &Expr) -> TokenStream {
+    match &e.kind {
+        ExprKind::Var(id) if e.ty.is_tile() => quote_spanned!(e.span=> ::core::clone::Clone::clone(&#id)),
+        _ => expr(e),
     }
 }
 

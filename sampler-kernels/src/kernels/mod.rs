@@ -10,7 +10,7 @@
 //! ones (force top-k off) in global scratch. Results never depend on the
 //! variant: sums are exact fixed-point integer sums (`rt::math`).
 
-use sampler_macros::kernel;
+use sampler_macros::{kernel, kernel_fn};
 
 /// Names of all kernels, in pipeline order.
 pub const ALL: &[&str] = &[
@@ -183,6 +183,42 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
     store(cand_ids, off, ids);
 }
 
+/// Section 3.4: `x = (logit - m) / T` of the `n` candidates at `off`, with
+/// `m` the row's largest logit (the first candidate), so the largest `x`
+/// is exactly 0 and nothing overflows; `[n]` f32.
+#[kernel_fn]
+fn scaled_logits(cand: Gm<f32>, off: u64, n: u32, temperature: f32) -> Tile<f32> {
+    (load(cand, off, n) - load_scalar(cand, off)) / temperature
+}
+
+/// Sections 3.7-3.8: which candidates top-p and top-k keep, given their
+/// fixed-point weights `w` (`[n]` u64, in order) and the softmax `total`
+/// (2^-44 units): a candidate is removed when the mass before it exceeds
+/// `top_p` (exactly, in integers) or it is past the first `k` (`k < 0`:
+/// off). Returns the kept mask and the top-p threshold.
+#[kernel_fn]
+fn keep_mask(w: Tile<u64>, total: u64, top_p: f32, k: i32, n: u32) -> (Tile<bool>, u64) {
+    let excl = exclusive_scan(w);
+    let thr = frac_floor(total, top_p);
+    ((excl <= thr) & ((iota(n) < (k as u32)) | (k < 0)), thr)
+}
+
+/// Section 3.9: the renormalised logprobs `x - ln(kept mass)` of the kept
+/// candidates, `-inf` for the removed ones; `[n]` f32.
+#[kernel_fn]
+fn renormalise(x: Tile<f32>, w: Tile<u64>, keep: Tile<bool>) -> Tile<f32> {
+    let lse = ln_fixed(reduce_sum(select(keep, w, 0u64)));
+    select(keep, x - lse, NEG_INF)
+}
+
+/// Section 4: the vocabulary id drawn from the logprobs `lp` (`[n]`) with
+/// `u = uniform(seed, seq)`, or -1 when nothing has mass.
+#[kernel_fn]
+fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -> i32 {
+    let c = categorical(to_fixed(exp(lp)), uniform53(seed, seq));
+    if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 }
+}
+
 /// Sections 3.4-3.9: temperature (`(logit - m) / T`, IEEE f32), softmax, top-p,
 /// top-k and the renormalised (processed) logprobs of the candidates.
 ///
@@ -196,19 +232,11 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
 pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, logprobs: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
-    // first candidate), so the largest x is exactly 0 and nothing overflows.
-    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
+    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
-    let total = reduce_sum(w);
-    let excl = exclusive_scan(w);
-    // Top-p: removed when the mass before it exceeds top_p (exactly, in integers).
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
-    let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    store(logprobs, off, select(keep, x - lse, NEG_INF));
+    let (keep, _) = keep_mask(w, reduce_sum(w), load_scalar(top_p, r as u64), load_scalar(top_k, r as u64), n);
+    let lp = renormalise(x, w, keep);
+    store(logprobs, off, lp);
 }
 
 /// Sections 3.5 and 3.7 without force top-k (stage 1 of the prefix path):
@@ -254,9 +282,7 @@ pub fn row_mass(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f
 pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm<u64>, token: GmMut<i32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let k = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    let c = categorical(to_fixed(exp(load(logprobs, off, n))), k);
-    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    let tok = draw_token(load(logprobs, off, n), cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -283,22 +309,12 @@ pub fn process_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
-    // first candidate), so the largest x is exactly 0 and nothing overflows.
-    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
+    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
-    let total = reduce_sum(w);
-    let excl = exclusive_scan(w);
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
-    let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    let lp = select(keep, x - lse, NEG_INF);
+    let (keep, _) = keep_mask(w, reduce_sum(w), load_scalar(top_p, r as u64), load_scalar(top_k, r as u64), n);
+    let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
-    let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    let c = categorical(to_fixed(exp(lp)), u);
-    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -337,27 +353,19 @@ pub fn process_prefix_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
-    // first candidate), so the largest x is exactly 0 and nothing overflows.
-    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
+    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
     let mut total = 0u64;
     for c in 0..chunks {
         total += load_scalar(mass, (r * chunks + c) as u64);
     }
-    let excl = exclusive_scan(w);
-    let thr = frac_floor(total, load_scalar(top_p, r as u64));
     let k = load_scalar(top_k, r as u64);
-    let keep = (excl <= thr) & ((iota(n) < (k as u32)) | (k < 0));
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    let lp = select(keep, x - lse, NEG_INF);
+    let (keep, thr) = keep_mask(w, total, load_scalar(top_p, r as u64), k, n);
+    let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
     let next_kept = n < v && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n);
     store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
-    let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    let c = categorical(to_fixed(exp(lp)), u);
-    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -529,6 +537,46 @@ pub fn finalize(
     store_scalar(status, g, st);
 }
 
+/// Sections 5 and 8 for one row: the processed logprob of token `s` (-1:
+/// none) among the `n` candidates at `off` and its `sum_smaller_probs`,
+/// written to `token_lp[r]` and `sum_smaller[r]`. Returns the candidate
+/// ids and logprobs (`[n]`), for the top logprobs.
+#[kernel_fn]
+fn token_info_row(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    logprobs: Gm<f32>,
+    off: u64,
+    n: u32,
+    s: i32,
+    r: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+) -> (Tile<i32>, Tile<f32>) {
+    let ids = load(cand_ids, off, n);
+    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
+    let lps = load(logprobs, off, n);
+    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
+    let vals = load(cand, off, n);
+    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
+    // Less likely tokens, plus ties on the logit at or before s's id.
+    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
+    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
+    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
+    store_scalar(token_lp, r as u64, lp);
+    store_scalar(sum_smaller, r as u64, ssp);
+    (ids, lps)
+}
+
+/// Section 5: the first `k` of the candidate ids and logprobs, at row `r`
+/// of `out_ids` / `out_lps` (`[R, k]`).
+#[kernel_fn]
+fn top_row(ids: Tile<i32>, lps: Tile<f32>, r: u32, k: u32, out_ids: GmMut<i32>, out_lps: GmMut<f32>) {
+    let ooff = (r as u64) * (k as u64);
+    store_head(out_ids, ooff, ids, k);
+    store_head(out_lps, ooff, lps, k);
+}
+
 /// Sections 5 and 8: the processed logprob of each row's token (output
 /// token, golden token or prompt target) and its `sum_smaller_probs`.
 ///
@@ -542,18 +590,7 @@ pub fn token_info(cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, t
     let r = row();
     let off = (r as u64) * (n as u64);
     let s = load_scalar(tokens, r as u64);
-    let ids = load(cand_ids, off, n);
-    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
-    let lps = load(logprobs, off, n);
-    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
-    let vals = load(cand, off, n);
-    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
-    // Less likely tokens, plus ties on the logit at or before s's id.
-    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
-    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
-    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
-    store_scalar(token_lp, r as u64, lp);
-    store_scalar(sum_smaller, r as u64, ssp);
+    let (_, _) = token_info_row(cand, cand_ids, logprobs, off, n, s, r, token_lp, sum_smaller);
 }
 
 /// Section 5: the first `k` candidates in order, as (id, processed logprob).
@@ -566,9 +603,7 @@ pub fn token_info(cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, t
 pub fn top_logprobs(cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, k: u32, out_ids: GmMut<i32>, out_lps: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let ooff = (r as u64) * (k as u64);
-    store_head(out_ids, ooff, load(cand_ids, off, n), k);
-    store_head(out_lps, ooff, load(logprobs, off, n), k);
+    top_row(load(cand_ids, off, n), load(logprobs, off, n), r, k, out_ids, out_lps);
 }
 
 /// `token_info` then `top_logprobs` in one program per row: bit for bit the
@@ -595,18 +630,6 @@ pub fn token_info_top(
     let r = row();
     let off = (r as u64) * (n as u64);
     let s = load_scalar(tokens, r as u64);
-    let ids = load(cand_ids, off, n);
-    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
-    let lps = load(logprobs, off, n);
-    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
-    let vals = load(cand, off, n);
-    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
-    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
-    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
-    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
-    store_scalar(token_lp, r as u64, lp);
-    store_scalar(sum_smaller, r as u64, ssp);
-    let ooff = (r as u64) * (k as u64);
-    store_head(out_ids, ooff, ids, k);
-    store_head(out_lps, ooff, lps, k);
+    let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, n, s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
 }
