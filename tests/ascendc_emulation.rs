@@ -615,12 +615,17 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
 #[test]
 fn every_kernel_has_committed_ascendc_source() {
     let dir = Path::new(ROOT).join("sampler-host/ascendc");
-    for name in sampler_kernels::kernels::ALL {
-        let spec = registry::find(name).expect("registered");
-        let src = spec.ascendc.unwrap_or_else(|| panic!("kernel `{name}` has no AscendC source"));
+    for spec in registry::all() {
+        let name = spec.name;
+        let Some(src) = spec.ascendc else {
+            // Honoured opt-out; anything else is a kernel silently missing a target.
+            assert!(spec.ascend_opt_out, "kernel `{name}` has no AscendC source: {}; lower it or opt out with `#[kernel(ascend = false)]`", spec.ascendc_skipped.unwrap_or("?"));
+            eprintln!("skip {name}: {}", spec.ascendc_skipped.unwrap_or("opted out"));
+            continue;
+        };
         let file = dir.join(format!("{name}.cpp"));
-        let committed = std::fs::read_to_string(&file).unwrap_or_else(|_| panic!("missing {}: run `cargo run --example regenerate -- --ascendc`", file.display()));
-        assert!(committed == src, "{} is stale: run `cargo run --example regenerate -- --ascendc`", file.display());
+        let committed = std::fs::read_to_string(&file).unwrap_or_else(|_| panic!("kernel `{name}`: missing {}: run `cargo run --example regenerate -- --ascendc`", file.display()));
+        assert!(committed == src, "kernel `{name}`: {} is stale: run `cargo run --example regenerate -- --ascendc`", file.display());
     }
 }
 

@@ -129,6 +129,8 @@ pub struct Kernel {
     pub params: Vec<Param>,
     pub variants: Vec<Variant>,
     pub debug: bool,
+    /// Whether AscendC is wanted (`#[kernel(ascend = false)]` opts out).
+    pub ascend: bool,
     pub body: Block,
 }
 

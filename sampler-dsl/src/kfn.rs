@@ -176,6 +176,7 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
         params: h.sig.params.iter().map(|(n, t)| Param { name: n.clone(), ty: t.clone(), span: n.span() }).collect(),
         variants: Vec::new(),
         debug: false,
+        ascend: false,
         body: Block { stmts },
     };
     crate::check::check(&mut k, &mut local);

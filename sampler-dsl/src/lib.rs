@@ -49,7 +49,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<ir::Kernel, syn::
 pub fn compile_with(attr: TokenStream, item: TokenStream, helpers: &HashMap<String, kfn::KernelFn>) -> Result<Compiled, syn::Error> {
     let mut f: syn::ItemFn = syn::parse2(item)?;
     let mut errs = parse::Errors::default();
-    let (variants, debug) = parse::parse_attr(attr, &mut errs);
+    let attr = parse::parse_attr(attr, &mut errs);
     if !helpers.is_empty() {
         let buffers = f
             .sig
@@ -66,7 +66,7 @@ pub fn compile_with(attr: TokenStream, item: TokenStream, helpers: &HashMap<Stri
         let mut inl = kfn::Inliner { helpers, buffers, n: 0 };
         f.block = Box::new(inl.block(&f.block, 0, &mut errs));
     }
-    let mut k = parse::parse_fn(&f, variants, debug, &mut errs);
+    let mut k = parse::parse_fn(&f, attr, &mut errs);
     if !errs.unknown_calls.is_empty() {
         if errs.is_empty() {
             let names = std::mem::take(&mut errs.unknown_calls).into_iter().map(|(n, _)| n).collect();

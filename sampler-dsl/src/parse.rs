@@ -63,14 +63,34 @@ impl Errors {
     }
 }
 
-/// Attribute arguments: `tile = [..], threads = [..], debug`.
-pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) {
+/// The options of `#[kernel(..)]`.
+#[derive(Clone, Debug)]
+pub struct KernelAttr {
+    pub variants: Vec<Variant>,
+    pub debug: bool,
+    /// `false` with `ascend = false`: no AscendC source is wanted.
+    pub ascend: bool,
+}
+
+/// Attribute arguments: `tile = [..], threads = [..], ascend = false, debug`.
+pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> KernelAttr {
+    let (variants, debug, ascend) = parse_attr_parts(attr, errs);
+    KernelAttr { variants, debug, ascend }
+}
+
+fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool, bool) {
     let mut tiles: Vec<(u32, Span)> = Vec::new();
     let mut threads: Vec<(u32, Span)> = Vec::new();
     let mut debug = false;
+    let mut ascend = true;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("debug") {
             debug = true;
+            return Ok(());
+        }
+        if meta.path.is_ident("ascend") {
+            let v: syn::LitBool = meta.value()?.parse()?;
+            ascend = v.value;
             return Ok(());
         }
         let which = if meta.path.is_ident("tile") {
@@ -78,7 +98,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
         } else if meta.path.is_ident("threads") {
             &mut threads
         } else {
-            return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]` or `debug`"));
+            return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]`, `ascend = false` or `debug`"));
         };
         let value = meta.value()?;
         let arr: syn::ExprArray = value.parse()?;
@@ -95,12 +115,12 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
     });
     if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
         errs.push_err(e);
-        return (Vec::new(), debug);
+        return (Vec::new(), debug, ascend);
     }
     if tiles.is_empty() {
         if let Some(&(_, s)) = threads.first() {
             errs.push(s, "`threads` needs `tile = [..]`: a kernel without tiles runs one thread a program");
-            return (Vec::new(), debug);
+            return (Vec::new(), debug, ascend);
         }
         // A kernel without tiles works on scalars only (one thread a program).
         tiles.push((1, Span::call_site()));
@@ -113,7 +133,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
     }
     if threads.len() != tiles.len() {
         errs.push(threads[0].1, format!("`threads` has {} entries but `tile` has {}: give one each, or one for all", threads.len(), tiles.len()));
-        return (Vec::new(), debug);
+        return (Vec::new(), debug, ascend);
     }
     let mut out = Vec::new();
     for (&(tile, ts), &(th, hs)) in tiles.iter().zip(&threads) {
@@ -138,7 +158,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
             out.push(Variant { tile, threads: th });
         }
     }
-    (out, debug)
+    (out, debug, ascend)
 }
 
 /// Default block size for a tile: 1024 threads at most, at least 1 item each
@@ -152,7 +172,8 @@ pub fn default_threads(tile: u32) -> u32 {
 }
 
 /// Parses the function item into an untyped kernel.
-pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut Errors) -> Kernel {
+pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel {
+    let KernelAttr { variants, debug, ascend } = attr;
     let sig = &f.sig;
     if let Some(c) = &sig.constness {
         errs.push(c.span(), "a kernel cannot be `const`");
@@ -203,7 +224,7 @@ pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut
         }
     }
     let body = parse_block(&f.block, errs);
-    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, body }
+    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, ascend, body }
 }
 
 /// The DSL type of a kernel parameter's Rust type, if it has one.

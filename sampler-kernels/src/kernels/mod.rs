@@ -12,26 +12,7 @@
 
 use sampler_macros::{kernel, kernel_fn};
 
-/// Names of all kernels, in pipeline order.
-pub const ALL: &[&str] = &[
-    "mask_check",
-    "mask_check_chunk",
-    "status_merge",
-    "force_topn",
-    "topn_chunk",
-    "topn_merge",
-    "process",
-    "row_mass",
-    "draw",
-    "process_draw",
-    "process_prefix_draw",
-    "remap_draft",
-    "verify",
-    "finalize",
-    "token_info",
-    "top_logprobs",
-    "token_info_top",
-];
+// Every `#[kernel]` registers itself (`crate::registry`): there is no hand-kept list.
 
 /// Section 3.1-3.2: applies the grammar bit mask of each row in place and
 /// checks for bad values.
