@@ -151,7 +151,7 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                             value.ty = want.clone();
                             ty = want;
                         } else {
-                            errs.push(value.span, format!("{what} has type {}, but a value of type {} was passed{}", want.describe(), got.describe(), scalar_hint(&got, &want)));
+                            errs.push(value.range(), format!("{what} has type {}, but a value of type {} was passed{}", want.describe(), got.describe(), scalar_hint(&got, &want)));
                             sc.bind(name, Binding { ty: Ty::Unit, mutable: false, is_param: false });
                             return;
                         }
@@ -181,18 +181,18 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             for ((name, m), t) in names.iter().zip(tys) {
                 let t = match t {
                     Ty::IntLit | Ty::FloatLit => {
-                        errs.push(value.span, format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
+                        errs.push(value.range(), format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
                         // Bound as an error, so its uses are not reported again.
                         Ty::Unit
                     }
                     Ty::Unit if !returns_unit(value) => Ty::Unit, // an error reported above
                     Ty::Unit => {
-                        errs.push(value.span, format!("`{name}` would be bound to `()`: this op returns nothing"));
+                        errs.push(value.range(), format!("`{name}` would be bound to `()`: this op returns nothing"));
                         sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
                         continue;
                     }
                     Ty::Gm(..) => {
-                        errs.push(value.span, "global buffers cannot be rebound: use the parameter directly");
+                        errs.push(value.range(), "global buffers cannot be rebound: use the parameter directly");
                         sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
                         continue;
                     }
@@ -223,12 +223,13 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             let vt = match op {
                 Some(o) => {
                     // Desugar `a op= e` into `a = a op e` so emitters see one form.
-                    let t = if b.ty == Ty::Unit || vt == Ty::Unit { Ty::Unit } else { binary_type(*o, &b.ty, &vt, *span, errs) };
+                    let t = if b.ty == Ty::Unit || vt == Ty::Unit { Ty::Unit } else { binary_type(*o, &b.ty, &vt, (target.span(), value.end), errs) };
                     let mut lhs = Expr::new(ExprKind::Var(target.clone()), target.span());
                     lhs.ty = b.ty.clone();
                     settle_literal(value, &b.ty);
                     let rhs = std::mem::replace(value, Expr::new(ExprKind::Lit(Lit::Bool(false)), *span));
-                    *value = Expr { kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)), ty: t.clone(), span: *span };
+                    let end = rhs.end;
+                    *value = Expr { kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)), ty: t.clone(), span: *span, end };
                     *op = None;
                     t
                 }
@@ -238,18 +239,18 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 }
             };
             if vt != Ty::Unit && b.ty != Ty::Unit && unify_assign(&b.ty, &vt).is_none() {
-                errs.push(value.span, format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
+                errs.push(value.range(), format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
             }
         }
         Stmt::Expr(e) => {
             let t = expr(e, sc, errs);
             if t != Ty::Unit {
-                errs.push(e.span, "this value is unused: bind it with `let` or remove it");
+                errs.push(e.range(), "this value is unused: bind it with `let` or remove it");
             }
         }
         Stmt::If { cond, then, els, .. } => {
             let ct = expr(cond, sc, errs);
-            expect_scalar_bool(&ct, cond.span, "an `if` condition", errs);
+            expect_scalar_bool(&ct, cond.range(), "an `if` condition", errs);
             check_block(then, sc, errs);
             if let Some(e) = els {
                 check_block(e, sc, errs);
@@ -263,7 +264,7 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 Some(Ty::IntLit) => Ty::Scalar(Prim::U32),
                 _ if a == Ty::Unit || b == Ty::Unit => Ty::Scalar(Prim::U32),
                 _ => {
-                    errs.push(start.span, format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
+                    errs.push(start.range(), format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
                     Ty::Scalar(Prim::U32)
                 }
             };
@@ -286,7 +287,7 @@ fn scalar_hint(got: &Ty, want: &Ty) -> &'static str {
     }
 }
 
-fn expect_scalar_bool(t: &Ty, span: Span, what: &str, errs: &mut Errors) {
+fn expect_scalar_bool(t: &Ty, span: (Span, Span), what: &str, errs: &mut Errors) {
     match t {
         // `()`: an error already reported inside the condition.
         Ty::Scalar(Prim::Bool) | Ty::Unit => {}
@@ -343,7 +344,7 @@ fn unify_assign(target: &Ty, v: &Ty) -> Option<()> {
     (u.prim() == target.prim()).then_some(())
 }
 
-fn binary_type(op: BinOp, l: &Ty, r: &Ty, span: Span, errs: &mut Errors) -> Ty {
+fn binary_type(op: BinOp, l: &Ty, r: &Ty, span: (Span, Span), errs: &mut Errors) -> Ty {
     if matches!(l, Ty::Gm(..) | Ty::Tuple(_) | Ty::Unit) || matches!(r, Ty::Gm(..) | Ty::Tuple(_) | Ty::Unit) {
         errs.push(span, format!("`{}` needs scalars or tiles, got {} and {}", op.symbol(), l.describe(), r.describe()));
         return Ty::Unit;
@@ -393,7 +394,7 @@ fn expr(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
 }
 
 fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
-    let span = e.span;
+    let span = e.range();
     match &mut e.kind {
         ExprKind::Lit(Lit::Int(_, Some(p))) => Ty::Scalar(*p),
         ExprKind::Lit(Lit::Int(_, None)) => Ty::IntLit,
@@ -455,7 +456,7 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
         }
         ExprKind::If(c, a, b) => {
             let ct = expr(c, sc, errs);
-            expect_scalar_bool(&ct, c.span, "an `if` condition", errs);
+            expect_scalar_bool(&ct, c.range(), "an `if` condition", errs);
             let at = expr(a, sc, errs);
             let bt = expr(b, sc, errs);
             if ct == Ty::Unit || at == Ty::Unit || bt == Ty::Unit {
@@ -510,7 +511,7 @@ fn settle_literal(e: &mut Expr, partner: &Ty) {
     }
 }
 
-fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors) -> Ty {
+fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut Errors) -> Ty {
     let tile = tys.iter().any(|t| t.is_tile());
     if tys.iter().any(|t| !(t.is_tile() || t.is_scalarish())) {
         errs.push(span, format!("`{}` takes scalars or tiles: {}", op.name(), op.signature()));
@@ -542,7 +543,7 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Error
         },
         Op::Select => {
             if tys[0].prim() != Some(Prim::Bool) {
-                errs.push(args[0].span, format!("`select` needs a bool condition, got {}", tys[0].describe()));
+                errs.push(args[0].range(), format!("`select` needs a bool condition, got {}", tys[0].describe()));
             }
             match unify_prims(&tys[1], &tys[2]) {
                 Some(t) => {
@@ -563,7 +564,7 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Error
     }
 }
 
-fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors) -> Ty {
+fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut Errors) -> Ty {
     let kinds = arg_kinds(op);
     let mut elem: Option<Prim> = None;
     let mut ok = true;
@@ -573,14 +574,14 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
             ArgKind::Gm { write, elem: want } => match t {
                 Ty::Gm(p, w) => {
                     if !matches!(a.kind, ExprKind::Var(_)) {
-                        errs.push(a.span, "pass a buffer parameter directly");
+                        errs.push(a.range(), "pass a buffer parameter directly");
                     }
                     if write && !*w {
-                        errs.push(a.span, format!("`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`", op.name(), p.rust_name()));
+                        errs.push(a.range(), format!("`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`", op.name(), p.rust_name()));
                     }
                     if let Some(w) = want {
                         if w != *p {
-                            errs.push(a.span, format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()));
+                            errs.push(a.range(), format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()));
                         }
                     }
                     elem = Some(*p);
@@ -606,7 +607,7 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
                     true
                 }
                 Ty::IntLit | Ty::FloatLit => {
-                    errs.push(a.span, format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
+                    errs.push(a.range(), format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
                     ok = false;
                     true
                 }
@@ -638,7 +639,7 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
         };
         if !good {
             ok = false;
-            errs.push(a.span, format!("argument {} of `{}` has type {}: expected {}", i + 1, op.name(), t.describe(), op.signature()));
+            errs.push(a.range(), format!("argument {} of `{}` has type {}: expected {}", i + 1, op.name(), t.describe(), op.signature()));
         }
     }
     if !ok {

@@ -9,6 +9,27 @@ use syn::spanned::Spanned;
 use crate::ir::*;
 use crate::ops::Op;
 
+/// Where an error points: from the first span to the second.
+#[derive(Clone, Copy)]
+pub struct Where(pub Span, pub Span);
+
+impl From<Span> for Where {
+    fn from(s: Span) -> Where {
+        Where(s, s)
+    }
+}
+
+impl From<(Span, Span)> for Where {
+    fn from((a, b): (Span, Span)) -> Where {
+        Where(a, b)
+    }
+}
+
+/// The span of the last token of `t` (a group's span covers it whole).
+pub fn last_span(t: &impl quote::ToTokens) -> Option<Span> {
+    t.to_token_stream().into_iter().last().map(|tt| tt.span())
+}
+
 /// Accumulated errors (as serde_derive's `Ctxt`).
 #[derive(Default)]
 pub struct Errors {
@@ -35,8 +56,11 @@ impl Errors {
     pub fn is_poisoned(&self, name: &str) -> bool {
         self.poisoned.iter().any(|n| n == name)
     }
-    pub fn push(&mut self, span: Span, msg: impl std::fmt::Display) {
-        self.errs.push(syn::Error::new(span, msg));
+    /// An error at a span, or over a range `(first, last)` of tokens.
+    pub fn push(&mut self, at: impl Into<Where>, msg: impl std::fmt::Display) {
+        let Where(a, b) = at.into();
+        let (x, y) = (proc_macro2::Ident::new("a", a), proc_macro2::Ident::new("b", b));
+        self.errs.push(syn::Error::new_spanned(quote::quote!(#x #y), msg));
     }
     pub fn push_err(&mut self, e: syn::Error) {
         self.errs.push(e);
@@ -624,7 +648,9 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             return None;
         }
     };
-    Some(Expr::new(kind, span))
+    let mut out = Expr::new(kind, span);
+    out.end = last_span(e).unwrap_or(span);
+    Some(out)
 }
 
 fn block_value(b: &syn::Block, errs: &mut Errors) -> Option<Expr> {

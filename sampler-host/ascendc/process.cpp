@@ -195,109 +195,113 @@ extern "C" __global__ __aicore__ void process_t64(GM_ADDR p_cand, uint32_t p_n, 
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[256].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[256].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
+    uint64_t s15 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s15 = sk::add<uint64_t>(s15, t14.GetValue(i));
     }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
+    const uint64_t v___kf2_total_16 = (uint64_t)(s15);
+    const float v___kf2_top_p_17 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint32_t v___kf2_n_19 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t20 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t20_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t20.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_21 = (uint64_t)(sk::frac_floor(v___kf2_total_16, v___kf2_top_p_17));
+    AscendC::LocalTensor<uint32_t> t22 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[1280].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
+    AscendC::CreateVecIndex(t22.ReinterpretCast<int32_t>(), (int32_t)0, t22_n);
+    const uint32_t s23 = (uint32_t)(((uint32_t)(v___kf2_k_18)));
+    const bool s24 = (bool)(((int32_t)(v___kf2_k_18) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t25 = ub8[1280].ReinterpretCast<uint8_t>();
+    const uint32_t t25_n = sk::min<uint32_t>(t20_n, t22_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t20;
+      const AscendC::LocalTensor<uint32_t> &L1 = t22;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_21))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s23))) | (bool)(s24))))))));
     }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
+    AscendC::LocalTensor<uint64_t> t26 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(t25_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
+    uint64_t s27 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t26_n; ++i) {
+      s27 = sk::add<uint64_t>(s27, t26.GetValue(i));
     }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
+    const float v___kf3_lse_28 = (float)(sk::ln_fixed(s27));
+    const float s29 = (float)(v___kf3_lse_28);
+    AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t30_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
+    AscendC::Adds(t30, t11, -s29, (int32_t)t30_n);
+    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
+    const uint32_t t31_n = sk::min<uint32_t>(t25_n, t30_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<float> &L1 = t30;
+      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n32 = t31_n;
+    const uint64_t off33 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
+    if (n32 > 0) {
+      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o34); o34 = qout.DeQue<float>();
+    if (n32 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o30);
-    qin.FreeTensor(t3);
+    qout.FreeTensor(o34);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -326,109 +330,113 @@ extern "C" __global__ __aicore__ void process_t256(GM_ADDR p_cand, uint32_t p_n,
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[1024].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
+    uint64_t s15 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s15 = sk::add<uint64_t>(s15, t14.GetValue(i));
     }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
+    const uint64_t v___kf2_total_16 = (uint64_t)(s15);
+    const float v___kf2_top_p_17 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint32_t v___kf2_n_19 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t20 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t20_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t20.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_21 = (uint64_t)(sk::frac_floor(v___kf2_total_16, v___kf2_top_p_17));
+    AscendC::LocalTensor<uint32_t> t22 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[5120].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
+    AscendC::CreateVecIndex(t22.ReinterpretCast<int32_t>(), (int32_t)0, t22_n);
+    const uint32_t s23 = (uint32_t)(((uint32_t)(v___kf2_k_18)));
+    const bool s24 = (bool)(((int32_t)(v___kf2_k_18) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t25 = ub8[5120].ReinterpretCast<uint8_t>();
+    const uint32_t t25_n = sk::min<uint32_t>(t20_n, t22_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t20;
+      const AscendC::LocalTensor<uint32_t> &L1 = t22;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_21))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s23))) | (bool)(s24))))))));
     }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
+    AscendC::LocalTensor<uint64_t> t26 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(t25_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
+    uint64_t s27 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t26_n; ++i) {
+      s27 = sk::add<uint64_t>(s27, t26.GetValue(i));
     }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
+    const float v___kf3_lse_28 = (float)(sk::ln_fixed(s27));
+    const float s29 = (float)(v___kf3_lse_28);
+    AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t30_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
+    AscendC::Adds(t30, t11, -s29, (int32_t)t30_n);
+    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
+    const uint32_t t31_n = sk::min<uint32_t>(t25_n, t30_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<float> &L1 = t30;
+      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n32 = t31_n;
+    const uint64_t off33 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
+    if (n32 > 0) {
+      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o34); o34 = qout.DeQue<float>();
+    if (n32 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o30);
-    qin.FreeTensor(t3);
+    qout.FreeTensor(o34);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -457,109 +465,113 @@ extern "C" __global__ __aicore__ void process_t1024(GM_ADDR p_cand, uint32_t p_n
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[4096].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[4096].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
+    uint64_t s15 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s15 = sk::add<uint64_t>(s15, t14.GetValue(i));
     }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
+    const uint64_t v___kf2_total_16 = (uint64_t)(s15);
+    const float v___kf2_top_p_17 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint32_t v___kf2_n_19 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t20 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t20_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t20.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_21 = (uint64_t)(sk::frac_floor(v___kf2_total_16, v___kf2_top_p_17));
+    AscendC::LocalTensor<uint32_t> t22 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[20480].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
+    AscendC::CreateVecIndex(t22.ReinterpretCast<int32_t>(), (int32_t)0, t22_n);
+    const uint32_t s23 = (uint32_t)(((uint32_t)(v___kf2_k_18)));
+    const bool s24 = (bool)(((int32_t)(v___kf2_k_18) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t25 = ub8[20480].ReinterpretCast<uint8_t>();
+    const uint32_t t25_n = sk::min<uint32_t>(t20_n, t22_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t20;
+      const AscendC::LocalTensor<uint32_t> &L1 = t22;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_21))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s23))) | (bool)(s24))))))));
     }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
+    AscendC::LocalTensor<uint64_t> t26 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(t25_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
+    uint64_t s27 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t26_n; ++i) {
+      s27 = sk::add<uint64_t>(s27, t26.GetValue(i));
     }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
+    const float v___kf3_lse_28 = (float)(sk::ln_fixed(s27));
+    const float s29 = (float)(v___kf3_lse_28);
+    AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t30_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
+    AscendC::Adds(t30, t11, -s29, (int32_t)t30_n);
+    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
+    const uint32_t t31_n = sk::min<uint32_t>(t25_n, t30_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<float> &L1 = t30;
+      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n32 = t31_n;
+    const uint64_t off33 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
+    if (n32 > 0) {
+      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o34); o34 = qout.DeQue<float>();
+    if (n32 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o30);
-    qin.FreeTensor(t3);
+    qout.FreeTensor(o34);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -588,109 +600,113 @@ extern "C" __global__ __aicore__ void process_t4096(GM_ADDR p_cand, uint32_t p_n
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[16384].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[16384].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
+    uint64_t s15 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s15 = sk::add<uint64_t>(s15, t14.GetValue(i));
     }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
+    const uint64_t v___kf2_total_16 = (uint64_t)(s15);
+    const float v___kf2_top_p_17 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint32_t v___kf2_n_19 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t20 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t20_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t20.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_21 = (uint64_t)(sk::frac_floor(v___kf2_total_16, v___kf2_top_p_17));
+    AscendC::LocalTensor<uint32_t> t22 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[81920].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
+    AscendC::CreateVecIndex(t22.ReinterpretCast<int32_t>(), (int32_t)0, t22_n);
+    const uint32_t s23 = (uint32_t)(((uint32_t)(v___kf2_k_18)));
+    const bool s24 = (bool)(((int32_t)(v___kf2_k_18) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t25 = ub8[81920].ReinterpretCast<uint8_t>();
+    const uint32_t t25_n = sk::min<uint32_t>(t20_n, t22_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t20;
+      const AscendC::LocalTensor<uint32_t> &L1 = t22;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_21))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s23))) | (bool)(s24))))))));
     }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
+    AscendC::LocalTensor<uint64_t> t26 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(t25_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
+    uint64_t s27 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t26_n; ++i) {
+      s27 = sk::add<uint64_t>(s27, t26.GetValue(i));
     }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
+    const float v___kf3_lse_28 = (float)(sk::ln_fixed(s27));
+    const float s29 = (float)(v___kf3_lse_28);
+    AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t30_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
+    AscendC::Adds(t30, t11, -s29, (int32_t)t30_n);
+    AscendC::LocalTensor<float> t31 = t30.ReinterpretCast<float>();
+    const uint32_t t31_n = sk::min<uint32_t>(t25_n, t30_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t25;
+      const AscendC::LocalTensor<float> &L1 = t30;
+      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n32 = t31_n;
+    const uint64_t off33 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o34 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
+    if (n32 > 0) {
+      AscendC::DataCopy(o34, t31, AscendC::DataCopyParams{1, (uint16_t)((n32 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o34); o34 = qout.DeQue<float>();
+    if (n32 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off33], o34, AscendC::DataCopyExtParams{1, (uint32_t)(n32 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o30);
-    qin.FreeTensor(t3);
+    qout.FreeTensor(o34);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -207,148 +207,157 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[256].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[256].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end13 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
-      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
+    uint64_t v_total_15 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end16 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_17 = (uint32_t)(((uint32_t)0ull)); v_c_17 < end16; ++v_c_17) {
+      v_total_15 = (uint64_t)(sk::add<uint64_t>(v_total_15, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_17)))))));
     }
-    AscendC::LocalTensor<uint64_t> t15 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t15_n = t11_n;
+    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf2_total_19 = (uint64_t)(v_total_15);
+    const float v___kf2_top_p_20 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_21 = (int32_t)(v_k_18);
+    const uint32_t v___kf2_n_22 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t23 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t23_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t15.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t23.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_24 = (uint64_t)(sk::frac_floor(v___kf2_total_19, v___kf2_top_p_20));
+    AscendC::LocalTensor<uint32_t> t25 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t25_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_22), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
-    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[1280].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
+    AscendC::CreateVecIndex(t25.ReinterpretCast<int32_t>(), (int32_t)0, t25_n);
+    const uint32_t s26 = (uint32_t)(((uint32_t)(v___kf2_k_21)));
+    const bool s27 = (bool)(((int32_t)(v___kf2_k_21) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t28 = ub8[1280].ReinterpretCast<uint8_t>();
+    const uint32_t t28_n = sk::min<uint32_t>(t23_n, t25_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t15;
-      const AscendC::LocalTensor<uint32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t23;
+      const AscendC::LocalTensor<uint32_t> &L1 = t25;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_24))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s26))) | (bool)(s27))))))));
     }
-    AscendC::LocalTensor<uint64_t> t22 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
+    const uint64_t v_thr_29 = (uint64_t)(v___kf2_thr_24);
+    AscendC::LocalTensor<uint64_t> t30 = ub8[768].ReinterpretCast<uint64_t>();
+    const uint32_t t30_n = sk::min<uint32_t>(t28_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t22_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    uint64_t s31 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t30_n; ++i) {
+      s31 = sk::add<uint64_t>(s31, t30.GetValue(i));
     }
-    const uint64_t v_kept_24 = (uint64_t)(s23);
-    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
-    const float s26 = (float)(v_lse_25);
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = t8_n;
+    const float v___kf3_lse_32 = (float)(sk::ln_fixed(s31));
+    const float s33 = (float)(v___kf3_lse_32);
+    AscendC::LocalTensor<float> t34 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t34_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
-    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
-    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
+    AscendC::Adds(t34, t11, -s33, (int32_t)t34_n);
+    AscendC::LocalTensor<float> t35 = t34.ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t28_n, t34_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t27;
-      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<float> &L1 = t34;
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t3);
-    const uint32_t n29 = t28_n;
-    const uint64_t off30 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n36 = t35_n;
+    const uint64_t off37 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o38 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n29 > 0) {
-      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
+    if (n36 > 0) {
+      AscendC::DataCopy(o38, t35, AscendC::DataCopyParams{1, (uint16_t)((n36 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o31); o31 = qout.DeQue<float>();
-    if (n29 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o38); o38 = qout.DeQue<float>();
+    if (n36 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off37], o38, AscendC::DataCopyExtParams{1, (uint32_t)(n36 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o31);
-    uint64_t s32 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
+    qout.FreeTensor(o38);
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t14.GetValue(i));
     }
-    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t35 = ub8[256].ReinterpretCast<float>();
-    const uint32_t t35_n = t28_n;
+    const bool v_next_kept_40 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s39) <= (uint64_t)(v_thr_29))))) && (((((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_18))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_40) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v___kf4_off_41 = (uint64_t)(v_off_2);
+    const uint64_t v___kf4_seed_42 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf4_seq_43 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t44 = ub8[256].ReinterpretCast<float>();
+    const uint32_t t44_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t35, t28, (int32_t)t35_n);
-    AscendC::LocalTensor<uint64_t> t36 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t36_n = t35_n;
+    AscendC::Exp(t44, t35, (int32_t)t44_n);
+    AscendC::LocalTensor<uint64_t> t45 = ub8[512].ReinterpretCast<uint64_t>();
+    const uint32_t t45_n = t44_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t35;
-      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t44;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s38 = (uint64_t)(v_u_34);
-    int32_t s37 = -1;
+    const uint64_t s47 = (uint64_t)(sk::uniform53(v___kf4_seed_42, v___kf4_seq_43));
+    int32_t s46 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
+      for (uint32_t i = 0; i < t45_n; ++i) tot = sk::add128(tot, t45.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s38, tot.lo);
-        thr.hi += s38 * tot.hi;
+        sk::U128 thr = sk::mul64(s47, tot.lo);
+        thr.hi += s47 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t36_n; ++i) {
-          acc = sk::add128(acc, t36.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t45_n; ++i) {
+          acc = sk::add128(acc, t45.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s46 = (int32_t)i; break; }
         }
-        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
+        if (s46 < 0) for (uint32_t i = t45_n; i-- > 0;) if (t45.GetValue(i) > 0) { s46 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_39 = (int32_t)(s37);
-    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
+    const int32_t v___kf4_c_48 = (int32_t)(s46);
+    const int32_t v_tok_49 = (int32_t)(((((int32_t)(v___kf4_c_48) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf4_off_41, ((uint64_t)(v___kf4_c_48)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_49));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -389,148 +398,157 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, G
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[1024].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end13 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
-      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
+    uint64_t v_total_15 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end16 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_17 = (uint32_t)(((uint32_t)0ull)); v_c_17 < end16; ++v_c_17) {
+      v_total_15 = (uint64_t)(sk::add<uint64_t>(v_total_15, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_17)))))));
     }
-    AscendC::LocalTensor<uint64_t> t15 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t15_n = t11_n;
+    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf2_total_19 = (uint64_t)(v_total_15);
+    const float v___kf2_top_p_20 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_21 = (int32_t)(v_k_18);
+    const uint32_t v___kf2_n_22 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t23 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t23_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t15.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t23.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_24 = (uint64_t)(sk::frac_floor(v___kf2_total_19, v___kf2_top_p_20));
+    AscendC::LocalTensor<uint32_t> t25 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t25_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_22), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
-    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[5120].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
+    AscendC::CreateVecIndex(t25.ReinterpretCast<int32_t>(), (int32_t)0, t25_n);
+    const uint32_t s26 = (uint32_t)(((uint32_t)(v___kf2_k_21)));
+    const bool s27 = (bool)(((int32_t)(v___kf2_k_21) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t28 = ub8[5120].ReinterpretCast<uint8_t>();
+    const uint32_t t28_n = sk::min<uint32_t>(t23_n, t25_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t15;
-      const AscendC::LocalTensor<uint32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t23;
+      const AscendC::LocalTensor<uint32_t> &L1 = t25;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_24))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s26))) | (bool)(s27))))))));
     }
-    AscendC::LocalTensor<uint64_t> t22 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
+    const uint64_t v_thr_29 = (uint64_t)(v___kf2_thr_24);
+    AscendC::LocalTensor<uint64_t> t30 = ub8[3072].ReinterpretCast<uint64_t>();
+    const uint32_t t30_n = sk::min<uint32_t>(t28_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t22_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    uint64_t s31 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t30_n; ++i) {
+      s31 = sk::add<uint64_t>(s31, t30.GetValue(i));
     }
-    const uint64_t v_kept_24 = (uint64_t)(s23);
-    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
-    const float s26 = (float)(v_lse_25);
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = t8_n;
+    const float v___kf3_lse_32 = (float)(sk::ln_fixed(s31));
+    const float s33 = (float)(v___kf3_lse_32);
+    AscendC::LocalTensor<float> t34 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t34_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
-    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
-    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
+    AscendC::Adds(t34, t11, -s33, (int32_t)t34_n);
+    AscendC::LocalTensor<float> t35 = t34.ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t28_n, t34_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t27;
-      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<float> &L1 = t34;
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t3);
-    const uint32_t n29 = t28_n;
-    const uint64_t off30 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n36 = t35_n;
+    const uint64_t off37 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o38 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n29 > 0) {
-      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
+    if (n36 > 0) {
+      AscendC::DataCopy(o38, t35, AscendC::DataCopyParams{1, (uint16_t)((n36 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o31); o31 = qout.DeQue<float>();
-    if (n29 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o38); o38 = qout.DeQue<float>();
+    if (n36 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off37], o38, AscendC::DataCopyExtParams{1, (uint32_t)(n36 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o31);
-    uint64_t s32 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
+    qout.FreeTensor(o38);
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t14.GetValue(i));
     }
-    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t35 = ub8[1024].ReinterpretCast<float>();
-    const uint32_t t35_n = t28_n;
+    const bool v_next_kept_40 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s39) <= (uint64_t)(v_thr_29))))) && (((((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_18))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_40) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v___kf4_off_41 = (uint64_t)(v_off_2);
+    const uint64_t v___kf4_seed_42 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf4_seq_43 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t44 = ub8[1024].ReinterpretCast<float>();
+    const uint32_t t44_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t35, t28, (int32_t)t35_n);
-    AscendC::LocalTensor<uint64_t> t36 = ub8[2048].ReinterpretCast<uint64_t>();
-    const uint32_t t36_n = t35_n;
+    AscendC::Exp(t44, t35, (int32_t)t44_n);
+    AscendC::LocalTensor<uint64_t> t45 = ub8[2048].ReinterpretCast<uint64_t>();
+    const uint32_t t45_n = t44_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t35;
-      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t44;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s38 = (uint64_t)(v_u_34);
-    int32_t s37 = -1;
+    const uint64_t s47 = (uint64_t)(sk::uniform53(v___kf4_seed_42, v___kf4_seq_43));
+    int32_t s46 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
+      for (uint32_t i = 0; i < t45_n; ++i) tot = sk::add128(tot, t45.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s38, tot.lo);
-        thr.hi += s38 * tot.hi;
+        sk::U128 thr = sk::mul64(s47, tot.lo);
+        thr.hi += s47 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t36_n; ++i) {
-          acc = sk::add128(acc, t36.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t45_n; ++i) {
+          acc = sk::add128(acc, t45.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s46 = (int32_t)i; break; }
         }
-        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
+        if (s46 < 0) for (uint32_t i = t45_n; i-- > 0;) if (t45.GetValue(i) > 0) { s46 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_39 = (int32_t)(s37);
-    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
+    const int32_t v___kf4_c_48 = (int32_t)(s46);
+    const int32_t v_tok_49 = (int32_t)(((((int32_t)(v___kf4_c_48) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf4_off_41, ((uint64_t)(v___kf4_c_48)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_49));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -571,148 +589,157 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, 
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[4096].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[4096].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end13 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
-      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
+    uint64_t v_total_15 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end16 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_17 = (uint32_t)(((uint32_t)0ull)); v_c_17 < end16; ++v_c_17) {
+      v_total_15 = (uint64_t)(sk::add<uint64_t>(v_total_15, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_17)))))));
     }
-    AscendC::LocalTensor<uint64_t> t15 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t15_n = t11_n;
+    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf2_total_19 = (uint64_t)(v_total_15);
+    const float v___kf2_top_p_20 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_21 = (int32_t)(v_k_18);
+    const uint32_t v___kf2_n_22 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t23 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t23_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t15.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t23.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_24 = (uint64_t)(sk::frac_floor(v___kf2_total_19, v___kf2_top_p_20));
+    AscendC::LocalTensor<uint32_t> t25 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t25_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_22), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
-    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[20480].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
+    AscendC::CreateVecIndex(t25.ReinterpretCast<int32_t>(), (int32_t)0, t25_n);
+    const uint32_t s26 = (uint32_t)(((uint32_t)(v___kf2_k_21)));
+    const bool s27 = (bool)(((int32_t)(v___kf2_k_21) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t28 = ub8[20480].ReinterpretCast<uint8_t>();
+    const uint32_t t28_n = sk::min<uint32_t>(t23_n, t25_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t15;
-      const AscendC::LocalTensor<uint32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t23;
+      const AscendC::LocalTensor<uint32_t> &L1 = t25;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_24))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s26))) | (bool)(s27))))))));
     }
-    AscendC::LocalTensor<uint64_t> t22 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
+    const uint64_t v_thr_29 = (uint64_t)(v___kf2_thr_24);
+    AscendC::LocalTensor<uint64_t> t30 = ub8[12288].ReinterpretCast<uint64_t>();
+    const uint32_t t30_n = sk::min<uint32_t>(t28_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t22_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    uint64_t s31 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t30_n; ++i) {
+      s31 = sk::add<uint64_t>(s31, t30.GetValue(i));
     }
-    const uint64_t v_kept_24 = (uint64_t)(s23);
-    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
-    const float s26 = (float)(v_lse_25);
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = t8_n;
+    const float v___kf3_lse_32 = (float)(sk::ln_fixed(s31));
+    const float s33 = (float)(v___kf3_lse_32);
+    AscendC::LocalTensor<float> t34 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t34_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
-    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
-    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
+    AscendC::Adds(t34, t11, -s33, (int32_t)t34_n);
+    AscendC::LocalTensor<float> t35 = t34.ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t28_n, t34_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t27;
-      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<float> &L1 = t34;
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t3);
-    const uint32_t n29 = t28_n;
-    const uint64_t off30 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n36 = t35_n;
+    const uint64_t off37 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o38 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n29 > 0) {
-      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
+    if (n36 > 0) {
+      AscendC::DataCopy(o38, t35, AscendC::DataCopyParams{1, (uint16_t)((n36 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o31); o31 = qout.DeQue<float>();
-    if (n29 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o38); o38 = qout.DeQue<float>();
+    if (n36 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off37], o38, AscendC::DataCopyExtParams{1, (uint32_t)(n36 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o31);
-    uint64_t s32 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
+    qout.FreeTensor(o38);
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t14.GetValue(i));
     }
-    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t35 = ub8[4096].ReinterpretCast<float>();
-    const uint32_t t35_n = t28_n;
+    const bool v_next_kept_40 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s39) <= (uint64_t)(v_thr_29))))) && (((((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_18))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_40) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v___kf4_off_41 = (uint64_t)(v_off_2);
+    const uint64_t v___kf4_seed_42 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf4_seq_43 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t44 = ub8[4096].ReinterpretCast<float>();
+    const uint32_t t44_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t35, t28, (int32_t)t35_n);
-    AscendC::LocalTensor<uint64_t> t36 = ub8[8192].ReinterpretCast<uint64_t>();
-    const uint32_t t36_n = t35_n;
+    AscendC::Exp(t44, t35, (int32_t)t44_n);
+    AscendC::LocalTensor<uint64_t> t45 = ub8[8192].ReinterpretCast<uint64_t>();
+    const uint32_t t45_n = t44_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t35;
-      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t44;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s38 = (uint64_t)(v_u_34);
-    int32_t s37 = -1;
+    const uint64_t s47 = (uint64_t)(sk::uniform53(v___kf4_seed_42, v___kf4_seq_43));
+    int32_t s46 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
+      for (uint32_t i = 0; i < t45_n; ++i) tot = sk::add128(tot, t45.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s38, tot.lo);
-        thr.hi += s38 * tot.hi;
+        sk::U128 thr = sk::mul64(s47, tot.lo);
+        thr.hi += s47 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t36_n; ++i) {
-          acc = sk::add128(acc, t36.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t45_n; ++i) {
+          acc = sk::add128(acc, t45.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s46 = (int32_t)i; break; }
         }
-        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
+        if (s46 < 0) for (uint32_t i = t45_n; i-- > 0;) if (t45.GetValue(i) > 0) { s46 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_39 = (int32_t)(s37);
-    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
+    const int32_t v___kf4_c_48 = (int32_t)(s46);
+    const int32_t v_tok_49 = (int32_t)(((((int32_t)(v___kf4_c_48) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf4_off_41, ((uint64_t)(v___kf4_c_48)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_49));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
@@ -753,148 +780,157 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t4096(GM_ADDR p_cand, 
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[16384].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    const float s10 = (float)(v___kf1_temperature_5);
+    AscendC::LocalTensor<float> t11 = t9.ReinterpretCast<float>();
+    const uint32_t t11_n = t9_n;
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    AscendC::Duplicate(t12, s10, (int32_t)t11_n);
+    AscendC::Div(t11, t9, t12, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    AscendC::Exp(t13, t11, (int32_t)t13_n);
+    AscendC::LocalTensor<uint64_t> t14 = ub8[16384].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    uint64_t v_total_12 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end13 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_14 = (uint32_t)(((uint32_t)0ull)); v_c_14 < end13; ++v_c_14) {
-      v_total_12 = (uint64_t)(sk::add<uint64_t>(v_total_12, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_14)))))));
+    uint64_t v_total_15 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end16 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_17 = (uint32_t)(((uint32_t)0ull)); v_c_17 < end16; ++v_c_17) {
+      v_total_15 = (uint64_t)(sk::add<uint64_t>(v_total_15, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_17)))))));
     }
-    AscendC::LocalTensor<uint64_t> t15 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t15_n = t11_n;
+    const int32_t v_k_18 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf2_total_19 = (uint64_t)(v_total_15);
+    const float v___kf2_top_p_20 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_21 = (int32_t)(v_k_18);
+    const uint32_t v___kf2_n_22 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint64_t> t23 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t23_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t15.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t23.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const uint64_t v_thr_16 = (uint64_t)(sk::frac_floor(v_total_12, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t18 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t v___kf2_thr_24 = (uint64_t)(sk::frac_floor(v___kf2_total_19, v___kf2_top_p_20));
+    AscendC::LocalTensor<uint32_t> t25 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t25_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_22), TILE);
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v_k_17)));
-    const bool s20 = (bool)(((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[81920].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t15_n, t18_n);
+    AscendC::CreateVecIndex(t25.ReinterpretCast<int32_t>(), (int32_t)0, t25_n);
+    const uint32_t s26 = (uint32_t)(((uint32_t)(v___kf2_k_21)));
+    const bool s27 = (bool)(((int32_t)(v___kf2_k_21) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t28 = ub8[81920].ReinterpretCast<uint8_t>();
+    const uint32_t t28_n = sk::min<uint32_t>(t23_n, t25_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t15;
-      const AscendC::LocalTensor<uint32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t23;
+      const AscendC::LocalTensor<uint32_t> &L1 = t25;
+      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf2_thr_24))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s26))) | (bool)(s27))))))));
     }
-    AscendC::LocalTensor<uint64_t> t22 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t11_n);
+    const uint64_t v_thr_29 = (uint64_t)(v___kf2_thr_24);
+    AscendC::LocalTensor<uint64_t> t30 = ub8[49152].ReinterpretCast<uint64_t>();
+    const uint32_t t30_n = sk::min<uint32_t>(t28_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t22_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    uint64_t s31 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t30_n; ++i) {
+      s31 = sk::add<uint64_t>(s31, t30.GetValue(i));
     }
-    const uint64_t v_kept_24 = (uint64_t)(s23);
-    const float v_lse_25 = (float)(sk::ln_fixed(v_kept_24));
-    const float s26 = (float)(v_lse_25);
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = t8_n;
+    const float v___kf3_lse_32 = (float)(sk::ln_fixed(s31));
+    const float s33 = (float)(v___kf3_lse_32);
+    AscendC::LocalTensor<float> t34 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t34_n = t11_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t27, t8, -s26, (int32_t)t27_n);
-    AscendC::LocalTensor<float> t28 = t27.ReinterpretCast<float>();
-    const uint32_t t28_n = sk::min<uint32_t>(t21_n, t27_n);
+    AscendC::Adds(t34, t11, -s33, (int32_t)t34_n);
+    AscendC::LocalTensor<float> t35 = t34.ReinterpretCast<float>();
+    const uint32_t t35_n = sk::min<uint32_t>(t28_n, t34_n);
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t27;
-      for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t28;
+      const AscendC::LocalTensor<float> &L1 = t34;
+      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t3);
-    const uint32_t n29 = t28_n;
-    const uint64_t off30 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o31 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n36 = t35_n;
+    const uint64_t off37 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o38 = qout.AllocTensor<float>();
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n29 > 0) {
-      AscendC::DataCopy(o31, t28, AscendC::DataCopyParams{1, (uint16_t)((n29 * sizeof(float) + 31) / 32), 0, 0});
+    if (n36 > 0) {
+      AscendC::DataCopy(o38, t35, AscendC::DataCopyParams{1, (uint16_t)((n36 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o31); o31 = qout.DeQue<float>();
-    if (n29 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off30], o31, AscendC::DataCopyExtParams{1, (uint32_t)(n29 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o38); o38 = qout.DeQue<float>();
+    if (n36 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off37], o38, AscendC::DataCopyExtParams{1, (uint32_t)(n36 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o31);
-    uint64_t s32 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s32 = sk::add<uint64_t>(s32, t11.GetValue(i));
+    qout.FreeTensor(o38);
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t14.GetValue(i));
     }
-    const bool v_next_kept_33 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s32) <= (uint64_t)(v_thr_16))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))));
-    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_33) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t35 = ub8[16384].ReinterpretCast<float>();
-    const uint32_t t35_n = t28_n;
+    const bool v_next_kept_40 = (bool)(((((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((uint64_t)(s39) <= (uint64_t)(v_thr_29))))) && (((((int32_t)(v_k_18) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_18))) > (uint32_t)(p_n)))))));
+    g_overflow.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_next_kept_40) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const uint64_t v___kf4_off_41 = (uint64_t)(v_off_2);
+    const uint64_t v___kf4_seed_42 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf4_seq_43 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t44 = ub8[16384].ReinterpretCast<float>();
+    const uint32_t t44_n = t35_n;
     AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t35, t28, (int32_t)t35_n);
-    AscendC::LocalTensor<uint64_t> t36 = ub8[32768].ReinterpretCast<uint64_t>();
-    const uint32_t t36_n = t35_n;
+    AscendC::Exp(t44, t35, (int32_t)t44_n);
+    AscendC::LocalTensor<uint64_t> t45 = ub8[32768].ReinterpretCast<uint64_t>();
+    const uint32_t t45_n = t44_n;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
      {
-      const AscendC::LocalTensor<float> &L0 = t35;
-      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+      const AscendC::LocalTensor<float> &L0 = t44;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
     }
-    const uint64_t s38 = (uint64_t)(v_u_34);
-    int32_t s37 = -1;
+    const uint64_t s47 = (uint64_t)(sk::uniform53(v___kf4_seed_42, v___kf4_seq_43));
+    int32_t s46 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t36_n; ++i) tot = sk::add128(tot, t36.GetValue(i));
+      for (uint32_t i = 0; i < t45_n; ++i) tot = sk::add128(tot, t45.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s38, tot.lo);
-        thr.hi += s38 * tot.hi;
+        sk::U128 thr = sk::mul64(s47, tot.lo);
+        thr.hi += s47 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t36_n; ++i) {
-          acc = sk::add128(acc, t36.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s37 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t45_n; ++i) {
+          acc = sk::add128(acc, t45.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s46 = (int32_t)i; break; }
         }
-        if (s37 < 0) for (uint32_t i = t36_n; i-- > 0;) if (t36.GetValue(i) > 0) { s37 = (int32_t)i; break; }
+        if (s46 < 0) for (uint32_t i = t45_n; i-- > 0;) if (t45.GetValue(i) > 0) { s46 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_39 = (int32_t)(s37);
-    const int32_t v_tok_40 = (int32_t)(((((int32_t)(v_c_39) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_39)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_40));
+    const int32_t v___kf4_c_48 = (int32_t)(s46);
+    const int32_t v_tok_49 = (int32_t)(((((int32_t)(v___kf4_c_48) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf4_off_41, ((uint64_t)(v___kf4_c_48)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_49));
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

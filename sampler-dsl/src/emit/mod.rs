@@ -109,6 +109,9 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
     };
     let ascend_opt_out = !k.ascend;
     let nparams = k.params.len();
+    // Named views, so the checked CPU mode's panics say which buffer.
+    let gm_names: Vec<_> = k.params.iter().filter(|p| matches!(p.ty, Ty::Gm(..))).map(|p| p.name.clone()).collect();
+    let gm_strs: Vec<String> = gm_names.iter().map(|n| n.to_string()).collect();
     let dyn_args = k.params.iter().enumerate().map(|(i, p)| {
         let n = &p.name;
         let v = rust::arg_variant(&p.ty);
@@ -168,7 +171,8 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
                 use ::sampler_kernels::rt::elem as __m;
                 #[allow(dead_code)]
                 const TILE: u32 = #max_tile;
-                let __ctx = __rt::Ctx::new(__program);
+                let __ctx = __rt::Ctx::for_kernel(__program, NAME, TILE);
+                #(let #gm_names = #gm_names.named(NAME, #gm_strs);)*
                 #body
             }
 

@@ -12,17 +12,48 @@ use alloc::vec::Vec;
 
 use super::math::{key_id, key_logit, order_key};
 
-/// Per-program context: which program (row or request) this is.
+/// Whether the CPU runtime checks what the GPU punishes (out-of-range
+/// reads and writes of a `Gm`, `load` / `mask_bits` past `TILE`) and
+/// panics naming the kernel, the argument and the index: debug builds, or
+/// the `checked` feature. Otherwise out-of-range reads give the type's zero
+/// and out-of-range writes are dropped (the in-range path costs the same).
+pub const CHECKED: bool = cfg!(any(debug_assertions, feature = "checked"));
+
+/// Per-program context: which program (row or request) this is, and for
+/// the checked mode ([`CHECKED`]) the kernel's name and largest tile.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx {
     pub program: u32,
+    /// The kernel's name (`"?"` when built with [`Ctx::new`]).
+    pub kernel: &'static str,
+    /// The largest tile a `load` may read (`TILE` of the host program).
+    pub tile: u32,
 }
 
 impl Ctx {
+    /// A context without a kernel name or tile limit.
     #[inline(always)]
     pub fn new(program: u32) -> Self {
-        Ctx { program }
+        Ctx { program, kernel: "?", tile: u32::MAX }
     }
+    /// The context `#[kernel]`'s host program makes: program `program` of
+    /// kernel `kernel`, whose tiles hold at most `tile` elements.
+    #[inline(always)]
+    pub fn for_kernel(program: u32, kernel: &'static str, tile: u32) -> Self {
+        Ctx { program, kernel, tile }
+    }
+    #[inline(always)]
+    fn check_tile(&self, op: &str, n: u32) {
+        if CHECKED && n > self.tile {
+            too_long(self, op, n);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(c: &Ctx, op: &str, n: u32) {
+    panic!("kernel `{}` (program {}): `{op}` of {n} elements, past TILE = {} (the GPU has no room for it)", c.kernel, c.program, c.tile);
 }
 
 /// A tile: the valid elements of a row chunk.
@@ -37,6 +68,9 @@ pub type Tile<T> = Vec<T>;
 pub struct Gm<T> {
     ptr: *mut T,
     len: usize,
+    /// Kernel and parameter names, for the checked mode's panics.
+    kernel: &'static str,
+    arg: &'static str,
 }
 
 // SAFETY: a Gm is a view handed to programs that write disjoint elements;
@@ -47,11 +81,16 @@ unsafe impl<T: Sync> Sync for Gm<T> {}
 impl<T: Copy + Default> Gm<T> {
     /// A read-only view of `s` (the DSL refuses stores to `Gm` parameters).
     pub fn new(s: &[T]) -> Self {
-        Gm { ptr: s.as_ptr() as *mut T, len: s.len() }
+        Gm { ptr: s.as_ptr() as *mut T, len: s.len(), kernel: "?", arg: "?" }
     }
     /// A writable view of `s`.
     pub fn new_mut(s: &mut [T]) -> Self {
-        Gm { ptr: s.as_mut_ptr(), len: s.len() }
+        Gm { ptr: s.as_mut_ptr(), len: s.len(), kernel: "?", arg: "?" }
+    }
+    /// The view, named as parameter `arg` of kernel `kernel` (for the
+    /// checked mode's messages; `#[kernel]`'s host program does this).
+    pub fn named(self, kernel: &'static str, arg: &'static str) -> Self {
+        Gm { kernel, arg, ..self }
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -66,6 +105,9 @@ impl<T: Copy + Default> Gm<T> {
             // SAFETY: bounds checked above; the buffer outlives the launch.
             unsafe { *self.ptr.add(i as usize) }
         } else {
+            if CHECKED {
+                self.out_of_range("read", i);
+            }
             T::default()
         }
     }
@@ -74,7 +116,14 @@ impl<T: Copy + Default> Gm<T> {
         if (i as usize) < self.len && i < usize::MAX as u64 {
             // SAFETY: bounds checked above; programs write disjoint elements.
             unsafe { *self.ptr.add(i as usize) = v }
+        } else if CHECKED {
+            self.out_of_range("write", i);
         }
+    }
+    #[cold]
+    #[inline(never)]
+    fn out_of_range(&self, what: &str, i: u64) {
+        panic!("kernel `{}`: {what} of `{}` at index {i}, out of range (its length is {})", self.kernel, self.arg, self.len);
     }
 }
 
@@ -155,7 +204,8 @@ pub fn row(ctx: &Ctx) -> u32 {
 }
 
 /// `n` consecutive elements of `buf` from element `off`.
-pub fn load<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+pub fn load<T: Copy + Default>(c: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+    c.check_tile("load", n);
     (0..n as u64).map(|i| buf.read(off.wrapping_add(i))).collect()
 }
 /// Writes the tile at element `off` of `buf`.
@@ -179,7 +229,8 @@ pub fn store_scalar<T: Copy + Default>(_: &Ctx, buf: Gm<T>, i: u64, v: T) {
     buf.write(i, v)
 }
 /// Bits `0..n` of the u32 words from word `word_off` (bit `t % 32` of word `t / 32`).
-pub fn mask_bits(_: &Ctx, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool> {
+pub fn mask_bits(c: &Ctx, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool> {
+    c.check_tile("mask_bits", n);
     (0..n).map(|t| (buf.read(word_off + (t / 32) as u64) >> (t % 32)) & 1 == 1).collect()
 }
 /// `[0, 1, ..., n-1]`.
