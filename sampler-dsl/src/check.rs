@@ -20,14 +20,39 @@ struct Binding {
 
 struct Scopes {
     stack: Vec<HashMap<String, Binding>>,
+    /// Local bindings of each scope in order, and whether each was read.
+    track: Vec<Vec<(syn::Ident, bool)>>,
 }
 
 impl Scopes {
-    fn get(&self, name: &str) -> Option<&Binding> {
+    /// Looks a name up (and marks its binding read).
+    fn get(&mut self, name: &str) -> Option<&Binding> {
+        if let Some(e) = self.track.iter_mut().rev().find_map(|s| s.iter_mut().rev().find(|(n, _)| n == name)) {
+            e.1 = true;
+        }
         self.stack.iter().rev().find_map(|s| s.get(name))
     }
     fn bind(&mut self, name: &syn::Ident, b: Binding) {
+        if !b.is_param {
+            if let Some(t) = self.track.last_mut() {
+                t.push((name.clone(), false));
+            }
+        }
         self.stack.last_mut().unwrap().insert(name.to_string(), b);
+    }
+    fn push(&mut self) {
+        self.stack.push(HashMap::new());
+        self.track.push(Vec::new());
+    }
+    /// Closes a scope: its bindings never read are warned about.
+    fn pop(&mut self, errs: &mut Errors) {
+        self.stack.pop();
+        for (n, used) in self.track.pop().unwrap_or_default() {
+            let s = n.to_string();
+            if !used && !s.starts_with('_') && !errs.generated.contains(&s) {
+                errs.warnings.push((n.span(), format!("unused binding `{s}`: remove it, or name it `_{s}`")));
+            }
+        }
     }
 }
 
@@ -45,7 +70,7 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
         }
         top.insert(n, Binding { ty: p.ty.clone(), mutable: false, is_param: true });
     }
-    let mut scopes = Scopes { stack: vec![top] };
+    let mut scopes = Scopes { stack: vec![top], track: vec![Vec::new()] };
     check_block(&mut k.body, &mut scopes, errs);
     fusion_block(&k.body, errs);
 }
@@ -127,11 +152,11 @@ fn fusion_leaves(e: &Expr, leaves: &mut Vec<String>, errs: &mut Errors) {
 }
 
 fn check_block(b: &mut Block, sc: &mut Scopes, errs: &mut Errors) {
-    sc.stack.push(HashMap::new());
+    sc.push();
     for s in &mut b.stmts {
         check_stmt(s, sc, errs);
     }
-    sc.stack.pop();
+    sc.pop(errs);
 }
 
 fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
@@ -270,10 +295,10 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             };
             start.ty = t.clone();
             end.ty = t.clone();
-            sc.stack.push(HashMap::new());
+            sc.push();
             sc.bind(var, Binding { ty: t, mutable: false, is_param: false });
             check_block(body, sc, errs);
-            sc.stack.pop();
+            sc.pop(errs);
         }
     }
 }
@@ -567,6 +592,8 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &m
 fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut Errors) -> Ty {
     let kinds = arg_kinds(op);
     let mut elem: Option<Prim> = None;
+    // Which argument bound `elem`, for messages (`the element type of kept_count`).
+    let mut elem_of = String::new();
     let mut ok = true;
     for (i, (k, t)) in kinds.iter().zip(tys).enumerate() {
         let a = &mut args[i];
@@ -585,6 +612,7 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
                         }
                     }
                     elem = Some(*p);
+                    elem_of = arg_name(a, i);
                     true
                 }
                 _ => false,
@@ -604,6 +632,7 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
             ArgKind::ScalarAny => match t {
                 Ty::Scalar(p) => {
                     elem = Some(*p);
+                    elem_of = arg_name(a, i);
                     true
                 }
                 Ty::IntLit | Ty::FloatLit => {
@@ -630,6 +659,7 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
                 Ty::Tile(p) => {
                     if elem.is_none() {
                         elem = Some(*p);
+                        elem_of = arg_name(a, i);
                     }
                     want.is_none_or(|w| w == *p)
                 }
@@ -639,7 +669,21 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
         };
         if !good {
             ok = false;
-            errs.push(a.range(), format!("argument {} of `{}` has type {}: expected {}", i + 1, op.name(), t.describe(), op.signature()));
+            let want = match *k {
+                ArgKind::ScalarOfElem => format!("{}, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name()),
+                ArgKind::TileOfElem => format!("Tile<{}>, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name()),
+                ArgKind::Scalar(p) => p.rust_name().to_string(),
+                ArgKind::Tile(Some(p)) => format!("Tile<{}>", p.rust_name()),
+                ArgKind::Tile(None) => "a tile".into(),
+                ArgKind::ScalarAny => "a scalar".into(),
+                ArgKind::Gm { .. } => "a buffer parameter".into(),
+            };
+            let hint = if t.is_tile() && matches!(k, ArgKind::Scalar(_) | ArgKind::ScalarOfElem | ArgKind::ScalarAny) {
+                ": reduce the tile first (`reduce_sum`, `reduce_max`, `count`, `any`) or take one element with `get(tile, i)`"
+            } else {
+                ""
+            };
+            errs.push(a.range(), format!("argument {} of `{}` has type {}: expected {want}{hint} ({})", i + 1, op.name(), t.describe(), op.signature()));
         }
     }
     if !ok {
@@ -652,4 +696,12 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
         }
     }
     result_type(op, elem)
+}
+
+/// How an argument is named in messages: `` `x` `` for a variable, else its position.
+fn arg_name(a: &Expr, i: usize) -> String {
+    match &a.kind {
+        ExprKind::Var(id) => format!("`{id}`"),
+        _ => format!("argument {}", i + 1),
+    }
 }

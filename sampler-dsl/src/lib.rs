@@ -21,7 +21,8 @@ use quote::quote;
 
 /// What compiling a kernel gives when no error stops it.
 pub enum Compiled {
-    Kernel(ir::Kernel),
+    /// The kernel, and its warnings (span, message).
+    Kernel(ir::Kernel, Vec<(Span, String)>),
     /// It calls these names, neither ops nor helpers already given: the
     /// `#[kernel_fn]` helpers to fetch.
     NeedHelpers(Vec<syn::Ident>),
@@ -32,7 +33,7 @@ pub enum Compiled {
 /// errors here (see [`compile_with`]).
 pub fn compile(attr: TokenStream, item: TokenStream) -> Result<ir::Kernel, syn::Error> {
     match compile_with(attr, item, &HashMap::new())? {
-        Compiled::Kernel(k) => Ok(k),
+        Compiled::Kernel(k, _) => Ok(k),
         Compiled::NeedHelpers(names) => {
             let mut errs = parse::Errors::default();
             for n in names {
@@ -80,12 +81,28 @@ pub fn compile_with(attr: TokenStream, item: TokenStream, helpers: &HashMap<Stri
         rebind::elide(&mut k);
         emit::validate_targets(&k, &mut errs);
     }
+    let warnings = std::mem::take(&mut errs.warnings);
     errs.finish()?;
-    Ok(Compiled::Kernel(k))
+    Ok(Compiled::Kernel(k, warnings))
 }
 
-fn emit_kernel(k: &ir::Kernel) -> TokenStream {
-    let out = emit::kernel_module(k);
+/// Warnings on stable Rust: a use of a deprecated item, on the span.
+fn warning(span: Span, msg: &str) -> TokenStream {
+    quote::quote_spanned! {span=>
+        const _: () = {
+            #[deprecated(note = #msg)]
+            #[allow(non_camel_case_types)]
+            struct kernel_warning;
+            let _ = kernel_warning;
+        };
+    }
+}
+
+fn emit_kernel(k: &ir::Kernel, warnings: &[(Span, String)]) -> TokenStream {
+    let mut out = emit::kernel_module(k);
+    for (span, msg) in warnings {
+        out.extend(warning(*span, msg));
+    }
     if k.debug || std::env::var_os("SAMPLER_DSL_DEBUG").is_some() {
         eprintln!("// ---- #[kernel] {} IR ----\n{:#?}", k.name, k.body);
         eprintln!("// ---- #[kernel] {} Rust ----\n{}", k.name, out);
@@ -103,7 +120,7 @@ fn kernel_site(item: &TokenStream) -> Span {
 /// the fetch of the `#[kernel_fn]` helpers it calls.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match compile_with(attr.clone(), item.clone(), &HashMap::new()) {
-        Ok(Compiled::Kernel(k)) => emit_kernel(&k),
+        Ok(Compiled::Kernel(k, w)) => emit_kernel(&k, &w),
         Ok(Compiled::NeedHelpers(names)) => kfn::fetch(&names, &[], &attr, &item, kernel_site(&item)),
         Err(e) => e.to_compile_error(),
     }
@@ -135,7 +152,7 @@ pub fn expand_resolved(input: TokenStream) -> TokenStream {
         }
     }
     match compile_with(kfn::respan(attr.clone()), kfn::respan(item.clone()), &helpers) {
-        Ok(Compiled::Kernel(k)) => emit_kernel(&k),
+        Ok(Compiled::Kernel(k, w)) => emit_kernel(&k, &w),
         Ok(Compiled::NeedHelpers(names)) => {
             let fresh: Vec<syn::Ident> = names.into_iter().filter(|n| !helpers.contains_key(&n.to_string())).collect();
             if fresh.is_empty() {

@@ -45,6 +45,8 @@ pub struct Errors {
     pub generated: std::collections::HashSet<String>,
     /// Expected types of generated argument bindings: name -> (type, what).
     pub expect: std::collections::HashMap<String, (Ty, String)>,
+    /// Warnings (unused bindings): emitted beside a kernel that compiles.
+    pub warnings: Vec<(Span, String)>,
 }
 
 impl Errors {

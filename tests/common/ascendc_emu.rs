@@ -165,6 +165,7 @@ pub enum Val {
     U64(Vec<u64>),
     SU32(u32),
     SI32(i32),
+    SF32(f32),
 }
 
 pub fn as_bytes<T: Copy>(v: &[T]) -> Vec<u8> {
@@ -189,6 +190,7 @@ impl Val {
             Val::U64(v) => Arg::GmU64(if write { Gm::new_mut(v) } else { Gm::new(v) }),
             Val::SU32(x) => Arg::U32(*x),
             Val::SI32(x) => Arg::I32(*x),
+            Val::SF32(x) => Arg::F32(*x),
         }
     }
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -199,6 +201,7 @@ impl Val {
             Val::U64(v) => (0, as_bytes(v)),
             Val::SU32(x) => (1, (*x as u64).to_le_bytes().to_vec()),
             Val::SI32(x) => (1, (*x as u32 as u64).to_le_bytes().to_vec()),
+            Val::SF32(x) => (1, (x.to_bits() as u64).to_le_bytes().to_vec()),
         };
         out.push(kind);
         if kind == 0 {

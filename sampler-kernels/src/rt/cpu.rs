@@ -393,6 +393,53 @@ pub fn scatter<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, idx: &Tile<i32>
     }
 }
 
+/// Launches a kernel on the CPU: `f(program)` for every program in
+/// `0..programs`, in parallel (rayon), returning when all are done.
+///
+/// `f` calls the kernel's typed host program, `my_kernel::cpu(program,
+/// args..)`, with `Gm` views of the caller's buffers ([`Gm::new`] for the
+/// `Gm<T>` parameters, [`Gm::new_mut`] for `GmMut<T>`) and its scalars:
+///
+/// ```ignore
+/// let (x, mut y) = (vec![0.5f32; 2 * 64], vec![0.0f32; 2 * 64]);
+/// let (gx, gy) = (Gm::new(&x), Gm::new_mut(&mut y));
+/// // SAFETY: the buffers outlive the launch; each program (row) writes only its row of `y`.
+/// rt::cpu::launch(2, |r| unsafe { my_kernel::cpu(r, gx, 64, gy) });
+/// ```
+///
+/// The `unsafe` contract of `cpu` is the GPU's: the buffers must outlive
+/// the launch, and programs run concurrently, so each must write only its
+/// own elements (SAMPLER.md's kernels write their own row or group). In the
+/// checked mode ([`CHECKED`]) an out-of-range access or a `load` past
+/// `TILE` panics, naming the kernel, the argument and the index.
+pub fn launch(programs: u32, f: impl Fn(u32) + Sync + Send) {
+    use rayon::prelude::*;
+    (0..programs).into_par_iter().for_each(f);
+}
+
+/// [`launch`] of a registered kernel with run-time checked arguments
+/// (`sampler_kernels::registry::find(name)`): a wrong argument count or
+/// type is an [`ArgError`] naming the kernel and parameter, before any
+/// program runs.
+///
+/// # Safety
+/// As [`launch`]: the buffers outlive the call, and the kernel's programs
+/// write disjoint elements.
+pub unsafe fn launch_dyn(kernel: &crate::spec::KernelSpec, programs: u32, args: &[Arg]) -> Result<(), ArgError> {
+    if programs == 0 {
+        return Ok(());
+    }
+    // Program 0 checks the arguments (and runs); the rest cannot fail.
+    // SAFETY: the caller's contract.
+    unsafe { (kernel.cpu)(0, args)? };
+    let cpu = kernel.cpu;
+    launch(programs - 1, |p| {
+        // SAFETY: as above; the arguments were checked by program 0.
+        let _ = unsafe { cpu(p + 1, args) };
+    });
+    Ok(())
+}
+
 /// A run-time typed kernel argument (for launching any kernel by name).
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
