@@ -27,7 +27,8 @@ pub fn min_p_filter(logits: Gm<f32>, n: u32, min_p: f32, out: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
     let x = load(logits, off, n);
-    let keep = relative_probs(x) >= min_p;
+    let p = relative_probs(x); // a helper call stands alone
+    let keep = p >= min_p;
     store(out, off, select(keep, x, NEG_INF));
 }
 
