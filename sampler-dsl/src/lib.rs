@@ -77,6 +77,11 @@ pub fn compile_with(attr: TokenStream, item: TokenStream, helpers: &HashMap<Stri
         return Err(errs.finish().unwrap_err());
     }
     check::check(&mut k, &mut errs);
+    if errs.is_empty() && k.variants.iter().all(|v| v.tile == 1) {
+        if let Some(e) = first_tile(&k.body) {
+            errs.push(e.range(), "this kernel has no `tile = [..]`, so it works on scalars only (TILE = 1): give it tile sizes, e.g. `#[kernel(tile = [1024])]`");
+        }
+    }
     if errs.is_empty() {
         rebind::elide(&mut k);
         emit::validate_targets(&k, &mut errs);
@@ -96,6 +101,29 @@ fn warning(span: Span, msg: &str) -> TokenStream {
             let _ = kernel_warning;
         };
     }
+}
+
+/// The first expression making a tile (for kernels without tiles).
+fn first_tile(b: &ir::Block) -> Option<&ir::Expr> {
+    use ir::*;
+    fn ex(e: &Expr) -> Option<&Expr> {
+        let tiled = e.ty.is_tile() || matches!(&e.ty, Ty::Tuple(v) if v.iter().any(|t| t.is_tile()));
+        if tiled {
+            return Some(e);
+        }
+        match &e.kind {
+            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => None,
+            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x),
+            ExprKind::Binary(_, l, r) => ex(l).or_else(|| ex(r)),
+            ExprKind::Call(_, args) => args.iter().find_map(ex),
+            ExprKind::If(c, a, b) => ex(c).or_else(|| ex(a)).or_else(|| ex(b)),
+        }
+    }
+    b.stmts.iter().find_map(|s| match s {
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value),
+        Stmt::If { cond, then, els, .. } => ex(cond).or_else(|| first_tile(then)).or_else(|| els.as_ref().and_then(first_tile)),
+        Stmt::For { start, end, body, .. } => ex(start).or_else(|| ex(end)).or_else(|| first_tile(body)),
+    })
 }
 
 fn emit_kernel(k: &ir::Kernel, warnings: &[(Span, String)]) -> TokenStream {
@@ -151,15 +179,39 @@ pub fn expand_resolved(input: TokenStream) -> TokenStream {
             helpers.insert(h.sig.name.to_string(), h);
         }
     }
+    // Errors and warnings at the user's tokens, not inside this expansion
+    // (rustc would add "in this macro invocation" notes).
+    let site = kernel_site(&item);
     match compile_with(kfn::respan(attr.clone()), kfn::respan(item.clone()), &helpers) {
-        Ok(Compiled::Kernel(k, w)) => emit_kernel(&k, &w),
+        Ok(Compiled::Kernel(k, w)) => {
+            let w: Vec<(Span, String)> = w.into_iter().map(|(s, m)| (site.located_at(s), m)).collect();
+            emit_kernel(&k, &w)
+        }
         Ok(Compiled::NeedHelpers(names)) => {
             let fresh: Vec<syn::Ident> = names.into_iter().filter(|n| !helpers.contains_key(&n.to_string())).collect();
             if fresh.is_empty() {
                 return quote!(compile_error!("#[kernel]: a helper could not be inlined (internal error)"););
             }
-            kfn::fetch(&fresh, &done_groups, &attr, &item, kernel_site(&item))
+            kfn::fetch(&fresh, &done_groups, &attr, &item, site)
         }
-        Err(e) => e.to_compile_error(),
+        Err(e) => rehome(e.to_compile_error(), site),
     }
+}
+
+/// Gives every token `site`'s hygiene and expansion at its own location.
+fn rehome(ts: TokenStream, site: Span) -> TokenStream {
+    ts.into_iter()
+        .map(|tt| match tt {
+            TokenTree::Group(g) => {
+                let mut n = proc_macro2::Group::new(g.delimiter(), rehome(g.stream(), site));
+                n.set_span(site.located_at(g.span()));
+                TokenTree::Group(n)
+            }
+            mut other => {
+                let s = site.located_at(other.span());
+                other.set_span(s);
+                other
+            }
+        })
+        .collect()
 }

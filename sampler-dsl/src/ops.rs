@@ -118,11 +118,13 @@ pub fn near_op(name: &str) -> Option<&'static str> {
         }
         prev[b.len()]
     }
-    // Short names (`f`, `g`) are too close to everything to be typos of an op.
+    // Short names (`f`, `g`) are too close to everything to be typos of an
+    // op; one edit up to 7 letters (`reduce_maxx`), two from 8 (`exclusiv_scan`).
     if name.len() < 4 {
         return None;
     }
-    OPS.iter().map(|(n, _)| (dist(name, n), *n)).filter(|&(d, _)| d <= 2).min().map(|(_, n)| n)
+    let most = if name.len() >= 8 { 2 } else { 1 };
+    OPS.iter().map(|(n, _)| (dist(name, n), *n)).filter(|&(d, _)| d <= most).min().map(|(_, n)| n)
 }
 
 impl Op {

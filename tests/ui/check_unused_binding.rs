@@ -2,7 +2,7 @@
 use sampler_macros::kernel;
 
 /// An unused binding is a warning (denied here to show it).
-#[kernel]
+#[kernel(tile = [64])]
 fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
     let v = load(x, 0u64, n);
     let unused = reduce_max(v);

@@ -23,7 +23,7 @@ fn put(y: GmMut<f32>, off: u64, v: Tile<f32>) {
     store(y, off, v);
 }
 
-#[kernel]
+#[kernel(tile = [64])]
 pub fn helpers(x: Gm<f32>, n: u32, y: GmMut<f32>, m: GmMut<f32>) {
     let a = load(x, 0u64, n);
     let (d, mx) = shifted(a);
@@ -35,7 +35,7 @@ pub fn helpers(x: Gm<f32>, n: u32, y: GmMut<f32>, m: GmMut<f32>) {
         put(y, 0u64, t);
     }
     let mut acc = 0.0f32;
-    for i in 0..2u32 {
+    for _i in 0..2u32 {
         let (e, s) = shifted(a);
         acc = acc + s + get(e, 0u32);
     }

@@ -2,7 +2,7 @@
 use sampler_kernels::rt::cpu::Gm;
 use sampler_macros::kernel;
 
-#[kernel]
+#[kernel(tile = [64])]
 pub fn copy_twice(x: Gm<f32>, n: u32, y: GmMut<f32>) {
     let a = load(x, 0u64, n);
     let b = a;
@@ -10,7 +10,7 @@ pub fn copy_twice(x: Gm<f32>, n: u32, y: GmMut<f32>) {
 }
 
 /// A mutable rebinding that is then assigned: a copy, `a` unchanged.
-#[kernel]
+#[kernel(tile = [64])]
 pub fn copy_then_change(x: Gm<f32>, n: u32, y: GmMut<f32>) {
     let a = load(x, 0u64, n);
     let mut b = a;
