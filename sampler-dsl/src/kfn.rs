@@ -299,13 +299,13 @@ fn helper_call<'a>(e: &'a syn::Expr, helpers: &HashMap<String, KernelFn>) -> Opt
 /// Finds helper calls inside an expression (where they may not stand).
 struct FindCalls<'a> {
     helpers: &'a HashMap<String, KernelFn>,
-    found: Vec<(String, Span)>,
+    found: Vec<(String, (Span, Span))>,
 }
 
 impl<'ast> Visit<'ast> for FindCalls<'_> {
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
         if let Some((_, n)) = helper_call(&syn::Expr::Call(c.clone()), self.helpers) {
-            self.found.push((n, c.span()));
+            self.found.push((n, (c.func.span(), crate::parse::last_span(c).unwrap_or_else(|| c.func.span()))));
         }
         syn::visit::visit_expr_call(self, c);
     }
