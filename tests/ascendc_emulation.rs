@@ -17,7 +17,7 @@ use std::process::Command;
 use common::ascendc_emu::*;
 use sampler_host::request::Request;
 use sampler_kernels::registry;
-use sampler_kernels::spec::{KernelSpec, Variant};
+use sampler_kernels::spec::KernelSpec;
 
 /// Runs one golden case through every kernel; returns a one-line summary.
 fn run_case(path: &Path) -> Result<Option<String>, String> {
