@@ -117,7 +117,7 @@ fn tile_and_scalar_shapes() {
 #[test]
 fn literals_settle_on_their_partner() {
     let k = compile(
-        quote!(),
+        quote!(tile = [4]),
         quote! {
             fn k(a: u64, b: Gm<f32>, y: GmMut<f32>) {
                 let s = a + 1;
@@ -519,6 +519,12 @@ fn helper_arguments_are_checked_against_the_parameters() {
     )
     .unwrap_err();
     assert!(e[0].starts_with("a `#[kernel_fn]` call stands alone"), "{e:?}");
+}
+
+#[test]
+fn a_kernel_without_tiles_cannot_make_one() {
+    let e = errors(quote!(), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, n)); }));
+    assert!(e[0].starts_with("this kernel has no `tile = [..]`"), "{e:?}");
 }
 
 #[test]
