@@ -557,3 +557,47 @@ impl core::fmt::Display for ArgError {
 }
 
 impl std::error::Error for ArgError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    fn panics(f: impl FnOnce()) -> Option<String> {
+        let e = catch_unwind(AssertUnwindSafe(f)).err()?;
+        Some(e.downcast_ref::<String>().cloned().unwrap_or_default())
+    }
+
+    // The fast slice path (in bounds) and the element path agree.
+    #[test]
+    fn load_store_in_bounds() {
+        let c = Ctx::for_kernel(0, "k", 8);
+        let src = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let mut dst = [0.0f32; 5];
+        let t = load(&c, Gm::new(&src).named("k", "src"), 1, 3);
+        assert_eq!(t, [2.0, 3.0, 4.0]);
+        store(&c, Gm::new_mut(&mut dst).named("k", "dst"), 2, &t);
+        assert_eq!(dst, [0.0, 0.0, 2.0, 3.0, 4.0]);
+    }
+
+    // Checked mode runs before the fast path: an access past the buffer or
+    // a tile past TILE panics naming kernel and argument; unchecked, reads
+    // past the end give zero and writes are dropped.
+    #[test]
+    fn out_of_range_is_checked_or_zero() {
+        let c = Ctx::for_kernel(3, "k", 4);
+        let src = [1u32, 2, 3];
+        let read = panics(|| assert_eq!(load(&c, Gm::new(&src).named("k", "src"), 2, 2), [3, 0]));
+        let mut dst = [0u32; 3];
+        let write = panics(|| store(&c, Gm::new_mut(&mut dst).named("k", "dst"), 2, &alloc::vec![7, 8]));
+        let long = panics(|| drop(load(&c, Gm::new(&[0u32; 8]).named("k", "src"), 0, 5)));
+        if CHECKED {
+            assert!(read.is_some_and(|m| m.contains("`k`") && m.contains("`src`") && m.contains("index 3")));
+            assert!(write.is_some_and(|m| m.contains("`dst`") && m.contains("index 3")));
+            assert!(long.is_some_and(|m| m.contains("past TILE = 4")));
+        } else {
+            assert_eq!((read, write, long), (None, None, None));
+        }
+        assert_eq!(dst[2], 7); // the in-range element is written either way
+    }
+}
