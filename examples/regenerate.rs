@@ -100,10 +100,26 @@ pub mod ptx {
         Ok(version)
     }
 
+    /// The nvptx build directory (`SAMPLER_PTX_TARGET_DIR`, default `target/ptx`).
+    pub fn target_dir() -> PathBuf {
+        std::env::var_os("SAMPLER_PTX_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target/ptx"))
+    }
+
     /// Builds the kernel crate for nvptx64 and returns the raw PTX.
     fn build() -> Result<String, Fail> {
-        let root = workspace_root();
-        let target_dir = std::env::var_os("SAMPLER_PTX_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target/ptx"));
+        build_at(&workspace_root(), &target_dir())
+    }
+
+    /// The finished PTX (as committed) of the workspace at `root` (a copy,
+    /// for tests), built in `target_dir`.
+    pub fn build_finished_at(root: &Path, target_dir: &Path) -> Result<String, Fail> {
+        let version = nightly()?;
+        finish(&build_at(root, target_dir)?, &version)
+    }
+
+    fn build_at(root: &Path, target_dir: &Path) -> Result<String, Fail> {
+        let root = root.to_path_buf();
+        let target_dir = target_dir.to_path_buf();
         std::fs::create_dir_all(&target_dir).map_err(|e| Fail::Other(format!("{}: {e}", target_dir.display())))?;
         let out_file = target_dir.join("sampler_kernels.ptx");
         let cargo = |args: &[&str], extra: &[String]| -> Result<(), Fail> {
@@ -143,10 +159,92 @@ pub mod ptx {
         v
     }
 
+    /// The name of the function a PTX line opens (`.entry` or `.func`), if any.
+    fn opens_function(line: &str) -> Option<&str> {
+        let rest = line.strip_prefix(".visible .entry ").or_else(|| line.strip_prefix(".visible .func ")).or_else(|| line.strip_prefix(".func "))?;
+        // `.func (.param .b64 func_retval0) name(`: the name is the last word before `(`.
+        let rest = if rest.starts_with('(') { &rest[rest.find(')')? + 1..] } else { rest };
+        let name = rest.split('(').next()?.trim();
+        (!name.is_empty()).then_some(name)
+    }
+
+    /// Renames LLVM's block labels `$L__BB{function number}_{block}` to
+    /// `$L__BB_{function name}_{block}`: the function number counts the
+    /// functions before it, so adding a kernel renumbered the labels of
+    /// every entry after it; the name keeps each entry's text stable.
+    pub fn renumber_labels(ptx: &str) -> String {
+        let mut out = String::with_capacity(ptx.len() + ptx.len() / 8);
+        let mut func = String::new();
+        for line in ptx.split_inclusive('\n') {
+            if let Some(n) = opens_function(line) {
+                func = n.to_string();
+            }
+            let mut rest = line;
+            while let Some(at) = rest.find("$L__BB") {
+                out.push_str(&rest[..at]);
+                let after = &rest[at + 6..];
+                let digits = after.bytes().take_while(|b| b.is_ascii_digit()).count();
+                if digits > 0 && after.as_bytes().get(digits) == Some(&b'_') && !func.is_empty() {
+                    out.push_str("$L__BB_");
+                    out.push_str(&func);
+                    rest = &after[digits..];
+                } else {
+                    out.push_str("$L__BB");
+                    rest = after;
+                }
+            }
+            out.push_str(rest);
+        }
+        out
+    }
+
+    /// The text of every `.entry` of a PTX module, by name (from its
+    /// `.visible .entry` line to its closing `}`).
+    pub fn entries(ptx: &str) -> std::collections::BTreeMap<String, String> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut cur: Option<(String, String)> = None;
+        for line in ptx.lines() {
+            if let Some(rest) = line.strip_prefix(".visible .entry ") {
+                let name = rest.split('(').next().unwrap_or("").trim().to_string();
+                cur = Some((name, String::new()));
+            }
+            if let Some((_, text)) = cur.as_mut() {
+                text.push_str(line);
+                text.push('\n');
+                if line == "}" {
+                    let (n, t) = cur.take().unwrap();
+                    out.insert(n, t);
+                }
+            }
+        }
+        out
+    }
+
+    /// One line per kernel: whether its entries are unchanged, new or changed.
+    pub fn per_kernel(old: &str, new: &str, check: bool) -> Vec<String> {
+        let (eo, en) = (entries(old), entries(new));
+        let mut lines = Vec::new();
+        for k in sampler_kernels::registry::all() {
+            let names: Vec<&str> = k.variants.iter().map(|v| v.entry).collect();
+            let state = if names.iter().all(|e| eo.get(*e) == en.get(*e)) {
+                "unchanged".to_string()
+            } else if names.iter().all(|e| !eo.contains_key(*e)) {
+                (if check { "stale (new kernel)" } else { "generated (new)" }).to_string()
+            } else {
+                let changed: Vec<&str> = names.iter().copied().filter(|e| eo.get(*e) != en.get(*e)).collect();
+                format!("{} ({})", if check { "stale" } else { "generated" }, changed.join(", "))
+            };
+            lines.push(format!("ptx      {:<22} {state}", k.name));
+        }
+        lines
+    }
+
     /// Adds the provenance header and each entry's `.maxntid` (its block
     /// size, so ptxas fits the registers to it: rustc has no launch-bounds
-    /// attribute for `extern "ptx-kernel"` functions).
+    /// attribute for `extern "ptx-kernel"` functions), and names the labels
+    /// after their function ([`renumber_labels`]).
     fn finish(raw: &str, version: &str) -> Result<String, Fail> {
+        let raw = &renumber_labels(raw);
         let entries = expected_entries();
         let mut out = String::with_capacity(raw.len() + 4096);
         out.push_str("// sampler-kernels PTX: generated by `cargo run --example regenerate` (do not edit)\n");
@@ -226,6 +324,9 @@ pub mod ptx {
         let _ = std::fs::remove_file(&tmp);
         asm?;
         let n = expected_entries().len();
+        for l in per_kernel(&old, &new, check_only) {
+            println!("{l}");
+        }
         if old == new {
             eprintln!("regenerate: PTX unchanged ({n} entries, {} bytes)", new.len());
             return Ok(Outcome::Unchanged);
@@ -262,11 +363,26 @@ mod ascendc {
 
     pub fn run(check: bool) -> Result<Outcome, Fail> {
         let mut changed = Vec::new();
-        for (name, src) in sampler_host::backend::ascend::sources() {
-            let p = dir().join(format!("{name}.cpp"));
+        // One line per kernel: generated, unchanged, or skipped and why.
+        for k in sampler_kernels::registry::all() {
+            let Some(src) = k.ascendc else {
+                println!("ascendc  {:<22} skipped: {}", k.name, k.ascendc_skipped.unwrap_or("no AscendC source"));
+                continue;
+            };
+            let p = dir().join(format!("{}.cpp", k.name));
             let old = std::fs::read_to_string(&p).unwrap_or_default();
+            let state = if old == src {
+                "unchanged"
+            } else if old.is_empty() {
+                if check { "stale (missing)" } else { "generated (new)" }
+            } else if check {
+                "stale"
+            } else {
+                "generated"
+            };
+            println!("ascendc  {:<22} {state}", k.name);
             if old != src {
-                changed.push(format!("{name}.cpp: {}", diff_summary(&old, src)));
+                changed.push(format!("{}.cpp: {}", k.name, diff_summary(&old, src)));
             }
         }
         if changed.is_empty() {

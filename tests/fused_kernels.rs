@@ -122,7 +122,7 @@ fn chunked_top_n_equals_force_topn() {
         }
         let (mut x, mut id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
         unsafe { k::topn_merge::cpu(0, Gm::new(&cx), Gm::new(&cid), m, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id)) };
-        assert_eq!((bits(&x), &id), (bits(&want_x), &want_id), "rep {rep}: V={v} chunks={chunks} n={n}");
+        assert_eq!((bits(&x), &id), (bits(&want_x), &want_id), "topn_chunk + topn_merge vs force_topn, rep {rep}: V={v} chunks={chunks} n={n}");
         runs += 1;
     }
     assert!(runs > 300, "{runs} runs");
@@ -175,6 +175,6 @@ fn remap_draft_ignores_stale_scratch() {
         };
         let mut clean = vec![-1i32; rows * v];
         let mut stale: Vec<i32> = (0..rows * v).map(|_| rng.below(v) as i32).collect();
-        assert_eq!(run(&mut clean), run(&mut stale), "rep {rep}: V={v} n={n}");
+        assert_eq!(run(&mut clean), run(&mut stale), "remap_draft, rep {rep}: V={v} n={n}");
     }
 }

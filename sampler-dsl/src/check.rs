@@ -20,14 +20,39 @@ struct Binding {
 
 struct Scopes {
     stack: Vec<HashMap<String, Binding>>,
+    /// Local bindings of each scope in order, and whether each was read.
+    track: Vec<Vec<(syn::Ident, bool)>>,
 }
 
 impl Scopes {
-    fn get(&self, name: &str) -> Option<&Binding> {
+    /// Looks a name up (and marks its binding read).
+    fn get(&mut self, name: &str) -> Option<&Binding> {
+        if let Some(e) = self.track.iter_mut().rev().find_map(|s| s.iter_mut().rev().find(|(n, _)| n == name)) {
+            e.1 = true;
+        }
         self.stack.iter().rev().find_map(|s| s.get(name))
     }
     fn bind(&mut self, name: &syn::Ident, b: Binding) {
+        if !b.is_param {
+            if let Some(t) = self.track.last_mut() {
+                t.push((name.clone(), false));
+            }
+        }
         self.stack.last_mut().unwrap().insert(name.to_string(), b);
+    }
+    fn push(&mut self) {
+        self.stack.push(HashMap::new());
+        self.track.push(Vec::new());
+    }
+    /// Closes a scope: its bindings never read are warned about.
+    fn pop(&mut self, errs: &mut Errors) {
+        self.stack.pop();
+        for (n, used) in self.track.pop().unwrap_or_default() {
+            let s = n.to_string();
+            if !used && !s.starts_with('_') && !errs.generated.contains(&s) {
+                errs.warnings.push((n.span(), format!("unused binding `{s}`: remove it, or name it `_{s}`")));
+            }
+        }
     }
 }
 
@@ -45,7 +70,7 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
         }
         top.insert(n, Binding { ty: p.ty.clone(), mutable: false, is_param: true });
     }
-    let mut scopes = Scopes { stack: vec![top] };
+    let mut scopes = Scopes { stack: vec![top], track: vec![Vec::new()] };
     check_block(&mut k.body, &mut scopes, errs);
     fusion_block(&k.body, errs);
 }
@@ -127,17 +152,37 @@ fn fusion_leaves(e: &Expr, leaves: &mut Vec<String>, errs: &mut Errors) {
 }
 
 fn check_block(b: &mut Block, sc: &mut Scopes, errs: &mut Errors) {
-    sc.stack.push(HashMap::new());
+    sc.push();
     for s in &mut b.stmts {
         check_stmt(s, sc, errs);
     }
-    sc.stack.pop();
+    sc.pop(errs);
 }
 
 fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
     match s {
         Stmt::Let { names, value, span } => {
-            let ty = expr(value, sc, errs);
+            let mut ty = expr(value, sc, errs);
+            // An argument of an inlined `#[kernel_fn]`: the parameter's type.
+            if let [(name, _)] = names.as_slice() {
+                if let Some((want, what)) = errs.expect.get(&name.to_string()).cloned() {
+                    if ty != Ty::Unit || returns_unit(value) {
+                        settle_literal(value, &want);
+                        let got = value.ty.clone();
+                        let ok = got == want
+                            || (matches!(got, Ty::IntLit) && want.prim().is_some_and(|p| p.is_int() || p.is_float()) && !want.is_tile())
+                            || (matches!(got, Ty::FloatLit) && want.prim().is_some_and(|p| p.is_float()) && !want.is_tile());
+                        if ok {
+                            value.ty = want.clone();
+                            ty = want;
+                        } else {
+                            errs.push(value.range(), format!("{what} has type {}, but a value of type {} was passed{}", want.describe(), got.describe(), scalar_hint(&got, &want)));
+                            sc.bind(name, Binding { ty: Ty::Unit, mutable: false, is_param: false });
+                            return;
+                        }
+                    }
+                }
+            }
             if ty == Ty::Unit && !returns_unit(value) {
                 // An error was reported inside the value: bind the names as
                 // errors so their uses are not reported again.
@@ -161,24 +206,24 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             for ((name, m), t) in names.iter().zip(tys) {
                 let t = match t {
                     Ty::IntLit | Ty::FloatLit => {
-                        errs.push(value.span, format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
+                        errs.push(value.range(), format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
                         // Bound as an error, so its uses are not reported again.
                         Ty::Unit
                     }
                     Ty::Unit if !returns_unit(value) => Ty::Unit, // an error reported above
                     Ty::Unit => {
-                        errs.push(value.span, format!("`{name}` would be bound to `()`: this op returns nothing"));
+                        errs.push(value.range(), format!("`{name}` would be bound to `()`: this op returns nothing"));
                         sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
                         continue;
                     }
                     Ty::Gm(..) => {
-                        errs.push(value.span, "global buffers cannot be rebound: use the parameter directly");
+                        errs.push(value.range(), "global buffers cannot be rebound: use the parameter directly");
                         sc.bind(name, Binding { ty: Ty::Unit, mutable: *m, is_param: false });
                         continue;
                     }
                     t => t,
                 };
-                if name.to_string().starts_with("__") {
+                if name.to_string().starts_with("__") && !errs.generated.contains(&name.to_string()) {
                     errs.push(name.span(), "names starting with `__` are reserved for generated code");
                 }
                 sc.bind(name, Binding { ty: t, mutable: *m, is_param: false });
@@ -203,12 +248,13 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             let vt = match op {
                 Some(o) => {
                     // Desugar `a op= e` into `a = a op e` so emitters see one form.
-                    let t = if b.ty == Ty::Unit || vt == Ty::Unit { Ty::Unit } else { binary_type(*o, &b.ty, &vt, *span, errs) };
+                    let t = if b.ty == Ty::Unit || vt == Ty::Unit { Ty::Unit } else { binary_type(*o, &b.ty, &vt, (target.span(), value.end), errs) };
                     let mut lhs = Expr::new(ExprKind::Var(target.clone()), target.span());
                     lhs.ty = b.ty.clone();
                     settle_literal(value, &b.ty);
                     let rhs = std::mem::replace(value, Expr::new(ExprKind::Lit(Lit::Bool(false)), *span));
-                    *value = Expr { kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)), ty: t.clone(), span: *span };
+                    let end = rhs.end;
+                    *value = Expr { kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)), ty: t.clone(), span: *span, end };
                     *op = None;
                     t
                 }
@@ -218,18 +264,18 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 }
             };
             if vt != Ty::Unit && b.ty != Ty::Unit && unify_assign(&b.ty, &vt).is_none() {
-                errs.push(value.span, format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
+                errs.push(value.range(), format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
             }
         }
         Stmt::Expr(e) => {
             let t = expr(e, sc, errs);
             if t != Ty::Unit {
-                errs.push(e.span, "this value is unused: bind it with `let` or remove it");
+                errs.push(e.range(), "this value is unused: bind it with `let` or remove it");
             }
         }
         Stmt::If { cond, then, els, .. } => {
             let ct = expr(cond, sc, errs);
-            expect_scalar_bool(&ct, cond.span, "an `if` condition", errs);
+            expect_scalar_bool(&ct, cond.range(), "an `if` condition", errs);
             check_block(then, sc, errs);
             if let Some(e) = els {
                 check_block(e, sc, errs);
@@ -243,21 +289,30 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 Some(Ty::IntLit) => Ty::Scalar(Prim::U32),
                 _ if a == Ty::Unit || b == Ty::Unit => Ty::Scalar(Prim::U32),
                 _ => {
-                    errs.push(start.span, format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
+                    errs.push(start.range(), format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
                     Ty::Scalar(Prim::U32)
                 }
             };
             start.ty = t.clone();
             end.ty = t.clone();
-            sc.stack.push(HashMap::new());
+            sc.push();
             sc.bind(var, Binding { ty: t, mutable: false, is_param: false });
             check_block(body, sc, errs);
-            sc.stack.pop();
+            sc.pop(errs);
         }
     }
 }
 
-fn expect_scalar_bool(t: &Ty, span: Span, what: &str, errs: &mut Errors) {
+/// A hint for a tile passed where a scalar is wanted: how to get one.
+fn scalar_hint(got: &Ty, want: &Ty) -> &'static str {
+    if got.is_tile() && want.is_scalarish() {
+        ": reduce the tile first (`reduce_sum`, `reduce_max`, `count`, `any`) or take one element with `get(tile, i)`"
+    } else {
+        ""
+    }
+}
+
+fn expect_scalar_bool(t: &Ty, span: (Span, Span), what: &str, errs: &mut Errors) {
     match t {
         // `()`: an error already reported inside the condition.
         Ty::Scalar(Prim::Bool) | Ty::Unit => {}
@@ -314,7 +369,7 @@ fn unify_assign(target: &Ty, v: &Ty) -> Option<()> {
     (u.prim() == target.prim()).then_some(())
 }
 
-fn binary_type(op: BinOp, l: &Ty, r: &Ty, span: Span, errs: &mut Errors) -> Ty {
+fn binary_type(op: BinOp, l: &Ty, r: &Ty, span: (Span, Span), errs: &mut Errors) -> Ty {
     if matches!(l, Ty::Gm(..) | Ty::Tuple(_) | Ty::Unit) || matches!(r, Ty::Gm(..) | Ty::Tuple(_) | Ty::Unit) {
         errs.push(span, format!("`{}` needs scalars or tiles, got {} and {}", op.symbol(), l.describe(), r.describe()));
         return Ty::Unit;
@@ -364,7 +419,7 @@ fn expr(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
 }
 
 fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
-    let span = e.span;
+    let span = e.range();
     match &mut e.kind {
         ExprKind::Lit(Lit::Int(_, Some(p))) => Ty::Scalar(*p),
         ExprKind::Lit(Lit::Int(_, None)) => Ty::IntLit,
@@ -426,7 +481,7 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
         }
         ExprKind::If(c, a, b) => {
             let ct = expr(c, sc, errs);
-            expect_scalar_bool(&ct, c.span, "an `if` condition", errs);
+            expect_scalar_bool(&ct, c.range(), "an `if` condition", errs);
             let at = expr(a, sc, errs);
             let bt = expr(b, sc, errs);
             if ct == Ty::Unit || at == Ty::Unit || bt == Ty::Unit {
@@ -481,7 +536,7 @@ fn settle_literal(e: &mut Expr, partner: &Ty) {
     }
 }
 
-fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors) -> Ty {
+fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut Errors) -> Ty {
     let tile = tys.iter().any(|t| t.is_tile());
     if tys.iter().any(|t| !(t.is_tile() || t.is_scalarish())) {
         errs.push(span, format!("`{}` takes scalars or tiles: {}", op.name(), op.signature()));
@@ -513,7 +568,7 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Error
         },
         Op::Select => {
             if tys[0].prim() != Some(Prim::Bool) {
-                errs.push(args[0].span, format!("`select` needs a bool condition, got {}", tys[0].describe()));
+                errs.push(args[0].range(), format!("`select` needs a bool condition, got {}", tys[0].describe()));
             }
             match unify_prims(&tys[1], &tys[2]) {
                 Some(t) => {
@@ -534,9 +589,11 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Error
     }
 }
 
-fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors) -> Ty {
+fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut Errors) -> Ty {
     let kinds = arg_kinds(op);
     let mut elem: Option<Prim> = None;
+    // Which argument bound `elem`, for messages (`the element type of kept_count`).
+    let mut elem_of = String::new();
     let mut ok = true;
     for (i, (k, t)) in kinds.iter().zip(tys).enumerate() {
         let a = &mut args[i];
@@ -544,17 +601,18 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
             ArgKind::Gm { write, elem: want } => match t {
                 Ty::Gm(p, w) => {
                     if !matches!(a.kind, ExprKind::Var(_)) {
-                        errs.push(a.span, "pass a buffer parameter directly");
+                        errs.push(a.range(), "pass a buffer parameter directly");
                     }
                     if write && !*w {
-                        errs.push(a.span, format!("`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`", op.name(), p.rust_name()));
+                        errs.push(a.range(), format!("`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`", op.name(), p.rust_name()));
                     }
                     if let Some(w) = want {
                         if w != *p {
-                            errs.push(a.span, format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()));
+                            errs.push(a.range(), format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()));
                         }
                     }
                     elem = Some(*p);
+                    elem_of = arg_name(a, i);
                     true
                 }
                 _ => false,
@@ -574,10 +632,11 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
             ArgKind::ScalarAny => match t {
                 Ty::Scalar(p) => {
                     elem = Some(*p);
+                    elem_of = arg_name(a, i);
                     true
                 }
                 Ty::IntLit | Ty::FloatLit => {
-                    errs.push(a.span, format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
+                    errs.push(a.range(), format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
                     ok = false;
                     true
                 }
@@ -600,6 +659,7 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
                 Ty::Tile(p) => {
                     if elem.is_none() {
                         elem = Some(*p);
+                        elem_of = arg_name(a, i);
                     }
                     want.is_none_or(|w| w == *p)
                 }
@@ -609,7 +669,21 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
         };
         if !good {
             ok = false;
-            errs.push(a.span, format!("argument {} of `{}` has type {}: expected {}", i + 1, op.name(), t.describe(), op.signature()));
+            let want = match *k {
+                ArgKind::ScalarOfElem => format!("{}, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name()),
+                ArgKind::TileOfElem => format!("Tile<{}>, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name()),
+                ArgKind::Scalar(p) => p.rust_name().to_string(),
+                ArgKind::Tile(Some(p)) => format!("Tile<{}>", p.rust_name()),
+                ArgKind::Tile(None) => "a tile".into(),
+                ArgKind::ScalarAny => "a scalar".into(),
+                ArgKind::Gm { .. } => "a buffer parameter".into(),
+            };
+            let hint = if t.is_tile() && matches!(k, ArgKind::Scalar(_) | ArgKind::ScalarOfElem | ArgKind::ScalarAny) {
+                ": reduce the tile first (`reduce_sum`, `reduce_max`, `count`, `any`) or take one element with `get(tile, i)`"
+            } else {
+                ""
+            };
+            errs.push(a.range(), format!("argument {} of `{}` has type {}: expected {want}{hint} ({})", i + 1, op.name(), t.describe(), op.signature()));
         }
     }
     if !ok {
@@ -622,4 +696,12 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: Span, errs: &mut Errors)
         }
     }
     result_type(op, elem)
+}
+
+/// How an argument is named in messages: `` `x` `` for a variable, else its position.
+fn arg_name(a: &Expr, i: usize) -> String {
+    match &a.kind {
+        ExprKind::Var(id) => format!("`{id}`"),
+        _ => format!("argument {}", i + 1),
+    }
 }

@@ -129,6 +129,8 @@ pub struct Kernel {
     pub params: Vec<Param>,
     pub variants: Vec<Variant>,
     pub debug: bool,
+    /// Whether AscendC is wanted (`#[kernel(ascend = false)]` opts out).
+    pub ascend: bool,
     pub body: Block,
 }
 
@@ -235,7 +237,10 @@ pub enum Lit {
 pub struct Expr {
     pub kind: ExprKind,
     pub ty: Ty,
+    /// The first token's span (rustc's caret starts here).
     pub span: Span,
+    /// The last token's span: errors cover `span ..= end`.
+    pub end: Span,
 }
 
 #[derive(Clone, Debug)]
@@ -253,7 +258,11 @@ pub enum ExprKind {
 
 impl Expr {
     pub fn new(kind: ExprKind, span: Span) -> Expr {
-        Expr { kind, ty: Ty::Unit, span }
+        Expr { kind, ty: Ty::Unit, span, end: span }
+    }
+    /// The source range, for errors covering the whole expression.
+    pub fn range(&self) -> (Span, Span) {
+        (self.span, self.end)
     }
     /// Whether this tile-typed node is computed element by element
     /// (so it fuses into one map with its elementwise operands).

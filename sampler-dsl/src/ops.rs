@@ -103,6 +103,30 @@ pub const OPS: &[(&str, Op)] = &[
     ("rand_u64", Op::RandU64),
 ];
 
+/// The op whose name is within two edits of `name` (a likely typo), if any.
+pub fn near_op(name: &str) -> Option<&'static str> {
+    fn dist(a: &str, b: &str) -> usize {
+        let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for i in 1..=a.len() {
+            let mut cur = vec![i; b.len() + 1];
+            for j in 1..=b.len() {
+                let sub = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+                cur[j] = sub.min(prev[j] + 1).min(cur[j - 1] + 1);
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+    // Short names (`f`, `g`) are too close to everything to be typos of an
+    // op; one edit up to 7 letters (`reduce_maxx`), two from 8 (`exclusiv_scan`).
+    if name.len() < 4 {
+        return None;
+    }
+    let most = if name.len() >= 8 { 2 } else { 1 };
+    OPS.iter().map(|(n, _)| (dist(name, n), *n)).filter(|&(d, _)| d <= most).min().map(|(_, n)| n)
+}
+
 impl Op {
     pub fn from_name(s: &str) -> Option<Op> {
         OPS.iter().find(|(n, _)| *n == s).map(|(_, o)| *o)

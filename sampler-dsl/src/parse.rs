@@ -9,6 +9,27 @@ use syn::spanned::Spanned;
 use crate::ir::*;
 use crate::ops::Op;
 
+/// Where an error points: from the first span to the second.
+#[derive(Clone, Copy)]
+pub struct Where(pub Span, pub Span);
+
+impl From<Span> for Where {
+    fn from(s: Span) -> Where {
+        Where(s, s)
+    }
+}
+
+impl From<(Span, Span)> for Where {
+    fn from((a, b): (Span, Span)) -> Where {
+        Where(a, b)
+    }
+}
+
+/// The span of the last token of `t` (a group's span covers it whole).
+pub fn last_span(t: &impl quote::ToTokens) -> Option<Span> {
+    t.to_token_stream().into_iter().last().map(|tt| tt.span())
+}
+
 /// Accumulated errors (as serde_derive's `Ctxt`).
 #[derive(Default)]
 pub struct Errors {
@@ -16,6 +37,16 @@ pub struct Errors {
     /// Names whose binding was rejected (a bad pattern, a `let` whose value
     /// did not parse): their uses are not reported again as unknown names.
     poisoned: Vec<String>,
+    /// Calls of names that are neither ops nor poisoned: `#[kernel_fn]`
+    /// helpers to fetch (or, failing that, unknown names rustc reports).
+    pub unknown_calls: Vec<(syn::Ident, Span)>,
+    /// Names the inliner generated (`__kf{n}_x`): exempt from the
+    /// reserved-name check and from the unused-binding warning.
+    pub generated: std::collections::HashSet<String>,
+    /// Expected types of generated argument bindings: name -> (type, what).
+    pub expect: std::collections::HashMap<String, (Ty, String)>,
+    /// Warnings (unused bindings): emitted beside a kernel that compiles.
+    pub warnings: Vec<(Span, String)>,
 }
 
 impl Errors {
@@ -27,14 +58,21 @@ impl Errors {
     pub fn is_poisoned(&self, name: &str) -> bool {
         self.poisoned.iter().any(|n| n == name)
     }
-    pub fn push(&mut self, span: Span, msg: impl std::fmt::Display) {
-        self.errs.push(syn::Error::new(span, msg));
+    /// An error at a span, or over a range `(first, last)` of tokens.
+    pub fn push(&mut self, at: impl Into<Where>, msg: impl std::fmt::Display) {
+        let Where(a, b) = at.into();
+        let (x, y) = (proc_macro2::Ident::new("a", a), proc_macro2::Ident::new("b", b));
+        self.errs.push(syn::Error::new_spanned(quote::quote!(#x #y), msg));
     }
     pub fn push_err(&mut self, e: syn::Error) {
         self.errs.push(e);
     }
     pub fn is_empty(&self) -> bool {
         self.errs.is_empty()
+    }
+    /// The errors, in the order reported.
+    pub fn into_errors(self) -> Vec<syn::Error> {
+        self.errs
     }
     /// All errors combined into one, or Ok.
     pub fn finish(self) -> Result<(), syn::Error> {
@@ -51,14 +89,34 @@ impl Errors {
     }
 }
 
-/// Attribute arguments: `tile = [..], threads = [..], debug`.
-pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) {
+/// The options of `#[kernel(..)]`.
+#[derive(Clone, Debug)]
+pub struct KernelAttr {
+    pub variants: Vec<Variant>,
+    pub debug: bool,
+    /// `false` with `ascend = false`: no AscendC source is wanted.
+    pub ascend: bool,
+}
+
+/// Attribute arguments: `tile = [..], threads = [..], ascend = false, debug`.
+pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> KernelAttr {
+    let (variants, debug, ascend) = parse_attr_parts(attr, errs);
+    KernelAttr { variants, debug, ascend }
+}
+
+fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool, bool) {
     let mut tiles: Vec<(u32, Span)> = Vec::new();
     let mut threads: Vec<(u32, Span)> = Vec::new();
     let mut debug = false;
+    let mut ascend = true;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("debug") {
             debug = true;
+            return Ok(());
+        }
+        if meta.path.is_ident("ascend") {
+            let v: syn::LitBool = meta.value()?.parse()?;
+            ascend = v.value;
             return Ok(());
         }
         let which = if meta.path.is_ident("tile") {
@@ -66,7 +124,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
         } else if meta.path.is_ident("threads") {
             &mut threads
         } else {
-            return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]` or `debug`"));
+            return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]`, `ascend = false` or `debug`"));
         };
         let value = meta.value()?;
         let arr: syn::ExprArray = value.parse()?;
@@ -83,12 +141,12 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
     });
     if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
         errs.push_err(e);
-        return (Vec::new(), debug);
+        return (Vec::new(), debug, ascend);
     }
     if tiles.is_empty() {
         if let Some(&(_, s)) = threads.first() {
             errs.push(s, "`threads` needs `tile = [..]`: a kernel without tiles runs one thread a program");
-            return (Vec::new(), debug);
+            return (Vec::new(), debug, ascend);
         }
         // A kernel without tiles works on scalars only (one thread a program).
         tiles.push((1, Span::call_site()));
@@ -101,7 +159,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
     }
     if threads.len() != tiles.len() {
         errs.push(threads[0].1, format!("`threads` has {} entries but `tile` has {}: give one each, or one for all", threads.len(), tiles.len()));
-        return (Vec::new(), debug);
+        return (Vec::new(), debug, ascend);
     }
     let mut out = Vec::new();
     for (&(tile, ts), &(th, hs)) in tiles.iter().zip(&threads) {
@@ -126,7 +184,7 @@ pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool) 
             out.push(Variant { tile, threads: th });
         }
     }
-    (out, debug)
+    (out, debug, ascend)
 }
 
 /// Default block size for a tile: 1024 threads at most, at least 1 item each
@@ -140,7 +198,8 @@ pub fn default_threads(tile: u32) -> u32 {
 }
 
 /// Parses the function item into an untyped kernel.
-pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut Errors) -> Kernel {
+pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel {
+    let KernelAttr { variants, debug, ascend } = attr;
     let sig = &f.sig;
     if let Some(c) = &sig.constness {
         errs.push(c.span(), "a kernel cannot be `const`");
@@ -191,10 +250,11 @@ pub fn parse_fn(f: &syn::ItemFn, variants: Vec<Variant>, debug: bool, errs: &mut
         }
     }
     let body = parse_block(&f.block, errs);
-    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, body }
+    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, ascend, body }
 }
 
-fn param_type(t: &syn::Type) -> Option<Ty> {
+/// The DSL type of a kernel parameter's Rust type, if it has one.
+pub fn param_type(t: &syn::Type) -> Option<Ty> {
     let syn::Type::Path(tp) = t else { return None };
     if tp.qself.is_some() || tp.path.segments.len() != 1 {
         return None;
@@ -234,6 +294,11 @@ fn poison_pat(p: &syn::Pat, errs: &mut Errors) {
         syn::Pat::Paren(p) => poison_pat(&p.pat, errs),
         _ => {}
     }
+}
+
+/// Parses one statement (for `#[kernel_fn]` bodies).
+pub fn parse_stmt_pub(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
+    parse_stmt(s, errs)
 }
 
 fn parse_stmt(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
@@ -278,8 +343,14 @@ fn parse_let_pat(p: &syn::Pat, errs: &mut Errors) -> Option<Vec<(syn::Ident, boo
             for e in &t.elems {
                 match e {
                     syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => out.push((pi.ident.clone(), pi.mutability.is_some())),
+                    syn::Pat::Wild(w) => {
+                        // A value not wanted: bound to a name nobody can write.
+                        let id = syn::Ident::new(&format!("__unused{}", errs.generated.len()), w.span());
+                        errs.generated.insert(id.to_string());
+                        out.push((id, false));
+                    }
                     other => {
-                        errs.push(other.span(), "expected an identifier in the tuple pattern");
+                        errs.push(other.span(), "expected an identifier or `_` in the tuple pattern");
                         return None;
                     }
                 }
@@ -501,7 +572,22 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
                 }
             };
             let Some(op) = Op::from_name(&name) else {
-                errs.push(c.func.span(), format!("unknown op `{name}`: see docs/DSL.md for the op set"));
+                if errs.is_poisoned(&name) {
+                    // A rejected binding (e.g. a closure): already reported.
+                    return None;
+                }
+                if let Some(near) = crate::ops::near_op(&name) {
+                    errs.push(c.func.span(), format!("unknown op `{name}`: did you mean `{near}`? (see docs/DSL.md for the op set)"));
+                    return None;
+                }
+                // Maybe a `#[kernel_fn]` helper: `crate::expand` fetches it.
+                let id = match &*c.func {
+                    syn::Expr::Path(p) => p.path.get_ident().unwrap().clone(),
+                    _ => unreachable!(),
+                };
+                if !errs.unknown_calls.iter().any(|(n, _)| *n == id) {
+                    errs.unknown_calls.push((id, span));
+                }
                 return None;
             };
             if c.args.len() != op.arity() {
@@ -564,7 +650,9 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             return None;
         }
     };
-    Some(Expr::new(kind, span))
+    let mut out = Expr::new(kind, span);
+    out.end = last_span(e).unwrap_or(span);
+    Some(out)
 }
 
 fn block_value(b: &syn::Block, errs: &mut Errors) -> Option<Expr> {

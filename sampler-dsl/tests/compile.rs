@@ -117,7 +117,7 @@ fn tile_and_scalar_shapes() {
 #[test]
 fn literals_settle_on_their_partner() {
     let k = compile(
-        quote!(),
+        quote!(tile = [4]),
         quote! {
             fn k(a: u64, b: Gm<f32>, y: GmMut<f32>) {
                 let s = a + 1;
@@ -452,10 +452,89 @@ fn literal_suffixes() {
 }
 
 #[test]
-fn expand_reemits_the_item_after_the_errors() {
+fn expand_emits_only_the_errors() {
+    // The user's item is not re-emitted: rustc would add its own errors about it.
     let out = sampler_dsl::expand(quote!(tile = [3]), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); })).to_string();
     assert!(out.starts_with(":: core :: compile_error ! { \"tile size must be a power of two, got 3\" }"), "{out}");
-    assert!(out.ends_with("fn k (y : GmMut < u32 >) { store_scalar (y , 0u64 , 1u32) ; }"), "{out}");
+    assert!(!out.contains("store_scalar"), "{out}");
+}
+
+#[test]
+fn a_helper_call_fetches_the_helper() {
+    // An unknown call (not an op, not a typo of one) asks for a `#[kernel_fn]`.
+    let out = sampler_dsl::expand(quote!(), quote!(fn k(y: GmMut<u32>) { let a = helper(1u32); store_scalar(y, 0u64, a); })).to_string();
+    assert!(out.starts_with("helper ! { @ sampler_kernel_fn [] []"), "{out}");
+    let e = errors(quote!(), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, reduce_summ(1u32)); }));
+    assert!(e[0].starts_with("unknown op `reduce_summ`: did you mean `reduce_sum`?"), "{e:?}");
+}
+
+fn helpers(fns: &[TokenStream]) -> std::collections::HashMap<String, sampler_dsl::kfn::KernelFn> {
+    let mut errs = sampler_dsl::parse::Errors::default();
+    let mut out = std::collections::HashMap::new();
+    for f in fns {
+        let h = sampler_dsl::kfn::parse(&syn::parse2(f.clone()).unwrap(), &mut errs);
+        sampler_dsl::kfn::check(&h, &mut errs);
+        out.insert(h.sig.name.to_string(), h);
+    }
+    assert!(errs.is_empty());
+    out
+}
+
+fn compile_helpers(item: TokenStream, fns: &[TokenStream]) -> Result<Kernel, Vec<String>> {
+    match sampler_dsl::compile_with(quote!(tile = [64]), item, &helpers(fns)) {
+        Ok(sampler_dsl::Compiled::Kernel(k, _)) => Ok(k),
+        Ok(sampler_dsl::Compiled::NeedHelpers(n)) => panic!("needs {n:?}"),
+        Err(e) => Err(e.into_iter().map(|e| e.to_string()).collect()),
+    }
+}
+
+#[test]
+fn helpers_are_inlined_and_their_tile_arguments_not_copied() {
+    let shifted = quote!(fn shifted(x: Tile<f32>, s: f32) -> (Tile<f32>, f32) { let m = reduce_max(x) * s; (x - m, m) });
+    let k = compile_helpers(
+        quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let v = load(x, 0u64, n); let (d, _) = shifted(v, 2); store(y, 0u64, d); }),
+        &[shifted],
+    )
+    .unwrap();
+    let body = body_string(&k);
+    // `let __kf1_x = v;` was elided (`v` used directly), the literal argument settled on f32.
+    assert!(!body.contains("__kf1_x"), "{body}");
+    assert_eq!(ty_of(&k, "__kf1_s"), Ty::Scalar(Prim::F32));
+    assert_eq!(ty_of(&k, "d"), Ty::Tile(Prim::F32));
+    assert!(body.contains("reduce_max (& __ctx , & v)"), "{body}");
+}
+
+#[test]
+fn helper_arguments_are_checked_against_the_parameters() {
+    let scaled = quote!(fn scaled(x: Tile<f32>, k: u32) -> Tile<f32> { x * (k as f32) });
+    let e = compile_helpers(
+        quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let v = load(x, 0u64, n); let w = scaled(v, v); store(y, 0u64, w); }),
+        &[scaled.clone()],
+    )
+    .unwrap_err();
+    assert!(e[0].starts_with("argument `k` of `scaled` has type u32, but a value of type Tile<f32> was passed: reduce the tile first"), "{e:?}");
+    let e = compile_helpers(
+        quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, scaled(load(x, 0u64, n), 2u32) * 2.0); }),
+        &[scaled],
+    )
+    .unwrap_err();
+    assert!(e[0].starts_with("a `#[kernel_fn]` call stands alone"), "{e:?}");
+}
+
+#[test]
+fn a_kernel_without_tiles_cannot_make_one() {
+    let e = errors(quote!(), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, n)); }));
+    assert!(e[0].starts_with("this kernel has no `tile = [..]`"), "{e:?}");
+}
+
+#[test]
+fn a_rebound_tile_is_the_same_tile_unless_assigned() {
+    let k = compile(quote!(tile = [64]), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let a = load(x, 0u64, n); let b = a; store(y, 0u64, a + b); }));
+    let body = body_string(&k);
+    assert!(!body.contains("clone"), "elided: {body}");
+    let k = compile(quote!(tile = [64]), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let a = load(x, 0u64, n); let mut b = a; b = b * 2.0; store(y, 0u64, a + b); }));
+    let body = body_string(&k);
+    assert!(body.contains("clone"), "copied: {body}");
 }
 
 #[test]

@@ -86,6 +86,11 @@ pub struct KernelSpec {
     pub variants: &'static [Variant],
     /// AscendC source, when the AscendC emitter supports this kernel.
     pub ascendc: Option<&'static str>,
+    /// Why [`KernelSpec::ascendc`] is `None`: the opt-out, or the reason
+    /// the AscendC emitter gives (`None` when there is a source).
+    pub ascendc_skipped: Option<&'static str>,
+    /// `#[kernel(ascend = false)]`: the kernel has no AscendC on purpose.
+    pub ascend_opt_out: bool,
     /// The host program with run-time checked arguments.
     pub cpu: unsafe fn(u32, &[crate::rt::cpu::Arg]) -> Result<(), crate::rt::cpu::ArgError>,
 }

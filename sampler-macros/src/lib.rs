@@ -19,3 +19,24 @@ use proc_macro::TokenStream;
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     sampler_dsl::expand(attr.into(), item.into()).into()
 }
+
+/// A helper function of the tile DSL, callable from `#[kernel]`s and
+/// other helpers, and inlined into them.
+///
+/// Parameters are tiles (`Tile<T>`), buffers (`Gm<T>` / `GmMut<T>`, passed
+/// as the kernel's buffer parameters) and scalars; it returns nothing, a
+/// scalar, a tile or a tuple of them (its last expression). A call stands
+/// alone: `let v = h(..);`, `let (a, b) = h(..);`, `x = h(..);` or `h(..);`.
+/// Define it above the kernels that call it, in the same module (it
+/// expands to a `macro_rules!` of its name). See docs/DSL.md.
+#[proc_macro_attribute]
+pub fn kernel_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
+    sampler_dsl::kfn::expand(attr.into(), item.into()).into()
+}
+
+/// Internal to `#[kernel]`: the end of a `#[kernel_fn]` fetch.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __kernel_resolved(input: TokenStream) -> TokenStream {
+    sampler_dsl::expand_resolved(input.into()).into()
+}

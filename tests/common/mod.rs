@@ -2,5 +2,6 @@
 //! (`reference`) and small helpers.
 #![allow(dead_code)]
 
+pub mod ascendc_emu;
 pub mod gen;
 pub mod reference;

@@ -17,7 +17,20 @@ pub fn entry_name(kernel: &str, tile: u32) -> String {
 /// Target-specific checks that must fail at compile time (for example an
 /// AscendC variant whose UB plan does not fit).
 pub fn validate_targets(k: &Kernel, errs: &mut Errors) {
-    ascendc::validate(k, errs);
+    if k.ascend {
+        ascendc::validate(k, errs);
+    }
+}
+
+/// Why a kernel has no AscendC source: its opt-out, or the emitter's reason.
+pub fn ascendc_skipped(k: &Kernel) -> Option<String> {
+    if !k.ascend {
+        return Some("opted out with `#[kernel(ascend = false)]`".into());
+    }
+    if ascendc::emit(k).is_some() {
+        return None;
+    }
+    Some(ascendc::why_not(k).unwrap_or_else(|| format!("no tile variant of at most {} elements", ascendc::MAX_TILE)))
 }
 
 fn prim_tokens(p: Prim) -> TokenStream {
@@ -86,12 +99,20 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
             shared: ::sampler_kernels::spec::gpu_shared_bytes(#t, #sorts),
         })
     });
-    let ascendc = match ascendc::emit(k) {
+    let ascendc = match ascendc::emit(k).filter(|_| k.ascend) {
         Some(src) => quote!(Some(#src)),
         None => quote!(None),
     };
+    let ascendc_skipped = match ascendc_skipped(k) {
+        Some(why) => quote!(Some(#why)),
+        None => quote!(None),
+    };
+    let ascend_opt_out = !k.ascend;
     let nparams = k.params.len();
     let args_struct = rust::args_struct(k);
+    // Named views, so the checked CPU mode's panics say which buffer.
+    let gm_names: Vec<_> = k.params.iter().filter(|p| matches!(p.ty, Ty::Gm(..))).map(|p| p.name.clone()).collect();
+    let gm_strs: Vec<String> = gm_names.iter().map(|n| n.to_string()).collect();
     let dyn_args = k.params.iter().enumerate().map(|(i, p)| {
         let n = &p.name;
         let v = rust::arg_variant(&p.ty);
@@ -153,7 +174,8 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
                 use ::sampler_kernels::rt::elem as __m;
                 #[allow(dead_code)]
                 const TILE: u32 = #max_tile;
-                let __ctx = __rt::Ctx::new(__program);
+                let __ctx = __rt::Ctx::for_kernel(__program, NAME, TILE);
+                #(let #gm_names = #gm_names.named(NAME, #gm_strs);)*
                 #body
             }
 
@@ -179,6 +201,8 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
                     params: PARAMS,
                     variants: VARIANTS,
                     ascendc: ASCENDC,
+                    ascendc_skipped: #ascendc_skipped,
+                    ascend_opt_out: #ascend_opt_out,
                     cpu: cpu_dyn,
                 }
             }

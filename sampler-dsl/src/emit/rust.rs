@@ -24,7 +24,7 @@ fn block(b: &Block) -> TokenStream {
 fn stmt(s: &Stmt) -> TokenStream {
     match s {
         Stmt::Let { names, value, span } => {
-            let v = bound_value(value);
+            let v = rebound(value);
             let pats = names.iter().map(|(n, m)| if *m { quote!(mut #n) } else { quote!(#n) });
             if names.len() == 1 {
                 quote_spanned! {*span=> let #(#pats)* = #v; }
@@ -34,7 +34,7 @@ fn stmt(s: &Stmt) -> TokenStream {
         }
         Stmt::Assign { target, value, span, .. } => {
             // `check` has desugared compound assignments.
-            let v = bound_value(value);
+            let v = rebound(value);
             quote_spanned! {*span=> #target = #v; }
         }
         Stmt::Expr(e) => {
@@ -61,14 +61,12 @@ fn stmt(s: &Stmt) -> TokenStream {
     }
 }
 
-/// The value of a `let` or an assignment: a bare tile variable is copied
-/// (`let w = p;` keeps `p` usable, as a tile has value semantics in the DSL).
-fn bound_value(e: &Expr) -> TokenStream {
-    let v = expr(e);
-    if e.ty.is_tile() && matches!(e.kind, ExprKind::Var(_)) {
-        quote!(::core::clone::Clone::clone(&#v))
-    } else {
-        v
+/// The value of a `let` or assignment: a tile variable is cloned (it stays
+/// usable; `rebind::elide` removes the rebindings that need no copy).
+fn rebound(e: &Expr) -> TokenStream {
+    match &e.kind {
+        ExprKind::Var(id) if e.ty.is_tile() => quote_spanned!(e.span=> ::core::clone::Clone::clone(&#id)),
+        _ => expr(e),
     }
 }
 

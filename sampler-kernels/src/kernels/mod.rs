@@ -10,30 +10,9 @@
 //! ones (force top-k off) in global scratch. Results never depend on the
 //! variant: sums are exact fixed-point integer sums (`rt::math`).
 
-use sampler_macros::kernel;
+use sampler_macros::{kernel, kernel_fn};
 
-/// Names of all kernels, in pipeline order.
-pub const ALL: &[&str] = &[
-    "mask_check",
-    "mask_check_chunk",
-    "status_merge",
-    "force_topn",
-    "topn_chunk",
-    "topn_merge",
-    "process",
-    "row_mass",
-    "draw",
-    "process_draw",
-    "process_prefix_draw",
-    "remap_draft",
-    "verify",
-    "finalize",
-    "tree_walk",
-    "token_info",
-    "top_logprobs",
-    "token_info_top",
-    "raw_logprobs",
-];
+// Every `#[kernel]` registers itself (`crate::registry`): there is no hand-kept list.
 
 /// Section 3.1-3.2: applies the grammar bit mask of each row in place and
 /// checks for bad values.
@@ -227,6 +206,59 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
     store(cand_ids, off, ids);
 }
 
+/// Section 3.4: `x = (logit - m) / T` of the `n` candidates at `off`, with
+/// `m` the row's largest logit (the first candidate), so the largest `x`
+/// is exactly 0 and nothing overflows; `[n]` f32.
+#[kernel_fn]
+fn scaled_logits(cand: Gm<f32>, off: u64, n: u32, temperature: f32) -> Tile<f32> {
+    (load(cand, off, n) - load_scalar(cand, off)) / temperature
+}
+
+/// Sections 10.1 and 3.8: the prefix min-p and top-k keep, of the scaled
+/// logits `x` (`[n]` f32, in order): `exp(x) >= min_p` and the first `k`
+/// (`k < 0`: off); `[n]` bool.
+#[kernel_fn]
+fn prefix_mask(x: Tile<f32>, min_p: f32, k: i32, n: u32) -> Tile<bool> {
+    // x is 0 only on ties with the largest logit, so min_p = 1 keeps
+    // exactly those whatever exp rounds to.
+    (exp(x) >= min_p) & ((x == 0.0) | (min_p < 1.0)) & ((iota(n) < (k as u32)) | (k < 0))
+}
+
+/// Section 10.2: the mass top-p is a fraction of (2^-44 units): the mass
+/// `pre` keeps (min-p and top-k) when they come first (`kfirst`), else
+/// `total` (the row's).
+#[kernel_fn]
+fn filtered_mass(w: Tile<u64>, pre: Tile<bool>, kfirst: bool, total: u64) -> u64 {
+    if kfirst { reduce_sum(select(pre, w, 0u64)) } else { total }
+}
+
+/// Sections 3.7-3.8 and 10.1-10.2: which candidates are kept, given their
+/// fixed-point weights `w` (`[n]` u64, in order), the min-p / top-k mask
+/// `pre` and the mass `base` top-p is a fraction of: a candidate is removed
+/// when the mass before it exceeds `top_p` of `base` (exactly, in integers)
+/// or `pre` removes it. Returns the kept mask and the top-p threshold.
+#[kernel_fn]
+fn keep_mask(w: Tile<u64>, pre: Tile<bool>, base: u64, top_p: f32) -> (Tile<bool>, u64) {
+    let thr = frac_floor(base, top_p);
+    ((exclusive_scan(w) <= thr) & pre, thr)
+}
+
+/// Section 3.9: the renormalised logprobs `x - ln(kept mass)` of the kept
+/// candidates, `-inf` for the removed ones; `[n]` f32.
+#[kernel_fn]
+fn renormalise(x: Tile<f32>, w: Tile<u64>, keep: Tile<bool>) -> Tile<f32> {
+    let lse = ln_fixed(reduce_sum(select(keep, w, 0u64)));
+    select(keep, x - lse, NEG_INF)
+}
+
+/// Section 4: the vocabulary id drawn from the logprobs `lp` (`[n]`) with
+/// `u = uniform(seed, seq)`, or -1 when nothing has mass.
+#[kernel_fn]
+fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -> i32 {
+    let c = categorical(to_fixed(exp(lp)), uniform53(seed, seq));
+    if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 }
+}
+
 /// Sections 3.4-3.9 and 10.1-10.2: temperature (`(logit - m) / T`, IEEE
 /// f32), softmax, min-p, top-p and top-k in the row's filter order, and the
 /// renormalised (processed) logprobs of the candidates.
@@ -243,23 +275,13 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
 pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, min_p: Gm<f32>, order: Gm<u32>, logprobs: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
-    // first candidate), so the largest x is exactly 0 and nothing overflows.
-    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
-    let k = load_scalar(top_k, r as u64);
-    let mp = load_scalar(min_p, r as u64);
-    // Min-p (10.1) and top-k cut prefixes; x is 0 only on ties with the
-    // largest logit, so min_p = 1 keeps exactly those whatever exp rounds to.
-    let pre = (exp(x) >= mp) & ((x == 0.0) | (mp < 1.0)) & ((iota(n) < (k as u32)) | (k < 0));
+    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
-    // Top-p: removed when the mass before it exceeds top_p times the row's
-    // mass, or (10.2) the mass min-p and top-k keep (exactly, in integers).
-    let base = if load_scalar(order, r as u64) != 0 { reduce_sum(select(pre, w, 0u64)) } else { reduce_sum(w) };
-    let thr = frac_floor(base, load_scalar(top_p, r as u64));
-    let keep = (exclusive_scan(w) <= thr) & pre;
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    store(logprobs, off, select(keep, x - lse, NEG_INF));
+    let pre = prefix_mask(x, load_scalar(min_p, r as u64), load_scalar(top_k, r as u64), n);
+    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
+    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let lp = renormalise(x, w, keep);
+    store(logprobs, off, lp);
 }
 
 /// Sections 3.5 and 3.7 without force top-k (stage 1 of the prefix path):
@@ -305,9 +327,7 @@ pub fn row_mass(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f
 pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm<u64>, token: GmMut<i32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let k = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    let c = categorical(to_fixed(exp(load(logprobs, off, n))), k);
-    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    let tok = draw_token(load(logprobs, off, n), cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -336,24 +356,14 @@ pub fn process_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
-    // first candidate), so the largest x is exactly 0 and nothing overflows.
-    let x = (load(cand, off, n) - load_scalar(cand, off)) / load_scalar(temperature, r as u64);
-    let k = load_scalar(top_k, r as u64);
-    let mp = load_scalar(min_p, r as u64);
-    // As `process`: min-p and top-k prefixes, top-p on the row's or (10.2) their mass.
-    let pre = (exp(x) >= mp) & ((x == 0.0) | (mp < 1.0)) & ((iota(n) < (k as u32)) | (k < 0));
+    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
-    let base = if load_scalar(order, r as u64) != 0 { reduce_sum(select(pre, w, 0u64)) } else { reduce_sum(w) };
-    let thr = frac_floor(base, load_scalar(top_p, r as u64));
-    let keep = (exclusive_scan(w) <= thr) & pre;
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    let lp = select(keep, x - lse, NEG_INF);
+    let pre = prefix_mask(x, load_scalar(min_p, r as u64), load_scalar(top_k, r as u64), n);
+    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
+    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
-    let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    let c = categorical(to_fixed(exp(lp)), u);
-    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -398,19 +408,17 @@ pub fn process_prefix_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Section 3.4: x = (logit - m) / T with m the row's largest logit (the
-    // first candidate), so the largest x is exactly 0 and nothing overflows.
     let m = load_scalar(cand, off);
     let t = load_scalar(temperature, r as u64);
-    let x = (load(cand, off, n) - m) / t;
+    let x = scaled_logits(cand, off, n, t);
+    let w = to_fixed(exp(x));
     let mut total = 0u64;
     for c in 0..chunks {
         total += load_scalar(mass, (r * chunks + c) as u64);
     }
     let k = load_scalar(top_k, r as u64);
     let mp = load_scalar(min_p, r as u64);
-    let pre = (exp(x) >= mp) & ((x == 0.0) | (mp < 1.0)) & ((iota(n) < (k as u32)) | (k < 0));
-    let w = to_fixed(exp(x));
+    let pre = prefix_mask(x, mp, k, n);
     // Whether min-p keeps the last column (then it may keep past the prefix).
     let xl = (load_scalar(cand, off + ((n - 1) as u64)) - m) / t;
     let last_in = exp(xl) >= mp && (xl == 0.0 || mp < 1.0);
@@ -418,19 +426,14 @@ pub fn process_prefix_draw(
     let kfirst = load_scalar(order, r as u64) != 0;
     // 10.2: the min-p and top-k mass; past the prefix it is the row's total
     // when both are off, else unknown here (the row overflows).
-    let base = if kfirst && k_inside { reduce_sum(select(pre, w, 0u64)) } else { total };
+    let base = filtered_mass(w, pre, kfirst && k_inside, total);
     let base_unknown = kfirst && !k_inside && (k > 0 || mp > 0.0);
-    let thr = frac_floor(base, load_scalar(top_p, r as u64));
-    let keep = (exclusive_scan(w) <= thr) & pre;
-    let kept = reduce_sum(select(keep, w, 0u64));
-    let lse = ln_fixed(kept);
-    let lp = select(keep, x - lse, NEG_INF);
+    let (keep, thr) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
     let next_kept = n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n)));
     store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
-    let u = uniform53(load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    let c = categorical(to_fixed(exp(lp)), u);
-    let tok = if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 };
+    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -822,6 +825,46 @@ pub fn tree_walk(
     }
 }
 
+/// Sections 5 and 8 for one row: the processed logprob of token `s` (-1:
+/// none) among the `n` candidates at `off` and its `sum_smaller_probs`,
+/// written to `token_lp[r]` and `sum_smaller[r]`. Returns the candidate
+/// ids and logprobs (`[n]`), for the top logprobs.
+#[kernel_fn]
+fn token_info_row(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    logprobs: Gm<f32>,
+    off: u64,
+    n: u32,
+    s: i32,
+    r: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+) -> (Tile<i32>, Tile<f32>) {
+    let ids = load(cand_ids, off, n);
+    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
+    let lps = load(logprobs, off, n);
+    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
+    let vals = load(cand, off, n);
+    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
+    // Less likely tokens, plus ties on the logit at or before s's id.
+    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
+    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
+    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
+    store_scalar(token_lp, r as u64, lp);
+    store_scalar(sum_smaller, r as u64, ssp);
+    (ids, lps)
+}
+
+/// Section 5: the first `k` of the candidate ids and logprobs, at row `r`
+/// of `out_ids` / `out_lps` (`[R, k]`).
+#[kernel_fn]
+fn top_row(ids: Tile<i32>, lps: Tile<f32>, r: u32, k: u32, out_ids: GmMut<i32>, out_lps: GmMut<f32>) {
+    let ooff = (r as u64) * (k as u64);
+    store_head(out_ids, ooff, ids, k);
+    store_head(out_lps, ooff, lps, k);
+}
+
 /// Sections 5 and 8: the processed logprob of each row's token (output
 /// token, golden token or prompt target) and its `sum_smaller_probs`.
 ///
@@ -835,18 +878,7 @@ pub fn token_info(cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, t
     let r = row();
     let off = (r as u64) * (n as u64);
     let s = load_scalar(tokens, r as u64);
-    let ids = load(cand_ids, off, n);
-    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
-    let lps = load(logprobs, off, n);
-    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
-    let vals = load(cand, off, n);
-    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
-    // Less likely tokens, plus ties on the logit at or before s's id.
-    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
-    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
-    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
-    store_scalar(token_lp, r as u64, lp);
-    store_scalar(sum_smaller, r as u64, ssp);
+    let (_, _) = token_info_row(cand, cand_ids, logprobs, off, n, s, r, token_lp, sum_smaller);
 }
 
 /// Section 5: the first `k` candidates in order, as (id, processed logprob).
@@ -859,9 +891,7 @@ pub fn token_info(cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, t
 pub fn top_logprobs(cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, k: u32, out_ids: GmMut<i32>, out_lps: GmMut<f32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let ooff = (r as u64) * (k as u64);
-    store_head(out_ids, ooff, load(cand_ids, off, n), k);
-    store_head(out_lps, ooff, load(logprobs, off, n), k);
+    top_row(load(cand_ids, off, n), load(logprobs, off, n), r, k, out_ids, out_lps);
 }
 
 /// `token_info` then `top_logprobs` in one program per row: bit for bit the
@@ -888,20 +918,8 @@ pub fn token_info_top(
     let r = row();
     let off = (r as u64) * (n as u64);
     let s = load_scalar(tokens, r as u64);
-    let ids = load(cand_ids, off, n);
-    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
-    let lps = load(logprobs, off, n);
-    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
-    let vals = load(cand, off, n);
-    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
-    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
-    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
-    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
-    store_scalar(token_lp, r as u64, lp);
-    store_scalar(sum_smaller, r as u64, ssp);
-    let ooff = (r as u64) * (k as u64);
-    store_head(out_ids, ooff, ids, k);
-    store_head(out_lps, ooff, lps, k);
+    let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, n, s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
 }
 
 /// Section 10.3: the raw logprobs of the rows that ask for them, over the

@@ -13,17 +13,48 @@ use alloc::vec::Vec;
 use super::host_algo::top_keys;
 use super::math::{key_id, key_logit, order_key};
 
-/// Per-program context: which program (row or request) this is.
+/// Whether the CPU runtime checks what the GPU punishes (out-of-range
+/// reads and writes of a `Gm`, `load` / `mask_bits` past `TILE`) and
+/// panics naming the kernel, the argument and the index: debug builds, or
+/// the `checked` feature. Otherwise out-of-range reads give the type's zero
+/// and out-of-range writes are dropped (the in-range path costs the same).
+pub const CHECKED: bool = cfg!(any(debug_assertions, feature = "checked"));
+
+/// Per-program context: which program (row or request) this is, and for
+/// the checked mode ([`CHECKED`]) the kernel's name and largest tile.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx {
     pub program: u32,
+    /// The kernel's name (`"?"` when built with [`Ctx::new`]).
+    pub kernel: &'static str,
+    /// The largest tile a `load` may read (`TILE` of the host program).
+    pub tile: u32,
 }
 
 impl Ctx {
+    /// A context without a kernel name or tile limit.
     #[inline(always)]
     pub fn new(program: u32) -> Self {
-        Ctx { program }
+        Ctx { program, kernel: "?", tile: u32::MAX }
     }
+    /// The context `#[kernel]`'s host program makes: program `program` of
+    /// kernel `kernel`, whose tiles hold at most `tile` elements.
+    #[inline(always)]
+    pub fn for_kernel(program: u32, kernel: &'static str, tile: u32) -> Self {
+        Ctx { program, kernel, tile }
+    }
+    #[inline(always)]
+    fn check_tile(&self, op: &str, n: u32) {
+        if CHECKED && n > self.tile {
+            too_long(self, op, n);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(c: &Ctx, op: &str, n: u32) {
+    panic!("kernel `{}` (program {}): `{op}` of {n} elements, past TILE = {} (the GPU has no room for it)", c.kernel, c.program, c.tile);
 }
 
 /// A tile: the valid elements of a row chunk.
@@ -38,6 +69,9 @@ pub type Tile<T> = Vec<T>;
 pub struct Gm<T> {
     ptr: *mut T,
     len: usize,
+    /// Kernel and parameter names, for the checked mode's panics.
+    kernel: &'static str,
+    arg: &'static str,
 }
 
 // SAFETY: a Gm is a view handed to programs that write disjoint elements;
@@ -48,11 +82,16 @@ unsafe impl<T: Sync> Sync for Gm<T> {}
 impl<T: Copy + Default> Gm<T> {
     /// A read-only view of `s` (the DSL refuses stores to `Gm` parameters).
     pub fn new(s: &[T]) -> Self {
-        Gm { ptr: s.as_ptr() as *mut T, len: s.len() }
+        Gm { ptr: s.as_ptr() as *mut T, len: s.len(), kernel: "?", arg: "?" }
     }
     /// A writable view of `s`.
     pub fn new_mut(s: &mut [T]) -> Self {
-        Gm { ptr: s.as_mut_ptr(), len: s.len() }
+        Gm { ptr: s.as_mut_ptr(), len: s.len(), kernel: "?", arg: "?" }
+    }
+    /// The view, named as parameter `arg` of kernel `kernel` (for the
+    /// checked mode's messages; `#[kernel]`'s host program does this).
+    pub fn named(self, kernel: &'static str, arg: &'static str) -> Self {
+        Gm { kernel, arg, ..self }
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -67,6 +106,9 @@ impl<T: Copy + Default> Gm<T> {
             // SAFETY: bounds checked above; the buffer outlives the launch.
             unsafe { *self.ptr.add(i as usize) }
         } else {
+            if CHECKED {
+                self.out_of_range("read", i);
+            }
             T::default()
         }
     }
@@ -75,7 +117,14 @@ impl<T: Copy + Default> Gm<T> {
         if (i as usize) < self.len && i < usize::MAX as u64 {
             // SAFETY: bounds checked above; programs write disjoint elements.
             unsafe { *self.ptr.add(i as usize) = v }
+        } else if CHECKED {
+            self.out_of_range("write", i);
         }
+    }
+    #[cold]
+    #[inline(never)]
+    fn out_of_range(&self, what: &str, i: u64) {
+        panic!("kernel `{}`: {what} of `{}` at index {i}, out of range (its length is {})", self.kernel, self.arg, self.len);
     }
 }
 
@@ -179,7 +228,8 @@ pub fn row(ctx: &Ctx) -> u32 {
 }
 
 /// `n` consecutive elements of `buf` from element `off`.
-pub fn load<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+pub fn load<T: Copy + Default>(c: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+    c.check_tile("load", n);
     if let Some(s) = span(&buf, off, n) {
         return s.to_vec(); // in bounds: one copy
     }
@@ -210,7 +260,8 @@ pub fn store_scalar<T: Copy + Default>(_: &Ctx, buf: Gm<T>, i: u64, v: T) {
     buf.write(i, v)
 }
 /// Bits `0..n` of the u32 words from word `word_off` (bit `t % 32` of word `t / 32`).
-pub fn mask_bits(_: &Ctx, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool> {
+pub fn mask_bits(c: &Ctx, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool> {
+    c.check_tile("mask_bits", n);
     (0..n).map(|t| (buf.read(word_off + (t / 32) as u64) >> (t % 32)) & 1 == 1).collect()
 }
 /// `[0, 1, ..., n-1]`.
@@ -399,6 +450,53 @@ pub fn scatter<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, idx: &Tile<i32>
     }
 }
 
+/// Launches a kernel on the CPU: `f(program)` for every program in
+/// `0..programs`, in parallel (rayon), returning when all are done.
+///
+/// `f` calls the kernel's typed host program, `my_kernel::cpu(program,
+/// args..)`, with `Gm` views of the caller's buffers ([`Gm::new`] for the
+/// `Gm<T>` parameters, [`Gm::new_mut`] for `GmMut<T>`) and its scalars:
+///
+/// ```ignore
+/// let (x, mut y) = (vec![0.5f32; 2 * 64], vec![0.0f32; 2 * 64]);
+/// let (gx, gy) = (Gm::new(&x), Gm::new_mut(&mut y));
+/// // SAFETY: the buffers outlive the launch; each program (row) writes only its row of `y`.
+/// rt::cpu::launch(2, |r| unsafe { my_kernel::cpu(r, gx, 64, gy) });
+/// ```
+///
+/// The `unsafe` contract of `cpu` is the GPU's: the buffers must outlive
+/// the launch, and programs run concurrently, so each must write only its
+/// own elements (SAMPLER.md's kernels write their own row or group). In the
+/// checked mode ([`CHECKED`]) an out-of-range access or a `load` past
+/// `TILE` panics, naming the kernel, the argument and the index.
+pub fn launch(programs: u32, f: impl Fn(u32) + Sync + Send) {
+    use rayon::prelude::*;
+    (0..programs).into_par_iter().for_each(f);
+}
+
+/// [`launch`] of a registered kernel with run-time checked arguments
+/// (`sampler_kernels::registry::find(name)`): a wrong argument count or
+/// type is an [`ArgError`] naming the kernel and parameter, before any
+/// program runs.
+///
+/// # Safety
+/// As [`launch`]: the buffers outlive the call, and the kernel's programs
+/// write disjoint elements.
+pub unsafe fn launch_dyn(kernel: &crate::spec::KernelSpec, programs: u32, args: &[Arg]) -> Result<(), ArgError> {
+    if programs == 0 {
+        return Ok(());
+    }
+    // Program 0 checks the arguments (and runs); the rest cannot fail.
+    // SAFETY: the caller's contract.
+    unsafe { (kernel.cpu)(0, args)? };
+    let cpu = kernel.cpu;
+    launch(programs - 1, |p| {
+        // SAFETY: as above; the arguments were checked by program 0.
+        let _ = unsafe { cpu(p + 1, args) };
+    });
+    Ok(())
+}
+
 /// A run-time typed kernel argument (for launching any kernel by name).
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
@@ -459,3 +557,47 @@ impl core::fmt::Display for ArgError {
 }
 
 impl std::error::Error for ArgError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    fn panics(f: impl FnOnce()) -> Option<String> {
+        let e = catch_unwind(AssertUnwindSafe(f)).err()?;
+        Some(e.downcast_ref::<String>().cloned().unwrap_or_default())
+    }
+
+    // The fast slice path (in bounds) and the element path agree.
+    #[test]
+    fn load_store_in_bounds() {
+        let c = Ctx::for_kernel(0, "k", 8);
+        let src = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let mut dst = [0.0f32; 5];
+        let t = load(&c, Gm::new(&src).named("k", "src"), 1, 3);
+        assert_eq!(t, [2.0, 3.0, 4.0]);
+        store(&c, Gm::new_mut(&mut dst).named("k", "dst"), 2, &t);
+        assert_eq!(dst, [0.0, 0.0, 2.0, 3.0, 4.0]);
+    }
+
+    // Checked mode runs before the fast path: an access past the buffer or
+    // a tile past TILE panics naming kernel and argument; unchecked, reads
+    // past the end give zero and writes are dropped.
+    #[test]
+    fn out_of_range_is_checked_or_zero() {
+        let c = Ctx::for_kernel(3, "k", 4);
+        let src = [1u32, 2, 3];
+        let read = panics(|| assert_eq!(load(&c, Gm::new(&src).named("k", "src"), 2, 2), [3, 0]));
+        let mut dst = [0u32; 3];
+        let write = panics(|| store(&c, Gm::new_mut(&mut dst).named("k", "dst"), 2, &alloc::vec![7, 8]));
+        let long = panics(|| drop(load(&c, Gm::new(&[0u32; 8]).named("k", "src"), 0, 5)));
+        if CHECKED {
+            assert!(read.is_some_and(|m| m.contains("`k`") && m.contains("`src`") && m.contains("index 3")));
+            assert!(write.is_some_and(|m| m.contains("`dst`") && m.contains("index 3")));
+            assert!(long.is_some_and(|m| m.contains("past TILE = 4")));
+        } else {
+            assert_eq!((read, write, long), (None, None, None));
+        }
+        assert_eq!(dst[2], 7); // the in-range element is written either way
+    }
+}
