@@ -154,3 +154,10 @@ fn issue_repros() {
         }
     }
 }
+
+/// A regression: a draft logprob of -107.5 (q = 1.6e-47) underflows to 0 in
+/// f32, so the kernels reject it; the reference holds q in f32 too.
+#[test]
+fn draft_q_underflow_is_a_reject_in_both() {
+    run(5492735965441900374, 48, 0).unwrap();
+}

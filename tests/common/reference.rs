@@ -534,7 +534,8 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
                 // Step 2: p and q of the draft token.
                 let mut qv = vec![0.0f64; d.logit.len()];
                 for (&id, &lp) in draft_dists[j].ids.iter().zip(&draft_dists[j].logprobs) {
-                    qv[id as usize] = (lp as f64).exp();
+                    // The kernels hold q in f32 (it underflows to 0 below ~1e-45, a reject).
+                    qv[id as usize] = sampler_kernels::rt::math::exp_f32(lp) as f64;
                 }
                 let pd = dt.map_or(0.0, |t| d.prob(t));
                 let qd = dt.map_or(0.0, |t| qv[t]);
@@ -615,7 +616,7 @@ fn tree_walk_ref(req: &Request, tree: &sampler_host::DraftTree, seed: u64, pos: 
                 let d = it.next().unwrap();
                 let mut q = vec![0.0f64; dists[c].logit.len()];
                 for (&id, &lp) in d.ids.iter().zip(&d.logprobs) {
-                    q[id as usize] = (lp as f64).exp();
+                    q[id as usize] = sampler_kernels::rt::math::exp_f32(lp) as f64;
                 }
                 q_of[c] = Some(q);
             }
