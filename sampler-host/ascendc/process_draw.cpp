@@ -3,850 +3,198 @@
 // Entries: process_draw_t64, process_draw_t256, process_draw_t1024, process_draw_t4096; UB bytes: 2560, 9472, 37888, 151552.
 // Parameters: cand: Gm<f32>, cand_ids: Gm<i32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, seed: Gm<u64>, seq: Gm<u64>, logprobs: GmMut<f32>, token: GmMut<i32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
+  const uint32_t TILE = K::TILE;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
+  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<float> g_cand;
+  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
+  AscendC::GlobalTensor<int32_t> g_cand_ids;
+  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
+  AscendC::GlobalTensor<float> g_temperature;
+  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
+  AscendC::GlobalTensor<float> g_top_p;
+  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
+  AscendC::GlobalTensor<int32_t> g_top_k;
+  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
+  AscendC::GlobalTensor<uint64_t> g_seed;
+  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
+  AscendC::GlobalTensor<uint64_t> g_seq;
+  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
+  AscendC::GlobalTensor<float> g_logprobs;
+  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
+  AscendC::GlobalTensor<int32_t> g_token;
+  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
+  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint32_t v_r_1 = (uint32_t)(prog);
+    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
+    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off4 = (uint64_t)(v_off_2);
+    if (t3_n > 0) {
+      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
+    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
+    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
+    const uint32_t t6_n = t3_n;
+    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
+    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
+    const uint32_t t8_n = t6_n;
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t6;
+      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), s7)));
+    }
+    AscendC::LocalTensor<uint64_t> t9 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t9_n = t8_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t8;
+      for (uint32_t i = 0; i < t9_n; ++i) t9.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    uint64_t s10 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t9_n; ++i) {
+      s10 = sk::add<uint64_t>(s10, t9.GetValue(i));
+    }
+    const uint64_t v_total_11 = (uint64_t)(s10);
+    AscendC::LocalTensor<uint64_t> t12 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    const uint32_t t12_n = t9_n;
+     {
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t9_n; ++i) {
+        const uint64_t x = t9.GetValue(i);
+        t12.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
+      }
+    }
+    const uint64_t v_thr_13 = (uint64_t)(sk::frac_floor(v_total_11, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const int32_t v_k_14 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint32_t> t15 = ub8[K::c3].ReinterpretCast<uint32_t>();
+    const uint32_t t15_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    AscendC::CreateVecIndex(t15.ReinterpretCast<int32_t>(), (int32_t)0, t15_n);
+    const uint32_t s16 = (uint32_t)(((uint32_t)(v_k_14)));
+    const bool s17 = (bool)(((int32_t)(v_k_14) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t18 = ub8[K::c4].ReinterpretCast<uint8_t>();
+    const uint32_t t18_n = sk::min<uint32_t>(t12_n, t15_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t12;
+      const AscendC::LocalTensor<uint32_t> &L1 = t15;
+      for (uint32_t i = 0; i < t18_n; ++i) t18.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_13))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s16))) | (bool)(s17))))))));
+    }
+    AscendC::LocalTensor<uint64_t> t19 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    const uint32_t t19_n = sk::min<uint32_t>(t18_n, t9_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t18;
+      const AscendC::LocalTensor<uint64_t> &L1 = t9;
+      for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s20 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t19_n; ++i) {
+      s20 = sk::add<uint64_t>(s20, t19.GetValue(i));
+    }
+    const uint64_t v_kept_21 = (uint64_t)(s20);
+    const float v_lse_22 = (float)(sk::ln_fixed(v_kept_21));
+    const float s23 = (float)(v_lse_22);
+    AscendC::LocalTensor<float> t24 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t24_n = t8_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t24, t8, -s23, (int32_t)t24_n);
+    AscendC::LocalTensor<float> t25 = t24.ReinterpretCast<float>();
+    const uint32_t t25_n = sk::min<uint32_t>(t18_n, t24_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t18;
+      const AscendC::LocalTensor<float> &L1 = t24;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t3);
+    const uint32_t n26 = t25_n;
+    const uint64_t off27 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o28 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n26 > 0) {
+      AscendC::DataCopy(o28, t25, AscendC::DataCopyParams{1, (uint16_t)((n26 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o28); o28 = qout.DeQue<float>();
+    if (n26 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off27], o28, AscendC::DataCopyExtParams{1, (uint32_t)(n26 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o28);
+    const uint64_t v_u_29 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    AscendC::LocalTensor<uint64_t> t30 = ub8[K::c0].ReinterpretCast<uint64_t>();
+    const uint32_t t30_n = t25_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t25;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s32 = (uint64_t)(v_u_29);
+    int32_t s31 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t30_n; ++i) tot = sk::add128(tot, t30.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s32, tot.lo);
+        thr.hi += s32 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t30_n; ++i) {
+          acc = sk::add128(acc, t30.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s31 = (int32_t)i; break; }
+        }
+        if (s31 < 0) for (uint32_t i = t30_n; i-- > 0;) if (t30.GetValue(i) > 0) { s31 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v_c_33 = (int32_t)(s31);
+    const int32_t v_tok_34 = (int32_t)(((((int32_t)(v_c_33) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_33)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off35 = (uint64_t)(((uint64_t)(v_r_1)));
+    sk::sync<AscendC::HardEvent::V_S>();
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_34));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_token[off35], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
 }
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
 
+struct process_draw_k64 {
+  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 1536, c2 = 512, c3 = 1024, c4 = 1280;
+};
 extern "C" __global__ __aicore__ void process_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1536); // static UB plan, 256-byte aligned slots; 2560 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_temperature;
-  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
-  AscendC::GlobalTensor<float> g_top_p;
-  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
-  AscendC::GlobalTensor<int32_t> g_top_k;
-  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq;
-  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_token;
-  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[256].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
-    }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[1280].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
-    }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[768].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
-    }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t3);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t v_u_31 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t32 = ub8[256].ReinterpretCast<float>();
-    const uint32_t t32_n = t27_n;
-    AscendC::Exp(t32, t27, (int32_t)t32_n);
-    AscendC::LocalTensor<uint64_t> t33 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = t32_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t32;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s35 = (uint64_t)(v_u_31);
-    int32_t s34 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t33_n; ++i) tot = sk::add128(tot, t33.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s35, tot.lo);
-        thr.hi += s35 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t33_n; ++i) {
-          acc = sk::add128(acc, t33.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s34 = (int32_t)i; break; }
-        }
-        if (s34 < 0) for (uint32_t i = t33_n; i-- > 0;) if (t33.GetValue(i) > 0) { s34 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_36 = (int32_t)(s34);
-    const int32_t v_tok_37 = (int32_t)(((((int32_t)(v_c_36) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_36)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_37));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  process_draw_body<process_draw_k64>(p_cand, p_cand_ids, p_n, p_temperature, p_top_p, p_top_k, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
+struct process_draw_k256 {
+  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 5376, c2 = 2048, c3 = 4096, c4 = 5120;
+};
 extern "C" __global__ __aicore__ void process_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 1024); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 5376); // static UB plan, 256-byte aligned slots; 9472 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_temperature;
-  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
-  AscendC::GlobalTensor<float> g_top_p;
-  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
-  AscendC::GlobalTensor<int32_t> g_top_k;
-  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq;
-  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_token;
-  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
-    }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[5120].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
-    }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[3072].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
-    }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t3);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t v_u_31 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t32 = ub8[1024].ReinterpretCast<float>();
-    const uint32_t t32_n = t27_n;
-    AscendC::Exp(t32, t27, (int32_t)t32_n);
-    AscendC::LocalTensor<uint64_t> t33 = ub8[2048].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = t32_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t32;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s35 = (uint64_t)(v_u_31);
-    int32_t s34 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t33_n; ++i) tot = sk::add128(tot, t33.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s35, tot.lo);
-        thr.hi += s35 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t33_n; ++i) {
-          acc = sk::add128(acc, t33.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s34 = (int32_t)i; break; }
-        }
-        if (s34 < 0) for (uint32_t i = t33_n; i-- > 0;) if (t33.GetValue(i) > 0) { s34 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_36 = (int32_t)(s34);
-    const int32_t v_tok_37 = (int32_t)(((((int32_t)(v_c_36) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_36)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_37));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  process_draw_body<process_draw_k256>(p_cand, p_cand_ids, p_n, p_temperature, p_top_p, p_top_k, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
+struct process_draw_k1024 {
+  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 21504, c2 = 8192, c3 = 16384, c4 = 20480;
+};
 extern "C" __global__ __aicore__ void process_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 4096); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 21504); // static UB plan, 256-byte aligned slots; 37888 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_temperature;
-  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
-  AscendC::GlobalTensor<float> g_top_p;
-  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
-  AscendC::GlobalTensor<int32_t> g_top_k;
-  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq;
-  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_token;
-  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[4096].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
-    }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[20480].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
-    }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[12288].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
-    }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t3);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t v_u_31 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t32 = ub8[4096].ReinterpretCast<float>();
-    const uint32_t t32_n = t27_n;
-    AscendC::Exp(t32, t27, (int32_t)t32_n);
-    AscendC::LocalTensor<uint64_t> t33 = ub8[8192].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = t32_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t32;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s35 = (uint64_t)(v_u_31);
-    int32_t s34 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t33_n; ++i) tot = sk::add128(tot, t33.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s35, tot.lo);
-        thr.hi += s35 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t33_n; ++i) {
-          acc = sk::add128(acc, t33.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s34 = (int32_t)i; break; }
-        }
-        if (s34 < 0) for (uint32_t i = t33_n; i-- > 0;) if (t33.GetValue(i) > 0) { s34 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_36 = (int32_t)(s34);
-    const int32_t v_tok_37 = (int32_t)(((((int32_t)(v_c_36) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_36)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_37));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  process_draw_body<process_draw_k1024>(p_cand, p_cand_ids, p_n, p_temperature, p_top_p, p_top_k, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
+struct process_draw_k4096 {
+  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 86016, c2 = 32768, c3 = 65536, c4 = 81920;
+};
 extern "C" __global__ __aicore__ void process_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 16384); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 86016); // static UB plan, 256-byte aligned slots; 151552 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_temperature;
-  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
-  AscendC::GlobalTensor<float> g_top_p;
-  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
-  AscendC::GlobalTensor<int32_t> g_top_k;
-  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq;
-  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_token;
-  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    AscendC::LocalTensor<float> t9 = ub8[0].ReinterpretCast<float>();
-    AscendC::Duplicate(t9, s7, (int32_t)t8_n);
-    AscendC::Div(t8, t6, t9, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t10 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t10_n = t8_n;
-    AscendC::Exp(t10, t8, (int32_t)t10_n);
-    AscendC::LocalTensor<uint64_t> t11 = ub8[16384].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    uint64_t s12 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s12 = sk::add<uint64_t>(s12, t11.GetValue(i));
-    }
-    const uint64_t v_total_13 = (uint64_t)(s12);
-    AscendC::LocalTensor<uint64_t> t14 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t11_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t14.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    const uint64_t v_thr_15 = (uint64_t)(sk::frac_floor(v_total_13, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const int32_t v_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t17 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::CreateVecIndex(t17.ReinterpretCast<int32_t>(), (int32_t)0, t17_n);
-    const uint32_t s18 = (uint32_t)(((uint32_t)(v_k_16)));
-    const bool s19 = (bool)(((int32_t)(v_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t20 = ub8[81920].ReinterpretCast<uint8_t>();
-    const uint32_t t20_n = sk::min<uint32_t>(t14_n, t17_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t14;
-      const AscendC::LocalTensor<uint32_t> &L1 = t17;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s18))) | (bool)(s19))))))));
-    }
-    AscendC::LocalTensor<uint64_t> t21 = ub8[49152].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t20_n, t11_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s22 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      s22 = sk::add<uint64_t>(s22, t21.GetValue(i));
-    }
-    const uint64_t v_kept_23 = (uint64_t)(s22);
-    const float v_lse_24 = (float)(sk::ln_fixed(v_kept_23));
-    const float s25 = (float)(v_lse_24);
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Adds(t26, t8, -s25, (int32_t)t26_n);
-    AscendC::LocalTensor<float> t27 = t26.ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>(t20_n, t26_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t20;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t3);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t v_u_31 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t32 = ub8[16384].ReinterpretCast<float>();
-    const uint32_t t32_n = t27_n;
-    AscendC::Exp(t32, t27, (int32_t)t32_n);
-    AscendC::LocalTensor<uint64_t> t33 = ub8[32768].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = t32_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t32;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s35 = (uint64_t)(v_u_31);
-    int32_t s34 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t33_n; ++i) tot = sk::add128(tot, t33.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s35, tot.lo);
-        thr.hi += s35 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t33_n; ++i) {
-          acc = sk::add128(acc, t33.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s34 = (int32_t)i; break; }
-        }
-        if (s34 < 0) for (uint32_t i = t33_n; i-- > 0;) if (t33.GetValue(i) > 0) { s34 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_36 = (int32_t)(s34);
-    const int32_t v_tok_37 = (int32_t)(((((int32_t)(v_c_36) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_36)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_token.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_37));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  process_draw_body<process_draw_k4096>(p_cand, p_cand_ids, p_n, p_temperature, p_top_p, p_top_k, p_seed, p_seq, p_logprobs, p_token, programs);
 }

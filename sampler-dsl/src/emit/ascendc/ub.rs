@@ -144,15 +144,17 @@ impl Hazards {
         let mut need: Vec<(Pipe, Pipe)> = Vec::new();
         let p = pipe as usize;
         let mut want = |acc: &Access, write: bool, synced: &[[u64; 4]; 4]| {
+            // Same-pipe pairs matter on V only (vector ops may overlap
+            // without PipeBarrier<PIPE_V>); S, MTE2 and MTE3 run in order.
             if let Some((w, st)) = acc.writer {
-                if w != pipe && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
+                if (w != pipe || pipe == Pipe::V) && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
                     need.push((w, pipe));
                 }
             }
             if write {
                 for r in Pipe::ALL {
                     let st = acc.reads[r as usize];
-                    if r != pipe && st > synced[r as usize][p] && !need.contains(&(r, pipe)) {
+                    if (r != pipe || pipe == Pipe::V) && st > synced[r as usize][p] && !need.contains(&(r, pipe)) {
                         need.push((r, pipe));
                     }
                 }
