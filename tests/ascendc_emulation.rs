@@ -732,6 +732,77 @@ fn golden_cases_run_the_ascend_step_under_emulation() {
     assert!(ran > 40 || only.is_some(), "{ran} cases");
 }
 
+/// The Sort32/MrgSort order of NaN, -0.0/+0.0 and ties across lists, end to
+/// end through `force_topn` (the same probe `hardware_sort_ties_nan_and_signed_zero`
+/// runs on a 910B).
+#[test]
+fn force_topn_orders_nan_and_signed_zero_as_stated() {
+    if gxx().is_none() {
+        eprintln!("skipping: g++ not found");
+        return;
+    }
+    let (mut bufs, launch, want) = step::probe::sort_ties();
+    step::Device::run(&mut EmuDevice, &mut bufs, &[launch]).unwrap();
+    assert_eq!(step::probe::ids(&bufs), want);
+}
+
+/// The hardware Exp/Div probe compiles against the emulation header, runs
+/// on 3 emulated cores without a hazard, and in the numerics mode stays
+/// within 3 ulp of `rt::math::exp_f32` (libm's `expf` within 1, plus the
+/// mode's 2) and 2 of IEEE division.
+#[test]
+fn exp_div_probe_runs_under_emulation() {
+    let Some(cxx) = gxx() else {
+        eprintln!("skipping: g++ not found");
+        return;
+    };
+    let dir = work_dir().join("probe");
+    std::fs::create_dir_all(&dir).unwrap();
+    let main = dir.join("probe.cpp");
+    let n = 5000usize;
+    std::fs::write(
+        &main,
+        format!(
+            r#"#include <cstdio>
+#include "{}"
+int main(int argc, char **argv) {{
+  static float x[{n}], y[{n}], e[{n}], d[{n}];
+  FILE *f = std::fopen(argv[1], "rb");
+  if (!f || std::fread(x, 4, {n}, f) != {n} || std::fread(y, 4, {n}, f) != {n}) return 2;
+  std::fclose(f);
+  const uint32_t programs = ({n} + 2047) / 2048;
+  for (int b = 0; b < 3; ++b) {{
+    AscendC::emu::begin_block(b, 3);
+    exp_div_probe((GM_ADDR)x, (GM_ADDR)y, (GM_ADDR)e, (GM_ADDR)d, {n}, programs);
+    AscendC::emu::end_block();
+  }}
+  f = std::fopen(argv[2], "wb");
+  std::fwrite(e, 4, {n}, f);
+  std::fwrite(d, 4, {n}, f);
+  std::fclose(f);
+  return 0;
+}}
+"#,
+            Path::new(ROOT).join("sampler-host/ascendc/probes/exp_div_probe.cpp").display()
+        ),
+    )
+    .unwrap();
+    let bin = dir.join("probe");
+    compile(&cxx, &main, &bin, false).unwrap();
+    let (x, y) = step::probe::exp_div_inputs(n);
+    let mut input: Vec<u8> = x.iter().chain(&y).flat_map(|v| v.to_le_bytes()).collect();
+    let fin = dir.join("in.bin");
+    std::fs::write(&fin, std::mem::take(&mut input)).unwrap();
+    let fout = dir.join("out.bin");
+    let o = Command::new(&bin).arg(&fin).arg(&fout).env("ASCENDC_EMU_NUMERICS", "perturb").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Vec<f32> = std::fs::read(&fout).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let (he, hd, worst) = step::probe::ulp_histogram(&x, &y, &out[..n], &out[n..]);
+    eprintln!("emulated Exp {he:?}, Div {hd:?}, worst {worst} ulp");
+    assert!(worst <= 3 && hd[3] == 0, "Exp {he:?}, Div {hd:?}, worst {worst}");
+    assert!(he[4] > 0 && hd[1] + hd[2] > 0, "the numerics mode moves results and flushes subnormals: Exp {he:?}, Div {hd:?}");
+}
+
 #[test]
 fn every_kernel_has_committed_ascendc_source() {
     let dir = Path::new(ROOT).join("sampler-host/ascendc");

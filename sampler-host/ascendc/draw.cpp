@@ -8,12 +8,12 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void draw_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logprobs;
   g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
@@ -72,7 +72,7 @@ __aicore__ inline void draw_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_
 }
 
 struct draw_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 512;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 512;
 };
 extern "C" __global__ __aicore__ void draw_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -80,7 +80,7 @@ extern "C" __global__ __aicore__ void draw_t64(GM_ADDR p_logprobs, GM_ADDR p_can
 }
 
 struct draw_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 2048;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 2048;
 };
 extern "C" __global__ __aicore__ void draw_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -88,7 +88,7 @@ extern "C" __global__ __aicore__ void draw_t256(GM_ADDR p_logprobs, GM_ADDR p_ca
 }
 
 struct draw_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 8192;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 8192;
 };
 extern "C" __global__ __aicore__ void draw_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -96,7 +96,7 @@ extern "C" __global__ __aicore__ void draw_t1024(GM_ADDR p_logprobs, GM_ADDR p_c
 }
 
 struct draw_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 32768;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 32768;
 };
 extern "C" __global__ __aicore__ void draw_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -9,12 +9,12 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void force_topn_body(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logits;
   g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
@@ -26,9 +26,9 @@ __aicore__ inline void force_topn_body(GM_ADDR p_logits, uint32_t p_v, uint32_t 
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     AscendC::LocalTensor<float> t2 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t3 = ub8[K::c0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t3 = ub8[U0].ReinterpretCast<int32_t>();
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t2_n = sk::top_n<K::TILE>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[K::c2].ReinterpretCast<float>(), ub8[K::c3].ReinterpretCast<float>(), ub8[K::c4].ReinterpretCast<float>(), ub8[K::c5].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
+    const uint32_t t2_n = sk::top_n<TILE>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[U2].ReinterpretCast<float>(), ub8[U3].ReinterpretCast<float>(), ub8[U4].ReinterpretCast<float>(), ub8[U5].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
     const uint32_t t3_n = t2_n;
     AscendC::PipeBarrier<PIPE_ALL>();
     const uint64_t v_off_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
@@ -59,7 +59,7 @@ __aicore__ inline void force_topn_body(GM_ADDR p_logits, uint32_t p_v, uint32_t 
 }
 
 struct force_topn_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 2304, c2 = 512, c3 = 1024, c4 = 1792, c5 = 2048;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 2304, U2 = 512, U3 = 1024, U4 = 1792, U5 = 2048;
 };
 extern "C" __global__ __aicore__ void force_topn_t64(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -67,7 +67,7 @@ extern "C" __global__ __aicore__ void force_topn_t64(GM_ADDR p_logits, uint32_t 
 }
 
 struct force_topn_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 9216, c2 = 2048, c3 = 4096, c4 = 7168, c5 = 8192;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192;
 };
 extern "C" __global__ __aicore__ void force_topn_t256(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -75,7 +75,7 @@ extern "C" __global__ __aicore__ void force_topn_t256(GM_ADDR p_logits, uint32_t
 }
 
 struct force_topn_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 36864, c2 = 8192, c3 = 16384, c4 = 28672, c5 = 32768;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768;
 };
 extern "C" __global__ __aicore__ void force_topn_t1024(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -83,7 +83,7 @@ extern "C" __global__ __aicore__ void force_topn_t1024(GM_ADDR p_logits, uint32_
 }
 
 struct force_topn_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 147456, c2 = 32768, c3 = 65536, c4 = 114688, c5 = 131072;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 147456, U2 = 32768, U3 = 65536, U4 = 114688, U5 = 131072;
 };
 extern "C" __global__ __aicore__ void force_topn_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -8,14 +8,14 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -69,7 +69,7 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
       s10 = sk::add<uint64_t>(s10, t9.GetValue(i));
     }
     const uint64_t v_total_11 = (uint64_t)(s10);
-    AscendC::LocalTensor<uint64_t> t12 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t12 = ub8[U2].ReinterpretCast<uint64_t>();
     const uint32_t t12_n = t9_n;
      {
       uint64_t acc = 0;
@@ -81,12 +81,12 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
     }
     const uint64_t v_thr_13 = (uint64_t)(sk::frac_floor(v_total_11, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
     const int32_t v_k_14 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t15 = ub8[K::c3].ReinterpretCast<uint32_t>();
+    AscendC::LocalTensor<uint32_t> t15 = ub8[U3].ReinterpretCast<uint32_t>();
     const uint32_t t15_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::CreateVecIndex(t15.ReinterpretCast<int32_t>(), (int32_t)0, t15_n);
     const uint32_t s16 = (uint32_t)(((uint32_t)(v_k_14)));
     const bool s17 = (bool)(((int32_t)(v_k_14) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t18 = ub8[K::c4].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t18 = ub8[U4].ReinterpretCast<uint8_t>();
     const uint32_t t18_n = sk::min<uint32_t>(t12_n, t15_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
@@ -94,7 +94,7 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
       const AscendC::LocalTensor<uint32_t> &L1 = t15;
       for (uint32_t i = 0; i < t18_n; ++i) t18.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_13))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s16))) | (bool)(s17))))))));
     }
-    AscendC::LocalTensor<uint64_t> t19 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t19 = ub8[U2].ReinterpretCast<uint64_t>();
     const uint32_t t19_n = sk::min<uint32_t>(t18_n, t9_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t18;
@@ -134,7 +134,7 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
     }
     qout.FreeTensor(o28);
     const uint64_t v_u_29 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t30 = ub8[K::c0].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t30 = ub8[U0].ReinterpretCast<uint64_t>();
     const uint32_t t30_n = t25_n;
      {
       const AscendC::LocalTensor<float> &L0 = t25;
@@ -168,7 +168,7 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
 }
 
 struct process_draw_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 1536, c2 = 512, c3 = 1024, c4 = 1280;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 1024, U4 = 1280;
 };
 extern "C" __global__ __aicore__ void process_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -176,7 +176,7 @@ extern "C" __global__ __aicore__ void process_draw_t64(GM_ADDR p_cand, GM_ADDR p
 }
 
 struct process_draw_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 5376, c2 = 2048, c3 = 4096, c4 = 5120;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 4096, U4 = 5120;
 };
 extern "C" __global__ __aicore__ void process_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -184,7 +184,7 @@ extern "C" __global__ __aicore__ void process_draw_t256(GM_ADDR p_cand, GM_ADDR 
 }
 
 struct process_draw_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 21504, c2 = 8192, c3 = 16384, c4 = 20480;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 16384, U4 = 20480;
 };
 extern "C" __global__ __aicore__ void process_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -192,7 +192,7 @@ extern "C" __global__ __aicore__ void process_draw_t1024(GM_ADDR p_cand, GM_ADDR
 }
 
 struct process_draw_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 86016, c2 = 32768, c3 = 65536, c4 = 81920;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 65536, U4 = 81920;
 };
 extern "C" __global__ __aicore__ void process_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -8,14 +8,14 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -73,7 +73,7 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     for (uint32_t v_c_12 = (uint32_t)(((uint32_t)0ull)); v_c_12 < end11; ++v_c_12) {
       v_total_10 = (uint64_t)(sk::add<uint64_t>(v_total_10, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_12)))))));
     }
-    AscendC::LocalTensor<uint64_t> t13 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t13 = ub8[U2].ReinterpretCast<uint64_t>();
     const uint32_t t13_n = t9_n;
      {
       uint64_t acc = 0;
@@ -85,12 +85,12 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     }
     const uint64_t v_thr_14 = (uint64_t)(sk::frac_floor(v_total_10, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
     const int32_t v_k_15 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint32_t> t16 = ub8[K::c3].ReinterpretCast<uint32_t>();
+    AscendC::LocalTensor<uint32_t> t16 = ub8[U3].ReinterpretCast<uint32_t>();
     const uint32_t t16_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
     AscendC::CreateVecIndex(t16.ReinterpretCast<int32_t>(), (int32_t)0, t16_n);
     const uint32_t s17 = (uint32_t)(((uint32_t)(v_k_15)));
     const bool s18 = (bool)(((int32_t)(v_k_15) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t19 = ub8[K::c4].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t19 = ub8[U4].ReinterpretCast<uint8_t>();
     const uint32_t t19_n = sk::min<uint32_t>(t13_n, t16_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
@@ -98,7 +98,7 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
       const AscendC::LocalTensor<uint32_t> &L1 = t16;
       for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_14))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s17))) | (bool)(s18))))))));
     }
-    AscendC::LocalTensor<uint64_t> t20 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t20 = ub8[U2].ReinterpretCast<uint64_t>();
     const uint32_t t20_n = sk::min<uint32_t>(t19_n, t9_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t19;
@@ -112,7 +112,7 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     const uint64_t v_kept_22 = (uint64_t)(s21);
     const float v_lse_23 = (float)(sk::ln_fixed(v_kept_22));
     const float s24 = (float)(v_lse_23);
-    AscendC::LocalTensor<float> t25 = ub8[K::c2].ReinterpretCast<float>();
+    AscendC::LocalTensor<float> t25 = ub8[U2].ReinterpretCast<float>();
     const uint32_t t25_n = t8_n;
     sk::sync<AscendC::HardEvent::S_V>();
     AscendC::Adds(t25, t8, -s24, (int32_t)t25_n);
@@ -181,7 +181,7 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
 }
 
 struct process_prefix_draw_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 1536, c2 = 512, c3 = 1024, c4 = 1280;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 1024, U4 = 1280;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -189,7 +189,7 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM
 }
 
 struct process_prefix_draw_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 5376, c2 = 2048, c3 = 4096, c4 = 5120;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 4096, U4 = 5120;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -197,7 +197,7 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, G
 }
 
 struct process_prefix_draw_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 21504, c2 = 8192, c3 = 16384, c4 = 20480;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 16384, U4 = 20480;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -205,7 +205,7 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, 
 }
 
 struct process_prefix_draw_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 86016, c2 = 32768, c3 = 65536, c4 = 81920;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 65536, U4 = 81920;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

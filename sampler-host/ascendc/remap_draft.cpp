@@ -8,14 +8,14 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<int32_t> g_cand_ids;
   g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
@@ -62,9 +62,9 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
     for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
       const int32_t j = t5.GetValue(i);
       if (j < 0) continue;
-      ub8[K::c0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(t8.GetValue(i)));
+      ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(t8.GetValue(i)));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_col_of[off9 + (uint64_t)j], ub8[K::c0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      AscendC::DataCopyPad(g_col_of[off9 + (uint64_t)j], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
       sk::sync<AscendC::HardEvent::MTE3_S>();
     }
     qin.FreeTensor(t5);
@@ -92,14 +92,14 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
       for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s14)))))));
     }
     const int32_t s16 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t17 = ub8[K::c2].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t17 = ub8[U2].ReinterpretCast<int32_t>();
     const uint32_t t17_n = sk::min<uint32_t>(t15_n, t10_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t15;
       const AscendC::LocalTensor<int32_t> &L1 = t10;
       for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s16))));
     }
-    AscendC::LocalTensor<int32_t> t18 = ub8[K::c3].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t18 = ub8[U3].ReinterpretCast<int32_t>();
     const uint32_t t18_n = t17_n;
     const uint64_t off19 = (uint64_t)(v_voff_3);
     AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_col_of);
@@ -109,14 +109,14 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
     }
     const int32_t s20 = (int32_t)(((int32_t)(p_n)));
     const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t22 = ub8[K::c2].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t22 = ub8[U2].ReinterpretCast<int32_t>();
     const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
      {
       const AscendC::LocalTensor<int32_t> &L0 = t18;
       const AscendC::LocalTensor<int32_t> &L1 = t18;
       for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
     }
-    AscendC::LocalTensor<int32_t> t23 = ub8[K::c3].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t23 = ub8[U3].ReinterpretCast<int32_t>();
     const uint32_t t23_n = t22_n;
     const uint64_t off24 = (uint64_t)(v_off_2);
     for (uint32_t i = 0; i < t23_n; ++i) {
@@ -124,7 +124,7 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
       t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
     }
     const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t26 = ub8[K::c4].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t26 = ub8[U4].ReinterpretCast<int32_t>();
     const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t15;
@@ -180,14 +180,14 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
     sk::sync<AscendC::HardEvent::S_V>();
     sk::sync<AscendC::HardEvent::MTE3_V>();
     if (t36_n > 0) {
-      AscendC::ReduceMax(ub8[K::c0].ReinterpretCast<float>(), t36, ub8[K::c5].ReinterpretCast<float>(), (int32_t)t36_n);
+      AscendC::ReduceMax(ub8[U0].ReinterpretCast<float>(), t36, ub8[U5].ReinterpretCast<float>(), (int32_t)t36_n);
       sk::sync<AscendC::HardEvent::V_S>();
-      s37 = ub8[K::c0].ReinterpretCast<float>().GetValue(0);
+      s37 = ub8[U0].ReinterpretCast<float>().GetValue(0);
     }
     const uint64_t off38 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[K::c6].ReinterpretCast<float>().SetValue(0, (float)(s37));
+    ub8[U6].ReinterpretCast<float>().SetValue(0, (float)(s37));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_draft_q[off38], ub8[K::c6].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    AscendC::DataCopyPad(g_draft_q[off38], ub8[U6].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
     qin.FreeTensor(t10);
     qin.FreeTensor(t12);
     AscendC::PipeBarrier<PIPE_ALL>();
@@ -195,7 +195,7 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
 }
 
 struct remap_draft_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 1024, c2 = 256, c3 = 512, c4 = 768, c5 = 512, c6 = 768;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1024, U2 = 256, U3 = 512, U4 = 768, U5 = 512, U6 = 768;
 };
 extern "C" __global__ __aicore__ void remap_draft_t64(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -203,7 +203,7 @@ extern "C" __global__ __aicore__ void remap_draft_t64(GM_ADDR p_cand_ids, uint32
 }
 
 struct remap_draft_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 3328, c2 = 256, c3 = 1280, c4 = 2304, c5 = 1280, c6 = 1536;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3328, U2 = 256, U3 = 1280, U4 = 2304, U5 = 1280, U6 = 1536;
 };
 extern "C" __global__ __aicore__ void remap_draft_t256(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -211,7 +211,7 @@ extern "C" __global__ __aicore__ void remap_draft_t256(GM_ADDR p_cand_ids, uint3
 }
 
 struct remap_draft_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 13312, c2 = 1024, c3 = 5120, c4 = 9216, c5 = 4352, c6 = 4608;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 13312, U2 = 1024, U3 = 5120, U4 = 9216, U5 = 4352, U6 = 4608;
 };
 extern "C" __global__ __aicore__ void remap_draft_t1024(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -219,7 +219,7 @@ extern "C" __global__ __aicore__ void remap_draft_t1024(GM_ADDR p_cand_ids, uint
 }
 
 struct remap_draft_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 53248, c2 = 4096, c3 = 20480, c4 = 36864, c5 = 16640, c6 = 17152;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 53248, U2 = 4096, U3 = 20480, U4 = 36864, U5 = 16640, U6 = 17152;
 };
 extern "C" __global__ __aicore__ void remap_draft_t4096(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -8,14 +8,14 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void token_info_top_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand;
   g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
@@ -77,7 +77,7 @@ __aicore__ inline void token_info_top_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, G
     sk::sync<AscendC::HardEvent::MTE2_S>();
     const uint32_t s15 = (uint32_t)(((uint32_t)(v_col_8)));
     const float v_vs_16 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t17 = ub8[K::c0].ReinterpretCast<uint8_t>();
+    AscendC::LocalTensor<uint8_t> t17 = ub8[U0].ReinterpretCast<uint8_t>();
     const uint32_t t17_n = sk::min<uint32_t>(sk::min<uint32_t>(t13_n, t13_n), t4_n);
      {
       const AscendC::LocalTensor<float> &L0 = t13;
@@ -85,7 +85,7 @@ __aicore__ inline void token_info_top_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, G
       const AscendC::LocalTensor<int32_t> &L2 = t4;
       for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v_vs_16))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v_vs_16))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v_s_3))))))))));
     }
-    AscendC::LocalTensor<uint64_t> t18 = ub8[K::c2].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t18 = ub8[U2].ReinterpretCast<uint64_t>();
     const uint32_t t18_n = sk::min<uint32_t>(t17_n, t9_n);
      {
       const AscendC::LocalTensor<uint8_t> &L0 = t17;
@@ -137,7 +137,7 @@ __aicore__ inline void token_info_top_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, G
 }
 
 struct token_info_top_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 1024, c2 = 512;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1024, U2 = 512;
 };
 extern "C" __global__ __aicore__ void token_info_top_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -145,7 +145,7 @@ extern "C" __global__ __aicore__ void token_info_top_t64(GM_ADDR p_cand, GM_ADDR
 }
 
 struct token_info_top_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 3328, c2 = 1280;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3328, U2 = 1280;
 };
 extern "C" __global__ __aicore__ void token_info_top_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -153,7 +153,7 @@ extern "C" __global__ __aicore__ void token_info_top_t256(GM_ADDR p_cand, GM_ADD
 }
 
 struct token_info_top_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 13312, c2 = 5120;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 13312, U2 = 5120;
 };
 extern "C" __global__ __aicore__ void token_info_top_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -161,7 +161,7 @@ extern "C" __global__ __aicore__ void token_info_top_t1024(GM_ADDR p_cand, GM_AD
 }
 
 struct token_info_top_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 53248, c2 = 20480;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 53248, U2 = 20480;
 };
 extern "C" __global__ __aicore__ void token_info_top_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -8,12 +8,12 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void top_logprobs_body(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
   pipe.InitBuffer(ub, 256); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
@@ -73,7 +73,7 @@ __aicore__ inline void top_logprobs_body(GM_ADDR p_cand_ids, GM_ADDR p_logprobs,
 }
 
 struct top_logprobs_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256;
+  static constexpr uint32_t TILE = 64, U0 = 256;
 };
 extern "C" __global__ __aicore__ void top_logprobs_t64(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -81,7 +81,7 @@ extern "C" __global__ __aicore__ void top_logprobs_t64(GM_ADDR p_cand_ids, GM_AD
 }
 
 struct top_logprobs_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024;
+  static constexpr uint32_t TILE = 256, U0 = 1024;
 };
 extern "C" __global__ __aicore__ void top_logprobs_t256(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -89,7 +89,7 @@ extern "C" __global__ __aicore__ void top_logprobs_t256(GM_ADDR p_cand_ids, GM_A
 }
 
 struct top_logprobs_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096;
+  static constexpr uint32_t TILE = 1024, U0 = 4096;
 };
 extern "C" __global__ __aicore__ void top_logprobs_t1024(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -97,7 +97,7 @@ extern "C" __global__ __aicore__ void top_logprobs_t1024(GM_ADDR p_cand_ids, GM_
 }
 
 struct top_logprobs_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384;
+  static constexpr uint32_t TILE = 4096, U0 = 16384;
 };
 extern "C" __global__ __aicore__ void top_logprobs_t4096(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

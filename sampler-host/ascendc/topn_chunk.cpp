@@ -9,12 +9,12 @@
 // The body of tiles 256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void topn_chunk_body(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logits;
   g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
@@ -29,9 +29,9 @@ __aicore__ inline void topn_chunk_body(GM_ADDR p_logits, uint32_t p_v, uint32_t 
     const uint32_t v_start_3 = (uint32_t)(sk::mul<uint32_t>(sk::rem<uint32_t>(v_p_1, p_chunks), p_chunk_len));
     const uint32_t v_len_4 = (uint32_t)(sk::min<uint32_t>(p_chunk_len, sk::sub<uint32_t>(p_v, v_start_3)));
     AscendC::LocalTensor<float> t5 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t6 = ub8[K::c0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t6 = ub8[U0].ReinterpretCast<int32_t>();
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t5_n = sk::top_n<K::TILE>(g_logits, (uint64_t)(sk::add<uint64_t>(sk::mul<uint64_t>(((uint64_t)(v_r_2)), ((uint64_t)(p_v))), ((uint64_t)(v_start_3)))), (uint32_t)(v_len_4), (uint32_t)(p_n), ub8[K::c2].ReinterpretCast<float>(), ub8[K::c3].ReinterpretCast<float>(), ub8[K::c4].ReinterpretCast<float>(), ub8[K::c5].ReinterpretCast<float>(), t5, t6.ReinterpretCast<uint32_t>());
+    const uint32_t t5_n = sk::top_n<TILE>(g_logits, (uint64_t)(sk::add<uint64_t>(sk::mul<uint64_t>(((uint64_t)(v_r_2)), ((uint64_t)(p_v))), ((uint64_t)(v_start_3)))), (uint32_t)(v_len_4), (uint32_t)(p_n), ub8[U2].ReinterpretCast<float>(), ub8[U3].ReinterpretCast<float>(), ub8[U4].ReinterpretCast<float>(), ub8[U5].ReinterpretCast<float>(), t5, t6.ReinterpretCast<uint32_t>());
     const uint32_t t6_n = t5_n;
     AscendC::PipeBarrier<PIPE_ALL>();
     const uint64_t v_off_7 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_p_1)), ((uint64_t)(p_n))));
@@ -71,7 +71,7 @@ __aicore__ inline void topn_chunk_body(GM_ADDR p_logits, uint32_t p_v, uint32_t 
 }
 
 struct topn_chunk_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 9216, c2 = 2048, c3 = 4096, c4 = 7168, c5 = 8192;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192;
 };
 extern "C" __global__ __aicore__ void topn_chunk_t256(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -79,7 +79,7 @@ extern "C" __global__ __aicore__ void topn_chunk_t256(GM_ADDR p_logits, uint32_t
 }
 
 struct topn_chunk_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 36864, c2 = 8192, c3 = 16384, c4 = 28672, c5 = 32768;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768;
 };
 extern "C" __global__ __aicore__ void topn_chunk_t1024(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -87,7 +87,7 @@ extern "C" __global__ __aicore__ void topn_chunk_t1024(GM_ADDR p_logits, uint32_
 }
 
 struct topn_chunk_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 147456, c2 = 32768, c3 = 65536, c4 = 114688, c5 = 131072;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 147456, U2 = 32768, U3 = 65536, U4 = 114688, U5 = 131072;
 };
 extern "C" __global__ __aicore__ void topn_chunk_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -9,12 +9,12 @@
 // The body of tiles 256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void topn_merge_body(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, K::c0); // UB -> GM staging of row tiles
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_cand_in;
   g_cand_in.SetGlobalBuffer((__gm__ float *)p_cand_in);
@@ -29,12 +29,12 @@ __aicore__ inline void topn_merge_body(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_moff_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_m))));
     AscendC::LocalTensor<float> t3 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t4 = ub8[K::c0].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t4 = ub8[U0].ReinterpretCast<int32_t>();
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t3_n = sk::top_n<K::TILE>(g_cand_in, (uint64_t)(v_moff_2), (uint32_t)(p_m), (uint32_t)(p_n), ub8[K::c2].ReinterpretCast<float>(), ub8[K::c3].ReinterpretCast<float>(), ub8[K::c4].ReinterpretCast<float>(), ub8[K::c5].ReinterpretCast<float>(), t3, t4.ReinterpretCast<uint32_t>());
+    const uint32_t t3_n = sk::top_n<TILE>(g_cand_in, (uint64_t)(v_moff_2), (uint32_t)(p_m), (uint32_t)(p_n), ub8[U2].ReinterpretCast<float>(), ub8[U3].ReinterpretCast<float>(), ub8[U4].ReinterpretCast<float>(), ub8[U5].ReinterpretCast<float>(), t3, t4.ReinterpretCast<uint32_t>());
     const uint32_t t4_n = t3_n;
     AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::LocalTensor<int32_t> t5 = ub8[K::c2].ReinterpretCast<int32_t>();
+    AscendC::LocalTensor<int32_t> t5 = ub8[U2].ReinterpretCast<int32_t>();
     const uint32_t t5_n = t4_n;
     const uint64_t off6 = (uint64_t)(v_moff_2);
     for (uint32_t i = 0; i < t5_n; ++i) {
@@ -70,7 +70,7 @@ __aicore__ inline void topn_merge_body(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint
 }
 
 struct topn_merge_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 9216, c2 = 2048, c3 = 4096, c4 = 7168, c5 = 8192;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192;
 };
 extern "C" __global__ __aicore__ void topn_merge_t256(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -78,7 +78,7 @@ extern "C" __global__ __aicore__ void topn_merge_t256(GM_ADDR p_cand_in, GM_ADDR
 }
 
 struct topn_merge_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 36864, c2 = 8192, c3 = 16384, c4 = 28672, c5 = 32768;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768;
 };
 extern "C" __global__ __aicore__ void topn_merge_t1024(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -86,7 +86,7 @@ extern "C" __global__ __aicore__ void topn_merge_t1024(GM_ADDR p_cand_in, GM_ADD
 }
 
 struct topn_merge_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 147456, c2 = 32768, c3 = 65536, c4 = 114688, c5 = 131072;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 147456, U2 = 32768, U3 = 65536, U4 = 114688, U5 = 131072;
 };
 extern "C" __global__ __aicore__ void topn_merge_t4096(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

@@ -8,12 +8,12 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void verify_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
-  const uint32_t TILE = K::TILE;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, K::c0); // GM -> UB staging of row tiles
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, K::c1); // static UB plan, 256-byte aligned slots
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logprobs;
   g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
@@ -81,7 +81,7 @@ __aicore__ inline void verify_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_AD
     const uint32_t t16_n = t15_n;
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[K::c0].ReinterpretCast<uint64_t>();
+    AscendC::LocalTensor<uint64_t> t17 = ub8[U0].ReinterpretCast<uint64_t>();
     const uint32_t t17_n = t16_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
@@ -145,7 +145,7 @@ __aicore__ inline void verify_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_AD
 }
 
 struct verify_k64 {
-  static constexpr uint32_t TILE = 64, c0 = 256, c1 = 768;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 768;
 };
 extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -153,7 +153,7 @@ extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_c
 }
 
 struct verify_k256 {
-  static constexpr uint32_t TILE = 256, c0 = 1024, c1 = 3072;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3072;
 };
 extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -161,7 +161,7 @@ extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_
 }
 
 struct verify_k1024 {
-  static constexpr uint32_t TILE = 1024, c0 = 4096, c1 = 12288;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 12288;
 };
 extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -169,7 +169,7 @@ extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p
 }
 
 struct verify_k4096 {
-  static constexpr uint32_t TILE = 4096, c0 = 16384, c1 = 49152;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 49152;
 };
 extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

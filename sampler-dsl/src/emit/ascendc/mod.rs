@@ -9,26 +9,29 @@
 //! - every tile lives in a statically planned UB slot ([`ub`]); the plan of
 //!   each variant must fit [`ub::UB_BUDGET`] or `validate` refuses the kernel;
 //! - GM <-> UB moves are `DataCopyPad` (never `DataCopy`, which rounds byte
-//!   counts down to 32), one per tile, staged as the classic structure does
-//!   through `TQue<VECIN, 2>` (loads: AllocTensor, DataCopyPad, EnQue/DeQue,
-//!   FreeTensor at last use; a third live load falls back to a `TBuf` slot)
-//!   and `TQue<VECOUT, 2>` (stores: a UB -> UB copy into the queue tensor,
-//!   EnQue/DeQue, DataCopyPad, FreeTensor); the queue buffers count in the
-//!   184 KB plan;
-//! - f32 elementwise trees of `+ - * /`, negation, `exp`, `abs`, `max`, `min`
-//!   become count-form vector calls (`Adds`, `Muls`, `Add`, `Sub`, `Mul`,
-//!   `Div`, `Exp`, `Abs`, `Max(s)`, `Min(s)`, `Duplicate`); `reduce_max/min`
-//!   on f32 are `ReduceMax/ReduceMin`; `iota` is `CreateVecIndex`;
-//! - everything on u64 (fixed-point weights, their sums and scans, the
-//!   categorical draw), bools, gathers/scatters and casts runs on the scalar
+//!   counts down to 32), staged as the classic structure does through
+//!   `TQue<VECIN, 2>` (loads) and `TQue<VECOUT, 2>` (stores of tiles);
+//! - every GM write is a DMA: `store_scalar` and `scatter` stage their
+//!   values in UB and write them with byte-exact `DataCopyPad` (a scalar
+//!   `SetValue` into GM writes back a whole 64-byte DataCache line and would
+//!   clobber rows of other cores); scalar reads of GM the kernel writes are
+//!   preceded by `DataCacheCleanAndInvalid`;
+//! - f32 elementwise trees of `+ - *`, negation, `abs`, `max`, `min` become
+//!   count-form vector calls; `exp` and `/` never do (the vector unit's are
+//!   within 1 ulp, subnormals flushed): trees holding them are one scalar
+//!   loop with `sk::exp` (rt::math::exp_f32) and IEEE division, so the
+//!   fixed-point weights, and every decision taken on them, are the CPU's;
+//! - everything on u64, bools, gathers/scatters and casts runs on the scalar
 //!   unit (dav-2201 has no 64-bit vector integers and no fp64), with the
-//!   helpers of [`prelude`] that reproduce `rt::math` exactly in integers;
-//! - `top_n` is `Sort32` + `MrgSort` over chunks of `TILE / 2` logits;
-//! - syncs are explicit: the emitter tracks which pipe last wrote and read
-//!   each UB block and GM buffer and emits `SetFlag/WaitFlag` before any
-//!   cross-pipe RAW, WAR or WAW, `PipeBarrier<PIPE_V>` between dependent
-//!   vector ops, and `PipeBarrier<PIPE_ALL>` around control flow that holds
-//!   pipe work and at the end of each program.
+//!   helpers of `sampler_prelude.h` ([`prelude`]);
+//! - `top_n` is `Sort32` + `MrgSort` (lists of at most 4095) over chunks of
+//!   `TILE / 2` logits (`sampler_top_n.h`);
+//! - syncs are explicit: the tracker emits `sk::sync<E>()` (a flag pair on
+//!   an ID from `FetchEventID`) before any cross-pipe RAW, WAR or WAW,
+//!   `PipeBarrier<PIPE_V>` between dependent vector ops, and
+//!   `PipeBarrier<PIPE_ALL>` around control flow that holds pipe work and at
+//!   the end of each program;
+//! - the variants of a kernel share one templated body ([`share`]).
 
 mod cpp;
 mod gen;
@@ -175,8 +178,8 @@ fn variant(k: &Kernel, tile: u32) -> Result<VariantCode, Unsupported> {
     }
     let plan = g.ub.peak.max(256);
     let ub_bytes = plan + QUEUE_DEPTH as u32 * (g.qin_bytes + g.qout_bytes);
+    // `const uint32_t TILE = ...;` comes first, written by `share`.
     let mut code = String::new();
-    let _ = writeln!(code, "  const uint32_t TILE = {tile};");
     let _ = writeln!(code, "  AscendC::TPipe pipe;");
     if g.qin_bytes > 0 {
         let _ = writeln!(code, "  AscendC::TQue<AscendC::QuePosition::VECIN, {QUEUE_DEPTH}> qin;");
@@ -306,6 +309,36 @@ mod tests {
         assert!(msg.contains("bytes of UB, over the 188416 byte budget (184 KB)"), "{msg}");
         // The span (the kernel's name) is checked through rustc by the UI
         // case tests/ui/ascendc_ub_overflow.rs.
+    }
+
+    /// Per-row scalar outputs are staged in UB and written by a byte-exact
+    /// DMA (a scalar `SetValue` into GM writes back its whole 64-byte
+    /// DataCache line), the variants share one body, flags take fetched IDs,
+    /// and `exp` and `/` run on the scalar unit (IEEE, rt::math::exp_f32).
+    #[test]
+    fn scalar_outputs_go_by_dma_and_variants_share_one_body() {
+        let item = quote! {
+            fn soft(x: Gm<f32>, n: u32, t: f32, y: GmMut<f32>, s: GmMut<f32>) {
+                let r = row();
+                let off = (r as u64) * (n as u64);
+                let e = exp(load(x, off, n) / t);
+                store(y, off, e);
+                store_scalar(s, r as u64, reduce_max(e));
+            }
+        };
+        let k = crate::compile(quote!(tile = [64, 256, 1024]), item).expect("compiles");
+        let src = super::emit(&k).unwrap();
+        assert!(!src.contains(".SetValue((uint64_t)") && !src.contains("g_s.SetValue"), "no scalar GM writes: {src}");
+        assert!(src.contains("AscendC::DataCopyPad(g_s["), "{src}");
+        assert!(src.contains("sk::sync<AscendC::HardEvent::S_MTE3>();"), "{src}");
+        assert!(!src.contains("EVENT_ID0"), "{src}");
+        assert!(!src.contains("AscendC::Exp(") && !src.contains("AscendC::Div("), "{src}");
+        assert!(src.contains("sk::exp(") && src.contains("sk::div<float>("), "{src}");
+        assert_eq!(src.matches("template <typename K>").count(), 1, "{src}");
+        for t in [64, 256, 1024] {
+            assert!(src.contains(&format!("soft_body<soft_k{t}>(p_x, p_n, p_t, p_y, p_s, programs);")), "{src}");
+        }
+        assert!(src.contains("#include \"sampler_prelude.h\""), "{src}");
     }
 
     #[test]

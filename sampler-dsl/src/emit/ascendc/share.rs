@@ -4,9 +4,10 @@
 //! tile, its UB plan's offsets and sizes). Each body is split into tokens;
 //! bodies whose tokens agree except for plain integer literals become one
 //! `template <typename K> __aicore__ inline void {kernel}_body(...)` with
-//! those literals read from `K`, and each entry is a
-//! `struct {kernel}_k{tile}` of constants plus a call. A variant whose code
-//! differs otherwise keeps its own body.
+//! those literals read from `K` into local `constexpr` values (`TILE`,
+//! `U0`, `U1`, ...: not type-dependent, so no `template` disambiguators are
+//! needed), and each entry is a `struct {kernel}_k{tile}` of constants plus
+//! a call. A variant whose code differs otherwise keeps its own body.
 
 use std::fmt::Write as _;
 
@@ -54,6 +55,7 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
             let v = &vs[members[0]];
             let _ = writeln!(s, "\nextern \"C\" __global__ __aicore__ void {kernel}_t{}({}) {{", v.tile, v.sig);
             let _ = writeln!(s, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
+            let _ = writeln!(s, "  const uint32_t TILE = {};", v.tile);
             let _ = write!(s, "{}}}\n", v.body);
             continue;
         }
@@ -74,15 +76,17 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
             } else if let Some((n, _)) = consts.iter().find(|(_, c)| *c == col) {
                 n.clone()
             } else {
-                let n = format!("c{}", consts.len());
+                let n = format!("U{}", consts.len());
                 consts.push((n.clone(), col));
                 n
             };
-            let _ = write!(body, "K::{name}");
+            body.push_str(&name);
         }
         let tiles: Vec<String> = members.iter().map(|&m| vs[m].tile.to_string()).collect();
         let _ = writeln!(s, "\n// The body of tiles {}; `K` holds the numbers of one tile's UB plan.", tiles.join("/"));
         let _ = writeln!(s, "template <typename K>\n__aicore__ inline void {body_name}({}) {{", vs[members[0]].sig);
+        let names: Vec<String> = std::iter::once("TILE".to_string()).chain(consts.iter().map(|(n, _)| n.clone())).collect();
+        let _ = writeln!(s, "  constexpr uint32_t {};", names.iter().map(|n| format!("{n} = K::{n}")).collect::<Vec<_>>().join(", "));
         let _ = write!(s, "{body}}}\n");
         for (mi, &m) in members.iter().enumerate() {
             let v = &vs[m];

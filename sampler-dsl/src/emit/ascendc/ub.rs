@@ -247,6 +247,23 @@ mod tests {
     }
 
     #[test]
+    fn dependent_vector_ops_need_a_pipe_v_barrier() {
+        let mut h = Hazards::default();
+        let a = Slot { id: 0, off: 0, bytes: 256 };
+        let b = Slot { id: 1, off: 256, bytes: 256 };
+        assert!(h.access(Pipe::V, &Touch { ub_writes: vec![a], ..Default::default() }).is_empty());
+        // RAW on the vector pipe: a barrier (V -> V), once.
+        assert_eq!(h.access(Pipe::V, &Touch { ub_reads: vec![a], ub_writes: vec![b], ..Default::default() }), vec![(Pipe::V, Pipe::V)]);
+        // In place on b, written by the op before: RAW again.
+        assert_eq!(h.access(Pipe::V, &Touch { ub_reads: vec![b], ub_writes: vec![b], ..Default::default() }), vec![(Pipe::V, Pipe::V)]);
+        // WAR: overwriting a, read two ops ago before the last barrier: nothing.
+        assert!(h.access(Pipe::V, &Touch { ub_writes: vec![a], ..Default::default() }).is_empty());
+        // The scalar unit is in order with itself.
+        assert!(h.access(Pipe::S, &Touch { ub_writes: vec![b], ..Default::default() }) == vec![(Pipe::V, Pipe::S)]);
+        assert!(h.access(Pipe::S, &Touch { ub_reads: vec![b], ..Default::default() }).is_empty());
+    }
+
+    #[test]
     fn queue_slots_are_tracked_and_synced_by_the_queue() {
         let mut ub = Ub::default();
         let q = ub.queue_slot(4096 * 8);

@@ -287,6 +287,50 @@ mod tests {
         assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
 
+    /// On a 910B: ulp histogram of the vector `Exp`/`Div` over 2^24 inputs
+    /// against `rt::math::exp_f32` and IEEE division (printed; the sampler's
+    /// decisions do not use them, this sizes the float tolerance).
+    #[test]
+    #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
+    fn hardware_exp_div_ulp_histogram() {
+        let home = cann_home().expect("CANN toolkit");
+        let rt = unsafe { acl::Runtime::open(&home, 0) }.unwrap();
+        let bin = rt.load(&rt.compile("exp_div_probe", step::probe::EXP_DIV_SOURCE).unwrap()).unwrap();
+        let f = rt.function(&bin, "exp_div_probe").unwrap();
+        let n = 1usize << 24;
+        let (x, y) = step::probe::exp_div_inputs(n);
+        let up = |v: &[f32]| {
+            let b: Vec<u8> = v.iter().flat_map(|a| a.to_le_bytes()).collect();
+            let mut d = rt.alloc(b.len()).unwrap();
+            d.upload(&b).unwrap();
+            d
+        };
+        let (bx, by, be, bd) = (up(&x), up(&y), up(&vec![0.0; n]), up(&vec![0.0; n]));
+        let programs = (n / 2048) as u32;
+        use acl::KernelArg::U32;
+        unsafe { rt.launch(f, programs.min(max_blocks()), &[bx.arg(), by.arg(), be.arg(), bd.arg(), U32(n as u32), U32(programs)]) }.unwrap();
+        let down = |d: &acl::DeviceBuffer| {
+            let mut b = vec![0u8; n * 4];
+            d.download(&mut b).unwrap();
+            b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>()
+        };
+        let (he, hd, worst) = step::probe::ulp_histogram(&x, &y, &down(&be), &down(&bd));
+        eprintln!("Exp ulp histogram [0, 1, 2, 3+, flushed]: {he:?}\nDiv ulp histogram [0, 1, 2, 3+, flushed]: {hd:?}\nworst {worst} ulp");
+    }
+
+    /// On a 910B: Sort32/MrgSort order of NaN, -0.0/+0.0 and ties across
+    /// lists, as the emulator states it (`step::probe::sort_ties`).
+    #[test]
+    #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
+    fn hardware_sort_ties_nan_and_signed_zero() {
+        use step::Device;
+        let home = cann_home().expect("CANN toolkit");
+        let mut dev = unsafe { AclDevice::open(&home, 0) }.unwrap();
+        let (mut bufs, launch, want) = step::probe::sort_ties();
+        dev.run(&mut bufs, &[launch]).unwrap();
+        assert_eq!(step::probe::ids(&bufs), want);
+    }
+
     /// On a machine with CANN and a 910B: compiles `draw`, launches
     /// `draw_t64` on one row and checks the drawn token against the CPU.
     /// `cargo test -p sampler-host hardware_compiles_and_launches -- --ignored`.

@@ -352,6 +352,78 @@ pub fn compare(got: &StepResult, cpu: &StepResult) -> Result<(), String> {
     Ok(())
 }
 
+/// Hardware probes: small launch lists with a stated expected outcome,
+/// run by the emulator in CI and by `hardware_*` tests on a 910B.
+pub mod probe {
+    use super::{Arg, Buf, Launch};
+
+    /// `force_topn_t64` on one row of 64 logits in two `TILE/2` chunks:
+    /// NaN at ids 1 and 5, 1.0 at ids 3 and 40 (one per chunk), 0.0, -0.0
+    /// and 0.0 at ids 0, 2 and 4, -inf elsewhere; N = 8. Returns the
+    /// buffers, the launch and the ids the stated Sort32/MrgSort order gives
+    /// (docs/ASCEND.md: every NaN first, -0.0 == +0.0, ties in id order,
+    /// the lower MrgSort list first): `[1, 5, 3, 40, 0, 2, 4, 6]`.
+    pub fn sort_ties() -> (Vec<Buf>, Launch, Vec<i32>) {
+        let mut row = vec![f32::NEG_INFINITY; 64];
+        row[0] = 0.0;
+        row[1] = f32::NAN;
+        row[2] = -0.0;
+        row[3] = 1.0;
+        row[4] = 0.0;
+        row[5] = -f32::NAN;
+        row[40] = 1.0;
+        let bufs = vec![Buf::F32(row), Buf::F32(vec![0.0; 8]), Buf::I32(vec![-1; 8])];
+        let launch = Launch { kernel: "force_topn", tile: 64, programs: 1, args: vec![Arg::Buf(0), Arg::U32(64), Arg::U32(8), Arg::Buf(1), Arg::Buf(2)] };
+        (bufs, launch, vec![1, 5, 3, 40, 0, 2, 4, 6])
+    }
+
+    /// The hand-written probe kernel `exp_div_probe` (vector `Exp` and
+    /// `Div` over GM buffers, `sampler-host/ascendc/probes/exp_div_probe.cpp`).
+    pub const EXP_DIV_SOURCE: &str = include_str!("../../../ascendc/probes/exp_div_probe.cpp");
+
+    /// `n` probe inputs: `x` evenly over [-104, 89] (the whole range where
+    /// `exp` is finite and not flushed), divisors `y` spread over
+    /// [0.05, 10.05) by a multiplicative hash.
+    pub fn exp_div_inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
+        let x = (0..n).map(|i| -104.0 + 193.0 * (i as f64 / n.max(1) as f64)).map(|v| v as f32).collect();
+        let y = (0..n).map(|i| 0.05 + 10.0 * (((i as u64).wrapping_mul(2654435761) % (1 << 20)) as f64 / (1 << 20) as f64)).map(|v| v as f32).collect();
+        (x, y)
+    }
+
+    /// Histogram of the ulp distance of the device's `e = Exp(x)` and
+    /// `d = x / y` from `rt::math::exp_f32` and IEEE division: counts of
+    /// 0, 1, 2, 3+ ulp and of results flushed to zero (the expected value
+    /// subnormal); returns `(exp, div)` histograms and the worst distance.
+    pub fn ulp_histogram(x: &[f32], y: &[f32], e: &[f32], d: &[f32]) -> ([u64; 5], [u64; 5], u32) {
+        fn bucket(h: &mut [u64; 5], worst: &mut u32, got: f32, want: f32) {
+            if got.to_bits() == want.to_bits() {
+                h[0] += 1;
+            } else if got == 0.0 && want.is_subnormal() {
+                h[4] += 1;
+            } else {
+                let dist = if got.is_finite() && want.is_finite() && got.is_sign_negative() == want.is_sign_negative() {
+                    (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs() as u32
+                } else {
+                    u32::MAX
+                };
+                *worst = (*worst).max(dist);
+                h[dist.min(3) as usize] += 1;
+            }
+        }
+        let (mut he, mut hd, mut worst) = ([0u64; 5], [0u64; 5], 0u32);
+        for i in 0..x.len() {
+            bucket(&mut he, &mut worst, e[i], sampler_kernels::rt::math::exp_f32(x[i]));
+            bucket(&mut hd, &mut worst, d[i], x[i] / y[i]);
+        }
+        (he, hd, worst)
+    }
+
+    /// The ids `force_topn` wrote (the third buffer of [`sort_ties`]).
+    pub fn ids(bufs: &[Buf]) -> Vec<i32> {
+        bufs[2].i32s().to_vec()
+    }
+}
+
 /// Runs launch lists with the kernels' CPU programs (one program at a
 /// time, in order): the reference executor the launch list is tested with.
 #[derive(Clone, Copy, Debug, Default)]
