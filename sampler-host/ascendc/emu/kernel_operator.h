@@ -357,13 +357,17 @@ template <typename T>
 inline T ftz(T x) { return x; }
 /// A vector Exp/Div result within 2 ulp of `r` (perturb mode), flushed to zero if subnormal.
 inline float sloppy(float r, uint32_t h) {
-  if (!perturb() || !std::isfinite(r)) return ftz(r);
+  if (!perturb()) return r;
+  if (!std::isfinite(r)) return r;
   h ^= h >> 16;
   h *= 0x7feb352du;
   h ^= h >> 15;
   int k = (int)(h % 5) - 2;
-  for (; k > 0; --k) r = std::nextafter(r, INFINITY);
-  for (; k < 0; ++k) r = std::nextafter(r, -INFINITY);
+  // Within 2 ulp, never past the largest float nor across (or onto) zero.
+  auto ok = [&](float t) { return std::isfinite(t) && t != 0.0f && std::signbit(t) == std::signbit(r); };
+  if (r == 0.0f) return r;
+  for (; k > 0 && ok(std::nextafter(r, INFINITY)); --k) r = std::nextafter(r, INFINITY);
+  for (; k < 0 && ok(std::nextafter(r, -INFINITY)); ++k) r = std::nextafter(r, -INFINITY);
   return ftz(r);
 }
 template <typename T>
@@ -374,6 +378,9 @@ inline uint32_t bits(T x) { return (uint32_t)x; }
 /// Subnormal inputs of f32 vector arithmetic read as zero in perturb mode.
 template <typename T>
 inline T in(T x) { return perturb() ? ftz(x) : x; }
+/// Subnormal results of f32 vector arithmetic are written as zero in perturb mode.
+template <typename T>
+inline T out(T x) { return perturb() ? ftz(x) : x; }
 
 inline void align(uint32_t off, uint32_t a, const char *what) {
   if (off % a != 0) fail("ALIGN", "%s at UB offset %u is not %u-byte aligned", what, off, a);
@@ -853,9 +860,9 @@ inline T at(const LocalTensor<T> &x, int32_t i) {
       return (T)(EXPR);                                                                                        \
     });                                                                                                        \
   }
-SK_EMU_BINARY(Add, emu::ftz(emu::in(x) + emu::in(y)))
-SK_EMU_BINARY(Sub, emu::ftz(emu::in(x) - emu::in(y)))
-SK_EMU_BINARY(Mul, emu::ftz(emu::in(x) * emu::in(y)))
+SK_EMU_BINARY(Add, emu::out(emu::in(x) + emu::in(y)))
+SK_EMU_BINARY(Sub, emu::out(emu::in(x) - emu::in(y)))
+SK_EMU_BINARY(Mul, emu::out(emu::in(x) * emu::in(y)))
 SK_EMU_BINARY(Div, emu::sloppy(emu::in(x) / emu::in(y), emu::bits(x) * 31u + emu::bits(y)))
 SK_EMU_BINARY(Max, y > x ? y : x)
 SK_EMU_BINARY(Min, y < x ? y : x)

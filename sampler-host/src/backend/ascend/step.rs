@@ -396,7 +396,7 @@ pub mod probe {
     /// subnormal); returns `(exp, div)` histograms and the worst distance.
     pub fn ulp_histogram(x: &[f32], y: &[f32], e: &[f32], d: &[f32]) -> ([u64; 5], [u64; 5], u32) {
         fn bucket(h: &mut [u64; 5], worst: &mut u32, got: f32, want: f32) {
-            if got.to_bits() == want.to_bits() {
+            if got.to_bits() == want.to_bits() || got == want {
                 h[0] += 1;
             } else if got == 0.0 && want.is_subnormal() {
                 h[4] += 1;
