@@ -366,7 +366,7 @@ pub fn run_step(dev: &mut dyn Device, p: &StepPlan) -> Result<StepResult, Backen
 }
 
 /// Compares a device result with the CPU backend's: statuses, tokens,
-/// accepted counts and top ids identical; on rows with status 0, token
+/// accepted counts, tree paths and top ids identical; on rows with status 0, token
 /// logprobs, sum_smaller_probs and top logprobs within 1e-4 + 1e-5 |cpu|.
 /// Errors: the first difference, named.
 pub fn compare(got: &StepResult, cpu: &StepResult) -> Result<(), String> {
@@ -382,6 +382,7 @@ pub fn compare(got: &StepResult, cpu: &StepResult) -> Result<(), String> {
     same("group_status", &got.group_status, &cpu.group_status)?;
     same("tokens", &got.tokens, &cpu.tokens)?;
     same("accepted", &got.accepted, &cpu.accepted)?;
+    same("tree path", &got.path, &cpu.path)?;
     let close = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a - b).abs() as f64 <= 1e-4 + 1e-5 * b.abs() as f64;
     let k = if cpu.row_status.is_empty() { 0 } else { cpu.top_ids.len() / cpu.row_status.len() };
     for r in (0..cpu.row_status.len()).filter(|&r| cpu.row_status[r] == 0) {
