@@ -380,6 +380,43 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         }
     }
     let masked = c[0].clone();
+
+    // 1b. mask_check_chunk + status_merge with one chunk per row (the CPU
+    // backend's form): the emulated statuses, masked logits and raw tile sums
+    // equal mask_check's on the CPU.
+    let ctile = tile_for("mask_check_chunk", 1);
+    let clen = v.div_ceil(ctile).max(1) * ctile;
+    let args = vec![
+        Val::F32(p.logits.clone()),
+        Val::SU32(v),
+        Val::SU32(clen),
+        Val::SU32(1),
+        Val::U32(p.masks.clone()),
+        Val::U32(p.has_mask.clone()),
+        Val::U32(p.raw_logprobs.clone()),
+        Val::F32(vec![f32::NEG_INFINITY; rt]),
+        Val::U64(vec![0; rt]),
+        Val::U32(vec![0; r as usize]),
+        Val::U32(vec![0; r as usize]),
+    ];
+    let (_, ce) = run_both("mask_check_chunk", ctile, r, &args)?;
+    let args = vec![ce[9].clone(), ce[10].clone(), Val::SU32(1), Val::I32(vec![0; r as usize])];
+    let (_, se) = run_both("status_merge", tile_for("status_merge", 1), r, &args)?;
+    if se[3].i32s() != status.as_slice() {
+        return Err(format!("{} (mask_check {status:?}, chunked {:?})", bad("mask_check_chunk + status_merge status", 0), se[3].i32s()));
+    }
+    for i in (0..r as usize).filter(|&i| ok_row(i)) {
+        let (s, t) = (i * v as usize..(i + 1) * v as usize, i * tiles as usize..(i + 1) * tiles as usize);
+        if ce[0].f32s()[s.clone()].iter().map(|x| x.to_bits()).ne(masked.f32s()[s].iter().map(|x| x.to_bits())) {
+            return Err(bad("mask_check_chunk masked logits", i));
+        }
+        if p.raw_logprobs[i] != 0
+            && (ce[7].f32s()[t.clone()].iter().map(|x| x.to_bits()).ne(raw_max.f32s()[t.clone()].iter().map(|x| x.to_bits()))
+                || ce[8].u64s()[t.clone()] != raw_sum.u64s()[t])
+        {
+            return Err(bad("mask_check_chunk raw sums", i));
+        }
+    }
     let nn = n as usize;
 
     // 2. force_topn
@@ -937,7 +974,8 @@ fn every_kernel_has_committed_ascendc_source() {
 }
 
 /// Every golden case with N <= 4096 (landed `next/` cases included), kernel
-/// by kernel (`run_case`: mask_check with raw sums, force_topn, topn_chunk +
+/// by kernel (`run_case`: mask_check with raw sums, mask_check_chunk +
+/// status_merge (same outputs as mask_check), force_topn, topn_chunk +
 /// topn_merge, process, draw, process_draw, row_mass + process_prefix_draw,
 /// remap_draft, verify, finalize, tree_walk, token_info, token_info_top,
 /// top_logprobs, raw_logprobs), each on the CPU and under the emulator in the perturbed
