@@ -146,8 +146,8 @@ impl Gen {
                 let ty = scalar_type(p);
                 let x = elem_read(&t, "i");
                 let (init, body, rev) = match op {
-                    Op::ReduceMax => (format!("{}", lowest(p)), format!("if ({x} > {res}) {res} = {x};"), false),
-                    Op::ReduceMin => (format!("{}", highest(p)), format!("if ({x} < {res}) {res} = {x};"), false),
+                    Op::ReduceMax => (lowest(p).to_string(), format!("if ({x} > {res}) {res} = {x};"), false),
+                    Op::ReduceMin => (highest(p).to_string(), format!("if ({x} < {res}) {res} = {x};"), false),
                     Op::ReduceSum => ("0".into(), format!("{res} = sk::add<{ty}>({res}, {x});"), false),
                     Op::Count => ("0".into(), format!("if ({x}) ++{res};"), false),
                     Op::Any => ("false".into(), format!("if ({x}) {{ {res} = true; break; }}"), false),
@@ -179,10 +179,10 @@ impl Gen {
                 let n = &w.n;
                 let saved = self.open_cond("");
                 self.line(&format!("sk::U128 tot{{0, 0}};\n{0}for (uint32_t i = 0; i < {n}; ++i) tot = sk::add128(tot, {t}.GetValue(i));", "  ".repeat(self.ind)));
-                self.line(&format!("if (tot.hi != 0 || tot.lo != 0) {{"));
+                self.line("if (tot.hi != 0 || tot.lo != 0) {");
                 self.line(&format!("  sk::U128 thr = sk::mul64({kv}, tot.lo);"));
                 self.line(&format!("  thr.hi += {kv} * tot.hi;"));
-                self.line(&format!("  sk::U128 acc{{0, 0}};"));
+                self.line("  sk::U128 acc{0, 0};");
                 self.line(&format!("  for (uint32_t i = 0; i < {n}; ++i) {{"));
                 self.line(&format!("    acc = sk::add128(acc, {t}.GetValue(i));"));
                 self.line(&format!("    if (sk::lt128(thr, sk::shl128(acc, 53))) {{ {res} = (int32_t)i; break; }}"));

@@ -56,7 +56,7 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
             let _ = writeln!(s, "\nextern \"C\" __global__ __aicore__ void {kernel}_t{}({}) {{", v.tile, v.sig);
             let _ = writeln!(s, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
             let _ = writeln!(s, "  const uint32_t TILE = {};", v.tile);
-            let _ = write!(s, "{}}}\n", v.body);
+            let _ = writeln!(s, "{}}}", v.body);
             continue;
         }
         let body_name = if named == 0 { format!("{kernel}_body") } else { format!("{kernel}_body{named}") };
@@ -87,7 +87,7 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
         let _ = writeln!(s, "template <typename K>\n__aicore__ inline void {body_name}({}) {{", vs[members[0]].sig);
         let names: Vec<String> = std::iter::once("TILE".to_string()).chain(consts.iter().map(|(n, _)| n.clone())).collect();
         let _ = writeln!(s, "  constexpr uint32_t {};", names.iter().map(|n| format!("{n} = K::{n}")).collect::<Vec<_>>().join(", "));
-        let _ = write!(s, "{body}}}\n");
+        let _ = writeln!(s, "{body}}}");
         for (mi, &m) in members.iter().enumerate() {
             let v = &vs[m];
             let mut fields = vec![format!("TILE = {}", v.tile)];
