@@ -29,44 +29,46 @@ __aicore__ inline void draw_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v_k_3 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t4 = qin.AllocTensor<float>();
-    const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off5 = (uint64_t)(v_off_2);
-    if (t4_n > 0) {
-      AscendC::DataCopyPad(t4, g_logprobs[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
+    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off4 = (uint64_t)(v_off_2);
+    if (t3_n > 0) {
+      AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t4); t4 = qin.DeQue<float>();
-    AscendC::LocalTensor<uint64_t> t6 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t6_n = t4_n;
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
+    const uint64_t v___kf1_off_5 = (uint64_t)(v_off_2);
+    const uint64_t v___kf1_seed_6 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf1_seq_7 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint64_t> t8 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t8_n = t3_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t4;
-      for (uint32_t i = 0; i < t6_n; ++i) t6.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t3;
+      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s8 = (uint64_t)(v_k_3);
-    int32_t s7 = -1;
+    const uint64_t s10 = (uint64_t)(sk::uniform53(v___kf1_seed_6, v___kf1_seq_7));
+    int32_t s9 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t6_n; ++i) tot = sk::add128(tot, t6.GetValue(i));
+      for (uint32_t i = 0; i < t8_n; ++i) tot = sk::add128(tot, t8.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s8, tot.lo);
-        thr.hi += s8 * tot.hi;
+        sk::U128 thr = sk::mul64(s10, tot.lo);
+        thr.hi += s10 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t6_n; ++i) {
-          acc = sk::add128(acc, t6.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s7 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t8_n; ++i) {
+          acc = sk::add128(acc, t8.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s9 = (int32_t)i; break; }
         }
-        if (s7 < 0) for (uint32_t i = t6_n; i-- > 0;) if (t6.GetValue(i) > 0) { s7 = (int32_t)i; break; }
+        if (s9 < 0) for (uint32_t i = t8_n; i-- > 0;) if (t8.GetValue(i) > 0) { s9 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_9 = (int32_t)(s7);
-    qin.FreeTensor(t4);
-    const int32_t v_tok_10 = (int32_t)(((((int32_t)(v_c_9) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_9)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off11 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_10));
+    const int32_t v___kf1_c_11 = (int32_t)(s9);
+    qin.FreeTensor(t3);
+    const int32_t v_tok_12 = (int32_t)(((((int32_t)(v___kf1_c_11) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf1_off_5, ((uint64_t)(v___kf1_c_11)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off13 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_12));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off11], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off13], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

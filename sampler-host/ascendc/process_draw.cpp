@@ -5,195 +5,10 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void process_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1536); // static UB plan, 256-byte aligned slots
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_temperature;
-  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
-  AscendC::GlobalTensor<float> g_top_p;
-  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
-  AscendC::GlobalTensor<int32_t> g_top_k;
-  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
-  AscendC::GlobalTensor<float> g_min_p;
-  g_min_p.SetGlobalBuffer((__gm__ float *)p_min_p);
-  AscendC::GlobalTensor<uint32_t> g_order;
-  g_order.SetGlobalBuffer((__gm__ uint32_t *)p_order);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq;
-  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_token;
-  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
-  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t6;
-      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), s7)));
-    }
-    const int32_t v_k_9 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_mp_10 = (float)(g_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool s11 = (bool)(((float)(v_mp_10) < (float)(1e0f)));
-    AscendC::LocalTensor<uint32_t> t12 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t12.ReinterpretCast<int32_t>(), (int32_t)0, t12_n);
-    const uint32_t s13 = (uint32_t)(((uint32_t)(v_k_9)));
-    const bool s14 = (bool)(((int32_t)(v_k_9) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t15 = ub8[256].ReinterpretCast<uint8_t>();
-    const uint32_t t15_n = sk::min<uint32_t>(sk::min<uint32_t>(t8_n, t8_n), t12_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t8;
-      const AscendC::LocalTensor<float> &L1 = t8;
-      const AscendC::LocalTensor<uint32_t> &L2 = t12;
-      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((bool)((bool)(((float)(sk::exp(L0.GetValue(i))) >= (float)(v_mp_10))) & (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(0e0f))) | (bool)(s11))))))) & (bool)(((bool)((bool)(((uint32_t)(L2.GetValue(i)) < (uint32_t)(s13))) | (bool)(s14))))))));
-    }
-    AscendC::LocalTensor<uint64_t> t16 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t16_n = t8_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t8;
-      for (uint32_t i = 0; i < t16_n; ++i) t16.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    AscendC::LocalTensor<uint64_t> t17 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t16_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<uint64_t> &L1 = t16;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s18 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t17_n; ++i) {
-      s18 = sk::add<uint64_t>(s18, t17.GetValue(i));
-    }
-    uint64_t s19 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t16_n; ++i) {
-      s19 = sk::add<uint64_t>(s19, t16.GetValue(i));
-    }
-    const uint64_t v_base_20 = (uint64_t)(((((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) ? (uint64_t)(s18) : (uint64_t)(s19)));
-    const uint64_t v_thr_21 = (uint64_t)(sk::frac_floor(v_base_20, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t22 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = t16_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t16_n; ++i) {
-        const uint64_t x = t16.GetValue(i);
-        t22.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    AscendC::LocalTensor<uint8_t> t23 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t22_n, t15_n);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t22;
-      const AscendC::LocalTensor<uint8_t> &L1 = t15;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_21))) & (bool)((L1.GetValue(i) != 0))))));
-    }
-    AscendC::LocalTensor<uint64_t> t24 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t16_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<uint64_t> &L1 = t16;
-      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s25 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t24_n; ++i) {
-      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
-    }
-    const uint64_t v_kept_26 = (uint64_t)(s25);
-    const float v_lse_27 = (float)(sk::ln_fixed(v_kept_26));
-    const float s28 = (float)(v_lse_27);
-    AscendC::LocalTensor<float> t29 = ub8[256].ReinterpretCast<float>();
-    const uint32_t t29_n = t8_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t29, t8, -s28, (int32_t)t29_n);
-    AscendC::LocalTensor<float> t30 = t29.ReinterpretCast<float>();
-    const uint32_t t30_n = sk::min<uint32_t>(t23_n, t29_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<float> &L1 = t29;
-      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t3);
-    const uint32_t n31 = t30_n;
-    const uint64_t off32 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o33 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n31 > 0) {
-      AscendC::DataCopy(o33, t30, AscendC::DataCopyParams{1, (uint16_t)((n31 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o33); o33 = qout.DeQue<float>();
-    if (n31 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off32], o33, AscendC::DataCopyExtParams{1, (uint32_t)(n31 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o33);
-    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t35 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t35_n = t30_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t30;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    const uint64_t s37 = (uint64_t)(v_u_34);
-    int32_t s36 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t35_n; ++i) tot = sk::add128(tot, t35.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s37, tot.lo);
-        thr.hi += s37 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t35_n; ++i) {
-          acc = sk::add128(acc, t35.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s36 = (int32_t)i; break; }
-        }
-        if (s36 < 0) for (uint32_t i = t35_n; i-- > 0;) if (t35.GetValue(i) > 0) { s36 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_38 = (int32_t)(s36);
-    const int32_t v_tok_39 = (int32_t)(((((int32_t)(v_c_38) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_38)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off40 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_39));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off40], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
-}
-
-// The body of tiles 256/1024/4096; `K` holds the numbers of one tile's UB plan.
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
-  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
   pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
@@ -228,157 +43,173 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_cand[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
+    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
+    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
+    if (t6_n > 0) {
+      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    const float s5 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    AscendC::LocalTensor<float> t6 = t3.ReinterpretCast<float>();
-    const uint32_t t6_n = t3_n;
-    AscendC::Adds(t6, t3, -s5, (int32_t)t6_n);
-    const float s7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t8 = t6.ReinterpretCast<float>();
-    const uint32_t t8_n = t6_n;
+    qin.EnQue(t6); t6 = qin.DeQue<float>();
+    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
+    const uint32_t t9_n = t6_n;
+    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
+    AscendC::LocalTensor<float> t10 = t9.ReinterpretCast<float>();
+    const uint32_t t10_n = t9_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t6;
-      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), s7)));
+      const AscendC::LocalTensor<float> &L0 = t9;
+      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf1_temperature_5)));
     }
-    const int32_t v_k_9 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_mp_10 = (float)(g_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool s11 = (bool)(((float)(v_mp_10) < (float)(1e0f)));
-    AscendC::LocalTensor<uint32_t> t12 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t12.ReinterpretCast<int32_t>(), (int32_t)0, t12_n);
-    const uint32_t s13 = (uint32_t)(((uint32_t)(v_k_9)));
-    const bool s14 = (bool)(((int32_t)(v_k_9) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t15 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t15_n = sk::min<uint32_t>(sk::min<uint32_t>(t8_n, t8_n), t12_n);
+    AscendC::LocalTensor<uint64_t> t11 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t11_n = t10_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t10;
+      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const float v___kf2_min_p_12 = (float)(g_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf2_k_13 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint32_t v___kf2_n_14 = (uint32_t)(p_n);
+    const bool s15 = (bool)(((float)(v___kf2_min_p_12) < (float)(1e0f)));
+    AscendC::LocalTensor<uint32_t> t16 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t16_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_14), TILE);
+    AscendC::CreateVecIndex(t16.ReinterpretCast<int32_t>(), (int32_t)0, t16_n);
+    const uint32_t s17 = (uint32_t)(((uint32_t)(v___kf2_k_13)));
+    const bool s18 = (bool)(((int32_t)(v___kf2_k_13) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t19 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t19_n = sk::min<uint32_t>(sk::min<uint32_t>(t10_n, t10_n), t16_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t8;
-      const AscendC::LocalTensor<float> &L1 = t8;
-      const AscendC::LocalTensor<uint32_t> &L2 = t12;
-      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((bool)((bool)(((float)(sk::exp(L0.GetValue(i))) >= (float)(v_mp_10))) & (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(0e0f))) | (bool)(s11))))))) & (bool)(((bool)((bool)(((uint32_t)(L2.GetValue(i)) < (uint32_t)(s13))) | (bool)(s14))))))));
+      const AscendC::LocalTensor<float> &L0 = t10;
+      const AscendC::LocalTensor<float> &L1 = t10;
+      const AscendC::LocalTensor<uint32_t> &L2 = t16;
+      for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, (uint8_t)(((bool)((bool)(((bool)((bool)(((float)(sk::exp(L0.GetValue(i))) >= (float)(v___kf2_min_p_12))) & (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(0e0f))) | (bool)(s15))))))) & (bool)(((bool)((bool)(((uint32_t)(L2.GetValue(i)) < (uint32_t)(s17))) | (bool)(s18))))))));
     }
-    AscendC::LocalTensor<uint64_t> t16 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t16_n = t8_n;
+    const bool v___kf3_kfirst_20 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
+    uint64_t s21 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t11_n; ++i) {
+      s21 = sk::add<uint64_t>(s21, t11.GetValue(i));
+    }
+    const uint64_t v___kf3_total_22 = (uint64_t)(s21);
+    AscendC::LocalTensor<uint64_t> t23 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t23_n = sk::min<uint32_t>(t19_n, t11_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t8;
-      for (uint32_t i = 0; i < t16_n; ++i) t16.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t19;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    AscendC::LocalTensor<uint64_t> t17 = ub8[U3].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t16_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<uint64_t> &L1 = t16;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    uint64_t s24 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t23_n; ++i) {
+      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
     }
-    uint64_t s18 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t17_n; ++i) {
-      s18 = sk::add<uint64_t>(s18, t17.GetValue(i));
-    }
-    uint64_t s19 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t16_n; ++i) {
-      s19 = sk::add<uint64_t>(s19, t16.GetValue(i));
-    }
-    const uint64_t v_base_20 = (uint64_t)(((((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) ? (uint64_t)(s18) : (uint64_t)(s19)));
-    const uint64_t v_thr_21 = (uint64_t)(sk::frac_floor(v_base_20, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t22 = ub8[U3].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = t16_n;
+    const uint64_t v_base_25 = (uint64_t)(((v___kf3_kfirst_20) ? (uint64_t)(s24) : (uint64_t)(v___kf3_total_22)));
+    const uint64_t v___kf4_base_26 = (uint64_t)(v_base_25);
+    const float v___kf4_top_p_27 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf4_thr_28 = (uint64_t)(sk::frac_floor(v___kf4_base_26, v___kf4_top_p_27));
+    AscendC::LocalTensor<uint64_t> t29 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t29_n = t11_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t16_n; ++i) {
-        const uint64_t x = t16.GetValue(i);
-        t22.SetValue(i, acc);
+      for (uint32_t i = 0; i < t11_n; ++i) {
+        const uint64_t x = t11.GetValue(i);
+        t29.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t23 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t22_n, t15_n);
+    AscendC::LocalTensor<uint8_t> t30 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t30_n = sk::min<uint32_t>(t29_n, t19_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t22;
-      const AscendC::LocalTensor<uint8_t> &L1 = t15;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_21))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t29;
+      const AscendC::LocalTensor<uint8_t> &L1 = t19;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf4_thr_28))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t24 = ub8[U3].ReinterpretCast<uint64_t>();
-    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t16_n);
+    AscendC::LocalTensor<uint64_t> t31 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t31_n = sk::min<uint32_t>(t30_n, t11_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<uint64_t> &L1 = t16;
-      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t30;
+      const AscendC::LocalTensor<uint64_t> &L1 = t11;
+      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s25 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t24_n; ++i) {
-      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
+    uint64_t s32 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t31_n; ++i) {
+      s32 = sk::add<uint64_t>(s32, t31.GetValue(i));
     }
-    const uint64_t v_kept_26 = (uint64_t)(s25);
-    const float v_lse_27 = (float)(sk::ln_fixed(v_kept_26));
-    const float s28 = (float)(v_lse_27);
-    AscendC::LocalTensor<float> t29 = ub8[TILE].ReinterpretCast<float>();
-    const uint32_t t29_n = t8_n;
+    const float v___kf5_lse_33 = (float)(sk::ln_fixed(s32));
+    const float s34 = (float)(v___kf5_lse_33);
+    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t35_n = t10_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::PipeBarrier<PIPE_V>();
-    AscendC::Adds(t29, t8, -s28, (int32_t)t29_n);
-    AscendC::LocalTensor<float> t30 = t29.ReinterpretCast<float>();
-    const uint32_t t30_n = sk::min<uint32_t>(t23_n, t29_n);
+    AscendC::Adds(t35, t10, -s34, (int32_t)t35_n);
+    AscendC::LocalTensor<float> t36 = t35.ReinterpretCast<float>();
+    const uint32_t t36_n = sk::min<uint32_t>(t30_n, t35_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t23;
-      const AscendC::LocalTensor<float> &L1 = t29;
-      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t30;
+      const AscendC::LocalTensor<float> &L1 = t35;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t3);
-    const uint32_t n31 = t30_n;
-    const uint64_t off32 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o33 = qout.AllocTensor<float>();
+    qin.FreeTensor(t6);
+    const uint32_t n37 = t36_n;
+    const uint64_t off38 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o39 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n31 > 0) {
-      AscendC::DataCopy(o33, t30, AscendC::DataCopyParams{1, (uint16_t)((n31 * sizeof(float) + 31) / 32), 0, 0});
+    if (n37 > 0) {
+      AscendC::DataCopy(o39, t36, AscendC::DataCopyParams{1, (uint16_t)((n37 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o33); o33 = qout.DeQue<float>();
-    if (n31 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off32], o33, AscendC::DataCopyExtParams{1, (uint32_t)(n31 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o39); o39 = qout.DeQue<float>();
+    if (n37 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off38], o39, AscendC::DataCopyExtParams{1, (uint32_t)(n37 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o33);
-    const uint64_t v_u_34 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t35 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t35_n = t30_n;
+    qout.FreeTensor(o39);
+    const uint64_t v___kf6_off_40 = (uint64_t)(v_off_2);
+    const uint64_t v___kf6_seed_41 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf6_seq_42 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint64_t> t43 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t43_n = t36_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t30;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t36;
+      for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s37 = (uint64_t)(v_u_34);
-    int32_t s36 = -1;
+    const uint64_t s45 = (uint64_t)(sk::uniform53(v___kf6_seed_41, v___kf6_seq_42));
+    int32_t s44 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t35_n; ++i) tot = sk::add128(tot, t35.GetValue(i));
+      for (uint32_t i = 0; i < t43_n; ++i) tot = sk::add128(tot, t43.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s37, tot.lo);
-        thr.hi += s37 * tot.hi;
+        sk::U128 thr = sk::mul64(s45, tot.lo);
+        thr.hi += s45 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t35_n; ++i) {
-          acc = sk::add128(acc, t35.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s36 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t43_n; ++i) {
+          acc = sk::add128(acc, t43.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s44 = (int32_t)i; break; }
         }
-        if (s36 < 0) for (uint32_t i = t35_n; i-- > 0;) if (t35.GetValue(i) > 0) { s36 = (int32_t)i; break; }
+        if (s44 < 0) for (uint32_t i = t43_n; i-- > 0;) if (t43.GetValue(i) > 0) { s44 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_38 = (int32_t)(s36);
-    const int32_t v_tok_39 = (int32_t)(((((int32_t)(v_c_38) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_38)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off40 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_39));
+    const int32_t v___kf6_c_46 = (int32_t)(s44);
+    const int32_t v_tok_47 = (int32_t)(((((int32_t)(v___kf6_c_46) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf6_off_40, ((uint64_t)(v___kf6_c_46)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off48 = (uint64_t)(((uint64_t)(v_r_1)));
+    sk::sync<AscendC::HardEvent::V_S>();
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_47));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off40], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off48], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
+struct process_draw_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 768, U4 = 1024, U5 = 768;
+};
+extern "C" __global__ __aicore__ void process_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  process_draw_body<process_draw_k64>(p_cand, p_cand_ids, p_n, p_temperature, p_top_p, p_top_k, p_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
+}
+
 struct process_draw_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 1280, U3 = 3328;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 2304;
 };
 extern "C" __global__ __aicore__ void process_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -386,7 +217,7 @@ extern "C" __global__ __aicore__ void process_draw_t256(GM_ADDR p_cand, GM_ADDR 
 }
 
 struct process_draw_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 5120, U3 = 13312;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 9216;
 };
 extern "C" __global__ __aicore__ void process_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -394,7 +225,7 @@ extern "C" __global__ __aicore__ void process_draw_t1024(GM_ADDR p_cand, GM_ADDR
 }
 
 struct process_draw_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 20480, U3 = 53248;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 36864;
 };
 extern "C" __global__ __aicore__ void process_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

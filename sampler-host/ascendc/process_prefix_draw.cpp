@@ -5,216 +5,10 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1536); // static UB plan, 256-byte aligned slots
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<uint64_t> g_mass;
-  g_mass.SetGlobalBuffer((__gm__ uint64_t *)p_mass);
-  AscendC::GlobalTensor<float> g_temperature;
-  g_temperature.SetGlobalBuffer((__gm__ float *)p_temperature);
-  AscendC::GlobalTensor<float> g_top_p;
-  g_top_p.SetGlobalBuffer((__gm__ float *)p_top_p);
-  AscendC::GlobalTensor<int32_t> g_top_k;
-  g_top_k.SetGlobalBuffer((__gm__ int32_t *)p_top_k);
-  AscendC::GlobalTensor<float> g_min_p;
-  g_min_p.SetGlobalBuffer((__gm__ float *)p_min_p);
-  AscendC::GlobalTensor<uint32_t> g_order;
-  g_order.SetGlobalBuffer((__gm__ uint32_t *)p_order);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq;
-  g_seq.SetGlobalBuffer((__gm__ uint64_t *)p_seq);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<uint32_t> g_overflow;
-  g_overflow.SetGlobalBuffer((__gm__ uint32_t *)p_overflow);
-  AscendC::GlobalTensor<int32_t> g_token;
-  g_token.SetGlobalBuffer((__gm__ int32_t *)p_token);
-  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const float v_m_3 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    const float v_t_4 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t5 = qin.AllocTensor<float>();
-    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off6 = (uint64_t)(v_off_2);
-    if (t5_n > 0) {
-      AscendC::DataCopyPad(t5, g_cand[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t5); t5 = qin.DeQue<float>();
-    const float s7 = (float)(v_m_3);
-    AscendC::LocalTensor<float> t8 = t5.ReinterpretCast<float>();
-    const uint32_t t8_n = t5_n;
-    AscendC::Adds(t8, t5, -s7, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t9 = t8.ReinterpretCast<float>();
-    const uint32_t t9_n = t8_n;
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t8;
-      for (uint32_t i = 0; i < t9_n; ++i) t9.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v_t_4)));
-    }
-    uint64_t v_total_10 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end11 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_12 = (uint32_t)(((uint32_t)0ull)); v_c_12 < end11; ++v_c_12) {
-      v_total_10 = (uint64_t)(sk::add<uint64_t>(v_total_10, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_12)))))));
-    }
-    const int32_t v_k_13 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_mp_14 = (float)(g_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool s15 = (bool)(((float)(v_mp_14) < (float)(1e0f)));
-    AscendC::LocalTensor<uint32_t> t16 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t16_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t16.ReinterpretCast<int32_t>(), (int32_t)0, t16_n);
-    const uint32_t s17 = (uint32_t)(((uint32_t)(v_k_13)));
-    const bool s18 = (bool)(((int32_t)(v_k_13) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t19 = ub8[256].ReinterpretCast<uint8_t>();
-    const uint32_t t19_n = sk::min<uint32_t>(sk::min<uint32_t>(t9_n, t9_n), t16_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t9;
-      const AscendC::LocalTensor<float> &L1 = t9;
-      const AscendC::LocalTensor<uint32_t> &L2 = t16;
-      for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, (uint8_t)(((bool)((bool)(((bool)((bool)(((float)(sk::exp(L0.GetValue(i))) >= (float)(v_mp_14))) & (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(0e0f))) | (bool)(s15))))))) & (bool)(((bool)((bool)(((uint32_t)(L2.GetValue(i)) < (uint32_t)(s17))) | (bool)(s18))))))));
-    }
-    AscendC::LocalTensor<uint64_t> t20 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t20_n = t9_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t9;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    const float v_xl_21 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(sk::sub<uint32_t>(p_n, ((uint32_t)1ull))))))), v_m_3), v_t_4));
-    const bool v_last_in_22 = (bool)(((((float)(sk::exp(v_xl_21)) >= (float)(v_mp_14))) && (((((float)(v_xl_21) == (float)(0e0f))) || (((float)(v_mp_14) < (float)(1e0f)))))));
-    const bool v_k_inside_23 = (bool)(((((((int32_t)(v_k_13) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v_k_13))) <= (uint32_t)(p_n))))) || ((!(v_last_in_22)))));
-    const bool v_kfirst_24 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
-    AscendC::LocalTensor<uint64_t> t25 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t25_n = sk::min<uint32_t>(t19_n, t20_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t19;
-      const AscendC::LocalTensor<uint64_t> &L1 = t20;
-      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s26 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t25_n; ++i) {
-      s26 = sk::add<uint64_t>(s26, t25.GetValue(i));
-    }
-    const uint64_t v_base_27 = (uint64_t)(((((v_kfirst_24) && (v_k_inside_23))) ? (uint64_t)(s26) : (uint64_t)(v_total_10)));
-    const bool v_base_unknown_28 = (bool)(((((v_kfirst_24) && ((!(v_k_inside_23))))) && (((((int32_t)(v_k_13) > (int32_t)(((int32_t)0ull)))) || (((float)(v_mp_14) > (float)(0e0f)))))));
-    const uint64_t v_thr_29 = (uint64_t)(sk::frac_floor(v_base_27, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t30 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t30_n = t20_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t20_n; ++i) {
-        const uint64_t x = t20.GetValue(i);
-        t30.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    AscendC::LocalTensor<uint8_t> t31 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t31_n = sk::min<uint32_t>(t30_n, t19_n);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t30;
-      const AscendC::LocalTensor<uint8_t> &L1 = t19;
-      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_29))) & (bool)((L1.GetValue(i) != 0))))));
-    }
-    AscendC::LocalTensor<uint64_t> t32 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t32_n = sk::min<uint32_t>(t31_n, t20_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t31;
-      const AscendC::LocalTensor<uint64_t> &L1 = t20;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s33 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t32_n; ++i) {
-      s33 = sk::add<uint64_t>(s33, t32.GetValue(i));
-    }
-    const uint64_t v_kept_34 = (uint64_t)(s33);
-    const float v_lse_35 = (float)(sk::ln_fixed(v_kept_34));
-    const float s36 = (float)(v_lse_35);
-    AscendC::LocalTensor<float> t37 = ub8[256].ReinterpretCast<float>();
-    const uint32_t t37_n = t9_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t37, t9, -s36, (int32_t)t37_n);
-    AscendC::LocalTensor<float> t38 = t37.ReinterpretCast<float>();
-    const uint32_t t38_n = sk::min<uint32_t>(t31_n, t37_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t31;
-      const AscendC::LocalTensor<float> &L1 = t37;
-      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t5);
-    const uint32_t n39 = t38_n;
-    const uint64_t off40 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o41 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n39 > 0) {
-      AscendC::DataCopy(o41, t38, AscendC::DataCopyParams{1, (uint16_t)((n39 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o41); o41 = qout.DeQue<float>();
-    if (n39 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off40], o41, AscendC::DataCopyExtParams{1, (uint32_t)(n39 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o41);
-    uint64_t s42 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t20_n; ++i) {
-      s42 = sk::add<uint64_t>(s42, t20.GetValue(i));
-    }
-    const bool v_next_kept_43 = (bool)(((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((v_base_unknown_28) || (((((v_last_in_22) && (((uint64_t)(s42) <= (uint64_t)(v_thr_29))))) && (((((int32_t)(v_k_13) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_13))) > (uint32_t)(p_n)))))))))));
-    const uint64_t off44 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_next_kept_43) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_overflow[off44], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t v_u_45 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t46 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t46_n = t38_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t38;
-      for (uint32_t i = 0; i < t46_n; ++i) t46.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    const uint64_t s48 = (uint64_t)(v_u_45);
-    int32_t s47 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t46_n; ++i) tot = sk::add128(tot, t46.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s48, tot.lo);
-        thr.hi += s48 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t46_n; ++i) {
-          acc = sk::add128(acc, t46.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s47 = (int32_t)i; break; }
-        }
-        if (s47 < 0) for (uint32_t i = t46_n; i-- > 0;) if (t46.GetValue(i) > 0) { s47 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_49 = (int32_t)(s47);
-    const int32_t v_tok_50 = (int32_t)(((((int32_t)(v_c_49) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_49)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off51 = (uint64_t)(((uint64_t)(v_r_1)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_50));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off51], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
-}
-
-// The body of tiles 256/1024/4096; `K` holds the numbers of one tile's UB plan.
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
   pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
@@ -255,172 +49,191 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const float v_m_3 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
     const float v_t_4 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t5 = qin.AllocTensor<float>();
-    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off6 = (uint64_t)(v_off_2);
-    if (t5_n > 0) {
-      AscendC::DataCopyPad(t5, g_cand[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_5 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_6 = (uint32_t)(p_n);
+    const float v___kf1_temperature_7 = (float)(v_t_4);
+    AscendC::LocalTensor<float> t8 = qin.AllocTensor<float>();
+    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_6), TILE);
+    const uint64_t off9 = (uint64_t)(v___kf1_off_5);
+    if (t8_n > 0) {
+      AscendC::DataCopyPad(t8, g_cand[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t5); t5 = qin.DeQue<float>();
-    const float s7 = (float)(v_m_3);
-    AscendC::LocalTensor<float> t8 = t5.ReinterpretCast<float>();
-    const uint32_t t8_n = t5_n;
-    AscendC::Adds(t8, t5, -s7, (int32_t)t8_n);
-    AscendC::LocalTensor<float> t9 = t8.ReinterpretCast<float>();
-    const uint32_t t9_n = t8_n;
+    qin.EnQue(t8); t8 = qin.DeQue<float>();
+    const float s10 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_5)));
+    AscendC::LocalTensor<float> t11 = t8.ReinterpretCast<float>();
+    const uint32_t t11_n = t8_n;
+    AscendC::Adds(t11, t8, -s10, (int32_t)t11_n);
+    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
+    const uint32_t t12_n = t11_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t8;
-      for (uint32_t i = 0; i < t9_n; ++i) t9.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v_t_4)));
+      const AscendC::LocalTensor<float> &L0 = t11;
+      for (uint32_t i = 0; i < t12_n; ++i) t12.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf1_temperature_7)));
     }
-    uint64_t v_total_10 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end11 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_12 = (uint32_t)(((uint32_t)0ull)); v_c_12 < end11; ++v_c_12) {
-      v_total_10 = (uint64_t)(sk::add<uint64_t>(v_total_10, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_12)))))));
+    AscendC::LocalTensor<uint64_t> t13 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t13_n = t12_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t12;
+      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const int32_t v_k_13 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_mp_14 = (float)(g_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool s15 = (bool)(((float)(v_mp_14) < (float)(1e0f)));
-    AscendC::LocalTensor<uint32_t> t16 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t16_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t16.ReinterpretCast<int32_t>(), (int32_t)0, t16_n);
-    const uint32_t s17 = (uint32_t)(((uint32_t)(v_k_13)));
-    const bool s18 = (bool)(((int32_t)(v_k_13) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t19 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t19_n = sk::min<uint32_t>(sk::min<uint32_t>(t9_n, t9_n), t16_n);
+    uint64_t v_total_14 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end15 = (uint32_t)(p_chunks);
+    for (uint32_t v_c_16 = (uint32_t)(((uint32_t)0ull)); v_c_16 < end15; ++v_c_16) {
+      v_total_14 = (uint64_t)(sk::add<uint64_t>(v_total_14, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_16)))))));
+    }
+    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float v_mp_18 = (float)(g_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float v___kf2_min_p_19 = (float)(v_mp_18);
+    const int32_t v___kf2_k_20 = (int32_t)(v_k_17);
+    const uint32_t v___kf2_n_21 = (uint32_t)(p_n);
+    const bool s22 = (bool)(((float)(v___kf2_min_p_19) < (float)(1e0f)));
+    AscendC::LocalTensor<uint32_t> t23 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t23_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_21), TILE);
+    AscendC::CreateVecIndex(t23.ReinterpretCast<int32_t>(), (int32_t)0, t23_n);
+    const uint32_t s24 = (uint32_t)(((uint32_t)(v___kf2_k_20)));
+    const bool s25 = (bool)(((int32_t)(v___kf2_k_20) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t26 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(t12_n, t12_n), t23_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t9;
-      const AscendC::LocalTensor<float> &L1 = t9;
-      const AscendC::LocalTensor<uint32_t> &L2 = t16;
-      for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, (uint8_t)(((bool)((bool)(((bool)((bool)(((float)(sk::exp(L0.GetValue(i))) >= (float)(v_mp_14))) & (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(0e0f))) | (bool)(s15))))))) & (bool)(((bool)((bool)(((uint32_t)(L2.GetValue(i)) < (uint32_t)(s17))) | (bool)(s18))))))));
+      const AscendC::LocalTensor<float> &L0 = t12;
+      const AscendC::LocalTensor<float> &L1 = t12;
+      const AscendC::LocalTensor<uint32_t> &L2 = t23;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (uint8_t)(((bool)((bool)(((bool)((bool)(((float)(sk::exp(L0.GetValue(i))) >= (float)(v___kf2_min_p_19))) & (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(0e0f))) | (bool)(s22))))))) & (bool)(((bool)((bool)(((uint32_t)(L2.GetValue(i)) < (uint32_t)(s24))) | (bool)(s25))))))));
     }
-    AscendC::LocalTensor<uint64_t> t20 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t20_n = t9_n;
+    const float v_xl_27 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(sk::sub<uint32_t>(p_n, ((uint32_t)1ull))))))), v_m_3), v_t_4));
+    const bool v_last_in_28 = (bool)(((((float)(sk::exp(v_xl_27)) >= (float)(v_mp_18))) && (((((float)(v_xl_27) == (float)(0e0f))) || (((float)(v_mp_18) < (float)(1e0f)))))));
+    const bool v_k_inside_29 = (bool)(((((((int32_t)(v_k_17) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v_k_17))) <= (uint32_t)(p_n))))) || ((!(v_last_in_28)))));
+    const bool v_kfirst_30 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
+    const bool v___kf3_kfirst_31 = (bool)(((v_kfirst_30) && (v_k_inside_29)));
+    const uint64_t v___kf3_total_32 = (uint64_t)(v_total_14);
+    AscendC::LocalTensor<uint64_t> t33 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t33_n = sk::min<uint32_t>(t26_n, t13_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t9;
-      for (uint32_t i = 0; i < t20_n; ++i) t20.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t26;
+      const AscendC::LocalTensor<uint64_t> &L1 = t13;
+      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    const float v_xl_21 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(sk::sub<uint32_t>(p_n, ((uint32_t)1ull))))))), v_m_3), v_t_4));
-    const bool v_last_in_22 = (bool)(((((float)(sk::exp(v_xl_21)) >= (float)(v_mp_14))) && (((((float)(v_xl_21) == (float)(0e0f))) || (((float)(v_mp_14) < (float)(1e0f)))))));
-    const bool v_k_inside_23 = (bool)(((((((int32_t)(v_k_13) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v_k_13))) <= (uint32_t)(p_n))))) || ((!(v_last_in_22)))));
-    const bool v_kfirst_24 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
-    AscendC::LocalTensor<uint64_t> t25 = ub8[U3].ReinterpretCast<uint64_t>();
-    const uint32_t t25_n = sk::min<uint32_t>(t19_n, t20_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t19;
-      const AscendC::LocalTensor<uint64_t> &L1 = t20;
-      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    uint64_t s34 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t33_n; ++i) {
+      s34 = sk::add<uint64_t>(s34, t33.GetValue(i));
     }
-    uint64_t s26 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t25_n; ++i) {
-      s26 = sk::add<uint64_t>(s26, t25.GetValue(i));
-    }
-    const uint64_t v_base_27 = (uint64_t)(((((v_kfirst_24) && (v_k_inside_23))) ? (uint64_t)(s26) : (uint64_t)(v_total_10)));
-    const bool v_base_unknown_28 = (bool)(((((v_kfirst_24) && ((!(v_k_inside_23))))) && (((((int32_t)(v_k_13) > (int32_t)(((int32_t)0ull)))) || (((float)(v_mp_14) > (float)(0e0f)))))));
-    const uint64_t v_thr_29 = (uint64_t)(sk::frac_floor(v_base_27, g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t30 = ub8[U3].ReinterpretCast<uint64_t>();
-    const uint32_t t30_n = t20_n;
+    const uint64_t v_base_35 = (uint64_t)(((v___kf3_kfirst_31) ? (uint64_t)(s34) : (uint64_t)(v___kf3_total_32)));
+    const bool v_base_unknown_36 = (bool)(((((v_kfirst_30) && ((!(v_k_inside_29))))) && (((((int32_t)(v_k_17) > (int32_t)(((int32_t)0ull)))) || (((float)(v_mp_18) > (float)(0e0f)))))));
+    const uint64_t v___kf4_base_37 = (uint64_t)(v_base_35);
+    const float v___kf4_top_p_38 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf4_thr_39 = (uint64_t)(sk::frac_floor(v___kf4_base_37, v___kf4_top_p_38));
+    AscendC::LocalTensor<uint64_t> t40 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t40_n = t13_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t20_n; ++i) {
-        const uint64_t x = t20.GetValue(i);
-        t30.SetValue(i, acc);
+      for (uint32_t i = 0; i < t13_n; ++i) {
+        const uint64_t x = t13.GetValue(i);
+        t40.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t31 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t31_n = sk::min<uint32_t>(t30_n, t19_n);
+    AscendC::LocalTensor<uint8_t> t41 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t41_n = sk::min<uint32_t>(t40_n, t26_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t30;
-      const AscendC::LocalTensor<uint8_t> &L1 = t19;
-      for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v_thr_29))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t40;
+      const AscendC::LocalTensor<uint8_t> &L1 = t26;
+      for (uint32_t i = 0; i < t41_n; ++i) t41.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf4_thr_39))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t32 = ub8[U3].ReinterpretCast<uint64_t>();
-    const uint32_t t32_n = sk::min<uint32_t>(t31_n, t20_n);
+    const uint64_t v_thr_42 = (uint64_t)(v___kf4_thr_39);
+    AscendC::LocalTensor<uint64_t> t43 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t43_n = sk::min<uint32_t>(t41_n, t13_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t31;
-      const AscendC::LocalTensor<uint64_t> &L1 = t20;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t41;
+      const AscendC::LocalTensor<uint64_t> &L1 = t13;
+      for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s33 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t32_n; ++i) {
-      s33 = sk::add<uint64_t>(s33, t32.GetValue(i));
+    uint64_t s44 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t43_n; ++i) {
+      s44 = sk::add<uint64_t>(s44, t43.GetValue(i));
     }
-    const uint64_t v_kept_34 = (uint64_t)(s33);
-    const float v_lse_35 = (float)(sk::ln_fixed(v_kept_34));
-    const float s36 = (float)(v_lse_35);
-    AscendC::LocalTensor<float> t37 = ub8[TILE].ReinterpretCast<float>();
-    const uint32_t t37_n = t9_n;
+    const float v___kf5_lse_45 = (float)(sk::ln_fixed(s44));
+    const float s46 = (float)(v___kf5_lse_45);
+    AscendC::LocalTensor<float> t47 = ub8[U5].ReinterpretCast<float>();
+    const uint32_t t47_n = t12_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::PipeBarrier<PIPE_V>();
-    AscendC::Adds(t37, t9, -s36, (int32_t)t37_n);
-    AscendC::LocalTensor<float> t38 = t37.ReinterpretCast<float>();
-    const uint32_t t38_n = sk::min<uint32_t>(t31_n, t37_n);
+    AscendC::Adds(t47, t12, -s46, (int32_t)t47_n);
+    AscendC::LocalTensor<float> t48 = t47.ReinterpretCast<float>();
+    const uint32_t t48_n = sk::min<uint32_t>(t41_n, t47_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t31;
-      const AscendC::LocalTensor<float> &L1 = t37;
-      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t41;
+      const AscendC::LocalTensor<float> &L1 = t47;
+      for (uint32_t i = 0; i < t48_n; ++i) t48.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t5);
-    const uint32_t n39 = t38_n;
-    const uint64_t off40 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o41 = qout.AllocTensor<float>();
+    qin.FreeTensor(t8);
+    const uint32_t n49 = t48_n;
+    const uint64_t off50 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o51 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n39 > 0) {
-      AscendC::DataCopy(o41, t38, AscendC::DataCopyParams{1, (uint16_t)((n39 * sizeof(float) + 31) / 32), 0, 0});
+    if (n49 > 0) {
+      AscendC::DataCopy(o51, t48, AscendC::DataCopyParams{1, (uint16_t)((n49 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o41); o41 = qout.DeQue<float>();
-    if (n39 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off40], o41, AscendC::DataCopyExtParams{1, (uint32_t)(n39 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o51); o51 = qout.DeQue<float>();
+    if (n49 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off50], o51, AscendC::DataCopyExtParams{1, (uint32_t)(n49 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o41);
-    uint64_t s42 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t20_n; ++i) {
-      s42 = sk::add<uint64_t>(s42, t20.GetValue(i));
+    qout.FreeTensor(o51);
+    uint64_t s52 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t13_n; ++i) {
+      s52 = sk::add<uint64_t>(s52, t13.GetValue(i));
     }
-    const bool v_next_kept_43 = (bool)(((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((v_base_unknown_28) || (((((v_last_in_22) && (((uint64_t)(s42) <= (uint64_t)(v_thr_29))))) && (((((int32_t)(v_k_13) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_13))) > (uint32_t)(p_n)))))))))));
-    const uint64_t off44 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_next_kept_43) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const bool v_next_kept_53 = (bool)(((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((v_base_unknown_36) || (((((v_last_in_28) && (((uint64_t)(s52) <= (uint64_t)(v_thr_42))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))))))));
+    const uint64_t off54 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_next_kept_53) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_overflow[off44], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t v_u_45 = (uint64_t)(sk::uniform53(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))), g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<uint64_t> t46 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t46_n = t38_n;
+    AscendC::DataCopyPad(g_overflow[off54], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t v___kf6_off_55 = (uint64_t)(v_off_2);
+    const uint64_t v___kf6_seed_56 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf6_seq_57 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint64_t> t58 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t58_n = t48_n;
+    sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t38;
-      for (uint32_t i = 0; i < t46_n; ++i) t46.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t48;
+      for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s48 = (uint64_t)(v_u_45);
-    int32_t s47 = -1;
+    const uint64_t s60 = (uint64_t)(sk::uniform53(v___kf6_seed_56, v___kf6_seq_57));
+    int32_t s59 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t46_n; ++i) tot = sk::add128(tot, t46.GetValue(i));
+      for (uint32_t i = 0; i < t58_n; ++i) tot = sk::add128(tot, t58.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s48, tot.lo);
-        thr.hi += s48 * tot.hi;
+        sk::U128 thr = sk::mul64(s60, tot.lo);
+        thr.hi += s60 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t46_n; ++i) {
-          acc = sk::add128(acc, t46.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s47 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t58_n; ++i) {
+          acc = sk::add128(acc, t58.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s59 = (int32_t)i; break; }
         }
-        if (s47 < 0) for (uint32_t i = t46_n; i-- > 0;) if (t46.GetValue(i) > 0) { s47 = (int32_t)i; break; }
+        if (s59 < 0) for (uint32_t i = t58_n; i-- > 0;) if (t58.GetValue(i) > 0) { s59 = (int32_t)i; break; }
       }
     }
-    const int32_t v_c_49 = (int32_t)(s47);
-    const int32_t v_tok_50 = (int32_t)(((((int32_t)(v_c_49) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_49)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off51 = (uint64_t)(((uint64_t)(v_r_1)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_50));
+    const int32_t v___kf6_c_61 = (int32_t)(s59);
+    const int32_t v_tok_62 = (int32_t)(((((int32_t)(v___kf6_c_61) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_c_61)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off63 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_62));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off51], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off63], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
+struct process_prefix_draw_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 768, U4 = 1024, U5 = 768;
+};
+extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  process_prefix_draw_body<process_prefix_draw_k64>(p_cand, p_cand_ids, p_n, p_v, p_mass, p_chunks, p_temperature, p_top_p, p_top_k, p_min_p, p_order, p_seed, p_seq, p_logprobs, p_overflow, p_token, programs);
+}
+
 struct process_prefix_draw_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 1280, U3 = 3328;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 2304;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -428,7 +241,7 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, G
 }
 
 struct process_prefix_draw_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 5120, U3 = 13312;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 9216;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -436,7 +249,7 @@ extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, 
 }
 
 struct process_prefix_draw_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 20480, U3 = 53248;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 36864;
 };
 extern "C" __global__ __aicore__ void process_prefix_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);

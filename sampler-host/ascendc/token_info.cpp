@@ -32,77 +32,81 @@ __aicore__ inline void token_info_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_AD
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<int32_t> t4 = qin.AllocTensor<int32_t>();
-    const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off5 = (uint64_t)(v_off_2);
-    if (t4_n > 0) {
-      AscendC::DataCopyPad(t4, g_cand_ids[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_4 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_5 = (uint32_t)(p_n);
+    const int32_t v___kf1_s_6 = (int32_t)(v_s_3);
+    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
+    AscendC::LocalTensor<int32_t> t8 = qin.AllocTensor<int32_t>();
+    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off9 = (uint64_t)(v___kf1_off_4);
+    if (t8_n > 0) {
+      AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t4); t4 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t6 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t6_n = t4_n;
+    qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
+    const uint32_t t10_n = t8_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t4;
-      for (uint32_t i = 0; i < t6_n; ++i) t6.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_s_3))));
+      const AscendC::LocalTensor<int32_t> &L0 = t8;
+      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
     }
-    int32_t s7 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t6_n; ++i) {
-      if ((t6.GetValue(i) != 0)) { s7 = (int32_t)i; break; }
+    int32_t s11 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t10_n; ++i) {
+      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
     }
-    const int32_t v_col_8 = (int32_t)(((((int32_t)(v_s_3) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s7) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
-    const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off10 = (uint64_t)(v_off_2);
-    if (t9_n > 0) {
-      AscendC::DataCopyPad(t9, g_logprobs[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t9); t9 = qin.DeQue<float>();
-    sk::sync<AscendC::HardEvent::MTE2_S>();
-    const uint32_t s11 = (uint32_t)(((uint32_t)(v_col_8)));
-    const float v_lp_12 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s11 < t9_n ? (float)(t9.GetValue(s11)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t13 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off14 = (uint64_t)(v_off_2);
-    sk::sync<AscendC::HardEvent::S_MTE2>();
+    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
+    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
     if (t13_n > 0) {
-      AscendC::DataCopyPad(t13, g_cand[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t13); t13 = qin.DeQue<float>();
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
+    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
+    sk::sync<AscendC::HardEvent::S_MTE2>();
+    if (t17_n > 0) {
+      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     sk::sync<AscendC::HardEvent::MTE2_S>();
-    const uint32_t s15 = (uint32_t)(((uint32_t)(v_col_8)));
-    const float v_vs_16 = (float)(((((int32_t)(v_col_8) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t17 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(sk::min<uint32_t>(t13_n, t13_n), t4_n);
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
+    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t13;
+      const AscendC::LocalTensor<float> &L0 = t17;
+      const AscendC::LocalTensor<float> &L1 = t17;
+      const AscendC::LocalTensor<int32_t> &L2 = t8;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
+    }
+    qin.FreeTensor(t8);
+    AscendC::LocalTensor<uint64_t> t22 = ub8[U2].ReinterpretCast<uint64_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t13_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
       const AscendC::LocalTensor<float> &L1 = t13;
-      const AscendC::LocalTensor<int32_t> &L2 = t4;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v_vs_16))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v_vs_16))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v_s_3))))))))));
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    qin.FreeTensor(t4);
-    AscendC::LocalTensor<uint64_t> t18 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t18_n = sk::min<uint32_t>(t17_n, t9_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t17;
-      const AscendC::LocalTensor<float> &L1 = t9;
-      for (uint32_t i = 0; i < t18_n; ++i) t18.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+    uint64_t s23 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t22_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
     }
-    uint64_t s19 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t18_n; ++i) {
-      s19 = sk::add<uint64_t>(s19, t18.GetValue(i));
-    }
-    const uint64_t v_mass_20 = (uint64_t)(s19);
-    qin.FreeTensor(t9);
-    const float v_ssp_21 = (float)(((((float)(v_lp_12) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v_mass_20)) : (float)(0e0f)));
-    const uint64_t off22 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v_lp_12));
+    const uint64_t v___kf1_mass_24 = (uint64_t)(s23);
+    qin.FreeTensor(t13);
+    const float v___kf1_ssp_25 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_24)) : (float)(0e0f)));
+    const uint64_t off26 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_lp_16));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off22], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off23 = (uint64_t)(((uint64_t)(v_r_1)));
+    AscendC::DataCopyPad(g_token_lp[off26], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off27 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v_ssp_21));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_ssp_25));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off23], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off27], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

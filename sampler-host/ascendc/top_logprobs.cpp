@@ -29,45 +29,47 @@ __aicore__ inline void top_logprobs_body(GM_ADDR p_cand_ids, GM_ADDR p_logprobs,
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v_ooff_3 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_k))));
-    AscendC::LocalTensor<int32_t> t4 = qin.AllocTensor<int32_t>();
-    const uint32_t t4_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off5 = (uint64_t)(v_off_2);
-    if (t4_n > 0) {
-      AscendC::DataCopyPad(t4, g_cand_ids[off5], AscendC::DataCopyExtParams{1, (uint32_t)(t4_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::LocalTensor<int32_t> t3 = qin.AllocTensor<int32_t>();
+    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off4 = (uint64_t)(v_off_2);
+    if (t3_n > 0) {
+      AscendC::DataCopyPad(t3, g_cand_ids[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t4); t4 = qin.DeQue<int32_t>();
-    const uint32_t n6 = sk::min<uint32_t>(t4_n, (uint32_t)(p_k));
-    const uint64_t off7 = (uint64_t)(v_ooff_3);
-    AscendC::LocalTensor<int32_t> o8 = qout.AllocTensor<int32_t>();
-    if (n6 > 0) {
-      AscendC::DataCopy(o8, t4, AscendC::DataCopyParams{1, (uint16_t)((n6 * sizeof(int32_t) + 31) / 32), 0, 0});
+    qin.EnQue(t3); t3 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t5 = qin.AllocTensor<float>();
+    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off6 = (uint64_t)(v_off_2);
+    if (t5_n > 0) {
+      AscendC::DataCopyPad(t5, g_logprobs[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qout.EnQue(o8); o8 = qout.DeQue<int32_t>();
-    if (n6 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off7], o8, AscendC::DataCopyExtParams{1, (uint32_t)(n6 * sizeof(int32_t)), 0, 0, 0});
+    qin.EnQue(t5); t5 = qin.DeQue<float>();
+    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
+    const uint32_t v___kf1_k_8 = (uint32_t)(p_k);
+    const uint64_t v___kf1_ooff_9 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf1_r_7)), ((uint64_t)(v___kf1_k_8))));
+    const uint32_t n10 = sk::min<uint32_t>(t3_n, (uint32_t)(v___kf1_k_8));
+    const uint64_t off11 = (uint64_t)(v___kf1_ooff_9);
+    AscendC::LocalTensor<int32_t> o12 = qout.AllocTensor<int32_t>();
+    if (n10 > 0) {
+      AscendC::DataCopy(o12, t3, AscendC::DataCopyParams{1, (uint16_t)((n10 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.FreeTensor(o8);
-    qin.FreeTensor(t4);
-    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
-    const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off10 = (uint64_t)(v_off_2);
-    if (t9_n > 0) {
-      AscendC::DataCopyPad(t9, g_logprobs[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qout.EnQue(o12); o12 = qout.DeQue<int32_t>();
+    if (n10 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off11], o12, AscendC::DataCopyExtParams{1, (uint32_t)(n10 * sizeof(int32_t)), 0, 0, 0});
     }
-    qin.EnQue(t9); t9 = qin.DeQue<float>();
-    const uint32_t n11 = sk::min<uint32_t>(t9_n, (uint32_t)(p_k));
-    const uint64_t off12 = (uint64_t)(v_ooff_3);
-    AscendC::LocalTensor<float> o13 = qout.AllocTensor<float>();
-    if (n11 > 0) {
-      AscendC::DataCopy(o13, t9, AscendC::DataCopyParams{1, (uint16_t)((n11 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o12);
+    qin.FreeTensor(t3);
+    const uint32_t n13 = sk::min<uint32_t>(t5_n, (uint32_t)(v___kf1_k_8));
+    const uint64_t off14 = (uint64_t)(v___kf1_ooff_9);
+    AscendC::LocalTensor<float> o15 = qout.AllocTensor<float>();
+    if (n13 > 0) {
+      AscendC::DataCopy(o15, t5, AscendC::DataCopyParams{1, (uint16_t)((n13 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o13); o13 = qout.DeQue<float>();
-    if (n11 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off12], o13, AscendC::DataCopyExtParams{1, (uint32_t)(n11 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o15); o15 = qout.DeQue<float>();
+    if (n13 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off14], o15, AscendC::DataCopyExtParams{1, (uint32_t)(n13 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o13);
-    qin.FreeTensor(t9);
+    qout.FreeTensor(o15);
+    qin.FreeTensor(t5);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
