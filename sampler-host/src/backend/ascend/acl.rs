@@ -112,7 +112,7 @@ pub fn pack_args(args: &[KernelArg]) -> Vec<u8> {
     let mut out: Vec<u8> = Vec::new();
     let mut put = |bytes: &[u8]| {
         let a = bytes.len();
-        while out.len() % a != 0 {
+        while !out.len().is_multiple_of(a) {
             out.push(0);
         }
         out.extend_from_slice(bytes);
@@ -126,7 +126,7 @@ pub fn pack_args(args: &[KernelArg]) -> Vec<u8> {
             KernelArg::F32(v) => put(&v.to_le_bytes()),
         }
     }
-    while out.len() % 8 != 0 {
+    while !out.len().is_multiple_of(8) {
         out.push(0);
     }
     out

@@ -61,12 +61,7 @@ pub fn cann_home() -> Option<PathBuf> {
         .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
         .chain([PathBuf::from("/usr/local/Ascend/ascend-toolkit/latest"), PathBuf::from("/usr/local/Ascend/latest")])
         .chain(home);
-    for c in candidates {
-        if c.join("lib64/libascendcl.so").exists() {
-            return Some(c);
-        }
-    }
-    None
+    candidates.into_iter().find(|c| c.join("lib64/libascendcl.so").exists())
 }
 
 /// The aclrtc library of a toolkit (`libacl_rtc.so` or `libaclrtc.so`).
