@@ -19,6 +19,14 @@ using namespace AscendC;
 
 static float gin[64];
 static float gout[64];
+alignas(64) static int32_t grow[64];  // per-row outputs: 16 rows share one 64-byte line
+
+static float ulps(float a, float b) {  // distance in ulps of two finite floats of one sign
+  int32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return (float)std::abs(x - y);
+}
 
 #define SYNC(E) do { SetFlag<HardEvent::E>(EVENT_ID0); WaitFlag<HardEvent::E>(EVENT_ID0); } while (0)
 
@@ -206,6 +214,175 @@ static void run(const std::string &c) {
     TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 256);
     TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
     q.EnQue(b.Get<float>());
+  }
+  // ---- per-core 64-byte write-back DataCache (run with BLOCKS=2) ----
+  else if (c == "cache_rows_scalar" || c == "cache_rows_dma") {
+    // Row r of 16 is written by block r % blocks, as the kernels deal rows.
+    GlobalTensor<int32_t> gr; gr.SetGlobalBuffer(grow);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<int32_t> t = b.Get<int32_t>();
+    for (int64_t r = GetBlockIdx(); r < 16; r += GetBlockNum()) {
+      if (c == "cache_rows_scalar") {
+        gr.SetValue((uint64_t)r, (int32_t)(100 + r));
+      } else {
+        t.SetValue(0, (int32_t)(100 + r));
+        SYNC(S_MTE3);
+        DataCopyPad(gr[(uint64_t)r], t, DataCopyExtParams{1, 4, 0, 0, 0});
+        SYNC(MTE3_S);
+      }
+    }
+  } else if (c == "cache_scalar_then_dma" || c == "cache_scalar_dcci_dma") {
+    GlobalTensor<int32_t> gr; gr.SetGlobalBuffer(grow);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<int32_t> t = b.Get<int32_t>();
+    gr.SetValue(0, 7);  // dirty line in this core's DataCache
+    if (c == "cache_scalar_dcci_dma") DataCacheCleanAndInvalid<int32_t, CacheLine::ENTIRE_DATA_CACHE, DcciDst::CACHELINE_OUT>(gr);
+    t.SetValue(0, 8);
+    SYNC(S_MTE3);
+    DataCopyPad(gr[1], t, DataCopyExtParams{1, 4, 0, 0, 0});  // same line, by DMA
+    SYNC(MTE3_S);
+  } else if (c == "cache_stale_read" || c == "cache_dcci_read") {
+    GlobalTensor<int32_t> gr; gr.SetGlobalBuffer(grow);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<int32_t> t = b.Get<int32_t>();
+    int32_t before = gr.GetValue(1);  // the line is now cached
+    t.SetValue(0, before + 1);
+    SYNC(S_MTE3);
+    DataCopyPad(gr[1], t, DataCopyExtParams{1, 4, 0, 0, 0});
+    SYNC(MTE3_S);
+    if (c == "cache_dcci_read") DataCacheCleanAndInvalid<int32_t, CacheLine::SINGLE_CACHE_LINE, DcciDst::CACHELINE_OUT>(gr);
+    std::printf("read back %d\n", gr.GetValue(1));
+  }
+  // ---- strict vector pipe (PipeBarrier<PIPE_V>) and WAR / WAW ----
+  else if (c == "v_raw_no_barrier" || c == "v_raw_barrier" || c == "v_in_place") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 1.0f, 8);
+    if (c != "v_raw_no_barrier") PipeBarrier<PIPE_V>();
+    if (c == "v_in_place") Adds(t, t, 1.0f, 8);  // reads and writes in one op: no barrier needed
+    else Adds(t[64], t, 1.0f, 8);
+  } else if (c == "v_war_no_barrier" || c == "v_waw_no_barrier") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 1.0f, 8);
+    if (c == "v_war_no_barrier") {
+      PipeBarrier<PIPE_V>();
+      Adds(t[64], t, 1.0f, 8);  // reads t
+    }
+    Duplicate(t, 2.0f, 8);  // then overwrites it
+  } else if (c == "cross_pipe_war" || c == "cross_pipe_war_synced" || c == "cross_pipe_waw") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    if (c == "cross_pipe_waw") {
+      Duplicate(t, 1.0f, 16);  // V writes, then MTE2 overwrites without V_MTE2
+    } else {
+      DataCopyPad(t, g, DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+      SYNC(MTE2_V);
+      Adds(t[64], t, 1.0f, 16);  // V reads t
+      if (c == "cross_pipe_war_synced") SYNC(V_MTE2);
+    }
+    DataCopyPad(t, g[16], DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    SYNC(MTE2_V);
+    PipeBarrier<PIPE_V>();
+  }
+  // ---- single-bit flags; TQue holds IDs of the same pool ----
+  else if (c == "flag_set_twice") {
+    SetFlag<HardEvent::V_S>(EVENT_ID0);
+    SetFlag<HardEvent::V_S>(EVENT_ID0);
+    WaitFlag<HardEvent::V_S>(EVENT_ID0);
+  } else if (c == "flag_tque_fixed_id" || c == "flag_tque_fetched_id") {
+    TQue<QuePosition::VECIN, 2> q; pipe.InitBuffer(q, 2, 256);
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 256);
+    LocalTensor<float> x = q.AllocTensor<float>();
+    DataCopyPad(x, g, DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    q.EnQue(x);
+    x = q.DeQue<float>();
+    LocalTensor<float> y = b.Get<float>();
+    Muls(y, x, 2.0f, 16);
+    q.FreeTensor(x);  // the queue now holds a V_MTE2 flag until the buffer's next AllocTensor
+    event_t id = c == "flag_tque_fixed_id" ? EVENT_ID0 : (event_t)GetTPipePtr()->FetchEventID(HardEvent::V_MTE2);
+    SetFlag<HardEvent::V_MTE2>(id);  // before reloading y's source elsewhere
+    WaitFlag<HardEvent::V_MTE2>(id);
+    std::printf("event id %d\n", (int)id);
+  }
+  // ---- limits ----
+  else if (c == "mrgsort_4095" || c == "mrgsort_4096") {
+    uint16_t len = c == "mrgsort_4095" ? 4095 : 4096;
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 128 * 1024);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 1.0f, 4 * 4096);  // two lists of 4096 pairs
+    PipeBarrier<PIPE_V>();
+    uint16_t lens[4] = {len, 16, 0, 0};
+    uint32_t sorted[4];
+    MrgSort<float>(t[4 * 4096], MrgSortSrcList<float>(t, t[2 * 4096], t, t), lens, sorted, 3, 1);
+  } else if (c == "sort32_dst_needs_256") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 4096);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 0.0f, 64);
+    PipeBarrier<PIPE_V>();
+    Sort32(t[256 + 32], t, t[32].ReinterpretCast<uint32_t>(), 1);  // destination at 1152 bytes: 128- not 256-aligned
+  } else if (c == "reducemax_work_32" || c == "reducemax_work_8") {
+    // n = 64 needs ceil(64/64) * 2 floats = 8 bytes, rounded up to 32.
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, c == "reducemax_work_32" ? 1024 : 1000);
+    LocalTensor<float> t = b.Get<float>();
+    Duplicate(t, 3.0f, 64);
+    PipeBarrier<PIPE_V>();
+    ReduceMax(t[64], t, t[248], 64);  // work space at byte 992
+  }
+  // ---- numerics: vector Exp / Div within 2 ulp, subnormals flushed ----
+  else if (c == "numerics") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 8192);
+    LocalTensor<float> t = b.Get<float>();
+    const int N = 256;
+    for (int i = 0; i < N; ++i) {
+      t.SetValue(i, -20.0f + 0.17f * (float)i);     // Exp inputs
+      t.SetValue(N + i, 1.0f + 0.31f * (float)i);   // dividends
+      t.SetValue(2 * N + i, 0.7f + 0.01f * (float)i);  // divisors
+    }
+    t.SetValue(N, 1e-39f);  // a subnormal dividend
+    SYNC(S_V);
+    Exp(t[3 * N], t, N);
+    Div(t[4 * N], t[N], t[2 * N], N);
+    SYNC(V_S);
+    float worst = 0;
+    int moved = 0;
+    for (int i = 0; i < N; ++i) {
+      float e = std::exp(t.GetValue(i)), d = t.GetValue(N + i) / t.GetValue(2 * N + i);
+      float de = ulps(t.GetValue(3 * N + i), e), dd = i == 0 ? 0.0f : ulps(t.GetValue(4 * N + i), d);
+      moved += (de > 0) + (dd > 0);
+      worst = std::max(worst, std::max(de, dd));
+    }
+    std::printf("moved %d worst %g subnormal quotient %g\n", moved, worst, t.GetValue(4 * N));
+  }
+  // ---- Sort32 / MrgSort: NaN and +-0.0 in the stated total order ----
+  else if (c == "sort_nan_zero") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 8192);
+    LocalTensor<float> t = b.Get<float>();
+    const float inf = INFINITY, qnan = NAN;
+    float s[32];
+    for (int i = 0; i < 32; ++i) s[i] = -inf;
+    s[1] = 0.0f; s[2] = qnan; s[3] = -0.0f; s[4] = inf; s[5] = 1.0f; s[6] = -qnan; s[7] = -1.0f; s[8] = 0.0f;
+    for (int i = 0; i < 32; ++i) t.SetValue(i, s[i]);
+    SYNC(S_V);
+    CreateVecIndex(t[64].ReinterpretCast<int32_t>(), 0, 32);
+    PipeBarrier<PIPE_V>();
+    Sort32(t[256], t, t[64].ReinterpretCast<uint32_t>(), 1);
+    // MrgSort: list 0 = (-0.0, id 10), (NaN, 11) sorted as NaN first; list 1 = (NaN, 20), (+0.0, 21).
+    t.SetValue(512, qnan); t[513].ReinterpretCast<uint32_t>().SetValue(0, 11);
+    t.SetValue(514, -0.0f); t[515].ReinterpretCast<uint32_t>().SetValue(0, 10);
+    t.SetValue(576, qnan); t[577].ReinterpretCast<uint32_t>().SetValue(0, 20);
+    t.SetValue(578, 0.0f); t[579].ReinterpretCast<uint32_t>().SetValue(0, 21);
+    SYNC(S_V);
+    PipeBarrier<PIPE_V>();
+    uint16_t lens[4] = {2, 2, 0, 0};
+    uint32_t sorted[4];
+    MrgSort<float>(t[1024], MrgSortSrcList<float>(t[512], t[576], t[512], t[512]), lens, sorted, 3, 1);
+    SYNC(V_S);
+    std::printf("sort32:");
+    for (int i = 0; i < 9; ++i) std::printf(" %u", t[256 + 2 * i + 1].ReinterpretCast<uint32_t>().GetValue(0));
+    std::printf("\nmrgsort:");
+    for (int i = 0; i < 4; ++i) std::printf(" %u", t[1024 + 2 * i + 1].ReinterpretCast<uint32_t>().GetValue(0));
+    std::printf("\n");
   } else {
     std::fprintf(stderr, "unknown case %s\n", c.c_str());
     std::exit(2);
@@ -214,9 +391,12 @@ static void run(const std::string &c) {
 
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
-  emu::begin_block(0, 1);
-  run(argv[1]);
-  emu::end_block();
+  const int blocks = std::getenv("BLOCKS") ? std::atoi(std::getenv("BLOCKS")) : 1;
+  for (int b = 0; b < blocks; ++b) {
+    emu::begin_block(b, blocks);
+    run(argv[1]);
+    emu::end_block();
+  }
   std::printf("done\n");
   return 0;
 }
@@ -266,7 +446,11 @@ fn case(name: &str, env: &[(&str, &str)]) -> Option<(i32, String, String)> {
 }
 
 fn passes(name: &str) -> Option<String> {
-    let (code, out, err) = case(name, &[])?;
+    passes_env(name, &[])
+}
+
+fn passes_env(name: &str, env: &[(&str, &str)]) -> Option<String> {
+    let (code, out, err) = case(name, env)?;
     assert_eq!(code, 0, "case {name} must pass under emulation:\n{err}");
     assert!(out.ends_with("done\n"), "{out}");
     Some(out)
@@ -359,4 +543,81 @@ fn tque_misuse_is_flagged() {
     fails("tque_not_freed", "QUEUE", "still held at the end of the kernel");
     fails("tque_double_free", "QUEUE", "already free");
     fails("tque_foreign_tensor", "QUEUE", "not one of its buffers");
+}
+
+#[test]
+fn datacache_lines_shared_by_blocks_or_mixed_with_dma_are_flagged() {
+    // 16 int32 rows in one 64-byte line, dealt over two blocks: scalar
+    // SetValue writes the whole line back, so one block's rows clobber the
+    // other's; byte-exact DMA writes of the same rows are fine.
+    passes_env("cache_rows_scalar", &[("BLOCKS", "1")]);
+    fails_env("cache_rows_scalar", &[("BLOCKS", "2")], "CACHE", "written by a scalar SetValue in block 1 and also by block 0");
+    passes_env("cache_rows_dma", &[("BLOCKS", "2")]);
+    passes_env("cache_rows_dma", &[("BLOCKS", "40")]);
+    // One core: a dirty scalar line, then DMA on the same line.
+    fails("cache_scalar_then_dma", "CACHE", "left dirty in this core's DataCache");
+    passes("cache_scalar_dcci_dma");
+    // A line cached by a scalar read, rewritten by DMA, read again.
+    fails("cache_stale_read", "CACHE", "stale DataCache line");
+    if let Some(out) = passes("cache_dcci_read") {
+        assert!(out.contains("read back 1\n"), "{out}");
+    }
+}
+
+#[test]
+fn strict_vector_pipe_needs_pipebarrier_v() {
+    fails("v_raw_no_barrier", "HAZARD", "without PipeBarrier<PIPE_V> in between (RAW)");
+    passes("v_raw_barrier");
+    passes("v_in_place");
+    fails("v_war_no_barrier", "HAZARD", "without PipeBarrier<PIPE_V> in between (WAR)");
+    fails("v_waw_no_barrier", "HAZARD", "without PipeBarrier<PIPE_V> in between (WAW)");
+    // With the compiler's auto-sync the barriers are its job.
+    passes_env("v_raw_no_barrier", &[("ASCENDC_EMU_AUTO_SYNC", "1")]);
+    passes_env("v_war_no_barrier", &[("ASCENDC_EMU_AUTO_SYNC", "1")]);
+}
+
+#[test]
+fn cross_pipe_war_and_waw_are_flagged() {
+    fails("cross_pipe_war", "HAZARD", "pipe MTE2 overwrites UB byte 0 read by pipe V");
+    passes("cross_pipe_war_synced");
+    fails("cross_pipe_waw", "HAZARD", "pipe MTE2 overwrites UB byte 0 written by pipe V");
+}
+
+#[test]
+fn flags_are_single_bit_and_tque_holds_ids_of_the_same_pool() {
+    fails("flag_set_twice", "FLAG", "SetFlag<V_S>(0) while that flag is still set");
+    // After FreeTensor a VECIN queue holds V_MTE2 on ID 0: a hard-coded EVENT_ID0 sets it twice.
+    fails("flag_tque_fixed_id", "FLAG", "SetFlag<V_MTE2>(0) while that flag is still set");
+    if let Some(out) = passes("flag_tque_fetched_id") {
+        assert!(out.contains("event id 1\n"), "FetchEventID skips the queue's ID: {out}");
+    }
+}
+
+#[test]
+fn mrgsort_sort32_and_reducemax_limits() {
+    passes("mrgsort_4095");
+    fails("mrgsort_4096", "LIMIT", "MrgSort list 0 holds 4096 elements (at most 4095)");
+    fails("sort32_dst_needs_256", "ALIGN", "Sort32 destination at UB offset 1152 is not 256-byte aligned");
+    passes("reducemax_work_32");
+    fails("reducemax_work_8", "LIMIT", "ReduceMax work space of 32 bytes needed");
+}
+
+#[test]
+fn numerics_mode_perturbs_vector_exp_and_div_within_2_ulp_and_flushes_subnormals() {
+    if let Some(out) = passes("numerics") {
+        assert!(out.contains("moved 0 worst 0 subnormal quotient 1.4"), "exact by default: {out}");
+    }
+    let Some(out) = passes_env("numerics", &[("ASCENDC_EMU_NUMERICS", "perturb")]) else { return };
+    let moved: u32 = out.split("moved ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).expect(&out);
+    assert!(moved > 200, "most of the 510 results move: {out}");
+    assert!(out.contains("worst 2 subnormal quotient 0\n"), "at most 2 ulp; the subnormal dividend flushes to 0: {out}");
+}
+
+#[test]
+fn sort32_and_mrgsort_order_nan_and_signed_zero_by_the_stated_total_order() {
+    let Some(out) = passes("sort_nan_zero") else { return };
+    // Descending with every NaN first (input order), +inf, 1, the zeros in input order (-0.0 == +0.0), -1, then -inf.
+    assert!(out.contains("sort32: 2 6 4 5 1 3 8 7 0\n"), "{out}");
+    // Equal keys (NaN, NaN) and (-0.0, +0.0): the lower list first.
+    assert!(out.contains("mrgsort: 11 20 10 21\n"), "{out}");
 }

@@ -3,448 +3,89 @@
 // Entries: force_topn_t64, force_topn_t256, force_topn_t1024, force_topn_t4096; UB bytes: 2816, 11264, 45056, 180224.
 // Parameters: logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
+#include "sampler_top_n.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
-  }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
-}
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
-
-#ifndef SAMPLER_ASCENDC_TOPN
-#define SAMPLER_ASCENDC_TOPN
-namespace sk {
-__aicore__ inline void copy_pairs(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &src, uint32_t pairs) {
-  if (pairs > 0) AscendC::Adds(dst.ReinterpretCast<int32_t>(), src.ReinterpretCast<int32_t>(), (int32_t)0, (int32_t)(pairs * 2));
-}
-// run: TILE pairs; merged: TILE + TILE/2 pairs (also stages the chunk);
-// a, b: TILE/2 pairs each; outv/outi: TILE elements. Returns min(n, v, TILE).
-template <uint32_t TILE>
-__aicore__ inline uint32_t top_n(const AscendC::GlobalTensor<float> &g, uint64_t off, uint32_t v, uint32_t n,
-                                 const AscendC::LocalTensor<float> &run, const AscendC::LocalTensor<float> &merged,
-                                 const AscendC::LocalTensor<float> &a, const AscendC::LocalTensor<float> &b,
-                                 const AscendC::LocalTensor<float> &outv, const AscendC::LocalTensor<uint32_t> &outi) {
-  const uint32_t C = TILE / 2;
-  const uint32_t IDX = (C + 63) / 64 * 64;
-  const float NEG = bits_f32(0xff800000u);
-  n = min(min(n, v), TILE);
-  AscendC::LocalTensor<float> vals = merged;
-  AscendC::LocalTensor<uint32_t> idx = merged[IDX].ReinterpretCast<uint32_t>();
-  AscendC::Duplicate(run.ReinterpretCast<int32_t>(), (int32_t)0, (int32_t)(TILE * 2));
-  uint32_t have = 0;
-  for (uint32_t start = 0; start < v; start += C) {
-    uint32_t cnt = min(C, v - start);
-    uint32_t c8 = (cnt + 7) / 8 * 8, c32 = (cnt + 31) / 32 * 32;
-    AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(EVENT_ID0);
-    AscendC::DataCopyExtParams cp{1, cnt * 4, 0, 0, 0};
-    AscendC::DataCopyPadExtParams<float> pad{true, 0, (uint8_t)(c8 - cnt), NEG};
-    AscendC::DataCopyPad(vals, g[off + start], cp, pad);
-    if (c32 > c8) AscendC::Duplicate(vals[c8], NEG, (int32_t)(c32 - c8));
-    AscendC::CreateVecIndex(idx.ReinterpretCast<int32_t>(), (int32_t)start, c32);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::PipeBarrier<PIPE_V>();
-    AscendC::Sort32(a, vals, idx, (int32_t)(c32 / 32));
-    AscendC::LocalTensor<float> src = a, dst = b;
-    for (uint32_t len = 32; len < cnt; len *= 4) {
-      AscendC::PipeBarrier<PIPE_V>();
-      for (uint32_t g0 = 0; g0 < cnt; g0 += 4 * len) {
-        uint16_t lens[4];
-        uint32_t sorted[4];
-        uint16_t valid = 0;
-        for (uint32_t q = 0; q < 4; ++q) {
-          uint32_t s = g0 + q * len;
-          lens[q] = (uint16_t)(s < cnt ? min(len, cnt - s) : 0);
-          if (lens[q] > 0) valid |= (uint16_t)(1u << q);
-        }
-        if (valid == 1) {
-          copy_pairs(dst[g0 * 2], src[g0 * 2], lens[0]);
-        } else {
-          uint32_t o1 = lens[1] ? g0 + len : g0, o2 = lens[2] ? g0 + 2 * len : g0, o3 = lens[3] ? g0 + 3 * len : g0;
-          AscendC::MrgSortSrcList<float> list(src[g0 * 2], src[o1 * 2], src[o2 * 2], src[o3 * 2]);
-          AscendC::MrgSort<float>(dst[g0 * 2], list, lens, sorted, valid, 1);
-        }
-      }
-      AscendC::LocalTensor<float> t = src; src = dst; dst = t;
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void force_topn_body(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<float> g_logits;
+  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
+  AscendC::GlobalTensor<float> g_cand;
+  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
+  AscendC::GlobalTensor<int32_t> g_cand_ids;
+  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
+  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_logits);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint32_t v_r_1 = (uint32_t)(prog);
+    AscendC::LocalTensor<float> t2 = ub8[0].ReinterpretCast<float>();
+    AscendC::LocalTensor<int32_t> t3 = ub8[U0].ReinterpretCast<int32_t>();
+    AscendC::PipeBarrier<PIPE_ALL>();
+    const uint32_t t2_n = sk::top_n<TILE>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[U2].ReinterpretCast<float>(), ub8[U3].ReinterpretCast<float>(), ub8[U4].ReinterpretCast<float>(), ub8[U5].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
+    const uint32_t t3_n = t2_n;
+    AscendC::PipeBarrier<PIPE_ALL>();
+    const uint64_t v_off_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    const uint32_t n5 = t2_n;
+    const uint64_t off6 = (uint64_t)(v_off_4);
+    AscendC::LocalTensor<float> o7 = qout.AllocTensor<float>();
+    if (n5 > 0) {
+      AscendC::DataCopy(o7, t2, AscendC::DataCopyParams{1, (uint16_t)((n5 * sizeof(float) + 31) / 32), 0, 0});
     }
-    AscendC::PipeBarrier<PIPE_V>();
-    if (have == 0) {
-      have = min(cnt, n);
-      copy_pairs(run, src, have);
-    } else {
-      uint16_t lens[4] = {(uint16_t)have, (uint16_t)cnt, 0, 0};
-      uint32_t sorted[4];
-      AscendC::MrgSortSrcList<float> list(run, src, run, run);
-      AscendC::MrgSort<float>(merged, list, lens, sorted, (uint16_t)3, 1);
-      AscendC::PipeBarrier<PIPE_V>();
-      have = min(have + cnt, n);
-      copy_pairs(run, merged, have);
+    qout.EnQue(o7); o7 = qout.DeQue<float>();
+    if (n5 > 0) {
+      AscendC::DataCopyPad(g_cand[off6], o7, AscendC::DataCopyExtParams{1, (uint32_t)(n5 * sizeof(float)), 0, 0, 0});
     }
-    AscendC::PipeBarrier<PIPE_V>();
+    qout.FreeTensor(o7);
+    const uint32_t n8 = t3_n;
+    const uint64_t off9 = (uint64_t)(v_off_4);
+    AscendC::LocalTensor<int32_t> o10 = qout.AllocTensor<int32_t>();
+    if (n8 > 0) {
+      AscendC::DataCopy(o10, t3, AscendC::DataCopyParams{1, (uint16_t)((n8 * sizeof(int32_t) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o10); o10 = qout.DeQue<int32_t>();
+    if (n8 > 0) {
+      AscendC::DataCopyPad(g_cand_ids[off9], o10, AscendC::DataCopyExtParams{1, (uint32_t)(n8 * sizeof(int32_t)), 0, 0, 0});
+    }
+    qout.FreeTensor(o10);
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  if (n > 0) AscendC::Extract(outv, outi, run, (int32_t)((n + 31) / 32));
-  return n;
 }
-} // namespace sk
-#endif
 
+struct force_topn_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 2304, U2 = 512, U3 = 1024, U4 = 1792, U5 = 2048;
+};
 extern "C" __global__ __aicore__ void force_topn_t64(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 2304); // static UB plan, 256-byte aligned slots; 2816 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::LocalTensor<float> t2 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t3 = ub8[256].ReinterpretCast<int32_t>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t2_n = sk::top_n<64>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[512].ReinterpretCast<float>(), ub8[1024].ReinterpretCast<float>(), ub8[1792].ReinterpretCast<float>(), ub8[2048].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
-    const uint32_t t3_n = t2_n;
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v_off_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint32_t n5 = t2_n;
-    const uint64_t off6 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<float> o7 = qout.AllocTensor<float>();
-    if (n5 > 0) {
-      AscendC::DataCopy(o7, t2, AscendC::DataCopyParams{1, (uint16_t)((n5 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o7); o7 = qout.DeQue<float>();
-    if (n5 > 0) {
-      AscendC::DataCopyPad(g_cand[off6], o7, AscendC::DataCopyExtParams{1, (uint32_t)(n5 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o7);
-    const uint32_t n8 = t3_n;
-    const uint64_t off9 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<int32_t> o10 = qout.AllocTensor<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopy(o10, t3, AscendC::DataCopyParams{1, (uint16_t)((n8 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o10); o10 = qout.DeQue<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopyPad(g_cand_ids[off9], o10, AscendC::DataCopyExtParams{1, (uint32_t)(n8 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o10);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  force_topn_body<force_topn_k64>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }
 
+struct force_topn_k256 {
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192;
+};
 extern "C" __global__ __aicore__ void force_topn_t256(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 1024); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 9216); // static UB plan, 256-byte aligned slots; 11264 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::LocalTensor<float> t2 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t3 = ub8[1024].ReinterpretCast<int32_t>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t2_n = sk::top_n<256>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[2048].ReinterpretCast<float>(), ub8[4096].ReinterpretCast<float>(), ub8[7168].ReinterpretCast<float>(), ub8[8192].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
-    const uint32_t t3_n = t2_n;
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v_off_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint32_t n5 = t2_n;
-    const uint64_t off6 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<float> o7 = qout.AllocTensor<float>();
-    if (n5 > 0) {
-      AscendC::DataCopy(o7, t2, AscendC::DataCopyParams{1, (uint16_t)((n5 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o7); o7 = qout.DeQue<float>();
-    if (n5 > 0) {
-      AscendC::DataCopyPad(g_cand[off6], o7, AscendC::DataCopyExtParams{1, (uint32_t)(n5 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o7);
-    const uint32_t n8 = t3_n;
-    const uint64_t off9 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<int32_t> o10 = qout.AllocTensor<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopy(o10, t3, AscendC::DataCopyParams{1, (uint16_t)((n8 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o10); o10 = qout.DeQue<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopyPad(g_cand_ids[off9], o10, AscendC::DataCopyExtParams{1, (uint32_t)(n8 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o10);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  force_topn_body<force_topn_k256>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }
 
+struct force_topn_k1024 {
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768;
+};
 extern "C" __global__ __aicore__ void force_topn_t1024(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 4096); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 36864); // static UB plan, 256-byte aligned slots; 45056 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::LocalTensor<float> t2 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t3 = ub8[4096].ReinterpretCast<int32_t>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t2_n = sk::top_n<1024>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[8192].ReinterpretCast<float>(), ub8[16384].ReinterpretCast<float>(), ub8[28672].ReinterpretCast<float>(), ub8[32768].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
-    const uint32_t t3_n = t2_n;
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v_off_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint32_t n5 = t2_n;
-    const uint64_t off6 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<float> o7 = qout.AllocTensor<float>();
-    if (n5 > 0) {
-      AscendC::DataCopy(o7, t2, AscendC::DataCopyParams{1, (uint16_t)((n5 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o7); o7 = qout.DeQue<float>();
-    if (n5 > 0) {
-      AscendC::DataCopyPad(g_cand[off6], o7, AscendC::DataCopyExtParams{1, (uint32_t)(n5 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o7);
-    const uint32_t n8 = t3_n;
-    const uint64_t off9 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<int32_t> o10 = qout.AllocTensor<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopy(o10, t3, AscendC::DataCopyParams{1, (uint16_t)((n8 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o10); o10 = qout.DeQue<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopyPad(g_cand_ids[off9], o10, AscendC::DataCopyExtParams{1, (uint32_t)(n8 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o10);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  force_topn_body<force_topn_k1024>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }
 
+struct force_topn_k4096 {
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 147456, U2 = 32768, U3 = 65536, U4 = 114688, U5 = 131072;
+};
 extern "C" __global__ __aicore__ void force_topn_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 16384); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 147456); // static UB plan, 256-byte aligned slots; 180224 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::LocalTensor<float> t2 = ub8[0].ReinterpretCast<float>();
-    AscendC::LocalTensor<int32_t> t3 = ub8[16384].ReinterpretCast<int32_t>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint32_t t2_n = sk::top_n<4096>(g_logits, (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v)))), (uint32_t)(p_v), (uint32_t)(p_n), ub8[32768].ReinterpretCast<float>(), ub8[65536].ReinterpretCast<float>(), ub8[114688].ReinterpretCast<float>(), ub8[131072].ReinterpretCast<float>(), t2, t3.ReinterpretCast<uint32_t>());
-    const uint32_t t3_n = t2_n;
-    AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v_off_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint32_t n5 = t2_n;
-    const uint64_t off6 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<float> o7 = qout.AllocTensor<float>();
-    if (n5 > 0) {
-      AscendC::DataCopy(o7, t2, AscendC::DataCopyParams{1, (uint16_t)((n5 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o7); o7 = qout.DeQue<float>();
-    if (n5 > 0) {
-      AscendC::DataCopyPad(g_cand[off6], o7, AscendC::DataCopyExtParams{1, (uint32_t)(n5 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o7);
-    const uint32_t n8 = t3_n;
-    const uint64_t off9 = (uint64_t)(v_off_4);
-    AscendC::LocalTensor<int32_t> o10 = qout.AllocTensor<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopy(o10, t3, AscendC::DataCopyParams{1, (uint16_t)((n8 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o10); o10 = qout.DeQue<int32_t>();
-    if (n8 > 0) {
-      AscendC::DataCopyPad(g_cand_ids[off9], o10, AscendC::DataCopyExtParams{1, (uint32_t)(n8 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o10);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  force_topn_body<force_topn_k4096>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }

@@ -3,173 +3,7 @@
 // Entries: mask_check_t4096; UB bytes: 135168.
 // Parameters: logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>, raw: Gm<u32>, raw_max: GmMut<f32>, raw_sum: GmMut<u64>, status: GmMut<i32>, then `uint32_t programs` (rows or groups); tiles 4096.
 #include "kernel_operator.h"
-
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
-  }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
-}
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
+#include "sampler_prelude.h"
 
 extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_masks, GM_ADDR p_has_mask, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, GM_ADDR p_status, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -180,7 +14,7 @@ extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_
   AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
   pipe.InitBuffer(qout, 2, 16384); // UB -> GM staging of row tiles
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 69632); // static UB plan, 256-byte aligned slots; 135168 bytes of UB in all
+  pipe.InitBuffer(ub, 69632); // static UB plan, 256-byte aligned slots
   AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
   AscendC::GlobalTensor<float> g_logits;
   g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
@@ -196,6 +30,7 @@ extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_
   g_raw_sum.SetGlobalBuffer((__gm__ uint64_t *)p_raw_sum);
   AscendC::GlobalTensor<int32_t> g_status;
   g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
+  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_logits);
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_base_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
@@ -230,8 +65,7 @@ extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_
           AscendC::DataCopyPad(t15, g_masks[off17], AscendC::DataCopyExtParams{1, (uint32_t)(t15_n * 4), 0, 0, 0}, AscendC::DataCopyPadExtParams<uint32_t>{false, 0, 0, 0});
         }
         qin.EnQue(t15); t15 = qin.DeQue<uint32_t>();
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
+        sk::sync<AscendC::HardEvent::MTE2_S>();
         for (uint32_t i = 0; i < t16_n; ++i) {
           t16.SetValue(i, (uint8_t)((t15.GetValue(i / 32) >> (i % 32)) & 1u));
         }
@@ -246,8 +80,7 @@ extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_
         const uint32_t n19 = t18_n;
         const uint64_t off20 = (uint64_t)(sk::add<uint64_t>(v_base_2, ((uint64_t)(v_start_11))));
         AscendC::LocalTensor<float> o21 = qout.AllocTensor<float>();
-        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
+        sk::sync<AscendC::HardEvent::S_V>();
         if (n19 > 0) {
           AscendC::DataCopy(o21, t18, AscendC::DataCopyParams{1, (uint16_t)((n19 * sizeof(float) + 31) / 32), 0, 0});
         }
@@ -285,95 +118,101 @@ extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_
           float s26 = sk::bits_f32(0xff800000u);
           if (t18_n > 0) {
             AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t18, ub8[256].ReinterpretCast<float>(), (int32_t)t18_n);
-            AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
+            sk::sync<AscendC::HardEvent::V_S>();
             s26 = ub8[0].ReinterpretCast<float>().GetValue(0);
           }
           const float v_mt_27 = (float)(s26);
-          g_raw_max.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10)))), (float)(v_mt_27));
-          const float s28 = (float)(v_mt_27);
-          AscendC::LocalTensor<float> t29 = ub8[20480].ReinterpretCast<float>();
-          const uint32_t t29_n = t18_n;
-          AscendC::Adds(t29, t18, -s28, (int32_t)t29_n);
-          AscendC::LocalTensor<float> t30 = t29.ReinterpretCast<float>();
-          const uint32_t t30_n = t29_n;
-          AscendC::Exp(t30, t29, (int32_t)t30_n);
+          const uint64_t off28 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10))));
+          sk::sync<AscendC::HardEvent::V_S>();
+          ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v_mt_27));
+          sk::sync<AscendC::HardEvent::S_MTE3>();
+          AscendC::DataCopyPad(g_raw_max[off28], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+          const float s29 = (float)(v_mt_27);
+          AscendC::LocalTensor<float> t30 = ub8[20480].ReinterpretCast<float>();
+          const uint32_t t30_n = t18_n;
+          AscendC::Adds(t30, t18, -s29, (int32_t)t30_n);
           AscendC::LocalTensor<uint64_t> t31 = ub8[36864].ReinterpretCast<uint64_t>();
           const uint32_t t31_n = t30_n;
-          AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-          AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
+          sk::sync<AscendC::HardEvent::V_S>();
            {
             const AscendC::LocalTensor<float> &L0 = t30;
-            for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+            for (uint32_t i = 0; i < t31_n; ++i) t31.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
           }
           uint64_t s32 = (uint64_t)(0);
           for (uint32_t i = 0; i < t31_n; ++i) {
             s32 = sk::add<uint64_t>(s32, t31.GetValue(i));
           }
-          g_raw_sum.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10)))), (uint64_t)(s32));
+          const uint64_t off33 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10))));
+          sk::sync<AscendC::HardEvent::MTE3_S>();
+          ub8[0].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(s32));
+          sk::sync<AscendC::HardEvent::S_MTE3>();
+          AscendC::DataCopyPad(g_raw_sum[off33], ub8[0].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
           AscendC::PipeBarrier<PIPE_ALL>();
         }
         AscendC::PipeBarrier<PIPE_ALL>();
         AscendC::PipeBarrier<PIPE_ALL>();
       } else {
         AscendC::PipeBarrier<PIPE_ALL>();
-        AscendC::LocalTensor<uint8_t> t33 = ub8[0].ReinterpretCast<uint8_t>();
-        const uint32_t t33_n = sk::min<uint32_t>(t13_n, t13_n);
+        AscendC::LocalTensor<uint8_t> t34 = ub8[0].ReinterpretCast<uint8_t>();
+        const uint32_t t34_n = sk::min<uint32_t>(t13_n, t13_n);
          {
           const AscendC::LocalTensor<float> &L0 = t13;
           const AscendC::LocalTensor<float> &L1 = t13;
-          for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint8_t)(((bool)((bool)(sk::is_nan(L0.GetValue(i))) | (bool)(sk::is_pos_inf(L1.GetValue(i)))))));
+          for (uint32_t i = 0; i < t34_n; ++i) t34.SetValue(i, (uint8_t)(((bool)((bool)(sk::is_nan(L0.GetValue(i))) | (bool)(sk::is_pos_inf(L1.GetValue(i)))))));
         }
-        uint32_t s34 = (uint32_t)(0);
-        for (uint32_t i = 0; i < t33_n; ++i) {
-          if ((t33.GetValue(i) != 0)) ++s34;
+        uint32_t s35 = (uint32_t)(0);
+        for (uint32_t i = 0; i < t34_n; ++i) {
+          if ((t34.GetValue(i) != 0)) ++s35;
         }
-        v_bad_7 = (uint32_t)(sk::add<uint32_t>(v_bad_7, s34));
-        AscendC::LocalTensor<uint8_t> t35 = ub8[0].ReinterpretCast<uint8_t>();
-        const uint32_t t35_n = t13_n;
+        v_bad_7 = (uint32_t)(sk::add<uint32_t>(v_bad_7, s35));
+        AscendC::LocalTensor<uint8_t> t36 = ub8[0].ReinterpretCast<uint8_t>();
+        const uint32_t t36_n = t13_n;
          {
           const AscendC::LocalTensor<float> &L0 = t13;
-          for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (uint8_t)((!(sk::is_neg_inf(L0.GetValue(i))))));
+          for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint8_t)((!(sk::is_neg_inf(L0.GetValue(i))))));
         }
-        uint32_t s36 = (uint32_t)(0);
-        for (uint32_t i = 0; i < t35_n; ++i) {
-          if ((t35.GetValue(i) != 0)) ++s36;
+        uint32_t s37 = (uint32_t)(0);
+        for (uint32_t i = 0; i < t36_n; ++i) {
+          if ((t36.GetValue(i) != 0)) ++s37;
         }
-        v_finite_8 = (uint32_t)(sk::add<uint32_t>(v_finite_8, s36));
+        v_finite_8 = (uint32_t)(sk::add<uint32_t>(v_finite_8, s37));
         AscendC::PipeBarrier<PIPE_ALL>();
         if (v_want_raw_5) {
           AscendC::PipeBarrier<PIPE_ALL>();
-          float s37 = sk::bits_f32(0xff800000u);
+          float s38 = sk::bits_f32(0xff800000u);
           if (t13_n > 0) {
             AscendC::ReduceMax(ub8[0].ReinterpretCast<float>(), t13, ub8[256].ReinterpretCast<float>(), (int32_t)t13_n);
-            AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-            s37 = ub8[0].ReinterpretCast<float>().GetValue(0);
+            sk::sync<AscendC::HardEvent::V_S>();
+            s38 = ub8[0].ReinterpretCast<float>().GetValue(0);
           }
-          const float v_mt_38 = (float)(s37);
-          g_raw_max.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10)))), (float)(v_mt_38));
-          const float s39 = (float)(v_mt_38);
-          AscendC::LocalTensor<float> t40 = ub8[0].ReinterpretCast<float>();
-          const uint32_t t40_n = t13_n;
-          AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-          AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-          AscendC::Adds(t40, t13, -s39, (int32_t)t40_n);
-          AscendC::LocalTensor<float> t41 = t40.ReinterpretCast<float>();
-          const uint32_t t41_n = t40_n;
-          AscendC::Exp(t41, t40, (int32_t)t41_n);
-          AscendC::LocalTensor<uint64_t> t42 = ub8[16384].ReinterpretCast<uint64_t>();
-          const uint32_t t42_n = t41_n;
-          AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-          AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
+          const float v_mt_39 = (float)(s38);
+          const uint64_t off40 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10))));
+          sk::sync<AscendC::HardEvent::V_S>();
+          ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v_mt_39));
+          sk::sync<AscendC::HardEvent::S_MTE3>();
+          AscendC::DataCopyPad(g_raw_max[off40], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+          const float s41 = (float)(v_mt_39);
+          AscendC::LocalTensor<float> t42 = ub8[0].ReinterpretCast<float>();
+          const uint32_t t42_n = t13_n;
+          sk::sync<AscendC::HardEvent::S_V>();
+          sk::sync<AscendC::HardEvent::MTE3_V>();
+          AscendC::PipeBarrier<PIPE_V>();
+          AscendC::Adds(t42, t13, -s41, (int32_t)t42_n);
+          AscendC::LocalTensor<uint64_t> t43 = ub8[16384].ReinterpretCast<uint64_t>();
+          const uint32_t t43_n = t42_n;
+          sk::sync<AscendC::HardEvent::V_S>();
            {
-            const AscendC::LocalTensor<float> &L0 = t41;
-            for (uint32_t i = 0; i < t42_n; ++i) t42.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+            const AscendC::LocalTensor<float> &L0 = t42;
+            for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
           }
-          uint64_t s43 = (uint64_t)(0);
-          for (uint32_t i = 0; i < t42_n; ++i) {
-            s43 = sk::add<uint64_t>(s43, t42.GetValue(i));
+          uint64_t s44 = (uint64_t)(0);
+          for (uint32_t i = 0; i < t43_n; ++i) {
+            s44 = sk::add<uint64_t>(s44, t43.GetValue(i));
           }
-          g_raw_sum.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10)))), (uint64_t)(s43));
+          const uint64_t off45 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, v_nchunks_6), v_c_10))));
+          ub8[49152].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(s44));
+          sk::sync<AscendC::HardEvent::S_MTE3>();
+          AscendC::DataCopyPad(g_raw_sum[off45], ub8[49152].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
           AscendC::PipeBarrier<PIPE_ALL>();
         }
         AscendC::PipeBarrier<PIPE_ALL>();
@@ -384,8 +223,11 @@ extern "C" __global__ __aicore__ void mask_check_t4096(GM_ADDR p_logits, uint32_
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const int32_t v_st_44 = (int32_t)(((((uint32_t)(v_bad_7) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_finite_8) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-    g_status.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_st_44));
+    const int32_t v_st_46 = (int32_t)(((((uint32_t)(v_bad_7) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_finite_8) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+    const uint64_t off47 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_46));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_status[off47], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

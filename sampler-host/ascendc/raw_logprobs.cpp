@@ -3,570 +3,141 @@
 // Entries: raw_logprobs_t64, raw_logprobs_t256, raw_logprobs_t1024, raw_logprobs_t4096; UB bytes: 1536, 6144, 24576, 98304.
 // Parameters: logits: Gm<f32>, v: u32, raw: Gm<u32>, raw_max: Gm<f32>, raw_sum: Gm<u64>, tiles: u32, lookup: Gm<i32>, k: u32, top_ids: Gm<i32>, token_lp: GmMut<f32>, top_lps: GmMut<f32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void raw_logprobs_body(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
+  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<float> g_logits;
+  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
+  AscendC::GlobalTensor<uint32_t> g_raw;
+  g_raw.SetGlobalBuffer((__gm__ uint32_t *)p_raw);
+  AscendC::GlobalTensor<float> g_raw_max;
+  g_raw_max.SetGlobalBuffer((__gm__ float *)p_raw_max);
+  AscendC::GlobalTensor<uint64_t> g_raw_sum;
+  g_raw_sum.SetGlobalBuffer((__gm__ uint64_t *)p_raw_sum);
+  AscendC::GlobalTensor<int32_t> g_lookup;
+  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
+  AscendC::GlobalTensor<int32_t> g_top_ids;
+  g_top_ids.SetGlobalBuffer((__gm__ int32_t *)p_top_ids);
+  AscendC::GlobalTensor<float> g_token_lp;
+  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
+  AscendC::GlobalTensor<float> g_top_lps;
+  g_top_lps.SetGlobalBuffer((__gm__ float *)p_top_lps);
+  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_logits);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint32_t v_r_1 = (uint32_t)(prog);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (((uint32_t)(g_raw.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      float v_m_2 = (float)(sk::bits_f32(0xff800000u));
+      const uint32_t end3 = (uint32_t)(p_tiles);
+      for (uint32_t v_t_4 = (uint32_t)(((uint32_t)0ull)); v_t_4 < end3; ++v_t_4) {
+        v_m_2 = (float)(sk::max<float>(v_m_2, g_raw_max.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_4)))))));
+      }
+      uint64_t v_s_5 = (uint64_t)(((uint64_t)0ull));
+      const uint32_t end6 = (uint32_t)(p_tiles);
+      for (uint32_t v_t_7 = (uint32_t)(((uint32_t)0ull)); v_t_7 < end6; ++v_t_7) {
+        const uint64_t v_i_8 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_7))));
+        v_s_5 = (uint64_t)(sk::add<uint64_t>(v_s_5, sk::to_fixed(sk::mul<float>(sk::fixed_to_f32(g_raw_sum.GetValue((uint64_t)(v_i_8))), sk::exp(sk::sub<float>(g_raw_max.GetValue((uint64_t)(v_i_8)), v_m_2))))));
+      }
+      const float v_lse_9 = (float)(sk::ln_fixed(v_s_5));
+      const uint64_t v_base_10 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
+      const int32_t v_tok_11 = (int32_t)(g_lookup.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+      const float v_lp_12 = (float)(((((((int32_t)(v_tok_11) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_tok_11) < (int32_t)(((int32_t)(p_v))))))) ? (float)(sk::sub<float>(sk::sub<float>(g_logits.GetValue((uint64_t)(sk::add<uint64_t>(v_base_10, ((uint64_t)(v_tok_11))))), v_m_2), v_lse_9)) : (float)(sk::bits_f32(0xff800000u))));
+      const uint64_t off13 = (uint64_t)(((uint64_t)(v_r_1)));
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v_lp_12));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_token_lp[off13], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      AscendC::PipeBarrier<PIPE_ALL>();
+      if (((uint32_t)(p_k) > (uint32_t)(((uint32_t)0ull)))) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint64_t v_ooff_14 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_k))));
+        AscendC::LocalTensor<int32_t> t15 = qin.AllocTensor<int32_t>();
+        const uint32_t t15_n = sk::min<uint32_t>((uint32_t)(p_k), TILE);
+        const uint64_t off16 = (uint64_t)(v_ooff_14);
+        if (t15_n > 0) {
+          AscendC::DataCopyPad(t15, g_top_ids[off16], AscendC::DataCopyExtParams{1, (uint32_t)(t15_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+        }
+        qin.EnQue(t15); t15 = qin.DeQue<int32_t>();
+        AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t17_n = t15_n;
+        const uint64_t off18 = (uint64_t)(v_base_10);
+        sk::sync<AscendC::HardEvent::MTE2_S>();
+        for (uint32_t i = 0; i < t17_n; ++i) {
+          const int32_t j = t15.GetValue(i);
+          t17.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_logits.GetValue(off18 + (uint64_t)j));
+        }
+        qin.FreeTensor(t15);
+        const float s19 = (float)(v_m_2);
+        AscendC::LocalTensor<float> t20 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t20_n = t17_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        AscendC::Adds(t20, t17, -s19, (int32_t)t20_n);
+        const float s21 = (float)(v_lse_9);
+        AscendC::LocalTensor<float> t22 = t20.ReinterpretCast<float>();
+        const uint32_t t22_n = t20_n;
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Adds(t22, t20, -s21, (int32_t)t22_n);
+        const uint32_t n23 = t22_n;
+        const uint64_t off24 = (uint64_t)(v_ooff_14);
+        AscendC::LocalTensor<float> o25 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n23 > 0) {
+          AscendC::DataCopy(o25, t22, AscendC::DataCopyParams{1, (uint16_t)((n23 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o25); o25 = qout.DeQue<float>();
+        if (n23 > 0) {
+          AscendC::DataCopyPad(g_top_lps[off24], o25, AscendC::DataCopyExtParams{1, (uint32_t)(n23 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o25);
+        AscendC::PipeBarrier<PIPE_ALL>();
+      }
+      AscendC::PipeBarrier<PIPE_ALL>();
+      AscendC::PipeBarrier<PIPE_ALL>();
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
 }
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
 
+struct raw_logprobs_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 512;
+};
 extern "C" __global__ __aicore__ void raw_logprobs_t64(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 512); // static UB plan, 256-byte aligned slots; 1536 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<uint32_t> g_raw;
-  g_raw.SetGlobalBuffer((__gm__ uint32_t *)p_raw);
-  AscendC::GlobalTensor<float> g_raw_max;
-  g_raw_max.SetGlobalBuffer((__gm__ float *)p_raw_max);
-  AscendC::GlobalTensor<uint64_t> g_raw_sum;
-  g_raw_sum.SetGlobalBuffer((__gm__ uint64_t *)p_raw_sum);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<int32_t> g_top_ids;
-  g_top_ids.SetGlobalBuffer((__gm__ int32_t *)p_top_ids);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_top_lps;
-  g_top_lps.SetGlobalBuffer((__gm__ float *)p_top_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(g_raw.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      float v_m_2 = (float)(sk::bits_f32(0xff800000u));
-      const uint32_t end3 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_4 = (uint32_t)(((uint32_t)0ull)); v_t_4 < end3; ++v_t_4) {
-        v_m_2 = (float)(sk::max<float>(v_m_2, g_raw_max.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_4)))))));
-      }
-      uint64_t v_s_5 = (uint64_t)(((uint64_t)0ull));
-      const uint32_t end6 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_7 = (uint32_t)(((uint32_t)0ull)); v_t_7 < end6; ++v_t_7) {
-        const uint64_t v_i_8 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_7))));
-        v_s_5 = (uint64_t)(sk::add<uint64_t>(v_s_5, sk::to_fixed(sk::mul<float>(sk::fixed_to_f32(g_raw_sum.GetValue((uint64_t)(v_i_8))), sk::exp(sk::sub<float>(g_raw_max.GetValue((uint64_t)(v_i_8)), v_m_2))))));
-      }
-      const float v_lse_9 = (float)(sk::ln_fixed(v_s_5));
-      const uint64_t v_base_10 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-      const int32_t v_tok_11 = (int32_t)(g_lookup.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-      const float v_lp_12 = (float)(((((((int32_t)(v_tok_11) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_tok_11) < (int32_t)(((int32_t)(p_v))))))) ? (float)(sk::sub<float>(sk::sub<float>(g_logits.GetValue((uint64_t)(sk::add<uint64_t>(v_base_10, ((uint64_t)(v_tok_11))))), v_m_2), v_lse_9)) : (float)(sk::bits_f32(0xff800000u))));
-      g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(p_k) > (uint32_t)(((uint32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v_ooff_13 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_k))));
-        AscendC::LocalTensor<int32_t> t14 = qin.AllocTensor<int32_t>();
-        const uint32_t t14_n = sk::min<uint32_t>((uint32_t)(p_k), TILE);
-        const uint64_t off15 = (uint64_t)(v_ooff_13);
-        if (t14_n > 0) {
-          AscendC::DataCopyPad(t14, g_top_ids[off15], AscendC::DataCopyExtParams{1, (uint32_t)(t14_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-        }
-        qin.EnQue(t14); t14 = qin.DeQue<int32_t>();
-        AscendC::LocalTensor<float> t16 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t16_n = t14_n;
-        const uint64_t off17 = (uint64_t)(v_base_10);
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        for (uint32_t i = 0; i < t16_n; ++i) {
-          const int32_t j = t14.GetValue(i);
-          t16.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_logits.GetValue(off17 + (uint64_t)j));
-        }
-        qin.FreeTensor(t14);
-        const float s18 = (float)(v_m_2);
-        AscendC::LocalTensor<float> t19 = ub8[256].ReinterpretCast<float>();
-        const uint32_t t19_n = t16_n;
-        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::Adds(t19, t16, -s18, (int32_t)t19_n);
-        const float s20 = (float)(v_lse_9);
-        AscendC::LocalTensor<float> t21 = t19.ReinterpretCast<float>();
-        const uint32_t t21_n = t19_n;
-        AscendC::Adds(t21, t19, -s20, (int32_t)t21_n);
-        const uint32_t n22 = t21_n;
-        const uint64_t off23 = (uint64_t)(v_ooff_13);
-        AscendC::LocalTensor<float> o24 = qout.AllocTensor<float>();
-        if (n22 > 0) {
-          AscendC::DataCopy(o24, t21, AscendC::DataCopyParams{1, (uint16_t)((n22 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o24); o24 = qout.DeQue<float>();
-        if (n22 > 0) {
-          AscendC::DataCopyPad(g_top_lps[off23], o24, AscendC::DataCopyExtParams{1, (uint32_t)(n22 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o24);
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  raw_logprobs_body<raw_logprobs_k64>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }
 
+struct raw_logprobs_k256 {
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 2048;
+};
 extern "C" __global__ __aicore__ void raw_logprobs_t256(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 1024); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 2048); // static UB plan, 256-byte aligned slots; 6144 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<uint32_t> g_raw;
-  g_raw.SetGlobalBuffer((__gm__ uint32_t *)p_raw);
-  AscendC::GlobalTensor<float> g_raw_max;
-  g_raw_max.SetGlobalBuffer((__gm__ float *)p_raw_max);
-  AscendC::GlobalTensor<uint64_t> g_raw_sum;
-  g_raw_sum.SetGlobalBuffer((__gm__ uint64_t *)p_raw_sum);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<int32_t> g_top_ids;
-  g_top_ids.SetGlobalBuffer((__gm__ int32_t *)p_top_ids);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_top_lps;
-  g_top_lps.SetGlobalBuffer((__gm__ float *)p_top_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(g_raw.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      float v_m_2 = (float)(sk::bits_f32(0xff800000u));
-      const uint32_t end3 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_4 = (uint32_t)(((uint32_t)0ull)); v_t_4 < end3; ++v_t_4) {
-        v_m_2 = (float)(sk::max<float>(v_m_2, g_raw_max.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_4)))))));
-      }
-      uint64_t v_s_5 = (uint64_t)(((uint64_t)0ull));
-      const uint32_t end6 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_7 = (uint32_t)(((uint32_t)0ull)); v_t_7 < end6; ++v_t_7) {
-        const uint64_t v_i_8 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_7))));
-        v_s_5 = (uint64_t)(sk::add<uint64_t>(v_s_5, sk::to_fixed(sk::mul<float>(sk::fixed_to_f32(g_raw_sum.GetValue((uint64_t)(v_i_8))), sk::exp(sk::sub<float>(g_raw_max.GetValue((uint64_t)(v_i_8)), v_m_2))))));
-      }
-      const float v_lse_9 = (float)(sk::ln_fixed(v_s_5));
-      const uint64_t v_base_10 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-      const int32_t v_tok_11 = (int32_t)(g_lookup.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-      const float v_lp_12 = (float)(((((((int32_t)(v_tok_11) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_tok_11) < (int32_t)(((int32_t)(p_v))))))) ? (float)(sk::sub<float>(sk::sub<float>(g_logits.GetValue((uint64_t)(sk::add<uint64_t>(v_base_10, ((uint64_t)(v_tok_11))))), v_m_2), v_lse_9)) : (float)(sk::bits_f32(0xff800000u))));
-      g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(p_k) > (uint32_t)(((uint32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v_ooff_13 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_k))));
-        AscendC::LocalTensor<int32_t> t14 = qin.AllocTensor<int32_t>();
-        const uint32_t t14_n = sk::min<uint32_t>((uint32_t)(p_k), TILE);
-        const uint64_t off15 = (uint64_t)(v_ooff_13);
-        if (t14_n > 0) {
-          AscendC::DataCopyPad(t14, g_top_ids[off15], AscendC::DataCopyExtParams{1, (uint32_t)(t14_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-        }
-        qin.EnQue(t14); t14 = qin.DeQue<int32_t>();
-        AscendC::LocalTensor<float> t16 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t16_n = t14_n;
-        const uint64_t off17 = (uint64_t)(v_base_10);
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        for (uint32_t i = 0; i < t16_n; ++i) {
-          const int32_t j = t14.GetValue(i);
-          t16.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_logits.GetValue(off17 + (uint64_t)j));
-        }
-        qin.FreeTensor(t14);
-        const float s18 = (float)(v_m_2);
-        AscendC::LocalTensor<float> t19 = ub8[1024].ReinterpretCast<float>();
-        const uint32_t t19_n = t16_n;
-        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::Adds(t19, t16, -s18, (int32_t)t19_n);
-        const float s20 = (float)(v_lse_9);
-        AscendC::LocalTensor<float> t21 = t19.ReinterpretCast<float>();
-        const uint32_t t21_n = t19_n;
-        AscendC::Adds(t21, t19, -s20, (int32_t)t21_n);
-        const uint32_t n22 = t21_n;
-        const uint64_t off23 = (uint64_t)(v_ooff_13);
-        AscendC::LocalTensor<float> o24 = qout.AllocTensor<float>();
-        if (n22 > 0) {
-          AscendC::DataCopy(o24, t21, AscendC::DataCopyParams{1, (uint16_t)((n22 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o24); o24 = qout.DeQue<float>();
-        if (n22 > 0) {
-          AscendC::DataCopyPad(g_top_lps[off23], o24, AscendC::DataCopyExtParams{1, (uint32_t)(n22 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o24);
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  raw_logprobs_body<raw_logprobs_k256>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }
 
+struct raw_logprobs_k1024 {
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 8192;
+};
 extern "C" __global__ __aicore__ void raw_logprobs_t1024(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 4096); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 8192); // static UB plan, 256-byte aligned slots; 24576 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<uint32_t> g_raw;
-  g_raw.SetGlobalBuffer((__gm__ uint32_t *)p_raw);
-  AscendC::GlobalTensor<float> g_raw_max;
-  g_raw_max.SetGlobalBuffer((__gm__ float *)p_raw_max);
-  AscendC::GlobalTensor<uint64_t> g_raw_sum;
-  g_raw_sum.SetGlobalBuffer((__gm__ uint64_t *)p_raw_sum);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<int32_t> g_top_ids;
-  g_top_ids.SetGlobalBuffer((__gm__ int32_t *)p_top_ids);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_top_lps;
-  g_top_lps.SetGlobalBuffer((__gm__ float *)p_top_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(g_raw.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      float v_m_2 = (float)(sk::bits_f32(0xff800000u));
-      const uint32_t end3 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_4 = (uint32_t)(((uint32_t)0ull)); v_t_4 < end3; ++v_t_4) {
-        v_m_2 = (float)(sk::max<float>(v_m_2, g_raw_max.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_4)))))));
-      }
-      uint64_t v_s_5 = (uint64_t)(((uint64_t)0ull));
-      const uint32_t end6 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_7 = (uint32_t)(((uint32_t)0ull)); v_t_7 < end6; ++v_t_7) {
-        const uint64_t v_i_8 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_7))));
-        v_s_5 = (uint64_t)(sk::add<uint64_t>(v_s_5, sk::to_fixed(sk::mul<float>(sk::fixed_to_f32(g_raw_sum.GetValue((uint64_t)(v_i_8))), sk::exp(sk::sub<float>(g_raw_max.GetValue((uint64_t)(v_i_8)), v_m_2))))));
-      }
-      const float v_lse_9 = (float)(sk::ln_fixed(v_s_5));
-      const uint64_t v_base_10 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-      const int32_t v_tok_11 = (int32_t)(g_lookup.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-      const float v_lp_12 = (float)(((((((int32_t)(v_tok_11) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_tok_11) < (int32_t)(((int32_t)(p_v))))))) ? (float)(sk::sub<float>(sk::sub<float>(g_logits.GetValue((uint64_t)(sk::add<uint64_t>(v_base_10, ((uint64_t)(v_tok_11))))), v_m_2), v_lse_9)) : (float)(sk::bits_f32(0xff800000u))));
-      g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(p_k) > (uint32_t)(((uint32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v_ooff_13 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_k))));
-        AscendC::LocalTensor<int32_t> t14 = qin.AllocTensor<int32_t>();
-        const uint32_t t14_n = sk::min<uint32_t>((uint32_t)(p_k), TILE);
-        const uint64_t off15 = (uint64_t)(v_ooff_13);
-        if (t14_n > 0) {
-          AscendC::DataCopyPad(t14, g_top_ids[off15], AscendC::DataCopyExtParams{1, (uint32_t)(t14_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-        }
-        qin.EnQue(t14); t14 = qin.DeQue<int32_t>();
-        AscendC::LocalTensor<float> t16 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t16_n = t14_n;
-        const uint64_t off17 = (uint64_t)(v_base_10);
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        for (uint32_t i = 0; i < t16_n; ++i) {
-          const int32_t j = t14.GetValue(i);
-          t16.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_logits.GetValue(off17 + (uint64_t)j));
-        }
-        qin.FreeTensor(t14);
-        const float s18 = (float)(v_m_2);
-        AscendC::LocalTensor<float> t19 = ub8[4096].ReinterpretCast<float>();
-        const uint32_t t19_n = t16_n;
-        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::Adds(t19, t16, -s18, (int32_t)t19_n);
-        const float s20 = (float)(v_lse_9);
-        AscendC::LocalTensor<float> t21 = t19.ReinterpretCast<float>();
-        const uint32_t t21_n = t19_n;
-        AscendC::Adds(t21, t19, -s20, (int32_t)t21_n);
-        const uint32_t n22 = t21_n;
-        const uint64_t off23 = (uint64_t)(v_ooff_13);
-        AscendC::LocalTensor<float> o24 = qout.AllocTensor<float>();
-        if (n22 > 0) {
-          AscendC::DataCopy(o24, t21, AscendC::DataCopyParams{1, (uint16_t)((n22 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o24); o24 = qout.DeQue<float>();
-        if (n22 > 0) {
-          AscendC::DataCopyPad(g_top_lps[off23], o24, AscendC::DataCopyExtParams{1, (uint32_t)(n22 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o24);
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  raw_logprobs_body<raw_logprobs_k1024>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }
 
+struct raw_logprobs_k4096 {
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 32768;
+};
 extern "C" __global__ __aicore__ void raw_logprobs_t4096(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 16384); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 32768); // static UB plan, 256-byte aligned slots; 98304 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logits;
-  g_logits.SetGlobalBuffer((__gm__ float *)p_logits);
-  AscendC::GlobalTensor<uint32_t> g_raw;
-  g_raw.SetGlobalBuffer((__gm__ uint32_t *)p_raw);
-  AscendC::GlobalTensor<float> g_raw_max;
-  g_raw_max.SetGlobalBuffer((__gm__ float *)p_raw_max);
-  AscendC::GlobalTensor<uint64_t> g_raw_sum;
-  g_raw_sum.SetGlobalBuffer((__gm__ uint64_t *)p_raw_sum);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<int32_t> g_top_ids;
-  g_top_ids.SetGlobalBuffer((__gm__ int32_t *)p_top_ids);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_top_lps;
-  g_top_lps.SetGlobalBuffer((__gm__ float *)p_top_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(g_raw.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      float v_m_2 = (float)(sk::bits_f32(0xff800000u));
-      const uint32_t end3 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_4 = (uint32_t)(((uint32_t)0ull)); v_t_4 < end3; ++v_t_4) {
-        v_m_2 = (float)(sk::max<float>(v_m_2, g_raw_max.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_4)))))));
-      }
-      uint64_t v_s_5 = (uint64_t)(((uint64_t)0ull));
-      const uint32_t end6 = (uint32_t)(p_tiles);
-      for (uint32_t v_t_7 = (uint32_t)(((uint32_t)0ull)); v_t_7 < end6; ++v_t_7) {
-        const uint64_t v_i_8 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_tiles), v_t_7))));
-        v_s_5 = (uint64_t)(sk::add<uint64_t>(v_s_5, sk::to_fixed(sk::mul<float>(sk::fixed_to_f32(g_raw_sum.GetValue((uint64_t)(v_i_8))), sk::exp(sk::sub<float>(g_raw_max.GetValue((uint64_t)(v_i_8)), v_m_2))))));
-      }
-      const float v_lse_9 = (float)(sk::ln_fixed(v_s_5));
-      const uint64_t v_base_10 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-      const int32_t v_tok_11 = (int32_t)(g_lookup.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-      const float v_lp_12 = (float)(((((((int32_t)(v_tok_11) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_tok_11) < (int32_t)(((int32_t)(p_v))))))) ? (float)(sk::sub<float>(sk::sub<float>(g_logits.GetValue((uint64_t)(sk::add<uint64_t>(v_base_10, ((uint64_t)(v_tok_11))))), v_m_2), v_lse_9)) : (float)(sk::bits_f32(0xff800000u))));
-      g_token_lp.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(v_lp_12));
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(p_k) > (uint32_t)(((uint32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v_ooff_13 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_k))));
-        AscendC::LocalTensor<int32_t> t14 = qin.AllocTensor<int32_t>();
-        const uint32_t t14_n = sk::min<uint32_t>((uint32_t)(p_k), TILE);
-        const uint64_t off15 = (uint64_t)(v_ooff_13);
-        if (t14_n > 0) {
-          AscendC::DataCopyPad(t14, g_top_ids[off15], AscendC::DataCopyExtParams{1, (uint32_t)(t14_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-        }
-        qin.EnQue(t14); t14 = qin.DeQue<int32_t>();
-        AscendC::LocalTensor<float> t16 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t16_n = t14_n;
-        const uint64_t off17 = (uint64_t)(v_base_10);
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-        for (uint32_t i = 0; i < t16_n; ++i) {
-          const int32_t j = t14.GetValue(i);
-          t16.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_logits.GetValue(off17 + (uint64_t)j));
-        }
-        qin.FreeTensor(t14);
-        const float s18 = (float)(v_m_2);
-        AscendC::LocalTensor<float> t19 = ub8[16384].ReinterpretCast<float>();
-        const uint32_t t19_n = t16_n;
-        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-        AscendC::Adds(t19, t16, -s18, (int32_t)t19_n);
-        const float s20 = (float)(v_lse_9);
-        AscendC::LocalTensor<float> t21 = t19.ReinterpretCast<float>();
-        const uint32_t t21_n = t19_n;
-        AscendC::Adds(t21, t19, -s20, (int32_t)t21_n);
-        const uint32_t n22 = t21_n;
-        const uint64_t off23 = (uint64_t)(v_ooff_13);
-        AscendC::LocalTensor<float> o24 = qout.AllocTensor<float>();
-        if (n22 > 0) {
-          AscendC::DataCopy(o24, t21, AscendC::DataCopyParams{1, (uint16_t)((n22 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o24); o24 = qout.DeQue<float>();
-        if (n22 > 0) {
-          AscendC::DataCopyPad(g_top_lps[off23], o24, AscendC::DataCopyExtParams{1, (uint32_t)(n22 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o24);
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  raw_logprobs_body<raw_logprobs_k4096>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }

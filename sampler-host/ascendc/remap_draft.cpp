@@ -3,870 +3,225 @@
 // Entries: remap_draft_t64, remap_draft_t256, remap_draft_t1024, remap_draft_t4096; UB bytes: 2048, 7424, 29696, 118784.
 // Parameters: cand_ids: Gm<i32>, n: u32, v: u32, draft_ids: Gm<i32>, draft_lps: Gm<f32>, wd: u32, draft_tok: Gm<i32>, col_of: GmMut<i32>, q_logprobs: GmMut<f32>, draft_col: GmMut<i32>, draft_q: GmMut<f32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
+  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<int32_t> g_cand_ids;
+  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
+  AscendC::GlobalTensor<int32_t> g_draft_ids;
+  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
+  AscendC::GlobalTensor<float> g_draft_lps;
+  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
+  AscendC::GlobalTensor<int32_t> g_draft_tok;
+  g_draft_tok.SetGlobalBuffer((__gm__ int32_t *)p_draft_tok);
+  AscendC::GlobalTensor<int32_t> g_col_of;
+  g_col_of.SetGlobalBuffer((__gm__ int32_t *)p_col_of);
+  AscendC::GlobalTensor<float> g_q_logprobs;
+  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
+  AscendC::GlobalTensor<int32_t> g_draft_col;
+  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
+  AscendC::GlobalTensor<float> g_draft_q;
+  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
+  AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand_ids);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint32_t v_r_1 = (uint32_t)(prog);
+    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    const uint64_t v_voff_3 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
+    const uint64_t v_doff_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_wd))));
+    AscendC::LocalTensor<int32_t> t5 = qin.AllocTensor<int32_t>();
+    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off6 = (uint64_t)(v_off_2);
+    if (t5_n > 0) {
+      AscendC::DataCopyPad(t5, g_cand_ids[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    }
+    qin.EnQue(t5); t5 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint32_t> t7 = ub8[0].ReinterpretCast<uint32_t>();
+    const uint32_t t7_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    AscendC::CreateVecIndex(t7.ReinterpretCast<int32_t>(), (int32_t)0, t7_n);
+    AscendC::LocalTensor<int32_t> t8 = t7.ReinterpretCast<int32_t>();
+    const uint32_t t8_n = t7_n;
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint32_t> &L0 = t7;
+      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
+    }
+    const uint64_t off9 = (uint64_t)(v_voff_3);
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
+      const int32_t j = t5.GetValue(i);
+      if (j < 0) continue;
+      ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(t8.GetValue(i)));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_col_of[off9 + (uint64_t)j], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+    }
+    qin.FreeTensor(t5);
+    AscendC::LocalTensor<int32_t> t10 = qin.AllocTensor<int32_t>();
+    const uint32_t t10_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
+    const uint64_t off11 = (uint64_t)(v_doff_4);
+    if (t10_n > 0) {
+      AscendC::DataCopyPad(t10, g_draft_ids[off11], AscendC::DataCopyExtParams{1, (uint32_t)(t10_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    }
+    qin.EnQue(t10); t10 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t12 = qin.AllocTensor<float>();
+    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
+    const uint64_t off13 = (uint64_t)(v_doff_4);
+    if (t12_n > 0) {
+      AscendC::DataCopyPad(t12, g_draft_lps[off13], AscendC::DataCopyExtParams{1, (uint32_t)(t12_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t12); t12 = qin.DeQue<float>();
+    const int32_t s14 = (int32_t)(((int32_t)(p_v)));
+    AscendC::LocalTensor<uint8_t> t15 = ub8[0].ReinterpretCast<uint8_t>();
+    const uint32_t t15_n = sk::min<uint32_t>(t10_n, t10_n);
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t10;
+      const AscendC::LocalTensor<int32_t> &L1 = t10;
+      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s14)))))));
+    }
+    const int32_t s16 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t17 = ub8[U2].ReinterpretCast<int32_t>();
+    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t10_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t15;
+      const AscendC::LocalTensor<int32_t> &L1 = t10;
+      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s16))));
+    }
+    AscendC::LocalTensor<int32_t> t18 = ub8[U3].ReinterpretCast<int32_t>();
+    const uint32_t t18_n = t17_n;
+    const uint64_t off19 = (uint64_t)(v_voff_3);
+    AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_col_of);
+    for (uint32_t i = 0; i < t18_n; ++i) {
+      const int32_t j = t17.GetValue(i);
+      t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
+    }
+    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
+    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t22 = ub8[U2].ReinterpretCast<int32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t18;
+      const AscendC::LocalTensor<int32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
+    }
+    AscendC::LocalTensor<int32_t> t23 = ub8[U3].ReinterpretCast<int32_t>();
+    const uint32_t t23_n = t22_n;
+    const uint64_t off24 = (uint64_t)(v_off_2);
+    for (uint32_t i = 0; i < t23_n; ++i) {
+      const int32_t j = t22.GetValue(i);
+      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
+    }
+    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+    AscendC::LocalTensor<int32_t> t26 = ub8[U4].ReinterpretCast<int32_t>();
+    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t15;
+      const AscendC::LocalTensor<int32_t> &L1 = t23;
+      const AscendC::LocalTensor<int32_t> &L2 = t10;
+      const AscendC::LocalTensor<int32_t> &L3 = t22;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
+    }
+    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
+    const uint32_t n28 = t27_n;
+    const uint64_t off29 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
+    AscendC::PipeBarrier<PIPE_V>();
+    if (n28 > 0) {
+      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o30); o30 = qout.DeQue<float>();
+    if (n28 > 0) {
+      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o30);
+    const uint64_t off31 = (uint64_t)(v_off_2);
+    sk::sync<AscendC::HardEvent::V_S>();
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
+      const int32_t j = t26.GetValue(i);
+      if (j < 0) continue;
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(t12.GetValue(i)));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_q_logprobs[off31 + (uint64_t)j], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+    }
+    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_col_of);
+    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off35 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_dc_34));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_draft_col[off35], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::LocalTensor<float> t36 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t36_n = sk::min<uint32_t>(t10_n, t12_n);
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t10;
+      const AscendC::LocalTensor<float> &L1 = t12;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    float s37 = sk::bits_f32(0xff800000u);
+    sk::sync<AscendC::HardEvent::S_V>();
+    sk::sync<AscendC::HardEvent::MTE3_V>();
+    if (t36_n > 0) {
+      AscendC::ReduceMax(ub8[U0].ReinterpretCast<float>(), t36, ub8[U5].ReinterpretCast<float>(), (int32_t)t36_n);
+      sk::sync<AscendC::HardEvent::V_S>();
+      s37 = ub8[U0].ReinterpretCast<float>().GetValue(0);
+    }
+    const uint64_t off38 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[U6].ReinterpretCast<float>().SetValue(0, (float)(s37));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_draft_q[off38], ub8[U6].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    qin.FreeTensor(t10);
+    qin.FreeTensor(t12);
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
 }
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
 
+struct remap_draft_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1024, U2 = 256, U3 = 512, U4 = 768, U5 = 512, U6 = 768;
+};
 extern "C" __global__ __aicore__ void remap_draft_t64(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1024); // static UB plan, 256-byte aligned slots; 2048 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_draft_tok;
-  g_draft_tok.SetGlobalBuffer((__gm__ int32_t *)p_draft_tok);
-  AscendC::GlobalTensor<int32_t> g_col_of;
-  g_col_of.SetGlobalBuffer((__gm__ int32_t *)p_col_of);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v_voff_3 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-    const uint64_t v_doff_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_wd))));
-    AscendC::LocalTensor<int32_t> t5 = qin.AllocTensor<int32_t>();
-    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off6 = (uint64_t)(v_off_2);
-    if (t5_n > 0) {
-      AscendC::DataCopyPad(t5, g_cand_ids[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t5); t5 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint32_t> t7 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t7_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t7.ReinterpretCast<int32_t>(), (int32_t)0, t7_n);
-    AscendC::LocalTensor<int32_t> t8 = t7.ReinterpretCast<int32_t>();
-    const uint32_t t8_n = t7_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint32_t> &L0 = t7;
-      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-    }
-    const uint64_t off9 = (uint64_t)(v_voff_3);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
-      const int32_t j = t5.GetValue(i);
-      if (j >= 0) g_col_of.SetValue(off9 + (uint64_t)j, (int32_t)(t8.GetValue(i)));
-    }
-    qin.FreeTensor(t5);
-    AscendC::LocalTensor<int32_t> t10 = qin.AllocTensor<int32_t>();
-    const uint32_t t10_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off11 = (uint64_t)(v_doff_4);
-    if (t10_n > 0) {
-      AscendC::DataCopyPad(t10, g_draft_ids[off11], AscendC::DataCopyExtParams{1, (uint32_t)(t10_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t10); t10 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t12 = qin.AllocTensor<float>();
-    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off13 = (uint64_t)(v_doff_4);
-    if (t12_n > 0) {
-      AscendC::DataCopyPad(t12, g_draft_lps[off13], AscendC::DataCopyExtParams{1, (uint32_t)(t12_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t12); t12 = qin.DeQue<float>();
-    const int32_t s14 = (int32_t)(((int32_t)(p_v)));
-    AscendC::LocalTensor<uint8_t> t15 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t15_n = sk::min<uint32_t>(t10_n, t10_n);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s14)))))));
-    }
-    const int32_t s16 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t17 = ub8[256].ReinterpretCast<int32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t10_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s16))));
-    }
-    AscendC::LocalTensor<int32_t> t18 = ub8[512].ReinterpretCast<int32_t>();
-    const uint32_t t18_n = t17_n;
-    const uint64_t off19 = (uint64_t)(v_voff_3);
-    for (uint32_t i = 0; i < t18_n; ++i) {
-      const int32_t j = t17.GetValue(i);
-      t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
-    }
-    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
-    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t22 = ub8[256].ReinterpretCast<int32_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t18;
-      const AscendC::LocalTensor<int32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
-    }
-    AscendC::LocalTensor<int32_t> t23 = ub8[512].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = t22_n;
-    const uint64_t off24 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      const int32_t j = t22.GetValue(i);
-      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
-    }
-    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t26 = ub8[768].ReinterpretCast<int32_t>();
-    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t23;
-      const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t22;
-      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
-    }
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t off31 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
-      const int32_t j = t26.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
-    }
-    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
-    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    float s36 = sk::bits_f32(0xff800000u);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t35_n > 0) {
-      AscendC::ReduceMax(ub8[256].ReinterpretCast<float>(), t35, ub8[512].ReinterpretCast<float>(), (int32_t)t35_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s36 = ub8[256].ReinterpretCast<float>().GetValue(0);
-    }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
-    qin.FreeTensor(t10);
-    qin.FreeTensor(t12);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  remap_draft_body<remap_draft_k64>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }
 
+struct remap_draft_k256 {
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3328, U2 = 256, U3 = 1280, U4 = 2304, U5 = 1280, U6 = 1536;
+};
 extern "C" __global__ __aicore__ void remap_draft_t256(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 1024); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 3328); // static UB plan, 256-byte aligned slots; 7424 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_draft_tok;
-  g_draft_tok.SetGlobalBuffer((__gm__ int32_t *)p_draft_tok);
-  AscendC::GlobalTensor<int32_t> g_col_of;
-  g_col_of.SetGlobalBuffer((__gm__ int32_t *)p_col_of);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v_voff_3 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-    const uint64_t v_doff_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_wd))));
-    AscendC::LocalTensor<int32_t> t5 = qin.AllocTensor<int32_t>();
-    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off6 = (uint64_t)(v_off_2);
-    if (t5_n > 0) {
-      AscendC::DataCopyPad(t5, g_cand_ids[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t5); t5 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint32_t> t7 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t7_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t7.ReinterpretCast<int32_t>(), (int32_t)0, t7_n);
-    AscendC::LocalTensor<int32_t> t8 = t7.ReinterpretCast<int32_t>();
-    const uint32_t t8_n = t7_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint32_t> &L0 = t7;
-      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-    }
-    const uint64_t off9 = (uint64_t)(v_voff_3);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
-      const int32_t j = t5.GetValue(i);
-      if (j >= 0) g_col_of.SetValue(off9 + (uint64_t)j, (int32_t)(t8.GetValue(i)));
-    }
-    qin.FreeTensor(t5);
-    AscendC::LocalTensor<int32_t> t10 = qin.AllocTensor<int32_t>();
-    const uint32_t t10_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off11 = (uint64_t)(v_doff_4);
-    if (t10_n > 0) {
-      AscendC::DataCopyPad(t10, g_draft_ids[off11], AscendC::DataCopyExtParams{1, (uint32_t)(t10_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t10); t10 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t12 = qin.AllocTensor<float>();
-    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off13 = (uint64_t)(v_doff_4);
-    if (t12_n > 0) {
-      AscendC::DataCopyPad(t12, g_draft_lps[off13], AscendC::DataCopyExtParams{1, (uint32_t)(t12_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t12); t12 = qin.DeQue<float>();
-    const int32_t s14 = (int32_t)(((int32_t)(p_v)));
-    AscendC::LocalTensor<uint8_t> t15 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t15_n = sk::min<uint32_t>(t10_n, t10_n);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s14)))))));
-    }
-    const int32_t s16 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t17 = ub8[256].ReinterpretCast<int32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t10_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s16))));
-    }
-    AscendC::LocalTensor<int32_t> t18 = ub8[1280].ReinterpretCast<int32_t>();
-    const uint32_t t18_n = t17_n;
-    const uint64_t off19 = (uint64_t)(v_voff_3);
-    for (uint32_t i = 0; i < t18_n; ++i) {
-      const int32_t j = t17.GetValue(i);
-      t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
-    }
-    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
-    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t22 = ub8[256].ReinterpretCast<int32_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t18;
-      const AscendC::LocalTensor<int32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
-    }
-    AscendC::LocalTensor<int32_t> t23 = ub8[1280].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = t22_n;
-    const uint64_t off24 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      const int32_t j = t22.GetValue(i);
-      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
-    }
-    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t26 = ub8[2304].ReinterpretCast<int32_t>();
-    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t23;
-      const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t22;
-      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
-    }
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t off31 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
-      const int32_t j = t26.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
-    }
-    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
-    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    float s36 = sk::bits_f32(0xff800000u);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t35_n > 0) {
-      AscendC::ReduceMax(ub8[1024].ReinterpretCast<float>(), t35, ub8[1280].ReinterpretCast<float>(), (int32_t)t35_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s36 = ub8[1024].ReinterpretCast<float>().GetValue(0);
-    }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
-    qin.FreeTensor(t10);
-    qin.FreeTensor(t12);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  remap_draft_body<remap_draft_k256>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }
 
+struct remap_draft_k1024 {
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 13312, U2 = 1024, U3 = 5120, U4 = 9216, U5 = 4352, U6 = 4608;
+};
 extern "C" __global__ __aicore__ void remap_draft_t1024(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 4096); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 13312); // static UB plan, 256-byte aligned slots; 29696 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_draft_tok;
-  g_draft_tok.SetGlobalBuffer((__gm__ int32_t *)p_draft_tok);
-  AscendC::GlobalTensor<int32_t> g_col_of;
-  g_col_of.SetGlobalBuffer((__gm__ int32_t *)p_col_of);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v_voff_3 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-    const uint64_t v_doff_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_wd))));
-    AscendC::LocalTensor<int32_t> t5 = qin.AllocTensor<int32_t>();
-    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off6 = (uint64_t)(v_off_2);
-    if (t5_n > 0) {
-      AscendC::DataCopyPad(t5, g_cand_ids[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t5); t5 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint32_t> t7 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t7_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t7.ReinterpretCast<int32_t>(), (int32_t)0, t7_n);
-    AscendC::LocalTensor<int32_t> t8 = t7.ReinterpretCast<int32_t>();
-    const uint32_t t8_n = t7_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint32_t> &L0 = t7;
-      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-    }
-    const uint64_t off9 = (uint64_t)(v_voff_3);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
-      const int32_t j = t5.GetValue(i);
-      if (j >= 0) g_col_of.SetValue(off9 + (uint64_t)j, (int32_t)(t8.GetValue(i)));
-    }
-    qin.FreeTensor(t5);
-    AscendC::LocalTensor<int32_t> t10 = qin.AllocTensor<int32_t>();
-    const uint32_t t10_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off11 = (uint64_t)(v_doff_4);
-    if (t10_n > 0) {
-      AscendC::DataCopyPad(t10, g_draft_ids[off11], AscendC::DataCopyExtParams{1, (uint32_t)(t10_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t10); t10 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t12 = qin.AllocTensor<float>();
-    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off13 = (uint64_t)(v_doff_4);
-    if (t12_n > 0) {
-      AscendC::DataCopyPad(t12, g_draft_lps[off13], AscendC::DataCopyExtParams{1, (uint32_t)(t12_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t12); t12 = qin.DeQue<float>();
-    const int32_t s14 = (int32_t)(((int32_t)(p_v)));
-    AscendC::LocalTensor<uint8_t> t15 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t15_n = sk::min<uint32_t>(t10_n, t10_n);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s14)))))));
-    }
-    const int32_t s16 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t17 = ub8[1024].ReinterpretCast<int32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t10_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s16))));
-    }
-    AscendC::LocalTensor<int32_t> t18 = ub8[5120].ReinterpretCast<int32_t>();
-    const uint32_t t18_n = t17_n;
-    const uint64_t off19 = (uint64_t)(v_voff_3);
-    for (uint32_t i = 0; i < t18_n; ++i) {
-      const int32_t j = t17.GetValue(i);
-      t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
-    }
-    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
-    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t22 = ub8[1024].ReinterpretCast<int32_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t18;
-      const AscendC::LocalTensor<int32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
-    }
-    AscendC::LocalTensor<int32_t> t23 = ub8[5120].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = t22_n;
-    const uint64_t off24 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      const int32_t j = t22.GetValue(i);
-      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
-    }
-    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t26 = ub8[9216].ReinterpretCast<int32_t>();
-    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t23;
-      const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t22;
-      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
-    }
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t off31 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
-      const int32_t j = t26.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
-    }
-    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
-    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    float s36 = sk::bits_f32(0xff800000u);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t35_n > 0) {
-      AscendC::ReduceMax(ub8[4096].ReinterpretCast<float>(), t35, ub8[4352].ReinterpretCast<float>(), (int32_t)t35_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s36 = ub8[4096].ReinterpretCast<float>().GetValue(0);
-    }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
-    qin.FreeTensor(t10);
-    qin.FreeTensor(t12);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  remap_draft_body<remap_draft_k1024>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }
 
+struct remap_draft_k4096 {
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 53248, U2 = 4096, U3 = 20480, U4 = 36864, U5 = 16640, U6 = 17152;
+};
 extern "C" __global__ __aicore__ void remap_draft_t4096(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 16384); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 53248); // static UB plan, 256-byte aligned slots; 118784 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_draft_tok;
-  g_draft_tok.SetGlobalBuffer((__gm__ int32_t *)p_draft_tok);
-  AscendC::GlobalTensor<int32_t> g_col_of;
-  g_col_of.SetGlobalBuffer((__gm__ int32_t *)p_col_of);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v_voff_3 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_v))));
-    const uint64_t v_doff_4 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_wd))));
-    AscendC::LocalTensor<int32_t> t5 = qin.AllocTensor<int32_t>();
-    const uint32_t t5_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off6 = (uint64_t)(v_off_2);
-    if (t5_n > 0) {
-      AscendC::DataCopyPad(t5, g_cand_ids[off6], AscendC::DataCopyExtParams{1, (uint32_t)(t5_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t5); t5 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint32_t> t7 = ub8[0].ReinterpretCast<uint32_t>();
-    const uint32_t t7_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::CreateVecIndex(t7.ReinterpretCast<int32_t>(), (int32_t)0, t7_n);
-    AscendC::LocalTensor<int32_t> t8 = t7.ReinterpretCast<int32_t>();
-    const uint32_t t8_n = t7_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint32_t> &L0 = t7;
-      for (uint32_t i = 0; i < t8_n; ++i) t8.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-    }
-    const uint64_t off9 = (uint64_t)(v_voff_3);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
-      const int32_t j = t5.GetValue(i);
-      if (j >= 0) g_col_of.SetValue(off9 + (uint64_t)j, (int32_t)(t8.GetValue(i)));
-    }
-    qin.FreeTensor(t5);
-    AscendC::LocalTensor<int32_t> t10 = qin.AllocTensor<int32_t>();
-    const uint32_t t10_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off11 = (uint64_t)(v_doff_4);
-    if (t10_n > 0) {
-      AscendC::DataCopyPad(t10, g_draft_ids[off11], AscendC::DataCopyExtParams{1, (uint32_t)(t10_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t10); t10 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t12 = qin.AllocTensor<float>();
-    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-    const uint64_t off13 = (uint64_t)(v_doff_4);
-    if (t12_n > 0) {
-      AscendC::DataCopyPad(t12, g_draft_lps[off13], AscendC::DataCopyExtParams{1, (uint32_t)(t12_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t12); t12 = qin.DeQue<float>();
-    const int32_t s14 = (int32_t)(((int32_t)(p_v)));
-    AscendC::LocalTensor<uint8_t> t15 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t15_n = sk::min<uint32_t>(t10_n, t10_n);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s14)))))));
-    }
-    const int32_t s16 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t17 = ub8[4096].ReinterpretCast<int32_t>();
-    const uint32_t t17_n = sk::min<uint32_t>(t15_n, t10_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t10;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s16))));
-    }
-    AscendC::LocalTensor<int32_t> t18 = ub8[20480].ReinterpretCast<int32_t>();
-    const uint32_t t18_n = t17_n;
-    const uint64_t off19 = (uint64_t)(v_voff_3);
-    for (uint32_t i = 0; i < t18_n; ++i) {
-      const int32_t j = t17.GetValue(i);
-      t18.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_col_of.GetValue(off19 + (uint64_t)j));
-    }
-    const int32_t s20 = (int32_t)(((int32_t)(p_n)));
-    const int32_t s21 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t22 = ub8[4096].ReinterpretCast<int32_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t18_n);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t18;
-      const AscendC::LocalTensor<int32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s20))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s21))));
-    }
-    AscendC::LocalTensor<int32_t> t23 = ub8[20480].ReinterpretCast<int32_t>();
-    const uint32_t t23_n = t22_n;
-    const uint64_t off24 = (uint64_t)(v_off_2);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      const int32_t j = t22.GetValue(i);
-      t23.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_cand_ids.GetValue(off24 + (uint64_t)j));
-    }
-    const int32_t s25 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-    AscendC::LocalTensor<int32_t> t26 = ub8[36864].ReinterpretCast<int32_t>();
-    const uint32_t t26_n = sk::min<uint32_t>(sk::min<uint32_t>(sk::min<uint32_t>(t15_n, t23_n), t10_n), t22_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t15;
-      const AscendC::LocalTensor<int32_t> &L1 = t23;
-      const AscendC::LocalTensor<int32_t> &L2 = t10;
-      const AscendC::LocalTensor<int32_t> &L3 = t22;
-      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (int32_t)(((((bool)((bool)((L0.GetValue(i) != 0)) & (bool)(((int32_t)(L1.GetValue(i)) == (int32_t)(L2.GetValue(i))))))) ? (int32_t)(L3.GetValue(i)) : (int32_t)(s25))));
-    }
-    AscendC::LocalTensor<float> t27 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Duplicate(t27, (float)(sk::bits_f32(0xff800000u)), (int32_t)t27_n);
-    const uint32_t n28 = t27_n;
-    const uint64_t off29 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o30 = qout.AllocTensor<float>();
-    if (n28 > 0) {
-      AscendC::DataCopy(o30, t27, AscendC::DataCopyParams{1, (uint16_t)((n28 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o30); o30 = qout.DeQue<float>();
-    if (n28 > 0) {
-      AscendC::DataCopyPad(g_q_logprobs[off29], o30, AscendC::DataCopyExtParams{1, (uint32_t)(n28 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o30);
-    const uint64_t off31 = (uint64_t)(v_off_2);
-    AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(EVENT_ID0);
-    for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
-      const int32_t j = t26.GetValue(i);
-      if (j >= 0) g_q_logprobs.SetValue(off31 + (uint64_t)j, (float)(t12.GetValue(i)));
-    }
-    const int32_t v_d_32 = (int32_t)(g_draft_tok.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_dc_33 = (int32_t)(((((((int32_t)(v_d_32) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_d_32) < (int32_t)(((int32_t)(p_v))))))) ? (int32_t)(g_col_of.GetValue((uint64_t)(sk::add<uint64_t>(v_voff_3, ((uint64_t)(v_d_32)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_dc_34 = (int32_t)(((((((((int32_t)(v_dc_33) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(v_dc_33) < (int32_t)(((int32_t)(p_n))))))) && (((int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_33)))))) == (int32_t)(v_d_32))))) ? (int32_t)(v_dc_33) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_draft_col.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_dc_34));
-    AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t35_n = sk::min<uint32_t>(t10_n, t12_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t10;
-      const AscendC::LocalTensor<float> &L1 = t12;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_d_32))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    float s36 = sk::bits_f32(0xff800000u);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    if (t35_n > 0) {
-      AscendC::ReduceMax(ub8[16384].ReinterpretCast<float>(), t35, ub8[16640].ReinterpretCast<float>(), (int32_t)t35_n);
-      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-      s36 = ub8[16384].ReinterpretCast<float>().GetValue(0);
-    }
-    g_draft_q.SetValue((uint64_t)(((uint64_t)(v_r_1))), (float)(s36));
-    qin.FreeTensor(t10);
-    qin.FreeTensor(t12);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  remap_draft_body<remap_draft_k4096>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }

@@ -3,734 +3,173 @@
 // Entries: token_info_top_t64, token_info_top_t256, token_info_top_t1024, token_info_top_t4096; UB bytes: 2048, 7424, 29696, 118784.
 // Parameters: cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, tokens: Gm<i32>, k: u32, token_lp: GmMut<f32>, sum_smaller: GmMut<f32>, out_ids: GmMut<i32>, out_lps: GmMut<f32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void token_info_top_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
+  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
+  pipe.InitBuffer(qout, 2, U0); // UB -> GM staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<float> g_cand;
+  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
+  AscendC::GlobalTensor<int32_t> g_cand_ids;
+  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
+  AscendC::GlobalTensor<float> g_logprobs;
+  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
+  AscendC::GlobalTensor<int32_t> g_tokens;
+  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
+  AscendC::GlobalTensor<float> g_token_lp;
+  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
+  AscendC::GlobalTensor<float> g_sum_smaller;
+  g_sum_smaller.SetGlobalBuffer((__gm__ float *)p_sum_smaller);
+  AscendC::GlobalTensor<int32_t> g_out_ids;
+  g_out_ids.SetGlobalBuffer((__gm__ int32_t *)p_out_ids);
+  AscendC::GlobalTensor<float> g_out_lps;
+  g_out_lps.SetGlobalBuffer((__gm__ float *)p_out_lps);
+  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint32_t v_r_1 = (uint32_t)(prog);
+    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf1_off_4 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_5 = (uint32_t)(p_n);
+    const int32_t v___kf1_s_6 = (int32_t)(v_s_3);
+    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
+    AscendC::LocalTensor<int32_t> t8 = qin.AllocTensor<int32_t>();
+    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off9 = (uint64_t)(v___kf1_off_4);
+    if (t8_n > 0) {
+      AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    }
+    qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
+    const uint32_t t10_n = t8_n;
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t8;
+      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
+    }
+    int32_t s11 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t10_n; ++i) {
+      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
+    }
+    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
+    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
+    if (t13_n > 0) {
+      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t13); t13 = qin.DeQue<float>();
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
+    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
+    sk::sync<AscendC::HardEvent::S_MTE2>();
+    if (t17_n > 0) {
+      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
+    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
+     {
+      const AscendC::LocalTensor<float> &L0 = t17;
+      const AscendC::LocalTensor<float> &L1 = t17;
+      const AscendC::LocalTensor<int32_t> &L2 = t8;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
+    }
+    AscendC::LocalTensor<uint64_t> t22 = ub8[U2].ReinterpretCast<uint64_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t13_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<float> &L1 = t13;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s23 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t22_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    }
+    const uint64_t v___kf1_mass_24 = (uint64_t)(s23);
+    const float v___kf1_ssp_25 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_24)) : (float)(0e0f)));
+    const uint64_t off26 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_lp_16));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_token_lp[off26], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off27 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_ssp_25));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_sum_smaller[off27], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf2_r_28 = (uint32_t)(v_r_1);
+    const uint32_t v___kf2_k_29 = (uint32_t)(p_k);
+    const uint64_t v___kf2_ooff_30 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_28)), ((uint64_t)(v___kf2_k_29))));
+    const uint32_t n31 = sk::min<uint32_t>(t8_n, (uint32_t)(v___kf2_k_29));
+    const uint64_t off32 = (uint64_t)(v___kf2_ooff_30);
+    AscendC::LocalTensor<int32_t> o33 = qout.AllocTensor<int32_t>();
+    if (n31 > 0) {
+      AscendC::DataCopy(o33, t8, AscendC::DataCopyParams{1, (uint16_t)((n31 * sizeof(int32_t) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o33); o33 = qout.DeQue<int32_t>();
+    if (n31 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off32], o33, AscendC::DataCopyExtParams{1, (uint32_t)(n31 * sizeof(int32_t)), 0, 0, 0});
+    }
+    qout.FreeTensor(o33);
+    qin.FreeTensor(t8);
+    const uint32_t n34 = sk::min<uint32_t>(t13_n, (uint32_t)(v___kf2_k_29));
+    const uint64_t off35 = (uint64_t)(v___kf2_ooff_30);
+    AscendC::LocalTensor<float> o36 = qout.AllocTensor<float>();
+    if (n34 > 0) {
+      AscendC::DataCopy(o36, t13, AscendC::DataCopyParams{1, (uint16_t)((n34 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o36); o36 = qout.DeQue<float>();
+    if (n34 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off35], o36, AscendC::DataCopyExtParams{1, (uint32_t)(n34 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o36);
+    qin.FreeTensor(t13);
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
 }
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
 
+struct token_info_top_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1024, U2 = 512;
+};
 extern "C" __global__ __aicore__ void token_info_top_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 256); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1024); // static UB plan, 256-byte aligned slots; 2048 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_sum_smaller;
-  g_sum_smaller.SetGlobalBuffer((__gm__ float *)p_sum_smaller);
-  AscendC::GlobalTensor<int32_t> g_out_ids;
-  g_out_ids.SetGlobalBuffer((__gm__ int32_t *)p_out_ids);
-  AscendC::GlobalTensor<float> g_out_lps;
-  g_out_lps.SetGlobalBuffer((__gm__ float *)p_out_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf1_off_4 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_5 = (uint32_t)(p_n);
-    const int32_t v___kf1_s_6 = (int32_t)(v_s_3);
-    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<int32_t> t8 = qin.AllocTensor<int32_t>();
-    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off9 = (uint64_t)(v___kf1_off_4);
-    if (t8_n > 0) {
-      AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t10_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t8;
-      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
-    }
-    int32_t s11 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t10_n; ++i) {
-      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
-    }
-    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
-    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
-    if (t13_n > 0) {
-      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t13); t13 = qin.DeQue<float>();
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    if (t17_n > 0) {
-      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[256].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
-     {
-      const AscendC::LocalTensor<float> &L0 = t17;
-      const AscendC::LocalTensor<float> &L1 = t17;
-      const AscendC::LocalTensor<int32_t> &L2 = t8;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
-    }
-    AscendC::LocalTensor<float> t22 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t22_n = t13_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t22, t13, (int32_t)t22_n);
-    AscendC::LocalTensor<uint64_t> t23 = ub8[512].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t21_n, t22_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t22;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(L1.GetValue(i))) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
-    }
-    const uint64_t v___kf1_mass_25 = (uint64_t)(s24);
-    const float v___kf1_ssp_26 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_25)) : (float)(0e0f)));
-    g_token_lp.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_lp_16));
-    g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_ssp_26));
-    const uint32_t v___kf2_r_27 = (uint32_t)(v_r_1);
-    const uint32_t v___kf2_k_28 = (uint32_t)(p_k);
-    const uint64_t v___kf2_ooff_29 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_27)), ((uint64_t)(v___kf2_k_28))));
-    const uint32_t n30 = sk::min<uint32_t>(t8_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off31 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<int32_t> o32 = qout.AllocTensor<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopy(o32, t8, AscendC::DataCopyParams{1, (uint16_t)((n30 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o32); o32 = qout.DeQue<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off31], o32, AscendC::DataCopyExtParams{1, (uint32_t)(n30 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o32);
-    qin.FreeTensor(t8);
-    const uint32_t n33 = sk::min<uint32_t>(t13_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off34 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t13, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o35);
-    qin.FreeTensor(t13);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  token_info_top_body<token_info_top_k64>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
+struct token_info_top_k256 {
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3328, U2 = 1280;
+};
 extern "C" __global__ __aicore__ void token_info_top_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 1024); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 3328); // static UB plan, 256-byte aligned slots; 7424 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_sum_smaller;
-  g_sum_smaller.SetGlobalBuffer((__gm__ float *)p_sum_smaller);
-  AscendC::GlobalTensor<int32_t> g_out_ids;
-  g_out_ids.SetGlobalBuffer((__gm__ int32_t *)p_out_ids);
-  AscendC::GlobalTensor<float> g_out_lps;
-  g_out_lps.SetGlobalBuffer((__gm__ float *)p_out_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf1_off_4 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_5 = (uint32_t)(p_n);
-    const int32_t v___kf1_s_6 = (int32_t)(v_s_3);
-    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<int32_t> t8 = qin.AllocTensor<int32_t>();
-    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off9 = (uint64_t)(v___kf1_off_4);
-    if (t8_n > 0) {
-      AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t10_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t8;
-      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
-    }
-    int32_t s11 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t10_n; ++i) {
-      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
-    }
-    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
-    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
-    if (t13_n > 0) {
-      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t13); t13 = qin.DeQue<float>();
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    if (t17_n > 0) {
-      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[1024].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
-     {
-      const AscendC::LocalTensor<float> &L0 = t17;
-      const AscendC::LocalTensor<float> &L1 = t17;
-      const AscendC::LocalTensor<int32_t> &L2 = t8;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
-    }
-    AscendC::LocalTensor<float> t22 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t22_n = t13_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t22, t13, (int32_t)t22_n);
-    AscendC::LocalTensor<uint64_t> t23 = ub8[1280].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t21_n, t22_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t22;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(L1.GetValue(i))) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
-    }
-    const uint64_t v___kf1_mass_25 = (uint64_t)(s24);
-    const float v___kf1_ssp_26 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_25)) : (float)(0e0f)));
-    g_token_lp.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_lp_16));
-    g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_ssp_26));
-    const uint32_t v___kf2_r_27 = (uint32_t)(v_r_1);
-    const uint32_t v___kf2_k_28 = (uint32_t)(p_k);
-    const uint64_t v___kf2_ooff_29 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_27)), ((uint64_t)(v___kf2_k_28))));
-    const uint32_t n30 = sk::min<uint32_t>(t8_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off31 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<int32_t> o32 = qout.AllocTensor<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopy(o32, t8, AscendC::DataCopyParams{1, (uint16_t)((n30 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o32); o32 = qout.DeQue<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off31], o32, AscendC::DataCopyExtParams{1, (uint32_t)(n30 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o32);
-    qin.FreeTensor(t8);
-    const uint32_t n33 = sk::min<uint32_t>(t13_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off34 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t13, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o35);
-    qin.FreeTensor(t13);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  token_info_top_body<token_info_top_k256>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
+struct token_info_top_k1024 {
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 13312, U2 = 5120;
+};
 extern "C" __global__ __aicore__ void token_info_top_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 4096); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 13312); // static UB plan, 256-byte aligned slots; 29696 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_sum_smaller;
-  g_sum_smaller.SetGlobalBuffer((__gm__ float *)p_sum_smaller);
-  AscendC::GlobalTensor<int32_t> g_out_ids;
-  g_out_ids.SetGlobalBuffer((__gm__ int32_t *)p_out_ids);
-  AscendC::GlobalTensor<float> g_out_lps;
-  g_out_lps.SetGlobalBuffer((__gm__ float *)p_out_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf1_off_4 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_5 = (uint32_t)(p_n);
-    const int32_t v___kf1_s_6 = (int32_t)(v_s_3);
-    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<int32_t> t8 = qin.AllocTensor<int32_t>();
-    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off9 = (uint64_t)(v___kf1_off_4);
-    if (t8_n > 0) {
-      AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t10_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t8;
-      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
-    }
-    int32_t s11 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t10_n; ++i) {
-      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
-    }
-    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
-    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
-    if (t13_n > 0) {
-      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t13); t13 = qin.DeQue<float>();
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    if (t17_n > 0) {
-      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[4096].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
-     {
-      const AscendC::LocalTensor<float> &L0 = t17;
-      const AscendC::LocalTensor<float> &L1 = t17;
-      const AscendC::LocalTensor<int32_t> &L2 = t8;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
-    }
-    AscendC::LocalTensor<float> t22 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t22_n = t13_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t22, t13, (int32_t)t22_n);
-    AscendC::LocalTensor<uint64_t> t23 = ub8[5120].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t21_n, t22_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t22;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(L1.GetValue(i))) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
-    }
-    const uint64_t v___kf1_mass_25 = (uint64_t)(s24);
-    const float v___kf1_ssp_26 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_25)) : (float)(0e0f)));
-    g_token_lp.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_lp_16));
-    g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_ssp_26));
-    const uint32_t v___kf2_r_27 = (uint32_t)(v_r_1);
-    const uint32_t v___kf2_k_28 = (uint32_t)(p_k);
-    const uint64_t v___kf2_ooff_29 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_27)), ((uint64_t)(v___kf2_k_28))));
-    const uint32_t n30 = sk::min<uint32_t>(t8_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off31 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<int32_t> o32 = qout.AllocTensor<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopy(o32, t8, AscendC::DataCopyParams{1, (uint16_t)((n30 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o32); o32 = qout.DeQue<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off31], o32, AscendC::DataCopyExtParams{1, (uint32_t)(n30 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o32);
-    qin.FreeTensor(t8);
-    const uint32_t n33 = sk::min<uint32_t>(t13_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off34 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t13, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o35);
-    qin.FreeTensor(t13);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  token_info_top_body<token_info_top_k1024>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
+struct token_info_top_k4096 {
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 53248, U2 = 20480;
+};
 extern "C" __global__ __aicore__ void token_info_top_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
-  AscendC::TQue<AscendC::QuePosition::VECOUT, 2> qout;
-  pipe.InitBuffer(qout, 2, 16384); // UB -> GM staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 53248); // static UB plan, 256-byte aligned slots; 118784 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_cand;
-  g_cand.SetGlobalBuffer((__gm__ float *)p_cand);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<float> g_token_lp;
-  g_token_lp.SetGlobalBuffer((__gm__ float *)p_token_lp);
-  AscendC::GlobalTensor<float> g_sum_smaller;
-  g_sum_smaller.SetGlobalBuffer((__gm__ float *)p_sum_smaller);
-  AscendC::GlobalTensor<int32_t> g_out_ids;
-  g_out_ids.SetGlobalBuffer((__gm__ int32_t *)p_out_ids);
-  AscendC::GlobalTensor<float> g_out_lps;
-  g_out_lps.SetGlobalBuffer((__gm__ float *)p_out_lps);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const int32_t v_s_3 = (int32_t)(g_tokens.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf1_off_4 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_5 = (uint32_t)(p_n);
-    const int32_t v___kf1_s_6 = (int32_t)(v_s_3);
-    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<int32_t> t8 = qin.AllocTensor<int32_t>();
-    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off9 = (uint64_t)(v___kf1_off_4);
-    if (t8_n > 0) {
-      AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t10_n = t8_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t8;
-      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
-    }
-    int32_t s11 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t10_n; ++i) {
-      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
-    }
-    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
-    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
-    if (t13_n > 0) {
-      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t13); t13 = qin.DeQue<float>();
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
-    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(EVENT_ID0);
-    if (t17_n > 0) {
-      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[16384].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
-     {
-      const AscendC::LocalTensor<float> &L0 = t17;
-      const AscendC::LocalTensor<float> &L1 = t17;
-      const AscendC::LocalTensor<int32_t> &L2 = t8;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
-    }
-    AscendC::LocalTensor<float> t22 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t22_n = t13_n;
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-    AscendC::Exp(t22, t13, (int32_t)t22_n);
-    AscendC::LocalTensor<uint64_t> t23 = ub8[20480].ReinterpretCast<uint64_t>();
-    const uint32_t t23_n = sk::min<uint32_t>(t21_n, t22_n);
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t22;
-      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(L1.GetValue(i))) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s24 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t23_n; ++i) {
-      s24 = sk::add<uint64_t>(s24, t23.GetValue(i));
-    }
-    const uint64_t v___kf1_mass_25 = (uint64_t)(s24);
-    const float v___kf1_ssp_26 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_25)) : (float)(0e0f)));
-    g_token_lp.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_lp_16));
-    g_sum_smaller.SetValue((uint64_t)(((uint64_t)(v___kf1_r_7))), (float)(v___kf1_ssp_26));
-    const uint32_t v___kf2_r_27 = (uint32_t)(v_r_1);
-    const uint32_t v___kf2_k_28 = (uint32_t)(p_k);
-    const uint64_t v___kf2_ooff_29 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_27)), ((uint64_t)(v___kf2_k_28))));
-    const uint32_t n30 = sk::min<uint32_t>(t8_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off31 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<int32_t> o32 = qout.AllocTensor<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopy(o32, t8, AscendC::DataCopyParams{1, (uint16_t)((n30 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o32); o32 = qout.DeQue<int32_t>();
-    if (n30 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off31], o32, AscendC::DataCopyExtParams{1, (uint32_t)(n30 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o32);
-    qin.FreeTensor(t8);
-    const uint32_t n33 = sk::min<uint32_t>(t13_n, (uint32_t)(v___kf2_k_28));
-    const uint64_t off34 = (uint64_t)(v___kf2_ooff_29);
-    AscendC::LocalTensor<float> o35 = qout.AllocTensor<float>();
-    if (n33 > 0) {
-      AscendC::DataCopy(o35, t13, AscendC::DataCopyParams{1, (uint16_t)((n33 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o35); o35 = qout.DeQue<float>();
-    if (n33 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off34], o35, AscendC::DataCopyExtParams{1, (uint32_t)(n33 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o35);
-    qin.FreeTensor(t13);
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  token_info_top_body<token_info_top_k4096>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }

@@ -3,2470 +3,630 @@
 // Entries: tree_walk_t64, tree_walk_t256, tree_walk_t1024, tree_walk_t4096; UB bytes: 2304, 9216, 36864, 147456.
 // Parameters: group_first: Gm<u32>, group_rows: Gm<u32>, group_kind: Gm<u32>, tree_mode: Gm<u32>, status: Gm<i32>, tree_parent: Gm<i32>, tree_token: Gm<i32>, golden: Gm<i32>, fresh: Gm<i32>, logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, v: u32, draft_ids: Gm<i32>, draft_lps: Gm<f32>, wd: u32, dpos: GmMut<i32>, seed: Gm<u64>, seq_accept: Gm<u64>, seq_residual: Gm<u64>, tokens: GmMut<i32>, lookup: GmMut<i32>, accepted: GmMut<u32>, path: GmMut<i32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void tree_walk_body(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6, U7 = K::U7, U8 = K::U8, U9 = K::U9;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<uint32_t> g_group_first;
+  g_group_first.SetGlobalBuffer((__gm__ uint32_t *)p_group_first);
+  AscendC::GlobalTensor<uint32_t> g_group_rows;
+  g_group_rows.SetGlobalBuffer((__gm__ uint32_t *)p_group_rows);
+  AscendC::GlobalTensor<uint32_t> g_group_kind;
+  g_group_kind.SetGlobalBuffer((__gm__ uint32_t *)p_group_kind);
+  AscendC::GlobalTensor<uint32_t> g_tree_mode;
+  g_tree_mode.SetGlobalBuffer((__gm__ uint32_t *)p_tree_mode);
+  AscendC::GlobalTensor<int32_t> g_status;
+  g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
+  AscendC::GlobalTensor<int32_t> g_tree_parent;
+  g_tree_parent.SetGlobalBuffer((__gm__ int32_t *)p_tree_parent);
+  AscendC::GlobalTensor<int32_t> g_tree_token;
+  g_tree_token.SetGlobalBuffer((__gm__ int32_t *)p_tree_token);
+  AscendC::GlobalTensor<int32_t> g_golden;
+  g_golden.SetGlobalBuffer((__gm__ int32_t *)p_golden);
+  AscendC::GlobalTensor<int32_t> g_fresh;
+  g_fresh.SetGlobalBuffer((__gm__ int32_t *)p_fresh);
+  AscendC::GlobalTensor<float> g_logprobs;
+  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
+  AscendC::GlobalTensor<int32_t> g_cand_ids;
+  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
+  AscendC::GlobalTensor<int32_t> g_draft_ids;
+  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
+  AscendC::GlobalTensor<float> g_draft_lps;
+  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
+  AscendC::GlobalTensor<int32_t> g_dpos;
+  g_dpos.SetGlobalBuffer((__gm__ int32_t *)p_dpos);
+  AscendC::GlobalTensor<uint64_t> g_seed;
+  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
+  AscendC::GlobalTensor<uint64_t> g_seq_accept;
+  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
+  AscendC::GlobalTensor<uint64_t> g_seq_residual;
+  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
+  AscendC::GlobalTensor<int32_t> g_tokens;
+  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
+  AscendC::GlobalTensor<int32_t> g_lookup;
+  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
+  AscendC::GlobalTensor<uint32_t> g_accepted;
+  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
+  AscendC::GlobalTensor<int32_t> g_path;
+  g_path.SetGlobalBuffer((__gm__ int32_t *)p_path);
+  AscendC::DataCacheCleanAndInvalid<uint32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_group_first);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint64_t v_g_1 = (uint64_t)(((uint64_t)(prog)));
+    const uint32_t v_kind_2 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v_g_1)));
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (((uint32_t)(v_kind_2) == (uint32_t)(((uint32_t)3ull)))) {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      const uint32_t v_first_3 = (uint32_t)(g_group_first.GetValue((uint64_t)(v_g_1)));
+      const uint32_t v_m_4 = (uint32_t)(g_group_rows.GetValue((uint64_t)(v_g_1)));
+      const uint32_t end5 = (uint32_t)(v_m_4);
+      AscendC::PipeBarrier<PIPE_ALL>();
+      for (uint32_t v_j_6 = (uint32_t)(((uint32_t)0ull)); v_j_6 < end5; ++v_j_6) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint64_t off7 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_j_6))));
+        ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(sk::neg<int32_t>(((int32_t)1ull))));
+        sk::sync<AscendC::HardEvent::S_MTE3>();
+        AscendC::DataCopyPad(g_path[off7], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_ALL>();
+      }
+      AscendC::PipeBarrier<PIPE_ALL>();
+      AscendC::PipeBarrier<PIPE_ALL>();
+      if (((int32_t)(g_status.GetValue((uint64_t)(v_g_1))) == (int32_t)(((int32_t)0ull)))) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint32_t v_mode_8 = (uint32_t)(g_tree_mode.GetValue((uint64_t)(v_g_1)));
+        const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_first_3)))));
+        uint32_t v_c_10 = (uint32_t)(((uint32_t)0ull));
+        bool v_done_11 = (bool)(false);
+        uint32_t v_acc_12 = (uint32_t)(((uint32_t)0ull));
+        const uint32_t end13 = (uint32_t)(v_m_4);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        for (uint32_t v_node_14 = (uint32_t)(((uint32_t)0ull)); v_node_14 < end13; ++v_node_14) {
+          AscendC::PipeBarrier<PIPE_ALL>();
+          AscendC::PipeBarrier<PIPE_ALL>();
+          if ((((!(v_done_11))) && (((uint32_t)(v_node_14) == (uint32_t)(v_c_10))))) {
+            AscendC::PipeBarrier<PIPE_ALL>();
+            const uint64_t v_r_15 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_c_10))));
+            const uint64_t off16 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_acc_12))));
+            ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(((int32_t)(v_c_10))));
+            sk::sync<AscendC::HardEvent::S_MTE3>();
+            AscendC::DataCopyPad(g_path[off16], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+            const int32_t v_gold_17 = (int32_t)(g_golden.GetValue((uint64_t)(v_r_15)));
+            uint32_t v_next_18 = (uint32_t)(((uint32_t)0ull));
+            int32_t v_out_19 = (int32_t)(v_gold_17);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            if (((int32_t)(v_gold_17) >= (int32_t)(((int32_t)0ull)))) {
+              AscendC::PipeBarrier<PIPE_ALL>();
+              const uint32_t end20 = (uint32_t)(v_m_4);
+              for (uint32_t v_ch_21 = (uint32_t)(sk::add<uint32_t>(v_c_10, ((uint32_t)1ull))); v_ch_21 < end20; ++v_ch_21) {
+                const uint64_t v_rc_22 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_21))));
+                if (((((((uint32_t)(v_next_18) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_22))) == (int32_t)(((int32_t)(v_c_10))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_22))) == (int32_t)(v_gold_17))))) {
+                  v_next_18 = (uint32_t)(v_ch_21);
+                }
+              }
+              AscendC::PipeBarrier<PIPE_ALL>();
+            } else {
+              AscendC::PipeBarrier<PIPE_ALL>();
+              const uint64_t v_off_23 = (uint64_t)(sk::mul<uint64_t>(v_r_15, ((uint64_t)(p_n))));
+              AscendC::LocalTensor<int32_t> t24 = qin.AllocTensor<int32_t>();
+              const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+              const uint64_t off25 = (uint64_t)(v_off_23);
+              if (t24_n > 0) {
+                AscendC::DataCopyPad(t24, g_cand_ids[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+              }
+              qin.EnQue(t24); t24 = qin.DeQue<int32_t>();
+              AscendC::LocalTensor<float> t26 = qin.AllocTensor<float>();
+              const uint32_t t26_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+              const uint64_t off27 = (uint64_t)(v_off_23);
+              if (t26_n > 0) {
+                AscendC::DataCopyPad(t26, g_logprobs[off27], AscendC::DataCopyExtParams{1, (uint32_t)(t26_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+              }
+              qin.EnQue(t26); t26 = qin.DeQue<float>();
+              AscendC::LocalTensor<float> t28 = t26.ReinterpretCast<float>();
+              const uint32_t t28_n = t26_n;
+              sk::sync<AscendC::HardEvent::MTE2_S>();
+               {
+                const AscendC::LocalTensor<float> &L0 = t26;
+                for (uint32_t i = 0; i < t28_n; ++i) t28.SetValue(i, (float)(sk::exp(L0.GetValue(i))));
+              }
+              AscendC::LocalTensor<uint64_t> t29 = ub8[0].ReinterpretCast<uint64_t>();
+              const uint32_t t29_n = t28_n;
+               {
+                const AscendC::LocalTensor<float> &L0 = t28;
+                for (uint32_t i = 0; i < t29_n; ++i) t29.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+              }
+              uint64_t s30 = (uint64_t)(0);
+              for (uint32_t i = 0; i < t29_n; ++i) {
+                s30 = sk::add<uint64_t>(s30, t29.GetValue(i));
+              }
+              const uint64_t v_pfix_31 = (uint64_t)(s30);
+              AscendC::LocalTensor<float> t32 = ub8[0].ReinterpretCast<float>();
+              uint32_t t32_n = 0;
+              t32_n = t28_n;
+              sk::sync<AscendC::HardEvent::S_V>();
+              if (t32_n > 0) {
+                AscendC::DataCopy(t32, t28, AscendC::DataCopyParams{1, (uint16_t)((t32_n * sizeof(float) + 31) / 32), 0, 0});
+              }
+              float v_sf_33 = (float)(1e0f);
+              uint64_t v_sx_34 = (uint64_t)(v_pfix_31);
+              uint32_t v_tried_35 = (uint32_t)(((uint32_t)0ull));
+              uint32_t v_kids_36 = (uint32_t)(((uint32_t)0ull));
+              const uint32_t end37 = (uint32_t)(v_m_4);
+              for (uint32_t v_ch_38 = (uint32_t)(sk::add<uint32_t>(v_c_10, ((uint32_t)1ull))); v_ch_38 < end37; ++v_ch_38) {
+                if (((int32_t)(g_tree_parent.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_38)))))) == (int32_t)(((int32_t)(v_c_10))))) {
+                  v_kids_36 = (uint32_t)(sk::add<uint32_t>(v_kids_36, ((uint32_t)1ull)));
+                }
+              }
+              AscendC::PipeBarrier<PIPE_ALL>();
+              if (((((uint32_t)(v_mode_8) == (uint32_t)(((uint32_t)0ull)))) || (((uint32_t)(v_kids_36) == (uint32_t)(((uint32_t)0ull)))))) {
+                AscendC::PipeBarrier<PIPE_ALL>();
+                const uint32_t end39 = (uint32_t)(v_m_4);
+                AscendC::PipeBarrier<PIPE_ALL>();
+                for (uint32_t v_ch_40 = (uint32_t)(sk::add<uint32_t>(v_c_10, ((uint32_t)1ull))); v_ch_40 < end39; ++v_ch_40) {
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  const uint64_t v_rc_41 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_40))));
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  if (((((uint32_t)(v_next_18) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_41))) == (int32_t)(((int32_t)(v_c_10))))))) {
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    v_tried_35 = (uint32_t)(sk::add<uint32_t>(v_tried_35, ((uint32_t)1ull)));
+                    const int32_t v_x_42 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_41)));
+                    AscendC::LocalTensor<uint8_t> t43 = ub8[U0].ReinterpretCast<uint8_t>();
+                    const uint32_t t43_n = t24_n;
+                     {
+                      const AscendC::LocalTensor<int32_t> &L0 = t24;
+                      for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_42))));
+                    }
+                    int32_t s44 = (int32_t)(-1);
+                    for (uint32_t i = 0; i < t43_n; ++i) {
+                      if ((t43.GetValue(i) != 0)) { s44 = (int32_t)i; break; }
+                    }
+                    const int32_t v_col_45 = (int32_t)(((((int32_t)(v_x_42) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s44) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+                    const uint32_t s46 = (uint32_t)(((uint32_t)(v_col_45)));
+                    const float v_wx_47 = (float)(((((int32_t)(v_col_45) >= (int32_t)(((int32_t)0ull)))) ? (float)((s46 < t32_n ? (float)(t32.GetValue(s46)) : (float)0)) : (float)(0e0f)));
+                    const float v_qx_48 = (float)(((((int32_t)(v_x_42) >= (int32_t)(((int32_t)0ull)))) ? (float)(1e0f) : (float)(0e0f)));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    if (sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(v_rc_41))), sk::mul<float>(v_qx_48, v_sf_33), v_wx_47)) {
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      v_next_18 = (uint32_t)(v_ch_40);
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                    } else {
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      if (((int32_t)(v_col_45) >= (int32_t)(((int32_t)0ull)))) {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        AscendC::LocalTensor<uint32_t> t49 = ub8[U0].ReinterpretCast<uint32_t>();
+                        const uint32_t t49_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+                        AscendC::CreateVecIndex(t49.ReinterpretCast<int32_t>(), (int32_t)0, t49_n);
+                        const uint32_t s50 = (uint32_t)(((uint32_t)(v_col_45)));
+                        AscendC::LocalTensor<float> t51 = t49.ReinterpretCast<float>();
+                        const uint32_t t51_n = sk::min<uint32_t>(t49_n, t32_n);
+                        sk::sync<AscendC::HardEvent::V_S>();
+                         {
+                          const AscendC::LocalTensor<uint32_t> &L0 = t49;
+                          const AscendC::LocalTensor<float> &L1 = t32;
+                          for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (float)(((((uint32_t)(L0.GetValue(i)) == (uint32_t)(s50))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
+                        }
+                        t32_n = t51_n;
+                        sk::sync<AscendC::HardEvent::S_V>();
+                        if (t32_n > 0) {
+                          AscendC::DataCopy(t32, t51, AscendC::DataCopyParams{1, (uint16_t)((t32_n * sizeof(float) + 31) / 32), 0, 0});
+                        }
+                        v_sx_34 = (uint64_t)(sk::sub<uint64_t>(v_sx_34, sk::to_fixed(v_wx_47)));
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      }
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      if (((uint64_t)(v_sx_34) == (uint64_t)(((uint64_t)0ull)))) {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        t32_n = t28_n;
+                        if (t32_n > 0) {
+                          AscendC::DataCopy(t32, t28, AscendC::DataCopyParams{1, (uint16_t)((t32_n * sizeof(float) + 31) / 32), 0, 0});
+                        }
+                        v_sf_33 = (float)(1e0f);
+                        v_sx_34 = (uint64_t)(v_pfix_31);
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      } else {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        v_sf_33 = (float)(sk::fixed_to_f32(v_sx_34));
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      }
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                    }
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                  }
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                }
+                AscendC::PipeBarrier<PIPE_ALL>();
+                AscendC::PipeBarrier<PIPE_ALL>();
+              } else {
+                AscendC::PipeBarrier<PIPE_ALL>();
+                const uint64_t v_doff_52 = (uint64_t)(sk::mul<uint64_t>(v_r_15, ((uint64_t)(p_wd))));
+                const uint64_t v_voff_53 = (uint64_t)(sk::mul<uint64_t>(v_r_15, ((uint64_t)(p_v))));
+                AscendC::LocalTensor<int32_t> t54 = ub8[U0].ReinterpretCast<int32_t>();
+                const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
+                const uint64_t off55 = (uint64_t)(v_doff_52);
+                if (t54_n > 0) {
+                  AscendC::DataCopyPad(t54, g_draft_ids[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+                }
+                AscendC::LocalTensor<float> t56 = ub8[U2].ReinterpretCast<float>();
+                const uint32_t t56_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
+                const uint64_t off57 = (uint64_t)(v_doff_52);
+                if (t56_n > 0) {
+                  AscendC::DataCopyPad(t56, g_draft_lps[off57], AscendC::DataCopyExtParams{1, (uint32_t)(t56_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+                }
+                const int32_t s58 = (int32_t)(((int32_t)(p_v)));
+                AscendC::LocalTensor<uint8_t> t59 = ub8[U3].ReinterpretCast<uint8_t>();
+                const uint32_t t59_n = sk::min<uint32_t>(t54_n, t54_n);
+                sk::sync<AscendC::HardEvent::MTE2_S>();
+                 {
+                  const AscendC::LocalTensor<int32_t> &L0 = t54;
+                  const AscendC::LocalTensor<int32_t> &L1 = t54;
+                  for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s58)))))));
+                }
+                const int32_t s60 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+                AscendC::LocalTensor<int32_t> t61 = ub8[U4].ReinterpretCast<int32_t>();
+                const uint32_t t61_n = sk::min<uint32_t>(t59_n, t54_n);
+                 {
+                  const AscendC::LocalTensor<uint8_t> &L0 = t59;
+                  const AscendC::LocalTensor<int32_t> &L1 = t54;
+                  for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s60))));
+                }
+                AscendC::LocalTensor<uint32_t> t62 = ub8[U5].ReinterpretCast<uint32_t>();
+                const uint32_t t62_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
+                AscendC::CreateVecIndex(t62.ReinterpretCast<int32_t>(), (int32_t)0, t62_n);
+                AscendC::LocalTensor<int32_t> t63 = t62.ReinterpretCast<int32_t>();
+                const uint32_t t63_n = t62_n;
+                sk::sync<AscendC::HardEvent::V_S>();
+                 {
+                  const AscendC::LocalTensor<uint32_t> &L0 = t62;
+                  for (uint32_t i = 0; i < t63_n; ++i) t63.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
+                }
+                const uint64_t off64 = (uint64_t)(v_voff_53);
+                sk::sync<AscendC::HardEvent::S_MTE3>();
+                for (uint32_t i = 0; i < sk::min<uint32_t>(t61_n, t63_n); ++i) {
+                  const int32_t j = t61.GetValue(i);
+                  if (j < 0) continue;
+                  ub8[U6].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(t63.GetValue(i)));
+                  sk::sync<AscendC::HardEvent::S_MTE3>();
+                  AscendC::DataCopyPad(g_dpos[off64 + (uint64_t)j], ub8[U6].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+                  sk::sync<AscendC::HardEvent::MTE3_S>();
+                }
+                AscendC::LocalTensor<int32_t> t65 = ub8[U3].ReinterpretCast<int32_t>();
+                const uint32_t t65_n = t24_n;
+                const uint64_t off66 = (uint64_t)(v_voff_53);
+                AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_dpos);
+                for (uint32_t i = 0; i < t65_n; ++i) {
+                  const int32_t j = t24.GetValue(i);
+                  t65.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_dpos.GetValue(off66 + (uint64_t)j));
+                }
+                const int32_t s67 = (int32_t)(((int32_t)(p_wd)));
+                const int32_t s68 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+                AscendC::LocalTensor<int32_t> t69 = ub8[U7].ReinterpretCast<int32_t>();
+                const uint32_t t69_n = sk::min<uint32_t>(t65_n, t65_n);
+                 {
+                  const AscendC::LocalTensor<int32_t> &L0 = t65;
+                  const AscendC::LocalTensor<int32_t> &L1 = t65;
+                  for (uint32_t i = 0; i < t69_n; ++i) t69.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s67))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s68))));
+                }
+                AscendC::LocalTensor<int32_t> t70 = ub8[U3].ReinterpretCast<int32_t>();
+                const uint32_t t70_n = t69_n;
+                const uint64_t off71 = (uint64_t)(v_doff_52);
+                for (uint32_t i = 0; i < t70_n; ++i) {
+                  const int32_t j = t69.GetValue(i);
+                  t70.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_draft_ids.GetValue(off71 + (uint64_t)j));
+                }
+                const int32_t s72 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
+                AscendC::LocalTensor<int32_t> t73 = ub8[U8].ReinterpretCast<int32_t>();
+                const uint32_t t73_n = sk::min<uint32_t>(sk::min<uint32_t>(t70_n, t24_n), t69_n);
+                 {
+                  const AscendC::LocalTensor<int32_t> &L0 = t70;
+                  const AscendC::LocalTensor<int32_t> &L1 = t24;
+                  const AscendC::LocalTensor<int32_t> &L2 = t69;
+                  for (uint32_t i = 0; i < t73_n; ++i) t73.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) == (int32_t)(L1.GetValue(i)))) ? (int32_t)(L2.GetValue(i)) : (int32_t)(s72))));
+                }
+                AscendC::LocalTensor<float> t74 = ub8[U3].ReinterpretCast<float>();
+                const uint32_t t74_n = t73_n;
+                const uint64_t off75 = (uint64_t)(v_doff_52);
+                for (uint32_t i = 0; i < t74_n; ++i) {
+                  const int32_t j = t73.GetValue(i);
+                  t74.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_draft_lps.GetValue(off75 + (uint64_t)j));
+                }
+                AscendC::LocalTensor<float> t76 = t74.ReinterpretCast<float>();
+                const uint32_t t76_n = t74_n;
+                 {
+                  const AscendC::LocalTensor<float> &L0 = t74;
+                  for (uint32_t i = 0; i < t76_n; ++i) t76.SetValue(i, (float)(sk::exp(L0.GetValue(i))));
+                }
+                AscendC::LocalTensor<float> t77 = ub8[U7].ReinterpretCast<float>();
+                uint32_t t77_n = 0;
+                t77_n = t76_n;
+                sk::sync<AscendC::HardEvent::S_V>();
+                if (t77_n > 0) {
+                  AscendC::DataCopy(t77, t76, AscendC::DataCopyParams{1, (uint16_t)((t77_n * sizeof(float) + 31) / 32), 0, 0});
+                }
+                float v_qsum_78 = (float)(0e0f);
+                const uint32_t end79 = (uint32_t)(v_m_4);
+                AscendC::PipeBarrier<PIPE_ALL>();
+                for (uint32_t v_ch_80 = (uint32_t)(sk::add<uint32_t>(v_c_10, ((uint32_t)1ull))); v_ch_80 < end79; ++v_ch_80) {
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  const uint64_t v_rc_81 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_80))));
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  if (((((uint32_t)(v_next_18) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_81))) == (int32_t)(((int32_t)(v_c_10))))))) {
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    v_tried_35 = (uint32_t)(sk::add<uint32_t>(v_tried_35, ((uint32_t)1ull)));
+                    const int32_t v_x_82 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_81)));
+                    AscendC::LocalTensor<uint8_t> t83 = ub8[U3].ReinterpretCast<uint8_t>();
+                    const uint32_t t83_n = t24_n;
+                     {
+                      const AscendC::LocalTensor<int32_t> &L0 = t24;
+                      for (uint32_t i = 0; i < t83_n; ++i) t83.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_82))));
+                    }
+                    int32_t s84 = (int32_t)(-1);
+                    for (uint32_t i = 0; i < t83_n; ++i) {
+                      if ((t83.GetValue(i) != 0)) { s84 = (int32_t)i; break; }
+                    }
+                    const int32_t v_col_85 = (int32_t)(((((int32_t)(v_x_82) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s84) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+                    const uint32_t s86 = (uint32_t)(((uint32_t)(v_col_85)));
+                    const float v_wx_87 = (float)(((((int32_t)(v_col_85) >= (int32_t)(((int32_t)0ull)))) ? (float)((s86 < t32_n ? (float)(t32.GetValue(s86)) : (float)0)) : (float)(0e0f)));
+                    AscendC::LocalTensor<float> t88 = ub8[U3].ReinterpretCast<float>();
+                    const uint32_t t88_n = sk::min<uint32_t>(t54_n, t56_n);
+                     {
+                      const AscendC::LocalTensor<int32_t> &L0 = t54;
+                      const AscendC::LocalTensor<float> &L1 = t56;
+                      for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_82))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+                    }
+                    float s89 = sk::bits_f32(0xff800000u);
+                    sk::sync<AscendC::HardEvent::S_V>();
+                    if (t88_n > 0) {
+                      AscendC::ReduceMax(ub8[U8].ReinterpretCast<float>(), t88, ub8[U9].ReinterpretCast<float>(), (int32_t)t88_n);
+                      sk::sync<AscendC::HardEvent::V_S>();
+                      s89 = ub8[U8].ReinterpretCast<float>().GetValue(0);
+                    }
+                    const float v_qcx_90 = (float)(((((int32_t)(v_x_82) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(s89)) : (float)(0e0f)));
+                    bool v_dup_91 = (bool)(false);
+                    if (((uint32_t)(v_mode_8) == (uint32_t)(((uint32_t)2ull)))) {
+                      const uint32_t end92 = (uint32_t)(v_ch_80);
+                      for (uint32_t v_e_93 = (uint32_t)(sk::add<uint32_t>(v_c_10, ((uint32_t)1ull))); v_e_93 < end92; ++v_e_93) {
+                        const uint64_t v_re_94 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_e_93))));
+                        if (((((((int32_t)(v_x_82) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_re_94))) == (int32_t)(((int32_t)(v_c_10))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_re_94))) == (int32_t)(v_x_82))))) {
+                          v_dup_91 = (bool)(true);
+                        }
+                      }
+                    }
+                    const float v_den_95 = (float)(sk::sub<float>(1e0f, v_qsum_78));
+                    const bool v_live_96 = (bool)(((((uint32_t)(v_mode_8) == (uint32_t)(((uint32_t)1ull)))) || (((float)(v_den_95) > (float)(0e0f)))));
+                    const float v_qkx_97 = (float)(((((uint32_t)(v_mode_8) == (uint32_t)(((uint32_t)1ull)))) ? (float)(v_qcx_90) : (float)(((((v_live_96) && ((!(v_dup_91))))) ? (float)(sk::div<float>(v_qcx_90, v_den_95)) : (float)(0e0f)))));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    if (sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(v_rc_81))), sk::mul<float>(v_qkx_97, v_sf_33), v_wx_87)) {
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      v_next_18 = (uint32_t)(v_ch_80);
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                    } else {
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      if (v_live_96) {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        if (((uint32_t)(v_mode_8) == (uint32_t)(((uint32_t)1ull)))) {
+                          AscendC::PipeBarrier<PIPE_ALL>();
+                          const float s98 = (float)(v_sf_33);
+                          AscendC::LocalTensor<float> t99 = ub8[U3].ReinterpretCast<float>();
+                          const uint32_t t99_n = t77_n;
+                          AscendC::Muls(t99, t77, s98, (int32_t)t99_n);
+                          AscendC::LocalTensor<float> t100 = t99.ReinterpretCast<float>();
+                          const uint32_t t100_n = sk::min<uint32_t>(t32_n, t99_n);
+                          AscendC::PipeBarrier<PIPE_V>();
+                          AscendC::Sub(t100, t32, t99, (int32_t)t100_n);
+                          AscendC::LocalTensor<float> t101 = t100.ReinterpretCast<float>();
+                          const uint32_t t101_n = t100_n;
+                          AscendC::PipeBarrier<PIPE_V>();
+                          AscendC::Maxs(t101, t100, (float)(0e0f), (int32_t)t101_n);
+                          t32_n = t101_n;
+                          AscendC::PipeBarrier<PIPE_V>();
+                          if (t32_n > 0) {
+                            AscendC::DataCopy(t32, t101, AscendC::DataCopyParams{1, (uint16_t)((t32_n * sizeof(float) + 31) / 32), 0, 0});
+                          }
+                          AscendC::PipeBarrier<PIPE_ALL>();
+                        } else {
+                          AscendC::PipeBarrier<PIPE_ALL>();
+                          AscendC::LocalTensor<float> t102 = ub8[U3].ReinterpretCast<float>();
+                          const uint32_t t102_n = sk::min<uint32_t>(t32_n, t77_n);
+                           {
+                            const AscendC::LocalTensor<float> &L0 = t32;
+                            const AscendC::LocalTensor<float> &L1 = t77;
+                            for (uint32_t i = 0; i < t102_n; ++i) t102.SetValue(i, (float)(sk::max<float>(sk::sub<float>(L0.GetValue(i), sk::mul<float>(v_sf_33, sk::div<float>(L1.GetValue(i), v_den_95))), 0e0f)));
+                          }
+                          t32_n = t102_n;
+                          sk::sync<AscendC::HardEvent::S_V>();
+                          if (t32_n > 0) {
+                            AscendC::DataCopy(t32, t102, AscendC::DataCopyParams{1, (uint16_t)((t32_n * sizeof(float) + 31) / 32), 0, 0});
+                          }
+                          AscendC::PipeBarrier<PIPE_ALL>();
+                        }
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      }
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::LocalTensor<uint64_t> t103 = ub8[U8].ReinterpretCast<uint64_t>();
+                      const uint32_t t103_n = t32_n;
+                       {
+                        const AscendC::LocalTensor<float> &L0 = t32;
+                        for (uint32_t i = 0; i < t103_n; ++i) t103.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+                      }
+                      uint64_t s104 = (uint64_t)(0);
+                      for (uint32_t i = 0; i < t103_n; ++i) {
+                        s104 = sk::add<uint64_t>(s104, t103.GetValue(i));
+                      }
+                      v_sx_34 = (uint64_t)(s104);
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      if (((uint64_t)(v_sx_34) == (uint64_t)(((uint64_t)0ull)))) {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        t32_n = t28_n;
+                        if (t32_n > 0) {
+                          AscendC::DataCopy(t32, t28, AscendC::DataCopyParams{1, (uint16_t)((t32_n * sizeof(float) + 31) / 32), 0, 0});
+                        }
+                        v_sf_33 = (float)(1e0f);
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      } else {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        v_sf_33 = (float)(sk::fixed_to_f32(v_sx_34));
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      }
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      if (((((((uint32_t)(v_mode_8) == (uint32_t)(((uint32_t)2ull)))) && (((int32_t)(v_x_82) >= (int32_t)(((int32_t)0ull)))))) && ((!(v_dup_91))))) {
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        v_qsum_78 = (float)(sk::add<float>(v_qsum_78, v_qcx_90));
+                        AscendC::LocalTensor<float> t105 = ub8[U3].ReinterpretCast<float>();
+                        const uint32_t t105_n = sk::min<uint32_t>(t24_n, t77_n);
+                         {
+                          const AscendC::LocalTensor<int32_t> &L0 = t24;
+                          const AscendC::LocalTensor<float> &L1 = t77;
+                          for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_82))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
+                        }
+                        t77_n = t105_n;
+                        sk::sync<AscendC::HardEvent::S_V>();
+                        if (t77_n > 0) {
+                          AscendC::DataCopy(t77, t105, AscendC::DataCopyParams{1, (uint16_t)((t77_n * sizeof(float) + 31) / 32), 0, 0});
+                        }
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                      }
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                      AscendC::PipeBarrier<PIPE_ALL>();
+                    }
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                  }
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                }
+                AscendC::PipeBarrier<PIPE_ALL>();
+                AscendC::PipeBarrier<PIPE_ALL>();
+              }
+              AscendC::PipeBarrier<PIPE_ALL>();
+              qin.FreeTensor(t26);
+              AscendC::PipeBarrier<PIPE_ALL>();
+              if (((uint32_t)(v_next_18) != (uint32_t)(((uint32_t)0ull)))) {
+                AscendC::PipeBarrier<PIPE_ALL>();
+                v_out_19 = (int32_t)(g_tree_token.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_next_18))))));
+                AscendC::PipeBarrier<PIPE_ALL>();
+              } else {
+                AscendC::PipeBarrier<PIPE_ALL>();
+                AscendC::PipeBarrier<PIPE_ALL>();
+                if (((uint32_t)(v_tried_35) == (uint32_t)(((uint32_t)0ull)))) {
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  v_out_19 = (int32_t)(g_fresh.GetValue((uint64_t)(v_r_15)));
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                } else {
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                  const uint64_t v_k2_106 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(v_r_15))));
+                  AscendC::LocalTensor<uint64_t> t107 = ub8[U0].ReinterpretCast<uint64_t>();
+                  const uint32_t t107_n = t32_n;
+                   {
+                    const AscendC::LocalTensor<float> &L0 = t32;
+                    for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+                  }
+                  const uint64_t s109 = (uint64_t)(v_k2_106);
+                  int32_t s108 = -1;
+                   {
+                    sk::U128 tot{0, 0};
+                    for (uint32_t i = 0; i < t107_n; ++i) tot = sk::add128(tot, t107.GetValue(i));
+                    if (tot.hi != 0 || tot.lo != 0) {
+                      sk::U128 thr = sk::mul64(s109, tot.lo);
+                      thr.hi += s109 * tot.hi;
+                      sk::U128 acc{0, 0};
+                      for (uint32_t i = 0; i < t107_n; ++i) {
+                        acc = sk::add128(acc, t107.GetValue(i));
+                        if (sk::lt128(thr, sk::shl128(acc, 53))) { s108 = (int32_t)i; break; }
+                      }
+                      if (s108 < 0) for (uint32_t i = t107_n; i-- > 0;) if (t107.GetValue(i) > 0) { s108 = (int32_t)i; break; }
+                    }
+                  }
+                  const int32_t v_cc_110 = (int32_t)(s108);
+                  const uint32_t s111 = (uint32_t)(((uint32_t)(v_cc_110)));
+                  v_out_19 = (int32_t)(((((int32_t)(v_cc_110) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s111 < t24_n ? (int32_t)(t24.GetValue(s111)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+                  AscendC::PipeBarrier<PIPE_ALL>();
+                }
+                AscendC::PipeBarrier<PIPE_ALL>();
+                AscendC::PipeBarrier<PIPE_ALL>();
+              }
+              AscendC::PipeBarrier<PIPE_ALL>();
+              qin.FreeTensor(t24);
+              AscendC::PipeBarrier<PIPE_ALL>();
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            const uint64_t off112 = (uint64_t)(v_r_15);
+            ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_out_19));
+            sk::sync<AscendC::HardEvent::S_MTE3>();
+            AscendC::DataCopyPad(g_tokens[off112], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+            const uint64_t off113 = (uint64_t)(v_r_15);
+            sk::sync<AscendC::HardEvent::MTE3_S>();
+            ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_out_19));
+            sk::sync<AscendC::HardEvent::S_MTE3>();
+            AscendC::DataCopyPad(g_lookup[off113], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+            if (((uint32_t)(v_next_18) != (uint32_t)(((uint32_t)0ull)))) {
+              v_c_10 = (uint32_t)(v_next_18);
+              v_acc_12 = (uint32_t)(sk::add<uint32_t>(v_acc_12, ((uint32_t)1ull)));
+            } else {
+              v_done_11 = (bool)(true);
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+          }
+          AscendC::PipeBarrier<PIPE_ALL>();
+          AscendC::PipeBarrier<PIPE_ALL>();
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint64_t off114 = (uint64_t)(v_g_1);
+        ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(v_acc_12));
+        sk::sync<AscendC::HardEvent::S_MTE3>();
+        AscendC::DataCopyPad(g_accepted[off114], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_ALL>();
+      }
+      AscendC::PipeBarrier<PIPE_ALL>();
+      AscendC::PipeBarrier<PIPE_ALL>();
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
 }
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
 
+struct tree_walk_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1792, U2 = 512, U3 = 768, U4 = 1024, U5 = 1280, U6 = 1536, U7 = 1024, U8 = 1280, U9 = 1536;
+};
 extern "C" __global__ __aicore__ void tree_walk_t64(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 1792); // static UB plan, 256-byte aligned slots; 2304 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<uint32_t> g_group_first;
-  g_group_first.SetGlobalBuffer((__gm__ uint32_t *)p_group_first);
-  AscendC::GlobalTensor<uint32_t> g_group_rows;
-  g_group_rows.SetGlobalBuffer((__gm__ uint32_t *)p_group_rows);
-  AscendC::GlobalTensor<uint32_t> g_group_kind;
-  g_group_kind.SetGlobalBuffer((__gm__ uint32_t *)p_group_kind);
-  AscendC::GlobalTensor<uint32_t> g_tree_mode;
-  g_tree_mode.SetGlobalBuffer((__gm__ uint32_t *)p_tree_mode);
-  AscendC::GlobalTensor<int32_t> g_status;
-  g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
-  AscendC::GlobalTensor<int32_t> g_tree_parent;
-  g_tree_parent.SetGlobalBuffer((__gm__ int32_t *)p_tree_parent);
-  AscendC::GlobalTensor<int32_t> g_tree_token;
-  g_tree_token.SetGlobalBuffer((__gm__ int32_t *)p_tree_token);
-  AscendC::GlobalTensor<int32_t> g_golden;
-  g_golden.SetGlobalBuffer((__gm__ int32_t *)p_golden);
-  AscendC::GlobalTensor<int32_t> g_fresh;
-  g_fresh.SetGlobalBuffer((__gm__ int32_t *)p_fresh);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_dpos;
-  g_dpos.SetGlobalBuffer((__gm__ int32_t *)p_dpos);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_path;
-  g_path.SetGlobalBuffer((__gm__ int32_t *)p_path);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint64_t v_g_1 = (uint64_t)(((uint64_t)(prog)));
-    const uint32_t v_kind_2 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v_g_1)));
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(v_kind_2) == (uint32_t)(((uint32_t)3ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v_first_3 = (uint32_t)(g_group_first.GetValue((uint64_t)(v_g_1)));
-      const uint32_t v_m_4 = (uint32_t)(g_group_rows.GetValue((uint64_t)(v_g_1)));
-      const uint32_t end5 = (uint32_t)(v_m_4);
-      for (uint32_t v_j_6 = (uint32_t)(((uint32_t)0ull)); v_j_6 < end5; ++v_j_6) {
-        g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_j_6)))), (int32_t)(sk::neg<int32_t>(((int32_t)1ull))));
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((int32_t)(g_status.GetValue((uint64_t)(v_g_1))) == (int32_t)(((int32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v_mode_7 = (uint32_t)(g_tree_mode.GetValue((uint64_t)(v_g_1)));
-        const uint64_t v_s_8 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_first_3)))));
-        uint32_t v_c_9 = (uint32_t)(((uint32_t)0ull));
-        bool v_done_10 = (bool)(false);
-        uint32_t v_acc_11 = (uint32_t)(((uint32_t)0ull));
-        const uint32_t end12 = (uint32_t)(v_m_4);
-        AscendC::PipeBarrier<PIPE_ALL>();
-        for (uint32_t v_node_13 = (uint32_t)(((uint32_t)0ull)); v_node_13 < end12; ++v_node_13) {
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-          if ((((!(v_done_10))) && (((uint32_t)(v_node_13) == (uint32_t)(v_c_9))))) {
-            AscendC::PipeBarrier<PIPE_ALL>();
-            const uint64_t v_r_14 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_c_9))));
-            g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_acc_11)))), (int32_t)(((int32_t)(v_c_9))));
-            const int32_t v_gold_15 = (int32_t)(g_golden.GetValue((uint64_t)(v_r_14)));
-            uint32_t v_next_16 = (uint32_t)(((uint32_t)0ull));
-            int32_t v_out_17 = (int32_t)(v_gold_15);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            if (((int32_t)(v_gold_15) >= (int32_t)(((int32_t)0ull)))) {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint32_t end18 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_19 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_19 < end18; ++v_ch_19) {
-                const uint64_t v_rc_20 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_19))));
-                if (((((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_20))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_20))) == (int32_t)(v_gold_15))))) {
-                  v_next_16 = (uint32_t)(v_ch_19);
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-            } else {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint64_t v_off_21 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_n))));
-              AscendC::LocalTensor<int32_t> t22 = qin.AllocTensor<int32_t>();
-              const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off23 = (uint64_t)(v_off_21);
-              if (t22_n > 0) {
-                AscendC::DataCopyPad(t22, g_cand_ids[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-              }
-              qin.EnQue(t22); t22 = qin.DeQue<int32_t>();
-              AscendC::LocalTensor<float> t24 = qin.AllocTensor<float>();
-              const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off25 = (uint64_t)(v_off_21);
-              if (t24_n > 0) {
-                AscendC::DataCopyPad(t24, g_logprobs[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-              }
-              qin.EnQue(t24); t24 = qin.DeQue<float>();
-              AscendC::LocalTensor<float> t26 = t24.ReinterpretCast<float>();
-              const uint32_t t26_n = t24_n;
-              AscendC::Exp(t26, t24, (int32_t)t26_n);
-              AscendC::LocalTensor<uint64_t> t27 = ub8[0].ReinterpretCast<uint64_t>();
-              const uint32_t t27_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-               {
-                const AscendC::LocalTensor<float> &L0 = t26;
-                for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-              }
-              uint64_t s28 = (uint64_t)(0);
-              for (uint32_t i = 0; i < t27_n; ++i) {
-                s28 = sk::add<uint64_t>(s28, t27.GetValue(i));
-              }
-              const uint64_t v_pfix_29 = (uint64_t)(s28);
-              AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
-              uint32_t t30_n = 0;
-              t30_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              if (t30_n > 0) {
-                AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-              }
-              float v_sf_31 = (float)(1e0f);
-              uint64_t v_sx_32 = (uint64_t)(v_pfix_29);
-              uint32_t v_tried_33 = (uint32_t)(((uint32_t)0ull));
-              uint32_t v_kids_34 = (uint32_t)(((uint32_t)0ull));
-              const uint32_t end35 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_36 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_36 < end35; ++v_ch_36) {
-                if (((int32_t)(g_tree_parent.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_36)))))) == (int32_t)(((int32_t)(v_c_9))))) {
-                  v_kids_34 = (uint32_t)(sk::add<uint32_t>(v_kids_34, ((uint32_t)1ull)));
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)0ull)))) || (((uint32_t)(v_kids_34) == (uint32_t)(((uint32_t)0ull)))))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint32_t end37 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_38 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_38 < end37; ++v_ch_38) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_39 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_38))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_39))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_40 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_39)));
-                    AscendC::LocalTensor<uint8_t> t41 = ub8[256].ReinterpretCast<uint8_t>();
-                    const uint32_t t41_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t41_n; ++i) t41.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_40))));
-                    }
-                    int32_t s42 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t41_n; ++i) {
-                      if ((t41.GetValue(i) != 0)) { s42 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_43 = (int32_t)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s42) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s44 = (uint32_t)(((uint32_t)(v_col_43)));
-                    const float v_wx_45 = (float)(((((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) ? (float)((s44 < t30_n ? (float)(t30.GetValue(s44)) : (float)0)) : (float)(0e0f)));
-                    const float v_qx_46 = (float)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (float)(1e0f) : (float)(0e0f)));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_39))), sk::mul<float>(v_qx_46, v_sf_31), v_wx_45)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_38);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::LocalTensor<uint32_t> t47 = ub8[256].ReinterpretCast<uint32_t>();
-                        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-                        AscendC::CreateVecIndex(t47.ReinterpretCast<int32_t>(), (int32_t)0, t47_n);
-                        const uint32_t s48 = (uint32_t)(((uint32_t)(v_col_43)));
-                        AscendC::LocalTensor<float> t49 = t47.ReinterpretCast<float>();
-                        const uint32_t t49_n = sk::min<uint32_t>(t47_n, t30_n);
-                        AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                         {
-                          const AscendC::LocalTensor<uint32_t> &L0 = t47;
-                          const AscendC::LocalTensor<float> &L1 = t30;
-                          for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, (float)(((((uint32_t)(L0.GetValue(i)) == (uint32_t)(s48))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t30_n = t49_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t49, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sx_32 = (uint64_t)(sk::sub<uint64_t>(v_sx_32, sk::to_fixed(v_wx_45)));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        v_sx_32 = (uint64_t)(v_pfix_29);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint64_t v_doff_50 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_wd))));
-                const uint64_t v_voff_51 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_v))));
-                AscendC::LocalTensor<int32_t> t52 = ub8[256].ReinterpretCast<int32_t>();
-                const uint32_t t52_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off53 = (uint64_t)(v_doff_50);
-                if (t52_n > 0) {
-                  AscendC::DataCopyPad(t52, g_draft_ids[off53], AscendC::DataCopyExtParams{1, (uint32_t)(t52_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-                }
-                AscendC::LocalTensor<float> t54 = ub8[512].ReinterpretCast<float>();
-                const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off55 = (uint64_t)(v_doff_50);
-                if (t54_n > 0) {
-                  AscendC::DataCopyPad(t54, g_draft_lps[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-                }
-                const int32_t s56 = (int32_t)(((int32_t)(p_v)));
-                AscendC::LocalTensor<uint8_t> t57 = ub8[768].ReinterpretCast<uint8_t>();
-                const uint32_t t57_n = sk::min<uint32_t>(t52_n, t52_n);
-                AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t52;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t57_n; ++i) t57.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s56)))))));
-                }
-                const int32_t s58 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t59 = ub8[1024].ReinterpretCast<int32_t>();
-                const uint32_t t59_n = sk::min<uint32_t>(t57_n, t52_n);
-                 {
-                  const AscendC::LocalTensor<uint8_t> &L0 = t57;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s58))));
-                }
-                AscendC::LocalTensor<uint32_t> t60 = ub8[1280].ReinterpretCast<uint32_t>();
-                const uint32_t t60_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                AscendC::CreateVecIndex(t60.ReinterpretCast<int32_t>(), (int32_t)0, t60_n);
-                AscendC::LocalTensor<int32_t> t61 = t60.ReinterpretCast<int32_t>();
-                const uint32_t t61_n = t60_n;
-                AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<uint32_t> &L0 = t60;
-                  for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-                }
-                const uint64_t off62 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < sk::min<uint32_t>(t59_n, t61_n); ++i) {
-                  const int32_t j = t59.GetValue(i);
-                  if (j >= 0) g_dpos.SetValue(off62 + (uint64_t)j, (int32_t)(t61.GetValue(i)));
-                }
-                AscendC::LocalTensor<int32_t> t63 = ub8[768].ReinterpretCast<int32_t>();
-                const uint32_t t63_n = t22_n;
-                const uint64_t off64 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < t63_n; ++i) {
-                  const int32_t j = t22.GetValue(i);
-                  t63.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_dpos.GetValue(off64 + (uint64_t)j));
-                }
-                const int32_t s65 = (int32_t)(((int32_t)(p_wd)));
-                const int32_t s66 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t67 = ub8[1024].ReinterpretCast<int32_t>();
-                const uint32_t t67_n = sk::min<uint32_t>(t63_n, t63_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t63;
-                  const AscendC::LocalTensor<int32_t> &L1 = t63;
-                  for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s65))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s66))));
-                }
-                AscendC::LocalTensor<int32_t> t68 = ub8[768].ReinterpretCast<int32_t>();
-                const uint32_t t68_n = t67_n;
-                const uint64_t off69 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t68_n; ++i) {
-                  const int32_t j = t67.GetValue(i);
-                  t68.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_draft_ids.GetValue(off69 + (uint64_t)j));
-                }
-                const int32_t s70 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t71 = ub8[1280].ReinterpretCast<int32_t>();
-                const uint32_t t71_n = sk::min<uint32_t>(sk::min<uint32_t>(t68_n, t22_n), t67_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t68;
-                  const AscendC::LocalTensor<int32_t> &L1 = t22;
-                  const AscendC::LocalTensor<int32_t> &L2 = t67;
-                  for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) == (int32_t)(L1.GetValue(i)))) ? (int32_t)(L2.GetValue(i)) : (int32_t)(s70))));
-                }
-                AscendC::LocalTensor<float> t72 = ub8[768].ReinterpretCast<float>();
-                const uint32_t t72_n = t71_n;
-                const uint64_t off73 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t72_n; ++i) {
-                  const int32_t j = t71.GetValue(i);
-                  t72.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_draft_lps.GetValue(off73 + (uint64_t)j));
-                }
-                AscendC::LocalTensor<float> t74 = t72.ReinterpretCast<float>();
-                const uint32_t t74_n = t72_n;
-                AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::Exp(t74, t72, (int32_t)t74_n);
-                AscendC::LocalTensor<float> t75 = ub8[1024].ReinterpretCast<float>();
-                uint32_t t75_n = 0;
-                t75_n = t74_n;
-                if (t75_n > 0) {
-                  AscendC::DataCopy(t75, t74, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                }
-                float v_qsum_76 = (float)(0e0f);
-                const uint32_t end77 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_78 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_78 < end77; ++v_ch_78) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_79 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_78))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_79))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_80 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_79)));
-                    AscendC::LocalTensor<uint8_t> t81 = ub8[768].ReinterpretCast<uint8_t>();
-                    const uint32_t t81_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t81_n; ++i) t81.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))));
-                    }
-                    int32_t s82 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t81_n; ++i) {
-                      if ((t81.GetValue(i) != 0)) { s82 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_83 = (int32_t)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s82) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s84 = (uint32_t)(((uint32_t)(v_col_83)));
-                    const float v_wx_85 = (float)(((((int32_t)(v_col_83) >= (int32_t)(((int32_t)0ull)))) ? (float)((s84 < t30_n ? (float)(t30.GetValue(s84)) : (float)0)) : (float)(0e0f)));
-                    AscendC::LocalTensor<float> t86 = ub8[768].ReinterpretCast<float>();
-                    const uint32_t t86_n = sk::min<uint32_t>(t52_n, t54_n);
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t52;
-                      const AscendC::LocalTensor<float> &L1 = t54;
-                      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-                    }
-                    float s87 = sk::bits_f32(0xff800000u);
-                    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    if (t86_n > 0) {
-                      AscendC::ReduceMax(ub8[1280].ReinterpretCast<float>(), t86, ub8[1536].ReinterpretCast<float>(), (int32_t)t86_n);
-                      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      s87 = ub8[1280].ReinterpretCast<float>().GetValue(0);
-                    }
-                    const float v_qcx_88 = (float)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(s87)) : (float)(0e0f)));
-                    bool v_dup_89 = (bool)(false);
-                    if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) {
-                      const uint32_t end90 = (uint32_t)(v_ch_78);
-                      for (uint32_t v_e_91 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_e_91 < end90; ++v_e_91) {
-                        const uint64_t v_re_92 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_e_91))));
-                        if (((((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_re_92))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_re_92))) == (int32_t)(v_x_80))))) {
-                          v_dup_89 = (bool)(true);
-                        }
-                      }
-                    }
-                    const float v_den_93 = (float)(sk::sub<float>(1e0f, v_qsum_76));
-                    const bool v_live_94 = (bool)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) || (((float)(v_den_93) > (float)(0e0f)))));
-                    const float v_qkx_95 = (float)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) ? (float)(v_qcx_88) : (float)(((((v_live_94) && ((!(v_dup_89))))) ? (float)(sk::div<float>(v_qcx_88, v_den_93)) : (float)(0e0f)))));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_79))), sk::mul<float>(v_qkx_95, v_sf_31), v_wx_85)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_78);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (v_live_94) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s96 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t97 = ub8[768].ReinterpretCast<float>();
-                          const uint32_t t97_n = t75_n;
-                          AscendC::Muls(t97, t75, s96, (int32_t)t97_n);
-                          AscendC::LocalTensor<float> t98 = t97.ReinterpretCast<float>();
-                          const uint32_t t98_n = sk::min<uint32_t>(t30_n, t97_n);
-                          AscendC::Sub(t98, t30, t97, (int32_t)t98_n);
-                          AscendC::LocalTensor<float> t99 = t98.ReinterpretCast<float>();
-                          const uint32_t t99_n = t98_n;
-                          AscendC::Maxs(t99, t98, (float)(0e0f), (int32_t)t99_n);
-                          t30_n = t99_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t99, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        } else {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s100 = (float)(v_den_93);
-                          AscendC::LocalTensor<float> t101 = ub8[768].ReinterpretCast<float>();
-                          const uint32_t t101_n = t75_n;
-                          AscendC::LocalTensor<float> t102 = ub8[1280].ReinterpretCast<float>();
-                          AscendC::Duplicate(t102, s100, (int32_t)t101_n);
-                          AscendC::Div(t101, t75, t102, (int32_t)t101_n);
-                          const float s103 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t104 = t101.ReinterpretCast<float>();
-                          const uint32_t t104_n = t101_n;
-                          AscendC::Muls(t104, t101, s103, (int32_t)t104_n);
-                          AscendC::LocalTensor<float> t105 = t104.ReinterpretCast<float>();
-                          const uint32_t t105_n = sk::min<uint32_t>(t30_n, t104_n);
-                          AscendC::Sub(t105, t30, t104, (int32_t)t105_n);
-                          AscendC::LocalTensor<float> t106 = t105.ReinterpretCast<float>();
-                          const uint32_t t106_n = t105_n;
-                          AscendC::Maxs(t106, t105, (float)(0e0f), (int32_t)t106_n);
-                          t30_n = t106_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t106, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::LocalTensor<uint64_t> t107 = ub8[1280].ReinterpretCast<uint64_t>();
-                      const uint32_t t107_n = t30_n;
-                       {
-                        const AscendC::LocalTensor<float> &L0 = t30;
-                        for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                      }
-                      uint64_t s108 = (uint64_t)(0);
-                      for (uint32_t i = 0; i < t107_n; ++i) {
-                        s108 = sk::add<uint64_t>(s108, t107.GetValue(i));
-                      }
-                      v_sx_32 = (uint64_t)(s108);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) && (((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))))) && ((!(v_dup_89))))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_qsum_76 = (float)(sk::add<float>(v_qsum_76, v_qcx_88));
-                        AscendC::LocalTensor<float> t109 = ub8[768].ReinterpretCast<float>();
-                        const uint32_t t109_n = sk::min<uint32_t>(t22_n, t75_n);
-                         {
-                          const AscendC::LocalTensor<int32_t> &L0 = t22;
-                          const AscendC::LocalTensor<float> &L1 = t75;
-                          for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t75_n = t109_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t75_n > 0) {
-                          AscendC::DataCopy(t75, t109, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t24);
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                v_out_17 = (int32_t)(g_tree_token.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_next_16))))));
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-                if (((uint32_t)(v_tried_33) == (uint32_t)(((uint32_t)0ull)))) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  v_out_17 = (int32_t)(g_fresh.GetValue((uint64_t)(v_r_14)));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                } else {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_k2_110 = (uint64_t)(sk::uniform53(v_s_8, g_seq_residual.GetValue((uint64_t)(v_r_14))));
-                  AscendC::LocalTensor<uint64_t> t111 = ub8[256].ReinterpretCast<uint64_t>();
-                  const uint32_t t111_n = t30_n;
-                   {
-                    const AscendC::LocalTensor<float> &L0 = t30;
-                    for (uint32_t i = 0; i < t111_n; ++i) t111.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                  }
-                  const uint64_t s113 = (uint64_t)(v_k2_110);
-                  int32_t s112 = -1;
-                   {
-                    sk::U128 tot{0, 0};
-                    for (uint32_t i = 0; i < t111_n; ++i) tot = sk::add128(tot, t111.GetValue(i));
-                    if (tot.hi != 0 || tot.lo != 0) {
-                      sk::U128 thr = sk::mul64(s113, tot.lo);
-                      thr.hi += s113 * tot.hi;
-                      sk::U128 acc{0, 0};
-                      for (uint32_t i = 0; i < t111_n; ++i) {
-                        acc = sk::add128(acc, t111.GetValue(i));
-                        if (sk::lt128(thr, sk::shl128(acc, 53))) { s112 = (int32_t)i; break; }
-                      }
-                      if (s112 < 0) for (uint32_t i = t111_n; i-- > 0;) if (t111.GetValue(i) > 0) { s112 = (int32_t)i; break; }
-                    }
-                  }
-                  const int32_t v_cc_114 = (int32_t)(s112);
-                  const uint32_t s115 = (uint32_t)(((uint32_t)(v_cc_114)));
-                  v_out_17 = (int32_t)(((((int32_t)(v_cc_114) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s115 < t22_n ? (int32_t)(t22.GetValue(s115)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t22);
-              AscendC::PipeBarrier<PIPE_ALL>();
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-            g_tokens.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            g_lookup.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-              v_c_9 = (uint32_t)(v_next_16);
-              v_acc_11 = (uint32_t)(sk::add<uint32_t>(v_acc_11, ((uint32_t)1ull)));
-            } else {
-              v_done_10 = (bool)(true);
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-          }
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();
-        g_accepted.SetValue((uint64_t)(v_g_1), (uint32_t)(v_acc_11));
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  tree_walk_body<tree_walk_k64>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }
 
+struct tree_walk_k256 {
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 7168, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 4352, U6 = 5376, U7 = 4096, U8 = 5120, U9 = 5376;
+};
 extern "C" __global__ __aicore__ void tree_walk_t256(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 7168); // static UB plan, 256-byte aligned slots; 9216 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<uint32_t> g_group_first;
-  g_group_first.SetGlobalBuffer((__gm__ uint32_t *)p_group_first);
-  AscendC::GlobalTensor<uint32_t> g_group_rows;
-  g_group_rows.SetGlobalBuffer((__gm__ uint32_t *)p_group_rows);
-  AscendC::GlobalTensor<uint32_t> g_group_kind;
-  g_group_kind.SetGlobalBuffer((__gm__ uint32_t *)p_group_kind);
-  AscendC::GlobalTensor<uint32_t> g_tree_mode;
-  g_tree_mode.SetGlobalBuffer((__gm__ uint32_t *)p_tree_mode);
-  AscendC::GlobalTensor<int32_t> g_status;
-  g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
-  AscendC::GlobalTensor<int32_t> g_tree_parent;
-  g_tree_parent.SetGlobalBuffer((__gm__ int32_t *)p_tree_parent);
-  AscendC::GlobalTensor<int32_t> g_tree_token;
-  g_tree_token.SetGlobalBuffer((__gm__ int32_t *)p_tree_token);
-  AscendC::GlobalTensor<int32_t> g_golden;
-  g_golden.SetGlobalBuffer((__gm__ int32_t *)p_golden);
-  AscendC::GlobalTensor<int32_t> g_fresh;
-  g_fresh.SetGlobalBuffer((__gm__ int32_t *)p_fresh);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_dpos;
-  g_dpos.SetGlobalBuffer((__gm__ int32_t *)p_dpos);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_path;
-  g_path.SetGlobalBuffer((__gm__ int32_t *)p_path);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint64_t v_g_1 = (uint64_t)(((uint64_t)(prog)));
-    const uint32_t v_kind_2 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v_g_1)));
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(v_kind_2) == (uint32_t)(((uint32_t)3ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v_first_3 = (uint32_t)(g_group_first.GetValue((uint64_t)(v_g_1)));
-      const uint32_t v_m_4 = (uint32_t)(g_group_rows.GetValue((uint64_t)(v_g_1)));
-      const uint32_t end5 = (uint32_t)(v_m_4);
-      for (uint32_t v_j_6 = (uint32_t)(((uint32_t)0ull)); v_j_6 < end5; ++v_j_6) {
-        g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_j_6)))), (int32_t)(sk::neg<int32_t>(((int32_t)1ull))));
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((int32_t)(g_status.GetValue((uint64_t)(v_g_1))) == (int32_t)(((int32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v_mode_7 = (uint32_t)(g_tree_mode.GetValue((uint64_t)(v_g_1)));
-        const uint64_t v_s_8 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_first_3)))));
-        uint32_t v_c_9 = (uint32_t)(((uint32_t)0ull));
-        bool v_done_10 = (bool)(false);
-        uint32_t v_acc_11 = (uint32_t)(((uint32_t)0ull));
-        const uint32_t end12 = (uint32_t)(v_m_4);
-        AscendC::PipeBarrier<PIPE_ALL>();
-        for (uint32_t v_node_13 = (uint32_t)(((uint32_t)0ull)); v_node_13 < end12; ++v_node_13) {
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-          if ((((!(v_done_10))) && (((uint32_t)(v_node_13) == (uint32_t)(v_c_9))))) {
-            AscendC::PipeBarrier<PIPE_ALL>();
-            const uint64_t v_r_14 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_c_9))));
-            g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_acc_11)))), (int32_t)(((int32_t)(v_c_9))));
-            const int32_t v_gold_15 = (int32_t)(g_golden.GetValue((uint64_t)(v_r_14)));
-            uint32_t v_next_16 = (uint32_t)(((uint32_t)0ull));
-            int32_t v_out_17 = (int32_t)(v_gold_15);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            if (((int32_t)(v_gold_15) >= (int32_t)(((int32_t)0ull)))) {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint32_t end18 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_19 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_19 < end18; ++v_ch_19) {
-                const uint64_t v_rc_20 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_19))));
-                if (((((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_20))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_20))) == (int32_t)(v_gold_15))))) {
-                  v_next_16 = (uint32_t)(v_ch_19);
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-            } else {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint64_t v_off_21 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_n))));
-              AscendC::LocalTensor<int32_t> t22 = qin.AllocTensor<int32_t>();
-              const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off23 = (uint64_t)(v_off_21);
-              if (t22_n > 0) {
-                AscendC::DataCopyPad(t22, g_cand_ids[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-              }
-              qin.EnQue(t22); t22 = qin.DeQue<int32_t>();
-              AscendC::LocalTensor<float> t24 = qin.AllocTensor<float>();
-              const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off25 = (uint64_t)(v_off_21);
-              if (t24_n > 0) {
-                AscendC::DataCopyPad(t24, g_logprobs[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-              }
-              qin.EnQue(t24); t24 = qin.DeQue<float>();
-              AscendC::LocalTensor<float> t26 = t24.ReinterpretCast<float>();
-              const uint32_t t26_n = t24_n;
-              AscendC::Exp(t26, t24, (int32_t)t26_n);
-              AscendC::LocalTensor<uint64_t> t27 = ub8[0].ReinterpretCast<uint64_t>();
-              const uint32_t t27_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-               {
-                const AscendC::LocalTensor<float> &L0 = t26;
-                for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-              }
-              uint64_t s28 = (uint64_t)(0);
-              for (uint32_t i = 0; i < t27_n; ++i) {
-                s28 = sk::add<uint64_t>(s28, t27.GetValue(i));
-              }
-              const uint64_t v_pfix_29 = (uint64_t)(s28);
-              AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
-              uint32_t t30_n = 0;
-              t30_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              if (t30_n > 0) {
-                AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-              }
-              float v_sf_31 = (float)(1e0f);
-              uint64_t v_sx_32 = (uint64_t)(v_pfix_29);
-              uint32_t v_tried_33 = (uint32_t)(((uint32_t)0ull));
-              uint32_t v_kids_34 = (uint32_t)(((uint32_t)0ull));
-              const uint32_t end35 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_36 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_36 < end35; ++v_ch_36) {
-                if (((int32_t)(g_tree_parent.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_36)))))) == (int32_t)(((int32_t)(v_c_9))))) {
-                  v_kids_34 = (uint32_t)(sk::add<uint32_t>(v_kids_34, ((uint32_t)1ull)));
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)0ull)))) || (((uint32_t)(v_kids_34) == (uint32_t)(((uint32_t)0ull)))))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint32_t end37 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_38 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_38 < end37; ++v_ch_38) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_39 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_38))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_39))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_40 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_39)));
-                    AscendC::LocalTensor<uint8_t> t41 = ub8[1024].ReinterpretCast<uint8_t>();
-                    const uint32_t t41_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t41_n; ++i) t41.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_40))));
-                    }
-                    int32_t s42 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t41_n; ++i) {
-                      if ((t41.GetValue(i) != 0)) { s42 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_43 = (int32_t)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s42) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s44 = (uint32_t)(((uint32_t)(v_col_43)));
-                    const float v_wx_45 = (float)(((((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) ? (float)((s44 < t30_n ? (float)(t30.GetValue(s44)) : (float)0)) : (float)(0e0f)));
-                    const float v_qx_46 = (float)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (float)(1e0f) : (float)(0e0f)));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_39))), sk::mul<float>(v_qx_46, v_sf_31), v_wx_45)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_38);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::LocalTensor<uint32_t> t47 = ub8[1024].ReinterpretCast<uint32_t>();
-                        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-                        AscendC::CreateVecIndex(t47.ReinterpretCast<int32_t>(), (int32_t)0, t47_n);
-                        const uint32_t s48 = (uint32_t)(((uint32_t)(v_col_43)));
-                        AscendC::LocalTensor<float> t49 = t47.ReinterpretCast<float>();
-                        const uint32_t t49_n = sk::min<uint32_t>(t47_n, t30_n);
-                        AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                         {
-                          const AscendC::LocalTensor<uint32_t> &L0 = t47;
-                          const AscendC::LocalTensor<float> &L1 = t30;
-                          for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, (float)(((((uint32_t)(L0.GetValue(i)) == (uint32_t)(s48))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t30_n = t49_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t49, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sx_32 = (uint64_t)(sk::sub<uint64_t>(v_sx_32, sk::to_fixed(v_wx_45)));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        v_sx_32 = (uint64_t)(v_pfix_29);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint64_t v_doff_50 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_wd))));
-                const uint64_t v_voff_51 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_v))));
-                AscendC::LocalTensor<int32_t> t52 = ub8[1024].ReinterpretCast<int32_t>();
-                const uint32_t t52_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off53 = (uint64_t)(v_doff_50);
-                if (t52_n > 0) {
-                  AscendC::DataCopyPad(t52, g_draft_ids[off53], AscendC::DataCopyExtParams{1, (uint32_t)(t52_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-                }
-                AscendC::LocalTensor<float> t54 = ub8[2048].ReinterpretCast<float>();
-                const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off55 = (uint64_t)(v_doff_50);
-                if (t54_n > 0) {
-                  AscendC::DataCopyPad(t54, g_draft_lps[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-                }
-                const int32_t s56 = (int32_t)(((int32_t)(p_v)));
-                AscendC::LocalTensor<uint8_t> t57 = ub8[3072].ReinterpretCast<uint8_t>();
-                const uint32_t t57_n = sk::min<uint32_t>(t52_n, t52_n);
-                AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t52;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t57_n; ++i) t57.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s56)))))));
-                }
-                const int32_t s58 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t59 = ub8[3328].ReinterpretCast<int32_t>();
-                const uint32_t t59_n = sk::min<uint32_t>(t57_n, t52_n);
-                 {
-                  const AscendC::LocalTensor<uint8_t> &L0 = t57;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s58))));
-                }
-                AscendC::LocalTensor<uint32_t> t60 = ub8[4352].ReinterpretCast<uint32_t>();
-                const uint32_t t60_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                AscendC::CreateVecIndex(t60.ReinterpretCast<int32_t>(), (int32_t)0, t60_n);
-                AscendC::LocalTensor<int32_t> t61 = t60.ReinterpretCast<int32_t>();
-                const uint32_t t61_n = t60_n;
-                AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<uint32_t> &L0 = t60;
-                  for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-                }
-                const uint64_t off62 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < sk::min<uint32_t>(t59_n, t61_n); ++i) {
-                  const int32_t j = t59.GetValue(i);
-                  if (j >= 0) g_dpos.SetValue(off62 + (uint64_t)j, (int32_t)(t61.GetValue(i)));
-                }
-                AscendC::LocalTensor<int32_t> t63 = ub8[3072].ReinterpretCast<int32_t>();
-                const uint32_t t63_n = t22_n;
-                const uint64_t off64 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < t63_n; ++i) {
-                  const int32_t j = t22.GetValue(i);
-                  t63.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_dpos.GetValue(off64 + (uint64_t)j));
-                }
-                const int32_t s65 = (int32_t)(((int32_t)(p_wd)));
-                const int32_t s66 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t67 = ub8[4096].ReinterpretCast<int32_t>();
-                const uint32_t t67_n = sk::min<uint32_t>(t63_n, t63_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t63;
-                  const AscendC::LocalTensor<int32_t> &L1 = t63;
-                  for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s65))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s66))));
-                }
-                AscendC::LocalTensor<int32_t> t68 = ub8[3072].ReinterpretCast<int32_t>();
-                const uint32_t t68_n = t67_n;
-                const uint64_t off69 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t68_n; ++i) {
-                  const int32_t j = t67.GetValue(i);
-                  t68.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_draft_ids.GetValue(off69 + (uint64_t)j));
-                }
-                const int32_t s70 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t71 = ub8[5120].ReinterpretCast<int32_t>();
-                const uint32_t t71_n = sk::min<uint32_t>(sk::min<uint32_t>(t68_n, t22_n), t67_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t68;
-                  const AscendC::LocalTensor<int32_t> &L1 = t22;
-                  const AscendC::LocalTensor<int32_t> &L2 = t67;
-                  for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) == (int32_t)(L1.GetValue(i)))) ? (int32_t)(L2.GetValue(i)) : (int32_t)(s70))));
-                }
-                AscendC::LocalTensor<float> t72 = ub8[3072].ReinterpretCast<float>();
-                const uint32_t t72_n = t71_n;
-                const uint64_t off73 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t72_n; ++i) {
-                  const int32_t j = t71.GetValue(i);
-                  t72.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_draft_lps.GetValue(off73 + (uint64_t)j));
-                }
-                AscendC::LocalTensor<float> t74 = t72.ReinterpretCast<float>();
-                const uint32_t t74_n = t72_n;
-                AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::Exp(t74, t72, (int32_t)t74_n);
-                AscendC::LocalTensor<float> t75 = ub8[4096].ReinterpretCast<float>();
-                uint32_t t75_n = 0;
-                t75_n = t74_n;
-                if (t75_n > 0) {
-                  AscendC::DataCopy(t75, t74, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                }
-                float v_qsum_76 = (float)(0e0f);
-                const uint32_t end77 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_78 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_78 < end77; ++v_ch_78) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_79 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_78))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_79))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_80 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_79)));
-                    AscendC::LocalTensor<uint8_t> t81 = ub8[3072].ReinterpretCast<uint8_t>();
-                    const uint32_t t81_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t81_n; ++i) t81.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))));
-                    }
-                    int32_t s82 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t81_n; ++i) {
-                      if ((t81.GetValue(i) != 0)) { s82 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_83 = (int32_t)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s82) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s84 = (uint32_t)(((uint32_t)(v_col_83)));
-                    const float v_wx_85 = (float)(((((int32_t)(v_col_83) >= (int32_t)(((int32_t)0ull)))) ? (float)((s84 < t30_n ? (float)(t30.GetValue(s84)) : (float)0)) : (float)(0e0f)));
-                    AscendC::LocalTensor<float> t86 = ub8[3072].ReinterpretCast<float>();
-                    const uint32_t t86_n = sk::min<uint32_t>(t52_n, t54_n);
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t52;
-                      const AscendC::LocalTensor<float> &L1 = t54;
-                      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-                    }
-                    float s87 = sk::bits_f32(0xff800000u);
-                    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    if (t86_n > 0) {
-                      AscendC::ReduceMax(ub8[5120].ReinterpretCast<float>(), t86, ub8[5376].ReinterpretCast<float>(), (int32_t)t86_n);
-                      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      s87 = ub8[5120].ReinterpretCast<float>().GetValue(0);
-                    }
-                    const float v_qcx_88 = (float)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(s87)) : (float)(0e0f)));
-                    bool v_dup_89 = (bool)(false);
-                    if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) {
-                      const uint32_t end90 = (uint32_t)(v_ch_78);
-                      for (uint32_t v_e_91 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_e_91 < end90; ++v_e_91) {
-                        const uint64_t v_re_92 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_e_91))));
-                        if (((((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_re_92))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_re_92))) == (int32_t)(v_x_80))))) {
-                          v_dup_89 = (bool)(true);
-                        }
-                      }
-                    }
-                    const float v_den_93 = (float)(sk::sub<float>(1e0f, v_qsum_76));
-                    const bool v_live_94 = (bool)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) || (((float)(v_den_93) > (float)(0e0f)))));
-                    const float v_qkx_95 = (float)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) ? (float)(v_qcx_88) : (float)(((((v_live_94) && ((!(v_dup_89))))) ? (float)(sk::div<float>(v_qcx_88, v_den_93)) : (float)(0e0f)))));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_79))), sk::mul<float>(v_qkx_95, v_sf_31), v_wx_85)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_78);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (v_live_94) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s96 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t97 = ub8[3072].ReinterpretCast<float>();
-                          const uint32_t t97_n = t75_n;
-                          AscendC::Muls(t97, t75, s96, (int32_t)t97_n);
-                          AscendC::LocalTensor<float> t98 = t97.ReinterpretCast<float>();
-                          const uint32_t t98_n = sk::min<uint32_t>(t30_n, t97_n);
-                          AscendC::Sub(t98, t30, t97, (int32_t)t98_n);
-                          AscendC::LocalTensor<float> t99 = t98.ReinterpretCast<float>();
-                          const uint32_t t99_n = t98_n;
-                          AscendC::Maxs(t99, t98, (float)(0e0f), (int32_t)t99_n);
-                          t30_n = t99_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t99, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        } else {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s100 = (float)(v_den_93);
-                          AscendC::LocalTensor<float> t101 = ub8[3072].ReinterpretCast<float>();
-                          const uint32_t t101_n = t75_n;
-                          AscendC::LocalTensor<float> t102 = ub8[5120].ReinterpretCast<float>();
-                          AscendC::Duplicate(t102, s100, (int32_t)t101_n);
-                          AscendC::Div(t101, t75, t102, (int32_t)t101_n);
-                          const float s103 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t104 = t101.ReinterpretCast<float>();
-                          const uint32_t t104_n = t101_n;
-                          AscendC::Muls(t104, t101, s103, (int32_t)t104_n);
-                          AscendC::LocalTensor<float> t105 = t104.ReinterpretCast<float>();
-                          const uint32_t t105_n = sk::min<uint32_t>(t30_n, t104_n);
-                          AscendC::Sub(t105, t30, t104, (int32_t)t105_n);
-                          AscendC::LocalTensor<float> t106 = t105.ReinterpretCast<float>();
-                          const uint32_t t106_n = t105_n;
-                          AscendC::Maxs(t106, t105, (float)(0e0f), (int32_t)t106_n);
-                          t30_n = t106_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t106, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::LocalTensor<uint64_t> t107 = ub8[5120].ReinterpretCast<uint64_t>();
-                      const uint32_t t107_n = t30_n;
-                       {
-                        const AscendC::LocalTensor<float> &L0 = t30;
-                        for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                      }
-                      uint64_t s108 = (uint64_t)(0);
-                      for (uint32_t i = 0; i < t107_n; ++i) {
-                        s108 = sk::add<uint64_t>(s108, t107.GetValue(i));
-                      }
-                      v_sx_32 = (uint64_t)(s108);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) && (((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))))) && ((!(v_dup_89))))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_qsum_76 = (float)(sk::add<float>(v_qsum_76, v_qcx_88));
-                        AscendC::LocalTensor<float> t109 = ub8[3072].ReinterpretCast<float>();
-                        const uint32_t t109_n = sk::min<uint32_t>(t22_n, t75_n);
-                         {
-                          const AscendC::LocalTensor<int32_t> &L0 = t22;
-                          const AscendC::LocalTensor<float> &L1 = t75;
-                          for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t75_n = t109_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t75_n > 0) {
-                          AscendC::DataCopy(t75, t109, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t24);
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                v_out_17 = (int32_t)(g_tree_token.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_next_16))))));
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-                if (((uint32_t)(v_tried_33) == (uint32_t)(((uint32_t)0ull)))) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  v_out_17 = (int32_t)(g_fresh.GetValue((uint64_t)(v_r_14)));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                } else {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_k2_110 = (uint64_t)(sk::uniform53(v_s_8, g_seq_residual.GetValue((uint64_t)(v_r_14))));
-                  AscendC::LocalTensor<uint64_t> t111 = ub8[1024].ReinterpretCast<uint64_t>();
-                  const uint32_t t111_n = t30_n;
-                   {
-                    const AscendC::LocalTensor<float> &L0 = t30;
-                    for (uint32_t i = 0; i < t111_n; ++i) t111.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                  }
-                  const uint64_t s113 = (uint64_t)(v_k2_110);
-                  int32_t s112 = -1;
-                   {
-                    sk::U128 tot{0, 0};
-                    for (uint32_t i = 0; i < t111_n; ++i) tot = sk::add128(tot, t111.GetValue(i));
-                    if (tot.hi != 0 || tot.lo != 0) {
-                      sk::U128 thr = sk::mul64(s113, tot.lo);
-                      thr.hi += s113 * tot.hi;
-                      sk::U128 acc{0, 0};
-                      for (uint32_t i = 0; i < t111_n; ++i) {
-                        acc = sk::add128(acc, t111.GetValue(i));
-                        if (sk::lt128(thr, sk::shl128(acc, 53))) { s112 = (int32_t)i; break; }
-                      }
-                      if (s112 < 0) for (uint32_t i = t111_n; i-- > 0;) if (t111.GetValue(i) > 0) { s112 = (int32_t)i; break; }
-                    }
-                  }
-                  const int32_t v_cc_114 = (int32_t)(s112);
-                  const uint32_t s115 = (uint32_t)(((uint32_t)(v_cc_114)));
-                  v_out_17 = (int32_t)(((((int32_t)(v_cc_114) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s115 < t22_n ? (int32_t)(t22.GetValue(s115)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t22);
-              AscendC::PipeBarrier<PIPE_ALL>();
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-            g_tokens.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            g_lookup.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-              v_c_9 = (uint32_t)(v_next_16);
-              v_acc_11 = (uint32_t)(sk::add<uint32_t>(v_acc_11, ((uint32_t)1ull)));
-            } else {
-              v_done_10 = (bool)(true);
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-          }
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();
-        g_accepted.SetValue((uint64_t)(v_g_1), (uint32_t)(v_acc_11));
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  tree_walk_body<tree_walk_k256>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }
 
+struct tree_walk_k1024 {
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 28672, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 17408, U6 = 21504, U7 = 16384, U8 = 20480, U9 = 20736;
+};
 extern "C" __global__ __aicore__ void tree_walk_t1024(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 28672); // static UB plan, 256-byte aligned slots; 36864 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<uint32_t> g_group_first;
-  g_group_first.SetGlobalBuffer((__gm__ uint32_t *)p_group_first);
-  AscendC::GlobalTensor<uint32_t> g_group_rows;
-  g_group_rows.SetGlobalBuffer((__gm__ uint32_t *)p_group_rows);
-  AscendC::GlobalTensor<uint32_t> g_group_kind;
-  g_group_kind.SetGlobalBuffer((__gm__ uint32_t *)p_group_kind);
-  AscendC::GlobalTensor<uint32_t> g_tree_mode;
-  g_tree_mode.SetGlobalBuffer((__gm__ uint32_t *)p_tree_mode);
-  AscendC::GlobalTensor<int32_t> g_status;
-  g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
-  AscendC::GlobalTensor<int32_t> g_tree_parent;
-  g_tree_parent.SetGlobalBuffer((__gm__ int32_t *)p_tree_parent);
-  AscendC::GlobalTensor<int32_t> g_tree_token;
-  g_tree_token.SetGlobalBuffer((__gm__ int32_t *)p_tree_token);
-  AscendC::GlobalTensor<int32_t> g_golden;
-  g_golden.SetGlobalBuffer((__gm__ int32_t *)p_golden);
-  AscendC::GlobalTensor<int32_t> g_fresh;
-  g_fresh.SetGlobalBuffer((__gm__ int32_t *)p_fresh);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_dpos;
-  g_dpos.SetGlobalBuffer((__gm__ int32_t *)p_dpos);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_path;
-  g_path.SetGlobalBuffer((__gm__ int32_t *)p_path);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint64_t v_g_1 = (uint64_t)(((uint64_t)(prog)));
-    const uint32_t v_kind_2 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v_g_1)));
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(v_kind_2) == (uint32_t)(((uint32_t)3ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v_first_3 = (uint32_t)(g_group_first.GetValue((uint64_t)(v_g_1)));
-      const uint32_t v_m_4 = (uint32_t)(g_group_rows.GetValue((uint64_t)(v_g_1)));
-      const uint32_t end5 = (uint32_t)(v_m_4);
-      for (uint32_t v_j_6 = (uint32_t)(((uint32_t)0ull)); v_j_6 < end5; ++v_j_6) {
-        g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_j_6)))), (int32_t)(sk::neg<int32_t>(((int32_t)1ull))));
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((int32_t)(g_status.GetValue((uint64_t)(v_g_1))) == (int32_t)(((int32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v_mode_7 = (uint32_t)(g_tree_mode.GetValue((uint64_t)(v_g_1)));
-        const uint64_t v_s_8 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_first_3)))));
-        uint32_t v_c_9 = (uint32_t)(((uint32_t)0ull));
-        bool v_done_10 = (bool)(false);
-        uint32_t v_acc_11 = (uint32_t)(((uint32_t)0ull));
-        const uint32_t end12 = (uint32_t)(v_m_4);
-        AscendC::PipeBarrier<PIPE_ALL>();
-        for (uint32_t v_node_13 = (uint32_t)(((uint32_t)0ull)); v_node_13 < end12; ++v_node_13) {
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-          if ((((!(v_done_10))) && (((uint32_t)(v_node_13) == (uint32_t)(v_c_9))))) {
-            AscendC::PipeBarrier<PIPE_ALL>();
-            const uint64_t v_r_14 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_c_9))));
-            g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_acc_11)))), (int32_t)(((int32_t)(v_c_9))));
-            const int32_t v_gold_15 = (int32_t)(g_golden.GetValue((uint64_t)(v_r_14)));
-            uint32_t v_next_16 = (uint32_t)(((uint32_t)0ull));
-            int32_t v_out_17 = (int32_t)(v_gold_15);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            if (((int32_t)(v_gold_15) >= (int32_t)(((int32_t)0ull)))) {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint32_t end18 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_19 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_19 < end18; ++v_ch_19) {
-                const uint64_t v_rc_20 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_19))));
-                if (((((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_20))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_20))) == (int32_t)(v_gold_15))))) {
-                  v_next_16 = (uint32_t)(v_ch_19);
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-            } else {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint64_t v_off_21 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_n))));
-              AscendC::LocalTensor<int32_t> t22 = qin.AllocTensor<int32_t>();
-              const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off23 = (uint64_t)(v_off_21);
-              if (t22_n > 0) {
-                AscendC::DataCopyPad(t22, g_cand_ids[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-              }
-              qin.EnQue(t22); t22 = qin.DeQue<int32_t>();
-              AscendC::LocalTensor<float> t24 = qin.AllocTensor<float>();
-              const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off25 = (uint64_t)(v_off_21);
-              if (t24_n > 0) {
-                AscendC::DataCopyPad(t24, g_logprobs[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-              }
-              qin.EnQue(t24); t24 = qin.DeQue<float>();
-              AscendC::LocalTensor<float> t26 = t24.ReinterpretCast<float>();
-              const uint32_t t26_n = t24_n;
-              AscendC::Exp(t26, t24, (int32_t)t26_n);
-              AscendC::LocalTensor<uint64_t> t27 = ub8[0].ReinterpretCast<uint64_t>();
-              const uint32_t t27_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-               {
-                const AscendC::LocalTensor<float> &L0 = t26;
-                for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-              }
-              uint64_t s28 = (uint64_t)(0);
-              for (uint32_t i = 0; i < t27_n; ++i) {
-                s28 = sk::add<uint64_t>(s28, t27.GetValue(i));
-              }
-              const uint64_t v_pfix_29 = (uint64_t)(s28);
-              AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
-              uint32_t t30_n = 0;
-              t30_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              if (t30_n > 0) {
-                AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-              }
-              float v_sf_31 = (float)(1e0f);
-              uint64_t v_sx_32 = (uint64_t)(v_pfix_29);
-              uint32_t v_tried_33 = (uint32_t)(((uint32_t)0ull));
-              uint32_t v_kids_34 = (uint32_t)(((uint32_t)0ull));
-              const uint32_t end35 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_36 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_36 < end35; ++v_ch_36) {
-                if (((int32_t)(g_tree_parent.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_36)))))) == (int32_t)(((int32_t)(v_c_9))))) {
-                  v_kids_34 = (uint32_t)(sk::add<uint32_t>(v_kids_34, ((uint32_t)1ull)));
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)0ull)))) || (((uint32_t)(v_kids_34) == (uint32_t)(((uint32_t)0ull)))))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint32_t end37 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_38 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_38 < end37; ++v_ch_38) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_39 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_38))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_39))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_40 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_39)));
-                    AscendC::LocalTensor<uint8_t> t41 = ub8[4096].ReinterpretCast<uint8_t>();
-                    const uint32_t t41_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t41_n; ++i) t41.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_40))));
-                    }
-                    int32_t s42 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t41_n; ++i) {
-                      if ((t41.GetValue(i) != 0)) { s42 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_43 = (int32_t)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s42) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s44 = (uint32_t)(((uint32_t)(v_col_43)));
-                    const float v_wx_45 = (float)(((((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) ? (float)((s44 < t30_n ? (float)(t30.GetValue(s44)) : (float)0)) : (float)(0e0f)));
-                    const float v_qx_46 = (float)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (float)(1e0f) : (float)(0e0f)));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_39))), sk::mul<float>(v_qx_46, v_sf_31), v_wx_45)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_38);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::LocalTensor<uint32_t> t47 = ub8[4096].ReinterpretCast<uint32_t>();
-                        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-                        AscendC::CreateVecIndex(t47.ReinterpretCast<int32_t>(), (int32_t)0, t47_n);
-                        const uint32_t s48 = (uint32_t)(((uint32_t)(v_col_43)));
-                        AscendC::LocalTensor<float> t49 = t47.ReinterpretCast<float>();
-                        const uint32_t t49_n = sk::min<uint32_t>(t47_n, t30_n);
-                        AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                         {
-                          const AscendC::LocalTensor<uint32_t> &L0 = t47;
-                          const AscendC::LocalTensor<float> &L1 = t30;
-                          for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, (float)(((((uint32_t)(L0.GetValue(i)) == (uint32_t)(s48))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t30_n = t49_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t49, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sx_32 = (uint64_t)(sk::sub<uint64_t>(v_sx_32, sk::to_fixed(v_wx_45)));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        v_sx_32 = (uint64_t)(v_pfix_29);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint64_t v_doff_50 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_wd))));
-                const uint64_t v_voff_51 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_v))));
-                AscendC::LocalTensor<int32_t> t52 = ub8[4096].ReinterpretCast<int32_t>();
-                const uint32_t t52_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off53 = (uint64_t)(v_doff_50);
-                if (t52_n > 0) {
-                  AscendC::DataCopyPad(t52, g_draft_ids[off53], AscendC::DataCopyExtParams{1, (uint32_t)(t52_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-                }
-                AscendC::LocalTensor<float> t54 = ub8[8192].ReinterpretCast<float>();
-                const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off55 = (uint64_t)(v_doff_50);
-                if (t54_n > 0) {
-                  AscendC::DataCopyPad(t54, g_draft_lps[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-                }
-                const int32_t s56 = (int32_t)(((int32_t)(p_v)));
-                AscendC::LocalTensor<uint8_t> t57 = ub8[12288].ReinterpretCast<uint8_t>();
-                const uint32_t t57_n = sk::min<uint32_t>(t52_n, t52_n);
-                AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t52;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t57_n; ++i) t57.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s56)))))));
-                }
-                const int32_t s58 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t59 = ub8[13312].ReinterpretCast<int32_t>();
-                const uint32_t t59_n = sk::min<uint32_t>(t57_n, t52_n);
-                 {
-                  const AscendC::LocalTensor<uint8_t> &L0 = t57;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s58))));
-                }
-                AscendC::LocalTensor<uint32_t> t60 = ub8[17408].ReinterpretCast<uint32_t>();
-                const uint32_t t60_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                AscendC::CreateVecIndex(t60.ReinterpretCast<int32_t>(), (int32_t)0, t60_n);
-                AscendC::LocalTensor<int32_t> t61 = t60.ReinterpretCast<int32_t>();
-                const uint32_t t61_n = t60_n;
-                AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<uint32_t> &L0 = t60;
-                  for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-                }
-                const uint64_t off62 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < sk::min<uint32_t>(t59_n, t61_n); ++i) {
-                  const int32_t j = t59.GetValue(i);
-                  if (j >= 0) g_dpos.SetValue(off62 + (uint64_t)j, (int32_t)(t61.GetValue(i)));
-                }
-                AscendC::LocalTensor<int32_t> t63 = ub8[12288].ReinterpretCast<int32_t>();
-                const uint32_t t63_n = t22_n;
-                const uint64_t off64 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < t63_n; ++i) {
-                  const int32_t j = t22.GetValue(i);
-                  t63.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_dpos.GetValue(off64 + (uint64_t)j));
-                }
-                const int32_t s65 = (int32_t)(((int32_t)(p_wd)));
-                const int32_t s66 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t67 = ub8[16384].ReinterpretCast<int32_t>();
-                const uint32_t t67_n = sk::min<uint32_t>(t63_n, t63_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t63;
-                  const AscendC::LocalTensor<int32_t> &L1 = t63;
-                  for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s65))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s66))));
-                }
-                AscendC::LocalTensor<int32_t> t68 = ub8[12288].ReinterpretCast<int32_t>();
-                const uint32_t t68_n = t67_n;
-                const uint64_t off69 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t68_n; ++i) {
-                  const int32_t j = t67.GetValue(i);
-                  t68.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_draft_ids.GetValue(off69 + (uint64_t)j));
-                }
-                const int32_t s70 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t71 = ub8[20480].ReinterpretCast<int32_t>();
-                const uint32_t t71_n = sk::min<uint32_t>(sk::min<uint32_t>(t68_n, t22_n), t67_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t68;
-                  const AscendC::LocalTensor<int32_t> &L1 = t22;
-                  const AscendC::LocalTensor<int32_t> &L2 = t67;
-                  for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) == (int32_t)(L1.GetValue(i)))) ? (int32_t)(L2.GetValue(i)) : (int32_t)(s70))));
-                }
-                AscendC::LocalTensor<float> t72 = ub8[12288].ReinterpretCast<float>();
-                const uint32_t t72_n = t71_n;
-                const uint64_t off73 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t72_n; ++i) {
-                  const int32_t j = t71.GetValue(i);
-                  t72.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_draft_lps.GetValue(off73 + (uint64_t)j));
-                }
-                AscendC::LocalTensor<float> t74 = t72.ReinterpretCast<float>();
-                const uint32_t t74_n = t72_n;
-                AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::Exp(t74, t72, (int32_t)t74_n);
-                AscendC::LocalTensor<float> t75 = ub8[16384].ReinterpretCast<float>();
-                uint32_t t75_n = 0;
-                t75_n = t74_n;
-                if (t75_n > 0) {
-                  AscendC::DataCopy(t75, t74, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                }
-                float v_qsum_76 = (float)(0e0f);
-                const uint32_t end77 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_78 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_78 < end77; ++v_ch_78) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_79 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_78))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_79))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_80 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_79)));
-                    AscendC::LocalTensor<uint8_t> t81 = ub8[12288].ReinterpretCast<uint8_t>();
-                    const uint32_t t81_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t81_n; ++i) t81.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))));
-                    }
-                    int32_t s82 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t81_n; ++i) {
-                      if ((t81.GetValue(i) != 0)) { s82 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_83 = (int32_t)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s82) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s84 = (uint32_t)(((uint32_t)(v_col_83)));
-                    const float v_wx_85 = (float)(((((int32_t)(v_col_83) >= (int32_t)(((int32_t)0ull)))) ? (float)((s84 < t30_n ? (float)(t30.GetValue(s84)) : (float)0)) : (float)(0e0f)));
-                    AscendC::LocalTensor<float> t86 = ub8[12288].ReinterpretCast<float>();
-                    const uint32_t t86_n = sk::min<uint32_t>(t52_n, t54_n);
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t52;
-                      const AscendC::LocalTensor<float> &L1 = t54;
-                      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-                    }
-                    float s87 = sk::bits_f32(0xff800000u);
-                    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    if (t86_n > 0) {
-                      AscendC::ReduceMax(ub8[20480].ReinterpretCast<float>(), t86, ub8[20736].ReinterpretCast<float>(), (int32_t)t86_n);
-                      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      s87 = ub8[20480].ReinterpretCast<float>().GetValue(0);
-                    }
-                    const float v_qcx_88 = (float)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(s87)) : (float)(0e0f)));
-                    bool v_dup_89 = (bool)(false);
-                    if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) {
-                      const uint32_t end90 = (uint32_t)(v_ch_78);
-                      for (uint32_t v_e_91 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_e_91 < end90; ++v_e_91) {
-                        const uint64_t v_re_92 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_e_91))));
-                        if (((((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_re_92))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_re_92))) == (int32_t)(v_x_80))))) {
-                          v_dup_89 = (bool)(true);
-                        }
-                      }
-                    }
-                    const float v_den_93 = (float)(sk::sub<float>(1e0f, v_qsum_76));
-                    const bool v_live_94 = (bool)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) || (((float)(v_den_93) > (float)(0e0f)))));
-                    const float v_qkx_95 = (float)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) ? (float)(v_qcx_88) : (float)(((((v_live_94) && ((!(v_dup_89))))) ? (float)(sk::div<float>(v_qcx_88, v_den_93)) : (float)(0e0f)))));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_79))), sk::mul<float>(v_qkx_95, v_sf_31), v_wx_85)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_78);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (v_live_94) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s96 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t97 = ub8[12288].ReinterpretCast<float>();
-                          const uint32_t t97_n = t75_n;
-                          AscendC::Muls(t97, t75, s96, (int32_t)t97_n);
-                          AscendC::LocalTensor<float> t98 = t97.ReinterpretCast<float>();
-                          const uint32_t t98_n = sk::min<uint32_t>(t30_n, t97_n);
-                          AscendC::Sub(t98, t30, t97, (int32_t)t98_n);
-                          AscendC::LocalTensor<float> t99 = t98.ReinterpretCast<float>();
-                          const uint32_t t99_n = t98_n;
-                          AscendC::Maxs(t99, t98, (float)(0e0f), (int32_t)t99_n);
-                          t30_n = t99_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t99, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        } else {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s100 = (float)(v_den_93);
-                          AscendC::LocalTensor<float> t101 = ub8[12288].ReinterpretCast<float>();
-                          const uint32_t t101_n = t75_n;
-                          AscendC::LocalTensor<float> t102 = ub8[20480].ReinterpretCast<float>();
-                          AscendC::Duplicate(t102, s100, (int32_t)t101_n);
-                          AscendC::Div(t101, t75, t102, (int32_t)t101_n);
-                          const float s103 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t104 = t101.ReinterpretCast<float>();
-                          const uint32_t t104_n = t101_n;
-                          AscendC::Muls(t104, t101, s103, (int32_t)t104_n);
-                          AscendC::LocalTensor<float> t105 = t104.ReinterpretCast<float>();
-                          const uint32_t t105_n = sk::min<uint32_t>(t30_n, t104_n);
-                          AscendC::Sub(t105, t30, t104, (int32_t)t105_n);
-                          AscendC::LocalTensor<float> t106 = t105.ReinterpretCast<float>();
-                          const uint32_t t106_n = t105_n;
-                          AscendC::Maxs(t106, t105, (float)(0e0f), (int32_t)t106_n);
-                          t30_n = t106_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t106, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::LocalTensor<uint64_t> t107 = ub8[20480].ReinterpretCast<uint64_t>();
-                      const uint32_t t107_n = t30_n;
-                       {
-                        const AscendC::LocalTensor<float> &L0 = t30;
-                        for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                      }
-                      uint64_t s108 = (uint64_t)(0);
-                      for (uint32_t i = 0; i < t107_n; ++i) {
-                        s108 = sk::add<uint64_t>(s108, t107.GetValue(i));
-                      }
-                      v_sx_32 = (uint64_t)(s108);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) && (((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))))) && ((!(v_dup_89))))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_qsum_76 = (float)(sk::add<float>(v_qsum_76, v_qcx_88));
-                        AscendC::LocalTensor<float> t109 = ub8[12288].ReinterpretCast<float>();
-                        const uint32_t t109_n = sk::min<uint32_t>(t22_n, t75_n);
-                         {
-                          const AscendC::LocalTensor<int32_t> &L0 = t22;
-                          const AscendC::LocalTensor<float> &L1 = t75;
-                          for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t75_n = t109_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t75_n > 0) {
-                          AscendC::DataCopy(t75, t109, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t24);
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                v_out_17 = (int32_t)(g_tree_token.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_next_16))))));
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-                if (((uint32_t)(v_tried_33) == (uint32_t)(((uint32_t)0ull)))) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  v_out_17 = (int32_t)(g_fresh.GetValue((uint64_t)(v_r_14)));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                } else {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_k2_110 = (uint64_t)(sk::uniform53(v_s_8, g_seq_residual.GetValue((uint64_t)(v_r_14))));
-                  AscendC::LocalTensor<uint64_t> t111 = ub8[4096].ReinterpretCast<uint64_t>();
-                  const uint32_t t111_n = t30_n;
-                   {
-                    const AscendC::LocalTensor<float> &L0 = t30;
-                    for (uint32_t i = 0; i < t111_n; ++i) t111.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                  }
-                  const uint64_t s113 = (uint64_t)(v_k2_110);
-                  int32_t s112 = -1;
-                   {
-                    sk::U128 tot{0, 0};
-                    for (uint32_t i = 0; i < t111_n; ++i) tot = sk::add128(tot, t111.GetValue(i));
-                    if (tot.hi != 0 || tot.lo != 0) {
-                      sk::U128 thr = sk::mul64(s113, tot.lo);
-                      thr.hi += s113 * tot.hi;
-                      sk::U128 acc{0, 0};
-                      for (uint32_t i = 0; i < t111_n; ++i) {
-                        acc = sk::add128(acc, t111.GetValue(i));
-                        if (sk::lt128(thr, sk::shl128(acc, 53))) { s112 = (int32_t)i; break; }
-                      }
-                      if (s112 < 0) for (uint32_t i = t111_n; i-- > 0;) if (t111.GetValue(i) > 0) { s112 = (int32_t)i; break; }
-                    }
-                  }
-                  const int32_t v_cc_114 = (int32_t)(s112);
-                  const uint32_t s115 = (uint32_t)(((uint32_t)(v_cc_114)));
-                  v_out_17 = (int32_t)(((((int32_t)(v_cc_114) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s115 < t22_n ? (int32_t)(t22.GetValue(s115)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t22);
-              AscendC::PipeBarrier<PIPE_ALL>();
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-            g_tokens.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            g_lookup.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-              v_c_9 = (uint32_t)(v_next_16);
-              v_acc_11 = (uint32_t)(sk::add<uint32_t>(v_acc_11, ((uint32_t)1ull)));
-            } else {
-              v_done_10 = (bool)(true);
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-          }
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();
-        g_accepted.SetValue((uint64_t)(v_g_1), (uint32_t)(v_acc_11));
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  tree_walk_body<tree_walk_k1024>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }
 
+struct tree_walk_k4096 {
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 114688, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 69632, U6 = 86016, U7 = 65536, U8 = 81920, U9 = 82176;
+};
 extern "C" __global__ __aicore__ void tree_walk_t4096(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 114688); // static UB plan, 256-byte aligned slots; 147456 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<uint32_t> g_group_first;
-  g_group_first.SetGlobalBuffer((__gm__ uint32_t *)p_group_first);
-  AscendC::GlobalTensor<uint32_t> g_group_rows;
-  g_group_rows.SetGlobalBuffer((__gm__ uint32_t *)p_group_rows);
-  AscendC::GlobalTensor<uint32_t> g_group_kind;
-  g_group_kind.SetGlobalBuffer((__gm__ uint32_t *)p_group_kind);
-  AscendC::GlobalTensor<uint32_t> g_tree_mode;
-  g_tree_mode.SetGlobalBuffer((__gm__ uint32_t *)p_tree_mode);
-  AscendC::GlobalTensor<int32_t> g_status;
-  g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
-  AscendC::GlobalTensor<int32_t> g_tree_parent;
-  g_tree_parent.SetGlobalBuffer((__gm__ int32_t *)p_tree_parent);
-  AscendC::GlobalTensor<int32_t> g_tree_token;
-  g_tree_token.SetGlobalBuffer((__gm__ int32_t *)p_tree_token);
-  AscendC::GlobalTensor<int32_t> g_golden;
-  g_golden.SetGlobalBuffer((__gm__ int32_t *)p_golden);
-  AscendC::GlobalTensor<int32_t> g_fresh;
-  g_fresh.SetGlobalBuffer((__gm__ int32_t *)p_fresh);
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<int32_t> g_draft_ids;
-  g_draft_ids.SetGlobalBuffer((__gm__ int32_t *)p_draft_ids);
-  AscendC::GlobalTensor<float> g_draft_lps;
-  g_draft_lps.SetGlobalBuffer((__gm__ float *)p_draft_lps);
-  AscendC::GlobalTensor<int32_t> g_dpos;
-  g_dpos.SetGlobalBuffer((__gm__ int32_t *)p_dpos);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<int32_t> g_tokens;
-  g_tokens.SetGlobalBuffer((__gm__ int32_t *)p_tokens);
-  AscendC::GlobalTensor<int32_t> g_lookup;
-  g_lookup.SetGlobalBuffer((__gm__ int32_t *)p_lookup);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_path;
-  g_path.SetGlobalBuffer((__gm__ int32_t *)p_path);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint64_t v_g_1 = (uint64_t)(((uint64_t)(prog)));
-    const uint32_t v_kind_2 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v_g_1)));
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(v_kind_2) == (uint32_t)(((uint32_t)3ull)))) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v_first_3 = (uint32_t)(g_group_first.GetValue((uint64_t)(v_g_1)));
-      const uint32_t v_m_4 = (uint32_t)(g_group_rows.GetValue((uint64_t)(v_g_1)));
-      const uint32_t end5 = (uint32_t)(v_m_4);
-      for (uint32_t v_j_6 = (uint32_t)(((uint32_t)0ull)); v_j_6 < end5; ++v_j_6) {
-        g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_j_6)))), (int32_t)(sk::neg<int32_t>(((int32_t)1ull))));
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      if (((int32_t)(g_status.GetValue((uint64_t)(v_g_1))) == (int32_t)(((int32_t)0ull)))) {
-        AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v_mode_7 = (uint32_t)(g_tree_mode.GetValue((uint64_t)(v_g_1)));
-        const uint64_t v_s_8 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_first_3)))));
-        uint32_t v_c_9 = (uint32_t)(((uint32_t)0ull));
-        bool v_done_10 = (bool)(false);
-        uint32_t v_acc_11 = (uint32_t)(((uint32_t)0ull));
-        const uint32_t end12 = (uint32_t)(v_m_4);
-        AscendC::PipeBarrier<PIPE_ALL>();
-        for (uint32_t v_node_13 = (uint32_t)(((uint32_t)0ull)); v_node_13 < end12; ++v_node_13) {
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-          if ((((!(v_done_10))) && (((uint32_t)(v_node_13) == (uint32_t)(v_c_9))))) {
-            AscendC::PipeBarrier<PIPE_ALL>();
-            const uint64_t v_r_14 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_c_9))));
-            g_path.SetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_acc_11)))), (int32_t)(((int32_t)(v_c_9))));
-            const int32_t v_gold_15 = (int32_t)(g_golden.GetValue((uint64_t)(v_r_14)));
-            uint32_t v_next_16 = (uint32_t)(((uint32_t)0ull));
-            int32_t v_out_17 = (int32_t)(v_gold_15);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            if (((int32_t)(v_gold_15) >= (int32_t)(((int32_t)0ull)))) {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint32_t end18 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_19 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_19 < end18; ++v_ch_19) {
-                const uint64_t v_rc_20 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_19))));
-                if (((((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_20))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_20))) == (int32_t)(v_gold_15))))) {
-                  v_next_16 = (uint32_t)(v_ch_19);
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-            } else {
-              AscendC::PipeBarrier<PIPE_ALL>();
-              const uint64_t v_off_21 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_n))));
-              AscendC::LocalTensor<int32_t> t22 = qin.AllocTensor<int32_t>();
-              const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off23 = (uint64_t)(v_off_21);
-              if (t22_n > 0) {
-                AscendC::DataCopyPad(t22, g_cand_ids[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-              }
-              qin.EnQue(t22); t22 = qin.DeQue<int32_t>();
-              AscendC::LocalTensor<float> t24 = qin.AllocTensor<float>();
-              const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-              const uint64_t off25 = (uint64_t)(v_off_21);
-              if (t24_n > 0) {
-                AscendC::DataCopyPad(t24, g_logprobs[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-              }
-              qin.EnQue(t24); t24 = qin.DeQue<float>();
-              AscendC::LocalTensor<float> t26 = t24.ReinterpretCast<float>();
-              const uint32_t t26_n = t24_n;
-              AscendC::Exp(t26, t24, (int32_t)t26_n);
-              AscendC::LocalTensor<uint64_t> t27 = ub8[0].ReinterpretCast<uint64_t>();
-              const uint32_t t27_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-               {
-                const AscendC::LocalTensor<float> &L0 = t26;
-                for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-              }
-              uint64_t s28 = (uint64_t)(0);
-              for (uint32_t i = 0; i < t27_n; ++i) {
-                s28 = sk::add<uint64_t>(s28, t27.GetValue(i));
-              }
-              const uint64_t v_pfix_29 = (uint64_t)(s28);
-              AscendC::LocalTensor<float> t30 = ub8[0].ReinterpretCast<float>();
-              uint32_t t30_n = 0;
-              t30_n = t26_n;
-              AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-              if (t30_n > 0) {
-                AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-              }
-              float v_sf_31 = (float)(1e0f);
-              uint64_t v_sx_32 = (uint64_t)(v_pfix_29);
-              uint32_t v_tried_33 = (uint32_t)(((uint32_t)0ull));
-              uint32_t v_kids_34 = (uint32_t)(((uint32_t)0ull));
-              const uint32_t end35 = (uint32_t)(v_m_4);
-              for (uint32_t v_ch_36 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_36 < end35; ++v_ch_36) {
-                if (((int32_t)(g_tree_parent.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_36)))))) == (int32_t)(((int32_t)(v_c_9))))) {
-                  v_kids_34 = (uint32_t)(sk::add<uint32_t>(v_kids_34, ((uint32_t)1ull)));
-                }
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)0ull)))) || (((uint32_t)(v_kids_34) == (uint32_t)(((uint32_t)0ull)))))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint32_t end37 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_38 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_38 < end37; ++v_ch_38) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_39 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_38))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_39))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_40 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_39)));
-                    AscendC::LocalTensor<uint8_t> t41 = ub8[16384].ReinterpretCast<uint8_t>();
-                    const uint32_t t41_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t41_n; ++i) t41.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_40))));
-                    }
-                    int32_t s42 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t41_n; ++i) {
-                      if ((t41.GetValue(i) != 0)) { s42 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_43 = (int32_t)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s42) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s44 = (uint32_t)(((uint32_t)(v_col_43)));
-                    const float v_wx_45 = (float)(((((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) ? (float)((s44 < t30_n ? (float)(t30.GetValue(s44)) : (float)0)) : (float)(0e0f)));
-                    const float v_qx_46 = (float)(((((int32_t)(v_x_40) >= (int32_t)(((int32_t)0ull)))) ? (float)(1e0f) : (float)(0e0f)));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_39))), sk::mul<float>(v_qx_46, v_sf_31), v_wx_45)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_38);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((int32_t)(v_col_43) >= (int32_t)(((int32_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::LocalTensor<uint32_t> t47 = ub8[16384].ReinterpretCast<uint32_t>();
-                        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-                        AscendC::CreateVecIndex(t47.ReinterpretCast<int32_t>(), (int32_t)0, t47_n);
-                        const uint32_t s48 = (uint32_t)(((uint32_t)(v_col_43)));
-                        AscendC::LocalTensor<float> t49 = t47.ReinterpretCast<float>();
-                        const uint32_t t49_n = sk::min<uint32_t>(t47_n, t30_n);
-                        AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                         {
-                          const AscendC::LocalTensor<uint32_t> &L0 = t47;
-                          const AscendC::LocalTensor<float> &L1 = t30;
-                          for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, (float)(((((uint32_t)(L0.GetValue(i)) == (uint32_t)(s48))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t30_n = t49_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t49, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sx_32 = (uint64_t)(sk::sub<uint64_t>(v_sx_32, sk::to_fixed(v_wx_45)));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        v_sx_32 = (uint64_t)(v_pfix_29);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                const uint64_t v_doff_50 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_wd))));
-                const uint64_t v_voff_51 = (uint64_t)(sk::mul<uint64_t>(v_r_14, ((uint64_t)(p_v))));
-                AscendC::LocalTensor<int32_t> t52 = ub8[16384].ReinterpretCast<int32_t>();
-                const uint32_t t52_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off53 = (uint64_t)(v_doff_50);
-                if (t52_n > 0) {
-                  AscendC::DataCopyPad(t52, g_draft_ids[off53], AscendC::DataCopyExtParams{1, (uint32_t)(t52_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-                }
-                AscendC::LocalTensor<float> t54 = ub8[32768].ReinterpretCast<float>();
-                const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                const uint64_t off55 = (uint64_t)(v_doff_50);
-                if (t54_n > 0) {
-                  AscendC::DataCopyPad(t54, g_draft_lps[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-                }
-                const int32_t s56 = (int32_t)(((int32_t)(p_v)));
-                AscendC::LocalTensor<uint8_t> t57 = ub8[49152].ReinterpretCast<uint8_t>();
-                const uint32_t t57_n = sk::min<uint32_t>(t52_n, t52_n);
-                AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t52;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t57_n; ++i) t57.SetValue(i, (uint8_t)(((bool)((bool)(((int32_t)(L0.GetValue(i)) >= (int32_t)(((int32_t)0ull)))) & (bool)(((int32_t)(L1.GetValue(i)) < (int32_t)(s56)))))));
-                }
-                const int32_t s58 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t59 = ub8[53248].ReinterpretCast<int32_t>();
-                const uint32_t t59_n = sk::min<uint32_t>(t57_n, t52_n);
-                 {
-                  const AscendC::LocalTensor<uint8_t> &L0 = t57;
-                  const AscendC::LocalTensor<int32_t> &L1 = t52;
-                  for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (int32_t)((((L0.GetValue(i) != 0)) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s58))));
-                }
-                AscendC::LocalTensor<uint32_t> t60 = ub8[69632].ReinterpretCast<uint32_t>();
-                const uint32_t t60_n = sk::min<uint32_t>((uint32_t)(p_wd), TILE);
-                AscendC::CreateVecIndex(t60.ReinterpretCast<int32_t>(), (int32_t)0, t60_n);
-                AscendC::LocalTensor<int32_t> t61 = t60.ReinterpretCast<int32_t>();
-                const uint32_t t61_n = t60_n;
-                AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                 {
-                  const AscendC::LocalTensor<uint32_t> &L0 = t60;
-                  for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
-                }
-                const uint64_t off62 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < sk::min<uint32_t>(t59_n, t61_n); ++i) {
-                  const int32_t j = t59.GetValue(i);
-                  if (j >= 0) g_dpos.SetValue(off62 + (uint64_t)j, (int32_t)(t61.GetValue(i)));
-                }
-                AscendC::LocalTensor<int32_t> t63 = ub8[49152].ReinterpretCast<int32_t>();
-                const uint32_t t63_n = t22_n;
-                const uint64_t off64 = (uint64_t)(v_voff_51);
-                for (uint32_t i = 0; i < t63_n; ++i) {
-                  const int32_t j = t22.GetValue(i);
-                  t63.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_dpos.GetValue(off64 + (uint64_t)j));
-                }
-                const int32_t s65 = (int32_t)(((int32_t)(p_wd)));
-                const int32_t s66 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t67 = ub8[65536].ReinterpretCast<int32_t>();
-                const uint32_t t67_n = sk::min<uint32_t>(t63_n, t63_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t63;
-                  const AscendC::LocalTensor<int32_t> &L1 = t63;
-                  for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) < (int32_t)(s65))) ? (int32_t)(L1.GetValue(i)) : (int32_t)(s66))));
-                }
-                AscendC::LocalTensor<int32_t> t68 = ub8[49152].ReinterpretCast<int32_t>();
-                const uint32_t t68_n = t67_n;
-                const uint64_t off69 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t68_n; ++i) {
-                  const int32_t j = t67.GetValue(i);
-                  t68.SetValue(i, j < 0 ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)g_draft_ids.GetValue(off69 + (uint64_t)j));
-                }
-                const int32_t s70 = (int32_t)(sk::neg<int32_t>(((int32_t)1ull)));
-                AscendC::LocalTensor<int32_t> t71 = ub8[81920].ReinterpretCast<int32_t>();
-                const uint32_t t71_n = sk::min<uint32_t>(sk::min<uint32_t>(t68_n, t22_n), t67_n);
-                 {
-                  const AscendC::LocalTensor<int32_t> &L0 = t68;
-                  const AscendC::LocalTensor<int32_t> &L1 = t22;
-                  const AscendC::LocalTensor<int32_t> &L2 = t67;
-                  for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (int32_t)(((((int32_t)(L0.GetValue(i)) == (int32_t)(L1.GetValue(i)))) ? (int32_t)(L2.GetValue(i)) : (int32_t)(s70))));
-                }
-                AscendC::LocalTensor<float> t72 = ub8[49152].ReinterpretCast<float>();
-                const uint32_t t72_n = t71_n;
-                const uint64_t off73 = (uint64_t)(v_doff_50);
-                for (uint32_t i = 0; i < t72_n; ++i) {
-                  const int32_t j = t71.GetValue(i);
-                  t72.SetValue(i, j < 0 ? (float)(sk::bits_f32(0xff800000u)) : (float)g_draft_lps.GetValue(off73 + (uint64_t)j));
-                }
-                AscendC::LocalTensor<float> t74 = t72.ReinterpretCast<float>();
-                const uint32_t t74_n = t72_n;
-                AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                AscendC::Exp(t74, t72, (int32_t)t74_n);
-                AscendC::LocalTensor<float> t75 = ub8[65536].ReinterpretCast<float>();
-                uint32_t t75_n = 0;
-                t75_n = t74_n;
-                if (t75_n > 0) {
-                  AscendC::DataCopy(t75, t74, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                }
-                float v_qsum_76 = (float)(0e0f);
-                const uint32_t end77 = (uint32_t)(v_m_4);
-                AscendC::PipeBarrier<PIPE_ALL>();
-                for (uint32_t v_ch_78 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_ch_78 < end77; ++v_ch_78) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_rc_79 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_ch_78))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  if (((((uint32_t)(v_next_16) == (uint32_t)(((uint32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_rc_79))) == (int32_t)(((int32_t)(v_c_9))))))) {
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    v_tried_33 = (uint32_t)(sk::add<uint32_t>(v_tried_33, ((uint32_t)1ull)));
-                    const int32_t v_x_80 = (int32_t)(g_tree_token.GetValue((uint64_t)(v_rc_79)));
-                    AscendC::LocalTensor<uint8_t> t81 = ub8[49152].ReinterpretCast<uint8_t>();
-                    const uint32_t t81_n = t22_n;
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t22;
-                      for (uint32_t i = 0; i < t81_n; ++i) t81.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))));
-                    }
-                    int32_t s82 = (int32_t)(-1);
-                    for (uint32_t i = 0; i < t81_n; ++i) {
-                      if ((t81.GetValue(i) != 0)) { s82 = (int32_t)i; break; }
-                    }
-                    const int32_t v_col_83 = (int32_t)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s82) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                    const uint32_t s84 = (uint32_t)(((uint32_t)(v_col_83)));
-                    const float v_wx_85 = (float)(((((int32_t)(v_col_83) >= (int32_t)(((int32_t)0ull)))) ? (float)((s84 < t30_n ? (float)(t30.GetValue(s84)) : (float)0)) : (float)(0e0f)));
-                    AscendC::LocalTensor<float> t86 = ub8[49152].ReinterpretCast<float>();
-                    const uint32_t t86_n = sk::min<uint32_t>(t52_n, t54_n);
-                     {
-                      const AscendC::LocalTensor<int32_t> &L0 = t52;
-                      const AscendC::LocalTensor<float> &L1 = t54;
-                      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-                    }
-                    float s87 = sk::bits_f32(0xff800000u);
-                    AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                    if (t86_n > 0) {
-                      AscendC::ReduceMax(ub8[81920].ReinterpretCast<float>(), t86, ub8[82176].ReinterpretCast<float>(), (int32_t)t86_n);
-                      AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-                      s87 = ub8[81920].ReinterpretCast<float>().GetValue(0);
-                    }
-                    const float v_qcx_88 = (float)(((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(s87)) : (float)(0e0f)));
-                    bool v_dup_89 = (bool)(false);
-                    if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) {
-                      const uint32_t end90 = (uint32_t)(v_ch_78);
-                      for (uint32_t v_e_91 = (uint32_t)(sk::add<uint32_t>(v_c_9, ((uint32_t)1ull))); v_e_91 < end90; ++v_e_91) {
-                        const uint64_t v_re_92 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_e_91))));
-                        if (((((((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))) && (((int32_t)(g_tree_parent.GetValue((uint64_t)(v_re_92))) == (int32_t)(((int32_t)(v_c_9))))))) && (((int32_t)(g_tree_token.GetValue((uint64_t)(v_re_92))) == (int32_t)(v_x_80))))) {
-                          v_dup_89 = (bool)(true);
-                        }
-                      }
-                    }
-                    const float v_den_93 = (float)(sk::sub<float>(1e0f, v_qsum_76));
-                    const bool v_live_94 = (bool)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) || (((float)(v_den_93) > (float)(0e0f)))));
-                    const float v_qkx_95 = (float)(((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) ? (float)(v_qcx_88) : (float)(((((v_live_94) && ((!(v_dup_89))))) ? (float)(sk::div<float>(v_qcx_88, v_den_93)) : (float)(0e0f)))));
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    if (sk::accept(sk::uniform53(v_s_8, g_seq_accept.GetValue((uint64_t)(v_rc_79))), sk::mul<float>(v_qkx_95, v_sf_31), v_wx_85)) {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      v_next_16 = (uint32_t)(v_ch_78);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    } else {
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (v_live_94) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        if (((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)1ull)))) {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s96 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t97 = ub8[49152].ReinterpretCast<float>();
-                          const uint32_t t97_n = t75_n;
-                          AscendC::Muls(t97, t75, s96, (int32_t)t97_n);
-                          AscendC::LocalTensor<float> t98 = t97.ReinterpretCast<float>();
-                          const uint32_t t98_n = sk::min<uint32_t>(t30_n, t97_n);
-                          AscendC::Sub(t98, t30, t97, (int32_t)t98_n);
-                          AscendC::LocalTensor<float> t99 = t98.ReinterpretCast<float>();
-                          const uint32_t t99_n = t98_n;
-                          AscendC::Maxs(t99, t98, (float)(0e0f), (int32_t)t99_n);
-                          t30_n = t99_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t99, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        } else {
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                          const float s100 = (float)(v_den_93);
-                          AscendC::LocalTensor<float> t101 = ub8[49152].ReinterpretCast<float>();
-                          const uint32_t t101_n = t75_n;
-                          AscendC::LocalTensor<float> t102 = ub8[81920].ReinterpretCast<float>();
-                          AscendC::Duplicate(t102, s100, (int32_t)t101_n);
-                          AscendC::Div(t101, t75, t102, (int32_t)t101_n);
-                          const float s103 = (float)(v_sf_31);
-                          AscendC::LocalTensor<float> t104 = t101.ReinterpretCast<float>();
-                          const uint32_t t104_n = t101_n;
-                          AscendC::Muls(t104, t101, s103, (int32_t)t104_n);
-                          AscendC::LocalTensor<float> t105 = t104.ReinterpretCast<float>();
-                          const uint32_t t105_n = sk::min<uint32_t>(t30_n, t104_n);
-                          AscendC::Sub(t105, t30, t104, (int32_t)t105_n);
-                          AscendC::LocalTensor<float> t106 = t105.ReinterpretCast<float>();
-                          const uint32_t t106_n = t105_n;
-                          AscendC::Maxs(t106, t105, (float)(0e0f), (int32_t)t106_n);
-                          t30_n = t106_n;
-                          if (t30_n > 0) {
-                            AscendC::DataCopy(t30, t106, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                          }
-                          AscendC::PipeBarrier<PIPE_ALL>();
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::LocalTensor<uint64_t> t107 = ub8[81920].ReinterpretCast<uint64_t>();
-                      const uint32_t t107_n = t30_n;
-                       {
-                        const AscendC::LocalTensor<float> &L0 = t30;
-                        for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                      }
-                      uint64_t s108 = (uint64_t)(0);
-                      for (uint32_t i = 0; i < t107_n; ++i) {
-                        s108 = sk::add<uint64_t>(s108, t107.GetValue(i));
-                      }
-                      v_sx_32 = (uint64_t)(s108);
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((uint64_t)(v_sx_32) == (uint64_t)(((uint64_t)0ull)))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        t30_n = t26_n;
-                        if (t30_n > 0) {
-                          AscendC::DataCopy(t30, t26, AscendC::DataCopyParams{1, (uint16_t)((t30_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        v_sf_31 = (float)(1e0f);
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      } else {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_sf_31 = (float)(sk::fixed_to_f32(v_sx_32));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      if (((((((uint32_t)(v_mode_7) == (uint32_t)(((uint32_t)2ull)))) && (((int32_t)(v_x_80) >= (int32_t)(((int32_t)0ull)))))) && ((!(v_dup_89))))) {
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        v_qsum_76 = (float)(sk::add<float>(v_qsum_76, v_qcx_88));
-                        AscendC::LocalTensor<float> t109 = ub8[49152].ReinterpretCast<float>();
-                        const uint32_t t109_n = sk::min<uint32_t>(t22_n, t75_n);
-                         {
-                          const AscendC::LocalTensor<int32_t> &L0 = t22;
-                          const AscendC::LocalTensor<float> &L1 = t75;
-                          for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(((((int32_t)(L0.GetValue(i)) == (int32_t)(v_x_80))) ? (float)(0e0f) : (float)(L1.GetValue(i)))));
-                        }
-                        t75_n = t109_n;
-                        AscendC::SetFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        AscendC::WaitFlag<AscendC::HardEvent::S_V>(EVENT_ID0);
-                        if (t75_n > 0) {
-                          AscendC::DataCopy(t75, t109, AscendC::DataCopyParams{1, (uint16_t)((t75_n * sizeof(float) + 31) / 32), 0, 0});
-                        }
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                      }
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                      AscendC::PipeBarrier<PIPE_ALL>();
-                    }
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::PipeBarrier<PIPE_ALL>();
-                  }
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t24);
-              AscendC::PipeBarrier<PIPE_ALL>();
-              if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                v_out_17 = (int32_t)(g_tree_token.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(v_first_3, v_next_16))))));
-                AscendC::PipeBarrier<PIPE_ALL>();
-              } else {
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-                if (((uint32_t)(v_tried_33) == (uint32_t)(((uint32_t)0ull)))) {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  v_out_17 = (int32_t)(g_fresh.GetValue((uint64_t)(v_r_14)));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                } else {
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                  const uint64_t v_k2_110 = (uint64_t)(sk::uniform53(v_s_8, g_seq_residual.GetValue((uint64_t)(v_r_14))));
-                  AscendC::LocalTensor<uint64_t> t111 = ub8[16384].ReinterpretCast<uint64_t>();
-                  const uint32_t t111_n = t30_n;
-                   {
-                    const AscendC::LocalTensor<float> &L0 = t30;
-                    for (uint32_t i = 0; i < t111_n; ++i) t111.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-                  }
-                  const uint64_t s113 = (uint64_t)(v_k2_110);
-                  int32_t s112 = -1;
-                   {
-                    sk::U128 tot{0, 0};
-                    for (uint32_t i = 0; i < t111_n; ++i) tot = sk::add128(tot, t111.GetValue(i));
-                    if (tot.hi != 0 || tot.lo != 0) {
-                      sk::U128 thr = sk::mul64(s113, tot.lo);
-                      thr.hi += s113 * tot.hi;
-                      sk::U128 acc{0, 0};
-                      for (uint32_t i = 0; i < t111_n; ++i) {
-                        acc = sk::add128(acc, t111.GetValue(i));
-                        if (sk::lt128(thr, sk::shl128(acc, 53))) { s112 = (int32_t)i; break; }
-                      }
-                      if (s112 < 0) for (uint32_t i = t111_n; i-- > 0;) if (t111.GetValue(i) > 0) { s112 = (int32_t)i; break; }
-                    }
-                  }
-                  const int32_t v_cc_114 = (int32_t)(s112);
-                  const uint32_t s115 = (uint32_t)(((uint32_t)(v_cc_114)));
-                  v_out_17 = (int32_t)(((((int32_t)(v_cc_114) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s115 < t22_n ? (int32_t)(t22.GetValue(s115)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-                  AscendC::PipeBarrier<PIPE_ALL>();
-                }
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::PipeBarrier<PIPE_ALL>();
-              }
-              AscendC::PipeBarrier<PIPE_ALL>();
-              qin.FreeTensor(t22);
-              AscendC::PipeBarrier<PIPE_ALL>();
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-            g_tokens.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            g_lookup.SetValue((uint64_t)(v_r_14), (int32_t)(v_out_17));
-            if (((uint32_t)(v_next_16) != (uint32_t)(((uint32_t)0ull)))) {
-              v_c_9 = (uint32_t)(v_next_16);
-              v_acc_11 = (uint32_t)(sk::add<uint32_t>(v_acc_11, ((uint32_t)1ull)));
-            } else {
-              v_done_10 = (bool)(true);
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-          }
-          AscendC::PipeBarrier<PIPE_ALL>();
-          AscendC::PipeBarrier<PIPE_ALL>();
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();
-        g_accepted.SetValue((uint64_t)(v_g_1), (uint32_t)(v_acc_11));
-        AscendC::PipeBarrier<PIPE_ALL>();
-      }
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::PipeBarrier<PIPE_ALL>();
-    }
-    AscendC::PipeBarrier<PIPE_ALL>();
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  tree_walk_body<tree_walk_k4096>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }

@@ -3,654 +3,175 @@
 // Entries: verify_t64, verify_t256, verify_t1024, verify_t4096; UB bytes: 1280, 5120, 20480, 81920.
 // Parameters: logprobs: Gm<f32>, cand_ids: Gm<i32>, q_logprobs: Gm<f32>, n: u32, draft_col: Gm<i32>, draft_q: Gm<f32>, seed: Gm<u64>, seq_accept: Gm<u64>, seq_residual: Gm<u64>, accepted: GmMut<u32>, residual: GmMut<i32>, then `uint32_t programs` (rows or groups); tiles 64/256/1024/4096.
 #include "kernel_operator.h"
+#include "sampler_prelude.h"
 
-#ifndef SAMPLER_ASCENDC_PRELUDE
-#define SAMPLER_ASCENDC_PRELUDE
-namespace sk {
-// Wrapping integer arithmetic (Rust `wrapping_*`; x / 0 == 0, as on the GPU).
-template <typename T> struct U_ { typedef T t; };
-template <> struct U_<int32_t> { typedef uint32_t t; };
-template <> struct U_<int64_t> { typedef uint64_t t; };
-template <typename T> __aicore__ inline T add(T a, T b) { return (T)((typename U_<T>::t)a + (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T sub(T a, T b) { return (T)((typename U_<T>::t)a - (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T mul(T a, T b) { return (T)((typename U_<T>::t)a * (typename U_<T>::t)b); }
-template <typename T> __aicore__ inline T neg(T a) { return (T)((typename U_<T>::t)0 - (typename U_<T>::t)a); }
-template <typename T> __aicore__ inline T div(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return neg(a);
-  return a / b;
-}
-template <typename T> __aicore__ inline T rem(T a, T b) {
-  if (b == 0) return 0;
-  if ((T)-1 < (T)0 && b == (T)-1) return 0;
-  return a % b;
-}
-template <> __aicore__ inline float add<float>(float a, float b) { return a + b; }
-template <> __aicore__ inline float sub<float>(float a, float b) { return a - b; }
-template <> __aicore__ inline float mul<float>(float a, float b) { return a * b; }
-template <> __aicore__ inline float div<float>(float a, float b) { return a / b; }
-template <> __aicore__ inline float neg<float>(float a) { return -a; }
-template <typename T> __aicore__ inline T shl(T a, uint32_t b) { return (T)((typename U_<T>::t)a << (b & (sizeof(T) * 8 - 1))); }
-template <typename T> __aicore__ inline T shr(T a, uint32_t b) { return a >> (b & (sizeof(T) * 8 - 1)); }
-template <typename T> __aicore__ inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> __aicore__ inline T max(T a, T b) { return b > a ? b : a; }
-// Rust `as` from f32: saturating, NaN -> 0.
-template <typename T> __aicore__ inline T f2i(float x, T lo, T hi, float flo, float fhi) {
-  if (!(x == x)) return 0;
-  if (x <= flo) return lo;
-  if (x >= fhi) return hi;
-  return (T)x;
-}
-__aicore__ inline int32_t f32_to_i32(float x) { return f2i<int32_t>(x, (int32_t)0x80000000, 0x7fffffff, -2147483648.0f, 2147483648.0f); }
-__aicore__ inline uint32_t f32_to_u32(float x) { return f2i<uint32_t>(x, 0u, 0xffffffffu, 0.0f, 4294967296.0f); }
-__aicore__ inline int64_t f32_to_i64(float x) { return f2i<int64_t>(x, (int64_t)0x8000000000000000ull, 0x7fffffffffffffffll, -9223372036854775808.0f, 9223372036854775808.0f); }
-__aicore__ inline uint64_t f32_to_u64(float x) { return f2i<uint64_t>(x, 0ull, 0xffffffffffffffffull, 0.0f, 18446744073709551616.0f); }
-__aicore__ inline uint32_t f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
-__aicore__ inline float bits_f32(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-__aicore__ inline bool is_nan(float x) { return !(x == x); }
-__aicore__ inline bool is_pos_inf(float x) { return x == bits_f32(0x7f800000u); }
-__aicore__ inline bool is_neg_inf(float x) { return x == bits_f32(0xff800000u); }
-__aicore__ inline float abs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
-// exp with plain f32 operations, as rt::math::exp_f32 (bit for bit).
-__aicore__ inline float exp(float x) {
-  if (!(x == x)) return x;
-  if (x > 88.72283f) return bits_f32(0x7f800000u);
-  if (x < -103.97208f) return 0.0f;
-  const float LOG2E = 1.442695f, LN2_HI = 0.6933594f, LN2_LO = -2.1219444e-4f;
-  float t = x * LOG2E;
-  int32_t k = t >= 0.0f ? (int32_t)(t + 0.5f) : (int32_t)(t - 0.5f);
-  float kf = (float)k;
-  float r = (x - kf * LN2_HI) - kf * LN2_LO;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  if (k >= -126) {
-    if (k > 127) return p * bits_f32(254u << 23) * bits_f32((uint32_t)(k - 127 + 127) << 23);
-    return p * bits_f32((uint32_t)(k + 127) << 23);
+// The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
+template <typename K>
+__aicore__ inline void verify_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1;
+  AscendC::TPipe pipe;
+  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
+  pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
+  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+  pipe.InitBuffer(ub, U1); // static UB plan, 256-byte aligned slots
+  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
+  AscendC::GlobalTensor<float> g_logprobs;
+  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
+  AscendC::GlobalTensor<int32_t> g_cand_ids;
+  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
+  AscendC::GlobalTensor<float> g_q_logprobs;
+  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
+  AscendC::GlobalTensor<int32_t> g_draft_col;
+  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
+  AscendC::GlobalTensor<float> g_draft_q;
+  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
+  AscendC::GlobalTensor<uint64_t> g_seed;
+  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
+  AscendC::GlobalTensor<uint64_t> g_seq_accept;
+  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
+  AscendC::GlobalTensor<uint64_t> g_seq_residual;
+  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
+  AscendC::GlobalTensor<uint32_t> g_accepted;
+  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
+  AscendC::GlobalTensor<int32_t> g_residual;
+  g_residual.SetGlobalBuffer((__gm__ int32_t *)p_residual);
+  AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_logprobs);
+  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
+    const uint32_t v_r_1 = (uint32_t)(prog);
+    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
+    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off4 = (uint64_t)(v_off_2);
+    if (t3_n > 0) {
+      AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t3); t3 = qin.DeQue<float>();
+    AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
+    const uint32_t t5_n = t3_n;
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t3;
+      for (uint32_t i = 0; i < t5_n; ++i) t5.SetValue(i, (float)(sk::exp(L0.GetValue(i))));
+    }
+    const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
+    const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
+    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
+    const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off12 = (uint64_t)(v_off_2);
+    if (t11_n > 0) {
+      AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t11); t11 = qin.DeQue<float>();
+    AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
+    const uint32_t t13_n = t11_n;
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t11;
+      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (float)(sk::exp(L0.GetValue(i))));
+    }
+    const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
+    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
+    AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
+    const uint32_t t16_n = t15_n;
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
+    AscendC::LocalTensor<uint64_t> t17 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t17_n = t16_n;
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t16;
+      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+    }
+    const uint64_t s19 = (uint64_t)(v_k2_14);
+    int32_t s18 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t17_n; ++i) tot = sk::add128(tot, t17.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s19, tot.lo);
+        thr.hi += s19 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t17_n; ++i) {
+          acc = sk::add128(acc, t17.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s18 = (int32_t)i; break; }
+        }
+        if (s18 < 0) for (uint32_t i = t17_n; i-- > 0;) if (t17.GetValue(i) > 0) { s18 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v_c_20 = (int32_t)(s18);
+    qin.FreeTensor(t11);
+    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t21_n = t5_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t5;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
+    }
+    const uint64_t s23 = (uint64_t)(v_k2_14);
+    int32_t s22 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t21_n; ++i) tot = sk::add128(tot, t21.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s23, tot.lo);
+        thr.hi += s23 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t21_n; ++i) {
+          acc = sk::add128(acc, t21.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s22 = (int32_t)i; break; }
+        }
+        if (s22 < 0) for (uint32_t i = t21_n; i-- > 0;) if (t21.GetValue(i) > 0) { s22 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
+    qin.FreeTensor(t3);
+    const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off26 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_accepted[off26], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off27 = (uint64_t)(((uint64_t)(v_r_1)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_25));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_residual[off27], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::PipeBarrier<PIPE_ALL>();
   }
-  return p * bits_f32((uint32_t)(k + 64 + 127) << 23) * bits_f32((uint32_t)(127 - 64) << 23);
 }
-// 128-bit unsigned integers from two 64-bit words (the scalar unit has no u128).
-struct U128 { uint64_t hi, lo; };
-__aicore__ inline U128 mul64(uint64_t a, uint64_t b) {
-  uint64_t a0 = a & 0xffffffffull, a1 = a >> 32, b0 = b & 0xffffffffull, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffull) + (p10 & 0xffffffffull);
-  U128 r; r.lo = (mid << 32) | (p00 & 0xffffffffull); r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-  return r;
-}
-__aicore__ inline U128 shl128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.hi = x.lo << (s - 64); r.lo = 0; return r; }
-  r.hi = (x.hi << s) | (x.lo >> (64 - s)); r.lo = x.lo << s; return r;
-}
-__aicore__ inline U128 shr128(U128 x, uint32_t s) {
-  U128 r;
-  if (s == 0) return x;
-  if (s >= 128) { r.hi = 0; r.lo = 0; return r; }
-  if (s >= 64) { r.lo = x.hi >> (s - 64); r.hi = 0; return r; }
-  r.lo = (x.lo >> s) | (x.hi << (64 - s)); r.hi = x.hi >> s; return r;
-}
-__aicore__ inline bool lt128(U128 a, U128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
-__aicore__ inline U128 add128(U128 a, uint64_t b) { U128 r; r.lo = a.lo + b; r.hi = a.hi + (r.lo < a.lo ? 1 : 0); return r; }
-// SplitMix64 (SAMPLER.md section 2).
-__aicore__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-__aicore__ inline uint64_t rand_u64(uint64_t seed, uint64_t seq) { return mix64(seed + (seq + 1) * 0x9E3779B97F4A7C15ull); }
-__aicore__ inline uint64_t uniform53(uint64_t seed, uint64_t seq) { return rand_u64(seed, seq) >> 11; }
-// m * 2^e for a finite non-negative f32.
-__aicore__ inline void decompose(float x, uint64_t &m, int32_t &e) {
-  uint32_t b = f32_bits(x);
-  int32_t ex = (int32_t)((b >> 23) & 0xff);
-  uint64_t fr = b & 0x7fffffu;
-  if (ex == 0) { m = fr; e = -149; } else { m = fr | 0x800000u; e = ex - 150; }
-}
-__aicore__ inline uint64_t frac_floor(uint64_t total, float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return total;
-  uint64_t m; int32_t e; decompose(p, m, e);
-  uint32_t s = (uint32_t)(-e);
-  if (s >= 128) return 0;
-  return shr128(mul64(total, m), s).lo;
-}
-__aicore__ inline bool accept(uint64_t k, float q, float p) {
-  if (!(q > 0.0f) || !(p > 0.0f)) return false;
-  if (is_pos_inf(q)) return k == 0;
-  if (is_pos_inf(p)) return true;
-  uint64_t mq, mp; int32_t eq, ep;
-  decompose(q, mq, eq); decompose(p, mp, ep);
-  U128 lhs = mul64(k, mq);
-  int32_t d = ep - eq + 53;
-  if (lhs.hi == 0 && lhs.lo == 0) return true;
-  if (d >= 0) {
-    if (d > 100) return true;
-    U128 rhs; rhs.hi = 0; rhs.lo = mp;
-    return lt128(lhs, shl128(rhs, (uint32_t)d));
-  }
-  uint32_t s = (uint32_t)(-d);
-  if (lhs.hi != 0 || lhs.lo >= (1ull << 24) || s >= 64) return false;
-  return (lhs.lo << s) < mp;
-}
-__aicore__ inline uint64_t to_fixed(float x) {
-  if (!(x > 0.0f)) return 0;
-  float y = x * 17592186044416.0f;
-  if (y >= 9.223372e18f) return 1ull << 63;
-  return (uint64_t)y;
-}
-__aicore__ inline float fixed_to_f32(uint64_t s) { return (float)s * 5.684341886080802e-14f; }
-// ln(s * 2^-44) in f32 arithmetic (rt::math::ln_fixed uses f64; within 1e-6 here).
-__aicore__ inline float ln_fixed(uint64_t s) {
-  if (s == 0) return bits_f32(0xff800000u);
-  int32_t lz = 0;
-  uint64_t top = s;
-  while ((top & 0x8000000000000000ull) == 0) { top <<= 1; ++lz; }
-  int32_t e = 63 - lz - 44;
-  float m = bits_f32((127u << 23) | (uint32_t)((top << 1) >> 41));
-  if (m > 1.4142135f) { m *= 0.5f; e += 1; }
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float acc = 1.0f / 11.0f;
-  acc = acc * t2 + 1.0f / 9.0f;
-  acc = acc * t2 + 1.0f / 7.0f;
-  acc = acc * t2 + 1.0f / 5.0f;
-  acc = acc * t2 + 1.0f / 3.0f;
-  acc = acc * t2 + 1.0f;
-  float lnm = 2.0f * t * acc;
-  // e * ln2 split so the product keeps ~40 bits.
-  return (float)e * 0.693145751953125f + ((float)e * 1.4286068203094172e-6f + lnm);
-}
-} // namespace sk
-#endif
 
+struct verify_k64 {
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 768;
+};
 extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 64;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 256); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 768); // static UB plan, 256-byte aligned slots; 1280 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_residual;
-  g_residual.SetGlobalBuffer((__gm__ int32_t *)p_residual);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
-    const uint32_t t5_n = t3_n;
-    AscendC::Exp(t5, t3, (int32_t)t5_n);
-    const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
-    const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
-    const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off12 = (uint64_t)(v_off_2);
-    if (t11_n > 0) {
-      AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t11); t11 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
-    const uint32_t t13_n = t11_n;
-    AscendC::Exp(t13, t11, (int32_t)t13_n);
-    const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
-    AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
-    AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
-    const uint32_t t16_n = t15_n;
-    AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[256].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t16_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t16;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s19 = (uint64_t)(v_k2_14);
-    int32_t s18 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t17_n; ++i) tot = sk::add128(tot, t17.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s19, tot.lo);
-        thr.hi += s19 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t17_n; ++i) {
-          acc = sk::add128(acc, t17.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s18 = (int32_t)i; break; }
-        }
-        if (s18 < 0) for (uint32_t i = t17_n; i-- > 0;) if (t17.GetValue(i) > 0) { s18 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_20 = (int32_t)(s18);
-    qin.FreeTensor(t11);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = t5_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t5;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s23 = (uint64_t)(v_k2_14);
-    int32_t s22 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t21_n; ++i) tot = sk::add128(tot, t21.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s23, tot.lo);
-        thr.hi += s23 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t21_n; ++i) {
-          acc = sk::add128(acc, t21.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s22 = (int32_t)i; break; }
-        }
-        if (s22 < 0) for (uint32_t i = t21_n; i-- > 0;) if (t21.GetValue(i) > 0) { s22 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
-    qin.FreeTensor(t3);
-    const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  verify_body<verify_k64>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }
 
+struct verify_k256 {
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3072;
+};
 extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 256;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 1024); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 3072); // static UB plan, 256-byte aligned slots; 5120 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_residual;
-  g_residual.SetGlobalBuffer((__gm__ int32_t *)p_residual);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
-    const uint32_t t5_n = t3_n;
-    AscendC::Exp(t5, t3, (int32_t)t5_n);
-    const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
-    const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
-    const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off12 = (uint64_t)(v_off_2);
-    if (t11_n > 0) {
-      AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t11); t11 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
-    const uint32_t t13_n = t11_n;
-    AscendC::Exp(t13, t11, (int32_t)t13_n);
-    const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
-    AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
-    AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
-    const uint32_t t16_n = t15_n;
-    AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[1024].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t16_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t16;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s19 = (uint64_t)(v_k2_14);
-    int32_t s18 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t17_n; ++i) tot = sk::add128(tot, t17.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s19, tot.lo);
-        thr.hi += s19 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t17_n; ++i) {
-          acc = sk::add128(acc, t17.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s18 = (int32_t)i; break; }
-        }
-        if (s18 < 0) for (uint32_t i = t17_n; i-- > 0;) if (t17.GetValue(i) > 0) { s18 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_20 = (int32_t)(s18);
-    qin.FreeTensor(t11);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = t5_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t5;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s23 = (uint64_t)(v_k2_14);
-    int32_t s22 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t21_n; ++i) tot = sk::add128(tot, t21.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s23, tot.lo);
-        thr.hi += s23 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t21_n; ++i) {
-          acc = sk::add128(acc, t21.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s22 = (int32_t)i; break; }
-        }
-        if (s22 < 0) for (uint32_t i = t21_n; i-- > 0;) if (t21.GetValue(i) > 0) { s22 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
-    qin.FreeTensor(t3);
-    const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  verify_body<verify_k256>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }
 
+struct verify_k1024 {
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 12288;
+};
 extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 1024;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 4096); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 12288); // static UB plan, 256-byte aligned slots; 20480 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_residual;
-  g_residual.SetGlobalBuffer((__gm__ int32_t *)p_residual);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
-    const uint32_t t5_n = t3_n;
-    AscendC::Exp(t5, t3, (int32_t)t5_n);
-    const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
-    const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
-    const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off12 = (uint64_t)(v_off_2);
-    if (t11_n > 0) {
-      AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t11); t11 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
-    const uint32_t t13_n = t11_n;
-    AscendC::Exp(t13, t11, (int32_t)t13_n);
-    const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
-    AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
-    AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
-    const uint32_t t16_n = t15_n;
-    AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[4096].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t16_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t16;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s19 = (uint64_t)(v_k2_14);
-    int32_t s18 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t17_n; ++i) tot = sk::add128(tot, t17.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s19, tot.lo);
-        thr.hi += s19 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t17_n; ++i) {
-          acc = sk::add128(acc, t17.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s18 = (int32_t)i; break; }
-        }
-        if (s18 < 0) for (uint32_t i = t17_n; i-- > 0;) if (t17.GetValue(i) > 0) { s18 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_20 = (int32_t)(s18);
-    qin.FreeTensor(t11);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = t5_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t5;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s23 = (uint64_t)(v_k2_14);
-    int32_t s22 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t21_n; ++i) tot = sk::add128(tot, t21.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s23, tot.lo);
-        thr.hi += s23 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t21_n; ++i) {
-          acc = sk::add128(acc, t21.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s22 = (int32_t)i; break; }
-        }
-        if (s22 < 0) for (uint32_t i = t21_n; i-- > 0;) if (t21.GetValue(i) > 0) { s22 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
-    qin.FreeTensor(t3);
-    const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  verify_body<verify_k1024>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }
 
+struct verify_k4096 {
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 49152;
+};
 extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  const uint32_t TILE = 4096;
-  AscendC::TPipe pipe;
-  AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
-  pipe.InitBuffer(qin, 2, 16384); // GM -> UB staging of row tiles
-  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-  pipe.InitBuffer(ub, 49152); // static UB plan, 256-byte aligned slots; 81920 bytes of UB in all
-  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();
-  AscendC::GlobalTensor<float> g_logprobs;
-  g_logprobs.SetGlobalBuffer((__gm__ float *)p_logprobs);
-  AscendC::GlobalTensor<int32_t> g_cand_ids;
-  g_cand_ids.SetGlobalBuffer((__gm__ int32_t *)p_cand_ids);
-  AscendC::GlobalTensor<float> g_q_logprobs;
-  g_q_logprobs.SetGlobalBuffer((__gm__ float *)p_q_logprobs);
-  AscendC::GlobalTensor<int32_t> g_draft_col;
-  g_draft_col.SetGlobalBuffer((__gm__ int32_t *)p_draft_col);
-  AscendC::GlobalTensor<float> g_draft_q;
-  g_draft_q.SetGlobalBuffer((__gm__ float *)p_draft_q);
-  AscendC::GlobalTensor<uint64_t> g_seed;
-  g_seed.SetGlobalBuffer((__gm__ uint64_t *)p_seed);
-  AscendC::GlobalTensor<uint64_t> g_seq_accept;
-  g_seq_accept.SetGlobalBuffer((__gm__ uint64_t *)p_seq_accept);
-  AscendC::GlobalTensor<uint64_t> g_seq_residual;
-  g_seq_residual.SetGlobalBuffer((__gm__ uint64_t *)p_seq_residual);
-  AscendC::GlobalTensor<uint32_t> g_accepted;
-  g_accepted.SetGlobalBuffer((__gm__ uint32_t *)p_accepted);
-  AscendC::GlobalTensor<int32_t> g_residual;
-  g_residual.SetGlobalBuffer((__gm__ int32_t *)p_residual);
-  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    AscendC::LocalTensor<float> t3 = qin.AllocTensor<float>();
-    const uint32_t t3_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off4 = (uint64_t)(v_off_2);
-    if (t3_n > 0) {
-      AscendC::DataCopyPad(t3, g_logprobs[off4], AscendC::DataCopyExtParams{1, (uint32_t)(t3_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t3); t3 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t5 = t3.ReinterpretCast<float>();
-    const uint32_t t5_n = t3_n;
-    AscendC::Exp(t5, t3, (int32_t)t5_n);
-    const int32_t v_dc_6 = (int32_t)(g_draft_col.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_pd_7 = (float)(((((int32_t)(v_dc_6) >= (int32_t)(((int32_t)0ull)))) ? (float)(sk::exp(g_logprobs.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_dc_6))))))) : (float)(0e0f)));
-    const float v_qd_8 = (float)(sk::exp(g_draft_q.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    const uint64_t v_s_9 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool v_ok_10 = (bool)(sk::accept(sk::uniform53(v_s_9, g_seq_accept.GetValue((uint64_t)(((uint64_t)(v_r_1))))), v_qd_8, v_pd_7));
-    AscendC::LocalTensor<float> t11 = qin.AllocTensor<float>();
-    const uint32_t t11_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off12 = (uint64_t)(v_off_2);
-    if (t11_n > 0) {
-      AscendC::DataCopyPad(t11, g_q_logprobs[off12], AscendC::DataCopyExtParams{1, (uint32_t)(t11_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t11); t11 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t13 = t11.ReinterpretCast<float>();
-    const uint32_t t13_n = t11_n;
-    AscendC::Exp(t13, t11, (int32_t)t13_n);
-    const uint64_t v_k2_14 = (uint64_t)(sk::uniform53(v_s_9, g_seq_residual.GetValue((uint64_t)(((uint64_t)(v_r_1))))));
-    AscendC::LocalTensor<float> t15 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t15_n = sk::min<uint32_t>(t5_n, t13_n);
-    AscendC::Sub(t15, t5, t13, (int32_t)t15_n);
-    AscendC::LocalTensor<float> t16 = t15.ReinterpretCast<float>();
-    const uint32_t t16_n = t15_n;
-    AscendC::Maxs(t16, t15, (float)(0e0f), (int32_t)t16_n);
-    AscendC::LocalTensor<uint64_t> t17 = ub8[16384].ReinterpretCast<uint64_t>();
-    const uint32_t t17_n = t16_n;
-    AscendC::SetFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::V_S>(EVENT_ID0);
-     {
-      const AscendC::LocalTensor<float> &L0 = t16;
-      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s19 = (uint64_t)(v_k2_14);
-    int32_t s18 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t17_n; ++i) tot = sk::add128(tot, t17.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s19, tot.lo);
-        thr.hi += s19 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t17_n; ++i) {
-          acc = sk::add128(acc, t17.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s18 = (int32_t)i; break; }
-        }
-        if (s18 < 0) for (uint32_t i = t17_n; i-- > 0;) if (t17.GetValue(i) > 0) { s18 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_20 = (int32_t)(s18);
-    qin.FreeTensor(t11);
-    AscendC::LocalTensor<uint64_t> t21 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t21_n = t5_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t5;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint64_t)(sk::to_fixed(L0.GetValue(i))));
-    }
-    const uint64_t s23 = (uint64_t)(v_k2_14);
-    int32_t s22 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t21_n; ++i) tot = sk::add128(tot, t21.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s23, tot.lo);
-        thr.hi += s23 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t21_n; ++i) {
-          acc = sk::add128(acc, t21.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s22 = (int32_t)i; break; }
-        }
-        if (s22 < 0) for (uint32_t i = t21_n; i-- > 0;) if (t21.GetValue(i) > 0) { s22 = (int32_t)i; break; }
-      }
-    }
-    const int32_t v_c_24 = (int32_t)(((((int32_t)(v_c_20) < (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(v_c_20)));
-    qin.FreeTensor(t3);
-    const int32_t v_tok_25 = (int32_t)(((((int32_t)(v_c_24) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(v_c_24)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    g_accepted.SetValue((uint64_t)(((uint64_t)(v_r_1))), (uint32_t)(((v_ok_10) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    g_residual.SetValue((uint64_t)(((uint64_t)(v_r_1))), (int32_t)(v_tok_25));
-    AscendC::PipeBarrier<PIPE_ALL>();
-  }
+  verify_body<verify_k4096>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }

@@ -61,16 +61,19 @@ pub fn cxx_scalar(p: Prim) -> &'static str {
 /// The emulation driver: every kernel source, and a `main` that loads the
 /// arguments from a file, runs `blocks` cores in turn and writes the GM buffers back.
 pub fn driver_source(dir: &Path, kernels: &[&KernelSpec]) -> String {
-    let mut s = String::from("#include <cstdio>\n#include <cstring>\n#include <vector>\n#include <string>\n");
+    let mut s = String::from("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <vector>\n#include <string>\n");
     for k in kernels {
         let f = dir.join(format!("{}.cpp", k.name));
         std::fs::write(&f, k.ascendc.unwrap()).unwrap();
         s += &format!("#include \"{}\"\n", f.display());
     }
     s += r#"
-static std::vector<std::vector<uint8_t>> B;
+// GM buffers 512-byte aligned with exact lengths (ASan still sees overruns),
+// as aclrtMalloc's: two buffers never share a 64-byte DataCache line.
+static std::vector<uint8_t *> B;
+static std::vector<uint64_t> L;
 static std::vector<uint64_t> S;
-static GM_ADDR gm(size_t i) { return B[i].empty() ? nullptr : B[i].data(); }
+static GM_ADDR gm(size_t i) { return L[i] == 0 ? nullptr : B[i]; }
 template <typename T> static T sc(size_t i) { T v; uint64_t b = S[i]; std::memcpy(&v, &b, sizeof(T)); return v; }
 int main(int argc, char **argv) {
   if (argc != 6) { std::fprintf(stderr, "usage: driver KERNEL TILE BLOCKS IN OUT\n"); return 2; }
@@ -81,11 +84,15 @@ int main(int argc, char **argv) {
   if (!f) return 2;
   uint32_t nargs = 0;
   if (std::fread(&nargs, 4, 1, f) != 1) return 2;
-  B.resize(nargs); S.resize(nargs);
+  B.assign(nargs, nullptr); L.assign(nargs, 0); S.resize(nargs);
   for (uint32_t i = 0; i < nargs; ++i) {
     uint8_t kind; uint64_t len;
     if (std::fread(&kind, 1, 1, f) != 1 || std::fread(&len, 8, 1, f) != 1) return 2;
-    if (kind == 0) { B[i].resize(len); if (len && std::fread(B[i].data(), 1, len, f) != len) return 2; }
+    if (kind == 0) {
+      L[i] = len;
+      if (len) { void *p = nullptr; if (posix_memalign(&p, 512, len) != 0) return 2; B[i] = (uint8_t *)p; }
+      if (len && std::fread(B[i], 1, len, f) != len) return 2;
+    }
     else { if (std::fread(&S[i], 8, 1, f) != 1) return 2; }
   }
   std::fclose(f);
@@ -113,7 +120,7 @@ int main(int argc, char **argv) {
   }
   f = std::fopen(argv[5], "wb");
   if (!f) return 2;
-  for (uint32_t i = 0; i < nargs; ++i) { uint64_t len = B[i].size(); std::fwrite(&len, 8, 1, f); if (len) std::fwrite(B[i].data(), 1, len, f); }
+  for (uint32_t i = 0; i < nargs; ++i) { uint64_t len = L[i]; std::fwrite(&len, 8, 1, f); if (len) std::fwrite(B[i], 1, len, f); std::free(B[i]); }
   std::fclose(f);
   return 0;
 }
@@ -130,7 +137,8 @@ pub fn compile(cxx: &str, src: &Path, out: &Path, sanitize: bool) -> Result<(), 
     } else {
         c.arg("-O0");
     }
-    c.arg("-I").arg(&emu).arg("-o").arg(out).arg(src);
+    let include = Path::new(ROOT).join("sampler-host/ascendc/include");
+    c.arg("-I").arg(&emu).arg("-I").arg(&include).arg("-o").arg(out).arg(src);
     let o = c.output().map_err(|e| e.to_string())?;
     if !o.status.success() {
         return Err(String::from_utf8_lossy(&o.stderr).chars().take(6000).collect());
@@ -247,9 +255,34 @@ impl Val {
     }
 }
 
-/// Runs kernel `name` on the CPU (program by program) and under emulation,
-/// each on its own copy of `args`; returns (cpu, emulated) buffers after.
+/// The emulator's numerics mode (`ASCENDC_EMU_NUMERICS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Numerics {
+    /// IEEE results (libm `expf`, exact division).
+    Exact,
+    /// Vector Exp/Div off by up to 2 ulp, subnormals flushed: ids and
+    /// statuses must still equal the CPU's.
+    Perturb,
+}
+
+impl Numerics {
+    pub fn env(self) -> &'static str {
+        match self {
+            Numerics::Exact => "exact",
+            Numerics::Perturb => "perturb",
+        }
+    }
+}
+
+/// Runs kernel `name` on the CPU (program by program) and under emulation
+/// (exact numerics), each on its own copy of `args`; returns (cpu,
+/// emulated) buffers after.
 pub fn run_both(name: &str, tile: u32, programs: u32, args: &[Val]) -> Result<(Vec<Val>, Vec<Val>), String> {
+    run_both_in(Numerics::Exact, name, tile, programs, args)
+}
+
+/// [`run_both`] in the given numerics mode, on `min(programs, 3)` emulated cores.
+pub fn run_both_in(numerics: Numerics, name: &str, tile: u32, programs: u32, args: &[Val]) -> Result<(Vec<Val>, Vec<Val>), String> {
     let spec = registry::find(name).ok_or("unknown kernel")?;
     let mut cpu = args.to_vec();
     let dyn_args: Vec<Arg> =
@@ -270,7 +303,15 @@ pub fn run_both(name: &str, tile: u32, programs: u32, args: &[Val]) -> Result<(V
     Val::SU32(programs).encode(&mut bytes);
     std::fs::write(&fin, bytes).unwrap();
     let blocks = programs.clamp(1, 3);
-    let o = Command::new(bin).arg(name).arg(tile.to_string()).arg(blocks.to_string()).arg(&fin).arg(&fout).output().map_err(|e| e.to_string())?;
+    let o = Command::new(bin)
+        .arg(name)
+        .arg(tile.to_string())
+        .arg(blocks.to_string())
+        .arg(&fin)
+        .arg(&fout)
+        .env("ASCENDC_EMU_NUMERICS", numerics.env())
+        .output()
+        .map_err(|e| e.to_string())?;
     if !o.status.success() {
         return Err(format!("emulated {name} (tile {tile}) failed: {}\n{}", o.status, String::from_utf8_lossy(&o.stderr)));
     }
@@ -301,4 +342,17 @@ pub fn tile_for(name: &str, n: u32) -> u32 {
         return spec.variants[0].tile;
     }
     Variant::pick(spec.variants, n).map(|v| v.tile).unwrap_or(0)
+}
+
+/// Runs `kernel` from `bin` on `blocks` emulated cores; (exit code, stderr).
+pub fn run_driver(bin: &Path, dir: &Path, kernel: &str, tile: u32, blocks: u32, args: &[Val], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut input = Vec::new();
+    input.extend_from_slice(&(args.len() as u32).to_le_bytes());
+    for a in args {
+        a.encode(&mut input);
+    }
+    let fin = dir.join(format!("{kernel}.in"));
+    std::fs::write(&fin, input).unwrap();
+    let o = Command::new(bin).arg(kernel).arg(tile.to_string()).arg(blocks.to_string()).arg(&fin).arg(dir.join(format!("{kernel}.out"))).envs(env.iter().copied()).output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string())
 }

@@ -22,7 +22,37 @@
 //     of an empty queue, EnQue/FreeTensor of a tensor the queue does not
 //     hold in that state, and buffers still held at the end are errors;
 //   - a UB -> UB DataCopy (V pipe) copies whole 32-byte blocks, poison
-//     included (copying undefined bytes is allowed, reading them is not).
+//     included (copying undefined bytes is allowed, reading them is not);
+//   - WAR and WAW across pipes need a sync as RAW does (a scalar read is
+//     complete when the scalar unit issues its next instruction, so a read on
+//     S needs nothing before a later write);
+//   - strict vector pipe: a vector op reading (RAW) or overwriting (WAR, WAW)
+//     bytes of an earlier vector op needs PipeBarrier<PIPE_V> in between, as
+//     without the compiler's auto-sync (ASCENDC_EMU_AUTO_SYNC=1 turns this
+//     check off, as `--cce-auto-sync=on` would insert the barriers);
+//   - flags are single-bit: SetFlag of an (event, id) already set and not yet
+//     waited for is an error; TQue holds its own flags (V_MTE2 between
+//     FreeTensor and the next AllocTensor of a VECIN buffer, MTE3_V for
+//     VECOUT) on IDs from the same per-event pool that AllocEventID and
+//     FetchEventID draw from, so a hard-coded EVENT_ID0 can collide;
+//   - per-core 64-byte write-back DataCache for scalar GM access: a line
+//     written by GlobalTensor::SetValue in one block and written by any other
+//     block in the same launch, a scalar write and a DMA write on one line of
+//     one core without DataCacheCleanAndInvalid between, a scalar read of a
+//     cached line that DMA has rewritten since, and a DMA read under a dirty
+//     line are errors (CACHE); the blocks of one launch share these records
+//     (begin_block(0, n) starts a launch), so the order they run in does not
+//     matter;
+//   - limits: MrgSort lists at most 4095 elements, Sort32 destinations
+//     256-byte aligned, ReduceMax work space of ceil(n/64)*2 elements rounded
+//     up to 32 bytes (LIMIT, ALIGN, UB);
+//   - Sort32/MrgSort order scores by a stated total order: descending, every
+//     NaN above +inf (NaNs equal), -0.0 equal to +0.0, ties in input order /
+//     lower list first;
+//   - numerics: ASCENDC_EMU_NUMERICS=perturb moves every vector Exp and Div
+//     result by -2..+2 ulp (a hash of the inputs picks) and flushes
+//     subnormal inputs and outputs of f32 vector arithmetic to zero, as the
+//     hardware's documented accuracy allows; decisions must not change.
 // Any violation prints "ascendc-emu: <KIND>: ..." and exits with status 3.
 #ifndef SAMPLER_ASCENDC_EMU_KERNEL_OPERATOR_H
 #define SAMPLER_ASCENDC_EMU_KERNEL_OPERATOR_H
@@ -35,7 +65,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #define __global__
@@ -52,6 +84,10 @@ static const event_t EVENT_ID0 = 0, EVENT_ID1 = 1, EVENT_ID2 = 2, EVENT_ID3 = 3;
 namespace AscendC {
 
 enum class HardEvent { MTE2_V, V_MTE2, V_MTE3, MTE3_V, MTE2_S, S_MTE2, MTE3_S, S_MTE3, V_S, S_V, MTE2_MTE3, MTE3_MTE2 };
+enum class CacheLine { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
+enum class DcciDst { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+typedef int8_t TEventID;
+class TPipe;
 enum class TPosition { VECIN, VECOUT, VECCALC };
 using QuePosition = TPosition;
 
@@ -59,6 +95,26 @@ namespace emu {
 
 static const uint32_t UB_BYTES = 192 * 1024;
 static const char *const PIPE_NAMES[4] = {"S", "V", "MTE2", "MTE3"};
+static const char *const EVENT_NAMES[12] = {"MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_S", "S_MTE2", "MTE3_S", "S_MTE3", "V_S", "S_V", "MTE2_MTE3", "MTE3_MTE2"};
+/// Flag IDs per HardEvent (the pool AllocEventID / FetchEventID draw from).
+static const int EVENT_IDS = 8;
+/// DataCache line of the scalar unit's GM accesses.
+static const uintptr_t LINE = 64;
+
+inline bool env_on(const char *name, const char *value) {
+  const char *v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
+}
+/// ASCENDC_EMU_AUTO_SYNC=1: same-pipe vector barriers are the compiler's job.
+inline bool auto_sync() {
+  static const bool on = env_on("ASCENDC_EMU_AUTO_SYNC", "1");
+  return on;
+}
+/// ASCENDC_EMU_NUMERICS=perturb: vector Exp/Div within 2 ulp, subnormals flushed.
+inline bool perturb() {
+  static const bool on = env_on("ASCENDC_EMU_NUMERICS", "perturb");
+  return on;
+}
 
 struct Stamp {
   uint8_t pipe = 0;
@@ -69,14 +125,34 @@ struct Core {
   std::vector<uint8_t> ub = std::vector<uint8_t>(UB_BYTES);
   std::vector<uint8_t> init = std::vector<uint8_t>(UB_BYTES);
   std::vector<Stamp> stamp = std::vector<Stamp>(UB_BYTES);
+  std::vector<uint64_t> rd[4] = {std::vector<uint64_t>(UB_BYTES), std::vector<uint64_t>(UB_BYTES), std::vector<uint64_t>(UB_BYTES),
+                                 std::vector<uint64_t>(UB_BYTES)};  // last read of each byte per pipe
   std::unordered_map<uintptr_t, Stamp> gm;
   uint64_t now = 1;
   uint64_t vc[4][4] = {};  // vc[p][q]: pipe p has seen pipe q's work up to this time
-  std::map<std::pair<int, int>, std::vector<std::vector<uint64_t>>> flags;  // (event, id) -> pending snapshots
+  uint64_t vbar = 0;       // time of the last PipeBarrier<PIPE_V> (or PIPE_ALL)
+  std::map<std::pair<int, int>, std::vector<uint64_t>> flags;  // (event, id) -> the set flag's snapshot (single-bit)
+  uint32_t event_alloc[12] = {};  // AllocEventID bit masks per HardEvent
+  TPipe *pipe = nullptr;
+  std::unordered_map<uintptr_t, uint64_t> cache;  // DataCache: line -> time it was filled
+  std::unordered_set<uintptr_t> dirty;            // lines written by SetValue, not yet cleaned
+  std::unordered_set<uintptr_t> dma_lines;        // lines this core wrote by DMA since the last clean
   uint32_t ub_used = 0;
   int64_t block_idx = 0, block_num = 1;
   const char *op = "";
 };
+
+/// What the blocks of one launch did to each GM line (shared by all cores).
+struct LineInfo {
+  int64_t writer = -1;     // first block that wrote the line
+  bool scalar = false;     // written by a scalar SetValue (whole-line write-back)
+  bool multi = false;      // written by more than one block
+  uint64_t dma_time = 0;   // last DMA write
+};
+inline std::unordered_map<uintptr_t, LineInfo> &launch_lines() {
+  static std::unordered_map<uintptr_t, LineInfo> m;
+  return m;
+}
 
 inline Core &core() {
   static Core c;
@@ -96,13 +172,21 @@ inline Core &core() {
 /// Starts block `idx` of `num` on a fresh core: poisoned UB, no pending work.
 inline void begin_block(int64_t idx, int64_t num) {
   Core &c = core();
+  if (idx == 0) launch_lines().clear();  // a new launch
   std::fill(c.ub.begin(), c.ub.end(), (uint8_t)0xA5);
   std::fill(c.init.begin(), c.init.end(), (uint8_t)0);
   std::fill(c.stamp.begin(), c.stamp.end(), Stamp());
+  for (auto &r : c.rd) std::fill(r.begin(), r.end(), (uint64_t)0);
   c.gm.clear();
   c.now = 1;
   std::memset(c.vc, 0, sizeof(c.vc));
+  c.vbar = 0;
   c.flags.clear();
+  std::memset(c.event_alloc, 0, sizeof(c.event_alloc));
+  c.pipe = nullptr;
+  c.cache.clear();
+  c.dirty.clear();
+  c.dma_lines.clear();
   c.ub_used = 0;
   c.block_idx = idx;
   c.block_num = num;
@@ -111,17 +195,49 @@ inline void begin_block(int64_t idx, int64_t num) {
 
 /// Ends a block: every SetFlag must have been waited for.
 inline void end_block() {
-  for (auto &kv : core().flags)
-    if (!kv.second.empty()) fail("SYNC", "SetFlag of event %d (id %d) never waited for", kv.first.first, kv.first.second);
+  for (auto &kv : core().flags) fail("SYNC", "SetFlag<%s>(%d) never waited for", EVENT_NAMES[kv.first.first], kv.first.second);
 }
 
 inline uint64_t tick() { return ++core().now; }
 
+/// Whether a vector op at time `t` is complete for later vector ops: a
+/// PipeBarrier<PIPE_V>/<PIPE_ALL> since, or a flag chain back to V (V -> MTE3 -> V).
+inline bool v_ordered(uint64_t t) { return core().vbar >= t || core().vc[PIPE_V][PIPE_V] >= t; }
+
 inline void check_read(int pipe, const Stamp &s, const char *where, uintptr_t addr) {
-  if (s.time == 0 || s.pipe == pipe) return;
+  if (s.time == 0) return;
+  if (s.pipe == pipe) {
+    if (pipe == PIPE_V && !auto_sync() && !v_ordered(s.time))
+      fail("HAZARD", "pipe V reads %s at 0x%llx written by an earlier vector op (t=%llu) without PipeBarrier<PIPE_V> in between (RAW)", where,
+           (unsigned long long)addr, (unsigned long long)s.time);
+    return;
+  }
   if (core().vc[pipe][s.pipe] < s.time)
     fail("HAZARD", "pipe %s reads %s at 0x%llx written by pipe %s (t=%llu) without SetFlag/WaitFlag or PipeBarrier in between", PIPE_NAMES[pipe], where,
          (unsigned long long)addr, PIPE_NAMES[s.pipe], (unsigned long long)s.time);
+}
+
+/// WAW and WAR checks of a write at time `t` on `pipe` to UB byte `i`.
+inline void check_write(int pipe, uint32_t i, uint64_t t) {
+  Core &c = core();
+  const Stamp &w = c.stamp[i];
+  if (w.time != 0) {
+    if (w.pipe != pipe && c.vc[pipe][w.pipe] < w.time)
+      fail("HAZARD", "pipe %s overwrites UB byte %u written by pipe %s (t=%llu) without SetFlag/WaitFlag or PipeBarrier in between (WAW)", PIPE_NAMES[pipe], i,
+           PIPE_NAMES[w.pipe], (unsigned long long)w.time);
+    if (w.pipe == pipe && pipe == PIPE_V && !auto_sync() && !v_ordered(w.time) && w.time != t)
+      fail("HAZARD", "pipe V overwrites UB byte %u written by an earlier vector op (t=%llu) without PipeBarrier<PIPE_V> in between (WAW)", i,
+           (unsigned long long)w.time);
+  }
+  for (int q = 1; q < 4; ++q) {  // q = S (0) is skipped: a scalar read is complete once issued
+    uint64_t r = c.rd[q][i];
+    if (r == 0 || r == t) continue;
+    if (q != pipe && c.vc[pipe][q] < r)
+      fail("HAZARD", "pipe %s overwrites UB byte %u read by pipe %s (t=%llu) without SetFlag/WaitFlag or PipeBarrier in between (WAR)", PIPE_NAMES[pipe], i,
+           PIPE_NAMES[q], (unsigned long long)r);
+    if (q == pipe && pipe == PIPE_V && !auto_sync() && !v_ordered(r))
+      fail("HAZARD", "pipe V overwrites UB byte %u read by an earlier vector op (t=%llu) without PipeBarrier<PIPE_V> in between (WAR)", i, (unsigned long long)r);
+  }
 }
 
 inline void ub_range(uint32_t off, uint64_t bytes, uint32_t limit) {
@@ -135,6 +251,7 @@ inline void ub_read(int pipe, uint32_t off, uint64_t bytes, uint32_t limit) {
   for (uint64_t i = off; i < off + bytes; ++i) {
     if (!c.init[i]) fail("POISON", "pipe %s reads uninitialised UB byte %llu", PIPE_NAMES[pipe], (unsigned long long)i);
     check_read(pipe, c.stamp[i], "UB", i);
+    c.rd[pipe][i] = c.now + 1;  // the time of the op doing this read (it ticks next)
   }
 }
 
@@ -142,6 +259,7 @@ inline void ub_write(int pipe, uint32_t off, uint64_t bytes, uint32_t limit, uin
   ub_range(off, bytes, limit);
   Core &c = core();
   for (uint64_t i = off; i < off + bytes; ++i) {
+    check_write(pipe, (uint32_t)i, t);
     c.stamp[i].pipe = (uint8_t)pipe;
     c.stamp[i].time = t;
     c.init[i] = defined ? 1 : 0;
@@ -149,9 +267,56 @@ inline void ub_write(int pipe, uint32_t off, uint64_t bytes, uint32_t limit, uin
   }
 }
 
+/// The DataCache side of a GM access: scalar (pipe S) accesses go through
+/// this core's 64-byte write-back lines, DMA (MTE2/MTE3) goes around them.
+inline uint64_t &launch_clock() {
+  static uint64_t t = 0;
+  return t;
+}
+inline void cache_access(int pipe, uintptr_t a, uint64_t bytes, bool write) {
+  Core &c = core();
+  if (bytes == 0) return;
+  const uint64_t now = ++launch_clock();
+  for (uintptr_t l = a / LINE * LINE; l < a + bytes; l += LINE) {
+    LineInfo &li = launch_lines()[l];
+    if (pipe == PIPE_S) {
+      auto it = c.cache.find(l);
+      if (it != c.cache.end() && it->second < li.dma_time)
+        fail("CACHE", "scalar %s of GM line 0x%llx cached before a DMA write to it: stale DataCache line (DataCacheCleanAndInvalid needed)",
+             write ? "write" : "read", (unsigned long long)l);
+      if (it == c.cache.end()) c.cache[l] = now;
+      if (write) {
+        if (c.dma_lines.count(l))
+          fail("CACHE", "scalar SetValue and DMA writes on one 64-byte GM line 0x%llx: the line's write-back would overwrite the DMA data",
+               (unsigned long long)l);
+        if (li.writer >= 0 && li.writer != c.block_idx)
+          fail("CACHE", "GM line 0x%llx written by a scalar SetValue in block %lld and also by block %lld: the 64-byte write-back of one overwrites the other",
+               (unsigned long long)l, (long long)c.block_idx, (long long)li.writer);
+        c.dirty.insert(l);
+        li.scalar = true;
+        li.writer = c.block_idx;
+      }
+    } else if (write) {
+      if (c.dirty.count(l))
+        fail("CACHE", "DMA write to GM line 0x%llx that a scalar SetValue left dirty in this core's DataCache: its write-back would overwrite the DMA data",
+             (unsigned long long)l);
+      if (li.scalar && li.writer != c.block_idx)
+        fail("CACHE", "DMA write to GM line 0x%llx from block %lld, a line block %lld wrote by scalar SetValue (64-byte write-back)",
+             (unsigned long long)l, (long long)c.block_idx, (long long)li.writer);
+      if (li.writer < 0) li.writer = c.block_idx;
+      li.dma_time = now;
+      c.dma_lines.insert(l);
+    } else if (c.dirty.count(l)) {
+      fail("CACHE", "DMA read of GM line 0x%llx that a scalar SetValue left dirty in this core's DataCache (DataCacheCleanAndInvalid needed)",
+           (unsigned long long)l);
+    }
+  }
+}
+
 inline void gm_read(int pipe, const void *p, uint64_t bytes) {
   Core &c = core();
   uintptr_t a = (uintptr_t)p;
+  cache_access(pipe, a, bytes, false);
   for (uint64_t i = 0; i < bytes; ++i) {
     auto it = c.gm.find(a + i);
     if (it != c.gm.end()) check_read(pipe, it->second, "GM", a + i);
@@ -161,8 +326,61 @@ inline void gm_read(int pipe, const void *p, uint64_t bytes) {
 inline void gm_write(int pipe, const void *p, uint64_t bytes, uint64_t t) {
   Core &c = core();
   uintptr_t a = (uintptr_t)p;
+  cache_access(pipe, a, bytes, true);
   for (uint64_t i = 0; i < bytes; ++i) c.gm[a + i] = Stamp{(uint8_t)pipe, t};
 }
+
+/// Cleans (writes back) and invalidates DataCache lines: all, or the one holding `a`.
+inline void dcci(bool entire, uintptr_t a) {
+  Core &c = core();
+  if (entire) {
+    c.cache.clear();
+    c.dirty.clear();
+    c.dma_lines.clear();
+    return;
+  }
+  uintptr_t l = a / LINE * LINE;
+  c.cache.erase(l);
+  c.dirty.erase(l);
+  c.dma_lines.erase(l);
+}
+
+/// The stated total order of Sort32/MrgSort scores: `a` ranks before `b`.
+inline bool score_before(float a, float b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  if (std::isnan(b)) return false;
+  return a > b;
+}
+
+inline float ftz(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+template <typename T>
+inline T ftz(T x) { return x; }
+/// A vector Exp/Div result within 2 ulp of `r` (perturb mode), flushed to zero if subnormal.
+inline float sloppy(float r, uint32_t h) {
+  if (!perturb()) return r;
+  if (!std::isfinite(r)) return r;
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  int k = (int)(h % 5) - 2;
+  // Within 2 ulp, never past the largest float nor across (or onto) zero.
+  auto ok = [&](float t) { return std::isfinite(t) && t != 0.0f && std::signbit(t) == std::signbit(r); };
+  if (r == 0.0f) return r;
+  for (; k > 0 && ok(std::nextafter(r, INFINITY)); --k) r = std::nextafter(r, INFINITY);
+  for (; k < 0 && ok(std::nextafter(r, -INFINITY)); ++k) r = std::nextafter(r, -INFINITY);
+  return ftz(r);
+}
+template <typename T>
+inline T sloppy(T r, uint32_t) { return r; }
+inline uint32_t bits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }
+template <typename T>
+inline uint32_t bits(T x) { return (uint32_t)x; }
+/// Subnormal inputs of f32 vector arithmetic read as zero in perturb mode.
+template <typename T>
+inline T in(T x) { return perturb() ? ftz(x) : x; }
+/// Subnormal results of f32 vector arithmetic are written as zero in perturb mode.
+template <typename T>
+inline T out(T x) { return perturb() ? ftz(x) : x; }
 
 inline void align(uint32_t off, uint32_t a, const char *what) {
   if (off % a != 0) fail("ALIGN", "%s at UB offset %u is not %u-byte aligned", what, off, a);
@@ -198,24 +416,38 @@ inline int event_dst(HardEvent e) {
 inline int64_t GetBlockIdx() { return emu::core().block_idx; }
 inline int64_t GetBlockNum() { return emu::core().block_num; }
 
+namespace emu {
+inline void set_flag(HardEvent e, event_t id) {
+  Core &c = core();
+  if (id < 0 || id >= EVENT_IDS) fail("FLAG", "SetFlag<%s>(%d): event IDs are 0..%d", EVENT_NAMES[(int)e], (int)id, EVENT_IDS - 1);
+  auto key = std::make_pair((int)e, (int)id);
+  if (c.flags.count(key))
+    fail("FLAG", "SetFlag<%s>(%d) while that flag is still set (no WaitFlag since): flags are single-bit, one of the two waits would hang or pass early",
+         EVENT_NAMES[(int)e], (int)id);
+  int s = event_src(e);
+  std::vector<uint64_t> snap(c.vc[s], c.vc[s] + 4);
+  snap[s] = tick();  // all of the source pipe's earlier work
+  c.flags[key] = snap;
+}
+inline void wait_flag(HardEvent e, event_t id) {
+  Core &c = core();
+  auto it = c.flags.find(std::make_pair((int)e, (int)id));
+  if (it == c.flags.end()) fail("SYNC", "WaitFlag<%s>(%d) with no SetFlag before it: the core would hang", EVENT_NAMES[(int)e], (int)id);
+  std::vector<uint64_t> snap = it->second;
+  c.flags.erase(it);
+  int d = event_dst(e);
+  for (int i = 0; i < 4; ++i) c.vc[d][i] = std::max(c.vc[d][i], snap[i]);
+}
+}  // namespace emu
+
 template <HardEvent E>
 inline void SetFlag(event_t id) {
-  emu::Core &c = emu::core();
-  int s = emu::event_src(E);
-  std::vector<uint64_t> snap(c.vc[s], c.vc[s] + 4);
-  snap[s] = emu::tick();  // all of the source pipe's earlier work
-  c.flags[{(int)E, (int)id}].push_back(snap);
+  emu::set_flag(E, id);
 }
 
 template <HardEvent E>
 inline void WaitFlag(event_t id) {
-  emu::Core &c = emu::core();
-  auto &q = c.flags[{(int)E, (int)id}];
-  if (q.empty()) emu::fail("SYNC", "WaitFlag of event %d (id %d) with no SetFlag before it: the core would hang", (int)E, (int)id);
-  std::vector<uint64_t> snap = q.front();
-  q.erase(q.begin());
-  int d = emu::event_dst(E);
-  for (int i = 0; i < 4; ++i) c.vc[d][i] = std::max(c.vc[d][i], snap[i]);
+  emu::wait_flag(E, id);
 }
 
 template <pipe_t P>
@@ -226,7 +458,7 @@ inline void PipeBarrier() {
     for (int i = 0; i < 4; ++i)
       for (int j = 0; j < 4; ++j) c.vc[i][j] = t;
   }
-  // PIPE_V etc.: one pipe is in order in this model.
+  if (P == PIPE_ALL || P == PIPE_V) c.vbar = t;
 }
 
 template <typename T>
@@ -276,15 +508,29 @@ class GlobalTensor {
   }
   T GetValue(uint64_t i) const {
     emu::core().op = "GlobalTensor::GetValue";
+    if (!p) emu::fail("GM", "GetValue of a GlobalTensor without a buffer");
     emu::gm_read(PIPE_S, p + i, sizeof(T));
     return p[i];
   }
   void SetValue(uint64_t i, T v) const {
     emu::core().op = "GlobalTensor::SetValue";
+    if (!p) emu::fail("GM", "SetValue of a GlobalTensor without a buffer");
     emu::gm_write(PIPE_S, p + i, sizeof(T), emu::tick());
     p[i] = v;
   }
 };
+
+/// DataCacheCleanAndInvalid: writes back and drops the DataCache line(s) of the scalar unit.
+template <typename T, CacheLine L, DcciDst D>
+inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &g) {
+  emu::dcci(L == CacheLine::ENTIRE_DATA_CACHE, (uintptr_t)g.p);
+}
+template <typename T, CacheLine L>
+inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &g) {
+  emu::dcci(L == CacheLine::ENTIRE_DATA_CACHE, (uintptr_t)g.p);
+}
+
+inline TPipe *GetTPipePtr();
 
 template <TPosition P>
 class TBuf {
@@ -309,6 +555,7 @@ class TQue {
   enum State { FREE, ALLOCATED, QUEUED, DEQUEUED };
   std::vector<State> state;
   std::vector<uint64_t> freed_at;  // round robin: the buffer freed longest ago first
+  std::vector<int> held;           // event ID of the flag FreeTensor set on each buffer (-1: none)
   struct Entry {
     uint32_t buf;
     std::vector<uint64_t> snap;
@@ -319,7 +566,12 @@ class TQue {
   ~TQue() {
     for (uint32_t i = 0; i < num; ++i)
       if (state[i] != FREE) emu::fail("QUEUE", "%s buffer %u still held at the end of the kernel (AllocTensor without FreeTensor)", name(), i);
+    for (uint32_t i = 0; i < num; ++i) release(i);  // TPipe::Destroy waits for the held flags
   }
+  /// The flag a freed buffer holds until its reuse: consumer -> producer pipe.
+  static HardEvent reuse_event() { return P == TPosition::VECIN ? HardEvent::V_MTE2 : HardEvent::MTE3_V; }
+  void release(uint32_t i);
+  void hold(uint32_t i);
   static const char *name() { return P == TPosition::VECIN ? "TQue<VECIN>" : "TQue<VECOUT>"; }
   static int src_pipe() { return P == TPosition::VECIN ? PIPE_MTE2 : PIPE_V; }
   static int dst_pipe() { return P == TPosition::VECIN ? PIPE_V : PIPE_MTE3; }
@@ -336,6 +588,7 @@ class TQue {
     for (uint32_t i = 0; i < num; ++i)
       if (state[i] == FREE && (pick < 0 || freed_at[i] < freed_at[pick])) pick = (int)i;
     if (pick < 0) emu::fail("QUEUE", "%s::AllocTensor with all %u buffers outstanding (FreeTensor missing)", name(), num);
+    release((uint32_t)pick);
     state[pick] = ALLOCATED;
     return LocalTensor<T>(base + (uint32_t)pick * len, base + (uint32_t)pick * len + len);
   }
@@ -371,11 +624,43 @@ class TQue {
     if (state[i] != DEQUEUED && state[i] != ALLOCATED) emu::fail("QUEUE", "%s::FreeTensor of buffer %u that is %s", name(), i, state[i] == FREE ? "already free" : "still queued");
     state[i] = FREE;
     freed_at[i] = emu::tick();
+    hold(i);
   }
 };
 
 class TPipe {
  public:
+  TPipe() {
+    if (emu::core().pipe) emu::fail("QUEUE", "a second TPipe in one kernel");
+    emu::core().pipe = this;
+  }
+  ~TPipe() {
+    for (int e = 0; e < 12; ++e)
+      if (emu::core().event_alloc[e]) emu::fail("FLAG", "event ID of %s allocated with AllocEventID and never released", emu::EVENT_NAMES[e]);
+    emu::core().pipe = nullptr;
+  }
+  TPipe(const TPipe &) = delete;
+  /// An event ID no AllocEventID holds (TQue draws from the same pool).
+  TEventID FetchEventID(HardEvent e) const {
+    uint32_t m = emu::core().event_alloc[(int)e];
+    for (int i = 0; i < emu::EVENT_IDS; ++i)
+      if (!(m & (1u << i))) return (TEventID)i;
+    emu::fail("FLAG", "FetchEventID<%s>: every event ID is allocated", emu::EVENT_NAMES[(int)e]);
+  }
+  template <HardEvent E>
+  TEventID FetchEventID() const { return FetchEventID(E); }
+  template <HardEvent E>
+  TEventID AllocEventID() {
+    TEventID id = FetchEventID(E);
+    emu::core().event_alloc[(int)E] |= 1u << id;
+    return id;
+  }
+  template <HardEvent E>
+  void ReleaseEventID(TEventID id) {
+    uint32_t &m = emu::core().event_alloc[(int)E];
+    if (!(m & (1u << id))) emu::fail("FLAG", "ReleaseEventID<%s>(%d) of an ID not allocated", emu::EVENT_NAMES[(int)E], (int)id);
+    m &= ~(1u << id);
+  }
   static uint32_t take(uint32_t bytes) {
     emu::Core &c = emu::core();
     uint32_t at = (c.ub_used + 31) / 32 * 32;
@@ -399,9 +684,33 @@ class TPipe {
     q.num = num;
     q.state.assign(num, TQue<P, D>::FREE);
     q.freed_at.assign(num, 0);
+    q.held.assign(num, -1);
     q.ready = true;
   }
 };
+
+inline TPipe *GetTPipePtr() {
+  if (!emu::core().pipe) emu::fail("FLAG", "GetTPipePtr() with no TPipe alive");
+  return emu::core().pipe;
+}
+
+template <TPosition P, int32_t DEPTH>
+void TQue<P, DEPTH>::hold(uint32_t i) {
+  // As the TQue implementation: FreeTensor sets the reuse flag on an allocated ID.
+  TPipe *pipe = GetTPipePtr();
+  TEventID id = P == TPosition::VECIN ? pipe->AllocEventID<HardEvent::V_MTE2>() : pipe->AllocEventID<HardEvent::MTE3_V>();
+  emu::set_flag(reuse_event(), id);
+  held[i] = id;
+}
+template <TPosition P, int32_t DEPTH>
+void TQue<P, DEPTH>::release(uint32_t i) {
+  if (held.empty() || held[i] < 0) return;
+  emu::wait_flag(reuse_event(), held[i]);
+  TPipe *pipe = emu::core().pipe;
+  if (P == TPosition::VECIN) pipe->ReleaseEventID<HardEvent::V_MTE2>((TEventID)held[i]);
+  else pipe->ReleaseEventID<HardEvent::MTE3_V>((TEventID)held[i]);
+  held[i] = -1;
+}
 
 struct DataCopyExtParams {
   uint16_t blockCount;
@@ -484,7 +793,10 @@ inline void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const
     uint32_t bytes = (uint32_t)p.blockLen * 32;
     emu::ub_range(s, bytes, src.limit);
     std::vector<uint8_t> v(&c.ub[s], &c.ub[s] + bytes), ok(&c.init[s], &c.init[s] + bytes);
-    for (uint32_t i = 0; i < bytes; ++i) emu::check_read(PIPE_V, c.stamp[s + i], "UB", s + i);
+    for (uint32_t i = 0; i < bytes; ++i) {
+      emu::check_read(PIPE_V, c.stamp[s + i], "UB", s + i);
+      c.rd[PIPE_V][s + i] = c.now + 1;
+    }
     emu::ub_write(PIPE_V, d, bytes, dst.limit, t);
     std::memcpy(&c.ub[d], v.data(), bytes);
     std::memcpy(&c.init[d], ok.data(), bytes);
@@ -548,10 +860,10 @@ inline T at(const LocalTensor<T> &x, int32_t i) {
       return (T)(EXPR);                                                                                        \
     });                                                                                                        \
   }
-SK_EMU_BINARY(Add, x + y)
-SK_EMU_BINARY(Sub, x - y)
-SK_EMU_BINARY(Mul, x * y)
-SK_EMU_BINARY(Div, x / y)
+SK_EMU_BINARY(Add, emu::out(emu::in(x) + emu::in(y)))
+SK_EMU_BINARY(Sub, emu::out(emu::in(x) - emu::in(y)))
+SK_EMU_BINARY(Mul, emu::out(emu::in(x) * emu::in(y)))
+SK_EMU_BINARY(Div, emu::sloppy(emu::in(x) / emu::in(y), emu::bits(x) * 31u + emu::bits(y)))
 SK_EMU_BINARY(Max, y > x ? y : x)
 SK_EMU_BINARY(Min, y < x ? y : x)
 #undef SK_EMU_BINARY
@@ -564,15 +876,18 @@ SK_EMU_BINARY(Min, y < x ? y : x)
       return (T)(EXPR);                                                                                        \
     });                                                                                                        \
   }
-SK_EMU_SCALAR(Adds, x + s)
-SK_EMU_SCALAR(Muls, x * s)
+SK_EMU_SCALAR(Adds, emu::perturb() ? emu::ftz(emu::in(x) + emu::in(s)) : x + s)
+SK_EMU_SCALAR(Muls, emu::perturb() ? emu::ftz(emu::in(x) * emu::in(s)) : x * s)
 SK_EMU_SCALAR(Maxs, s > x ? s : x)
 SK_EMU_SCALAR(Mins, s < x ? s : x)
 #undef SK_EMU_SCALAR
 
 template <typename T>
 inline void Exp(const LocalTensor<T> &d, const LocalTensor<T> &a, int32_t n) {
-  emu::vmap<T>("Exp", d, n, {{a.off, a.limit}}, [&](int32_t i) { return (T)std::exp(emu::at(a, i)); });
+  emu::vmap<T>("Exp", d, n, {{a.off, a.limit}}, [&](int32_t i) {
+    T x = emu::at(a, i);
+    return emu::sloppy((T)std::exp(emu::in(x)), emu::bits(x));
+  });
 }
 template <typename T>
 inline void Abs(const LocalTensor<T> &d, const LocalTensor<T> &a, int32_t n) {
@@ -595,8 +910,11 @@ inline void reduce(const char *name, const LocalTensor<T> &dst, const LocalTenso
   align(dst.off, 32, name);
   align(src.off, 32, name);
   align(work.off, 32, name);
-  // Work space of the documented shape: two values per 64-element repeat.
-  uint64_t need = (uint64_t)((n + 63) / 64) * 2 * sizeof(T);
+  // Work space of the documented shape: two values per 64-element repeat, rounded up to 32 bytes.
+  uint64_t need = ((uint64_t)((n + 63) / 64) * 2 * sizeof(T) + 31) / 32 * 32;
+  if ((uint64_t)work.off + need > work.limit)
+    fail("LIMIT", "%s work space of %llu bytes needed (ceil(n/64)*2 elements rounded up to 32 bytes), the buffer holds %u", name, (unsigned long long)need,
+         work.limit - work.off);
   ub_range(work.off, need, work.limit);
   ub_read(PIPE_V, src.off, (uint64_t)n * sizeof(T), src.limit);
   uint64_t t = tick();
@@ -625,7 +943,7 @@ inline void ReduceMin(const LocalTensor<T> &dst, const LocalTensor<T> &src, cons
 inline void Sort32(const LocalTensor<float> &dst, const LocalTensor<float> &src0, const LocalTensor<uint32_t> &src1, int32_t repeatTimes) {
   emu::core().op = "Sort32";
   emu::repeat(repeatTimes, "Sort32");
-  emu::align(dst.off, 32, "Sort32 destination");
+  emu::align(dst.off, 256, "Sort32 destination");
   emu::align(src0.off, 256, "Sort32 scores");
   emu::align(src1.off, 256, "Sort32 indices");
   uint64_t n = (uint64_t)repeatTimes * 32;
@@ -636,7 +954,7 @@ inline void Sort32(const LocalTensor<float> &dst, const LocalTensor<float> &src0
   for (int32_t r = 0; r < repeatTimes; ++r) {
     std::vector<std::pair<float, uint32_t>> g;
     for (int i = 0; i < 32; ++i) g.push_back({emu::at(src0, r * 32 + i), emu::at(src1, r * 32 + i)});
-    std::stable_sort(g.begin(), g.end(), [](const std::pair<float, uint32_t> &a, const std::pair<float, uint32_t> &b) { return a.first > b.first; });
+    std::stable_sort(g.begin(), g.end(), [](const std::pair<float, uint32_t> &a, const std::pair<float, uint32_t> &b) { return emu::score_before(a.first, b.first); });
     out.insert(out.end(), g.begin(), g.end());
   }
   emu::ub_write(PIPE_V, dst.off, n * 8, dst.limit, t);
@@ -666,6 +984,7 @@ inline void MrgSort(const LocalTensor<T> &dst, const MrgSortSrcList<T> &list, co
   emu::align(dst.off, 32, "MrgSort destination");
   uint64_t total = 0;
   for (int q = 0; q < k; ++q) {
+    if (elementCountList[q] > 4095) emu::fail("LIMIT", "MrgSort list %d holds %u elements (at most 4095)", q, (unsigned)elementCountList[q]);
     emu::align(ls[q]->off, 32, "MrgSort list");
     emu::ub_read(PIPE_V, ls[q]->off, (uint64_t)elementCountList[q] * 8, ls[q]->limit);
     total += elementCountList[q];
@@ -683,7 +1002,7 @@ inline void MrgSort(const LocalTensor<T> &dst, const MrgSortSrcList<T> &list, co
     for (int q = 0; q < k; ++q) {
       if (pos[q] >= elementCountList[q]) continue;
       float v = emu::at(ls[q]->template ReinterpretCast<float>(), (int32_t)(pos[q] * 2));
-      if (best < 0 || v > bv) {
+      if (best < 0 || emu::score_before(v, bv)) {
         best = q;
         bv = v;
       }

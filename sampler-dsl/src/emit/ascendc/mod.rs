@@ -9,29 +9,40 @@
 //! - every tile lives in a statically planned UB slot ([`ub`]); the plan of
 //!   each variant must fit [`ub::UB_BUDGET`] or `validate` refuses the kernel;
 //! - GM <-> UB moves are `DataCopyPad` (never `DataCopy`, which rounds byte
-//!   counts down to 32), one per tile, staged as the classic structure does
-//!   through `TQue<VECIN, 2>` (loads: AllocTensor, DataCopyPad, EnQue/DeQue,
-//!   FreeTensor at last use; a third live load falls back to a `TBuf` slot)
-//!   and `TQue<VECOUT, 2>` (stores: a UB -> UB copy into the queue tensor,
-//!   EnQue/DeQue, DataCopyPad, FreeTensor); the queue buffers count in the
-//!   184 KB plan;
-//! - f32 elementwise trees of `+ - * /`, negation, `exp`, `abs`, `max`, `min`
-//!   become count-form vector calls (`Adds`, `Muls`, `Add`, `Sub`, `Mul`,
-//!   `Div`, `Exp`, `Abs`, `Max(s)`, `Min(s)`, `Duplicate`); `reduce_max/min`
-//!   on f32 are `ReduceMax/ReduceMin`; `iota` is `CreateVecIndex`;
-//! - everything on u64 (fixed-point weights, their sums and scans, the
-//!   categorical draw), bools, gathers/scatters and casts runs on the scalar
+//!   counts down to 32), staged as the classic structure does through
+//!   `TQue<VECIN, 2>` (loads) and `TQue<VECOUT, 2>` (stores of tiles);
+//! - every GM write is a DMA: `store_scalar` and `scatter` stage their
+//!   values in UB and write them with byte-exact `DataCopyPad` (a scalar
+//!   `SetValue` into GM writes back a whole 64-byte DataCache line and would
+//!   clobber rows of other cores); scalar reads of GM the kernel writes are
+//!   preceded by `DataCacheCleanAndInvalid`;
+//! - f32 elementwise trees of `+ - *`, negation, `abs`, `max`, `min` become
+//!   count-form vector calls; `exp` and `/` never do (the vector unit's are
+//!   within 1 ulp, subnormals flushed): trees holding them are one scalar
+//!   loop with `sk::exp` (rt::math::exp_f32) and IEEE division, so the
+//!   fixed-point weights, and every decision taken on them, are the CPU's;
+//! - everything on u64, bools, gathers/scatters and casts runs on the scalar
 //!   unit (dav-2201 has no 64-bit vector integers and no fp64), with the
-//!   helpers of [`prelude`] that reproduce `rt::math` exactly in integers;
-//! - `top_n` is `Sort32` + `MrgSort` over chunks of `TILE / 2` logits;
-//! - syncs are explicit: the emitter tracks which pipe last wrote and read
-//!   each UB block and GM buffer and emits `SetFlag/WaitFlag` before any
-//!   cross-pipe RAW, WAR or WAW, `PipeBarrier<PIPE_V>` between dependent
-//!   vector ops, and `PipeBarrier<PIPE_ALL>` around control flow that holds
-//!   pipe work and at the end of each program.
+//!   helpers of `sampler_prelude.h` ([`prelude`]);
+//! - `top_n` is `Sort32` + `MrgSort` (lists of at most 4095) over chunks of
+//!   `TILE / 2` logits (`sampler_top_n.h`);
+//! - syncs are explicit: the tracker emits `sk::sync<E>()` (a flag pair on
+//!   an ID from `FetchEventID`) before any cross-pipe RAW, WAR or WAW,
+//!   `PipeBarrier<PIPE_V>` between dependent vector ops, and
+//!   `PipeBarrier<PIPE_ALL>` around control flow that holds pipe work and at
+//!   the end of each program;
+//! - the variants of a kernel share one templated body ([`share`]).
 
+mod cpp;
+mod gen;
 pub mod prelude;
+mod scalars;
+mod scan;
+mod share;
+mod stores;
+mod tiles;
 pub mod ub;
+mod vector;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -39,7 +50,10 @@ use std::fmt::Write as _;
 use crate::ir::*;
 use crate::ops::Op;
 use crate::parse::Errors;
+use cpp::*;
+use scan::*;
 use ub::{Hazards, Pipe, Slot, Touch, Ub, UB_BUDGET};
+use vector::vec_ok;
 
 /// Largest tile (and force-top-k width N) emitted for Ascend (SAMPLER.md section 9).
 pub const MAX_TILE: u32 = 4096;
@@ -73,14 +87,11 @@ pub fn emit(k: &Kernel) -> Option<String> {
     let _ = writeln!(s, "// Parameters: {}, then `uint32_t programs` (rows or groups); tiles {}.",
         k.params.iter().map(|p| format!("{}: {}", p.name, p.ty.describe())).collect::<Vec<_>>().join(", "), tiles.join("/"));
     s.push_str("#include \"kernel_operator.h\"\n");
-    s.push_str(prelude::PRELUDE);
+    let _ = writeln!(s, "#include \"{}\"", prelude::PRELUDE_H);
     if needs_top_n {
-        s.push_str(prelude::TOP_N);
+        let _ = writeln!(s, "#include \"{}\"", prelude::TOP_N_H);
     }
-    for e in entries {
-        s.push('\n');
-        s.push_str(&e.code);
-    }
+    s.push_str(&share::entries(&k.name.to_string(), &entries));
     Some(s)
 }
 
@@ -119,9 +130,15 @@ pub fn why_not(k: &Kernel) -> Option<String> {
     k.variants.iter().filter(|v| v.tile <= MAX_TILE).find_map(|v| variant(k, v.tile).err().map(|u| format!("tile {}: {}", v.tile, u.0)))
 }
 
+/// One tile variant: its entry's parameter list, the argument list that
+/// forwards them, and the body of the entry (everything after
+/// `KERNEL_TASK_TYPE_DEFAULT`), which [`share`] turns into one template per
+/// kernel where the variants differ only in numbers.
 struct VariantCode {
     tile: u32,
-    code: String,
+    sig: String,
+    args: String,
+    body: String,
     ub_bytes: u32,
     uses_top_n: bool,
 }
@@ -152,6 +169,7 @@ fn variant(k: &Kernel, tile: u32) -> Result<VariantCode, Unsupported> {
         }
     }
     sig.push("uint32_t programs".into());
+    g.written = written_buffers(&k.body);
     g.scopes.push(top);
     g.ind = 2;
     g.block(&k.body);
@@ -160,11 +178,8 @@ fn variant(k: &Kernel, tile: u32) -> Result<VariantCode, Unsupported> {
     }
     let plan = g.ub.peak.max(256);
     let ub_bytes = plan + QUEUE_DEPTH as u32 * (g.qin_bytes + g.qout_bytes);
-    let entry = crate::emit::entry_name(&k.name.to_string(), tile);
+    // `const uint32_t TILE = ...;` comes first, written by `share`.
     let mut code = String::new();
-    let _ = writeln!(code, "extern \"C\" __global__ __aicore__ void {entry}({}) {{", sig.join(", "));
-    let _ = writeln!(code, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
-    let _ = writeln!(code, "  const uint32_t TILE = {tile};");
     let _ = writeln!(code, "  AscendC::TPipe pipe;");
     if g.qin_bytes > 0 {
         let _ = writeln!(code, "  AscendC::TQue<AscendC::QuePosition::VECIN, {QUEUE_DEPTH}> qin;");
@@ -175,37 +190,30 @@ fn variant(k: &Kernel, tile: u32) -> Result<VariantCode, Unsupported> {
         let _ = writeln!(code, "  pipe.InitBuffer(qout, {QUEUE_DEPTH}, {}); // UB -> GM staging of row tiles", g.qout_bytes);
     }
     let _ = writeln!(code, "  AscendC::TBuf<AscendC::TPosition::VECCALC> ub;");
-    let _ = writeln!(code, "  pipe.InitBuffer(ub, {plan}); // static UB plan, 256-byte aligned slots; {ub_bytes} bytes of UB in all");
+    let _ = writeln!(code, "  pipe.InitBuffer(ub, {plan}); // static UB plan, 256-byte aligned slots");
     let _ = writeln!(code, "  AscendC::LocalTensor<uint8_t> ub8 = ub.Get<uint8_t>();");
     code.push_str(&setup);
+    if let Some(first) = k.params.iter().find_map(|p| match &p.ty {
+        Ty::Gm(e, _) => Some((p.name.to_string(), *e)),
+        _ => None,
+    }) {
+        // Scalar reads of GM that earlier kernels wrote must not hit lines
+        // this core cached before (the whole DataCache, whichever tensor names it).
+        let _ = writeln!(
+            code,
+            "  AscendC::DataCacheCleanAndInvalid<{}, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_{});",
+            ub_type(first.1),
+            first.0
+        );
+    }
     let _ = writeln!(code, "  for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {{");
     code.push_str(&g.out);
     let _ = writeln!(code, "    AscendC::PipeBarrier<PIPE_ALL>();");
     let _ = writeln!(code, "  }}");
-    let _ = writeln!(code, "}}");
-    Ok(VariantCode { tile, code, ub_bytes, uses_top_n: g.uses_top_n })
+    let args = k.params.iter().map(|p| format!("p_{}", p.name)).chain(std::iter::once("programs".to_string())).collect::<Vec<_>>().join(", ");
+    Ok(VariantCode { tile, sig: sig.join(", "), args, body: code, ub_bytes, uses_top_n: g.uses_top_n })
 }
 
-/// C++ type of a scalar.
-fn scalar_type(p: Prim) -> &'static str {
-    match p {
-        Prim::Bool => "bool",
-        Prim::I32 => "int32_t",
-        Prim::U32 => "uint32_t",
-        Prim::I64 => "int64_t",
-        Prim::U64 => "uint64_t",
-        Prim::F32 => "float",
-        Prim::F64 => "double",
-    }
-}
-
-/// C++ type of an element in UB or GM (bools are bytes).
-fn ub_type(p: Prim) -> &'static str {
-    match p {
-        Prim::Bool => "uint8_t",
-        other => scalar_type(other),
-    }
-}
 
 #[derive(Clone, Debug)]
 struct TileV {
@@ -245,1091 +253,18 @@ struct Gen {
     qin_live: usize,
     /// Queue tensors by slot id: (C++ name, queue), freed with `FreeTensor`.
     qtiles: HashMap<usize, (String, &'static str)>,
+    /// GM buffers the kernel writes (scalar reads of them need a DataCache invalidate).
+    written: HashSet<String>,
 }
 
 /// Buffers of each `TQue` (double buffering, the classic structure).
 pub const QUEUE_DEPTH: usize = 2;
 
-impl Gen {
-    fn new(tile: u32) -> Gen {
-        Gen {
-            tile,
-            out: String::new(),
-            ind: 2,
-            ub: Ub::default(),
-            hz: Hazards::default(),
-            tmp: 0,
-            scopes: Vec::new(),
-            unsupported: None,
-            temps: Vec::new(),
-            uses_top_n: false,
-            qin_bytes: 0,
-            qout_bytes: 0,
-            qin_live: 0,
-            qtiles: HashMap::new(),
-        }
-    }
-
-    fn line(&mut self, s: &str) {
-        for _ in 0..self.ind {
-            self.out.push_str("  ");
-        }
-        self.out.push_str(s);
-        self.out.push('\n');
-    }
-
-    fn fresh(&mut self, base: &str) -> String {
-        self.tmp += 1;
-        format!("{base}{}", self.tmp)
-    }
-
-    fn unsupported(&mut self, why: impl Into<String>) {
-        if self.unsupported.is_none() {
-            self.unsupported = Some(why.into());
-        }
-    }
-
-    fn lookup(&self, name: &str) -> Option<Val> {
-        self.scopes.iter().rev().find_map(|s| s.get(name).cloned())
-    }
-
-    // ---------- pipes and syncs ----------
-
-    /// Emits the syncs an op on `pipe` needs before it, and records it.
-    fn sync(&mut self, pipe: Pipe, t: Touch) {
-        for (w, p) in self.hz.access(pipe, &t) {
-            if w == p {
-                self.line("AscendC::PipeBarrier<PIPE_V>();");
-            } else {
-                let ev = format!("{}_{}", w.event_name(), p.event_name());
-                self.line(&format!("AscendC::SetFlag<AscendC::HardEvent::{ev}>(EVENT_ID0);"));
-                self.line(&format!("AscendC::WaitFlag<AscendC::HardEvent::{ev}>(EVENT_ID0);"));
-            }
-        }
-    }
-
-    fn barrier(&mut self) {
-        self.line("AscendC::PipeBarrier<PIPE_ALL>();");
-        self.hz.barrier();
-    }
-
-    /// Opens a run-time conditional: syncs done inside it may not happen.
-    fn open_cond(&mut self, head: &str) -> [[u64; 4]; 4] {
-        self.line(&format!("{head} {{"));
-        self.ind += 1;
-        self.hz.synced
-    }
-
-    fn close_cond(&mut self, saved: [[u64; 4]; 4]) {
-        self.ind -= 1;
-        self.line("}");
-        self.hz.synced = saved;
-    }
-
-    // ---------- UB slots ----------
-
-    fn alloc_tile(&mut self, prim: Prim, elems: u32, owned: bool) -> TileV {
-        let bytes = elems.max(1) * ub_elem_bytes(prim);
-        let slot = self.ub.alloc(bytes);
-        if owned {
-            self.temps.push(slot.id);
-        }
-        let t = self.fresh("t");
-        let n = format!("{t}_n");
-        let ty = ub_type(prim);
-        self.line(&format!("AscendC::LocalTensor<{ty}> {t} = ub8[{}].ReinterpretCast<{ty}>();", slot.off));
-        TileV { t, n, prim, slot, owned }
-    }
-
-    /// A GM -> UB staging tile: a `qin` tensor (`AllocTensor`) while fewer
-    /// than [`QUEUE_DEPTH`] are outstanding, else a planned `TBuf` slot
-    /// (synchronised with flags). Returns the tile and whether it is queued.
-    fn alloc_in(&mut self, prim: Prim, elems: u32) -> (TileV, bool) {
-        if self.qin_live >= QUEUE_DEPTH {
-            return (self.alloc_tile(prim, elems, true), false);
-        }
-        let bytes = elems.max(1) * ub_elem_bytes(prim);
-        let slot = self.ub.queue_slot(bytes);
-        self.qin_bytes = self.qin_bytes.max(slot.bytes);
-        self.qin_live += 1;
-        self.temps.push(slot.id);
-        let t = self.fresh("t");
-        let n = format!("{t}_n");
-        let ty = ub_type(prim);
-        self.line(&format!("AscendC::LocalTensor<{ty}> {t} = qin.AllocTensor<{ty}>();"));
-        self.qtiles.insert(slot.id, (t.clone(), "qin"));
-        (TileV { t, n, prim, slot, owned: true }, true)
-    }
-
-    /// `EnQue` + `DeQue` of a staged tile: the MTE2 -> V synchronisation.
-    fn enque_in(&mut self, t: &TileV) {
-        self.line(&format!("qin.EnQue({0}); {0} = qin.DeQue<{1}>();", t.t, ub_type(t.prim)));
-        self.hz.queue_sync(Pipe::Mte2, Pipe::V);
-    }
-
-    /// Frees a slot; a queue tensor is handed back with `FreeTensor`.
-    fn free_slot(&mut self, id: usize) {
-        if let Some((t, q)) = self.qtiles.remove(&id) {
-            self.line(&format!("{q}.FreeTensor({t});"));
-            if q == "qin" {
-                self.qin_live -= 1;
-            }
-        }
-        self.ub.free(id);
-    }
-
-    fn raw_slot(&mut self, bytes: u32) -> Slot {
-        let s = self.ub.alloc(bytes);
-        self.temps.push(s.id);
-        s
-    }
-
-    // ---------- blocks and statements ----------
-
-    fn block(&mut self, b: &Block) {
-        self.scopes.push(HashMap::new());
-        let mentions: Vec<HashSet<String>> = b.stmts.iter().map(stmt_mentions).collect();
-        let mut frees: Vec<Vec<usize>> = vec![Vec::new(); b.stmts.len()];
-        for (i, s) in b.stmts.iter().enumerate() {
-            let bound = self.stmt(s);
-            for id in std::mem::take(&mut self.temps) {
-                self.free_slot(id);
-            }
-            for (name, slot) in bound {
-                let mut last = i;
-                for (j, st) in b.stmts.iter().enumerate().skip(i + 1) {
-                    if mentions[j].contains(&name) {
-                        last = j;
-                    }
-                    if let Stmt::Let { names, .. } = st {
-                        if names.iter().any(|(n, _)| *n == name) {
-                            break;
-                        }
-                    }
-                }
-                frees[last].push(slot);
-            }
-            for id in std::mem::take(&mut frees[i]) {
-                self.free_slot(id);
-            }
-        }
-        self.scopes.pop();
-    }
-
-    /// Emits a statement; returns the owned tiles it binds (name, slot id).
-    fn stmt(&mut self, s: &Stmt) -> Vec<(String, usize)> {
-        match s {
-            Stmt::Let { names, value, .. } => {
-                let mut bound = Vec::new();
-                if names.len() > 1 {
-                    let tiles = self.tuple(value);
-                    for ((name, _), tv) in names.iter().zip(tiles) {
-                        bound.extend(self.bind_tile(name, tv));
-                    }
-                    return bound;
-                }
-                let (name, m) = &names[0];
-                if value.ty.is_tile() {
-                    let tv = self.tile(value);
-                    if *m {
-                        // A mutable tile owns its slot (assignments copy into it)
-                        // and a mutable length, so it never aliases its initial value.
-                        let dst = self.alloc_tile(tv.prim, self.tile, true);
-                        self.line(&format!("uint32_t {} = 0;", dst.n));
-                        self.copy_into(&dst, &tv);
-                        return self.bind_tile(name, dst);
-                    }
-                    return self.bind_tile(name, tv);
-                }
-                let p = value.ty.prim().unwrap_or(Prim::U32);
-                let v = self.scalar(value);
-                let cname = self.fresh(&format!("v_{name}_"));
-                let c = if *m { "" } else { "const " };
-                self.line(&format!("{c}{} {cname} = ({})({v});", scalar_type(p), scalar_type(p)));
-                self.scopes.last_mut().unwrap().insert(name.to_string(), Val::Scalar(cname, p));
-                bound
-            }
-            Stmt::Assign { target, value, .. } => {
-                match self.lookup(&target.to_string()) {
-                    Some(Val::Scalar(c, p)) => {
-                        let v = self.scalar(value);
-                        self.line(&format!("{c} = ({})({v});", scalar_type(p)));
-                    }
-                    Some(Val::Tile(dst)) => {
-                        let v = self.tile(value);
-                        self.copy_into(&dst, &v);
-                    }
-                    _ => self.unsupported(format!("assignment to `{target}` (tile or unknown)")),
-                }
-                Vec::new()
-            }
-            Stmt::Expr(e) => {
-                self.effect(e);
-                Vec::new()
-            }
-            Stmt::If { cond, then, els, .. } => {
-                let piped = block_has_pipe_work(then) || els.as_ref().is_some_and(block_has_pipe_work);
-                let c = self.scalar(cond);
-                if piped {
-                    self.barrier();
-                }
-                let saved = self.open_cond(&format!("if ({c})"));
-                self.cond_body(then, piped);
-                if let Some(e) = els {
-                    self.ind -= 1;
-                    self.line("} else {");
-                    self.ind += 1;
-                    self.hz.synced = saved;
-                    self.cond_body(e, piped);
-                }
-                self.close_cond(saved);
-                if piped {
-                    self.barrier();
-                }
-                Vec::new()
-            }
-            Stmt::For { var, start, end, body, .. } => {
-                let piped = block_has_pipe_work(body);
-                let p = start.ty.prim().unwrap_or(Prim::U32);
-                let ty = scalar_type(p);
-                let a = self.scalar(start);
-                let b = self.scalar(end);
-                let endv = self.fresh("end");
-                let cv = self.fresh(&format!("v_{var}_"));
-                self.line(&format!("const {ty} {endv} = ({ty})({b});"));
-                if piped {
-                    self.barrier();
-                }
-                let saved = self.open_cond(&format!("for ({ty} {cv} = ({ty})({a}); {cv} < {endv}; ++{cv})"));
-                self.scopes.push(HashMap::from([(var.to_string(), Val::Scalar(cv, p))]));
-                self.cond_body(body, piped);
-                self.scopes.pop();
-                self.close_cond(saved);
-                if piped {
-                    self.barrier();
-                }
-                Vec::new()
-            }
-        }
-    }
-
-    fn cond_body(&mut self, b: &Block, piped: bool) {
-        if piped {
-            self.barrier();
-        }
-        self.block(b);
-        if piped {
-            self.barrier();
-        }
-    }
-
-    /// `dst = src` for a mutable tile: a UB -> UB copy (V pipe, whole 32-byte
-    /// blocks, as the store's CopyOut) and the length.
-    fn copy_into(&mut self, dst: &TileV, src: &TileV) {
-        if dst.slot == src.slot {
-            return;
-        }
-        let ty = ub_type(src.prim);
-        self.line(&format!("{} = {};", dst.n, src.n));
-        self.sync(Pipe::V, Touch { ub_reads: vec![src.slot], ub_writes: vec![dst.slot], ..Default::default() });
-        let saved = self.open_cond(&format!("if ({} > 0)", dst.n));
-        self.line(&format!("AscendC::DataCopy({}, {}, AscendC::DataCopyParams{{1, (uint16_t)(({} * sizeof({ty}) + 31) / 32), 0, 0}});", dst.t, src.t, dst.n));
-        self.close_cond(saved);
-    }
-
-    fn bind_tile(&mut self, name: &syn::Ident, tv: TileV) -> Vec<(String, usize)> {
-        let owned = tv.owned;
-        let id = tv.slot.id;
-        self.temps.retain(|&x| x != id);
-        let tv = TileV { owned: false, ..tv };
-        self.scopes.last_mut().unwrap().insert(name.to_string(), Val::Tile(tv));
-        if owned {
-            vec![(name.to_string(), id)]
-        } else {
-            Vec::new()
-        }
-    }
-
-    // ---------- effects (stores) ----------
-
-    fn effect(&mut self, e: &Expr) {
-        let ExprKind::Call(op, args) = &e.kind else {
-            let _ = self.scalar(e);
-            return;
-        };
-        match op {
-            Op::Store | Op::StoreHead => {
-                let Some((g, p)) = self.gm(&args[0]) else { return };
-                let off = self.scalar(&args[1]);
-                let t = self.tile(&args[2]);
-                let n = if *op == Op::StoreHead {
-                    let k = self.scalar(&args[3]);
-                    format!("sk::min<uint32_t>({}, (uint32_t)({k}))", t.n)
-                } else {
-                    t.n.clone()
-                };
-                let nv = self.fresh("n");
-                let offv = self.fresh("off");
-                self.line(&format!("const uint32_t {nv} = {n};"));
-                self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                // Classic CopyOut: the tile is copied (V pipe, whole 32-byte
-                // blocks) into a `qout` tensor, EnQue/DeQue hands it to MTE3.
-                let ty = ub_type(p);
-                let q = self.ub.queue_slot(self.tile * ub_elem_bytes(p));
-                self.qout_bytes = self.qout_bytes.max(q.bytes);
-                let o = self.fresh("o");
-                self.line(&format!("AscendC::LocalTensor<{ty}> {o} = qout.AllocTensor<{ty}>();"));
-                self.sync(Pipe::V, Touch { ub_reads: vec![t.slot], ub_writes: vec![q], ..Default::default() });
-                let saved = self.open_cond(&format!("if ({nv} > 0)"));
-                self.line(&format!(
-                    "AscendC::DataCopy({o}, {}, AscendC::DataCopyParams{{1, (uint16_t)(({nv} * sizeof({ty}) + 31) / 32), 0, 0}});",
-                    t.t
-                ));
-                self.close_cond(saved);
-                self.line(&format!("qout.EnQue({o}); {o} = qout.DeQue<{ty}>();"));
-                self.hz.queue_sync(Pipe::V, Pipe::Mte3);
-                self.sync(Pipe::Mte3, Touch { ub_reads: vec![q], gm_writes: vec![&g], ..Default::default() });
-                let saved = self.open_cond(&format!("if ({nv} > 0)"));
-                self.line(&format!(
-                    "AscendC::DataCopyPad(g_{g}[{offv}], {o}, AscendC::DataCopyExtParams{{1, (uint32_t)({nv} * sizeof({ty})), 0, 0, 0}});"
-                ));
-                self.close_cond(saved);
-                self.line(&format!("qout.FreeTensor({o});"));
-            }
-            Op::StoreScalar => {
-                let Some((g, p)) = self.gm(&args[0]) else { return };
-                let i = self.scalar(&args[1]);
-                let v = self.scalar(&args[2]);
-                self.sync(Pipe::S, Touch { gm_writes: vec![&g], ..Default::default() });
-                self.line(&format!("g_{g}.SetValue((uint64_t)({i}), ({})({v}));", ub_type(p)));
-            }
-            Op::Scatter => {
-                let Some((g, p)) = self.gm(&args[0]) else { return };
-                let off = self.scalar(&args[1]);
-                let idx = self.tile(&args[2]);
-                let vals = self.tile(&args[3]);
-                let offv = self.fresh("off");
-                self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                self.sync(Pipe::S, Touch { ub_reads: vec![idx.slot, vals.slot], gm_writes: vec![&g], ..Default::default() });
-                let rd = elem_read(&vals, "i");
-                let saved = self.open_cond(&format!("for (uint32_t i = 0; i < sk::min<uint32_t>({}, {}); ++i)", idx.n, vals.n));
-                self.line(&format!("const int32_t j = {}.GetValue(i);", idx.t));
-                self.line(&format!("if (j >= 0) g_{g}.SetValue({offv} + (uint64_t)j, ({})({rd}));", ub_type(p)));
-                self.close_cond(saved);
-            }
-            _ => {
-                let _ = self.scalar(e);
-            }
-        }
-    }
-
-    fn gm(&mut self, e: &Expr) -> Option<(String, Prim)> {
-        if let ExprKind::Var(id) = &e.kind {
-            if let Some(Val::Gm(n, p)) = self.lookup(&id.to_string()) {
-                return Some((n, p));
-            }
-        }
-        self.unsupported("a buffer argument that is not a parameter");
-        None
-    }
-
-    // ---------- scalars ----------
-
-    /// A C++ expression for a scalar-typed node; tile ops it contains are
-    /// emitted first (hoisted out of any `?:`, they are pure).
-    fn scalar(&mut self, e: &Expr) -> String {
-        self.node(e, &mut None)
-    }
-
-    fn node(&mut self, e: &Expr, ctx: &mut Option<ElemCtx>) -> String {
-        let p = e.ty.prim().unwrap_or(Prim::I32);
-        match &e.kind {
-            ExprKind::Lit(l) => lit(l, p),
-            ExprKind::Var(id) => match self.lookup(&id.to_string()) {
-                Some(Val::Scalar(c, _)) => c,
-                _ => {
-                    self.unsupported(format!("`{id}` used as a scalar"));
-                    "0".into()
-                }
-            },
-            ExprKind::Const(Const::Tile) => "TILE".into(),
-            ExprKind::Const(Const::NegInf) => "sk::bits_f32(0xff800000u)".into(),
-            ExprKind::Const(Const::PosInf) => "sk::bits_f32(0x7f800000u)".into(),
-            ExprKind::Unary(UnOp::Neg, x) => {
-                let a = self.sub(x, ctx);
-                format!("sk::neg<{}>({a})", scalar_type(p))
-            }
-            ExprKind::Unary(UnOp::Not, x) => {
-                let a = self.sub(x, ctx);
-                if p == Prim::Bool {
-                    format!("(!({a}))")
-                } else {
-                    format!("(({})~({a}))", scalar_type(p))
-                }
-            }
-            ExprKind::Binary(op, l, r) => {
-                let lp = l.ty.prim().unwrap_or(p);
-                let a = self.sub(l, ctx);
-                let b = self.sub(r, ctx);
-                binary(*op, lp, &a, &b)
-            }
-            ExprKind::Cast(x, to) => {
-                let from = x.ty.prim().unwrap_or(Prim::I32);
-                let a = self.sub(x, ctx);
-                cast(from, *to, &a)
-            }
-            ExprKind::If(c, a, b) => {
-                let c = self.sub(c, ctx);
-                let a = self.sub(a, ctx);
-                let b = self.sub(b, ctx);
-                let t = scalar_type(p);
-                format!("(({c}) ? ({t})({a}) : ({t})({b}))")
-            }
-            ExprKind::Call(op, args) if op.is_elem() || op.is_scalar_fn() => {
-                let a: Vec<String> = args.iter().map(|x| self.sub(x, ctx)).collect();
-                match op {
-                    Op::Min | Op::Max => format!("sk::{}<{}>({}, {})", op.name(), scalar_type(p), a[0], a[1]),
-                    Op::Select => format!("(({}) ? ({t})({}) : ({t})({}))", a[0], a[1], a[2], t = scalar_type(p)),
-                    _ => format!("sk::{}({})", op.name(), a.join(", ")),
-                }
-            }
-            ExprKind::Call(op, args) => {
-                if ctx.is_some() {
-                    self.unsupported("a tile op inside an elementwise expression");
-                    return "0".into();
-                }
-                self.scalar_op(*op, args, p)
-            }
-        }
-    }
-
-    fn sub(&mut self, x: &Expr, ctx: &mut Option<ElemCtx>) -> String {
-        if ctx.is_none() {
-            return self.node(x, ctx);
-        }
-        if !x.ty.is_tile() {
-            // A scalar operand of an elementwise loop: computed once before it.
-            if matches!(x.kind, ExprKind::Lit(_) | ExprKind::Const(_) | ExprKind::Var(_)) {
-                return self.node(x, &mut None);
-            }
-            let v = self.node(x, &mut None);
-            let p = x.ty.prim().unwrap_or(Prim::I32);
-            let n = self.fresh("s");
-            self.line(&format!("const {} {n} = ({})({v});", scalar_type(p), scalar_type(p)));
-            return n;
-        }
-        let is_leaf = !x.is_elementwise() || vec_ok(x);
-        if is_leaf {
-            let t = if x.is_elementwise() { self.vec(x) } else { self.tile(x) };
-            let c = ctx.as_mut().unwrap();
-            let i = c.leaves.len();
-            c.leaves.push(t.clone());
-            let alias = TileV { t: format!("L{i}"), ..t };
-            return elem_read(&alias, "i");
-        }
-        self.node(x, ctx)
-    }
-
-    /// Tile ops with a scalar result.
-    fn scalar_op(&mut self, op: Op, args: &[Expr], p: Prim) -> String {
-        match op {
-            Op::Row => "prog".into(),
-            Op::Len => self.tile(&args[0]).n,
-            Op::LoadScalar => {
-                let Some((g, _)) = self.gm(&args[0]) else { return "0".into() };
-                let i = self.scalar(&args[1]);
-                self.sync(Pipe::S, Touch { gm_reads: vec![&g], ..Default::default() });
-                format!("g_{g}.GetValue((uint64_t)({i}))")
-            }
-            Op::Get => {
-                let t = self.tile(&args[0]);
-                let i = self.scalar(&args[1]);
-                self.sync(Pipe::S, Touch { ub_reads: vec![t.slot], ..Default::default() });
-                let iv = self.fresh("s");
-                self.line(&format!("const uint32_t {iv} = (uint32_t)({i});"));
-                let rd = elem_read(&t, &iv);
-                format!("({iv} < {} ? ({})({rd}) : ({})0)", t.n, scalar_type(p), scalar_type(p))
-            }
-            Op::ReduceMax | Op::ReduceMin if p == Prim::F32 => {
-                let t = self.tile(&args[0]);
-                let max = op == Op::ReduceMax;
-                let res = self.fresh("s");
-                let init = if max { "sk::bits_f32(0xff800000u)" } else { "sk::bits_f32(0x7f800000u)" };
-                self.line(&format!("float {res} = {init};"));
-                let dst = self.raw_slot(256);
-                let work_floats = (self.tile.div_ceil(64) * 2).div_ceil(64) * 64;
-                let work = self.raw_slot(work_floats * 4);
-                self.sync(Pipe::V, Touch { ub_reads: vec![t.slot], ub_writes: vec![dst, work], ..Default::default() });
-                let saved = self.open_cond(&format!("if ({} > 0)", t.n));
-                let f = if max { "ReduceMax" } else { "ReduceMin" };
-                self.line(&format!(
-                    "AscendC::{f}(ub8[{}].ReinterpretCast<float>(), {}, ub8[{}].ReinterpretCast<float>(), (int32_t){});",
-                    dst.off, t.t, work.off, t.n
-                ));
-                self.sync(Pipe::S, Touch { ub_reads: vec![dst], ..Default::default() });
-                self.line(&format!("{res} = ub8[{}].ReinterpretCast<float>().GetValue(0);", dst.off));
-                self.close_cond(saved);
-                res
-            }
-            Op::ReduceMax | Op::ReduceMin | Op::ReduceSum | Op::Count | Op::Any | Op::All | Op::FirstWhere | Op::LastWhere => {
-                let t = self.tile(&args[0]);
-                let res = self.fresh("s");
-                let ty = scalar_type(p);
-                let x = elem_read(&t, "i");
-                let (init, body, rev) = match op {
-                    Op::ReduceMax => (format!("{}", lowest(p)), format!("if ({x} > {res}) {res} = {x};"), false),
-                    Op::ReduceMin => (format!("{}", highest(p)), format!("if ({x} < {res}) {res} = {x};"), false),
-                    Op::ReduceSum => ("0".into(), format!("{res} = sk::add<{ty}>({res}, {x});"), false),
-                    Op::Count => ("0".into(), format!("if ({x}) ++{res};"), false),
-                    Op::Any => ("false".into(), format!("if ({x}) {{ {res} = true; break; }}"), false),
-                    Op::All => ("true".into(), format!("if (!({x})) {{ {res} = false; break; }}"), false),
-                    Op::FirstWhere => ("-1".into(), format!("if ({x}) {{ {res} = (int32_t)i; break; }}"), false),
-                    _ => ("-1".into(), format!("if ({x}) {{ {res} = (int32_t)i; break; }}"), true),
-                };
-                self.line(&format!("{ty} {res} = ({ty})({init});"));
-                self.sync(Pipe::S, Touch { ub_reads: vec![t.slot], ..Default::default() });
-                let head = if rev {
-                    format!("for (uint32_t i = {}; i-- > 0;)", t.n)
-                } else {
-                    format!("for (uint32_t i = 0; i < {}; ++i)", t.n)
-                };
-                let saved = self.open_cond(&head);
-                self.line(&body);
-                self.close_cond(saved);
-                res
-            }
-            Op::Categorical => {
-                let w = self.tile(&args[0]);
-                let k = self.scalar(&args[1]);
-                let res = self.fresh("s");
-                let kv = self.fresh("s");
-                self.line(&format!("const uint64_t {kv} = (uint64_t)({k});"));
-                self.line(&format!("int32_t {res} = -1;"));
-                self.sync(Pipe::S, Touch { ub_reads: vec![w.slot], ..Default::default() });
-                let t = &w.t;
-                let n = &w.n;
-                let saved = self.open_cond("");
-                self.line(&format!("sk::U128 tot{{0, 0}};\n{0}for (uint32_t i = 0; i < {n}; ++i) tot = sk::add128(tot, {t}.GetValue(i));", "  ".repeat(self.ind)));
-                self.line(&format!("if (tot.hi != 0 || tot.lo != 0) {{"));
-                self.line(&format!("  sk::U128 thr = sk::mul64({kv}, tot.lo);"));
-                self.line(&format!("  thr.hi += {kv} * tot.hi;"));
-                self.line(&format!("  sk::U128 acc{{0, 0}};"));
-                self.line(&format!("  for (uint32_t i = 0; i < {n}; ++i) {{"));
-                self.line(&format!("    acc = sk::add128(acc, {t}.GetValue(i));"));
-                self.line(&format!("    if (sk::lt128(thr, sk::shl128(acc, 53))) {{ {res} = (int32_t)i; break; }}"));
-                self.line("  }");
-                self.line(&format!("  if ({res} < 0) for (uint32_t i = {n}; i-- > 0;) if ({t}.GetValue(i) > 0) {{ {res} = (int32_t)i; break; }}"));
-                self.line("}");
-                self.close_cond(saved);
-                res
-            }
-            other => {
-                self.unsupported(format!("`{}` in a scalar position", other.name()));
-                "0".into()
-            }
-        }
-    }
-
-    // ---------- tiles ----------
-
-    fn tile(&mut self, e: &Expr) -> TileV {
-        let p = e.ty.prim().unwrap_or(Prim::F32);
-        if let ExprKind::Var(id) = &e.kind {
-            if let Some(Val::Tile(t)) = self.lookup(&id.to_string()) {
-                return t;
-            }
-            self.unsupported(format!("`{id}` is not a tile"));
-            return self.alloc_tile(p, 1, true);
-        }
-        if e.is_elementwise() {
-            if vec_ok(e) {
-                return self.vec(e);
-            }
-            return self.elem_loop(e);
-        }
-        let ExprKind::Call(op, args) = &e.kind else {
-            self.unsupported("a tile-valued expression of this form");
-            return self.alloc_tile(p, 1, true);
-        };
-        let tile = self.tile;
-        match op {
-            Op::Load => {
-                let Some((g, gp)) = self.gm(&args[0]) else { return self.alloc_tile(p, 1, true) };
-                let off = self.scalar(&args[1]);
-                let n = self.scalar(&args[2]);
-                let (t, queued) = self.alloc_in(gp, tile);
-                let offv = self.fresh("off");
-                self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
-                self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                self.sync(Pipe::Mte2, Touch { ub_writes: vec![t.slot], gm_reads: vec![&g], ..Default::default() });
-                let saved = self.open_cond(&format!("if ({} > 0)", t.n));
-                self.line(&format!(
-                    "AscendC::DataCopyPad({}, g_{g}[{offv}], AscendC::DataCopyExtParams{{1, (uint32_t)({} * sizeof({})), 0, 0, 0}}, AscendC::DataCopyPadExtParams<{}>{{false, 0, 0, 0}});",
-                    t.t, t.n, ub_type(gp), ub_type(gp)
-                ));
-                self.close_cond(saved);
-                if queued {
-                    self.enque_in(&t);
-                }
-                t
-            }
-            Op::MaskBits => {
-                let Some((g, _)) = self.gm(&args[0]) else { return self.alloc_tile(p, 1, true) };
-                let off = self.scalar(&args[1]);
-                let n = self.scalar(&args[2]);
-                let (words, queued) = self.alloc_in(Prim::U32, tile.div_ceil(32) + 8);
-                let t = self.alloc_tile(Prim::Bool, tile, true);
-                let offv = self.fresh("off");
-                self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
-                self.line(&format!("const uint32_t {} = ({} + 31) / 32;", words.n, t.n));
-                self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                self.sync(Pipe::Mte2, Touch { ub_writes: vec![words.slot], gm_reads: vec![&g], ..Default::default() });
-                let saved = self.open_cond(&format!("if ({} > 0)", words.n));
-                self.line(&format!(
-                    "AscendC::DataCopyPad({}, g_{g}[{offv}], AscendC::DataCopyExtParams{{1, (uint32_t)({} * 4), 0, 0, 0}}, AscendC::DataCopyPadExtParams<uint32_t>{{false, 0, 0, 0}});",
-                    words.t, words.n
-                ));
-                self.close_cond(saved);
-                if queued {
-                    self.enque_in(&words);
-                }
-                self.sync(Pipe::S, Touch { ub_reads: vec![words.slot], ub_writes: vec![t.slot], ..Default::default() });
-                let saved = self.open_cond(&format!("for (uint32_t i = 0; i < {}; ++i)", t.n));
-                self.line(&format!("{}.SetValue(i, (uint8_t)(({}.GetValue(i / 32) >> (i % 32)) & 1u));", t.t, words.t));
-                self.close_cond(saved);
-                t
-            }
-            Op::Iota => {
-                let n = self.scalar(&args[0]);
-                let t = self.alloc_tile(Prim::U32, tile, true);
-                self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
-                self.sync(Pipe::V, Touch { ub_writes: vec![t.slot], ..Default::default() });
-                self.line(&format!("AscendC::CreateVecIndex({}.ReinterpretCast<int32_t>(), (int32_t)0, {});", t.t, t.n));
-                t
-            }
-            Op::Full => {
-                let n = self.scalar(&args[0]);
-                let v = self.scalar(&args[1]);
-                let vp = args[1].ty.prim().unwrap_or(p);
-                let t = self.alloc_tile(vp, tile, true);
-                self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
-                if matches!(vp, Prim::F32 | Prim::I32 | Prim::U32) {
-                    self.sync(Pipe::V, Touch { ub_writes: vec![t.slot], ..Default::default() });
-                    self.line(&format!("AscendC::Duplicate({}, ({})({v}), (int32_t){});", t.t, ub_type(vp), t.n));
-                } else {
-                    let sv = self.fresh("s");
-                    self.line(&format!("const {} {sv} = ({})({v});", ub_type(vp), ub_type(vp)));
-                    self.sync(Pipe::S, Touch { ub_writes: vec![t.slot], ..Default::default() });
-                    self.line(&format!("for (uint32_t i = 0; i < {}; ++i) {}.SetValue(i, {sv});", t.n, t.t));
-                }
-                t
-            }
-            Op::Gather => {
-                let Some((g, gp)) = self.gm(&args[0]) else { return self.alloc_tile(p, 1, true) };
-                let off = self.scalar(&args[1]);
-                let idx = self.tile(&args[2]);
-                let fb = self.scalar(&args[3]);
-                let t = self.alloc_tile(gp, tile, true);
-                let offv = self.fresh("off");
-                self.line(&format!("const uint32_t {} = {};", t.n, idx.n));
-                self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                self.sync(Pipe::S, Touch { ub_reads: vec![idx.slot], ub_writes: vec![t.slot], gm_reads: vec![&g], ..Default::default() });
-                let saved = self.open_cond(&format!("for (uint32_t i = 0; i < {}; ++i)", t.n));
-                self.line(&format!("const int32_t j = {}.GetValue(i);", idx.t));
-                self.line(&format!(
-                    "{}.SetValue(i, j < 0 ? ({ty})({fb}) : ({ty})g_{g}.GetValue({offv} + (uint64_t)j));",
-                    t.t,
-                    ty = ub_type(gp)
-                ));
-                self.close_cond(saved);
-                t
-            }
-            Op::ExclusiveScan | Op::InclusiveScan => {
-                let src = self.tile(&args[0]);
-                let ty = ub_type(src.prim);
-                let t = if src.owned { src.clone() } else { self.alloc_tile(src.prim, tile, true) };
-                if !src.owned {
-                    self.line(&format!("const uint32_t {} = {};", t.n, src.n));
-                }
-                self.sync(Pipe::S, Touch { ub_reads: vec![src.slot], ub_writes: vec![t.slot], ..Default::default() });
-                let saved = self.open_cond("");
-                self.line(&format!("{ty} acc = 0;"));
-                self.line(&format!("for (uint32_t i = 0; i < {}; ++i) {{", src.n));
-                self.line(&format!("  const {ty} x = {}.GetValue(i);", src.t));
-                if *op == Op::ExclusiveScan {
-                    self.line(&format!("  {}.SetValue(i, acc);", t.t));
-                    self.line(&format!("  acc = sk::add<{ty}>(acc, x);"));
-                } else {
-                    self.line(&format!("  acc = sk::add<{ty}>(acc, x);"));
-                    self.line(&format!("  {}.SetValue(i, acc);", t.t));
-                }
-                self.line("}");
-                self.close_cond(saved);
-                t
-            }
-            other => {
-                self.unsupported(format!("tile op `{}`", other.name()));
-                self.alloc_tile(p, 1, true)
-            }
-        }
-    }
-
-    /// Ops returning two tiles (`top_n`).
-    fn tuple(&mut self, e: &Expr) -> Vec<TileV> {
-        // top_n_set: top_n's order also keeps equal logits in ascending id order,
-        // which is all its consumers (topn_merge) rely on.
-        let ExprKind::Call(Op::TopN | Op::TopNSet, args) = &e.kind else {
-            self.unsupported("a tuple-valued op other than `top_n`");
-            return vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)];
-        };
-        let tile = self.tile;
-        if tile < 64 {
-            self.unsupported("top_n needs TILE >= 64 (Sort32 runs of 32)");
-        }
-        self.uses_top_n = true;
-        let Some((g, _)) = self.gm(&args[0]) else { return vec![] };
-        let off = self.scalar(&args[1]);
-        let v = self.scalar(&args[2]);
-        let n = self.scalar(&args[3]);
-        let x = self.alloc_tile(Prim::F32, tile, true);
-        let id = self.alloc_tile(Prim::I32, tile, true);
-        // Scratch: run (TILE pairs), merged (1.5 TILE pairs), a and b (TILE/2 pairs each).
-        let run = self.raw_slot(tile * 8);
-        let merged = self.raw_slot(tile * 12);
-        let a = self.raw_slot(tile * 4);
-        let b = self.raw_slot(tile * 4);
-        self.barrier();
-        let f = |s: Slot| format!("ub8[{}].ReinterpretCast<float>()", s.off);
-        self.line(&format!(
-            "const uint32_t {} = sk::top_n<{tile}>(g_{g}, (uint64_t)({off}), (uint32_t)({v}), (uint32_t)({n}), {}, {}, {}, {}, {}, {}.ReinterpretCast<uint32_t>());",
-            x.n,
-            f(run),
-            f(merged),
-            f(a),
-            f(b),
-            x.t,
-            id.t
-        ));
-        self.line(&format!("const uint32_t {} = {};", id.n, x.n));
-        self.barrier();
-        vec![x, id]
-    }
-
-    /// A vector-eligible f32 tree as count-form vector calls.
-    fn vec(&mut self, e: &Expr) -> TileV {
-        if !e.is_elementwise() {
-            return self.tile(e);
-        }
-        let tile = self.tile;
-        match &e.kind {
-            ExprKind::Binary(op, l, r) => {
-                let (lt, rt) = (l.ty.is_tile(), r.ty.is_tile());
-                if lt && rt {
-                    let a = self.vec(l);
-                    let b = self.vec(r);
-                    let d = self.dest(&[&a, &b], tile);
-                    self.line(&format!("const uint32_t {} = sk::min<uint32_t>({}, {});", d.n, a.n, b.n));
-                    let f = match op {
-                        BinOp::Add => "Add",
-                        BinOp::Sub => "Sub",
-                        BinOp::Mul => "Mul",
-                        _ => "Div",
-                    };
-                    self.vop(&d, &[&a, &b], &format!("AscendC::{f}({}, {}, {}, (int32_t){});", d.t, a.t, b.t, d.n));
-                    return d;
-                }
-                let (t, s, tile_left) = if lt { (l, r, true) } else { (r, l, false) };
-                let a = self.vec(t);
-                let sv = self.scalar(s);
-                let sn = self.fresh("s");
-                self.line(&format!("const float {sn} = (float)({sv});"));
-                let d = self.dest(&[&a], tile);
-                self.line(&format!("const uint32_t {} = {};", d.n, a.n));
-                match (op, tile_left) {
-                    (BinOp::Add, _) => self.vop(&d, &[&a], &format!("AscendC::Adds({}, {}, {sn}, (int32_t){});", d.t, a.t, d.n)),
-                    (BinOp::Mul, _) => self.vop(&d, &[&a], &format!("AscendC::Muls({}, {}, {sn}, (int32_t){});", d.t, a.t, d.n)),
-                    // x - s == x + (-s) exactly in IEEE arithmetic.
-                    (BinOp::Sub, true) => self.vop(&d, &[&a], &format!("AscendC::Adds({}, {}, -{sn}, (int32_t){});", d.t, a.t, d.n)),
-                    (BinOp::Sub, false) => {
-                        self.vop(&d, &[&a], &format!("AscendC::Muls({}, {}, -1.0f, (int32_t){});", d.t, a.t, d.n));
-                        self.vop(&d, &[&d], &format!("AscendC::Adds({}, {}, {sn}, (int32_t){});", d.t, d.t, d.n));
-                    }
-                    _ => {
-                        // IEEE division by the scalar (never a multiplication by its reciprocal).
-                        let dup = self.alloc_tile(Prim::F32, tile, true);
-                        self.vop(&dup, &[], &format!("AscendC::Duplicate({}, {sn}, (int32_t){});", dup.t, d.n));
-                        let (x, y) = if tile_left { (&a.t, &dup.t) } else { (&dup.t, &a.t) };
-                        let code = format!("AscendC::Div({}, {x}, {y}, (int32_t){});", d.t, d.n);
-                        self.vop(&d, &[&a, &dup], &code);
-                    }
-                }
-                d
-            }
-            ExprKind::Unary(UnOp::Neg, x) => {
-                let a = self.vec(x);
-                let d = self.dest(&[&a], tile);
-                self.line(&format!("const uint32_t {} = {};", d.n, a.n));
-                self.vop(&d, &[&a], &format!("AscendC::Muls({}, {}, -1.0f, (int32_t){});", d.t, a.t, d.n));
-                d
-            }
-            ExprKind::Call(op @ (Op::Exp | Op::Abs), args) => {
-                let a = self.vec(&args[0]);
-                let d = self.dest(&[&a], tile);
-                self.line(&format!("const uint32_t {} = {};", d.n, a.n));
-                let f = if *op == Op::Exp { "Exp" } else { "Abs" };
-                self.vop(&d, &[&a], &format!("AscendC::{f}({}, {}, (int32_t){});", d.t, a.t, d.n));
-                d
-            }
-            ExprKind::Call(op @ (Op::Max | Op::Min), args) => {
-                let f = if *op == Op::Max { "Max" } else { "Min" };
-                let (lt, rt) = (args[0].ty.is_tile(), args[1].ty.is_tile());
-                if lt && rt {
-                    let a = self.vec(&args[0]);
-                    let b = self.vec(&args[1]);
-                    let d = self.dest(&[&a, &b], tile);
-                    self.line(&format!("const uint32_t {} = sk::min<uint32_t>({}, {});", d.n, a.n, b.n));
-                    self.vop(&d, &[&a, &b], &format!("AscendC::{f}({}, {}, {}, (int32_t){});", d.t, a.t, b.t, d.n));
-                    return d;
-                }
-                let (t, s) = if lt { (&args[0], &args[1]) } else { (&args[1], &args[0]) };
-                let a = self.vec(t);
-                let sv = self.scalar(s);
-                let d = self.dest(&[&a], tile);
-                self.line(&format!("const uint32_t {} = {};", d.n, a.n));
-                self.vop(&d, &[&a], &format!("AscendC::{f}s({}, {}, (float)({sv}), (int32_t){});", d.t, a.t, d.n));
-                d
-            }
-            _ => {
-                self.unsupported("a vector expression of this form");
-                self.alloc_tile(Prim::F32, 1, true)
-            }
-        }
-    }
-
-    /// The destination of a vector op: an owned 4-byte operand in place, or a new slot.
-    fn dest(&mut self, srcs: &[&TileV], tile: u32) -> TileV {
-        if let Some(s) = srcs.iter().find(|s| s.owned && ub_elem_bytes(s.prim) == 4) {
-            let t = self.fresh("t");
-            self.line(&format!("AscendC::LocalTensor<float> {t} = {}.ReinterpretCast<float>();", s.t));
-            return TileV { t: t.clone(), n: format!("{t}_n"), prim: Prim::F32, slot: s.slot, owned: true };
-        }
-        self.alloc_tile(Prim::F32, tile, true)
-    }
-
-    fn vop(&mut self, d: &TileV, srcs: &[&TileV], code: &str) {
-        self.sync(Pipe::V, Touch { ub_reads: srcs.iter().map(|s| s.slot).collect(), ub_writes: vec![d.slot], ..Default::default() });
-        self.line(code);
-    }
-
-    /// A non-vector elementwise tree as one scalar-unit loop.
-    fn elem_loop(&mut self, e: &Expr) -> TileV {
-        let p = e.ty.prim().unwrap_or(Prim::F32);
-        let mut ctx = Some(ElemCtx { leaves: Vec::new() });
-        let body = self.node(e, &mut ctx);
-        let leaves = ctx.unwrap().leaves;
-        let tile = self.tile;
-        let d = match leaves.iter().find(|l| l.owned && ub_elem_bytes(l.prim) == ub_elem_bytes(p)) {
-            Some(l) => {
-                let t = self.fresh("t");
-                let ty = ub_type(p);
-                self.line(&format!("AscendC::LocalTensor<{ty}> {t} = {}.ReinterpretCast<{ty}>();", l.t));
-                TileV { t: t.clone(), n: format!("{t}_n"), prim: p, slot: l.slot, owned: true }
-            }
-            None => self.alloc_tile(p, tile, true),
-        };
-        let n = match leaves.len() {
-            0 => "TILE".to_string(),
-            1 => leaves[0].n.clone(),
-            _ => leaves.iter().skip(1).fold(leaves[0].n.clone(), |a, l| format!("sk::min<uint32_t>({a}, {})", l.n)),
-        };
-        self.line(&format!("const uint32_t {} = {n};", d.n));
-        self.sync(Pipe::S, Touch { ub_reads: leaves.iter().map(|l| l.slot).collect(), ub_writes: vec![d.slot], ..Default::default() });
-        let saved = self.open_cond("");
-        for (i, l) in leaves.iter().enumerate() {
-            self.line(&format!("const AscendC::LocalTensor<{}> &L{i} = {};", ub_type(l.prim), l.t));
-        }
-        self.line(&format!("for (uint32_t i = 0; i < {}; ++i) {}.SetValue(i, ({})({body}));", d.n, d.t, ub_type(p)));
-        self.close_cond(saved);
-        d
-    }
-}
 
 struct ElemCtx {
     leaves: Vec<TileV>,
 }
 
-fn ub_elem_bytes(p: Prim) -> u32 {
-    p.bytes()
-}
-
-/// C++ read of element `i` of a tile as its DSL scalar type.
-fn elem_read(t: &TileV, i: &str) -> String {
-    if t.prim == Prim::Bool {
-        format!("({}.GetValue({i}) != 0)", t.t)
-    } else {
-        format!("{}.GetValue({i})", t.t)
-    }
-}
-
-/// Whether a tile node is a vector-unit f32 tree (not a leaf).
-fn vec_ok(e: &Expr) -> bool {
-    if e.ty != Ty::Tile(Prim::F32) || !e.is_elementwise() {
-        return false;
-    }
-    let operand = |x: &Expr| -> bool {
-        if x.ty.is_tile() {
-            x.ty == Ty::Tile(Prim::F32) && (!x.is_elementwise() || vec_ok(x))
-        } else {
-            matches!(x.ty.prim(), Some(Prim::F32)) || matches!(x.ty, Ty::FloatLit)
-        }
-    };
-    match &e.kind {
-        ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, l, r) => operand(l) && operand(r),
-        ExprKind::Unary(UnOp::Neg, x) => x.ty.is_tile() && operand(x),
-        ExprKind::Call(Op::Exp | Op::Abs, a) => a[0].ty.is_tile() && operand(&a[0]),
-        ExprKind::Call(Op::Max | Op::Min, a) => operand(&a[0]) && operand(&a[1]),
-        _ => false,
-    }
-}
-
-fn lit(l: &Lit, p: Prim) -> String {
-    match l {
-        Lit::Bool(b) => b.to_string(),
-        Lit::Int(v, _) => {
-            if p.is_float() {
-                format!("(({}){v}.0)", scalar_type(p))
-            } else {
-                format!("(({}){v}ull)", scalar_type(p))
-            }
-        }
-        Lit::Float(v, _) => {
-            if p == Prim::F64 {
-                format!("{:e}", v)
-            } else {
-                format!("{:e}f", *v as f32)
-            }
-        }
-    }
-}
-
-fn binary(op: BinOp, p: Prim, a: &str, b: &str) -> String {
-    let t = scalar_type(p);
-    match op {
-        BinOp::Add => format!("sk::add<{t}>({a}, {b})"),
-        BinOp::Sub => format!("sk::sub<{t}>({a}, {b})"),
-        BinOp::Mul => format!("sk::mul<{t}>({a}, {b})"),
-        BinOp::Div => format!("sk::div<{t}>({a}, {b})"),
-        BinOp::Rem => format!("sk::rem<{t}>({a}, {b})"),
-        BinOp::Shl => format!("sk::shl<{t}>({a}, (uint32_t)({b}))"),
-        BinOp::Shr => format!("sk::shr<{t}>({a}, (uint32_t)({b}))"),
-        BinOp::And => format!("(({a}) && ({b}))"),
-        BinOp::Or => format!("(({a}) || ({b}))"),
-        BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => format!("(({t})(({t})({a}) {} ({t})({b})))", op.symbol()),
-        _ => format!("(({t})({a}) {} ({t})({b}))", op.symbol()),
-    }
-}
-
-fn cast(from: Prim, to: Prim, a: &str) -> String {
-    if from.is_float() && to.is_int() {
-        let f = match to {
-            Prim::I32 => "i32",
-            Prim::U32 => "u32",
-            Prim::I64 => "i64",
-            _ => "u64",
-        };
-        return format!("sk::f32_to_{f}((float)({a}))");
-    }
-    format!("(({})({a}))", scalar_type(to))
-}
-
-fn lowest(p: Prim) -> &'static str {
-    match p {
-        Prim::I32 => "(int32_t)0x80000000",
-        Prim::I64 => "(int64_t)0x8000000000000000ull",
-        Prim::F32 => "sk::bits_f32(0xff800000u)",
-        _ => "0",
-    }
-}
-
-fn highest(p: Prim) -> &'static str {
-    match p {
-        Prim::I32 => "0x7fffffff",
-        Prim::U32 => "0xffffffffu",
-        Prim::I64 => "0x7fffffffffffffffll",
-        Prim::U64 => "0xffffffffffffffffull",
-        _ => "sk::bits_f32(0x7f800000u)",
-    }
-}
-
-/// Names a statement mentions (deeply).
-fn stmt_mentions(s: &Stmt) -> HashSet<String> {
-    let mut out = HashSet::new();
-    fn ex(e: &Expr, out: &mut HashSet<String>) {
-        match &e.kind {
-            ExprKind::Var(id) => {
-                out.insert(id.to_string());
-            }
-            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x, out),
-            ExprKind::Binary(_, a, b) => {
-                ex(a, out);
-                ex(b, out);
-            }
-            ExprKind::If(a, b, c) => {
-                ex(a, out);
-                ex(b, out);
-                ex(c, out);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| ex(a, out)),
-            _ => {}
-        }
-    }
-    fn st(s: &Stmt, out: &mut HashSet<String>) {
-        match s {
-            Stmt::Let { value, .. } => ex(value, out),
-            Stmt::Assign { target, value, .. } => {
-                out.insert(target.to_string());
-                ex(value, out);
-            }
-            Stmt::Expr(e) => ex(e, out),
-            Stmt::If { cond, then, els, .. } => {
-                ex(cond, out);
-                then.stmts.iter().for_each(|s| st(s, out));
-                if let Some(e) = els {
-                    e.stmts.iter().for_each(|s| st(s, out));
-                }
-            }
-            Stmt::For { start, end, body, .. } => {
-                ex(start, out);
-                ex(end, out);
-                body.stmts.iter().for_each(|s| st(s, out));
-            }
-        }
-    }
-    st(s, &mut out);
-    out
-}
-
-/// Whether a block does any work on a pipe other than the scalar unit.
-fn block_has_pipe_work(b: &Block) -> bool {
-    fn ex(e: &Expr) -> bool {
-        if e.ty.is_tile() || matches!(e.ty, Ty::Tuple(_)) {
-            return true;
-        }
-        match &e.kind {
-            ExprKind::Call(op, args) => matches!(op, Op::Store | Op::StoreHead | Op::Scatter) || args.iter().any(ex),
-            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x),
-            ExprKind::Binary(_, a, b) => ex(a) || ex(b),
-            ExprKind::If(a, b, c) => ex(a) || ex(b) || ex(c),
-            _ => false,
-        }
-    }
-    b.stmts.iter().any(|s| match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => ex(value),
-        Stmt::Expr(e) => ex(e),
-        Stmt::If { cond, then, els, .. } => ex(cond) || block_has_pipe_work(then) || els.as_ref().is_some_and(block_has_pipe_work),
-        Stmt::For { start, end, body, .. } => ex(start) || ex(end) || block_has_pipe_work(body),
-    })
-}
 
 #[cfg(test)]
 mod tests {
@@ -1374,6 +309,36 @@ mod tests {
         assert!(msg.contains("bytes of UB, over the 188416 byte budget (184 KB)"), "{msg}");
         // The span (the kernel's name) is checked through rustc by the UI
         // case tests/ui/ascendc_ub_overflow.rs.
+    }
+
+    /// Per-row scalar outputs are staged in UB and written by a byte-exact
+    /// DMA (a scalar `SetValue` into GM writes back its whole 64-byte
+    /// DataCache line), the variants share one body, flags take fetched IDs,
+    /// and `exp` and `/` run on the scalar unit (IEEE, rt::math::exp_f32).
+    #[test]
+    fn scalar_outputs_go_by_dma_and_variants_share_one_body() {
+        let item = quote! {
+            fn soft(x: Gm<f32>, n: u32, t: f32, y: GmMut<f32>, s: GmMut<f32>) {
+                let r = row();
+                let off = (r as u64) * (n as u64);
+                let e = exp(load(x, off, n) / t);
+                store(y, off, e);
+                store_scalar(s, r as u64, reduce_max(e));
+            }
+        };
+        let k = crate::compile(quote!(tile = [64, 256, 1024]), item).expect("compiles");
+        let src = super::emit(&k).unwrap();
+        assert!(!src.contains(".SetValue((uint64_t)") && !src.contains("g_s.SetValue"), "no scalar GM writes: {src}");
+        assert!(src.contains("AscendC::DataCopyPad(g_s["), "{src}");
+        assert!(src.contains("sk::sync<AscendC::HardEvent::S_MTE3>();"), "{src}");
+        assert!(!src.contains("EVENT_ID0"), "{src}");
+        assert!(!src.contains("AscendC::Exp(") && !src.contains("AscendC::Div("), "{src}");
+        assert!(src.contains("sk::exp(") && src.contains("sk::div<float>("), "{src}");
+        assert_eq!(src.matches("template <typename K>").count(), 1, "{src}");
+        for t in [64, 256, 1024] {
+            assert!(src.contains(&format!("soft_body<soft_k{t}>(p_x, p_n, p_t, p_y, p_s, programs);")), "{src}");
+        }
+        assert!(src.contains("#include \"sampler_prelude.h\""), "{src}");
     }
 
     #[test]

@@ -144,15 +144,17 @@ impl Hazards {
         let mut need: Vec<(Pipe, Pipe)> = Vec::new();
         let p = pipe as usize;
         let mut want = |acc: &Access, write: bool, synced: &[[u64; 4]; 4]| {
+            // Same-pipe pairs matter on V only (vector ops may overlap
+            // without PipeBarrier<PIPE_V>); S, MTE2 and MTE3 run in order.
             if let Some((w, st)) = acc.writer {
-                if w != pipe && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
+                if (w != pipe || pipe == Pipe::V) && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
                     need.push((w, pipe));
                 }
             }
             if write {
                 for r in Pipe::ALL {
                     let st = acc.reads[r as usize];
-                    if r != pipe && st > synced[r as usize][p] && !need.contains(&(r, pipe)) {
+                    if (r != pipe || pipe == Pipe::V) && st > synced[r as usize][p] && !need.contains(&(r, pipe)) {
                         need.push((r, pipe));
                     }
                 }
@@ -242,6 +244,23 @@ mod tests {
         // WAR: MTE2 overwriting what V read.
         let n = h.access(Pipe::Mte2, &Touch { ub_writes: vec![s], ..Default::default() });
         assert_eq!(n, vec![(Pipe::V, Pipe::Mte2)]);
+    }
+
+    #[test]
+    fn dependent_vector_ops_need_a_pipe_v_barrier() {
+        let mut h = Hazards::default();
+        let a = Slot { id: 0, off: 0, bytes: 256 };
+        let b = Slot { id: 1, off: 256, bytes: 256 };
+        assert!(h.access(Pipe::V, &Touch { ub_writes: vec![a], ..Default::default() }).is_empty());
+        // RAW on the vector pipe: a barrier (V -> V), once.
+        assert_eq!(h.access(Pipe::V, &Touch { ub_reads: vec![a], ub_writes: vec![b], ..Default::default() }), vec![(Pipe::V, Pipe::V)]);
+        // In place on b, written by the op before: RAW again.
+        assert_eq!(h.access(Pipe::V, &Touch { ub_reads: vec![b], ub_writes: vec![b], ..Default::default() }), vec![(Pipe::V, Pipe::V)]);
+        // WAR: overwriting a, read two ops ago before the last barrier: nothing.
+        assert!(h.access(Pipe::V, &Touch { ub_writes: vec![a], ..Default::default() }).is_empty());
+        // The scalar unit is in order with itself.
+        assert!(h.access(Pipe::S, &Touch { ub_writes: vec![b], ..Default::default() }) == vec![(Pipe::V, Pipe::S)]);
+        assert!(h.access(Pipe::S, &Touch { ub_reads: vec![b], ..Default::default() }).is_empty());
     }
 
     #[test]
