@@ -24,7 +24,7 @@ use pyo3::types::{PyList, PyModule, PyTuple};
 use sampler_host::engine::{EngineError, MtpInfoPool};
 use sampler_host::error::{BatchError, ConfigError};
 use sampler_host::sampler::ProcessedRows;
-use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
+use sampler_host::{BackendKind, DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 use dlpack::{Borrowed, Dtype};
 
@@ -393,12 +393,21 @@ struct PySamplingParams {
     /// engine turns it into per-step `golden` rows).
     #[pyo3(get, set)]
     golden_token_ids: Vec<i32>,
+    /// min-p (SAMPLER.md 10.1): 0 = off; outside [0, 1] or NaN is an error status.
+    #[pyo3(get, set)]
+    min_p: f32,
+    /// `"top_p_then_top_k"` (the seed's order) or `"top_k_then_top_p"` (vLLM/HF, 10.2).
+    #[pyo3(get)]
+    filter_order: String,
+    /// `"processed"` or `"raw"` logprobs (10.3).
+    #[pyo3(get)]
+    logprobs_mode: String,
 }
 
 #[pymethods]
 impl PySamplingParams {
     #[new]
-    #[pyo3(signature = (*, temperature=None, top_p=None, top_k=None, top_logprobs=None, seq_seed=None, prompt_logprobs=false, golden_token_ids=None))]
+    #[pyo3(signature = (*, temperature=None, top_p=None, top_k=None, top_logprobs=None, seq_seed=None, prompt_logprobs=false, golden_token_ids=None, min_p=None, filter_order=None, logprobs_mode=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         temperature: Option<&Bound<'_, PyAny>>,
@@ -408,7 +417,15 @@ impl PySamplingParams {
         seq_seed: Option<&Bound<'_, PyAny>>,
         prompt_logprobs: bool,
         golden_token_ids: Option<&Bound<'_, PyAny>>,
+        min_p: Option<&Bound<'_, PyAny>>,
+        filter_order: Option<String>,
+        logprobs_mode: Option<String>,
     ) -> PyResult<Self> {
+        // Unknown strings are a bad call (ValueError naming the argument).
+        let filter_order = filter_order.unwrap_or_else(|| "top_p_then_top_k".into());
+        filter_order.parse::<FilterOrder>().map_err(|e| value_err(format!("filter_order: {e}")))?;
+        let logprobs_mode = logprobs_mode.unwrap_or_else(|| "processed".into());
+        logprobs_mode.parse::<LogprobsMode>().map_err(|e| value_err(format!("logprobs_mode: {e}")))?;
         // Our own conversions, so every message names the argument on every Python version.
         let tl = top_logprobs.map(|x| i64_arg(x, "top_logprobs")).transpose()?.unwrap_or(0);
         Ok(PySamplingParams {
@@ -419,6 +436,9 @@ impl PySamplingParams {
             seq_seed: seq_seed.filter(|s| !s.is_none()).map(|s| u64_arg(s, "seq_seed")).transpose()?,
             prompt_logprobs,
             golden_token_ids: golden_token_ids.map(|g| ids_list(g, "golden_token_ids")).transpose()?.unwrap_or_default(),
+            min_p: min_p.map(|x| f32_arg(x, "min_p")).transpose()?.unwrap_or(0.0),
+            filter_order,
+            logprobs_mode,
         })
     }
     fn __repr__(&self) -> String {
@@ -444,8 +464,10 @@ impl PySamplingParams {
             seq_seed: self.seq_seed,
             prompt_logprobs: self.prompt_logprobs,
             golden_token_ids: self.golden_token_ids.clone(),
-            // min_p, filter_order, logprobs_mode (SAMPLER.md 10): not exposed to Python yet.
-            ..Default::default()
+            // Checked when the object was built (the two strings have no setters).
+            min_p: self.min_p,
+            filter_order: self.filter_order.parse().unwrap_or_default(),
+            logprobs_mode: self.logprobs_mode.parse().unwrap_or_default(),
         }
     }
 }

@@ -40,8 +40,11 @@ def masks_of(m):
 
 def build_request(r):
     """A conformance-case request (CONFORMANCE.md) as a sampler_py.Request."""
+    extra = {k: r[k] for k in ("filter_order", "logprobs_mode") if k in r}
+    if "min_p" in r:
+        extra["min_p"] = num(r["min_p"])
     params = sp.SamplingParams(temperature=num(r["temperature"]), top_p=num(r["top_p"]), top_k=r["top_k"],
-                               top_logprobs=r["top_logprobs"], seq_seed=r["seq_seed"])
+                               top_logprobs=r["top_logprobs"], seq_seed=r["seq_seed"], **extra)
     masks = masks_of(r.get("masks"))
     golden = r.get("golden")
     kind = r["kind"]

@@ -349,3 +349,24 @@ def test_stub_covers_every_public_name():
         real = {m for m in dir(getattr(sp._native, cls.name)) if not m.startswith("_")}
         assert real - members == set(), cls.name
     assert set(sp.__all__) <= defined
+
+
+def test_section_10_parameters():
+    # SAMPLER.md 10.2's worked example: p = [0.5, 0.3, 0.2], top_k 2, top_p 0.6.
+    logits = np.log(np.array([[0.5, 0.3, 0.2]], np.float32))
+    kept = {}
+    for order in ("top_p_then_top_k", "top_k_then_top_p"):
+        s = sp.Sampler(3, backend="cpu")
+        p = sp.SamplingParams(top_k=2, top_p=0.6, top_logprobs=3, seq_seed=1, filter_order=order)
+        out = s.sample(logits, [sp.Request.prefill(p, 5)])
+        kept[order] = int(np.isfinite(out.top_logprobs[0]).sum())
+        assert p.filter_order == order
+    assert kept == {"top_p_then_top_k": 2, "top_k_then_top_p": 1}
+    with pytest.raises(ValueError, match="filter_order"):
+        sp.SamplingParams(filter_order="bogus")
+    with pytest.raises(ValueError, match="logprobs_mode"):
+        sp.SamplingParams(logprobs_mode="bogus")
+    # A bad min_p is a status of its request, not an exception.
+    s = sp.Sampler(3, backend="cpu")
+    out = s.sample(logits, [sp.Request.prefill(sp.SamplingParams(min_p=1.5, seq_seed=1), 5)])
+    assert not out.ok[0] and "min_p" in out.errors[0]

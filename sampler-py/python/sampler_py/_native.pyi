@@ -30,6 +30,11 @@ class SamplingParams:
     seq_seed: Optional[int]
     prompt_logprobs: bool
     golden_token_ids: list[int]
+    min_p: float
+    @property
+    def filter_order(self) -> str: ...
+    @property
+    def logprobs_mode(self) -> str: ...
     def __init__(
         self,
         *,
@@ -40,6 +45,9 @@ class SamplingParams:
         seq_seed: Optional[int] = None,
         prompt_logprobs: bool = False,
         golden_token_ids: Optional[IntSeq] = None,
+        min_p: float = 0.0,
+        filter_order: str = "top_p_then_top_k",
+        logprobs_mode: str = "processed",
     ) -> None: ...
 
 class DraftDist:
