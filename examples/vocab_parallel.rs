@@ -517,11 +517,7 @@ fn main() {
             for f in &files {
                 let text = std::fs::read_to_string(f).expect("golden file");
                 let Ok(case) = sampler_host::case::parse_case(&text) else { continue };
-                let (mut logits, mut reqs) = (Vec::new(), Vec::new());
-                for (r, l) in case.requests.iter().flatten() {
-                    reqs.push(r.clone());
-                    logits.extend_from_slice(l);
-                }
+                let (reqs, logits) = case.well_formed();
                 if reqs.is_empty() {
                     continue;
                 }

@@ -23,7 +23,6 @@ use sampler_host::backend::cpu::{CpuBackend, CpuDevice};
 use sampler_host::error::BackendError;
 use sampler_host::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
 use sampler_host::plan::Backend;
-use sampler_host::request::Request;
 use sampler_kernels::registry;
 use sampler_kernels::spec::{KernelSpec, LaunchArg, ParamKind, Prim};
 
@@ -239,17 +238,11 @@ impl Device for EmuDevice {
 fn run_case(path: &Path) -> Result<Option<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let case = sampler_host::case::parse_case(&text).map_err(|e| e.to_string())?;
-    let v = case.vocab_size;
-    let n = if case.force_topk == 0 || case.force_topk >= v { v } else { case.force_topk };
+    let (v, n) = (case.vocab_size, case.width());
     if n > sampler_kernels::codes::MAX_N_ASCEND {
         return Ok(None);
     }
-    let mut reqs: Vec<Request> = Vec::new();
-    let mut logits = Vec::new();
-    for (r, l) in case.requests.iter().flatten() {
-        reqs.push(r.clone());
-        logits.extend_from_slice(l);
-    }
+    let (reqs, logits) = case.well_formed();
     let (p, _) = sampler_host::batch::build_plan(v, n, case.nextn, &logits, &reqs).map_err(|e| e.to_string())?;
     let want = CpuBackend::default().run(&p).map_err(|e| e.to_string())?;
     let name = path.file_name().unwrap().to_string_lossy().to_string();
@@ -375,14 +368,8 @@ fn the_ascend_launch_order_reproduces_the_cpu_backend_on_golden_cases() {
     let mut ran = 0;
     for f in files {
         let case = sampler_host::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
-        let v = case.vocab_size;
-        let n = if case.force_topk == 0 || case.force_topk >= v { v } else { case.force_topk };
-        let mut reqs = Vec::new();
-        let mut logits = Vec::new();
-        for (r, l) in case.requests.iter().flatten() {
-            reqs.push(r.clone());
-            logits.extend_from_slice(l);
-        }
+        let (v, n) = (case.vocab_size, case.width());
+        let (reqs, logits) = case.well_formed();
         let Ok((p, _)) = sampler_host::batch::build_plan(v, n, case.nextn, &logits, &reqs) else { continue };
         if p.n > sampler_kernels::codes::MAX_N_ASCEND {
             continue;

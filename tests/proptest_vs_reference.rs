@@ -170,12 +170,7 @@ fn reference_passes_golden_cases() {
         let text = std::fs::read_to_string(f).unwrap();
         let expected = serde_json::from_str::<Value>(&text).unwrap()["expected"].clone();
         let case = parse_case(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut reqs = Vec::new();
-        let mut logits = Vec::new();
-        for (r, l) in case.requests.iter().flatten() {
-            reqs.push(r.clone());
-            logits.extend_from_slice(l);
-        }
+        let (reqs, logits) = case.well_formed();
         let out: RefOutput = reference_step(case.vocab_size as usize, case.force_topk as usize, &logits, &reqs);
         // Splice malformed requests back in (error status, token -1 rows).
         let (mut rows, mut outs) = (Vec::new(), Vec::new());

@@ -139,6 +139,25 @@ pub struct Case {
     pub requests: Vec<Result<(Request, Vec<f32>), RequestCaseError>>,
 }
 
+impl Case {
+    /// Candidate width N of the case (V when force top-k is off).
+    pub fn width(&self) -> u32 {
+        if self.force_topk == 0 || self.force_topk >= self.vocab_size { self.vocab_size } else { self.force_topk }
+    }
+
+    /// The readable requests in order and their `[R, V]` logits, concatenated
+    /// (malformed requests left out): what a `Sampler` step takes.
+    pub fn well_formed(&self) -> (Vec<Request>, Vec<f32>) {
+        let mut reqs = Vec::new();
+        let mut logits = Vec::new();
+        for (req, l) in self.requests.iter().flatten() {
+            reqs.push(req.clone());
+            logits.extend_from_slice(l);
+        }
+        (reqs, logits)
+    }
+}
+
 /// Top-level keys besides the configuration that a case file may carry and the runner ignores.
 const IGNORED_TOP: &[&str] = &["expected", "name", "description", "comment"];
 
@@ -492,12 +511,7 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
 pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseError> {
     let cfg = SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend };
     let mut sampler = Sampler::new(cfg)?;
-    let mut reqs = Vec::new();
-    let mut logits = Vec::new();
-    for (req, l) in case.requests.iter().flatten() {
-        reqs.push(req.clone());
-        logits.extend_from_slice(l);
-    }
+    let (reqs, logits) = case.well_formed();
     let got = sampler.sample(&logits, &reqs)?;
     // Splice the malformed requests back in, in order.
     let mut rows = Vec::new();

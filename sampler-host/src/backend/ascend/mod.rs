@@ -220,14 +220,8 @@ mod tests {
                 continue;
             }
             let case = crate::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
-            let v = case.vocab_size;
-            let n = if case.force_topk == 0 || case.force_topk >= v { v } else { case.force_topk };
-            let mut reqs = Vec::new();
-            let mut logits = Vec::new();
-            for (r, l) in case.requests.iter().flatten() {
-                reqs.push(r.clone());
-                logits.extend_from_slice(l);
-            }
+            let (v, n) = (case.vocab_size, case.width());
+            let (reqs, logits) = case.well_formed();
             let Ok((p, _)) = crate::batch::build_plan(v, n, case.nextn, &logits, &reqs) else { continue };
             if p.n > MAX_N_ASCEND {
                 continue;
