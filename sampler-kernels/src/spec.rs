@@ -51,6 +51,11 @@ pub const GPU_SORT_CAP: u32 = crate::codes::MAX_N_NVIDIA;
 /// NVIDIA runtime: most logits per program `top_n` stages in shared memory.
 pub const GPU_STAGE_CAP: u32 = 32768;
 
+/// NVIDIA runtime: bytes of selection scratch in front of a staging area:
+/// the wide first-digit histogram (4096 u32 bins) of the staged keys, then
+/// (once read) the list of the boundary bin's positions.
+pub const GPU_SELECT_SCRATCH: u32 = 16384;
+
 /// NVIDIA runtime: extra dynamic shared memory a launch of a kernel using
 /// `top_n` over `len` logits per program may get, so that `top_n` reads
 /// them from global memory once (u32 order bits, 4 bytes a key); 0 when
@@ -58,7 +63,7 @@ pub const GPU_STAGE_CAP: u32 = 32768;
 /// block on sm_90) or `len` is above [`GPU_STAGE_CAP`] (more would cost
 /// occupancy). Results never depend on it.
 pub const fn gpu_stage_bytes(base: u32, len: u32) -> u32 {
-    let want = 4 * len;
+    let want = 4 * len + GPU_SELECT_SCRATCH;
     if len <= GPU_STAGE_CAP && base + want <= 227 * 1024 {
         want
     } else {
