@@ -30,9 +30,18 @@
 //! ([`crate::spec::gpu_shared_bytes`] gives the launch size), then, when the
 //! host gives a launch more (`spec::gpu_stage_bytes`), `top_n`'s staging
 //! area: a row range of up to that many keys is read once into shared
-//! memory as u32 order bits, and the selection passes read it there.
+//! memory as u32 order bits, and the selection passes read it there. A
+//! staging launch's sort buffer is at least `spec::GPU_SELECT_SCRATCH`
+//! bytes: before the sort it holds the selection scratch.
 //!
-//! `top_n` / `sort_desc`: chunks of up to `SORT_CAP` keys in order: a radix
+//! Staged selection (`top_n` with `n <= SORT_CAP`, `top_n_set`): while
+//! staging, a histogram of the keys' top 12 bits (sign, exponent, 3 mantissa
+//! bits); a block scan of it finds the bin holding the n-th largest key;
+//! one pass compacts that bin's positions, and the radix select below runs
+//! on them only (a bin of more than 4096 keys falls back to the radix
+//! select over every key).
+//!
+//! `top_n` / `sort_desc` otherwise: chunks of up to `SORT_CAP` keys in order: a radix
 //! select (8-bit digits over the 64-bit keys, histograms in shared memory,
 //! early exit once the selected bucket is exactly what is still needed) finds
 //! the chunk's smallest key, the keys between it and the previous chunk's
