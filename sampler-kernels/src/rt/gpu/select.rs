@@ -330,8 +330,9 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
             None
         }
     };
-    // The bin's keys share their top WIDE bits: start at the digit below 56.
-    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48)
+    // The bin's keys share their top WIDE bits: start at the digit below
+    // 56; the select's prefix has bits 0..56, the bin gives the rest.
+    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48) | ((b as u64) << (64 - WIDE))
 }
 
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
