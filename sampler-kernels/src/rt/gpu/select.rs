@@ -6,7 +6,7 @@ use super::super::math::{key_of_bits, order_bits, order_key};
 use super::block::block_excl_scan;
 use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, split_keys};
-use super::warp::{ballot, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
+use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
 use super::{Ctx, Gm, Tile, V4, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
@@ -222,6 +222,22 @@ fn gather_sorted<const TH: usize, const I: usize>(
     sync();
 }
 
+/// Whether staging aggregates the wide histogram's adds per warp
+/// (`match.any`, one add per distinct bin) instead of one shared atomic
+/// per key.
+const AGG_HIST: bool = false;
+
+/// Adds 1 at bin `bin` of the histogram at `scr` for every lane of the
+/// warp (`bin >= WIDE_BINS`: none), once per distinct bin by its lowest
+/// lane. Every lane of the warp calls it together.
+#[inline(always)]
+fn warp_bin_add(tid: u32, scr: u64, bin: u32) {
+    let peers = match_any(bin);
+    if bin < WIDE_BINS && (tid & 31) == peers.trailing_zeros() {
+        reds_add(scr + 4 * bin as u64, peers.count_ones());
+    }
+}
+
 /// Bits of the wide first digit: the top 12 of the 32-bit order bits
 /// (sign, exponent and 3 mantissa bits), histogrammed while staging.
 const WIDE: u32 = 12;
@@ -413,8 +429,16 @@ pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32
         };
         let put4 = |j: u32, x: [f32; 4]| {
             let g = (base + j) * TH as u32 + c.tid;
-            if g < groups {
-                let o = [order_bits(x[0]), order_bits(x[1]), order_bits(x[2]), order_bits(x[3])];
+            let o = [order_bits(x[0]), order_bits(x[1]), order_bits(x[2]), order_bits(x[3])];
+            if AGG_HIST && TH % 32 == 0 {
+                // Every lane of the warp (uniform loop): one add per distinct bin.
+                if g < groups {
+                    sts128(st + 16 * g as u64, o);
+                }
+                for &oq in o.iter() {
+                    warp_bin_add(c.tid, scr, if g < groups { oq >> (32 - WIDE) } else { WIDE_BINS });
+                }
+            } else if g < groups {
                 sts128(st + 16 * g as u64, o);
                 reds_add(scr + 4 * (o[0] >> (32 - WIDE)) as u64, 1);
                 reds_add(scr + 4 * (o[1] >> (32 - WIDE)) as u64, 1);
