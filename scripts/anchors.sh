@@ -26,7 +26,7 @@
 #            /work/.mirror/NVIDIA+cccl/repo), at CCCL_REV (default its HEAD): cub/, libcudacxx/, thrust/.
 #   CUTLASS  `fetch github:NVIDIA/cutlass` (CUTLASS_GIT), at CUTLASS_REV: include/cute, include/cutlass
 #            (DeepSelect includes CuTe's TMA copy and barrier wrappers).
-#   DeepSelect  a source tree with csrc/ (DEEPSELECT_SRC, default .gpux-anchors/ds): upstream
+#   DeepSelect  a source tree with csrc/ (DEEPSELECT_SRC, default $ANCHORS_DIR/ds): upstream
 #            deepseek-ai/DeepSelect commit 0f03b68 for the fp32 kernel (cuda_kernels/v3_fp32/topk_select.cuh,
 #            cuda_kernels/common_parts.cuh less its bf16 base class), the small headers it includes, and
 #            kerutils reduced to what the kernel uses; see its PROVENANCE file. Its code is MIT-licensed
@@ -36,6 +36,9 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 ROWS="${ROWS:-1,16,64,256,384}"
 REPS="${REPS:-30}"
 KS="${KS:-1024 4096}"
+# Where the tarball goes (and DeepSelect's staged sources are): .gpux-anchors of the checkout that
+# the `run` tool sends, i.e. /work/main; from another worktree set ANCHORS_DIR=/work/main/.gpux-anchors.
+ANCHORS_DIR="${ANCHORS_DIR:-$here/.gpux-anchors}"
 
 # The builds: name, source, extra flags. CUB needs CUB_DISABLE_TOPK_UNSUPPORTED_ARCH_ASSERT with
 # nvcc 13.0 (see docs/GPU_NOTES.md "Selection anchors"); its runtime dispatch still picks the
@@ -102,7 +105,7 @@ compile_all() {
 case "${1:-}" in
 build)
     set -e
-    dest="$here/.gpux-anchors"
+    dest="$ANCHORS_DIR"
     stage="$(mktemp -d)"
     trap 'rm -rf "$stage"' EXIT
     cccl_git="${CCCL_GIT:-/work/.mirror/NVIDIA+cccl/repo}"
@@ -117,7 +120,9 @@ build)
     mkdir -p "$stage/cccl" "$stage/cutlass" "$stage/deepselect" "$stage/benches" "$stage/scripts"
     git --git-dir="$cccl_git" archive "$cccl_rev" cub/cub libcudacxx/include thrust/thrust LICENSE | tar x -C "$stage/cccl"
     # cutlass's archive of the whole tree trips on LFS media; take only the headers.
-    git --git-dir="$cutlass_git" archive "$cutlass_rev" include/cute include/cutlass LICENSE.txt | tar x -C "$stage/cutlass"
+    # (git archive still reports the missing LFS media objects of the snapshot on stderr: noise.)
+    git --git-dir="$cutlass_git" archive "$cutlass_rev" include/cute include/cutlass LICENSE.txt 2>/dev/null | tar x -C "$stage/cutlass"
+    [ -f "$stage/cutlass/include/cute/arch/copy_sm90_tma.hpp" ] || { echo "CUTLASS headers missing from $cutlass_git" >&2; exit 1; }
     cp -r "$ds/csrc" "$stage/deepselect/"
     for f in PROVENANCE LICENSE; do [ -f "$ds/$f" ] && cp "$ds/$f" "$stage/deepselect/"; done
     cp -r "$here/benches/anchors" "$stage/benches/"
@@ -137,7 +142,7 @@ check)
     # Compile everything here (no GPU): NVCC=/path/to/nvcc scripts/anchors.sh check
     work="$(mktemp -d)"
     mkdir -p "$work/src"
-    tar xzf "$here/.gpux-anchors/anchors.tgz" -C "$work/src"
+    tar xzf "$ANCHORS_DIR/anchors.tgz" -C "$work/src"
     nvcc="${NVCC:-nvcc}"
     lib="$(dirname "$(dirname "$(command -v "$nvcc" || echo "$nvcc")")")/lib"
     JOBS="${JOBS:-2}" compile_all "$nvcc" "$work" "$work/src" "-L$lib"
@@ -151,7 +156,7 @@ device)
     root="$here"
     if [ ! -d "$root/cccl" ]; then
         root="$(mktemp -d)"
-        tar xzf "$here/.gpux-anchors/anchors.tgz" -C "$root"
+        tar xzf "$ANCHORS_DIR/anchors.tgz" -C "$root"
     fi
     out="${OUT:-/tmp/anchors-out}"
     mkdir -p "$out"
@@ -190,6 +195,9 @@ rows = [json.loads(l) for l in (out / "anchors.jsonl").read_text().splitlines() 
 hdr = "| anchor | variant | tie rule | R | k | us (graph) | us (eager) | GB/s | top-k set | lower-id ties | tie row: set / lower id |"
 lines = [hdr, "|" + "---|" * 11]
 for r in rows:
+    if "error" in r:
+        lines.append("| {anchor} | {variant} | | {R} | {k} | failed: {error} | | | | | |".format(**r))
+        continue
     lines.append("| {anchor} | {variant} | {tie_rule} | {R} | {k} | {graph_us:.1f} | {eager_us:.1f} | {gbps:.0f} | {set_ok} | {lowid_ok} | {tie_row_set_ok} / {tie_row_lowid_ok} |".format(**r))
 text = "\n".join(lines) + "\n"
 (out / "anchors.md").write_text(text)
