@@ -15,6 +15,7 @@
 #   scripts/anchors.sh device   # there: compile with the device's nvcc (sm_90a, -O3, all builds in
 #                               # parallel), run each binary, write $OUT/anchors.json + anchors.md
 #   scripts/anchors.sh check    # here: compile every build with NVCC (e.g. pip's nvidia-cuda-nvcc)
+#                               # and run benches/anchors/harness_test.cu (host-only test of the checks)
 #
 # The device call (this workplace's `run` tool), from /work/main with .gpux-anchors carried; the
 # script runs from the tarball, so it works whether or not this branch is merged:
@@ -147,6 +148,9 @@ check)
     lib="$(dirname "$(dirname "$(command -v "$nvcc" || echo "$nvcc")")")/lib"
     JOBS="${JOBS:-2}" compile_all "$nvcc" "$work" "$work/src" "-L$lib"
     rc=$?
+    # The checks the drivers print (exact top-k set, lower-id ties) are tested on the host.
+    "$nvcc" -std=c++20 "$work/src/benches/anchors/harness_test.cu" -o "$work/harness_test" "-L$lib" &&
+        "$work/harness_test" || rc=1
     ls -la "$work/bin"
     rm -rf "$work"
     exit $rc
@@ -168,7 +172,7 @@ device)
         cat "$root/SOURCES" 2>/dev/null
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | head -1
         "$nvcc" --version | tail -1
-        echo "== compile ($(nproc) cores, all builds in parallel)"
+        echo "== compile ($(nproc) cores, ${JOBS:-all} builds at a time)"
         compile_all "$nvcc" "$work" "$root" || true
         echo "== compile took $(( $(date +%s) - start )) s"
         : > "$out/anchors.jsonl"
