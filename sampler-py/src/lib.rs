@@ -1,15 +1,20 @@
 //! Python bindings of the sampler (`sampler_py._native`, re-exported by the
 //! `sampler_py` package). Spec: `../shared/spec/SAMPLER.md`.
 //!
-//! - Tensors in through DLPack without copies ([`dlpack`]): f32 is borrowed,
-//!   f16 / bf16 are widened to f32 on the host (a copy) until the
-//!   device-resident API lands; CUDA tensors raise `NotImplementedError`.
-//! - Outputs are numpy arrays (torch CPU tensors when the logits were a torch tensor).
+//! - Tensors in through DLPack without copies ([`dlpack`]): host f32 is
+//!   borrowed, host f16 / bf16 are widened to f32 on the host (a copy).
+//! - CUDA logits (torch or any kDLCUDA producer; f32, bf16, f16) are read in
+//!   place on the caller's stream and the outputs stay on the device as
+//!   torch tensors ([`cuda`]): no host synchronisation, capturable by
+//!   `torch.cuda.graph`.
+//! - Host outputs are numpy arrays (torch CPU tensors when the logits were a torch tensor).
 //! - A bad request is an error status in the output; a bad call raises
 //!   `TypeError` / `ValueError` (or `RuntimeError` for a device failure)
 //!   carrying the Rust error text.
-//! - The GIL is released while a step runs.
+//! - The GIL is released while a host step runs (a CUDA step only enqueues
+//!   work and returns, holding the GIL).
 
+mod cuda;
 mod dlpack;
 
 use std::collections::HashMap;
@@ -37,7 +42,11 @@ fn config_err(e: ConfigError) -> PyErr {
     }
 }
 
-fn batch_err(e: BatchError) -> PyErr {
+pub(crate) fn device_err(msg: String) -> PyErr {
+    PyRuntimeError::new_err(msg)
+}
+
+pub(crate) fn batch_err(e: BatchError) -> PyErr {
     match e {
         BatchError::Backend(_) => PyRuntimeError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
@@ -729,6 +738,18 @@ impl PySampler {
         // A panic inside a step cannot leave the sampler half-updated (steps are pure).
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+    /// The lock taken while holding the GIL: when another thread holds it (in
+    /// a host step, GIL released), wait for it with the GIL released, so that
+    /// thread can take the GIL back to finish.
+    fn lock_gil(&self, py: Python<'_>) -> std::sync::MutexGuard<'_, Sampler> {
+        loop {
+            match self.inner.try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(self.lock())),
+            }
+        }
+    }
 }
 
 #[pymethods]
@@ -751,19 +772,44 @@ impl PySampler {
         Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), cfg })
     }
 
-    /// Samples one step. `logits`: `[R, V]` float32 (borrowed, no copy) or
-    /// bfloat16 / float16 (widened to f32 on the host), CPU, row-major
-    /// contiguous; R = sum of the requests' rows, in request order.
-    /// Returns a `StepOutput`; a bad request only gets an error status.
-    /// The GIL is released while the step runs.
-    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>) -> PyResult<PyStepOutput> {
+    /// Samples one step. `logits`: `[R, V]` row-major contiguous, R = sum of
+    /// the requests' rows, in request order:
+    /// - on the host: float32 (borrowed, no copy) or bfloat16 / float16
+    ///   (widened to f32); returns a `StepOutput` (numpy / torch CPU), the
+    ///   GIL released while the step runs;
+    /// - on a CUDA device (torch, or any DLPack kDLCUDA producer): float32,
+    ///   bfloat16 or float16, read in place; the step is enqueued on
+    ///   `stream` (default: torch's current stream of that device; the
+    ///   legacy default stream for other producers) and a `CudaStepOutput`
+    ///   of torch tensors on that device is returned without waiting.
+    /// A bad request only gets an error status.
+    #[pyo3(signature = (logits, requests, *, stream=None))]
+    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
+            if c.vocab() != self.cfg.vocab_size as usize {
+                return Err(value_err(format!("logits: expected shape [R, vocab_size = {}], got {:?}", self.cfg.vocab_size, c.t.shape)));
+            }
+            let reqs = requests_arg(requests)?;
+            let mut guard = self.lock_gil(py);
+            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All)?;
+            drop(guard);
+            let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts))?.into_any());
+        }
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
         let reqs = requests_arg(requests)?;
         let data = l.data();
         let res = py.detach(|| self.lock().sample(data, &reqs)).map_err(batch_err)?;
         let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-        step_output(&Out::for_input(logits), res, &counts)
+        Ok(Py::new(py, step_output(&Out::for_input(logits), res, &counts)?)?.into_any())
+    }
+
+    /// The host-side error text of `request` on this sampler (its
+    /// parameters, kind and shape; section 1), or None when it is valid.
+    /// A `CudaStepOutput` status of -1 means this check failed.
+    fn check(&self, py: Python<'_>, request: PyRef<'_, PyRequest>) -> Option<String> {
+        self.lock_gil(py).check(&request.inner).err().map(|e| e.to_string())
     }
 
     /// Like `sample`, and also returns the processed top-N distribution of
@@ -850,6 +896,27 @@ fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data
     })
 }
 
+/// Runs `f` on the cached sampler for (V, force_topk, backend), holding the GIL (CUDA steps only enqueue).
+fn with_cached<T>(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, f: impl FnOnce(&mut Sampler) -> PyResult<T>) -> PyResult<T> {
+    let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
+    let kind = parse_backend(backend)?;
+    let key = (vocab, force_topk, backend.to_string());
+    let m = cached();
+    // As `PySampler::lock_gil`: never block on the lock while holding the GIL.
+    let mut map = loop {
+        match m.try_lock() {
+            Ok(g) => break g,
+            Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(m.lock())),
+        }
+    };
+    if !map.contains_key(&key) {
+        let s = py.detach(|| Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind })).map_err(config_err)?;
+        map.insert(key.clone(), s);
+    }
+    f(map.get_mut(&key).expect("inserted above"))
+}
+
 /// Per-row parameters of the functional API.
 struct RowParams {
     temperature: Vec<f32>,
@@ -903,8 +970,12 @@ impl RowParams {
 /// `top_k`, `top_p`, `temperature`, `seed`, `positions`: a scalar or `[R]`.
 /// Returns `[R]` int32 tokens (-1 for a row whose parameters or logits are
 /// invalid), or with `return_logprobs=True` the full `StepOutput`.
+/// CUDA `logits` (f32 / bf16 / f16): the step runs on `stream` (default
+/// torch's current stream) and returns `[R]` int32 tokens on that device
+/// (or a `CudaStepOutput`) without waiting; per-row parameters are host
+/// values (a CUDA tensor parameter is copied to the host: a sync).
 #[pyfunction]
-#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto"))]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
 fn top_k_top_p_sampling_from_logits(
     py: Python<'_>,
@@ -918,9 +989,21 @@ fn top_k_top_p_sampling_from_logits(
     return_logprobs: bool,
     top_logprobs: Option<&Bound<'_, PyAny>>,
     backend: &str,
+    stream: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let force_topk = u32_opt(force_topk, "force_topk", 0)?;
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
+    if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
+        let r = c.rows();
+        let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
+        let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
+        let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
+        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want))?;
+        if return_logprobs {
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
+        }
+        return Ok(flat);
+    }
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
     let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
@@ -942,7 +1025,7 @@ fn top_k_top_p_sampling_from_logits(
 /// each request's sample position (row j uses position + j * 10000019).
 /// Returns a `StepOutput` (`accepted`, `emitted` per request).
 #[pyfunction]
-#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto"))]
+#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
 fn verify(
     py: Python<'_>,
@@ -958,21 +1041,30 @@ fn verify(
     force_topk: Option<&Bound<'_, PyAny>>,
     top_logprobs: Option<&Bound<'_, PyAny>>,
     backend: &str,
-) -> PyResult<PyStepOutput> {
+    stream: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
     let force_topk = u32_opt(force_topk, "force_topk", 0)?;
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
-    let l = Logits::import(target_logits, "target_logits", &[2, 3])?;
-    let v = l.vocab();
+    let cl = cuda::import(target_logits, "target_logits", &[2, 3], stream)?;
+    let hl = match cl {
+        Some(_) => None,
+        None => Some(Logits::import(target_logits, "target_logits", &[2, 3])?),
+    };
+    let (v, lshape, lrows) = match (&cl, &hl) {
+        (Some(c), _) => (c.vocab(), c.t.shape.clone(), c.rows()),
+        (_, Some(l)) => (l.vocab(), l.b.shape.clone(), l.rows()),
+        _ => unreachable!("one of the two"),
+    };
     let d = dlpack::import(draft_ids, "draft_ids", &[2])?;
     let (b, nd) = (d.shape[0], d.shape[1]);
     let m = nd + 1;
     let ids = d.to_i64_vec("draft_ids")?;
     let want_rows = b * m;
-    if l.b.shape.len() == 3 && (l.b.shape[0] != b || l.b.shape[1] != m) {
-        return Err(value_err(format!("target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {:?}", l.b.shape)));
+    if lshape.len() == 3 && (lshape[0] != b || lshape[1] != m) {
+        return Err(value_err(format!("target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {lshape:?}")));
     }
-    if l.rows() != want_rows {
-        return Err(value_err(format!("target_logits: expected B * m = {b} * {m} = {want_rows} rows for draft_ids of shape [{b}, {nd}], got {:?}", l.b.shape)));
+    if lrows != want_rows {
+        return Err(value_err(format!("target_logits: expected B * m = {b} * {m} = {want_rows} rows for draft_ids of shape [{b}, {nd}], got {lshape:?}")));
     }
     let dl = dlpack::import(draft_logprobs, "draft_logprobs", &[3])?;
     let w = dl.shape[2];
@@ -1022,8 +1114,13 @@ fn verify(
         let seqlen_k = p.position[i].checked_add(nd as u64).ok_or_else(|| value_err(format!("positions[{i}] = {} is too large", p.position[i])))?;
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
+    if let Some(c) = &cl {
+        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All))?;
+        return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
+    }
+    let l = hl.expect("host logits");
     let (res, _) = run_cached(py, v, force_topk, backend, l.data(), &reqs, None)?;
-    step_output(&Out::for_input(target_logits), res, &vec![m; b])
+    Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, &vec![m; b])?)?.into_any())
 }
 
 /// The processed distribution (section 3) of every row: `(ids, logprobs)`,
@@ -1228,10 +1325,50 @@ fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bou
     })
 }
 
-/// Address of the first element the binding reads from `array` through
-/// DLPack (equals the producer's data pointer: the import does not copy).
+/// Host seconds of each of `iters` CUDA steps of `sampler.sample(logits,
+/// requests)` inside Rust: enqueueing the step (`sample_async` on the
+/// caller's stream, no output copies), timed alone; the stream is
+/// synchronised between steps, untimed. The Python call's host time minus
+/// this is the binding overhead.
+#[pyfunction]
+fn _bench_rust_step_cuda(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<Vec<f64>> {
+    let c = cuda::import(logits, "logits", &[2], None)?.ok_or_else(|| value_err("logits: expected a CUDA tensor"))?;
+    let reqs = requests_arg(requests)?;
+    let s = sampler.get();
+    let mut guard = s.lock_gil(py);
+    let cs = guard.cuda_stream().ok_or_else(|| value_err("the sampler is not on CUDA"))?;
+    // SAFETY: as in `cuda::step`.
+    let caller = unsafe { cs.context().wrap_borrowed_stream(c.stream as usize as _) };
+    let dtype = match c.t.dtype {
+        dlpack::CudaDtype::F32 => sampler_host::interop::Dtype::F32,
+        dlpack::CudaDtype::Bf16 => sampler_host::interop::Dtype::Bf16,
+        dlpack::CudaDtype::F16 => sampler_host::interop::Dtype::F16,
+    };
+    let len: usize = c.t.shape.iter().product();
+    let mut out = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = std::time::Instant::now();
+        // SAFETY: as in `cuda::step`.
+        let l = unsafe { sampler_host::interop::CudaLogits::from_raw(c.t.ptr, len, dtype, caller.clone()) };
+        let mut p = guard.sample_async(l, &reqs).map_err(batch_err)?;
+        let _ = p.device_outputs();
+        drop(p);
+        caller.join(&cs).map_err(|e| device_err(format!("{e:?}")))?;
+        out.push(t.elapsed().as_secs_f64());
+        caller.synchronize().map_err(|e| device_err(format!("{e:?}")))?;
+    }
+    Ok(out)
+}
+
+/// Address of the first element the binding reads from `array`: through
+/// DLPack for host arrays and non-torch CUDA producers, through the
+/// tensor's attributes for torch CUDA tensors (equals the producer's data
+/// pointer: the import does not copy).
 #[pyfunction]
 fn _dlpack_data_ptr(array: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if let Some(c) = dlpack::import_cuda(array, "array", &[0, 1, 2, 3, 4], cuda::LEGACY_STREAM)? {
+        return Ok(c.ptr as usize);
+    }
     Ok(dlpack::import(array, "array", &[0, 1, 2, 3, 4])?.data_ptr())
 }
 
@@ -1250,6 +1387,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySampler>()?;
     m.add_class::<PyStepOutput>()?;
     m.add_class::<PyMtpInfoPool>()?;
+    m.add_class::<cuda::CudaStepOutput>()?;
     m.add_function(wrap_pyfunction!(top_k_top_p_sampling_from_logits, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(top_k_top_p_renorm_logprobs, m)?)?;
@@ -1259,6 +1397,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_dlpack_data_ptr, m)?)?;
     m.add_function(wrap_pyfunction!(golden_files, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_rust_step, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_rust_step_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(is_cuda_tensor, m)?)?;
     m.add("SAMPLING_EPS", sampler_host::params::SAMPLING_EPS)?;
     Ok(())

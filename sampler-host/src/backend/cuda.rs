@@ -164,15 +164,18 @@ enum DStore {
     U64(CudaSlice<u64>),
 }
 
-/// Grows `s` to hold `len` (by half again at least); true when it moved.
-fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<bool, BackendError> {
+/// Grows `s` to hold `len` (by half again at least); the old buffer when it moved.
+fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<Option<CudaSlice<T>>, BackendError> {
     if s.len() < len.max(1) {
         let want = len.max(1).max(s.len() + s.len() / 2);
-        *s = stream.alloc_zeros::<T>(want).map_err(dev)?;
-        return Ok(true);
+        return Ok(Some(std::mem::replace(s, stream.alloc_zeros::<T>(want).map_err(dev)?)));
     }
-    Ok(false)
+    Ok(None)
 }
+
+/// Pinned bytes reserved (on the first step) for the metadata of steps
+/// captured into a caller's CUDA graph: see [`CudaDevice::capture_pool`].
+const CAPTURE_POOL_BYTES: usize = 4 << 20;
 
 /// Bytes of `h` as a byte slice.
 fn host_bytes<'a>(h: &HostSlice<'a>) -> &'a [u8] {
@@ -232,6 +235,21 @@ pub struct CudaDevice {
     pending: Vec<(usize, *mut u8, usize)>,
     /// Bumped whenever a device buffer moves (a captured graph is then stale).
     generation: u64,
+    /// This step is being captured into a graph of the caller's stream (e.g.
+    /// `torch.cuda.graph`), found when the logits' stream is joined: nothing
+    /// may wait or allocate, and the metadata goes to [`Self::capture_pool`].
+    capturing: bool,
+    /// Pinned host memory (and its address) for captured steps' metadata:
+    /// the graph's copy node reads it at every replay, so each capture keeps
+    /// its own range, never written again. Reserved on the first step
+    /// because nothing may allocate during a capture.
+    capture_pool: Option<(PinnedHostSlice<u8>, usize)>,
+    capture_used: usize,
+    /// Buffers replaced after a capture: an outside graph still points at
+    /// them (it cannot be checked at replay), so they live as long as we do.
+    retired: Vec<DStore>,
+    retired_arenas: Vec<CudaSlice<u8>>,
+    graph_held: bool,
 }
 
 impl CudaDevice {
@@ -264,6 +282,12 @@ impl CudaDevice {
             out_used: 0,
             pending: Vec::new(),
             generation: 0,
+            capturing: false,
+            capture_pool: None,
+            capture_used: 0,
+            retired: Vec::new(),
+            retired_arenas: Vec::new(),
+            graph_held: false,
         })
     }
 
@@ -289,6 +313,48 @@ impl CudaDevice {
         }
     }
 
+    /// [`Device::upload_inputs`] for a step being captured into the caller's
+    /// graph: the metadata goes to a range of the capture pool of its own
+    /// (the graph's copy node reads it at every replay), without waiting or
+    /// allocating. Errors: no pool yet (no step ran before the capture) or a full pool.
+    fn upload_captured(&mut self, list: &[(Buf, pipeline::Upload<'_>)], at: &[usize], total: usize) -> Result<(), BackendError> {
+        use pipeline::Upload;
+        let Some((_, pool)) = self.capture_pool.as_ref() else {
+            return Err(dev("a step captured into a CUDA graph needs one step run before the capture (it reserves the capture pool)"));
+        };
+        let start = self.capture_used.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        if start + total > CAPTURE_POOL_BYTES {
+            return Err(dev(format!("the capture pool ({CAPTURE_POOL_BYTES} pinned bytes) is full after {start} bytes of captured steps' metadata")));
+        }
+        let Some(arena) = self.arena.as_ref().filter(|a| a.len() >= total) else {
+            return Err(dev("a step captured into a CUDA graph must not allocate (the input arena): run a step of this shape once before capturing"));
+        };
+        // SAFETY: [start, start + total) lies inside the pool (checked), which lives as long as
+        // `self`; no other capture uses this range and no copy reads it yet.
+        let host = unsafe { std::slice::from_raw_parts_mut((*pool as *mut u8).add(start), total) };
+        for ((b, u), &off) in list.iter().zip(at) {
+            match u {
+                Upload::Data(h) => {
+                    let src = host_bytes(h);
+                    host[off..off + src.len()].copy_from_slice(src);
+                }
+                Upload::Fill(x, len) => {
+                    let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
+                    let w = prim_bytes(b.prim());
+                    for i in 0..*len {
+                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
+                    }
+                }
+            }
+            self.input_at[*b as usize] = Some(off);
+        }
+        let dst = arena.device_ptr(&self.stream).0;
+        // SAFETY: `total` bytes fit the arena (checked); ordered on our (capturing) stream.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.map_err(dev)?;
+        self.capture_used = start + total;
+        Ok(())
+    }
+
     fn stream_for(&self, buf: Buf) -> Arc<CudaStream> {
         // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's mask copy).
         if matches!(buf, Buf::Masks | Buf::HasMask) {
@@ -311,13 +377,27 @@ impl Device for CudaDevice {
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         let st = self.stream.clone();
         self.input_at[buf as usize] = None;
-        let moved = match &mut self.bufs[buf as usize] {
-            DStore::F32(s) => grow(s, &st, len),
-            DStore::I32(s) => grow(s, &st, len),
-            DStore::U32(s) => grow(s, &st, len),
-            DStore::U64(s) => grow(s, &st, len),
-        }?;
-        self.generation += moved as u64;
+        let fits = match &self.bufs[buf as usize] {
+            DStore::F32(s) => s.len() >= len.max(1),
+            DStore::I32(s) => s.len() >= len.max(1),
+            DStore::U32(s) => s.len() >= len.max(1),
+            DStore::U64(s) => s.len() >= len.max(1),
+        };
+        if !fits && self.capturing {
+            return Err(dev(format!("a step captured into a CUDA graph must not allocate ({buf:?} needs {len}): run a step of this shape once before capturing")));
+        }
+        let old = match &mut self.bufs[buf as usize] {
+            DStore::F32(s) => grow(s, &st, len)?.map(DStore::F32),
+            DStore::I32(s) => grow(s, &st, len)?.map(DStore::I32),
+            DStore::U32(s) => grow(s, &st, len)?.map(DStore::U32),
+            DStore::U64(s) => grow(s, &st, len)?.map(DStore::U64),
+        };
+        if let Some(old) = old {
+            self.generation += 1;
+            if self.graph_held {
+                self.retired.push(old);
+            }
+        }
         Ok(())
     }
 
@@ -335,11 +415,23 @@ impl Device for CudaDevice {
             total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
         }
         let total = total.max(ARENA_ALIGN);
+        if self.capturing {
+            return self.upload_captured(list, &at, total);
+        }
+        if self.capture_pool.is_none() {
+            // SAFETY: plain bytes, written by the host before any copy reads them.
+            let mut pool = unsafe { self.stream.context().alloc_pinned::<u8>(CAPTURE_POOL_BYTES) }.map_err(dev)?;
+            let ptr = pool.as_mut_ptr().map_err(dev)? as usize;
+            self.capture_pool = Some((pool, ptr));
+        }
         if self.staging.as_ref().is_none_or(|s| s.len() < total) {
             let want = total.max(self.staging.as_ref().map_or(0, |s| s.len() * 3 / 2));
             // SAFETY: plain bytes; every byte a kernel reads is written below first.
             self.staging = Some(unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?);
-            self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
+            let old = self.arena.replace(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
+            if let (Some(old), true) = (old, self.graph_held) {
+                self.retired_arenas.push(old);
+            }
             self.generation += 1;
         }
         if let Some(e) = self.staging_copied.take() {
@@ -408,11 +500,17 @@ impl Device for CudaDevice {
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
         self.ext_logits = None;
+        self.capturing = false;
         let masked = plan.has_mask.iter().any(|&m| m != 0);
         match &plan.logits {
             Logits::Cuda(c) => {
                 // The engine's stream wrote them: ours waits for it (no host sync).
                 self.stream.wait(&c.stream().record_event(None).map_err(dev)?).map_err(dev)?;
+                // When that stream is capturing a graph, the wait made ours join the capture.
+                // SAFETY: our own live stream.
+                let status = unsafe { cudarc::driver::result::stream::is_capturing(self.stream.cu_stream()) }.map_err(dev)?;
+                self.capturing = status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                self.graph_held |= self.capturing;
                 if c.dtype() != Dtype::F32 {
                     return Err(dev("half-precision device logits need the in-kernel widening load, not wired on CUDA yet: pass f32 device logits, or host bf16/f16"));
                 }
