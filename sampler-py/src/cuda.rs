@@ -24,7 +24,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyTuple;
+use pyo3::types::{IntoPyDict, PyTuple};
 
 use cudarc::driver::DevicePtr;
 use sampler_host::interop::{CudaLogits, Dtype as LDtype};
@@ -167,6 +167,18 @@ pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], w
         unsafe { cudarc::driver::result::memcpy_dtod_async(base + off as u64, srcs[i], n * 4, cs.cu_stream()) }.map_err(|e| crate::device_err(format!("output copy: {e:?}")))?;
     }
     drop(pending);
+    if r == 0 && want == Want::All && g > 0 {
+        // No rows: no kernel ran, so the device statuses are not this step's. The host knows
+        // them all (a request without rows can only fail its host checks).
+        let st: Vec<i32> = reqs.iter().map(|q| if s.check(q).is_err() { -1 } else { 0 }).collect();
+        let host = pyo3::types::PyList::new(py, &st)?;
+        let t = py.import("torch")?.call_method("tensor", (host,), Some(&[("dtype", api.int32.bind(py))].into_py_dict(py)?))?;
+        let (off, n) = segs[6];
+        let dst = flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?.call_method1(pyo3::intern!(py, "view"), (api.int32.bind(py),))?;
+        dst.call_method1(pyo3::intern!(py, "copy_"), (t,))?;
+        let (off, n) = segs[5];
+        flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?.call_method1(pyo3::intern!(py, "zero_"), ())?;
+    }
     // The caller's next work (reading the outputs, reusing the logits) waits for ours.
     caller.join(&cs).map_err(|e| crate::device_err(format!("joining the caller's stream: {e:?}")))?;
     Ok((flat.unbind(), segs, (r, k, g)))
