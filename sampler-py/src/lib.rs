@@ -236,7 +236,7 @@ struct PyStepOutput {
     inner: StepOutput,
     row_counts: Vec<usize>,
     torch: bool,
-    cache: [PyOnceLock<Py<PyAny>>; 12],
+    cache: [PyOnceLock<Py<PyAny>>; 13],
 }
 
 impl PyStepOutput {
@@ -344,6 +344,21 @@ impl PyStepOutput {
     #[getter]
     fn emitted_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.per_request(py, 10, |q| &q.emitted_logprobs)
+    }
+    /// B entries: for a tree request that did not fail, its accepted path
+    /// (node indices, root first, `accepted + 1` int32; section 11.9), else None.
+    #[getter]
+    fn paths(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 12, |o| {
+            let l = PyList::empty(py);
+            for q in &self.inner.requests {
+                match &q.path {
+                    Some(p) => l.append(o.arr(p.iter().map(|&n| n as i32).collect::<Vec<i32>>(), &[p.len()])?)?,
+                    None => l.append(py.None())?,
+                }
+            }
+            Ok(l.into_any().unbind())
+        })
     }
     /// B arrays float32: prompt logprobs (prompt-logprob requests), else empty.
     #[getter]
@@ -543,6 +558,106 @@ fn draft_dists_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<DraftDist>> {
         .collect()
 }
 
+/// A draft tree of one decode request (SAMPLER.md 11.1): `parent` `[M]`
+/// (`parent[0] = -1`, `0 <= parent[n] < n`, siblings in draw order),
+/// `tokens` `[M - 1]` (node n's draft token at `tokens[n - 1]`, -1 =
+/// placeholder), `draft_dists`: one `DraftDist` per internal node in node
+/// order (None = fixed children, 11.3), `without_replacement` (11.4). A
+/// malformed tree fails only its request when the step runs (11.10); the
+/// static converters raise ValueError naming their argument.
+#[pyclass(name = "DraftTree", module = "sampler_py", frozen)]
+struct PyDraftTree {
+    inner: sampler_host::DraftTree,
+}
+
+fn tree_err(e: impl std::fmt::Display) -> PyErr {
+    value_err(e.to_string())
+}
+
+fn u32_lists(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
+    let items: Vec<Bound<'_, PyAny>> = obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a list of lists of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            i64_list(p, &format!("{arg}[{i}]"))?.into_iter().map(|x| u32::try_from(x).map_err(|_| value_err(format!("{arg}[{i}]: {x} is not a rank (0..=4294967295)")))).collect()
+        })
+        .collect()
+}
+
+#[pymethods]
+impl PyDraftTree {
+    #[new]
+    #[pyo3(signature = (parent, tokens, draft_dists=None, without_replacement=false))]
+    fn new(parent: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>, draft_dists: Option<&Bound<'_, PyAny>>, without_replacement: bool) -> PyResult<Self> {
+        let draft_dists = match draft_dists.filter(|d| !d.is_none()) {
+            None => None,
+            Some(d) => Some(draft_dists_arg(Some(d))?),
+        };
+        Ok(PyDraftTree { inner: sampler_host::DraftTree { parent: ids_list(parent, "parent")?, tokens: ids_list(tokens, "tokens")?, draft_dists, without_replacement } })
+    }
+    /// A chain (section 6's verify as a tree): node i+1 is `drafts[i]`, child of node i.
+    #[staticmethod]
+    #[pyo3(signature = (drafts, draft_dists=None))]
+    fn chain(drafts: &Bound<'_, PyAny>, draft_dists: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let d = draft_dists.filter(|d| !d.is_none()).map(|d| draft_dists_arg(Some(d))).transpose()?;
+        Ok(PyDraftTree { inner: sampler_host::DraftTree::chain(ids_list(drafts, "drafts")?, d) })
+    }
+    /// `[M]` parents.
+    #[getter]
+    fn parent(&self) -> Vec<i32> {
+        self.inner.parent.clone()
+    }
+    /// `[M - 1]` draft tokens.
+    #[getter]
+    fn tokens(&self) -> Vec<i32> {
+        self.inner.tokens.clone()
+    }
+    /// Whether children were drawn without replacement.
+    #[getter]
+    fn without_replacement(&self) -> bool {
+        self.inner.without_replacement
+    }
+    /// Nodes M (= rows of its request).
+    #[getter]
+    fn nodes(&self) -> usize {
+        self.inner.nodes()
+    }
+    /// Parents from first-child / next-sibling arrays (`[M]` each, -1 = none).
+    #[staticmethod]
+    fn parents_from_first_child_next_sibling(first_child: &Bound<'_, PyAny>, next_sibling: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        sampler_host::DraftTree::parents_from_first_child_next_sibling(&ids_list(first_child, "first_child")?, &ids_list(next_sibling, "next_sibling")?).map_err(tree_err)
+    }
+    /// Parents from rank paths (vLLM `speculative_token_tree`, Medusa / EAGLE-1 choices), root excluded.
+    #[staticmethod]
+    fn parents_from_rank_paths(paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        sampler_host::DraftTree::parents_from_rank_paths(&u32_lists(paths, "rank_paths")?).map_err(tree_err)
+    }
+    /// Parents of nodes `0..m` from root-to-leaf node paths (EAGLE-2 `retrieve_indices`; -1 padded).
+    #[staticmethod]
+    fn parents_from_node_paths(m: usize, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        let items: Vec<Bound<'_, PyAny>> = paths.try_iter()?.collect::<PyResult<_>>()?;
+        let p: Vec<Vec<i32>> = items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
+        sampler_host::DraftTree::parents_from_node_paths(m, &p).map_err(tree_err)
+    }
+    /// Parents from depths in DFS order (FlexFlow).
+    #[staticmethod]
+    fn parents_from_dfs_depths(depths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        let d: Vec<u32> = i64_list(depths, "dfs_depths")?.into_iter().map(|x| u32::try_from(x).map_err(|_| value_err(format!("dfs_depths: {x} is not a depth")))).collect::<PyResult<_>>()?;
+        sampler_host::DraftTree::parents_from_dfs_depths(&d).map_err(tree_err)
+    }
+    /// One distribution per internal node from per-child table rows (TensorRT-LLM `draftProbIndices`).
+    #[staticmethod]
+    fn dists_from_child_rows(parent: &Bound<'_, PyAny>, child_row: &Bound<'_, PyAny>, table: &Bound<'_, PyAny>) -> PyResult<Vec<PyDraftDist>> {
+        let t = draft_dists_arg(Some(table))?;
+        let d = sampler_host::DraftTree::dists_from_child_rows(&ids_list(parent, "parent")?, &ids_list(child_row, "child_row")?, &t).map_err(tree_err)?;
+        Ok(d.into_iter().map(|inner| PyDraftDist { inner }).collect())
+    }
+    fn __repr__(&self) -> String {
+        format!("DraftTree(nodes={}, proposal={})", self.inner.nodes(), if self.inner.draft_dists.is_some() { "drafted" } else { "fixed" })
+    }
+}
+
 /// One request of a step; it owns consecutive rows of the logits. Build it
 /// with the static constructors (`prefill`, `decode`, `verify`, `draft`,
 /// `prompt_logprobs`).
@@ -634,6 +749,15 @@ impl PyRequest {
         p.prompt_logprobs = true;
         let kind = RequestKind::PromptLogprobs { targets: ids_list(targets, "targets")? };
         finish(Request { params: p, kind, golden: Vec::new(), masks: None }, None, masks)
+    }
+
+    /// A decode request verifying a draft tree (section 11): one row per
+    /// node; `seqlen_k` counts the M tree nodes; `golden`: one id per depth
+    /// (11.7). The accepted path is `StepOutput.paths`.
+    #[staticmethod]
+    #[pyo3(signature = (params, seqlen_k, tree, *, golden=None, masks=None))]
+    fn tree(params: PyRef<'_, PySamplingParams>, seqlen_k: &Bound<'_, PyAny>, tree: PyRef<'_, PyDraftTree>, golden: Option<&Bound<'_, PyAny>>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        finish(Request::tree(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, tree.inner.clone()), golden, masks)
     }
 
     /// Rows of the logits this request owns.
@@ -1383,6 +1507,7 @@ fn is_cuda_tensor(tensor: &Bound<'_, PyAny>) -> bool {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySamplingParams>()?;
     m.add_class::<PyDraftDist>()?;
+    m.add_class::<PyDraftTree>()?;
     m.add_class::<PyRequest>()?;
     m.add_class::<PySampler>()?;
     m.add_class::<PyStepOutput>()?;

@@ -418,3 +418,36 @@ def test_section_10_parameters():
     s = sp.Sampler(3, backend="cpu")
     out = s.sample(logits, [sp.Request.prefill(sp.SamplingParams(min_p=1.5, seq_seed=1), 5)])
     assert not out.ok[0] and "min_p" in out.errors[0]
+
+
+# ---------------------------------------------------------------- trees (section 11)
+
+
+def test_draft_tree_requests_and_converters(rng):
+    parent = sp.DraftTree.parents_from_rank_paths([[0], [1], [0, 0]])  # root -> {1, 2}, 1 -> {3}
+    assert parent == [-1, 0, 0, 1]
+    assert sp.DraftTree.parents_from_dfs_depths([0, 1, 2, 1]) == [-1, 0, 1, 0]
+    assert sp.DraftTree.parents_from_first_child_next_sibling([1, 3, -1, -1], [-1, 2, -1, -1]) == parent
+    assert sp.DraftTree.parents_from_node_paths(4, [[0, 1, 3], [0, 2, -1]]) == parent
+    with pytest.raises(ValueError, match="rank_paths"):
+        sp.DraftTree.parents_from_rank_paths([[1]])
+    t = sp.DraftTree(parent, [5, 6, 7])
+    assert t.nodes == 4 and t.parent == parent and t.tokens == [5, 6, 7]
+    # Greedy: row 0's argmax is node 1's token, row 1's is node 3's: the path 0 -> 1 -> 3 is accepted.
+    a = logits(rng, 4)
+    for row, tok in [(0, 5), (1, 7), (3, 11)]:
+        a[row, tok] = 40.0
+    s = sp.Sampler(V, backend="cpu")
+    req = sp.Request.tree(params(temperature=0.0), 50, t)
+    assert req.kind == "tree" and req.rows == 4
+    good = sp.Request.prefill(params(), 9)
+    out = s.sample(np.concatenate([a, logits(rng, 1)]), [req, good])
+    assert out.errors == [None, None]
+    assert out.paths[0].tolist() == [0, 1, 3] and out.paths[1] is None
+    assert int(out.accepted[0]) == 2 and out.emitted[0].tolist() == [5, 7, 11]
+    # A chain tree equals verify; a malformed tree fails only its request.
+    chain = sp.DraftTree.chain([5, 7])
+    assert chain.parent == [-1, 0, 1]
+    bad = sp.Request.tree(params(), 50, sp.DraftTree([0, 0, 1, 1], [5, 6, 7]))
+    out2 = s.sample(np.concatenate([a, logits(rng, 1)]), [bad, good])
+    assert out2.errors[0] is not None and "parent" in out2.errors[0] and out2.errors[1] is None

@@ -6,7 +6,7 @@ Two layers:
   ``top_k_renorm_probs`` / ``top_p_renorm_probs``, ``top_k_top_p_renorm_logprobs``
   and ``verify`` (speculative decoding);
 - ``Sampler``, mirroring the Rust ``sampler_host::Sampler``: ``Request`` objects
-  (prefill / decode / verify / draft / prompt-logprobs) with ``SamplingParams``,
+  (prefill / decode / verify / draft / prompt-logprobs / tree with a ``DraftTree``) with ``SamplingParams``,
   grammar bit masks, and the ``MtpInfoPool``.
 
 Tensors come in through DLPack (numpy, torch, ...) without a copy when they are
@@ -23,6 +23,7 @@ from ._native import (
     SAMPLING_EPS as SAMPLING_EPS,
     CudaStepOutput as CudaStepOutput,
     DraftDist as DraftDist,
+    DraftTree as DraftTree,
     MtpInfoPool as MtpInfoPool,
     Request as Request,
     Sampler as Sampler,
@@ -44,6 +45,7 @@ __all__ = [
     "SAMPLING_EPS",
     "CudaStepOutput",
     "DraftDist",
+    "DraftTree",
     "MtpInfoPool",
     "Request",
     "Sampler",
