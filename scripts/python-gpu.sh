@@ -61,6 +61,15 @@ device)
             python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$fiw"/*.whl && fi=--flashinfer
         fi
         export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+        pre=
+        if [ -n "$fi" ]; then
+            # FlashInfer JIT-compiles its sampling module (a minute or more with nvcc): in the
+            # background while our tests run, as scripts/bench.sh does (the tvm-ffi torch addon
+            # separately, so the two builds do not race).
+            (TVM_FFI_DISABLE_TORCH_C_DLPACK=1 python3 -c "import flashinfer.sampling as m; m.get_sampling_module()" > "$out/fi-prebuild.log" 2>&1;
+             python3 -c "import torch, tvm_ffi" >> "$out/fi-prebuild.log" 2>&1; echo "prebuild rc=$?" >> "$out/fi-prebuild.log") &
+            pre=$!
+        fi
         python3 -c "import torch, sampler_py; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
         echo "== pytest: tests/test_gpu.py (torch CUDA tensors), then the CPU suite"
         SAMPLER_GOLDEN_DIR=.gpu-py/golden timeout ${PYTEST_S:-75} python3 -m pytest -q -rs sampler-py/tests/test_gpu.py \
@@ -70,7 +79,8 @@ device)
         echo "== binding overhead, torch CUDA tensors, R = 64, V = 129280 (host time per call)"
         timeout 30 python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
         if [ -n "$fi" ]; then
-            echo "== the same beside FlashInfer's Python call on the same tensors"
+            echo "== the same beside FlashInfer's Python call on the same tensors (waiting for its JIT build)"
+            wait $pre; tail -2 "$out/fi-prebuild.log"
             timeout ${FI_S:-50} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 30 $fi --json "$out/overhead-torch-fi.json" || rc=1
         fi
         echo "== rc=$rc"

@@ -209,6 +209,29 @@ impl Sampler {
         Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done })
     }
 
+    /// [`Sampler::sample_async`] with the outputs written by the kernels
+    /// straight into the caller's device buffers (CUDA): `outputs` is called
+    /// once the step is laid out with (R, k, G) (rows, top-logprobs width,
+    /// requests) and returns where each output goes
+    /// ([`crate::backend::cuda::OutputPtrs`]; `None` fields stay in the
+    /// sampler's buffers), or `None` to enqueue nothing (`Ok(false)`).
+    /// Nothing is waited for or copied; the outputs are ordered on
+    /// [`Sampler::cuda_stream`]. Errors: not the CUDA backend, or as [`Sampler::sample`].
+    pub fn sample_async_into<'a>(
+        &mut self,
+        logits: impl Into<Logits<'a>>,
+        requests: &[Request],
+        outputs: impl FnOnce(usize, usize, usize) -> Option<crate::backend::cuda::OutputPtrs>,
+    ) -> Result<bool, BatchError> {
+        let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let Some(cuda) = self.backend.as_cuda() else {
+            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "device outputs need the CUDA backend".into() }));
+        };
+        let Some(out) = outputs(plan.rows as usize, plan.k as usize, plan.groups()) else { return Ok(false) };
+        cuda.enqueue_into(&plan, &out)?;
+        Ok(true)
+    }
+
     /// Captures a step of this shape (rows per request, request kinds,
     /// draft widths, top-logprobs width, logits buffer) as a CUDA graph, for
     /// [`Sampler::replay`]; engines keep one per batch-size bucket. Runs the

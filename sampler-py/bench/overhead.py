@@ -13,8 +13,9 @@ Times, on the same inputs, in one run:
   call (the device is synchronised between calls, untimed): `rust` = `sample_async` on the
   caller's stream inside Rust (`_native._bench_rust_step_cuda`), `python` = `Sampler.sample`
   (torch import by attributes, current stream, request conversion, the output buffer from
-  torch's allocator, 7 device-to-device copies, the stream join), `python_tokens` = the
-  functional call returning tokens only (1 copy); overhead = python - rust. Beside them the
+  torch's allocator written by the kernels, the stream join), `python_out` = the same with
+  `out=` (no allocation), `python_tokens` = the functional call returning tokens only (its
+  parameters converted per call); overhead = python - rust. Beside them the
   end-to-end time (call + synchronize) and a CUDA-graph replay of ours and of FlashInfer's call.
 Medians over --iters calls.
 """
@@ -121,21 +122,25 @@ def torch_case(r, v, force_topk, iters, flashinfer):
     res = {"rows": r, "vocab": v, "force_topk": force_topk, "iters": iters}
     rust_fn = lambda: sp._native._bench_rust_step_cuda(s, x, reqs, 1)[0] * 1e6
     py_fn = lambda: s.sample(x, reqs)
+    prev = s.sample(x, reqs)
+    py_out = lambda: s.sample(x, reqs, out=prev)
     py_read = lambda: s.sample(x, reqs).tokens
     fn_fn = lambda: sp.top_k_top_p_sampling_from_logits(x, 50, 0.9, temperature=0.7, seed=seeds, positions=41, force_topk=force_topk)
-    for f in (rust_fn, py_fn, py_read, fn_fn):
+    for f in (rust_fn, py_fn, py_read, fn_fn, py_out):
         f()
-    ru, py, pr, fu = [], [], [], []
+    ru, py, pr, fu, po = [], [], [], [], []
     for _ in range(iters):  # alternated, so drift hits all alike
         torch.cuda.synchronize()
         ru.append(rust_fn())
         py.append(host_us(py_fn))
         pr.append(host_us(py_read))
         fu.append(host_us(fn_fn))
-    res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu),
+        po.append(host_us(py_out))
+    res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu), "python_out": med(po),
                       "rust_min": min(ru), "python_min": min(py), "python_tokens_min": min(fu)}
     res["overhead_us"] = med(py) - med(ru)
     res["overhead_tokens_us"] = med(fu) - med(ru)
+    res["overhead_out_us"] = med(po) - med(ru)
     res["end_to_end_us"] = {"python": total_us(py_fn, iters), "python_tokens": total_us(fn_fn, iters)}
     res["graph_replay_us"] = {"python": graph_us(py_fn, iters), "python_tokens": graph_us(fn_fn, iters)}
     if flashinfer:

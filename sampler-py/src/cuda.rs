@@ -7,9 +7,9 @@
 //!    `stream=`) is wrapped, not owned; the sampler's stream waits on it by
 //!    an event ([`sampler_host::interop::CudaLogits`]);
 //! 3. the step is enqueued ([`sampler_host::Sampler::sample_async`]);
-//! 4. the outputs are copied device-to-device, on the sampler's stream, into
-//!    ONE torch `uint8` tensor allocated by torch's caching allocator on the
-//!    logits' device (typed views of it are made when read);
+//! 4. the kernels write the outputs straight into ONE torch `uint8` tensor
+//!    allocated by torch's caching allocator on the logits' device (no copy;
+//!    `Sampler::sample_async_into`); typed views of it are made when read;
 //! 5. the caller's stream waits on the sampler's stream by an event, so
 //!    whatever the caller enqueues next (reading the outputs, freeing or
 //!    reusing the logits' memory) runs after the sampler is done.
@@ -26,11 +26,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyTuple};
 
-use cudarc::driver::DevicePtr;
-use sampler_host::interop::{CudaLogits, Dtype as LDtype};
+use sampler_host::interop::{CudaLogits, Dtype as LDtype, OutputPtrs};
 use sampler_host::{Request, Sampler};
 
-use crate::dlpack::{self, CudaBorrowed, CudaDtype, TorchApi};
+use crate::dlpack::{self, CudaBorrowed, CudaDtype};
 
 fn value_err(msg: impl Into<String>) -> PyErr {
     PyValueError::new_err(msg.into())
@@ -104,9 +103,11 @@ const ALIGN: usize = 16;
 /// Runs one step on CUDA logits. Returns the flat output tensor and the
 /// segment table `(byte offset, elements)` for tokens, logprobs, top_ids,
 /// top_logprobs, sum_smaller_probs, accepted, status, and (R, k, G).
-/// Errors: a sampler not on CUDA or on another device (ValueError); batch
-/// errors as [`crate::batch_err`].
-pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], want: Want) -> PyResult<(Py<PyAny>, [(usize, usize); SEGS], (usize, usize, usize))> {
+/// The kernels write the outputs straight into the torch buffer (no copy);
+/// with [`Want::Tokens`] only the tokens go there (the rest stays in the
+/// sampler's own buffers). Errors: a sampler not on CUDA or on another
+/// device (ValueError); batch errors as [`crate::batch_err`].
+pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], want: Want, reuse: Option<&CudaStepOutput>) -> PyResult<(Py<PyAny>, [(usize, usize); SEGS], (usize, usize, usize))> {
     let Some(cs) = s.cuda_stream() else {
         return Err(value_err("logits: a CUDA tensor needs a sampler on the CUDA backend (backend=\"cuda\", or \"auto\" with a GPU); this one runs on the CPU"));
     };
@@ -126,50 +127,53 @@ pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], w
     // SAFETY: `len` contiguous elements of `dtype` on this device (checked on import), borrowed
     // for the call: the caller's stream waits for the sampler before it can reuse them.
     let logits = unsafe { CudaLogits::from_raw(c.t.ptr, len, dtype, caller.clone()) };
-    let mut pending = s.sample_async(logits, reqs).map_err(crate::batch_err)?;
-    let o = pending.device_outputs().ok_or_else(|| value_err("the CUDA sampler returned no device outputs"))?;
-    let (r, g) = (o.tokens.len(), o.accepted.len());
-    let k = if r > 0 { o.top_ids.len() / r } else { 0 };
-    let counts = [r, r, r * k, r * k, r, g, g];
-    let mut segs = [(0usize, 0usize); SEGS];
-    let mut total = 0;
-    let n_seg = if want == Want::All { SEGS } else { 1 };
-    for i in 0..n_seg {
-        segs[i] = (total, counts[i]);
-        total += (counts[i] * 4).div_ceil(ALIGN) * ALIGN;
-    }
-    // The outputs: one torch allocation (caching allocator; the graph's pool under capture).
     let api = if c.t.torch { dlpack::torch_api(c.t.keep()).expect("torch tensor") } else { dlpack::torch_api_py(py).map_err(|e| value_err(format!("CUDA outputs are torch tensors: {e}")))? };
-    let flat = if want == Want::Tokens {
-        let shape = PyTuple::new(py, [r])?;
-        new_empty(py, c, api, &shape, api.int32.bind(py))?
-    } else {
-        let shape = PyTuple::new(py, [total.max(ALIGN)])?;
-        new_empty(py, c, api, &shape, api.uint8.bind(py))?
-    };
-    let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
-    let srcs = [
-        o.tokens.device_ptr(&cs).0,
-        o.logprobs.device_ptr(&cs).0,
-        o.top_ids.device_ptr(&cs).0,
-        o.top_logprobs.device_ptr(&cs).0,
-        o.sum_smaller_probs.device_ptr(&cs).0,
-        o.accepted.device_ptr(&cs).0,
-        o.status.device_ptr(&cs).0,
-    ];
-    for i in 0..n_seg {
-        let (off, n) = segs[i];
-        if n == 0 {
-            continue;
-        }
-        // SAFETY: the sampler's output (n elements of 4 bytes, ordered on its stream) into our
-        // fresh torch buffer (sized above); on the sampler's stream, after the step.
-        unsafe { cudarc::driver::result::memcpy_dtod_async(base + off as u64, srcs[i], n * 4, cs.cu_stream()) }.map_err(|e| crate::device_err(format!("output copy: {e:?}")))?;
-    }
-    drop(pending);
+    // The output buffer is allocated by torch (caching allocator; the graph's pool under
+    // capture) once the step's shape is known, inside the sampler's callback.
+    let mut made: Option<PyResult<(Bound<'_, PyAny>, [(usize, usize); SEGS], (usize, usize, usize))>> = None;
+    let enqueued = s
+        .sample_async_into(logits, reqs, |r, k, g| {
+            let res = (|| -> PyResult<_> {
+                let counts = [r, r, r * k, r * k, r, g, g];
+                let mut segs = [(0usize, 0usize); SEGS];
+                let mut total = 0;
+                let n_seg = if want == Want::All { SEGS } else { 1 };
+                for i in 0..n_seg {
+                    segs[i] = (total, counts[i]);
+                    total += (counts[i] * 4).div_ceil(ALIGN) * ALIGN;
+                }
+                let flat = if let Some(o) = reuse {
+                    // The caller's earlier output of this shape: its buffer is written again.
+                    if (o.r, o.k, o.g) != (r, k, g) || o.segs != segs {
+                        return Err(value_err(format!("out: a CudaStepOutput of R = {}, k = {}, B = {} cannot hold a step of R = {r}, k = {k}, B = {g}", o.r, o.k, o.g)));
+                    }
+                    o.flat.bind(py).clone()
+                } else if want == Want::Tokens {
+                    new_empty(py, c, &PyTuple::new(py, [r])?, api.kw_int32.bind(py))?
+                } else {
+                    new_empty(py, c, &PyTuple::new(py, [total.max(ALIGN)])?, api.kw_uint8.bind(py))?
+                };
+                let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+                Ok((flat, segs, (r, k, g), base, n_seg))
+            })();
+            match res {
+                Ok((flat, segs, rkg, base, n_seg)) => {
+                    let at = |i: usize| (i < n_seg && segs[i].1 > 0).then(|| base + segs[i].0 as u64);
+                    made = Some(Ok((flat, segs, rkg)));
+                    Some(OutputPtrs { tokens: at(0), logprobs: at(1), top_ids: at(2), top_logprobs: at(3), sum_smaller_probs: at(4), accepted: at(5), status: at(6) })
+                }
+                Err(e) => {
+                    made = Some(Err(e));
+                    None
+                }
+            }
+        })
+        .map_err(crate::batch_err)?;
+    let (flat, segs, (r, k, g)) = made.expect("the callback ran")?;
+    debug_assert!(enqueued);
     if r == 0 && want == Want::All && g > 0 {
-        // No rows: no kernel ran, so the device statuses are not this step's. The host knows
-        // them all (a request without rows can only fail its host checks).
+        // No rows: no kernel ran. The host knows every status (a request without rows can
+        // only fail its host checks); accepted counts are 0.
         let st: Vec<i32> = reqs.iter().map(|q| if s.check(q).is_err() { -1 } else { 0 }).collect();
         let host = pyo3::types::PyList::new(py, &st)?;
         let t = py.import("torch")?.call_method("tensor", (host,), Some(&[("dtype", api.int32.bind(py))].into_py_dict(py)?))?;
@@ -184,15 +188,13 @@ pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], w
     Ok((flat.unbind(), segs, (r, k, g)))
 }
 
-fn new_empty<'py>(py: Python<'py>, c: &CudaIn<'py>, api: &TorchApi, shape: &Bound<'py, PyTuple>, dtype: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let kw = pyo3::types::PyDict::new(py);
-    kw.set_item(pyo3::intern!(py, "dtype"), dtype)?;
+fn new_empty<'py>(py: Python<'py>, c: &CudaIn<'py>, shape: &Bound<'py, PyTuple>, kw: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {
     if c.t.torch {
         // Same device as the logits, no device object to build.
-        return c.t.keep().call_method(pyo3::intern!(py, "new_empty"), (shape,), Some(&kw));
+        return c.t.keep().call_method(pyo3::intern!(py, "new_empty"), (shape,), Some(kw));
     }
+    let kw = kw.copy()?;
     kw.set_item(pyo3::intern!(py, "device"), format!("cuda:{}", c.t.device))?;
-    let _ = api;
     py.import("torch")?.call_method("empty", (shape,), Some(&kw))
 }
 

@@ -19,6 +19,7 @@ use std::ffi::{c_void, CStr};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::IntoPyDict;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -455,9 +456,11 @@ pub struct TorchApi {
     pub bf16: Py<PyAny>,
     pub f16: Py<PyAny>,
     pub int32: Py<PyAny>,
-    pub uint8: Py<PyAny>,
     /// `torch._C._cuda_getCurrentRawStream(device) -> int` (the caller's current stream).
     pub raw_stream: Py<PyAny>,
+    /// `{"dtype": torch.int32}` / `{"dtype": torch.uint8}`: keyword arguments built once.
+    pub kw_int32: Py<pyo3::types::PyDict>,
+    pub kw_uint8: Py<pyo3::types::PyDict>,
 }
 
 static TORCH_API: pyo3::sync::PyOnceLock<TorchApi> = pyo3::sync::PyOnceLock::new();
@@ -487,8 +490,9 @@ pub fn torch_api_py(py: Python<'_>) -> PyResult<&'static TorchApi> {
                 bf16: get("bfloat16")?,
                 f16: get("float16")?,
                 int32: get("int32")?,
-                uint8: get("uint8")?,
                 raw_stream: torch.getattr("_C")?.getattr("_cuda_getCurrentRawStream")?.unbind(),
+                kw_int32: [("dtype", torch.getattr("int32")?)].into_py_dict(py)?.unbind(),
+                kw_uint8: [("dtype", torch.getattr("uint8")?)].into_py_dict(py)?.unbind(),
             })
         })
 }

@@ -906,17 +906,22 @@ impl PySampler {
     ///   `stream` (default: torch's current stream of that device; the
     ///   legacy default stream for other producers) and a `CudaStepOutput`
     ///   of torch tensors on that device is returned without waiting.
+    /// `out` (CUDA): an earlier `CudaStepOutput` of the same shape whose
+    /// buffer is written again (and returned) instead of a new allocation.
     /// A bad request only gets an error status.
-    #[pyo3(signature = (logits, requests, *, stream=None))]
-    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
+    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) -> PyResult<Py<PyAny>> {
         if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
             if c.vocab() != self.cfg.vocab_size as usize {
                 return Err(value_err(format!("logits: expected shape [R, vocab_size = {}], got {:?}", self.cfg.vocab_size, c.t.shape)));
             }
             let reqs = requests_arg(requests)?;
             let mut guard = self.lock_gil(py);
-            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All)?;
+            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()))?;
             drop(guard);
+            if let Some(o) = out {
+                return Ok(o.clone().into_any().unbind());
+            }
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts))?.into_any());
         }
@@ -1122,7 +1127,7 @@ fn top_k_top_p_sampling_from_logits(
         let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
         let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
-        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want))?;
+        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None))?;
         if return_logprobs {
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
         }
@@ -1239,7 +1244,7 @@ fn verify(
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
     if let Some(c) = &cl {
-        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All))?;
+        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None))?;
         return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
     }
     let l = hl.expect("host logits");
@@ -1474,9 +1479,9 @@ fn _bench_rust_step_cuda(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits:
         let t = std::time::Instant::now();
         // SAFETY: as in `cuda::step`.
         let l = unsafe { sampler_host::interop::CudaLogits::from_raw(c.t.ptr, len, dtype, caller.clone()) };
-        let mut p = guard.sample_async(l, &reqs).map_err(batch_err)?;
-        let _ = p.device_outputs();
-        drop(p);
+        // As the binding's call: the outputs written by the kernels into caller-owned memory
+        // (here the sampler's own, allocated once), no copy.
+        guard.sample_async_into(l, &reqs, |_, _, _| Some(Default::default())).map_err(batch_err)?;
         caller.join(&cs).map_err(|e| device_err(format!("{e:?}")))?;
         out.push(t.elapsed().as_secs_f64());
         caller.synchronize().map_err(|e| device_err(format!("{e:?}")))?;

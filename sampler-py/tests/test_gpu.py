@@ -43,21 +43,24 @@ def test_golden_cuda_backend_from_python(path):
 def host_doc(out, case):
     """The comparable part of a host StepOutput: rows and outputs of ok requests."""
     offs = out.row_offsets.tolist()
+    prompt = lambda q: [fval(x) for x in np.asarray(out.prompt_logprobs[q])]
     return _doc(offs, [e is None for e in out.errors], np.asarray(out.tokens), np.asarray(out.logprobs),
                 np.asarray(out.top_ids), np.asarray(out.top_logprobs), np.asarray(out.sum_smaller_probs),
-                np.asarray(out.accepted), case)
+                np.asarray(out.accepted), case, prompt)
 
 
 def device_doc(out, case):
     """The same from a CudaStepOutput (torch CUDA tensors, read back once)."""
     c = lambda t: t.cpu().numpy()
-    return _doc(out.row_offsets, (c(out.status) == 0).tolist(), c(out.tokens), c(out.logprobs), c(out.top_ids),
-                c(out.top_logprobs), c(out.sum_smaller_probs), c(out.accepted), case)
+    offs, lps = out.row_offsets, c(out.logprobs)
+    # As sampler_host's `assemble`: prompt logprobs are the logprobs of the rows with a target.
+    prompt = lambda q: [fval(lps[offs[q] + j]) for j, t in enumerate(case["requests"][q]["targets"]) if t >= 0]
+    return _doc(offs, (c(out.status) == 0).tolist(), c(out.tokens), lps, c(out.top_ids),
+                c(out.top_logprobs), c(out.sum_smaller_probs), c(out.accepted), case, prompt)
 
 
-def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case):
-    # As sampler_host's `assemble`: a row without a token has logprob -inf and
-    # sum_smaller_probs 0; prompt logprobs are the target rows' logprobs.
+def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of):
+    # As sampler_host's `assemble`: a row without a token has logprob -inf and sum_smaller_probs 0.
     rows, reqs = [], []
     for q, r in enumerate(case["requests"]):
         if not ok[q]:
@@ -70,9 +73,7 @@ def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case):
                          "top": [[int(a), fval(b)] for a, b in zip(top_ids[i], top_lps[i])]})
             if t >= 0:
                 emitted.append(t)
-        prompt = []
-        if r["kind"] == "prompt_logprobs":
-            prompt = [fval(lps[offs[q] + j]) for j, t in enumerate(r["targets"]) if t >= 0]
+        prompt = prompt_of(q) if r["kind"] == "prompt_logprobs" else []
         reqs.append({"ok": True, "accepted": int(accepted[q]), "emitted": emitted, "prompt_logprobs": prompt})
     return {"rows": rows, "requests": reqs}
 
@@ -156,6 +157,12 @@ def test_outputs_are_one_device_buffer_and_checked_inputs():
         assert t.is_cuda and lo <= t.data_ptr() < hi
     assert out.top_ids.shape == (3, 4) and out.top_logprobs.dtype == torch.float32
     assert out.ok.tolist() == [True] * 3 and out.row_offsets == [0, 1, 2, 3]
+    # `out=`: the same buffer written again, no allocation.
+    want = s.sample(x * 0.5, reqs).tokens.clone()
+    again = s.sample(x * 0.5, reqs, out=out)
+    assert again is out and again.buffer.data_ptr() == lo and torch.equal(out.tokens, want)
+    with pytest.raises(ValueError, match="out: a CudaStepOutput of R = 3"):
+        s.sample(x[:2], reqs[:2], out=out)
     with pytest.raises(ValueError, match="logits: expected a row-major contiguous array"):
         s.sample(torch.randn(v, 3, device="cuda").t(), reqs)
     with pytest.raises(TypeError, match="logits: expected float32, bfloat16 or float16 logits, got torch.int32"):

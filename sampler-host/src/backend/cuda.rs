@@ -250,6 +250,9 @@ pub struct CudaDevice {
     retired: Vec<DStore>,
     retired_arenas: Vec<CudaSlice<u8>>,
     graph_held: bool,
+    /// The caller's device buffers the step's outputs are written to
+    /// directly ([`CudaBackend::enqueue_into`]), by [`Buf`]; `None` = ours.
+    ext_out: Vec<Option<u64>>,
 }
 
 impl CudaDevice {
@@ -288,6 +291,7 @@ impl CudaDevice {
             retired: Vec::new(),
             retired_arenas: Vec::new(),
             graph_held: false,
+            ext_out: vec![None; Buf::ALL.len()],
         })
     }
 
@@ -547,7 +551,8 @@ impl Device for CudaDevice {
             None => 0,
         };
         let ptrs: Vec<u64> = args.iter().map(|a| match a {
-            LaunchArg::Buf(b) => self.input_at[*b as usize].map_or(0, |off| base + off as u64),
+            // The caller's output buffer this step, else the input arena's range.
+            LaunchArg::Buf(b) => self.ext_out[*b as usize].unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |off| base + off as u64)),
             _ => 0,
         }).collect();
         let mut lb = self.stream.launch_builder(&f);
@@ -821,6 +826,27 @@ impl CudaBackend {
         Ok(res)
     }
 
+    /// Enqueues step `p` with its outputs written straight into `out` (the
+    /// caller's buffers, sized for `p`: see [`OutputPtrs`]) rather than
+    /// into ours: no copy. [`Self::outputs`] and a later collect do not see
+    /// this step's outputs.
+    pub fn enqueue_into(&mut self, p: &StepPlan<'_>, out: &OutputPtrs) -> Result<(), BackendError> {
+        for (b, x) in [
+            (Buf::Tokens, out.tokens),
+            (Buf::TokenLp, out.logprobs),
+            (Buf::TopIds, out.top_ids),
+            (Buf::TopLps, out.top_logprobs),
+            (Buf::SumSmaller, out.sum_smaller_probs),
+            (Buf::Accepted, out.accepted),
+            (Buf::GroupStatus, out.status),
+        ] {
+            self.d.ext_out[b as usize] = x.filter(|&a| a != 0);
+        }
+        let r = self.enqueue(p);
+        self.d.ext_out.iter_mut().for_each(|x| *x = None);
+        r.map(|_| ())
+    }
+
     /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]).
     pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
         match &mut self.d.bufs[Buf::Logits as usize] {
@@ -828,6 +854,30 @@ impl CudaBackend {
             _ => unreachable!("Logits is f32"),
         }
     }
+}
+
+/// Device addresses (in the sampler's context) the kernels of one step
+/// write its outputs to, instead of the sampler's own buffers
+/// ([`crate::Sampler::sample_async_into`]); `None` = the sampler's own. Sizes:
+/// `tokens`, `logprobs`, `sum_smaller_probs` `[R]`, `top_ids`,
+/// `top_logprobs` `[R, k]`, `accepted`, `status` `[G]` (4-byte elements:
+/// i32, f32, u32 for `accepted`), with the (R, k, G) the callback is given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputPtrs {
+    /// `[R]` i32 token per row.
+    pub tokens: Option<u64>,
+    /// `[R]` f32 logprob of the row's token (or prompt target).
+    pub logprobs: Option<u64>,
+    /// `[R, k]` i32 top-logprob ids.
+    pub top_ids: Option<u64>,
+    /// `[R, k]` f32 top logprobs.
+    pub top_logprobs: Option<u64>,
+    /// `[R]` f32 `sum_smaller_probs`.
+    pub sum_smaller_probs: Option<u64>,
+    /// `[G]` u32 drafts accepted per request.
+    pub accepted: Option<u64>,
+    /// `[G]` i32 request status (0 ok, -1 failed on the host, 1 bad logit value, 2 all masked).
+    pub status: Option<u64>,
 }
 
 /// The outputs of the last enqueued step, still on the device (stream

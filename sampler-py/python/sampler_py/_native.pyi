@@ -179,10 +179,11 @@ class Sampler:
     (section 9), RuntimeError when a forced backend is unavailable."""
 
     def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto") -> None: ...
-    def sample(self, logits: ArrayLike, requests: Sequence[Request], *, stream: StreamLike = None) -> Union[StepOutput, CudaStepOutput]:
+    def sample(self, logits: ArrayLike, requests: Sequence[Request], *, stream: StreamLike = None, out: Optional[CudaStepOutput] = None) -> Union[StepOutput, CudaStepOutput]:
         """logits [R, V]; R = sum of the requests' rows. Host logits: a StepOutput,
         the GIL released while it runs. CUDA logits: enqueued on `stream`, a
-        CudaStepOutput without waiting."""
+        CudaStepOutput without waiting (`out`: an earlier one of the same shape,
+        written again instead of a new allocation)."""
     def check(self, request: Request) -> Optional[str]:
         """The host-side error text of `request` (section 1), or None when valid."""
     def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
