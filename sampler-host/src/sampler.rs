@@ -426,6 +426,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn outputs_into_caller_buffers_need_cuda() {
+        // The callback is not asked for buffers, and nothing runs, off CUDA.
+        let mut s = Sampler::new(SamplerConfig { backend: BackendKind::Cpu, ..SamplerConfig::new(8) }).unwrap();
+        let logits = [0f32; 8];
+        let mut asked = false;
+        let r = s.sample_async_into(&logits[..], &[Request::prefill(SamplingParams::default(), 1)], |_, _, _| {
+            asked = true;
+            Some(Default::default())
+        });
+        assert!(matches!(&r, Err(BatchError::Backend(e)) if e.to_string().contains("CUDA")), "{r:?}");
+        assert!(!asked);
+    }
+
+    #[test]
     fn section_9_limits_are_config_errors() {
         assert_eq!(check_force_topk(16384, 129280, "nvidia"), Ok(()));
         assert_eq!(check_force_topk(16385, 129280, "nvidia"), Err(ConfigError::ForceTopkTooLarge { n: 16385, platform: "nvidia", limit: 16384 }));
