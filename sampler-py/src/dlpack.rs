@@ -280,8 +280,9 @@ fn ValueError(msg: String) -> PyErr {
 
 /// Imports a CPU tensor through DLPack without copying.
 ///
-/// Checks: `__dlpack__` present (TypeError), device CPU (CUDA:
-/// NotImplementedError; other devices: ValueError), a dtype we read
+/// A torch CUDA tensor is first copied to the host with `.cpu()` (small
+/// per-row arguments; logits take [`import_cuda`]). Checks: `__dlpack__`
+/// present (TypeError), device CPU (else ValueError), a dtype we read
 /// (TypeError), `ndim` in `ndims` (ValueError), row-major contiguous strides
 /// (ValueError) and element alignment (ValueError). Every message starts
 /// with `arg`.
