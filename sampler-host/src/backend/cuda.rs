@@ -177,6 +177,28 @@ fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<Cuda
 /// captured into a caller's CUDA graph: see [`CudaDevice::capture_pool`].
 const CAPTURE_POOL_BYTES: usize = 4 << 20;
 
+/// Writes a step's inputs into the host staging `host` at their arena
+/// offsets `at` (data copied, fills expanded) and records each offset.
+fn pack_inputs(list: &[(Buf, pipeline::Upload<'_>)], at: &[usize], host: &mut [u8], input_at: &mut [Option<usize>]) {
+    use pipeline::Upload;
+    for ((b, u), &off) in list.iter().zip(at) {
+        match u {
+            Upload::Data(h) => {
+                let src = host_bytes(h);
+                host[off..off + src.len()].copy_from_slice(src);
+            }
+            Upload::Fill(x, len) => {
+                let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
+                let w = prim_bytes(b.prim());
+                for i in 0..*len {
+                    host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
+                }
+            }
+        }
+        input_at[*b as usize] = Some(off);
+    }
+}
+
 /// Bytes of `h` as a byte slice.
 fn host_bytes<'a>(h: &HostSlice<'a>) -> &'a [u8] {
     // SAFETY: plain-old-data element types, viewed as bytes for a copy.
@@ -322,7 +344,6 @@ impl CudaDevice {
     /// (the graph's copy node reads it at every replay), without waiting or
     /// allocating. Errors: no pool yet (no step ran before the capture) or a full pool.
     fn upload_captured(&mut self, list: &[(Buf, pipeline::Upload<'_>)], at: &[usize], total: usize) -> Result<(), BackendError> {
-        use pipeline::Upload;
         let Some((_, pool)) = self.capture_pool.as_ref() else {
             return Err(dev("a step captured into a CUDA graph needs one step run before the capture (it reserves the capture pool)"));
         };
@@ -336,22 +357,7 @@ impl CudaDevice {
         // SAFETY: [start, start + total) lies inside the pool (checked), which lives as long as
         // `self`; no other capture uses this range and no copy reads it yet.
         let host = unsafe { std::slice::from_raw_parts_mut((*pool as *mut u8).add(start), total) };
-        for ((b, u), &off) in list.iter().zip(at) {
-            match u {
-                Upload::Data(h) => {
-                    let src = host_bytes(h);
-                    host[off..off + src.len()].copy_from_slice(src);
-                }
-                Upload::Fill(x, len) => {
-                    let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
-                    let w = prim_bytes(b.prim());
-                    for i in 0..*len {
-                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
-                    }
-                }
-            }
-            self.input_at[*b as usize] = Some(off);
-        }
+        pack_inputs(list, at, host, &mut self.input_at);
         let dst = arena.device_ptr(&self.stream).0;
         // SAFETY: `total` bytes fit the arena (checked); ordered on our (capturing) stream.
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.map_err(dev)?;
@@ -444,22 +450,7 @@ impl Device for CudaDevice {
         }
         let staging = self.staging.as_mut().expect("sized above");
         let host = staging.as_mut_slice().map_err(dev)?;
-        for ((b, u), &off) in list.iter().zip(&at) {
-            match u {
-                Upload::Data(h) => {
-                    let src = host_bytes(h);
-                    host[off..off + src.len()].copy_from_slice(src);
-                }
-                Upload::Fill(x, len) => {
-                    let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
-                    let w = prim_bytes(b.prim());
-                    for i in 0..*len {
-                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
-                    }
-                }
-            }
-            self.input_at[*b as usize] = Some(off);
-        }
+        pack_inputs(list, &at, host, &mut self.input_at);
         let arena = self.arena.as_mut().expect("sized above");
         // One async copy of the whole step's metadata, from pinned memory.
         self.stream.memcpy_htod(staging, arena).map_err(dev)?;
