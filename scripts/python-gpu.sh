@@ -43,7 +43,7 @@ pack)
     set -e
     dst="${2:?pack needs the output .tgz path}"
     mkdir -p "$(dirname "$dst")"
-    tar czf "$dst" .gpu-py scripts sampler-py/tests sampler-py/bench README.md
+    tar czf "$dst" .gpu-py scripts sampler-py/tests sampler-py/bench sampler-py/pyproject.toml README.md
     ls -la "$dst"
     ;;
 device)
