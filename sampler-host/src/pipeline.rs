@@ -93,7 +93,26 @@ pub enum Upload<'a> {
     Data(HostSlice<'a>),
     /// `len` copies of a value.
     Fill(LaunchArg<()>, usize),
+    /// Room for `len` elements of a step output ([`OUTPUTS`]): written by the
+    /// kernels, read back by [`collect`]. A device may pack the outputs next
+    /// to each other so that reading them back is one copy.
+    Output(usize),
 }
+
+/// The buffers [`collect`] reads back whole (the step's outputs), in the
+/// order a device packing them lays them out.
+pub const OUTPUTS: &[Buf] = &[
+    Buf::Path,
+    Buf::RowStatus,
+    Buf::Tokens,
+    Buf::Accepted,
+    Buf::GroupStatus,
+    Buf::TokenLp,
+    Buf::SumSmaller,
+    Buf::TopIds,
+    Buf::TopLps,
+    Buf::Overflow,
+];
 
 /// Initial contents of a step buffer.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -199,6 +218,7 @@ pub trait Device {
                     self.alloc(*b, len)?;
                     self.fill(*b, len, x)?;
                 }
+                Upload::Output(len) => self.alloc(*b, len)?,
             }
         }
         Ok(())
@@ -543,7 +563,9 @@ pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<
     build(p, prefix, &caps)
 }
 
-/// Allocates and initialises the program's buffers on `dev` and binds the logits.
+/// Allocates and initialises the program's buffers on `dev` and binds the
+/// logits: every input, fill and output goes to [`Device::upload_inputs`]
+/// in one list (on CUDA one host-to-device copy, and one packed output region).
 pub fn prepare(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(), BackendError> {
     let mut inputs = Vec::new();
     for s in &prog.bufs {
@@ -554,6 +576,7 @@ pub fn prepare(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(),
                 None => dev.alloc(s.buf, s.len)?,
             },
             Init::Fill(x) => inputs.push((s.buf, Upload::Fill(x, s.len))),
+            Init::Scratch if OUTPUTS.contains(&s.buf) => inputs.push((s.buf, Upload::Output(s.len))),
             Init::Scratch => dev.alloc(s.buf, s.len)?,
         }
     }

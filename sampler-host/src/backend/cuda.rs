@@ -215,21 +215,33 @@ pub struct CudaDevice {
     chunks_override: Option<u32>,
     /// The caller's device logits, read in place this step (f32, no mask).
     ext_logits: Option<u64>,
-    /// Inputs and filled buffers of the step, packed: one device arena, its
-    /// pinned host staging (one async copy a step), and each buffer's byte
-    /// offset in it this step.
+    /// The step's inputs, filled buffers and outputs, packed in one device
+    /// arena: inputs and fills first (uploaded from the pinned `staging` in
+    /// one async copy a step), then the outputs (read back in one copy).
+    /// `input_at`: each buffer's (byte offset, bytes) in it this step.
     arena: Option<CudaSlice<u8>>,
-    staging: Option<PinnedHostSlice<u8>>,
-    /// Recorded after the staging's last copy (event tracking is off in this
-    /// context, so cudarc records none): the host waits on it, and only on
-    /// it, before writing the staging again.
-    staging_copied: Option<cudarc::driver::CudaEvent>,
-    input_at: Vec<Option<usize>>,
-    /// Pinned host memory the downloads land in, and the host copies still
-    /// to make from it at `finish` (staging offset, destination, bytes).
+    /// Pinned, write-combined host staging of the arena's input part, and
+    /// its address (the copies are raw driver calls, so that cudarc adds no
+    /// event record or stream wait of its own).
+    staging: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    /// Recorded after each staging copy: the host waits on it, and only on
+    /// it, before writing the staging again (usually long done).
+    staging_copied: cudarc::driver::CudaEvent,
+    /// Orders reading device logits written on another stream (one event, reused).
+    logits_ready: cudarc::driver::CudaEvent,
+    input_at: Vec<Option<(usize, usize)>>,
+    /// Pinned host memory the downloads of non-arena buffers land in, and
+    /// the host copies still to make from it at `finish` (staging offset,
+    /// destination, bytes).
     out_staging: Option<PinnedHostSlice<u8>>,
     out_used: usize,
     pending: Vec<(usize, *mut u8, usize)>,
+    /// Pinned host memory the packed outputs land in (one copy at `finish`),
+    /// and the downloads waiting for it (arena offset, destination, bytes).
+    out_region: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    pending_arena: Vec<(usize, *mut u8, usize)>,
+    /// Device addresses of one launch's buffer arguments (reused).
+    ptrs: Vec<u64>,
     /// Bumped whenever a device buffer moves (a captured graph is then stale).
     generation: u64,
 }
@@ -258,11 +270,15 @@ impl CudaDevice {
             ext_logits: None,
             arena: None,
             staging: None,
-            staging_copied: None,
+            staging_copied: sh.ctx.new_event(None).map_err(dev)?,
+            logits_ready: sh.ctx.new_event(None).map_err(dev)?,
             input_at: vec![None; Buf::ALL.len()],
             out_staging: None,
             out_used: 0,
             pending: Vec::new(),
+            out_region: None,
+            pending_arena: Vec::new(),
+            ptrs: Vec::new(),
             generation: 0,
         })
     }
@@ -322,52 +338,70 @@ impl Device for CudaDevice {
     }
 
     fn upload_inputs(&mut self, list: &[(Buf, pipeline::Upload<'_>)]) -> Result<(), BackendError> {
-        use pipeline::Upload;
-        // Lay the inputs out in one arena, each ARENA_ALIGN-aligned.
-        let mut at = Vec::with_capacity(list.len());
-        let mut total = 0usize;
-        for (b, u) in list {
-            let bytes = match u {
+        use pipeline::{Upload, OUTPUTS};
+        // Arena layout, each buffer ARENA_ALIGN-aligned: host data, then
+        // fills, then outputs (a filled output such as the tree path first),
+        // so that the upload is one prefix and the read-back one range.
+        let class = |b: Buf, u: &Upload<'_>| match u {
+            Upload::Data(_) => 0,
+            Upload::Fill(..) if !OUTPUTS.contains(&b) => 1,
+            Upload::Fill(..) => 2,
+            Upload::Output(_) => 3,
+        };
+        let mut order: Vec<usize> = (0..list.len()).collect();
+        order.sort_by_key(|&i| class(list[i].0, &list[i].1));
+        self.input_at.iter_mut().for_each(|a| *a = None);
+        let (mut total, mut up) = (0usize, 0usize);
+        for &i in &order {
+            let (b, u) = &list[i];
+            let len = match u {
                 Upload::Data(h) => h.len(),
-                Upload::Fill(_, len) => *len,
-            } * prim_bytes(b.prim());
-            at.push(total);
+                Upload::Fill(_, len) | Upload::Output(len) => *len,
+            };
+            let bytes = len * prim_bytes(b.prim());
+            self.input_at[*b as usize] = Some((total, bytes));
+            if class(*b, u) < 3 {
+                up = total + bytes;
+            }
             total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
         }
         let total = total.max(ARENA_ALIGN);
-        if self.staging.as_ref().is_none_or(|s| s.len() < total) {
-            let want = total.max(self.staging.as_ref().map_or(0, |s| s.len() * 3 / 2));
-            // SAFETY: plain bytes; every byte a kernel reads is written below first.
-            self.staging = Some(unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?);
+        if self.arena.as_ref().is_none_or(|a| a.len() < total) {
+            let want = total.max(self.arena.as_ref().map_or(0, |a| a.len() * 3 / 2));
             self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
             self.generation += 1;
         }
-        if let Some(e) = self.staging_copied.take() {
-            // The previous step's metadata copy (the front of that step) must be done.
-            e.synchronize().map_err(dev)?;
+        // The previous step's metadata copy must be done before the staging is written again.
+        self.staging_copied.synchronize().map_err(dev)?;
+        if self.staging.as_ref().is_none_or(|s| s.0.len() < up.max(1)) {
+            let want = up.max(ARENA_ALIGN).max(self.staging.as_ref().map_or(0, |s| s.0.len() * 3 / 2));
+            // SAFETY: plain bytes; every byte a kernel reads is written below first.
+            let mut st = unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?;
+            let ptr = st.as_mut_ptr().map_err(dev)?;
+            self.staging = Some((st, ptr));
         }
-        let staging = self.staging.as_mut().expect("sized above");
-        let host = staging.as_mut_slice().map_err(dev)?;
-        for ((b, u), &off) in list.iter().zip(&at) {
+        let (st, ptr) = self.staging.as_ref().expect("sized above");
+        // SAFETY: `ptr` is the pinned allocation `st` (alive, st.len() bytes, no copy reading it now).
+        let host = unsafe { std::slice::from_raw_parts_mut(*ptr, st.len()) };
+        for (b, u) in list {
+            let Some((off, bytes)) = self.input_at[*b as usize] else { continue };
             match u {
-                Upload::Data(h) => {
-                    let src = host_bytes(h);
-                    host[off..off + src.len()].copy_from_slice(src);
-                }
-                Upload::Fill(x, len) => {
+                Upload::Data(h) => host[off..off + bytes].copy_from_slice(host_bytes(h)),
+                Upload::Fill(x, _) => {
                     let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
                     let w = prim_bytes(b.prim());
-                    for i in 0..*len {
-                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
-                    }
+                    host[off..off + bytes].chunks_exact_mut(w).for_each(|c| c.copy_from_slice(&bits[..w]));
                 }
+                Upload::Output(_) => {}
             }
-            self.input_at[*b as usize] = Some(off);
         }
-        let arena = self.arena.as_mut().expect("sized above");
-        // One async copy of the whole step's metadata, from pinned memory.
-        self.stream.memcpy_htod(staging, arena).map_err(dev)?;
-        self.staging_copied = Some(self.stream.record_event(None).map_err(dev)?);
+        if up > 0 {
+            let dst = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
+            // One async copy of the whole step's metadata (and fills), from pinned memory.
+            // SAFETY: `up` bytes fit both the staging and the arena (sized above).
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.stream.cu_stream()) }.map_err(dev)?;
+            self.staging_copied.record(&self.stream).map_err(dev)?;
+        }
         Ok(())
     }
 
@@ -411,8 +445,12 @@ impl Device for CudaDevice {
         let masked = plan.has_mask.iter().any(|&m| m != 0);
         match &plan.logits {
             Logits::Cuda(c) => {
-                // The engine's stream wrote them: ours waits for it (no host sync).
-                self.stream.wait(&c.stream().record_event(None).map_err(dev)?).map_err(dev)?;
+                // The engine's stream wrote them: ours waits for it (no host
+                // sync; nothing to order when they were written on ours).
+                if c.stream().cu_stream() != self.stream.cu_stream() {
+                    self.logits_ready.record(c.stream()).map_err(dev)?;
+                    self.stream.wait(&self.logits_ready).map_err(dev)?;
+                }
                 if c.dtype() != Dtype::F32 {
                     return Err(dev("half-precision device logits need the in-kernel widening load, not wired on CUDA yet: pass f32 device logits, or host bf16/f16"));
                 }
@@ -443,15 +481,17 @@ impl Device for CudaDevice {
         let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
         // Scalars (and the caller's logits pointer) must outlive the builder.
         let ext = self.ext_logits.unwrap_or(0);
-        let args = l.args.clone();
+        let args = &l.args;
         let base = match &self.arena {
             Some(a) => a.device_ptr(&self.stream).0,
             None => 0,
         };
-        let ptrs: Vec<u64> = args.iter().map(|a| match a {
-            LaunchArg::Buf(b) => self.input_at[*b as usize].map_or(0, |off| base + off as u64),
+        let mut ptrs = std::mem::take(&mut self.ptrs);
+        ptrs.clear();
+        ptrs.extend(args.iter().map(|a| match a {
+            LaunchArg::Buf(b) => self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64),
             _ => 0,
-        }).collect();
+        }));
         let mut lb = self.stream.launch_builder(&f);
         for (a, ptr) in args.iter().zip(&ptrs) {
             match a {
@@ -501,8 +541,9 @@ impl Device for CudaDevice {
         }
         // SAFETY: the arguments come from the kernel's generated `Args` (its
         // signature, in order); the pipeline sized every buffer for the step.
-        unsafe { lb.launch(cfg) }.map_err(dev)?;
-        Ok(())
+        let r = unsafe { lb.launch(cfg) }.map_err(dev);
+        self.ptrs = ptrs;
+        r.map(|_| ())
     }
 
     fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
@@ -518,15 +559,21 @@ impl Device for CudaDevice {
         if bytes == 0 {
             return Ok(());
         }
-        // Source: the arena (inputs and filled outputs) or the buffer's own allocation.
-        let (src, have) = match self.input_at[buf as usize] {
-            Some(off) => (self.arena.as_ref().expect("arena").device_ptr(&self.stream).0 + off as u64, usize::MAX),
-            None => match &self.bufs[buf as usize] {
-                DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
-                DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
-                DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
-                DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
-            },
+        // A buffer in the arena: copied at `finish`, with the step's other
+        // outputs, in one copy of their packed range.
+        if let Some((off, have)) = self.input_at[buf as usize] {
+            if (offset + n) * w > have {
+                return Err(dev(format!("download of {buf:?} past its end")));
+            }
+            self.pending_arena.push((off + offset * w, dst, bytes));
+            return Ok(());
+        }
+        // Else the buffer's own allocation.
+        let (src, have) = match &self.bufs[buf as usize] {
+            DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
         };
         if (offset + n) * w > have {
             return Err(dev(format!("download of {buf:?} past its end")));
@@ -553,7 +600,30 @@ impl Device for CudaDevice {
     }
 
     fn finish(&mut self) -> Result<(), BackendError> {
+        let lo = self.pending_arena.iter().map(|p| p.0).min().unwrap_or(0);
+        let hi = self.pending_arena.iter().map(|p| p.0 + p.2).max().unwrap_or(0);
+        if hi > lo {
+            if self.out_region.as_ref().is_none_or(|r| r.0.len() < hi - lo) {
+                let want = (hi - lo).max(self.out_region.as_ref().map_or(0, |r| r.0.len() * 3 / 2)).max(1 << 16);
+                // SAFETY: plain bytes, written by the device before the host reads them; default
+                // flags (not write-combined): the host reads this memory.
+                let mut r = unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?;
+                let ptr = r.as_mut_ptr().map_err(dev)?;
+                self.out_region = Some((r, ptr));
+            }
+            let (r, ptr) = self.out_region.as_ref().expect("sized above");
+            let src = self.arena.as_ref().expect("arena buffers were downloaded").device_ptr(&self.stream).0 + lo as u64;
+            // SAFETY: `hi - lo` bytes fit the pinned region and lie in the arena (checked at `download`).
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(*ptr, (hi - lo).min(r.len())), src, self.stream.cu_stream()) }.map_err(dev)?;
+        }
         self.stream.synchronize().map_err(dev)?;
+        if let Some((_, host)) = &self.out_region {
+            for (at, dst, bytes) in self.pending_arena.drain(..) {
+                // SAFETY: `dst` is the caller's `out` of `download`, alive and unmoved
+                // until `finish` (the Device contract); the copy has completed.
+                unsafe { std::ptr::copy_nonoverlapping(host.add(at - lo), dst, bytes) };
+            }
+        }
         if let Some(st) = &self.out_staging {
             let host = st.as_ptr().map_err(dev)?;
             for (at, dst, bytes) in self.pending.drain(..) {
@@ -751,6 +821,10 @@ pub struct DeviceOutputs<'a> {
     pub accepted: cudarc::driver::CudaView<'a, u32>,
     /// `[G]` i32 request status on the device (0 ok).
     pub status: cudarc::driver::CudaView<'a, i32>,
+    /// `[R]` i32 tree paths (section 11.9; `None` unless the step has a
+    /// tree request): a tree request's rows hold its accepted path's node
+    /// indices, root first (`accepted + 1` of them), the rest -1.
+    pub path: Option<cudarc::driver::CudaView<'a, i32>>,
 }
 
 /// A step captured as a CUDA graph ([`CudaBackend::capture`]): replays any
@@ -779,23 +853,23 @@ impl CudaBackend {
     /// The outputs of the last enqueued step on the device (`None` before any).
     pub fn outputs(&self, p: &StepPlan<'_>) -> Option<DeviceOutputs<'_>> {
         let (r, k, g) = (p.rows as usize, p.k as usize, p.groups());
-        self.prog.as_ref()?;
-        macro_rules! view {
-            ($b:expr, $v:ident, $len:expr) => {
-                match &self.d.bufs[$b as usize] {
-                    DStore::$v(s) => s.slice(0..$len.min(s.len())),
-                    _ => return None,
-                }
-            };
+        let prog = self.prog.as_ref()?;
+        let arena = self.d.arena.as_ref()?;
+        fn view<'a, T>(d: &'a CudaDevice, arena: &'a CudaSlice<u8>, b: Buf, len: usize) -> Option<cudarc::driver::CudaView<'a, T>> {
+            let (off, bytes) = d.input_at[b as usize]?;
+            // SAFETY: the buffer holds `bytes / size_of::<T>()` elements of T (its Buf::prim()).
+            unsafe { arena.slice(off..off + bytes).transmute::<T>(len.min(bytes / std::mem::size_of::<T>())) }
         }
+        let tree = prog.launches.iter().any(|l| l.spec.name == sampler_kernels::kernels::tree_walk::NAME);
         Some(DeviceOutputs {
-            tokens: view!(Buf::Tokens, I32, r),
-            logprobs: view!(Buf::TokenLp, F32, r),
-            top_ids: view!(Buf::TopIds, I32, r * k),
-            top_logprobs: view!(Buf::TopLps, F32, r * k),
-            sum_smaller_probs: view!(Buf::SumSmaller, F32, r),
-            accepted: view!(Buf::Accepted, U32, g),
-            status: view!(Buf::GroupStatus, I32, g),
+            tokens: view(&self.d, arena, Buf::Tokens, r)?,
+            logprobs: view(&self.d, arena, Buf::TokenLp, r)?,
+            top_ids: view(&self.d, arena, Buf::TopIds, r * k)?,
+            top_logprobs: view(&self.d, arena, Buf::TopLps, r * k)?,
+            sum_smaller_probs: view(&self.d, arena, Buf::SumSmaller, r)?,
+            accepted: view(&self.d, arena, Buf::Accepted, g)?,
+            status: view(&self.d, arena, Buf::GroupStatus, g)?,
+            path: if tree { Some(view(&self.d, arena, Buf::Path, r)?) } else { None },
         })
     }
 
