@@ -206,8 +206,11 @@ fn dev(e: impl std::fmt::Debug) -> BackendError {
 /// [`Buf`], kept across steps (no allocation once the largest step has run).
 pub struct CudaDevice {
     stream: Arc<CudaStream>,
-    /// Side stream for grammar-mask uploads; the sampling stream waits on its event.
-    mask_stream: Arc<CudaStream>,
+    /// Side stream for host-to-device copies: the step's metadata (and
+    /// grammar masks uploaded on their own); the sampling stream waits on
+    /// its event. The metadata copy thus runs while the engine's stream is
+    /// still producing the logits, off the step's critical path.
+    copy_stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     funcs: HashMap<&'static str, CudaFunction>,
     bufs: Vec<DStore>,
@@ -224,9 +227,13 @@ pub struct CudaDevice {
     /// its address (the copies are raw driver calls, so that cudarc adds no
     /// event record or stream wait of its own).
     staging: Option<(PinnedHostSlice<u8>, *mut u8)>,
-    /// Recorded after each staging copy: the host waits on it, and only on
-    /// it, before writing the staging again (usually long done).
+    /// Recorded after each staging copy (on `copy_stream`): the sampling
+    /// stream waits on it before the step's kernels, and the host before
+    /// writing the staging again (usually long done).
     staging_copied: cudarc::driver::CudaEvent,
+    /// Recorded on the sampling stream before each metadata copy: the copy
+    /// waits for the earlier steps' kernels and read-backs to be done with the arena.
+    arena_free: cudarc::driver::CudaEvent,
     /// Orders reading device logits written on another stream (one event, reused).
     logits_ready: cudarc::driver::CudaEvent,
     input_at: Vec<Option<(usize, usize)>>,
@@ -249,7 +256,7 @@ pub struct CudaDevice {
 impl CudaDevice {
     fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
-        let mask_stream = sh.ctx.new_stream().map_err(dev)?;
+        let copy_stream = sh.ctx.new_stream().map_err(dev)?;
         let mut bufs = Vec::new();
         for b in Buf::ALL {
             bufs.push(match b.prim() {
@@ -261,7 +268,8 @@ impl CudaDevice {
         }
         Ok(CudaDevice {
             stream,
-            mask_stream,
+            copy_stream,
+            arena_free: sh.ctx.new_event(None).map_err(dev)?,
             module: sh.module.clone(),
             funcs: HashMap::new(),
             bufs,
@@ -308,7 +316,7 @@ impl CudaDevice {
     fn stream_for(&self, buf: Buf) -> Arc<CudaStream> {
         // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's mask copy).
         if matches!(buf, Buf::Masks | Buf::HasMask) {
-            self.mask_stream.clone()
+            self.copy_stream.clone()
         } else {
             self.stream.clone()
         }
@@ -397,10 +405,16 @@ impl Device for CudaDevice {
         }
         if up > 0 {
             let dst = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
-            // One async copy of the whole step's metadata (and fills), from pinned memory.
+            // One async copy of the whole step's metadata (and fills), from pinned
+            // memory, on the copy stream: after the earlier steps are done with the
+            // arena, and before this step's kernels, but not after the engine's work
+            // that produces the logits (bind_logits orders that on the sampling stream).
+            self.arena_free.record(&self.stream).map_err(dev)?;
+            self.copy_stream.wait(&self.arena_free).map_err(dev)?;
             // SAFETY: `up` bytes fit both the staging and the arena (sized above).
-            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.stream.cu_stream()) }.map_err(dev)?;
-            self.staging_copied.record(&self.stream).map_err(dev)?;
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }.map_err(dev)?;
+            self.staging_copied.record(&self.copy_stream).map_err(dev)?;
+            self.stream.wait(&self.staging_copied).map_err(dev)?;
         }
         Ok(())
     }
