@@ -841,7 +841,7 @@ pub struct DeviceOutputs<'a> {
     pub path: Option<cudarc::driver::CudaView<'a, i32>>,
 }
 
-/// A step captured as a CUDA graph ([`CudaBackend::capture`]): replays any
+/// A step captured as a CUDA graph ([`crate::Sampler::capture`]): replays any
 /// step of the same shape (rows, requests, kinds, widths, logits buffer).
 pub struct StepGraph {
     graph: cudarc::driver::CudaGraph,
