@@ -329,13 +329,38 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let a = k::force_topn::Args { logits: Logits, v, n, cand: Cand, cand_ids: CandIds };
         launch(&mut ls, k::force_topn::NAME, n, rows, v, a.list())?;
     }
+    // 3a. the prefix path's row masses (3.4)
+    let mass = match prefix {
+        Some(_) => {
+            let mc = mass_chunks(v);
+            add(Mass, r * mc as usize, Init::Scratch);
+            let a = k::row_mass::Args { logits: Logits, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
+            launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
+            Some(mc)
+        }
+        None => None,
+    };
+    tail(p, n, mass, caps, true, &mut bufs, &mut ls)?;
+    Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
+}
+
+/// Steps 3-10 of a step (SAMPLER.md sections 3.4-11) on candidates `[R, n]`
+/// in `Cand` / `CandIds` with row statuses in `RowStatus`: process + draw
+/// (the prefix path's `process_prefix_draw` when `mass` gives the chunks
+/// per row of `Mass`), remap + verify, finalize, tree_walk, token info + top
+/// logprobs, and raw logprobs when `logits` (they read the logits).
+fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs: &mut Vec<BufSpec>, ls: &mut Vec<Launch>) -> Result<(), BackendError> {
+    use Buf::*;
+    let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
+    let g = p.groups();
+    let rows = p.rows;
+    let rn = r * n as usize;
+    let tiles = raw_tiles(v);
+    let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
+    let ls = &mut *ls;
     // 3-4. process + draw (3.4-3.9, 4)
-    if prefix.is_some() {
-        let mc = mass_chunks(v);
-        add(Mass, r * mc as usize, Init::Scratch);
+    if let Some(mc) = mass {
         add(Overflow, r, Init::Scratch);
-        let a = k::row_mass::Args { logits: Logits, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
-        launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
         let a = k::process_prefix_draw::Args {
             cand: Cand,
             cand_ids: CandIds,
@@ -354,7 +379,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             overflow: Overflow,
             token: Fresh,
         };
-        launch(&mut ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
     } else if n <= caps.fused_max {
         let a = k::process_draw::Args {
             cand: Cand,
@@ -370,12 +395,12 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             logprobs: Logprobs,
             token: Fresh,
         };
-        launch(&mut ls, k::process_draw::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::process_draw::NAME, n, rows, 0, a.list())?;
     } else {
         let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, min_p: MinP, order: FilterOrder, logprobs: Logprobs };
-        launch(&mut ls, k::process::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::process::NAME, n, rows, 0, a.list())?;
         let a = k::draw::Args { logprobs: Logprobs, cand_ids: CandIds, n, seed: Seed, seq: SeqDraw, token: Fresh };
-        launch(&mut ls, k::draw::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::draw::NAME, n, rows, 0, a.list())?;
     }
     // 5-6. remap_draft + verify (section 6); tree_walk (section 11) reads
     // the draft distributions and accept/residual streams too.
@@ -406,7 +431,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             draft_col: DraftCol,
             draft_q: DraftQ,
         };
-        launch(&mut ls, k::remap_draft::NAME, n.max(wd), rows, 0, a.list())?;
+        launch(ls, k::remap_draft::NAME, n.max(wd), rows, 0, a.list())?;
         let a = k::verify::Args {
             logprobs: Logprobs,
             cand_ids: CandIds,
@@ -420,7 +445,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             accepted: Accept,
             residual: Residual,
         };
-        launch(&mut ls, k::verify::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::verify::NAME, n, rows, 0, a.list())?;
     }
     // 7. finalize, one program per group (section 7)
     if g > 0 {
@@ -440,7 +465,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             accepted: Accepted,
             status: GroupStatus,
         };
-        launch(&mut ls, k::finalize::NAME, 1, g as u32, 0, a.list())?;
+        launch(ls, k::finalize::NAME, 1, g as u32, 0, a.list())?;
     }
     // 7b. tree_walk, one program per group, after finalize (section 11)
     if p.any_tree && g > 0 {
@@ -474,7 +499,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             accepted: Accepted,
             path: Path,
         };
-        launch(&mut ls, k::tree_walk::NAME, n.max(wd), g as u32, 0, a.list())?;
+        launch(ls, k::tree_walk::NAME, n.max(wd), g as u32, 0, a.list())?;
     }
     // 8-9. token info + top logprobs (sections 5, 8)
     if n <= caps.fused_max {
@@ -490,17 +515,17 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             out_ids: TopIds,
             out_lps: TopLps,
         };
-        launch(&mut ls, k::token_info_top::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::token_info_top::NAME, n, rows, 0, a.list())?;
     } else {
         let a = k::token_info::Args { cand: Cand, cand_ids: CandIds, logprobs: Logprobs, n, tokens: Lookup, token_lp: TokenLp, sum_smaller: SumSmaller };
-        launch(&mut ls, k::token_info::NAME, n, rows, 0, a.list())?;
+        launch(ls, k::token_info::NAME, n, rows, 0, a.list())?;
         if kk > 0 {
             let a = k::top_logprobs::Args { cand_ids: CandIds, logprobs: Logprobs, n, k: kk, out_ids: TopIds, out_lps: TopLps };
-            launch(&mut ls, k::top_logprobs::NAME, n, rows, 0, a.list())?;
+            launch(ls, k::top_logprobs::NAME, n, rows, 0, a.list())?;
         }
     }
     // 10. raw logprobs replace the reported values of the rows asking for them (section 10.3)
-    if p.any_raw {
+    if p.any_raw && logits {
         let a = k::raw_logprobs::Args {
             logits: Logits,
             v,
@@ -514,9 +539,42 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             token_lp: TokenLp,
             top_lps: TopLps,
         };
-        launch(&mut ls, k::raw_logprobs::NAME, kk.max(1), rows, 0, a.list())?;
+        launch(ls, k::raw_logprobs::NAME, kk.max(1), rows, 0, a.list())?;
     }
-    Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
+    Ok(())
+}
+
+/// The launch list of a step that starts from merged candidates (the
+/// vocabulary-parallel finish, `crate::tp`): `[R, n]` candidates and ids and
+/// the `[R]` row statuses are inputs ([`run_from_candidates`] uploads them),
+/// then steps 3-9 as in [`build`] (`process_prefix_draw` with one mass per
+/// row when `mass`). No raw-logprob step: it reads the whole logits rows.
+///
+/// Errors: a kernel without a tile variant for `n`.
+pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> Result<Program, BackendError> {
+    use Buf::*;
+    let (r, kk, g) = (p.rows as usize, p.k as usize, p.groups());
+    let rn = r * n as usize;
+    let mut bufs = Vec::new();
+    let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
+    for b in [Temperature, TopP, TopK, MinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+        add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
+    }
+    for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn)] {
+        add(b, len, Init::Input);
+    }
+    if mass {
+        add(Mass, r, Init::Input);
+    }
+    for (b, len) in [(Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r), (TopIds, r * kk), (TopLps, r * kk)] {
+        add(b, len, Init::Scratch);
+    }
+    add(Fresh, r, Init::Fill(LaunchArg::I32(-1)));
+    add(Accept, r, Init::Fill(LaunchArg::U32(0)));
+    add(Residual, r, Init::Fill(LaunchArg::I32(-1)));
+    let mut ls = Vec::new();
+    tail(p, n, mass.then_some(1), caps, false, &mut bufs, &mut ls)?;
+    Ok(Program { width: n, prefix: mass, bufs, launches: ls })
 }
 
 /// The plan's host array for an [`Init::Input`] buffer (`None` for the
@@ -567,11 +625,17 @@ pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<
 /// logits: every input, fill and output goes to [`Device::upload_inputs`]
 /// in one list (on CUDA one host-to-device copy, and one packed output region).
 pub fn prepare(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(), BackendError> {
+    prepare_with(dev, p, prog, &[])
+}
+
+/// [`prepare`], with the contents of inputs the plan does not hold (the
+/// candidates of [`build_from_candidates`]) given in `extra`.
+pub fn prepare_with(dev: &mut dyn Device, p: &StepPlan, prog: &Program, extra: &[(Buf, HostSlice<'_>)]) -> Result<(), BackendError> {
     let mut inputs = Vec::new();
     for s in &prog.bufs {
         match s.init {
             Init::Input if s.buf == Buf::Logits => dev.bind_logits(p)?,
-            Init::Input => match host_input(p, s.buf) {
+            Init::Input => match host_input(p, s.buf).or_else(|| extra.iter().find(|e| e.0 == s.buf).map(|e| e.1)) {
                 Some(h) => inputs.push((s.buf, Upload::Data(h))),
                 None => dev.alloc(s.buf, s.len)?,
             },
@@ -645,6 +709,30 @@ pub fn run_program(dev: &mut dyn Device, p: &StepPlan, prefix: Option<u32>) -> R
     let prog = build_for(dev, p, prefix)?;
     if p.rows > 0 {
         prepare(dev, p, &prog)?;
+        launch_all(dev, &prog)?;
+    }
+    collect(dev, p, &prog)
+}
+
+/// Runs the step of `p` from merged candidates (the vocabulary-parallel
+/// finish): `cand` / `cand_ids` `[R, n]` in the order of section 3.6,
+/// `row_status` `[R]`, and with `mass` (`[R]` fixed-point row masses) the
+/// prefix path's `process_prefix_draw`. Returns the outputs and the
+/// overflow flags (zeros without `mass`), as [`run_program`].
+///
+/// Errors: inputs of the wrong length, or as [`build_from_candidates`].
+pub fn run_from_candidates(dev: &mut dyn Device, p: &StepPlan, row_status: &[i32], cand: &[f32], cand_ids: &[i32], n: u32, mass: Option<&[u64]>) -> Result<(StepResult, Vec<u32>), BackendError> {
+    let (r, rn) = (p.rows as usize, p.rows as usize * n as usize);
+    if row_status.len() != r || cand.len() != rn || cand_ids.len() != rn || mass.is_some_and(|m| m.len() != r) {
+        return Err(BackendError::Device { backend: "pipeline", msg: format!("candidates for R = {r}, n = {n}: got {} statuses, {} candidates, {} ids", row_status.len(), cand.len(), cand_ids.len()) });
+    }
+    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n))?;
+    if r > 0 {
+        let mut extra = vec![(Buf::RowStatus, HostSlice::I32(row_status)), (Buf::Cand, HostSlice::F32(cand)), (Buf::CandIds, HostSlice::I32(cand_ids))];
+        if let Some(m) = mass {
+            extra.push((Buf::Mass, HostSlice::U64(m)));
+        }
+        prepare_with(dev, p, &prog, &extra)?;
         launch_all(dev, &prog)?;
     }
     collect(dev, p, &prog)
