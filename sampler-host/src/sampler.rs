@@ -195,12 +195,17 @@ impl Sampler {
 
     /// Starts one step and returns without waiting for the device: the
     /// device-resident path. With CUDA `logits` ([`crate::interop::CudaLogits`],
-    /// f32; read on their own stream, which the sampler's stream waits for),
-    /// nothing is copied to or from the host but the step's metadata (one
-    /// async copy from pinned memory) and no host synchronisation happens;
-    /// the outputs stay on the device until [`PendingStep::wait`]. No device
-    /// memory is allocated once a step of the same or larger shape has run.
-    /// On the CPU the step runs to the end here.
+    /// f32; read on their own stream, which the sampler's stream waits for
+    /// through one reused event, or on [`Sampler::cuda_stream`] itself,
+    /// which needs none), nothing is copied to or from the host but the
+    /// step's metadata and no host synchronisation happens: the metadata
+    /// (every per-step input and initial value) goes up in one async copy
+    /// from pinned memory on a copy stream, which overlaps the engine's work
+    /// still producing the logits; the outputs stay on the device
+    /// ([`PendingStep::device_outputs`]) until [`PendingStep::wait`] reads
+    /// them back in one copy. No device memory is allocated and no event
+    /// created once a step of the same or larger shape has run. On the CPU
+    /// the step runs to the end here.
     ///
     /// Errors: as [`Sampler::sample`].
     pub fn sample_async<'a, 'r>(&mut self, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {

@@ -819,6 +819,11 @@ impl CudaBackend {
 /// The outputs of the last enqueued step, still on the device (stream
 /// ordered: valid for kernels the engine enqueues on the sampler's stream,
 /// or after waiting). Rows of failed requests hold -1 tokens.
+///
+/// They live in the sampler's step arena, packed (one copy reads them all
+/// back), until the next step: work on another stream that reads them must
+/// be ordered before the sampler's next call (make
+/// [`crate::Sampler::cuda_stream`] wait for an event recorded after it).
 #[derive(Debug)]
 pub struct DeviceOutputs<'a> {
     /// `[R]` i32 output token per row (-1 none).
