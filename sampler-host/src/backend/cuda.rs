@@ -234,6 +234,10 @@ pub struct CudaDevice {
     /// Recorded on the sampling stream before each metadata copy: the copy
     /// waits for the earlier steps' kernels and read-backs to be done with the arena.
     arena_free: cudarc::driver::CudaEvent,
+    /// Whether `arena_free` was recorded for this step already (by
+    /// `bind_logits`, before our stream's wait for the logits: the copy must
+    /// not wait for the engine's work too).
+    arena_free_recorded: bool,
     /// Orders reading device logits written on another stream (one event, reused).
     logits_ready: cudarc::driver::CudaEvent,
     input_at: Vec<Option<(usize, usize)>>,
@@ -270,6 +274,7 @@ impl CudaDevice {
             stream,
             copy_stream,
             arena_free: sh.ctx.new_event(None).map_err(dev)?,
+            arena_free_recorded: false,
             module: sh.module.clone(),
             funcs: HashMap::new(),
             bufs,
@@ -403,13 +408,16 @@ impl Device for CudaDevice {
                 Upload::Output(_) => {}
             }
         }
+        let recorded = std::mem::take(&mut self.arena_free_recorded);
         if up > 0 {
             let dst = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
             // One async copy of the whole step's metadata (and fills), from pinned
             // memory, on the copy stream: after the earlier steps are done with the
             // arena, and before this step's kernels, but not after the engine's work
             // that produces the logits (bind_logits orders that on the sampling stream).
-            self.arena_free.record(&self.stream).map_err(dev)?;
+            if !recorded {
+                self.arena_free.record(&self.stream).map_err(dev)?;
+            }
             self.copy_stream.wait(&self.arena_free).map_err(dev)?;
             // SAFETY: `up` bytes fit both the staging and the arena (sized above).
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }.map_err(dev)?;
@@ -455,6 +463,10 @@ impl Device for CudaDevice {
     }
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
+        // The earlier steps' work, before any wait for this step's logits:
+        // what the metadata copy waits for (`upload_inputs`).
+        self.arena_free.record(&self.stream).map_err(dev)?;
+        self.arena_free_recorded = true;
         self.ext_logits = None;
         let masked = plan.has_mask.iter().any(|&m| m != 0);
         match &plan.logits {
