@@ -231,12 +231,15 @@ pub struct CudaDevice {
     /// stream waits on it before the step's kernels, and the host before
     /// writing the staging again (usually long done).
     staging_copied: cudarc::driver::CudaEvent,
-    /// Recorded on the sampling stream before each metadata copy: the copy
-    /// waits for the earlier steps' kernels and read-backs to be done with the arena.
+    /// Recorded on the sampling stream after a step's launches (or before
+    /// the next metadata copy): the copy waits for the earlier steps' kernels
+    /// to be done with the arena's inputs.
     arena_free: cudarc::driver::CudaEvent,
-    /// Whether `arena_free` was recorded for this step already (by
-    /// `bind_logits`, before our stream's wait for the logits: the copy must
-    /// not wait for the engine's work too).
+    /// Whether `arena_free` was recorded right after the last step's
+    /// launches ([`CudaDevice::mark_launched`]): the next metadata copy then
+    /// waits for those kernels only, not for later work on our stream (an
+    /// engine's forward pass enqueued on it). Otherwise it is recorded when
+    /// the copy is issued.
     arena_free_recorded: bool,
     /// Orders reading device logits written on another stream (one event, reused).
     logits_ready: cudarc::driver::CudaEvent,
@@ -318,6 +321,14 @@ impl CudaDevice {
         }
     }
 
+    /// Records that the step's launches are all enqueued: the next step's
+    /// metadata copy waits for them only (see `arena_free_recorded`).
+    pub fn mark_launched(&mut self) -> Result<(), BackendError> {
+        self.arena_free.record(&self.stream).map_err(dev)?;
+        self.arena_free_recorded = true;
+        Ok(())
+    }
+
     fn stream_for(&self, buf: Buf) -> Arc<CudaStream> {
         // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's mask copy).
         if matches!(buf, Buf::Masks | Buf::HasMask) {
@@ -353,11 +364,14 @@ impl Device for CudaDevice {
     fn upload_inputs(&mut self, list: &[(Buf, pipeline::Upload<'_>)]) -> Result<(), BackendError> {
         use pipeline::{Upload, OUTPUTS};
         // Arena layout, each buffer ARENA_ALIGN-aligned: host data, then
-        // fills, then outputs (a filled output such as the tree path first),
-        // so that the upload is one prefix and the read-back one range.
+        // fills (uploaded: only this step's kernels touch them), then the
+        // outputs, a filled output (the tree path) first, set by a device
+        // memset instead (an engine may still be reading the last step's
+        // outputs when the next copy lands): the upload is one prefix and the
+        // read-back one range.
         let class = |b: Buf, u: &Upload<'_>| match u {
             Upload::Data(_) => 0,
-            Upload::Fill(..) if !OUTPUTS.contains(&b) => 1,
+            Upload::Fill(..) if !OUTPUTS.contains(&b) || prim_bytes(b.prim()) != 4 => 1,
             Upload::Fill(..) => 2,
             Upload::Output(_) => 3,
         };
@@ -373,7 +387,7 @@ impl Device for CudaDevice {
             };
             let bytes = len * prim_bytes(b.prim());
             self.input_at[*b as usize] = Some((total, bytes));
-            if class(*b, u) < 3 {
+            if class(*b, u) < 2 {
                 up = total + bytes;
             }
             total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
@@ -383,6 +397,8 @@ impl Device for CudaDevice {
             let want = total.max(self.arena.as_ref().map_or(0, |a| a.len() * 3 / 2));
             self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
             self.generation += 1;
+            // The copy must also wait for the new arena's allocation on our stream.
+            self.arena_free_recorded = false;
         }
         // The previous step's metadata copy must be done before the staging is written again.
         self.staging_copied.synchronize().map_err(dev)?;
@@ -400,6 +416,7 @@ impl Device for CudaDevice {
             let Some((off, bytes)) = self.input_at[*b as usize] else { continue };
             match u {
                 Upload::Data(h) => host[off..off + bytes].copy_from_slice(host_bytes(h)),
+                Upload::Fill(..) if class(*b, u) == 2 => {}
                 Upload::Fill(x, _) => {
                     let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
                     let w = prim_bytes(b.prim());
@@ -412,9 +429,11 @@ impl Device for CudaDevice {
         if up > 0 {
             let dst = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
             // One async copy of the whole step's metadata (and fills), from pinned
-            // memory, on the copy stream: after the earlier steps are done with the
-            // arena, and before this step's kernels, but not after the engine's work
-            // that produces the logits (bind_logits orders that on the sampling stream).
+            // memory, on the copy stream: after the earlier steps' kernels are done
+            // with the arena's inputs (`arena_free`, recorded right after their
+            // launches when they were enqueued by `CudaBackend`), before this
+            // step's kernels, and not after whatever else our stream or the
+            // engine's runs in between (the forward producing the logits).
             if !recorded {
                 self.arena_free.record(&self.stream).map_err(dev)?;
             }
@@ -423,6 +442,16 @@ impl Device for CudaDevice {
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }.map_err(dev)?;
             self.staging_copied.record(&self.copy_stream).map_err(dev)?;
             self.stream.wait(&self.staging_copied).map_err(dev)?;
+        }
+        let base = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
+        for (b, u) in list {
+            if let (Upload::Fill(x, len), Some((off, _))) = (u, self.input_at[*b as usize]) {
+                if class(*b, u) == 2 && *len > 0 {
+                    let bits = x.scalar_bits().unwrap_or(0) as u32;
+                    // SAFETY: `len` 4-byte elements at `off` lie in the arena (laid out above).
+                    unsafe { cudarc::driver::sys::cuMemsetD32Async(base + off as u64, bits, *len, self.stream.cu_stream()) }.result().map_err(dev)?;
+                }
+            }
         }
         Ok(())
     }
@@ -463,10 +492,6 @@ impl Device for CudaDevice {
     }
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
-        // The earlier steps' work, before any wait for this step's logits:
-        // what the metadata copy waits for (`upload_inputs`).
-        self.arena_free.record(&self.stream).map_err(dev)?;
-        self.arena_free_recorded = true;
         self.ext_logits = None;
         let masked = plan.has_mask.iter().any(|&m| m != 0);
         match &plan.logits {
@@ -936,6 +961,7 @@ impl CudaBackend {
             return Err(dev("device buffers or the logits buffer changed since the capture: capture again"));
         }
         graph.graph.launch().map_err(dev)?;
+        self.d.mark_launched()?;
         self.prog = Some(prog);
         Ok(())
     }
@@ -951,6 +977,7 @@ impl Backend for CudaBackend {
         if p.rows > 0 {
             pipeline::prepare(&mut self.d, p, &prog)?;
             pipeline::launch_all(&mut self.d, &prog)?;
+            self.d.mark_launched()?;
         }
         self.prog = Some(prog);
         Ok(None)
