@@ -472,6 +472,23 @@ fn table(args: &[String]) -> ExitCode {
             if g <= t { "yes" } else { "no" }
         );
     }
+    // Issue 11: the whole step through the public `Sampler` (device span, upload + kernels) against the backend level.
+    md += "\nThrough the public API (issue 11; bounds: graph <= 1.10, eager <= 1.25 x the backend level):\n\n| R | N | graph | api graph | x | eager | api eager | x | api graph wall |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+    for j in ours["results"].as_array().unwrap() {
+        let n = j["n"].as_u64().unwrap_or(0);
+        md += &format!(
+            "| {} | {} | {:.1} | {:.1} | {:.3} | {:.1} | {:.1} | {:.3} | {:.1} |\n",
+            j["rows"],
+            if n == 0 { "off".into() } else { n.to_string() },
+            num(Some(j), "graph_us"),
+            num(Some(j), "api_graph_device_us"),
+            num(Some(j), "api_graph_ratio"),
+            num(Some(j), "eager_us"),
+            num(Some(j), "api_eager_device_us"),
+            num(Some(j), "api_eager_ratio"),
+            num(Some(j), "api_graph_wall_us"),
+        );
+    }
     md += "\nEvery shape of the run (kernels: median us each, events between kernels):\n\n| R | N | chunks | floor | graph | eager | FI graph | torch | per kernel |\n|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n";
     for j in ours["results"].as_array().unwrap() {
         let (r, n) = (j["rows"].as_u64().unwrap() as u32, j["n"].as_u64().unwrap() as u32);

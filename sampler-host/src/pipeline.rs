@@ -349,7 +349,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
 /// (the prefix path's `process_prefix_draw` when `mass` gives the chunks
 /// per row of `Mass`), remap + verify, finalize, tree_walk, token info + top
 /// logprobs, and raw logprobs when `logits` (they read the logits).
-fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs: &mut Vec<BufSpec>, ls: &mut Vec<Launch>) -> Result<(), BackendError> {
+fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs: &mut Vec<BufSpec>, out: &mut Vec<Launch>) -> Result<(), BackendError> {
     use Buf::*;
     let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
     let g = p.groups();
@@ -357,7 +357,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
     let rn = r * n as usize;
     let tiles = raw_tiles(v);
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    let ls = &mut *ls;
+    let mut ls = std::mem::take(out);
     // 3-4. process + draw (3.4-3.9, 4)
     if let Some(mc) = mass {
         add(Overflow, r, Init::Scratch);
@@ -379,7 +379,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             overflow: Overflow,
             token: Fresh,
         };
-        launch(ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
     } else if n <= caps.fused_max {
         let a = k::process_draw::Args {
             cand: Cand,
@@ -395,12 +395,12 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             logprobs: Logprobs,
             token: Fresh,
         };
-        launch(ls, k::process_draw::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::process_draw::NAME, n, rows, 0, a.list())?;
     } else {
         let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, min_p: MinP, order: FilterOrder, logprobs: Logprobs };
-        launch(ls, k::process::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::process::NAME, n, rows, 0, a.list())?;
         let a = k::draw::Args { logprobs: Logprobs, cand_ids: CandIds, n, seed: Seed, seq: SeqDraw, token: Fresh };
-        launch(ls, k::draw::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::draw::NAME, n, rows, 0, a.list())?;
     }
     // 5-6. remap_draft + verify (section 6); tree_walk (section 11) reads
     // the draft distributions and accept/residual streams too.
@@ -431,7 +431,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             draft_col: DraftCol,
             draft_q: DraftQ,
         };
-        launch(ls, k::remap_draft::NAME, n.max(wd), rows, 0, a.list())?;
+        launch(&mut ls, k::remap_draft::NAME, n.max(wd), rows, 0, a.list())?;
         let a = k::verify::Args {
             logprobs: Logprobs,
             cand_ids: CandIds,
@@ -445,7 +445,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             accepted: Accept,
             residual: Residual,
         };
-        launch(ls, k::verify::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::verify::NAME, n, rows, 0, a.list())?;
     }
     // 7. finalize, one program per group (section 7)
     if g > 0 {
@@ -465,7 +465,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             accepted: Accepted,
             status: GroupStatus,
         };
-        launch(ls, k::finalize::NAME, 1, g as u32, 0, a.list())?;
+        launch(&mut ls, k::finalize::NAME, 1, g as u32, 0, a.list())?;
     }
     // 7b. tree_walk, one program per group, after finalize (section 11)
     if p.any_tree && g > 0 {
@@ -499,7 +499,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             accepted: Accepted,
             path: Path,
         };
-        launch(ls, k::tree_walk::NAME, n.max(wd), g as u32, 0, a.list())?;
+        launch(&mut ls, k::tree_walk::NAME, n.max(wd), g as u32, 0, a.list())?;
     }
     // 8-9. token info + top logprobs (sections 5, 8)
     if n <= caps.fused_max {
@@ -515,13 +515,13 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             out_ids: TopIds,
             out_lps: TopLps,
         };
-        launch(ls, k::token_info_top::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::token_info_top::NAME, n, rows, 0, a.list())?;
     } else {
         let a = k::token_info::Args { cand: Cand, cand_ids: CandIds, logprobs: Logprobs, n, tokens: Lookup, token_lp: TokenLp, sum_smaller: SumSmaller };
-        launch(ls, k::token_info::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::token_info::NAME, n, rows, 0, a.list())?;
         if kk > 0 {
             let a = k::top_logprobs::Args { cand_ids: CandIds, logprobs: Logprobs, n, k: kk, out_ids: TopIds, out_lps: TopLps };
-            launch(ls, k::top_logprobs::NAME, n, rows, 0, a.list())?;
+            launch(&mut ls, k::top_logprobs::NAME, n, rows, 0, a.list())?;
         }
     }
     // 10. raw logprobs replace the reported values of the rows asking for them (section 10.3)
@@ -539,8 +539,9 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
             token_lp: TokenLp,
             top_lps: TopLps,
         };
-        launch(ls, k::raw_logprobs::NAME, kk.max(1), rows, 0, a.list())?;
+        launch(&mut ls, k::raw_logprobs::NAME, kk.max(1), rows, 0, a.list())?;
     }
+    *out = ls;
     Ok(())
 }
 
