@@ -100,9 +100,10 @@ pub fn bench_inputs(r: u32, v: u32, seed: u64, mode: LogprobsMode) -> (Vec<f32>,
 /// - `enqueue`: host time of the call (plan, upload, launches), no wait.
 /// - `wall`: the call and `wait` (outputs copied to pinned host memory and
 ///   assembled) from an idle device.
-/// - `api_graph1_device_us`: the graph's device span with the logits on
-///   the sampler's own stream behind the same gate (nothing to overlap the
-///   metadata copy with: the copy's cost shows).
+/// - `api_graph1_device_us`: the graph's device span with the logits and
+///   the gate on the sampler's own stream (an engine that runs its forward
+///   on [`Sampler::cuda_stream`]): the metadata copy waits only for the
+///   previous step's kernels, so it overlaps the gate there too.
 ///
 /// And the outputs against the CPU `Sampler`'s, bit for bit, when `check`.
 pub fn time_api(r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode) -> Res<Value> {
@@ -338,7 +339,7 @@ fn run(args: &[String]) -> ExitCode {
     // api_*: the same step through `Sampler` with device logits (issue 11): device span of the
     // call (upload + kernels) and its ratio to the backend-level figure (bounds: eager 1.25,
     // graph 1.10), host time of the call, and wall time with the outputs copied to the host.
-    // api graph1 dev: the same with the logits on the sampler's own stream (upload not overlapped).
+    // api graph1 dev: the same with the logits and the gate on the sampler's own stream.
     println!("|    R |     N | chunks | copy us | floor us | eager us | graph us | x floor | api eager dev | x eager | api graph dev | x graph | api graph1 dev | api eager enq | api graph enq | api eager wall | api graph wall | check | kernels us");
     let mut out = Vec::new();
     let mut bad = 0;
