@@ -761,6 +761,43 @@ mod tests {
     use crate::request::Request;
     use crate::tree::DraftTree;
 
+    /// The entry from merged candidates runs the same steps 3-9 as the full
+    /// program: given the full program's own candidates and row statuses,
+    /// it reproduces its outputs bit for bit (a verify, a prefill and a
+    /// prompt-logprobs request, top logprobs and processed rows included).
+    #[test]
+    fn from_candidates_equals_the_full_program() {
+        use crate::backend::cpu::CpuDevice;
+        use crate::request::{DraftDist, RequestKind};
+        let v = 3000u32;
+        let p0 = SamplingParams { temperature: 0.8, top_k: 40, top_p: 0.9, top_logprobs: 3, seq_seed: Some(9), ..Default::default() };
+        let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.3, -1.6, -2.5] };
+        let reqs = vec![
+            Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
+            Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),
+            Request { params: p0, kind: RequestKind::PromptLogprobs { targets: vec![3, -1] }, golden: vec![], masks: None },
+        ];
+        let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+        let logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
+        let (mut p, infos) = build_plan(v, 256, 5, &logits, &reqs).unwrap();
+        assert!(infos.iter().all(|i| i.params.is_ok()), "{infos:?}");
+        p.processed_rows = vec![1, 4];
+        let mut dev = CpuDevice::default();
+        let (want, _) = run_program(&mut dev, &p, None).unwrap();
+        let rn = rows * 256;
+        let (mut cand, mut ids, mut status) = (vec![0f32; rn], vec![0i32; rn], vec![0i32; rows]);
+        dev.download(Buf::Cand, 0, HostSliceMut::F32(&mut cand)).unwrap();
+        dev.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
+        dev.download(Buf::RowStatus, 0, HostSliceMut::I32(&mut status)).unwrap();
+        dev.finish().unwrap();
+        let (got, overflow) = run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand, &ids, 256, None).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert_eq!(overflow, vec![0; rows]);
+        assert!(want.tokens.iter().any(|&t| t >= 0) && !want.processed_ids.is_empty());
+        // Wrong-length candidates are a typed error.
+        assert!(run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand[1..], &ids, 256, None).is_err());
+    }
+
     /// Section 10-11 launches: `tree_walk` right after `finalize` only with a
     /// tree, `raw_logprobs` last only with a raw row, for every device order;
     /// and the tree's draft inputs are bound even without chain verify rows.
