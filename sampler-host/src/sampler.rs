@@ -195,12 +195,17 @@ impl Sampler {
 
     /// Starts one step and returns without waiting for the device: the
     /// device-resident path. With CUDA `logits` ([`crate::interop::CudaLogits`],
-    /// f32; read on their own stream, which the sampler's stream waits for),
-    /// nothing is copied to or from the host but the step's metadata (one
-    /// async copy from pinned memory) and no host synchronisation happens;
-    /// the outputs stay on the device until [`PendingStep::wait`]. No device
-    /// memory is allocated once a step of the same or larger shape has run.
-    /// On the CPU the step runs to the end here.
+    /// f32; read on their own stream, which the sampler's stream waits for
+    /// through one reused event, or on [`Sampler::cuda_stream`] itself,
+    /// which needs none), nothing is copied to or from the host but the
+    /// step's metadata and no host synchronisation happens: the metadata
+    /// (every per-step input and initial value) goes up in one async copy
+    /// from pinned memory on a copy stream, which overlaps the engine's work
+    /// still producing the logits; the outputs stay on the device
+    /// ([`PendingStep::device_outputs`]) until [`PendingStep::wait`] reads
+    /// them back in one copy. No device memory is allocated and no event
+    /// created once a step of the same or larger shape has run. On the CPU
+    /// the step runs to the end here.
     ///
     /// Errors: as [`Sampler::sample`].
     pub fn sample_async<'a, 'r>(&mut self, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
@@ -213,7 +218,7 @@ impl Sampler {
     /// straight into the caller's device buffers (CUDA): `outputs` is called
     /// once the step is laid out with (R, k, G) (rows, top-logprobs width,
     /// requests) and returns where each output goes
-    /// ([`crate::backend::cuda::OutputPtrs`]; `None` fields stay in the
+    /// ([`crate::interop::OutputPtrs`]; `None` fields stay in the
     /// sampler's buffers), or `None` to enqueue nothing (`Ok(false)`).
     /// Nothing is waited for or copied; the outputs are ordered on
     /// [`Sampler::cuda_stream`]. Errors: not the CUDA backend, or as [`Sampler::sample`].
@@ -221,7 +226,7 @@ impl Sampler {
         &mut self,
         logits: impl Into<Logits<'a>>,
         requests: &[Request],
-        outputs: impl FnOnce(usize, usize, usize) -> Option<crate::backend::cuda::OutputPtrs>,
+        outputs: impl FnOnce(usize, usize, usize) -> Option<crate::interop::OutputPtrs>,
     ) -> Result<bool, BatchError> {
         let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let Some(cuda) = self.backend.as_cuda() else {
