@@ -604,7 +604,6 @@ impl Device for CudaDevice {
             Logits::Cuda(c) => {
                 // The engine's stream wrote them: ours waits for it (no host
                 // sync; nothing to order when they were written on ours).
-                self.capturing = false;
                 if c.stream().cu_stream() != self.stream.cu_stream() {
                     self.logits_ready.record(c.stream()).map_err(dev)?;
                     self.stream.wait(&self.logits_ready).map_err(dev)?;
