@@ -107,7 +107,15 @@ const ALIGN: usize = 16;
 /// with [`Want::Tokens`] only the tokens go there (the rest stays in the
 /// sampler's own buffers). Errors: a sampler not on CUDA or on another
 /// device (ValueError); batch errors as [`crate::batch_err`].
-pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], want: Want, reuse: Option<&CudaStepOutput>) -> PyResult<(Py<PyAny>, [(usize, usize); SEGS], (usize, usize, usize))> {
+pub fn step(
+    py: Python<'_>,
+    s: &mut Sampler,
+    c: &CudaIn<'_>,
+    reqs: &[Request],
+    want: Want,
+    reuse: Option<&CudaStepOutput>,
+    pool: Option<&mut OutPool>,
+) -> PyResult<(Py<PyAny>, [(usize, usize); SEGS], (usize, usize, usize))> {
     let Some(cs) = s.cuda_stream() else {
         return Err(value_err("logits: a CUDA tensor needs a sampler on the CUDA backend (backend=\"cuda\", or \"auto\" with a GPU); this one runs on the CPU"));
     };
@@ -127,6 +135,11 @@ pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], w
     // SAFETY: `len` contiguous elements of `dtype` on this device (checked on import), borrowed
     // for the call: the caller's stream waits for the sampler before it can reuse them.
     let logits = unsafe { CudaLogits::from_raw(c.t.ptr, len, dtype, caller.clone()) };
+    // Pooled buffers are for eager steps: a capture allocates from the graph's pool, and a
+    // buffer a graph writes on replay must never be handed to an eager step.
+    // SAFETY: the caller's live stream (above).
+    let eager = matches!(unsafe { cudarc::driver::result::stream::is_capturing(caller.cu_stream()) }, Ok(st) if st == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
+    let mut pool = pool.filter(|_| eager && reuse.is_none());
     let api = if c.t.torch { dlpack::torch_api(c.t.keep()).expect("torch tensor") } else { dlpack::torch_api_py(py).map_err(|e| value_err(format!("CUDA outputs are torch tensors: {e}")))? };
     // The output buffer is allocated by torch (caching allocator; the graph's pool under
     // capture) once the step's shape is known, inside the sampler's callback.
@@ -148,10 +161,23 @@ pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], w
                         return Err(value_err(format!("out: a CudaStepOutput of R = {}, k = {}, B = {} cannot hold a step of R = {r}, k = {k}, B = {g}", o.r, o.k, o.g)));
                     }
                     o.flat.bind(py).clone()
-                } else if want == Want::Tokens {
-                    new_empty(py, c, &PyTuple::new(py, [r])?, api.kw_int32.bind(py))?
                 } else {
-                    new_empty(py, c, &PyTuple::new(py, [total.max(ALIGN)])?, api.kw_uint8.bind(py))?
+                    let tokens = want == Want::Tokens;
+                    let bytes = if tokens { r * 4 } else { total.max(ALIGN) };
+                    match pool.as_deref_mut().and_then(|p| p.take(py, (c.t.device, c.stream), bytes, tokens)) {
+                        Some(f) => f,
+                        None => {
+                            let f = if tokens {
+                                new_empty(py, c, &PyTuple::new(py, [r])?, api.kw_int32.bind(py))?
+                            } else {
+                                new_empty(py, c, &PyTuple::new(py, [bytes])?, api.kw_uint8.bind(py))?
+                            };
+                            if let Some(p) = pool.as_deref_mut() {
+                                p.keep(py, &f, (c.t.device, c.stream), bytes, tokens);
+                            }
+                            f
+                        }
+                    }
                 };
                 let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
                 Ok((flat, segs, (r, k, g), base, n_seg))
@@ -186,6 +212,115 @@ pub fn step(py: Python<'_>, s: &mut Sampler, c: &CudaIn<'_>, reqs: &[Request], w
     // The caller's next work (reading the outputs, reusing the logits) waits for ours.
     caller.join(&cs).map_err(|e| crate::device_err(format!("joining the caller's stream: {e:?}")))?;
     Ok((flat.unbind(), segs, (r, k, g)))
+}
+
+/// Output buffers of earlier eager steps, reused automatically when a step
+/// of the same size runs on the same stream and nothing refers to the
+/// buffer any more: no `CudaStepOutput`, no `buffer`, no tensor viewing it
+/// (torch's storage use count, calibrated on the buffer when it is first
+/// kept). That saves torch's allocator call (about 7 us of the binding's
+/// 14 us at R = 64, docs/GPU_NOTES.md). A result the caller still holds, or
+/// any view of it, is never written again. As with torch's own allocator, a
+/// buffer last read on ANOTHER stream must be `record_stream`-ed or read
+/// before it is dropped; `Sampler(reuse_outputs=False)` turns this off.
+#[derive(Default)]
+pub struct OutPool {
+    entries: Vec<PoolEntry>,
+    /// Set when the use-count sensor is missing or does not behave as
+    /// calibrated (another torch): then every step allocates, as before.
+    off: bool,
+}
+
+struct PoolEntry {
+    flat: Py<PyAny>,
+    /// The buffer's storage object: keeps the `StorageImpl` that `cdata` names alive.
+    _storage: Py<PyAny>,
+    cdata: Py<PyAny>,
+    /// Storage use count with only the pool holding the buffer.
+    free_count: i64,
+    base: u64,
+    /// (device, caller's stream) it was last written on.
+    stream: (i32, u64),
+    bytes: usize,
+    tokens: bool,
+}
+
+/// Buffers kept per pool: two per shape let a caller hold the previous result while the next step runs.
+const POOL_CAP: usize = 4;
+
+static USE_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn use_count(py: Python<'_>, cdata: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let f = USE_COUNT.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("torch")?.getattr("_C")?.getattr("_storage_Use_Count")?.unbind()) })?;
+    f.bind(py).call1((cdata,))?.extract()
+}
+
+impl OutPool {
+    /// A kept buffer of `bytes` for `stream` (device, stream) that nothing else refers to.
+    fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<Bound<'py, PyAny>> {
+        if self.off {
+            return None;
+        }
+        for e in &self.entries {
+            if e.stream != stream || e.bytes != bytes || e.tokens != tokens {
+                continue;
+            }
+            let f = e.flat.bind(py);
+            // Held only by the pool (a `CudaStepOutput` or `buffer` holds this very object).
+            // SAFETY: a live object (held by the pool).
+            if unsafe { pyo3::ffi::Py_REFCNT(f.as_ptr()) } != 1 {
+                continue;
+            }
+            match use_count(py, e.cdata.bind(py)) {
+                // No view of it anywhere.
+                Ok(n) if n == e.free_count => {}
+                Ok(_) => continue,
+                Err(_) => {
+                    self.off = true;
+                    return None;
+                }
+            }
+            // Still the same memory (nobody could `set_` it without holding it, but check).
+            match f.call_method0(pyo3::intern!(py, "data_ptr")).and_then(|p| p.extract::<u64>()) {
+                Ok(p) if p == e.base => return Some(f.clone()),
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    /// Keeps a freshly allocated buffer, after checking that the use-count
+    /// sensor sees a view of it (else turns the pool off).
+    fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
+        if self.off || bytes == 0 {
+            return;
+        }
+        let entry = (|| -> PyResult<Option<PoolEntry>> {
+            let storage = flat.call_method0(pyo3::intern!(py, "untyped_storage"))?;
+            let cdata = storage.getattr(pyo3::intern!(py, "_cdata"))?;
+            let free_count = use_count(py, &cdata)?;
+            let view = flat.call_method1(pyo3::intern!(py, "view"), (-1,))?;
+            let with_view = use_count(py, &cdata)?;
+            drop(view);
+            if with_view != free_count + 1 || use_count(py, &cdata)? != free_count {
+                return Ok(None);
+            }
+            let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+            Ok(Some(PoolEntry { flat: flat.clone().unbind(), _storage: storage.unbind(), cdata: cdata.unbind(), free_count, base, stream, bytes, tokens }))
+        })();
+        match entry {
+            Ok(Some(e)) => {
+                if self.entries.len() >= POOL_CAP {
+                    self.entries.remove(0);
+                }
+                self.entries.push(e);
+            }
+            _ => {
+                self.off = true;
+                self.entries.clear();
+            }
+        }
+    }
 }
 
 fn new_empty<'py>(py: Python<'py>, c: &CudaIn<'py>, shape: &Bound<'py, PyTuple>, kw: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {

@@ -182,6 +182,11 @@ fn per_row<T: Clone>(
     list: impl Fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<T>>,
 ) -> PyResult<Vec<T>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(vec![default; r]) };
+    // A Python int or float (the usual scalar) is known without looking up
+    // `__dlpack__`, whose AttributeError costs about a microsecond per argument.
+    if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyInt>() {
+        return Ok(vec![scalar(obj, arg)?; r]);
+    }
     let is_seq = dlpack::is_dlpack(obj)? && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).map_or(true, |n| n > 0)
         || obj.is_instance_of::<PyList>()
         || obj.is_instance_of::<PyTuple>();
@@ -831,30 +836,57 @@ fn parse_backend(s: &str) -> PyResult<BackendKind> {
 #[pyclass(name = "Sampler", module = "sampler_py", frozen)]
 struct PySampler {
     inner: Mutex<Sampler>,
+    /// Output buffers kept for reuse by CUDA steps (`None`: `reuse_outputs=False`).
+    pool: Option<Mutex<cuda::OutPool>>,
     cfg: SamplerConfig,
     n: u32,
     backend: &'static str,
 }
 
-fn requests_arg(requests: &Bound<'_, PyAny>) -> PyResult<Vec<Request>> {
+/// The requests of one call, as the `&[Request]` a step takes, without
+/// cloning them (cloning 64 requests was a third of the binding's own cost
+/// at R = 64): bitwise copies of the `Request`s inside the `Request`
+/// objects, which this batch keeps alive and never drops.
+struct ReqBatch<'py> {
+    /// Strong references: the objects (and the heap data the copies point
+    /// to) outlive the batch even if the caller's list changes meanwhile
+    /// (another thread, while a host step runs without the GIL).
+    _keep: Vec<Bound<'py, PyRequest>>,
+    copies: Vec<std::mem::ManuallyDrop<Request>>,
+}
+
+impl<'py> ReqBatch<'py> {
+    fn new(keep: Vec<Bound<'py, PyRequest>>) -> ReqBatch<'py> {
+        // SAFETY: `PyRequest` is frozen and `Request` has no interior mutability, so the
+        // originals are never written or dropped while `_keep` holds them; the copies are only
+        // read through `&[Request]` and never dropped (`ManuallyDrop`), so nothing is freed twice.
+        let copies = keep.iter().map(|r| std::mem::ManuallyDrop::new(unsafe { std::ptr::read(&r.get().inner) })).collect();
+        ReqBatch { _keep: keep, copies }
+    }
+}
+
+impl std::ops::Deref for ReqBatch<'_> {
+    type Target = [Request];
+    fn deref(&self) -> &[Request] {
+        // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`.
+        unsafe { std::slice::from_raw_parts(self.copies.as_ptr().cast::<Request>(), self.copies.len()) }
+    }
+}
+
+fn requests_arg<'py>(requests: &Bound<'py, PyAny>) -> PyResult<ReqBatch<'py>> {
     let bad = |i: usize, r: &Bound<'_, PyAny>| PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)));
     // Fast path for the usual list.
     if let Ok(list) = requests.cast::<PyList>() {
-        let mut out = Vec::with_capacity(list.len());
+        let mut keep = Vec::with_capacity(list.len());
         for (i, r) in list.iter().enumerate() {
-            out.push(r.cast::<PyRequest>().map_err(|_| bad(i, &r))?.get().inner.clone());
+            keep.push(r.cast_into::<PyRequest>().map_err(|e| bad(i, &e.into_inner()))?);
         }
-        return Ok(out);
+        return Ok(ReqBatch::new(keep));
     }
     let items: Vec<Bound<'_, PyAny>> =
         requests.try_iter().map_err(|_| PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests))))?.collect::<PyResult<_>>()?;
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            r.cast::<PyRequest>().map(|r| r.get().inner.clone()).map_err(|_| PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r))))
-        })
-        .collect()
+    let keep = items.into_iter().enumerate().map(|(i, r)| r.cast_into::<PyRequest>().map_err(|e| bad(i, &e.into_inner()))).collect::<PyResult<_>>()?;
+    Ok(ReqBatch::new(keep))
 }
 
 impl PySampler {
@@ -880,11 +912,15 @@ impl PySampler {
 impl PySampler {
     /// `vocab_size` V (1..=524288), `force_topk` N (0 or >= V = off), `nextn`
     /// draft tokens per step, `backend` `"auto"|"cpu"|"cuda"|"ascend"`.
+    /// `reuse_outputs` (CUDA): a step's output buffer may be one of an
+    /// earlier step's that nothing refers to any more (no result, no view;
+    /// same stream, same size) instead of a new torch allocation; a result
+    /// still held is never overwritten (see `CudaStepOutput`).
     /// Raises ValueError for a bad configuration (section 9), RuntimeError
     /// when a forced backend is unavailable.
     #[new]
-    #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto"))]
-    fn new(py: Python<'_>, vocab_size: &Bound<'_, PyAny>, force_topk: Option<&Bound<'_, PyAny>>, nextn: Option<&Bound<'_, PyAny>>, backend: &str) -> PyResult<Self> {
+    #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto", reuse_outputs=true))]
+    fn new(py: Python<'_>, vocab_size: &Bound<'_, PyAny>, force_topk: Option<&Bound<'_, PyAny>>, nextn: Option<&Bound<'_, PyAny>>, backend: &str, reuse_outputs: bool) -> PyResult<Self> {
         let cfg = SamplerConfig {
             vocab_size: u32_opt(Some(vocab_size), "vocab_size", 0)?,
             force_topk: u32_opt(force_topk, "force_topk", 0)?,
@@ -893,7 +929,8 @@ impl PySampler {
         };
         let c = cfg.clone();
         let s = py.detach(move || Sampler::new(c)).map_err(config_err)?;
-        Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), cfg })
+        let pool = reuse_outputs.then(|| Mutex::new(cuda::OutPool::default()));
+        Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), pool, cfg })
     }
 
     /// Samples one step. `logits`: `[R, V]` row-major contiguous, R = sum of
@@ -917,7 +954,10 @@ impl PySampler {
             }
             let reqs = requests_arg(requests)?;
             let mut guard = self.lock_gil(py);
-            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()))?;
+            // Never blocks: the GIL is held, so a pool lock held elsewhere is a re-entrant call.
+            let mut pool = self.pool.as_ref().and_then(|p| p.try_lock().ok());
+            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()), pool.as_deref_mut())?;
+            drop(pool);
             drop(guard);
             if let Some(o) = out {
                 return Ok(o.clone().into_any().unbind());
@@ -928,8 +968,8 @@ impl PySampler {
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
         let reqs = requests_arg(requests)?;
-        let data = l.data();
-        let res = py.detach(|| self.lock().sample(data, &reqs)).map_err(batch_err)?;
+        let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
+        let res = py.detach(|| self.lock().sample(data, rs)).map_err(batch_err)?;
         let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
         Ok(Py::new(py, step_output(&Out::for_input(logits), res, &counts)?)?.into_any())
     }
@@ -953,8 +993,8 @@ impl PySampler {
             .into_iter()
             .map(|r| usize::try_from(r).map_err(|_| value_err(format!("rows: {r} is not a row index"))))
             .collect::<PyResult<_>>()?;
-        let data = l.data();
-        let (res, p) = py.detach(|| self.lock().sample_with_processed(data, &reqs, &rows)).map_err(batch_err)?;
+        let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
+        let (res, p) = py.detach(|| self.lock().sample_with_processed(data, rs, &rows)).map_err(batch_err)?;
         let out = Out::for_input(logits);
         let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
         let (nr, n) = (p.rows.len(), p.n);
@@ -1127,7 +1167,13 @@ fn top_k_top_p_sampling_from_logits(
         let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
         let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
-        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None))?;
+        // The cached sampler's output buffers are reused as `Sampler`'s are (`cuda::OutPool`).
+        static POOL: Mutex<Option<cuda::OutPool>> = Mutex::new(None);
+        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| {
+            let mut pool = POOL.try_lock().ok();
+            let p = pool.as_deref_mut().map(|p| p.get_or_insert_with(Default::default));
+            cuda::step(py, s, &c, &reqs, want, None, p)
+        })?;
         if return_logprobs {
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
         }
@@ -1244,7 +1290,7 @@ fn verify(
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
     if let Some(c) = &cl {
-        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None))?;
+        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None, None))?;
         return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
     }
     let l = hl.expect("host logits");
@@ -1443,15 +1489,27 @@ fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bou
     let l = Logits::import(logits, "logits", &[2])?;
     let reqs = requests_arg(requests)?;
     let s = sampler.get();
-    let data = l.data();
+    let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
     py.detach(|| {
         let mut guard = s.lock();
         let t = std::time::Instant::now();
         for _ in 0..iters.max(1) {
-            guard.sample(data, &reqs).map_err(batch_err)?;
+            guard.sample(data, rs).map_err(batch_err)?;
         }
         Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
     })
+}
+
+/// Seconds per call of the binding's request conversion (`requests` ->
+/// the Rust requests a step takes), timed inside Rust over `iters` calls:
+/// one part of the binding overhead, for `bench/overhead.py`'s breakdown.
+#[pyfunction]
+fn _bench_convert_requests(requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<f64> {
+    let t = std::time::Instant::now();
+    for _ in 0..iters.max(1) {
+        std::hint::black_box(requests_arg(requests)?);
+    }
+    Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
 }
 
 /// Host seconds of each of `iters` CUDA steps of `sampler.sample(logits,
@@ -1528,6 +1586,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(golden_files, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_rust_step, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_rust_step_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_convert_requests, m)?)?;
     m.add_function(wrap_pyfunction!(is_cuda_tensor, m)?)?;
     m.add("SAMPLING_EPS", sampler_host::params::SAMPLING_EPS)?;
     Ok(())
