@@ -12,10 +12,12 @@ Times, on the same inputs, in one run:
 - `--torch` (CUDA): the logits as a torch CUDA tensor, the device path. HOST time of each
   call (the device is synchronised between calls, untimed): `rust` = `sample_async` on the
   caller's stream inside Rust (`_native._bench_rust_step_cuda`), `python` = `Sampler.sample`
-  (torch import by attributes, current stream, request conversion, the output buffer from
-  torch's allocator written by the kernels, the stream join), `python_out` = the same with
-  `out=` (no allocation), `python_tokens` = the functional call returning tokens only (its
-  parameters converted per call); overhead = python - rust. Beside them the
+  (torch import by attributes, current stream, request conversion, the output buffer written
+  by the kernels, the stream join; the result is dropped, so its buffer is reused by the next
+  call, `reuse_outputs`), `python_out` = the same with `out=`, `python_held` = the same while
+  the last 4 results are held (a new buffer from torch's allocator every call),
+  `python_tokens` = the functional call returning tokens only (its parameters converted per
+  call); overhead = python - rust. Beside them the
   end-to-end time (call + synchronize) and a CUDA-graph replay of ours and of FlashInfer's call.
 Medians over --iters calls.
 """
@@ -125,10 +127,15 @@ def torch_case(r, v, force_topk, iters, flashinfer):
     prev = s.sample(x, reqs)
     py_out = lambda: s.sample(x, reqs, out=prev)
     py_read = lambda: s.sample(x, reqs).tokens
+    held = []
+
+    def py_held():  # results held: the buffer cannot be reused, torch allocates
+        held.append(s.sample(x, reqs))
+        del held[:-4]
     fn_fn = lambda: sp.top_k_top_p_sampling_from_logits(x, 50, 0.9, temperature=0.7, seed=seeds, positions=41, force_topk=force_topk)
-    for f in (rust_fn, py_fn, py_read, fn_fn, py_out):
+    for f in (rust_fn, py_fn, py_read, fn_fn, py_out, py_held):
         f()
-    ru, py, pr, fu, po = [], [], [], [], []
+    ru, py, pr, fu, po, ph = [], [], [], [], [], []
     for _ in range(iters):  # alternated, so drift hits all alike
         torch.cuda.synchronize()
         ru.append(rust_fn())
@@ -136,11 +143,14 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         pr.append(host_us(py_read))
         fu.append(host_us(fn_fn))
         po.append(host_us(py_out))
-    res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu), "python_out": med(po),
+        ph.append(host_us(py_held))
+    res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu), "python_out": med(po), "python_held": med(ph),
                       "rust_min": min(ru), "python_min": min(py), "python_tokens_min": min(fu)}
     res["overhead_us"] = med(py) - med(ru)
     res["overhead_tokens_us"] = med(fu) - med(ru)
     res["overhead_out_us"] = med(po) - med(ru)
+    res["overhead_held_us"] = med(ph) - med(ru)
+    held.clear()
     res["end_to_end_us"] = {"python": total_us(py_fn, iters), "python_tokens": total_us(fn_fn, iters)}
     res["graph_replay_us"] = {"python": graph_us(py_fn, iters), "python_tokens": graph_us(fn_fn, iters)}
     if flashinfer:
@@ -157,6 +167,25 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         except Exception as e:  # noqa: BLE001
             res["flashinfer"] = f"failed: {e}"
     return res
+
+
+def overhead_lines(out):
+    """The lines docs/GPU_NOTES.md records: binding overhead (python - rust, median us) per call."""
+    lines = []
+    for name, r in out.items():
+        if not isinstance(r, dict):
+            continue
+        if "overhead_us" in r:  # --torch
+            h = r["host_us"]
+            lines.append(f"OVERHEAD {name} R={r['rows']} V={r['vocab']} torch CUDA: Rust API {h['rust']:.1f} us; "
+                         f"Sampler.sample +{r['overhead_us']:.1f} us, out= +{r['overhead_out_us']:.1f} us, "
+                         f"results held (torch allocates) +{r['overhead_held_us']:.1f} us, "
+                         f"functional tokens +{r['overhead_tokens_us']:.1f} us (target <= 5 us)")
+        elif "sampler" in r:
+            lines.append(f"OVERHEAD {name} R={r['rows']} V={r['vocab']} {r['backend']}: Rust API {r['sampler']['rust_us']:.1f} us; "
+                         f"Sampler.sample +{r['sampler']['overhead_us']:.1f} us (min-based +{r['sampler']['overhead_min_us']:.1f}), "
+                         f"functional +{r['functional']['overhead_us']:.1f} us (min-based +{r['functional']['overhead_min_us']:.1f}) (target <= 5 us)")
+    return lines
 
 
 def main():
@@ -176,6 +205,7 @@ def main():
         # V = 1024, force top-k off: a cheap step, the binding's own cost with little noise.
         out["torch_binding_only"] = torch_case(a.rows, 1024, 0, max(a.iters, 200), False)
         print(json.dumps(out, indent=1))
+        print("\n".join(overhead_lines(out)))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(out, f, indent=1)
@@ -204,6 +234,7 @@ def main():
             ts.append((time.perf_counter() - t) * 1e6)
         out["flashinfer_us"] = statistics.median(ts)
     print(json.dumps(out, indent=1))
+    print("\n".join(overhead_lines(out)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

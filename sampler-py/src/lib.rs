@@ -1143,6 +1143,8 @@ impl RowParams {
 /// torch's current stream) and returns `[R]` int32 tokens on that device
 /// (or a `CudaStepOutput`) without waiting; per-row parameters are host
 /// values (a CUDA tensor parameter is copied to the host: a sync).
+/// Output buffers are reused as `Sampler(reuse_outputs=True)` does (one
+/// nothing refers to any more, same size and stream).
 #[pyfunction]
 #[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]

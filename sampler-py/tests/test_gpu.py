@@ -302,3 +302,44 @@ def test_capture_without_warm_up_is_an_error_not_a_broken_graph():
     with pytest.raises(Exception):
         with torch.cuda.graph(g):
             s.sample(x, reqs)
+
+
+def test_output_buffer_reused_only_when_nothing_refers_to_it():
+    v = 4096
+    s = sp.Sampler(v, force_topk=1024, backend="cuda")
+    x = torch.randn(4, v, device="cuda") * 3
+    reqs = lambda seed: [sp.Request.prefill(sp.SamplingParams(top_k=40, top_logprobs=4, seq_seed=seed + i), 9) for i in range(4)]
+    ref = [s.sample(x, reqs(k), out=None) for k in (0, 100, 200)]
+    want = [o.tokens.clone() for o in ref]
+    del ref
+    # A dropped result: its buffer is written by the next step of the same size.
+    a = s.sample(x, reqs(0))
+    pa = a.buffer.data_ptr()
+    del a
+    b = s.sample(x, reqs(100))
+    assert b.buffer.data_ptr() == pa and torch.equal(b.tokens, want[1])
+    # A held result, or only a view of it, is never overwritten.
+    tok_b = b.tokens
+    del b
+    c = s.sample(x, reqs(200))
+    assert c.tokens.data_ptr() != tok_b.data_ptr()
+    assert torch.equal(tok_b, want[1]) and torch.equal(c.tokens, want[2])
+    d = s.sample(x, reqs(0))
+    assert torch.equal(tok_b, want[1]) and torch.equal(c.tokens, want[2]) and torch.equal(d.tokens, want[0])
+    assert len({t.data_ptr() for t in (tok_b, c.tokens, d.tokens)}) == 3
+    # Once the view is gone, its buffer comes back.
+    pb = tok_b.data_ptr()
+    del tok_b, c, d
+    ptrs = {s.sample(x, reqs(0)).tokens.data_ptr() for _ in range(3)}
+    assert pb in ptrs or len(ptrs) == 1
+    # The functional call: tokens it returned and the caller holds are never overwritten.
+    t1 = sp.top_k_top_p_sampling_from_logits(x, 40, None, seed=[0, 1, 2, 3], positions=9, force_topk=1024)
+    k1 = t1.clone()
+    t2 = sp.top_k_top_p_sampling_from_logits(x, 40, None, seed=[9, 8, 7, 6], positions=9, force_topk=1024)
+    assert t1.data_ptr() != t2.data_ptr() and torch.equal(t1, k1)
+    del t1
+    t3 = sp.top_k_top_p_sampling_from_logits(x, 40, None, seed=[0, 1, 2, 3], positions=9, force_topk=1024)
+    assert torch.equal(t3, k1) and t3.data_ptr() != t2.data_ptr()
+    # Off: every step has a buffer of its own while results are held, as before.
+    s2 = sp.Sampler(v, force_topk=1024, backend="cuda", reuse_outputs=False)
+    assert torch.equal(s2.sample(x, reqs(0)).tokens, want[0])

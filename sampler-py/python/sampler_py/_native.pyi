@@ -178,12 +178,16 @@ class Sampler:
     """Mirrors sampler_host::Sampler. Raises ValueError for a bad configuration
     (section 9), RuntimeError when a forced backend is unavailable."""
 
-    def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto") -> None: ...
+    def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto", reuse_outputs: bool = True) -> None:
+        """`reuse_outputs` (CUDA): reuse an earlier step's output buffer of the same size
+        on the same stream once nothing refers to it (no result, no view) instead of a
+        new torch allocation."""
     def sample(self, logits: ArrayLike, requests: Sequence[Request], *, stream: StreamLike = None, out: Optional[CudaStepOutput] = None) -> Union[StepOutput, CudaStepOutput]:
         """logits [R, V]; R = sum of the requests' rows. Host logits: a StepOutput,
         the GIL released while it runs. CUDA logits: enqueued on `stream`, a
         CudaStepOutput without waiting (`out`: an earlier one of the same shape,
-        written again instead of a new allocation)."""
+        written again instead of a new allocation; without it, a buffer nothing
+        refers to any more may be reused, see `reuse_outputs`)."""
     def check(self, request: Request) -> Optional[str]:
         """The host-side error text of `request` (section 1), or None when valid."""
     def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
@@ -233,7 +237,9 @@ def top_k_top_p_sampling_from_logits(
     stream: StreamLike = None,
 ) -> Union[Array, StepOutput, CudaStepOutput]:
     """[R] int32 tokens (-1 for a bad row); StepOutput with return_logprobs=True.
-    Defaults: top_k -1 (off), top_p 1 (off), temperature 1, seed random, positions 0."""
+    Defaults: top_k -1 (off), top_p 1 (off), temperature 1, seed random, positions 0.
+    CUDA logits: the output buffer may be an earlier call's that nothing refers to
+    any more (same size and stream), as Sampler(reuse_outputs=True)."""
 
 def verify(
     target_logits: ArrayLike,
@@ -283,3 +289,4 @@ def is_cuda_tensor(tensor: Any) -> bool:
 def _dlpack_data_ptr(array: ArrayLike) -> int: ...
 def _bench_rust_step(sampler: Sampler, logits: ArrayLike, requests: Sequence[Request], iters: int) -> float: ...
 def _bench_rust_step_cuda(sampler: Sampler, logits: ArrayLike, requests: Sequence[Request], iters: int) -> list[float]: ...
+def _bench_convert_requests(requests: Sequence[Request], iters: int) -> float: ...
