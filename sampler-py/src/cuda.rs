@@ -197,6 +197,9 @@ pub fn step(
         .map_err(crate::batch_err)?;
     let (flat, segs, (r, k, g)) = made.expect("the callback ran")?;
     debug_assert!(enqueued);
+    // The pool's own tensor object never reaches the caller (a DLPack export of it would hold
+    // the buffer without a view the use count sees): the tokens are handed out as an alias.
+    let flat = if want == Want::Tokens && pool.is_some() { flat.call_method1(pyo3::intern!(py, "view"), (-1,))? } else { flat };
     if r == 0 && want == Want::All && g > 0 {
         // No rows: no kernel ran. The host knows every status (a request without rows can
         // only fail its host checks); accepted counts are 0.
@@ -218,7 +221,8 @@ pub fn step(
 /// of the same size runs on the same stream and nothing refers to the
 /// buffer any more: no `CudaStepOutput`, no `buffer`, no tensor viewing it
 /// (torch's storage use count, calibrated on the buffer when it is first
-/// kept). That saves torch's allocator call (about 7 us of the binding's
+/// kept; the tracked tensor object itself is never handed out, only views
+/// and aliases of it). That saves torch's allocator call (about 7 us of the binding's
 /// 14 us at R = 64, docs/GPU_NOTES.md). A result the caller still holds, or
 /// any view of it, is never written again. As with torch's own allocator, a
 /// buffer last read on ANOTHER stream must be `record_stream`-ed or read
@@ -346,7 +350,8 @@ pub struct CudaStepOutput {
     k: usize,
     g: usize,
     row_counts: Vec<usize>,
-    cache: [PyOnceLock<Py<PyAny>>; SEGS + 1],
+    /// Typed views, `ok`, and the `buffer` alias.
+    cache: [PyOnceLock<Py<PyAny>>; SEGS + 2],
 }
 
 impl CudaStepOutput {
@@ -432,8 +437,12 @@ impl CudaStepOutput {
     }
     /// The one uint8 device tensor the outputs live in.
     #[getter]
-    fn buffer(&self, py: Python<'_>) -> Py<PyAny> {
-        self.flat.clone_ref(py)
+    fn buffer(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        // An alias, not the tensor object a reused buffer is tracked by (`OutPool`): anything
+        // the caller keeps of it, a DLPack export included, counts as a view.
+        self.cache[SEGS + 1]
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(self.flat.bind(py).call_method1(pyo3::intern!(py, "view"), (-1,))?.unbind()) })
+            .map(|x| x.clone_ref(py))
     }
     fn __len__(&self) -> usize {
         self.g
