@@ -25,6 +25,16 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// The element type code the kernels' `Logits` parameters take
+    /// (`sampler_kernels::codes::LOGITS_F32`, `LOGITS_BF16`, `LOGITS_F16`).
+    pub fn code(self) -> u32 {
+        use sampler_kernels::codes::{LOGITS_BF16, LOGITS_F16, LOGITS_F32};
+        match self {
+            Dtype::F32 => LOGITS_F32,
+            Dtype::Bf16 => LOGITS_BF16,
+            Dtype::F16 => LOGITS_F16,
+        }
+    }
     /// Bytes per element.
     pub fn bytes(self) -> usize {
         match self {

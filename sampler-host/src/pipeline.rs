@@ -34,7 +34,7 @@ macro_rules! bufs {
 }
 
 bufs! {
-    Logits: F32, Masks: U32, HasMask: U32, RowStatus: I32,
+    Logits: F32, Masked: F32, Masks: U32, HasMask: U32, RowStatus: I32,
     Cand: F32, CandIds: I32, Logprobs: F32,
     Temperature: F32, TopP: F32, TopK: I32, MinP: F32, FilterOrder: U32,
     Raw: U32, RawMax: F32, RawSum: U64,
@@ -203,8 +203,11 @@ pub trait Device {
         }
         Ok(())
     }
-    /// Makes the step's `[R, V]` logits the contents of [`Buf::Logits`]. The
-    /// default uploads `plan.logits` as f32.
+    /// Makes the step's `[R, V]` logits the contents of [`Buf::Logits`]
+    /// (read only by the kernels). A device may bind them in their own
+    /// element type (the caller's buffer, no copy): every kernel reads them
+    /// through a `Logits` parameter, which widens bf16 and f16 to f32 at
+    /// load. The default uploads `plan.logits` widened to f32 on the host.
     fn bind_logits(&mut self, plan: &StepPlan) -> Result<(), BackendError> {
         let l = plan.logits.to_f32_cow();
         self.upload(Buf::Logits, HostSlice::F32(&l))
@@ -253,6 +256,13 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     add(Logits, r * v as usize, Init::Input);
+    // With a grammar mask the mask check writes every row, masked and
+    // widened to f32, to `Masked` (in the same pass that reads them), and
+    // the later kernels read that; without one they read the caller's
+    // logits in place, in their own element type (no `[R, V]` copy).
+    let masked = any_mask(p);
+    add(Masked, if masked { r * v as usize } else { 0 }, Init::Scratch);
+    let src = if masked { Masked } else { Logits };
     for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn), (Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r)] {
         add(b, len, Init::Scratch);
     }
@@ -281,6 +291,8 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             chunks: mchunks,
             masks: Masks,
             has_mask: HasMask,
+            copy: masked as u32,
+            masked: Masked,
             raw: Raw,
             raw_max: RawMax,
             raw_sum: RawSum,
@@ -291,7 +303,18 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let a = k::status_merge::Args { bad: ChunkBad, finite: ChunkFinite, chunks: mchunks, status: RowStatus };
         launch(&mut ls, k::status_merge::NAME, 1, rows, 0, a.list())?;
     } else {
-        let a = k::mask_check::Args { logits: Logits, v, masks: Masks, has_mask: HasMask, raw: Raw, raw_max: RawMax, raw_sum: RawSum, status: RowStatus };
+        let a = k::mask_check::Args {
+            logits: Logits,
+            v,
+            masks: Masks,
+            has_mask: HasMask,
+            copy: masked as u32,
+            masked: Masked,
+            raw: Raw,
+            raw_max: RawMax,
+            raw_sum: RawSum,
+            status: RowStatus,
+        };
         launch(&mut ls, k::mask_check::NAME, 1, rows, 0, a.list())?;
     }
     // 2. top-N (3.3, 3.6)
@@ -301,12 +324,12 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let m = chunks * n;
         add(ChunkCand, rn * chunks as usize, Init::Scratch);
         add(ChunkIds, rn * chunks as usize, Init::Scratch);
-        let a = k::topn_chunk::Args { logits: Logits, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
+        let a = k::topn_chunk::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
         launch(&mut ls, k::topn_chunk::NAME, n, rows * chunks, chunk_len, a.list())?;
         let a = k::topn_merge::Args { cand_in: ChunkCand, ids_in: ChunkIds, m, n, cand: Cand, cand_ids: CandIds };
         launch(&mut ls, k::topn_merge::NAME, n, rows, m, a.list())?;
     } else {
-        let a = k::force_topn::Args { logits: Logits, v, n, cand: Cand, cand_ids: CandIds };
+        let a = k::force_topn::Args { logits: src, v, n, cand: Cand, cand_ids: CandIds };
         launch(&mut ls, k::force_topn::NAME, n, rows, v, a.list())?;
     }
     // 3-4. process + draw (3.4-3.9, 4)
@@ -314,7 +337,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let mc = mass_chunks(v);
         add(Mass, r * mc as usize, Init::Scratch);
         add(Overflow, r, Init::Scratch);
-        let a = k::row_mass::Args { logits: Logits, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
+        let a = k::row_mass::Args { logits: src, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
         launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
         let a = k::process_prefix_draw::Args {
             cand: Cand,
@@ -482,7 +505,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     // 10. raw logprobs replace the reported values of the rows asking for them (section 10.3)
     if p.any_raw {
         let a = k::raw_logprobs::Args {
-            logits: Logits,
+            logits: src,
             v,
             raw: Raw,
             raw_max: RawMax,
@@ -497,6 +520,12 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         launch(&mut ls, k::raw_logprobs::NAME, kk.max(1), rows, 0, a.list())?;
     }
     Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
+}
+
+/// Whether any row of `p` has a grammar mask: the step's kernels then read
+/// the masked f32 copy [`Buf::Masked`] instead of [`Buf::Logits`].
+pub fn any_mask(p: &StepPlan) -> bool {
+    p.has_mask.iter().any(|&m| m != 0)
 }
 
 /// The plan's host array for an [`Init::Input`] buffer (`None` for the

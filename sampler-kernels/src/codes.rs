@@ -32,3 +32,13 @@ pub const GROUP_FRESH: u32 = 0;
 pub const GROUP_VERIFY: u32 = 1;
 /// Group kind: prompt logprobs; no token is drawn, each row looks up its target.
 pub const GROUP_NO_DRAW: u32 = 2;
+
+/// Element type code of a `Logits` kernel parameter (the launch scalar that
+/// follows its pointer on NVIDIA): IEEE single precision.
+pub const LOGITS_F32: u32 = 0;
+/// `Logits` element type code: bfloat16, widened exactly at load
+/// (`f32::from_bits((bits as u32) << 16)`).
+pub const LOGITS_BF16: u32 = 1;
+/// `Logits` element type code: IEEE half precision, widened exactly at load
+/// (every f16, subnormals included, is an f32).
+pub const LOGITS_F16: u32 = 2;

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
 use sampler_kernels::codes::MAX_N_NVIDIA;
-use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, Prim, Variant, GPU_SMEM_BASE};
+use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, ParamKind, Prim, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
 use crate::interop::Dtype;
@@ -213,8 +213,12 @@ pub struct CudaDevice {
     bufs: Vec<DStore>,
     tuning: Tuning,
     chunks_override: Option<u32>,
-    /// The caller's device logits, read in place this step (f32, no mask).
-    ext_logits: Option<u64>,
+    /// The logits the kernels read in place this step, as (device address,
+    /// element type code): the caller's device buffer, or [`Self::half_logits`]
+    /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
+    ext_logits: Option<(u64, u32)>,
+    /// Host bf16 / f16 logits uploaded in their own element type (half the bytes of f32).
+    half_logits: Option<CudaSlice<u16>>,
     /// Inputs and filled buffers of the step, packed: one device arena, its
     /// pinned host staging (one async copy a step), and each buffer's byte
     /// offset in it this step.
@@ -256,6 +260,7 @@ impl CudaDevice {
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
             ext_logits: None,
+            half_logits: None,
             arena: None,
             staging: None,
             staging_copied: None,
@@ -407,33 +412,35 @@ impl Device for CudaDevice {
     }
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
+        use half::slice::HalfFloatSliceExt;
         self.ext_logits = None;
-        let masked = plan.has_mask.iter().any(|&m| m != 0);
-        match &plan.logits {
+        // No kernel writes Buf::Logits (a grammar mask goes to Buf::Masked,
+        // written by the mask check): the kernels read the logits where they
+        // are, in their own element type, widened to f32 at load.
+        let bits: &[u16] = match &plan.logits {
             Logits::Cuda(c) => {
                 // The engine's stream wrote them: ours waits for it (no host sync).
                 self.stream.wait(&c.stream().record_event(None).map_err(dev)?).map_err(dev)?;
-                if c.dtype() != Dtype::F32 {
-                    return Err(dev("half-precision device logits need the in-kernel widening load, not wired on CUDA yet: pass f32 device logits, or host bf16/f16"));
-                }
-                if !masked {
-                    // mask_check stores only into masked rows: read the caller's buffer in place.
-                    self.ext_logits = Some(c.ptr());
-                    return Ok(());
-                }
-                self.alloc(Buf::Logits, c.len())?;
-                let DStore::F32(s) = &mut self.bufs[Buf::Logits as usize] else { unreachable!("Logits is f32") };
-                use cudarc::driver::DevicePtrMut;
-                let (dst, _g) = s.device_ptr_mut(&self.stream);
-                // SAFETY: both ranges hold c.len() f32 on this context; ordered on our stream.
-                unsafe { cudarc::driver::result::memcpy_dtod_async(dst, c.ptr(), c.len() * 4, self.stream.cu_stream()) }.map_err(dev)?;
-                Ok(())
+                self.ext_logits = Some((c.ptr(), c.dtype().code()));
+                return Ok(());
             }
-            other => {
-                let l = other.to_f32_cow();
-                self.upload(Buf::Logits, HostSlice::F32(&l))
-            }
+            Logits::Bf16(s) => s.reinterpret_cast(),
+            Logits::F16(s) => s.reinterpret_cast(),
+            Logits::F32(s) => return self.upload(Buf::Logits, HostSlice::F32(s)),
+            Logits::Owned(v) => return self.upload(Buf::Logits, HostSlice::F32(v)),
+        };
+        let code = if matches!(plan.logits, Logits::Bf16(_)) { Dtype::Bf16.code() } else { Dtype::F16.code() };
+        let st = self.stream.clone();
+        let buf = match &mut self.half_logits {
+            Some(b) => b,
+            none => none.insert(st.alloc_zeros::<u16>(bits.len().max(1)).map_err(dev)?),
+        };
+        self.generation += grow(buf, &st, bits.len())? as u64;
+        if !bits.is_empty() {
+            st.memcpy_htod(bits, buf).map_err(dev)?;
         }
+        self.ext_logits = Some((buf.device_ptr(&st).0, code));
+        Ok(())
     }
 
     fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
@@ -442,8 +449,20 @@ impl Device for CudaDevice {
         let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
         let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
         // Scalars (and the caller's logits pointer) must outlive the builder.
-        let ext = self.ext_logits.unwrap_or(0);
+        let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
         let args = l.args.clone();
+        // A `Logits` parameter takes its pointer, then its element type code:
+        // the bound logits' own, or f32 for our buffers (Buf::Masked).
+        let dtypes: Vec<Option<u32>> = args
+            .iter()
+            .zip(l.spec.params)
+            .map(|(a, p)| {
+                (p.kind == ParamKind::Logits).then_some(match a {
+                    LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => ext_dtype,
+                    _ => sampler_kernels::codes::LOGITS_F32,
+                })
+            })
+            .collect();
         let base = match &self.arena {
             Some(a) => a.device_ptr(&self.stream).0,
             None => 0,
@@ -453,7 +472,7 @@ impl Device for CudaDevice {
             _ => 0,
         }).collect();
         let mut lb = self.stream.launch_builder(&f);
-        for (a, ptr) in args.iter().zip(&ptrs) {
+        for ((a, ptr), dt) in args.iter().zip(&ptrs).zip(&dtypes) {
             match a {
                 LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
                     lb.arg(&ext);
@@ -497,6 +516,9 @@ impl Device for CudaDevice {
                 LaunchArg::F64(x) => {
                     lb.arg(x);
                 }
+            }
+            if let Some(code) = dt {
+                lb.arg(code);
             }
         }
         // SAFETY: the arguments come from the kernel's generated `Args` (its
@@ -723,7 +745,8 @@ impl CudaBackend {
         Ok(res)
     }
 
-    /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]).
+    /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]
+    /// of a plan with host f32 logits).
     pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
         match &mut self.d.bufs[Buf::Logits as usize] {
             DStore::F32(s) => s,
@@ -759,7 +782,7 @@ pub struct StepGraph {
     graph: cudarc::driver::CudaGraph,
     prog: Program,
     generation: u64,
-    ext_logits: Option<u64>,
+    ext_logits: Option<(u64, u32)>,
 }
 
 impl std::fmt::Debug for StepGraph {

@@ -7,7 +7,7 @@ use super::block::block_excl_scan;
 use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts32, sts64, sync};
 use super::sort::{bitonic_desc, split_keys};
 use super::warp::{ballot, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
-use super::{Ctx, Gm, Tile, SORT_CAP};
+use super::{Ctx, Source, Tile, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
 pub(super) const SEL_BATCH: usize = 8;
@@ -191,7 +191,7 @@ pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
 /// section 3.6 (logit descending, ties by lower id), with their ids.
 #[inline(always)]
-pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
     if let Some(st) = stage::<TH, I>(c, buf, off, v) {
@@ -223,7 +223,7 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off:
 /// (loads in flight together) when the launch gave room for `v` keys; every
 /// selection pass then reads shared memory. `None`: no room.
 #[inline(always)]
-pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32) -> Option<u64> {
+pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> Option<u64> {
     let (st, room) = stagebuf::<TH, I>();
     if v > room {
         return None;
@@ -256,7 +256,7 @@ pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32
 /// of the warps' counts place the keys in id order. Equal logits come out in
 /// ascending id order, as `top_n` puts them.
 #[inline(always)]
-pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     if n == 0 || n > cap || TH % 32 != 0 {
