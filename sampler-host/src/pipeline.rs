@@ -678,6 +678,53 @@ mod tests {
     use crate::request::Request;
     use crate::tree::DraftTree;
 
+    /// The logits every kernel reads: the caller's ([`Buf::Logits`], read
+    /// only, any element type) without a grammar mask; with one, the mask
+    /// check writes every row to [`Buf::Masked`] (`copy = 1`) and every
+    /// later kernel reads that, on each device's launch order.
+    #[test]
+    fn a_mask_switches_the_logits_source_to_the_masked_copy() {
+        let v = 5000u32;
+        let p = SamplingParams { top_k: 20, logprobs_mode: LogprobsMode::Raw, seq_seed: Some(4), ..Default::default() };
+        let logits = vec![0.5f32; 2 * v as usize];
+        let mut masked = Request::prefill(p.clone(), 5);
+        masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+        let caps = [
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0 },
+            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX },
+        ];
+        for (with_mask, reqs) in [(false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]), (true, vec![Request::prefill(p.clone(), 5), masked])] {
+            let (plan, _) = build_plan(v, v, 5, &logits, &reqs).unwrap();
+            for c in &caps {
+                for prefix in [None, plan.prefix_width()] {
+                    let prog = build(&plan, prefix, c).unwrap();
+                    let want = if with_mask { Buf::Masked } else { Buf::Logits };
+                    let masked_len = prog.bufs.iter().find(|b| b.buf == Buf::Masked).map(|b| b.len);
+                    assert_eq!(masked_len, Some(if with_mask { 2 * v as usize } else { 0 }));
+                    let mut readers = 0;
+                    for l in &prog.launches {
+                        for (a, ps) in l.args.iter().zip(l.spec.params) {
+                            if ps.kind == sampler_kernels::spec::ParamKind::Logits {
+                                let first = l.spec.name.starts_with("mask_check");
+                                assert_eq!(*a, LaunchArg::Buf(if first { Buf::Logits } else { want }), "{}.{}", l.spec.name, ps.name);
+                                readers += 1;
+                            }
+                            if ps.name == "copy" {
+                                assert_eq!(*a, LaunchArg::U32(with_mask as u32), "{}", l.spec.name);
+                            }
+                            // Nothing writes the caller's logits.
+                            if matches!(ps.kind, sampler_kernels::spec::ParamKind::GmMut(_)) {
+                                assert_ne!(*a, LaunchArg::Buf(Buf::Logits), "{}.{}", l.spec.name, ps.name);
+                            }
+                        }
+                    }
+                    // The mask check, the top-N, raw logprobs (and row_mass on the prefix path).
+                    assert!(readers >= 3, "{:?}", prog.kernel_names());
+                }
+            }
+        }
+    }
+
     /// Section 10-11 launches: `tree_walk` right after `finalize` only with a
     /// tree, `raw_logprobs` last only with a raw row, for every device order;
     /// and the tree's draft inputs are bound even without chain verify rows.
