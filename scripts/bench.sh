@@ -13,7 +13,10 @@
 #  block per row), PEERS=0 (skip the peers), GOLDEN=0 (skip the golden bitwise check), RAW=0 (skip
 #  ours with raw logprobs, SAMPLER.md 10.3, on RAW_ROWS = 1,64,384 -> raw.json), BF16=0 (skip ours
 #  with bf16 logits on BF16_ROWS = $ROWS -> bf16.json: issue 12 item 4, floor at 2 bytes per logit;
-#  the kernels read the bf16 in place, widened at load, bitwise vs the CPU on the same bf16 for R <= 16).
+#  the kernels read the bf16 in place, widened at load, bitwise vs the CPU on the same bf16 for R <= 16),
+#  ANCHORS=1 (also the selection-only anchors CUB DeviceBatchedTopK and DeepSelect from
+#  .gpux-anchors/anchors.tgz, built by `scripts/anchors.sh build`; carry ".gpux-anchors" too ->
+#  anchors.json, anchors.md).
 #
 # Device part, in order: FlashInfer's JIT prebuild in the background; golden cases CUDA vs CPU
 # (bitwise); [autotune]; our benchmark (copy floor, eager step, graph replay, per kernel, bitwise
@@ -102,6 +105,12 @@ device)
             pn=$(echo "$NS" | tr ',' '\n' | sort -n | paste -sd,)
             (cd .peers && timeout 200 python3 flashinfer_peer.py --graph --rows "$ROWS" --n "$pn" --json "$out/fi.json") || rc=1
             (cd .peers && timeout 120 python3 torch_sampler.py --rows "$ROWS" --n "$pn" --json "$out/torch.json") || rc=1
+        fi
+        if [ "${ANCHORS:-0}" = 1 ]; then
+            # docs/GPU_NOTES.md "Selection anchors": compiles with the device's nvcc, then times each.
+            echo "== selection anchors (CUB, DeepSelect)"
+            rm -rf /tmp/anc && mkdir -p /tmp/anc && tar xzf .gpux-anchors/anchors.tgz -C /tmp/anc &&
+                OUT="$out" timeout 280 bash /tmp/anc/scripts/anchors.sh device || rc=1
         fi
         echo "== table"
         $bin/benchmark table "$out/ours.json" --fi "$out/fi.json" --torch "$out/torch.json" --bf16 "$out/bf16.json" --md "$out/table.md"
