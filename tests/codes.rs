@@ -51,3 +51,32 @@ fn force_topk_limits_are_the_config_limits() {
     assert_eq!(sampler_host::backend::cuda::FUSED_MAX, MAX_N_NVIDIA);
     assert_eq!(sampler_kernels::spec::GPU_SORT_CAP, MAX_N_NVIDIA);
 }
+
+/// GROUP_TREE and the tree laws: the host's codes for a tree request, and
+/// `finalize` leaving a tree group's rows undecided (-1) for `tree_walk`.
+#[test]
+fn tree_codes_are_the_kernels() {
+    use sampler_host::{DraftDist, DraftTree};
+    let v = 64usize;
+    let p = SamplingParams { seq_seed: Some(1), ..Default::default() };
+    let fixed = DraftTree { parent: vec![-1, 0, 0], tokens: vec![3, 5], draft_dists: None, without_replacement: false };
+    let dist = DraftDist { ids: vec![3, 5], logprobs: vec![-0.5, -1.0] };
+    let drawn = DraftTree { draft_dists: Some(vec![dist]), without_replacement: true, ..fixed.clone() };
+    let reqs = [Request::tree(p.clone(), 20, fixed), Request::tree(p, 20, drawn)];
+    let logits = vec![0.5f32; 6 * v];
+    let (mut plan, infos) = build_plan(v as u32, v as u32, 5, &logits, &reqs).unwrap();
+    assert!(infos.iter().all(|i| i.params.is_ok()), "{infos:?}");
+    assert_eq!(plan.group_kind, [GROUP_TREE; 2]);
+    assert_eq!(plan.tree_mode, [TREE_FIXED, TREE_WITHOUT_REPLACEMENT]);
+    assert!(plan.any_tree);
+    let res = CpuBackend::default().run(&plan).unwrap();
+    for g in 0..2 {
+        // tree_walk emits accepted + 1 tokens per tree (the path, then the bonus).
+        let emitted = res.tokens[3 * g..3 * g + 3].iter().filter(|&&t| t >= 0).count();
+        assert_eq!(emitted, res.accepted[g] as usize + 1, "group {g}: {:?}", res.tokens);
+    }
+    // Without tree_walk, finalize alone leaves every row of a GROUP_TREE group at -1.
+    plan.any_tree = false;
+    let res = CpuBackend::default().run(&plan).unwrap();
+    assert_eq!(res.tokens, [-1; 6]);
+}

@@ -105,9 +105,26 @@ fn device_logits_through_the_public_api_equal_cpu() {
         // Device logits, graph captured then replayed.
         if !logits.is_empty() {
             let g = gpu.capture(CudaLogits::f32(&dl), &reqs).unwrap();
-            let got = format!("{:?}", gpu.replay(&g, CudaLogits::f32(&dl), &reqs).unwrap().wait().unwrap());
-            if got != want {
+            let mut pend = gpu.replay(&g, CudaLogits::f32(&dl), &reqs).unwrap();
+            // The outputs left on the device (PendingStep::device_outputs), read back by hand.
+            let on_device = {
+                let o = pend.device_outputs().expect("CUDA steps keep their outputs on the device");
+                let read = |v: &sampler_host::interop::CudaView<'_, i32>| stream.clone_dtoh(v).unwrap();
+                let acc = stream.clone_dtoh(&o.accepted).unwrap();
+                (read(&o.tokens), acc, o.path.as_ref().map(read))
+            };
+            stream.synchronize().unwrap();
+            let out = pend.wait().unwrap();
+            if format!("{out:?}") != want {
                 fails.push(format!("{name}: graph replay differs from the CPU"));
+            }
+            for q in out.requests.iter().filter(|q| q.status.is_ok()) {
+                let toks: Vec<i32> = out.rows[q.rows.clone()].iter().map(|r| r.token).collect();
+                let g = out.requests.iter().position(|x| std::ptr::eq(x, q)).unwrap();
+                let path = q.path.as_ref().map(|p| on_device.2.as_ref().map(|d| d[q.rows.start..q.rows.start + p.len()].iter().map(|&x| x.max(0) as u32).collect::<Vec<_>>()));
+                if on_device.0[q.rows.clone()] != toks[..] || on_device.1[g] != q.accepted || path.is_some_and(|d| d.as_ref() != q.path.as_ref()) {
+                    fails.push(format!("{name}: device outputs of request {g} differ from the waited ones"));
+                }
             }
         }
         // Host bf16 / f16 on CUDA vs their f32 widening on the CPU.

@@ -117,3 +117,6 @@ impl<'a> CudaLogits<'a> {
         &self.stream
     }
 }
+
+/// Where a step's outputs go on the device ([`crate::Sampler::sample_async_into`]).
+pub use crate::backend::cuda::OutputPtrs;

@@ -93,7 +93,26 @@ pub enum Upload<'a> {
     Data(HostSlice<'a>),
     /// `len` copies of a value.
     Fill(LaunchArg<()>, usize),
+    /// Room for `len` elements of a step output ([`OUTPUTS`]): written by the
+    /// kernels, read back by [`collect`]. A device may pack the outputs next
+    /// to each other so that reading them back is one copy.
+    Output(usize),
 }
+
+/// The buffers [`collect`] reads back whole (the step's outputs), in the
+/// order a device packing them lays them out.
+pub const OUTPUTS: &[Buf] = &[
+    Buf::Path,
+    Buf::RowStatus,
+    Buf::Tokens,
+    Buf::Accepted,
+    Buf::GroupStatus,
+    Buf::TokenLp,
+    Buf::SumSmaller,
+    Buf::TopIds,
+    Buf::TopLps,
+    Buf::Overflow,
+];
 
 /// Initial contents of a step buffer.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -199,6 +218,7 @@ pub trait Device {
                     self.alloc(*b, len)?;
                     self.fill(*b, len, x)?;
                 }
+                Upload::Output(len) => self.alloc(*b, len)?,
             }
         }
         Ok(())
@@ -332,13 +352,39 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let a = k::force_topn::Args { logits: src, v, n, cand: Cand, cand_ids: CandIds };
         launch(&mut ls, k::force_topn::NAME, n, rows, v, a.list())?;
     }
+    // 3a. the prefix path's row masses (3.4)
+    let mass = match prefix {
+        Some(_) => {
+            let mc = mass_chunks(v);
+            add(Mass, r * mc as usize, Init::Scratch);
+            let a = k::row_mass::Args { logits: src, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
+            launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
+            Some(mc)
+        }
+        None => None,
+    };
+    tail(p, n, mass, caps, Some(src), &mut bufs, &mut ls)?;
+    Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
+}
+
+/// Steps 3-10 of a step (SAMPLER.md sections 3.4-11) on candidates `[R, n]`
+/// in `Cand` / `CandIds` with row statuses in `RowStatus`: process + draw
+/// (the prefix path's `process_prefix_draw` when `mass` gives the chunks
+/// per row of `Mass`), remap + verify, finalize, tree_walk, token info + top
+/// logprobs, and raw logprobs when `logits` names the buffer they read the
+/// logits from ([`Buf::Logits`], or [`Buf::Masked`] in a masked step).
+fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf>, bufs: &mut Vec<BufSpec>, out: &mut Vec<Launch>) -> Result<(), BackendError> {
+    use Buf::*;
+    let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
+    let g = p.groups();
+    let rows = p.rows;
+    let rn = r * n as usize;
+    let tiles = raw_tiles(v);
+    let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
+    let mut ls = std::mem::take(out);
     // 3-4. process + draw (3.4-3.9, 4)
-    if prefix.is_some() {
-        let mc = mass_chunks(v);
-        add(Mass, r * mc as usize, Init::Scratch);
+    if let Some(mc) = mass {
         add(Overflow, r, Init::Scratch);
-        let a = k::row_mass::Args { logits: src, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
-        launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
         let a = k::process_prefix_draw::Args {
             cand: Cand,
             cand_ids: CandIds,
@@ -503,7 +549,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         }
     }
     // 10. raw logprobs replace the reported values of the rows asking for them (section 10.3)
-    if p.any_raw {
+    if let Some(src) = logits.filter(|_| p.any_raw) {
         let a = k::raw_logprobs::Args {
             logits: src,
             v,
@@ -519,7 +565,41 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         };
         launch(&mut ls, k::raw_logprobs::NAME, kk.max(1), rows, 0, a.list())?;
     }
-    Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
+    *out = ls;
+    Ok(())
+}
+
+/// The launch list of a step that starts from merged candidates (the
+/// vocabulary-parallel finish, `crate::tp`): `[R, n]` candidates and ids and
+/// the `[R]` row statuses are inputs ([`run_from_candidates`] uploads them),
+/// then steps 3-9 as in [`build`] (`process_prefix_draw` with one mass per
+/// row when `mass`). No raw-logprob step: it reads the whole logits rows.
+///
+/// Errors: a kernel without a tile variant for `n`.
+pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> Result<Program, BackendError> {
+    use Buf::*;
+    let (r, kk, g) = (p.rows as usize, p.k as usize, p.groups());
+    let rn = r * n as usize;
+    let mut bufs = Vec::new();
+    let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
+    for b in [Temperature, TopP, TopK, MinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+        add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
+    }
+    for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn)] {
+        add(b, len, Init::Input);
+    }
+    if mass {
+        add(Mass, r, Init::Input);
+    }
+    for (b, len) in [(Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r), (TopIds, r * kk), (TopLps, r * kk)] {
+        add(b, len, Init::Scratch);
+    }
+    add(Fresh, r, Init::Fill(LaunchArg::I32(-1)));
+    add(Accept, r, Init::Fill(LaunchArg::U32(0)));
+    add(Residual, r, Init::Fill(LaunchArg::I32(-1)));
+    let mut ls = Vec::new();
+    tail(p, n, mass.then_some(1), caps, None, &mut bufs, &mut ls)?;
+    Ok(Program { width: n, prefix: mass, bufs, launches: ls })
 }
 
 /// Whether any row of `p` has a grammar mask: the step's kernels then read
@@ -572,17 +652,26 @@ pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<
     build(p, prefix, &caps)
 }
 
-/// Allocates and initialises the program's buffers on `dev` and binds the logits.
+/// Allocates and initialises the program's buffers on `dev` and binds the
+/// logits: every input, fill and output goes to [`Device::upload_inputs`]
+/// in one list (on CUDA one host-to-device copy, and one packed output region).
 pub fn prepare(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(), BackendError> {
+    prepare_with(dev, p, prog, &[])
+}
+
+/// [`prepare`], with the contents of inputs the plan does not hold (the
+/// candidates of [`build_from_candidates`]) given in `extra`.
+pub fn prepare_with(dev: &mut dyn Device, p: &StepPlan, prog: &Program, extra: &[(Buf, HostSlice<'_>)]) -> Result<(), BackendError> {
     let mut inputs = Vec::new();
     for s in &prog.bufs {
         match s.init {
             Init::Input if s.buf == Buf::Logits => dev.bind_logits(p)?,
-            Init::Input => match host_input(p, s.buf) {
+            Init::Input => match host_input(p, s.buf).or_else(|| extra.iter().find(|e| e.0 == s.buf).map(|e| e.1)) {
                 Some(h) => inputs.push((s.buf, Upload::Data(h))),
                 None => dev.alloc(s.buf, s.len)?,
             },
             Init::Fill(x) => inputs.push((s.buf, Upload::Fill(x, s.len))),
+            Init::Scratch if OUTPUTS.contains(&s.buf) => inputs.push((s.buf, Upload::Output(s.len))),
             Init::Scratch => dev.alloc(s.buf, s.len)?,
         }
     }
@@ -656,6 +745,30 @@ pub fn run_program(dev: &mut dyn Device, p: &StepPlan, prefix: Option<u32>) -> R
     collect(dev, p, &prog)
 }
 
+/// Runs the step of `p` from merged candidates (the vocabulary-parallel
+/// finish): `cand` / `cand_ids` `[R, n]` in the order of section 3.6,
+/// `row_status` `[R]`, and with `mass` (`[R]` fixed-point row masses) the
+/// prefix path's `process_prefix_draw`. Returns the outputs and the
+/// overflow flags (zeros without `mass`), as [`run_program`].
+///
+/// Errors: inputs of the wrong length, or as [`build_from_candidates`].
+pub fn run_from_candidates(dev: &mut dyn Device, p: &StepPlan, row_status: &[i32], cand: &[f32], cand_ids: &[i32], n: u32, mass: Option<&[u64]>) -> Result<(StepResult, Vec<u32>), BackendError> {
+    let (r, rn) = (p.rows as usize, p.rows as usize * n as usize);
+    if row_status.len() != r || cand.len() != rn || cand_ids.len() != rn || mass.is_some_and(|m| m.len() != r) {
+        return Err(BackendError::Device { backend: "pipeline", msg: format!("candidates for R = {r}, n = {n}: got {} statuses, {} candidates, {} ids", row_status.len(), cand.len(), cand_ids.len()) });
+    }
+    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n))?;
+    if r > 0 {
+        let mut extra = vec![(Buf::RowStatus, HostSlice::I32(row_status)), (Buf::Cand, HostSlice::F32(cand)), (Buf::CandIds, HostSlice::I32(cand_ids))];
+        if let Some(m) = mass {
+            extra.push((Buf::Mass, HostSlice::U64(m)));
+        }
+        prepare_with(dev, p, &prog, &extra)?;
+        launch_all(dev, &prog)?;
+    }
+    collect(dev, p, &prog)
+}
+
 /// Runs one step on `dev`: the prefix path when the plan allows it (and
 /// `full_row` is off), rerun on the full-row path when a kept set did not
 /// fit ([`StepPlan::prefix_overflowed`]); else the full-row path. Results
@@ -723,6 +836,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The entry from merged candidates runs the same steps 3-9 as the full
+    /// program: given the full program's own candidates and row statuses,
+    /// it reproduces its outputs bit for bit (a verify, a prefill and a
+    /// prompt-logprobs request, top logprobs and processed rows included).
+    #[test]
+    fn from_candidates_equals_the_full_program() {
+        use crate::backend::cpu::CpuDevice;
+        use crate::request::{DraftDist, RequestKind};
+        let v = 3000u32;
+        let p0 = SamplingParams { temperature: 0.8, top_k: 40, top_p: 0.9, top_logprobs: 3, seq_seed: Some(9), ..Default::default() };
+        let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.3, -1.6, -2.5] };
+        let reqs = vec![
+            Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
+            Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),
+            Request { params: p0, kind: RequestKind::PromptLogprobs { targets: vec![3, -1] }, golden: vec![], masks: None },
+        ];
+        let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+        let logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
+        let (mut p, infos) = build_plan(v, 256, 5, &logits, &reqs).unwrap();
+        assert!(infos.iter().all(|i| i.params.is_ok()), "{infos:?}");
+        p.processed_rows = vec![1, 4];
+        let mut dev = CpuDevice::default();
+        let (want, _) = run_program(&mut dev, &p, None).unwrap();
+        let rn = rows * 256;
+        let (mut cand, mut ids, mut status) = (vec![0f32; rn], vec![0i32; rn], vec![0i32; rows]);
+        dev.download(Buf::Cand, 0, HostSliceMut::F32(&mut cand)).unwrap();
+        dev.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
+        dev.download(Buf::RowStatus, 0, HostSliceMut::I32(&mut status)).unwrap();
+        dev.finish().unwrap();
+        let (got, overflow) = run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand, &ids, 256, None).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert_eq!(overflow, vec![0; rows]);
+        assert!(want.tokens.iter().any(|&t| t >= 0) && !want.processed_ids.is_empty());
+        // Wrong-length candidates are a typed error.
+        assert!(run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand[1..], &ids, 256, None).is_err());
     }
 
     /// Section 10-11 launches: `tree_walk` right after `finalize` only with a

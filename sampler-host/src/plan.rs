@@ -52,19 +52,8 @@ pub fn raw_tiles(v: u32) -> u32 {
     v.div_ceil(RAW_TILE).max(1)
 }
 
-/// A tree group (SAMPLER.md section 11): `finalize` leaves its rows at -1 and
-/// `tree_walk` decides them.
-pub const GROUP_TREE: u32 = 3;
-
-/// Tree proposal laws (`StepPlan::tree_mode`, SAMPLER.md 11.3).
-pub const TREE_FIXED: u32 = 0;
-/// Children drawn with replacement from the node's draft distribution.
-pub const TREE_WITH_REPLACEMENT: u32 = 1;
-/// Children drawn without replacement.
-pub const TREE_WITHOUT_REPLACEMENT: u32 = 2;
-
 pub use crate::batch::build_plan;
-pub use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW, GROUP_VERIFY};
+pub use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT};
 
 /// A step's `[R, V]` logits as the host hands them over: borrowed (f32,
 /// bf16 or f16, never copied by the plan) or owned f32. Half-precision

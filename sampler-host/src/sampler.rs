@@ -199,19 +199,46 @@ impl Sampler {
 
     /// Starts one step and returns without waiting for the device: the
     /// device-resident path. With CUDA `logits` ([`crate::interop::CudaLogits`],
-    /// f32, bf16 or f16; read in place on their own stream, which the
-    /// sampler's stream waits for),
-    /// nothing is copied to or from the host but the step's metadata (one
-    /// async copy from pinned memory) and no host synchronisation happens;
-    /// the outputs stay on the device until [`PendingStep::wait`]. No device
-    /// memory is allocated once a step of the same or larger shape has run.
-    /// On the CPU the step runs to the end here.
+    /// f32, bf16 or f16, read in place; read on their own stream, which the sampler's stream waits for
+    /// through one reused event, or on [`Sampler::cuda_stream`] itself,
+    /// which needs none), nothing is copied to or from the host but the
+    /// step's metadata and no host synchronisation happens: the metadata
+    /// (every per-step input and initial value) goes up in one async copy
+    /// from pinned memory on a copy stream, which overlaps the engine's work
+    /// still producing the logits; the outputs stay on the device
+    /// ([`PendingStep::device_outputs`]) until [`PendingStep::wait`] reads
+    /// them back in one copy. No device memory is allocated and no event
+    /// created once a step of the same or larger shape has run. On the CPU
+    /// the step runs to the end here.
     ///
     /// Errors: as [`Sampler::sample`].
     pub fn sample_async<'a, 'r>(&mut self, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let done = self.backend.enqueue(&plan)?;
         Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done })
+    }
+
+    /// [`Sampler::sample_async`] with the outputs written by the kernels
+    /// straight into the caller's device buffers (CUDA): `outputs` is called
+    /// once the step is laid out with (R, k, G) (rows, top-logprobs width,
+    /// requests) and returns where each output goes
+    /// ([`crate::interop::OutputPtrs`]; `None` fields stay in the
+    /// sampler's buffers), or `None` to enqueue nothing (`Ok(false)`).
+    /// Nothing is waited for or copied; the outputs are ordered on
+    /// [`Sampler::cuda_stream`]. Errors: not the CUDA backend, or as [`Sampler::sample`].
+    pub fn sample_async_into<'a>(
+        &mut self,
+        logits: impl Into<Logits<'a>>,
+        requests: &[Request],
+        outputs: impl FnOnce(usize, usize, usize) -> Option<crate::interop::OutputPtrs>,
+    ) -> Result<bool, BatchError> {
+        let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
+        let Some(cuda) = self.backend.as_cuda() else {
+            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "device outputs need the CUDA backend".into() }));
+        };
+        let Some(out) = outputs(plan.rows as usize, plan.k as usize, plan.groups()) else { return Ok(false) };
+        cuda.enqueue_into(&plan, &out)?;
+        Ok(true)
     }
 
     /// Captures a step of this shape (rows per request, request kinds,
@@ -406,6 +433,20 @@ pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepRe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_into_caller_buffers_need_cuda() {
+        // The callback is not asked for buffers, and nothing runs, off CUDA.
+        let mut s = Sampler::new(SamplerConfig { backend: BackendKind::Cpu, ..SamplerConfig::new(8) }).unwrap();
+        let logits = [0f32; 8];
+        let mut asked = false;
+        let r = s.sample_async_into(&logits[..], &[Request::prefill(SamplingParams::default(), 1)], |_, _, _| {
+            asked = true;
+            Some(Default::default())
+        });
+        assert!(matches!(&r, Err(BatchError::Backend(e)) if e.to_string().contains("CUDA")), "{r:?}");
+        assert!(!asked);
+    }
 
     #[test]
     fn section_9_limits_are_config_errors() {

@@ -47,7 +47,8 @@ use sampler_kernels::rt::math::{order_bits, order_key};
 use rayon::prelude::*;
 use thiserror::Error;
 
-use crate::backend::cpu::CpuBackend;
+use crate::backend::cpu::{CpuBackend, CpuDevice};
+use crate::pipeline;
 use crate::batch::{build_plan_meta, RequestInfo};
 use crate::engine::cp::{Collective, CollectiveError};
 use crate::error::{BackendError, BatchError, ConfigError, RequestError};
@@ -454,7 +455,7 @@ impl<C: Collective> VocabParallelSampler<C> {
             self.full_rows(&mut plan, &mut infos, &lg, &mask_err)?
         } else if n < v {
             let (g, errs) = self.exchange_candidates(&plan, &lg, &status, &mask_err, n, None)?;
-            self.finishes().then(|| finish(&self.shards, &mut plan, &mut infos, g, errs, n))
+            self.finishes().then(|| finish(&self.shards, &mut plan, &mut infos, g, errs, n)).transpose()?
         } else if let Some(w) = prefix {
             self.prefix_step(&mut plan, &mut infos, &lg, &status, &mask_err, w)?
         } else {
@@ -636,7 +637,7 @@ impl<C: Collective> VocabParallelSampler<C> {
             let mut next = NEXT_DONE;
             let mut res = None;
             if self.finishes() {
-                let (r, overflow) = finish_prefix(plan, g, w);
+                let (r, overflow) = finish_prefix(plan, g, w)?;
                 if plan.prefix_overflowed(&r.group_status, &overflow) {
                     let wider = w.saturating_mul(8);
                     next = if wider <= 16384 && wider < plan.vocab { wider as i32 } else { NEXT_FULL };
@@ -788,11 +789,11 @@ fn merge(g: &Gathered, rows: usize, n: u32) -> (Vec<f32>, Vec<i32>) {
 }
 
 /// Force top-k on: merge to N and finish. Applies the shard-mask errors first.
-fn finish(shards: &[Shard], plan: &mut StepPlan, infos: &mut [RequestInfo], g: Gathered, errs: Vec<i32>, n: u32) -> StepResult {
+fn finish(shards: &[Shard], plan: &mut StepPlan, infos: &mut [RequestInfo], g: Gathered, errs: Vec<i32>, n: u32) -> Result<StepResult, BackendError> {
     apply_mask_errors(shards, plan, infos, &errs);
     let rows = plan.rows as usize;
     let (cand, ids) = merge(&g, rows, n);
-    finish_steps(plan, &g.row_status, cand, ids, n, None).0
+    Ok(finish_steps(plan, &g.row_status, cand, ids, n, None)?.0)
 }
 
 /// Applies the gathered shard-mask errors (`[world, G * 3]`, empty = none):
@@ -817,91 +818,19 @@ fn apply_mask_errors(shards: &[Shard], plan: &mut StepPlan, infos: &mut [Request
 
 /// Prefix path: merge to `w` and finish with the summed masses; also returns
 /// `process_prefix_draw`'s overflow flags.
-fn finish_prefix(plan: &StepPlan, g: Gathered, w: u32) -> (StepResult, Vec<u32>) {
+fn finish_prefix(plan: &StepPlan, g: Gathered, w: u32) -> Result<(StepResult, Vec<u32>), BackendError> {
     let rows = plan.rows as usize;
     let (cand, ids) = merge(&g, rows, w);
     finish_steps(plan, &g.row_status, cand, ids, w, g.mass)
 }
 
-/// Steps 3-9 of [`crate::plan`] on merged candidates `[R, n]` (the CPU
-/// backend's sequence): `process` + `draw`, or `process_prefix_draw` with the
-/// row totals `mass` (`[R]`), then remap + verify, finalize, token info, top logprobs.
-fn finish_steps(p: &StepPlan, row_status: &[i32], cand: Vec<f32>, cand_ids: Vec<i32>, n: u32, mass: Option<Vec<u64>>) -> (StepResult, Vec<u32>) {
-    let (r, v, kk, g) = (p.rows as usize, p.vocab, p.k, p.groups());
-    let mut logprobs = vec![0f32; r * n as usize];
-    let mut overflow = vec![0u32; r];
-    let mut fresh = vec![-1i32; r];
-    // SAFETY (all launches): each program writes only its own row's (group's) elements.
-    if let Some(mass) = &mass {
-        let (c, ci, ms, lp, of) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(mass), Gm::new_mut(&mut logprobs), Gm::new_mut(&mut overflow));
-        let (t, tp, tk, s, sq) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k), Gm::new(&p.seed), Gm::new(&p.seq_draw));
-        let (mp, fo) = (Gm::new(&p.min_p), Gm::new(&p.filter_order));
-        let f = Gm::new_mut(&mut fresh);
-        launch(r, |i| unsafe { k::process_prefix_draw::cpu(i, c, ci, n, v, ms, 1, t, tp, tk, mp, fo, s, sq, lp, of, f) });
-    } else {
-        {
-            let (c, lp) = (Gm::new(&cand), Gm::new_mut(&mut logprobs));
-            let (t, tp, tk) = (Gm::new(&p.temperature), Gm::new(&p.top_p), Gm::new(&p.top_k));
-            let (mp, fo) = (Gm::new(&p.min_p), Gm::new(&p.filter_order));
-            launch(r, |i| unsafe { k::process::cpu(i, c, n, t, tp, tk, mp, fo, lp) });
-        }
-        let (lp, ci, f) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new_mut(&mut fresh));
-        let (s, sq) = (Gm::new(&p.seed), Gm::new(&p.seq_draw));
-        launch(r, |i| unsafe { k::draw::cpu(i, lp, ci, n, s, sq, f) });
-    }
-    let mut accept = vec![0u32; r];
-    let mut residual = vec![-1i32; r];
-    if p.any_verify {
-        let mut col_of = vec![-1i32; r * v as usize];
-        let mut q_lps = vec![0f32; r * n as usize];
-        let mut draft_col = vec![-1i32; r];
-        let mut draft_q = vec![f32::NEG_INFINITY; r];
-        {
-            let (ci, di, dl, dt) = (Gm::new(&cand_ids), Gm::new(&p.draft_ids), Gm::new(&p.draft_lps), Gm::new(&p.drafts));
-            let (co, q, dc, dq) = (Gm::new_mut(&mut col_of), Gm::new_mut(&mut q_lps), Gm::new_mut(&mut draft_col), Gm::new_mut(&mut draft_q));
-            launch(r, |i| unsafe { k::remap_draft::cpu(i, ci, n, v, di, dl, p.draft_width, dt, co, q, dc, dq) });
-        }
-        let (lp, ci, q) = (Gm::new(&logprobs), Gm::new(&cand_ids), Gm::new(&q_lps));
-        let (dc, dq) = (Gm::new(&draft_col), Gm::new(&draft_q));
-        let (s, sa, sr) = (Gm::new(&p.seed), Gm::new(&p.seq_accept), Gm::new(&p.seq_residual));
-        let (a, res) = (Gm::new_mut(&mut accept), Gm::new_mut(&mut residual));
-        launch(r, |i| unsafe { k::verify::cpu(i, lp, ci, q, n, dc, dq, s, sa, sr, a, res) });
-    }
-    let mut tokens = vec![-1i32; r];
-    let mut lookup = vec![-1i32; r];
-    let mut accepted = vec![0u32; g];
-    let mut group_status = vec![0i32; g];
-    {
-        let (gf, gr, gk, gs) = (Gm::new(&p.group_first), Gm::new(&p.group_rows), Gm::new(&p.group_kind), Gm::new(&p.group_status));
-        let (rs, gold, dr, af, res, fr) = (Gm::new(row_status), Gm::new(&p.golden), Gm::new(&p.drafts), Gm::new(&accept), Gm::new(&residual), Gm::new(&fresh));
-        let (t, lk, ac, st) = (Gm::new_mut(&mut tokens), Gm::new_mut(&mut lookup), Gm::new_mut(&mut accepted), Gm::new_mut(&mut group_status));
-        launch(g, |i| unsafe { k::finalize::cpu(i, gf, gr, gk, gs, rs, gold, dr, af, res, fr, t, lk, ac, st) });
-    }
-    let mut token_lp = vec![f32::NEG_INFINITY; r];
-    let mut sum_smaller = vec![0f32; r];
-    {
-        let (c, ci, lp, lk) = (Gm::new(&cand), Gm::new(&cand_ids), Gm::new(&logprobs), Gm::new(&lookup));
-        let (tl, ss) = (Gm::new_mut(&mut token_lp), Gm::new_mut(&mut sum_smaller));
-        launch(r, |i| unsafe { k::token_info::cpu(i, c, ci, lp, n, lk, tl, ss) });
-    }
-    let mut top_ids = vec![-1i32; r * kk as usize];
-    let mut top_lps = vec![f32::NEG_INFINITY; r * kk as usize];
-    if kk > 0 {
-        let (ci, lp) = (Gm::new(&cand_ids), Gm::new(&logprobs));
-        let (oi, ol) = (Gm::new_mut(&mut top_ids), Gm::new_mut(&mut top_lps));
-        launch(r, |i| unsafe { k::top_logprobs::cpu(i, ci, lp, n, kk, oi, ol) });
-    }
-    let nn = n as usize;
-    let mut processed_ids = Vec::new();
-    let mut processed_lps = Vec::new();
-    for &row in &p.processed_rows {
-        let row = row as usize;
-        processed_ids.extend_from_slice(&cand_ids[row * nn..(row + 1) * nn]);
-        processed_lps.extend_from_slice(&logprobs[row * nn..(row + 1) * nn]);
-    }
-    // Tree steps take the full-row path (`VocabParallelSampler::step`): no path here.
-    let res = StepResult { row_status: row_status.to_vec(), tokens, token_lp, sum_smaller, top_ids, top_lps, accepted, group_status, processed_ids, processed_lps, path: Vec::new() };
-    (res, overflow)
+/// Steps 3-9 on merged candidates `[R, n]`: the pipeline's entry from
+/// candidates ([`pipeline::run_from_candidates`]) on the CPU device, so the
+/// kernel sequence (process + draw or `process_prefix_draw` with the row
+/// totals `mass`, remap + verify, finalize, token info, top logprobs) is the
+/// one every backend runs. Tree and raw-logprob steps take the full rows.
+fn finish_steps(p: &StepPlan, row_status: &[i32], cand: Vec<f32>, cand_ids: Vec<i32>, n: u32, mass: Option<Vec<u64>>) -> Result<(StepResult, Vec<u32>), BackendError> {
+    pipeline::run_from_candidates(&mut CpuDevice::default(), p, row_status, &cand, &cand_ids, n, mass.as_deref())
 }
 
 /// Gather-then-sample's exchange: every rank's real columns into `[R, V]`

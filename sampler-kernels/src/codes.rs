@@ -32,6 +32,17 @@ pub const GROUP_FRESH: u32 = 0;
 pub const GROUP_VERIFY: u32 = 1;
 /// Group kind: prompt logprobs; no token is drawn, each row looks up its target.
 pub const GROUP_NO_DRAW: u32 = 2;
+/// Group kind: a draft tree (SAMPLER.md section 11): `finalize` leaves its
+/// rows at -1 and `tree_walk` decides them.
+pub const GROUP_TREE: u32 = 3;
+
+/// Tree proposal law (`tree_walk`'s `tree_mode`, SAMPLER.md 11.3): fixed
+/// children, each accepted with q = 1 (no draft distribution).
+pub const TREE_FIXED: u32 = 0;
+/// Tree proposal law: children drawn with replacement from the node's draft distribution.
+pub const TREE_WITH_REPLACEMENT: u32 = 1;
+/// Tree proposal law: children drawn without replacement.
+pub const TREE_WITHOUT_REPLACEMENT: u32 = 2;
 
 /// Element type code of a `Logits` kernel parameter (the launch scalar that
 /// follows its pointer on NVIDIA): IEEE single precision.

@@ -1,6 +1,6 @@
 """Binding overhead of sampler_py at R rows (issue 14: at most 5 us per call at R = 64).
 
-    python sampler-py/bench/overhead.py [--rows 64] [--vocab 129280] [--backend cpu|cuda] [--flashinfer] [--json OUT]
+    python sampler-py/bench/overhead.py [--rows 64] [--vocab 129280] [--backend cpu|cuda] [--torch] [--flashinfer] [--json OUT]
 
 Times, on the same inputs, in one run:
 - `rust`: the step inside Rust (`_native._bench_rust_step`: no import, no conversion);
@@ -9,8 +9,15 @@ Times, on the same inputs, in one run:
 - `functional`: `top_k_top_p_sampling_from_logits(logits, top_k, top_p, ...)` with [R] tensors;
 - `flashinfer` (--flashinfer, CUDA): FlashInfer's `top_k_top_p_sampling_from_logits`
   on torch CUDA tensors of the same values (its own timing, for the side-by-side table).
-Medians over --iters calls. Logits are host numpy arrays until the device API is wired
-(TODO(engine branch): pass the torch CUDA tensor itself and time a CUDA-graph replay).
+- `--torch` (CUDA): the logits as a torch CUDA tensor, the device path. HOST time of each
+  call (the device is synchronised between calls, untimed): `rust` = `sample_async` on the
+  caller's stream inside Rust (`_native._bench_rust_step_cuda`), `python` = `Sampler.sample`
+  (torch import by attributes, current stream, request conversion, the output buffer from
+  torch's allocator written by the kernels, the stream join), `python_out` = the same with
+  `out=` (no allocation), `python_tokens` = the functional call returning tokens only (its
+  parameters converted per call); overhead = python - rust. Beside them the
+  end-to-end time (call + synchronize) and a CUDA-graph replay of ours and of FlashInfer's call.
+Medians over --iters calls.
 """
 
 import argparse
@@ -62,6 +69,96 @@ def case(r, v, force_topk, backend, iters):
     return res, logits, top_k, top_p
 
 
+def host_us(fn):
+    """Host time of one call in us, the device idle before and synchronised after (untimed)."""
+    import torch
+
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    dt = (time.perf_counter() - t) * 1e6
+    torch.cuda.synchronize()
+    return dt
+
+
+def total_us(fn, iters):
+    """Median of call + synchronize (host and device), us."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t) * 1e6)
+    return statistics.median(ts)
+
+
+def graph_us(fn, iters):
+    """Median of a CUDA-graph replay of `fn` + synchronize, us (None when the capture fails)."""
+    import torch
+
+    try:
+        fn()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+    except Exception as e:  # noqa: BLE001 - reported, the rest of the table still runs
+        return f"capture failed: {e}"
+    return total_us(g.replay, iters)
+
+
+def torch_case(r, v, force_topk, iters, flashinfer):
+    import torch
+
+    med = statistics.median
+    x = torch.from_numpy((np.random.default_rng(0).standard_normal((r, v)) * 3).astype(np.float32)).cuda()
+    s = sp.Sampler(v, force_topk=force_topk, backend="cuda")
+    reqs = [sp.Request.prefill(sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=50, top_logprobs=5, seq_seed=i), 41) for i in range(r)]
+    seeds = np.arange(r, dtype=np.uint64)
+    res = {"rows": r, "vocab": v, "force_topk": force_topk, "iters": iters}
+    rust_fn = lambda: sp._native._bench_rust_step_cuda(s, x, reqs, 1)[0] * 1e6
+    py_fn = lambda: s.sample(x, reqs)
+    prev = s.sample(x, reqs)
+    py_out = lambda: s.sample(x, reqs, out=prev)
+    py_read = lambda: s.sample(x, reqs).tokens
+    fn_fn = lambda: sp.top_k_top_p_sampling_from_logits(x, 50, 0.9, temperature=0.7, seed=seeds, positions=41, force_topk=force_topk)
+    for f in (rust_fn, py_fn, py_read, fn_fn, py_out):
+        f()
+    ru, py, pr, fu, po = [], [], [], [], []
+    for _ in range(iters):  # alternated, so drift hits all alike
+        torch.cuda.synchronize()
+        ru.append(rust_fn())
+        py.append(host_us(py_fn))
+        pr.append(host_us(py_read))
+        fu.append(host_us(fn_fn))
+        po.append(host_us(py_out))
+    res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu), "python_out": med(po),
+                      "rust_min": min(ru), "python_min": min(py), "python_tokens_min": min(fu)}
+    res["overhead_us"] = med(py) - med(ru)
+    res["overhead_tokens_us"] = med(fu) - med(ru)
+    res["overhead_out_us"] = med(po) - med(ru)
+    res["end_to_end_us"] = {"python": total_us(py_fn, iters), "python_tokens": total_us(fn_fn, iters)}
+    res["graph_replay_us"] = {"python": graph_us(py_fn, iters), "python_tokens": graph_us(fn_fn, iters)}
+    if flashinfer:
+        try:
+            from flashinfer import sampling as fs
+
+            xt = x / 0.7
+            tk = torch.full((r,), 50, dtype=torch.int32, device="cuda")
+            tp = torch.full((r,), 0.9, dtype=torch.float32, device="cuda")
+            fi = lambda: fs.top_k_top_p_sampling_from_logits(xt, tk, tp)
+            fi()
+            res["flashinfer"] = {"host_us": med([host_us(fi) for _ in range(iters)]), "end_to_end_us": total_us(fi, iters),
+                                 "graph_replay_us": graph_us(fi, iters)}
+        except Exception as e:  # noqa: BLE001
+            res["flashinfer"] = f"failed: {e}"
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=64)
@@ -70,9 +167,19 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--flashinfer", action="store_true")
+    ap.add_argument("--torch", action="store_true", help="the torch CUDA tensor path (host time per call)")
     ap.add_argument("--json")
     a = ap.parse_args()
     out = {}
+    if a.torch:
+        out["torch_full"] = torch_case(a.rows, a.vocab, a.force_topk, a.iters, a.flashinfer)
+        # V = 1024, force top-k off: a cheap step, the binding's own cost with little noise.
+        out["torch_binding_only"] = torch_case(a.rows, 1024, 0, max(a.iters, 200), False)
+        print(json.dumps(out, indent=1))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return
     # Full size: the step as engines run it.
     out["full"], logits, top_k, top_p = case(a.rows, a.vocab, a.force_topk, a.backend, a.iters)
     # V = 32: the step costs ~nothing, so the difference is the binding's own cost with little noise.

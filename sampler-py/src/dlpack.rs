@@ -7,11 +7,19 @@
 //! capsule and never rename it, so the producer's capsule destructor frees
 //! the tensor when the capsule goes away (the protocol's "not consumed"
 //! path); the producer keeps owning the memory and we never copy f32 data.
+//!
+//! CUDA tensors ([`import_cuda`]): kDLCUDA capsules, asked for with the
+//! consumer's stream (`__dlpack__(stream=...)`: the producer orders its work
+//! before that stream), and torch CUDA tensors read through their own
+//! attributes (`data_ptr()`, `shape`, `stride()`, `dtype`, `get_device()`):
+//! the same zero-copy borrow without torch's Python-level `__dlpack__`
+//! (several microseconds a call).
 
 use std::ffi::{c_void, CStr};
 
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::IntoPyDict;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -244,19 +252,25 @@ pub fn is_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))
 }
 
-/// A clear error for tensors on a device this build cannot read yet.
+/// A clear error for a tensor on a device the argument cannot be read from.
 fn device_error(arg: &str, dev: (i32, i32)) -> PyErr {
     match dev.0 {
-        KDL_CUDA | KDL_CUDA_MANAGED => PyNotImplementedError::new_err(format!(
-            "{arg}: CUDA tensors (DLPack device type {} = kDLCUDA{}, device {}) are not supported by this build yet: \
-             they need the device-resident logits API of sampler_host::Sampler (the `engine` branch). \
-             Pass a CPU tensor (e.g. `x.cpu()`) for now",
-            dev.0,
-            if dev.0 == KDL_CUDA_MANAGED { "Managed" } else { "" },
-            dev.1
+        KDL_CUDA | KDL_CUDA_MANAGED => ValueError(format!(
+            "{arg}: expected a host array here, got a CUDA tensor (DLPack device type {}, device {}) without a `.cpu()` method",
+            dev.0, dev.1
         )),
-        t => ValueError(format!("{arg}: expected a CPU tensor (DLPack device type {KDL_CPU} or {KDL_CUDA_HOST}), got DLPack device type {t} (device {})", dev.1)),
+        t => ValueError(format!("{arg}: expected a CPU or CUDA tensor (DLPack device type {KDL_CPU}, {KDL_CUDA_HOST} or {KDL_CUDA}), got DLPack device type {t} (device {})", dev.1)),
     }
+}
+
+/// Whether `obj` is a CUDA tensor that can be read on the host through its
+/// `.cpu()` (torch): small per-row parameters given on the device.
+fn cpu_copy<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if is_cuda(obj) && obj.hasattr(pyo3::intern!(obj.py(), "cpu"))? {
+        // A device-to-host copy: it waits for the producer's stream (documented).
+        return Ok(Some(obj.call_method0(pyo3::intern!(obj.py(), "cpu"))?));
+    }
+    Ok(None)
 }
 
 #[allow(non_snake_case)]
@@ -266,12 +280,17 @@ fn ValueError(msg: String) -> PyErr {
 
 /// Imports a CPU tensor through DLPack without copying.
 ///
-/// Checks: `__dlpack__` present (TypeError), device CPU (CUDA:
-/// NotImplementedError; other devices: ValueError), a dtype we read
+/// A torch CUDA tensor is first copied to the host with `.cpu()` (small
+/// per-row arguments; logits take [`import_cuda`]). Checks: `__dlpack__`
+/// present (TypeError), device CPU (else ValueError), a dtype we read
 /// (TypeError), `ndim` in `ndims` (ValueError), row-major contiguous strides
 /// (ValueError) and element alignment (ValueError). Every message starts
 /// with `arg`.
 pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Borrowed<'py>> {
+    // Host arguments given as torch CUDA tensors (e.g. per-row top_k) are copied to the host.
+    if let Some(host) = cpu_copy(obj)? {
+        return import(&host, arg, ndims);
+    }
     let py = obj.py();
     // `__dlpack__(max_version=(1, 0))` first: one call on the fast path (the
     // device is read from the capsule). Only when it fails do we ask
@@ -330,29 +349,8 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
     let dtype = Dtype::from_dl(t.dtype).ok_or_else(|| {
         PyTypeError::new_err(format!("{arg}: unsupported DLPack dtype (code {}, bits {}, lanes {})", t.dtype.code, t.dtype.bits, t.dtype.lanes))
     })?;
-    let ndim = usize::try_from(t.ndim).unwrap_or(usize::MAX);
-    if !ndims.contains(&ndim) {
-        return Err(ValueError(format!("{arg}: expected {} dimensions, got {}", ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "), t.ndim)));
-    }
-    // SAFETY: `ndim` entries (shape; strides when not null), per DLPack.
-    let shape_i: &[i64] = if ndim == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.shape, ndim) } };
-    let shape: Vec<usize> = shape_i
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| ValueError(format!("{arg}: negative dimension in shape {shape_i:?}"))))
-        .collect::<PyResult<_>>()?;
-    if !t.strides.is_null() && ndim > 0 {
-        let strides = unsafe { std::slice::from_raw_parts(t.strides, ndim) };
-        // Row-major contiguous; the stride of a dimension of size 1 does not matter.
-        let mut want: i64 = 1;
-        for k in (0..ndim).rev() {
-            if shape[k] != 1 && strides[k] != want {
-                return Err(ValueError(format!(
-                    "{arg}: expected a row-major contiguous array, got shape {shape:?} with strides {strides:?} (in elements); use np.ascontiguousarray(x) or x.contiguous()"
-                )));
-            }
-            want = want.saturating_mul(shape_i[k]);
-        }
-    }
+    let (shape_i, strides) = dl_shape(t, arg, ndims)?;
+    let shape = check_layout(arg, ndims, shape_i, strides)?;
     let n: usize = shape.iter().product();
     let ptr = if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { (t.data as *const u8).wrapping_add(t.byte_offset as usize) };
     if n > 0 && (ptr.is_null() || (ptr as usize) % dtype.size() != 0) {
@@ -361,7 +359,254 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
     Ok(Borrowed { _capsule: capsule, ptr, dtype, shape })
 }
 
-/// Whether `obj` is a tensor on a CUDA device (DLPack kDLCUDA).
+/// Shape and strides (None: row-major) of a DLPack tensor, after the `ndim` check.
+fn dl_shape<'t>(t: &'t DLTensor, arg: &str, ndims: &[usize]) -> PyResult<(&'t [i64], Option<&'t [i64]>)> {
+    let ndim = usize::try_from(t.ndim).unwrap_or(usize::MAX);
+    if !ndims.contains(&ndim) {
+        return Err(ValueError(format!("{arg}: expected {} dimensions, got {}", ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "), t.ndim)));
+    }
+    if ndim == 0 {
+        return Ok((&[], None));
+    }
+    // SAFETY: `ndim` entries (shape; strides when not null), per DLPack.
+    let shape = unsafe { std::slice::from_raw_parts(t.shape, ndim) };
+    let strides = (!t.strides.is_null()).then(|| unsafe { std::slice::from_raw_parts(t.strides, ndim) });
+    Ok((shape, strides))
+}
+
+/// Checks the number of dimensions and that `strides` (in elements; None =
+/// row-major) are row-major contiguous; returns the shape.
+fn check_layout(arg: &str, ndims: &[usize], shape_i: &[i64], strides: Option<&[i64]>) -> PyResult<Vec<usize>> {
+    if !ndims.contains(&shape_i.len()) {
+        return Err(ValueError(format!("{arg}: expected {} dimensions, got {}", ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "), shape_i.len())));
+    }
+    let shape: Vec<usize> = shape_i
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| ValueError(format!("{arg}: negative dimension in shape {shape_i:?}"))))
+        .collect::<PyResult<_>>()?;
+    // An empty array's strides do not matter (numpy gives zeros).
+    if let Some(strides) = strides.filter(|_| shape.iter().product::<usize>() > 0) {
+        if strides.len() != shape.len() {
+            return Err(ValueError(format!("{arg}: {} strides for {} dimensions", strides.len(), shape.len())));
+        }
+        // Row-major contiguous; the stride of a dimension of size 1 does not matter.
+        let mut want: i64 = 1;
+        for k in (0..shape.len()).rev() {
+            if shape[k] != 1 && strides[k] != want {
+                return Err(ValueError(format!(
+                    "{arg}: expected a row-major contiguous array, got shape {shape:?} with strides {strides:?} (in elements); use np.ascontiguousarray(x) or x.contiguous()"
+                )));
+            }
+            want = want.saturating_mul(shape_i[k]);
+        }
+    }
+    Ok(shape)
+}
+
+/// Whether `obj` is a tensor on a CUDA device (DLPack kDLCUDA; torch: `is_cuda`).
 pub fn is_cuda(obj: &Bound<'_, PyAny>) -> bool {
+    if let Some(t) = torch_api(obj) {
+        if obj.is_instance(t.tensor.bind(obj.py())).unwrap_or(false) {
+            return obj.getattr(pyo3::intern!(obj.py(), "is_cuda")).and_then(|c| c.extract::<bool>()).unwrap_or(false);
+        }
+    }
     matches!(device_of(obj, ""), Ok(Some((KDL_CUDA, _))) | Ok(Some((KDL_CUDA_MANAGED, _))))
+}
+
+// ---------------------------------------------------------------- CUDA tensors
+
+/// Logits element types on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CudaDtype {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl CudaDtype {
+    pub fn bytes(self) -> usize {
+        match self {
+            CudaDtype::F32 => 4,
+            _ => 2,
+        }
+    }
+}
+
+/// A tensor in CUDA device memory borrowed from its producer (valid while
+/// `_keep`, the tensor or its capsule, lives and the producer does not free
+/// it: torch frees a dropped tensor's memory for reuse on the stream the
+/// caller works on, which waits for the sampler's reads).
+pub struct CudaBorrowed<'py> {
+    _keep: Bound<'py, PyAny>,
+    /// Device address of the first element.
+    pub ptr: u64,
+    pub dtype: CudaDtype,
+    /// Row-major contiguous shape (checked).
+    pub shape: Vec<usize>,
+    /// CUDA device ordinal.
+    pub device: i32,
+    /// Whether it is a torch tensor (outputs are then torch tensors).
+    pub torch: bool,
+}
+
+/// torch objects the fast path compares with, looked up once (only after
+/// the caller passed a torch tensor: we never import torch ourselves).
+pub struct TorchApi {
+    pub tensor: Py<PyAny>,
+    pub f32: Py<PyAny>,
+    pub bf16: Py<PyAny>,
+    pub f16: Py<PyAny>,
+    pub int32: Py<PyAny>,
+    /// `torch._C._cuda_getCurrentRawStream(device) -> int` (the caller's current stream).
+    pub raw_stream: Py<PyAny>,
+    /// `{"dtype": torch.int32}` / `{"dtype": torch.uint8}`: keyword arguments built once.
+    pub kw_int32: Py<pyo3::types::PyDict>,
+    pub kw_uint8: Py<pyo3::types::PyDict>,
+}
+
+static TORCH_API: pyo3::sync::PyOnceLock<TorchApi> = pyo3::sync::PyOnceLock::new();
+
+/// The torch objects when `obj`'s type comes from torch.
+pub fn torch_api<'py>(obj: &Bound<'py, PyAny>) -> Option<&'static TorchApi> {
+    let py = obj.py();
+    if let Some(t) = TORCH_API.get(py) {
+        return Some(t);
+    }
+    let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    if module != "torch" && !module.starts_with("torch.") {
+        return None;
+    }
+    torch_api_py(py).ok()
+}
+
+/// The torch objects, importing torch (for outputs of non-torch CUDA inputs).
+pub fn torch_api_py(py: Python<'_>) -> PyResult<&'static TorchApi> {
+    TORCH_API
+        .get_or_try_init(py, || -> PyResult<TorchApi> {
+            let torch = py.import("torch")?;
+            let get = |n: &str| torch.getattr(n).map(Bound::unbind);
+            Ok(TorchApi {
+                tensor: get("Tensor")?,
+                f32: get("float32")?,
+                bf16: get("bfloat16")?,
+                f16: get("float16")?,
+                int32: get("int32")?,
+                raw_stream: torch.getattr("_C")?.getattr("_cuda_getCurrentRawStream")?.unbind(),
+                kw_int32: [("dtype", torch.getattr("int32")?)].into_py_dict(py)?.unbind(),
+                kw_uint8: [("dtype", torch.getattr("uint8")?)].into_py_dict(py)?.unbind(),
+            })
+        })
+}
+
+fn cuda_dtype_dl(t: DLDataType, arg: &str) -> PyResult<CudaDtype> {
+    match Dtype::from_dl(t) {
+        Some(Dtype::F32) => Ok(CudaDtype::F32),
+        Some(Dtype::Bf16) => Ok(CudaDtype::Bf16),
+        Some(Dtype::F16) => Ok(CudaDtype::F16),
+        Some(d) => Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", d.name()))),
+        None => Err(PyTypeError::new_err(format!("{arg}: unsupported DLPack dtype (code {}, bits {}, lanes {})", t.code, t.bits, t.lanes))),
+    }
+}
+
+fn check_aligned(arg: &str, ptr: u64, n: usize, dtype: CudaDtype) -> PyResult<()> {
+    if n > 0 && (ptr == 0 || ptr % dtype.bytes() as u64 != 0) {
+        return Err(ValueError(format!("{arg}: device pointer {ptr:#x} is null or not aligned to {} bytes", dtype.bytes())));
+    }
+    Ok(())
+}
+
+impl<'py> CudaBorrowed<'py> {
+    /// The tensor (torch) or capsule it was read from.
+    pub fn keep(&self) -> &Bound<'py, PyAny> {
+        &self._keep
+    }
+}
+
+/// Reads a torch CUDA tensor through its attributes (no `__dlpack__` call).
+/// `None` when `obj` is not a torch tensor on a CUDA device.
+fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Option<CudaBorrowed<'py>>> {
+    let Some(t) = torch_api(obj) else { return Ok(None) };
+    let py = obj.py();
+    if !obj.is_instance(t.tensor.bind(py))? || !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
+        return Ok(None);
+    }
+    let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
+    let dtype = if dt.is(t.f32.bind(py)) {
+        CudaDtype::F32
+    } else if dt.is(t.bf16.bind(py)) {
+        CudaDtype::Bf16
+    } else if dt.is(t.f16.bind(py)) {
+        CudaDtype::F16
+    } else {
+        return Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", dt.str()?)));
+    };
+    let shape_i: Vec<i64> = obj.getattr(pyo3::intern!(py, "shape"))?.extract()?;
+    let strides: Vec<i64> = obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?;
+    let shape = check_layout(arg, ndims, &shape_i, Some(&strides))?;
+    let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+    let device: i32 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
+    check_aligned(arg, ptr, shape.iter().product(), dtype)?;
+    Ok(Some(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true }))
+}
+
+/// Imports `[.., V]` logits on a CUDA device without a copy: a torch tensor
+/// through its attributes, any other producer through DLPack with
+/// `__dlpack__(stream=stream)` (`stream`: the consumer's raw CUDA stream,
+/// DLPack's convention: 1 = the legacy default stream; the producer makes
+/// that stream wait for its work). `None` when `obj` is not on a CUDA device.
+/// Checks: dtype float32 / bfloat16 / float16 (TypeError), `ndim` in
+/// `ndims`, row-major contiguous strides, alignment (ValueError).
+pub fn import_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], stream: u64) -> PyResult<Option<CudaBorrowed<'py>>> {
+    if let Some(t) = torch_cuda(obj, arg, ndims)? {
+        return Ok(Some(t));
+    }
+    if torch_api(obj).is_some() && obj.is_instance(torch_api(obj).expect("checked").tensor.bind(obj.py()))? {
+        return Ok(None); // a torch CPU tensor
+    }
+    let dev = match device_of(obj, arg) {
+        Ok(Some(d)) if d.0 == KDL_CUDA || d.0 == KDL_CUDA_MANAGED => d,
+        _ => return Ok(None),
+    };
+    let py = obj.py();
+    let kwargs = pyo3::types::PyDict::new(py);
+    // DLPack: 0 is not a valid stream value (ambiguous); the null stream is the legacy default, 1.
+    kwargs.set_item("stream", if stream == 0 { 1 } else { stream })?;
+    kwargs.set_item("max_version", (1u32, 0u32))?;
+    let method = obj.getattr(pyo3::intern!(py, "__dlpack__"))?;
+    let capsule = match method.call((), Some(&kwargs)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            kwargs.del_item("max_version")?;
+            method.call((), Some(&kwargs)).map_err(|e| ValueError(format!("{arg}: __dlpack__(stream=...) failed: {}", e.value(py))))?
+        }
+        Err(e) => return Err(ValueError(format!("{arg}: __dlpack__(stream=...) failed: {}", e.value(py)))),
+    };
+    // SAFETY: as in `import`.
+    let name = unsafe { pyo3::ffi::PyCapsule_GetName(capsule.as_ptr()) };
+    let versioned = !name.is_null() && unsafe { CStr::from_ptr(name) } == DLTENSOR_VERSIONED;
+    let want = if versioned { DLTENSOR_VERSIONED } else { DLTENSOR };
+    let raw = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), want.as_ptr()) };
+    if raw.is_null() {
+        let _ = PyErr::take(py);
+        return Err(PyTypeError::new_err(format!("{arg}: __dlpack__() did not return a \"dltensor\" or \"dltensor_versioned\" capsule")));
+    }
+    let t: &DLTensor = if versioned {
+        let mv = raw as *const DLManagedTensorVersioned;
+        let major = unsafe { (*mv).version[0] };
+        if major != 1 {
+            return Err(PyTypeError::new_err(format!("{arg}: DLPack major version {major} is not supported (1)")));
+        }
+        unsafe { &(*mv).dl_tensor }
+    } else {
+        unsafe { &(*(raw as *const DLManagedTensor)).dl_tensor }
+    };
+    if t.device.device_type != dev.0 {
+        return Err(ValueError(format!("{arg}: __dlpack_device__ said device type {} but the capsule holds {}", dev.0, t.device.device_type)));
+    }
+    let dtype = cuda_dtype_dl(t.dtype, arg)?;
+    let (shape_i, strides) = dl_shape(t, arg, ndims)?;
+    let shape = check_layout(arg, ndims, shape_i, strides)?;
+    let ptr = (t.data as u64).wrapping_add(t.byte_offset);
+    check_aligned(arg, ptr, shape.iter().product(), dtype)?;
+    Ok(Some(CudaBorrowed { _keep: capsule, ptr, dtype, shape, device: t.device.device_id, torch: false }))
 }

@@ -1,15 +1,20 @@
 //! Python bindings of the sampler (`sampler_py._native`, re-exported by the
 //! `sampler_py` package). Spec: `../shared/spec/SAMPLER.md`.
 //!
-//! - Tensors in through DLPack without copies ([`dlpack`]): f32 is borrowed,
-//!   f16 / bf16 are widened to f32 on the host (a copy) until the
-//!   device-resident API lands; CUDA tensors raise `NotImplementedError`.
-//! - Outputs are numpy arrays (torch CPU tensors when the logits were a torch tensor).
+//! - Tensors in through DLPack without copies ([`dlpack`]): host f32 is
+//!   borrowed, host f16 / bf16 are widened to f32 on the host (a copy).
+//! - CUDA logits (torch or any kDLCUDA producer; f32, bf16, f16) are read in
+//!   place on the caller's stream and the outputs stay on the device as
+//!   torch tensors ([`cuda`]): no host synchronisation, capturable by
+//!   `torch.cuda.graph`.
+//! - Host outputs are numpy arrays (torch CPU tensors when the logits were a torch tensor).
 //! - A bad request is an error status in the output; a bad call raises
 //!   `TypeError` / `ValueError` (or `RuntimeError` for a device failure)
 //!   carrying the Rust error text.
-//! - The GIL is released while a step runs.
+//! - The GIL is released while a host step runs (a CUDA step only enqueues
+//!   work and returns, holding the GIL).
 
+mod cuda;
 mod dlpack;
 
 use std::collections::HashMap;
@@ -37,7 +42,11 @@ fn config_err(e: ConfigError) -> PyErr {
     }
 }
 
-fn batch_err(e: BatchError) -> PyErr {
+pub(crate) fn device_err(msg: String) -> PyErr {
+    PyRuntimeError::new_err(msg)
+}
+
+pub(crate) fn batch_err(e: BatchError) -> PyErr {
     match e {
         BatchError::Backend(_) => PyRuntimeError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
@@ -227,7 +236,7 @@ struct PyStepOutput {
     inner: StepOutput,
     row_counts: Vec<usize>,
     torch: bool,
-    cache: [PyOnceLock<Py<PyAny>>; 12],
+    cache: [PyOnceLock<Py<PyAny>>; 13],
 }
 
 impl PyStepOutput {
@@ -335,6 +344,21 @@ impl PyStepOutput {
     #[getter]
     fn emitted_logprobs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.per_request(py, 10, |q| &q.emitted_logprobs)
+    }
+    /// B entries: for a tree request that did not fail, its accepted path
+    /// (node indices, root first, `accepted + 1` int32; section 11.9), else None.
+    #[getter]
+    fn paths(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.cached(py, 12, |o| {
+            let l = PyList::empty(py);
+            for q in &self.inner.requests {
+                match &q.path {
+                    Some(p) => l.append(o.arr(p.iter().map(|&n| n as i32).collect::<Vec<i32>>(), &[p.len()])?)?,
+                    None => l.append(py.None())?,
+                }
+            }
+            Ok(l.into_any().unbind())
+        })
     }
     /// B arrays float32: prompt logprobs (prompt-logprob requests), else empty.
     #[getter]
@@ -534,6 +558,106 @@ fn draft_dists_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<DraftDist>> {
         .collect()
 }
 
+/// A draft tree of one decode request (SAMPLER.md 11.1): `parent` `[M]`
+/// (`parent[0] = -1`, `0 <= parent[n] < n`, siblings in draw order),
+/// `tokens` `[M - 1]` (node n's draft token at `tokens[n - 1]`, -1 =
+/// placeholder), `draft_dists`: one `DraftDist` per internal node in node
+/// order (None = fixed children, 11.3), `without_replacement` (11.4). A
+/// malformed tree fails only its request when the step runs (11.10); the
+/// static converters raise ValueError naming their argument.
+#[pyclass(name = "DraftTree", module = "sampler_py", frozen)]
+struct PyDraftTree {
+    inner: sampler_host::DraftTree,
+}
+
+fn tree_err(e: impl std::fmt::Display) -> PyErr {
+    value_err(e.to_string())
+}
+
+fn u32_lists(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
+    let items: Vec<Bound<'_, PyAny>> = obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a list of lists of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            i64_list(p, &format!("{arg}[{i}]"))?.into_iter().map(|x| u32::try_from(x).map_err(|_| value_err(format!("{arg}[{i}]: {x} is not a rank (0..=4294967295)")))).collect()
+        })
+        .collect()
+}
+
+#[pymethods]
+impl PyDraftTree {
+    #[new]
+    #[pyo3(signature = (parent, tokens, draft_dists=None, without_replacement=false))]
+    fn new(parent: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>, draft_dists: Option<&Bound<'_, PyAny>>, without_replacement: bool) -> PyResult<Self> {
+        let draft_dists = match draft_dists.filter(|d| !d.is_none()) {
+            None => None,
+            Some(d) => Some(draft_dists_arg(Some(d))?),
+        };
+        Ok(PyDraftTree { inner: sampler_host::DraftTree { parent: ids_list(parent, "parent")?, tokens: ids_list(tokens, "tokens")?, draft_dists, without_replacement } })
+    }
+    /// A chain (section 6's verify as a tree): node i+1 is `drafts[i]`, child of node i.
+    #[staticmethod]
+    #[pyo3(signature = (drafts, draft_dists=None))]
+    fn chain(drafts: &Bound<'_, PyAny>, draft_dists: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let d = draft_dists.filter(|d| !d.is_none()).map(|d| draft_dists_arg(Some(d))).transpose()?;
+        Ok(PyDraftTree { inner: sampler_host::DraftTree::chain(ids_list(drafts, "drafts")?, d) })
+    }
+    /// `[M]` parents.
+    #[getter]
+    fn parent(&self) -> Vec<i32> {
+        self.inner.parent.clone()
+    }
+    /// `[M - 1]` draft tokens.
+    #[getter]
+    fn tokens(&self) -> Vec<i32> {
+        self.inner.tokens.clone()
+    }
+    /// Whether children were drawn without replacement.
+    #[getter]
+    fn without_replacement(&self) -> bool {
+        self.inner.without_replacement
+    }
+    /// Nodes M (= rows of its request).
+    #[getter]
+    fn nodes(&self) -> usize {
+        self.inner.nodes()
+    }
+    /// Parents from first-child / next-sibling arrays (`[M]` each, -1 = none).
+    #[staticmethod]
+    fn parents_from_first_child_next_sibling(first_child: &Bound<'_, PyAny>, next_sibling: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        sampler_host::DraftTree::parents_from_first_child_next_sibling(&ids_list(first_child, "first_child")?, &ids_list(next_sibling, "next_sibling")?).map_err(tree_err)
+    }
+    /// Parents from rank paths (vLLM `speculative_token_tree`, Medusa / EAGLE-1 choices), root excluded.
+    #[staticmethod]
+    fn parents_from_rank_paths(paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        sampler_host::DraftTree::parents_from_rank_paths(&u32_lists(paths, "rank_paths")?).map_err(tree_err)
+    }
+    /// Parents of nodes `0..m` from root-to-leaf node paths (EAGLE-2 `retrieve_indices`; -1 padded).
+    #[staticmethod]
+    fn parents_from_node_paths(m: usize, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        let items: Vec<Bound<'_, PyAny>> = paths.try_iter()?.collect::<PyResult<_>>()?;
+        let p: Vec<Vec<i32>> = items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
+        sampler_host::DraftTree::parents_from_node_paths(m, &p).map_err(tree_err)
+    }
+    /// Parents from depths in DFS order (FlexFlow).
+    #[staticmethod]
+    fn parents_from_dfs_depths(depths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        let d: Vec<u32> = i64_list(depths, "dfs_depths")?.into_iter().map(|x| u32::try_from(x).map_err(|_| value_err(format!("dfs_depths: {x} is not a depth")))).collect::<PyResult<_>>()?;
+        sampler_host::DraftTree::parents_from_dfs_depths(&d).map_err(tree_err)
+    }
+    /// One distribution per internal node from per-child table rows (TensorRT-LLM `draftProbIndices`).
+    #[staticmethod]
+    fn dists_from_child_rows(parent: &Bound<'_, PyAny>, child_row: &Bound<'_, PyAny>, table: &Bound<'_, PyAny>) -> PyResult<Vec<PyDraftDist>> {
+        let t = draft_dists_arg(Some(table))?;
+        let d = sampler_host::DraftTree::dists_from_child_rows(&ids_list(parent, "parent")?, &ids_list(child_row, "child_row")?, &t).map_err(tree_err)?;
+        Ok(d.into_iter().map(|inner| PyDraftDist { inner }).collect())
+    }
+    fn __repr__(&self) -> String {
+        format!("DraftTree(nodes={}, proposal={})", self.inner.nodes(), if self.inner.draft_dists.is_some() { "drafted" } else { "fixed" })
+    }
+}
+
 /// One request of a step; it owns consecutive rows of the logits. Build it
 /// with the static constructors (`prefill`, `decode`, `verify`, `draft`,
 /// `prompt_logprobs`).
@@ -625,6 +749,15 @@ impl PyRequest {
         p.prompt_logprobs = true;
         let kind = RequestKind::PromptLogprobs { targets: ids_list(targets, "targets")? };
         finish(Request { params: p, kind, golden: Vec::new(), masks: None }, None, masks)
+    }
+
+    /// A decode request verifying a draft tree (section 11): one row per
+    /// node; `seqlen_k` counts the M tree nodes; `golden`: one id per depth
+    /// (11.7). The accepted path is `StepOutput.paths`.
+    #[staticmethod]
+    #[pyo3(signature = (params, seqlen_k, tree, *, golden=None, masks=None))]
+    fn tree(params: PyRef<'_, PySamplingParams>, seqlen_k: &Bound<'_, PyAny>, tree: PyRef<'_, PyDraftTree>, golden: Option<&Bound<'_, PyAny>>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        finish(Request::tree(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, tree.inner.clone()), golden, masks)
     }
 
     /// Rows of the logits this request owns.
@@ -729,6 +862,18 @@ impl PySampler {
         // A panic inside a step cannot leave the sampler half-updated (steps are pure).
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+    /// The lock taken while holding the GIL: when another thread holds it (in
+    /// a host step, GIL released), wait for it with the GIL released, so that
+    /// thread can take the GIL back to finish.
+    fn lock_gil(&self, py: Python<'_>) -> std::sync::MutexGuard<'_, Sampler> {
+        loop {
+            match self.inner.try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(self.lock())),
+            }
+        }
+    }
 }
 
 #[pymethods]
@@ -751,19 +896,49 @@ impl PySampler {
         Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), cfg })
     }
 
-    /// Samples one step. `logits`: `[R, V]` float32 (borrowed, no copy) or
-    /// bfloat16 / float16 (widened to f32 on the host), CPU, row-major
-    /// contiguous; R = sum of the requests' rows, in request order.
-    /// Returns a `StepOutput`; a bad request only gets an error status.
-    /// The GIL is released while the step runs.
-    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>) -> PyResult<PyStepOutput> {
+    /// Samples one step. `logits`: `[R, V]` row-major contiguous, R = sum of
+    /// the requests' rows, in request order:
+    /// - on the host: float32 (borrowed, no copy) or bfloat16 / float16
+    ///   (widened to f32); returns a `StepOutput` (numpy / torch CPU), the
+    ///   GIL released while the step runs;
+    /// - on a CUDA device (torch, or any DLPack kDLCUDA producer): float32,
+    ///   bfloat16 or float16, read in place; the step is enqueued on
+    ///   `stream` (default: torch's current stream of that device; the
+    ///   legacy default stream for other producers) and a `CudaStepOutput`
+    ///   of torch tensors on that device is returned without waiting.
+    /// `out` (CUDA): an earlier `CudaStepOutput` of the same shape whose
+    /// buffer is written again (and returned) instead of a new allocation.
+    /// A bad request only gets an error status.
+    #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
+    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) -> PyResult<Py<PyAny>> {
+        if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
+            if c.vocab() != self.cfg.vocab_size as usize {
+                return Err(value_err(format!("logits: expected shape [R, vocab_size = {}], got {:?}", self.cfg.vocab_size, c.t.shape)));
+            }
+            let reqs = requests_arg(requests)?;
+            let mut guard = self.lock_gil(py);
+            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()))?;
+            drop(guard);
+            if let Some(o) = out {
+                return Ok(o.clone().into_any().unbind());
+            }
+            let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts))?.into_any());
+        }
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
         let reqs = requests_arg(requests)?;
         let data = l.data();
         let res = py.detach(|| self.lock().sample(data, &reqs)).map_err(batch_err)?;
         let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-        step_output(&Out::for_input(logits), res, &counts)
+        Ok(Py::new(py, step_output(&Out::for_input(logits), res, &counts)?)?.into_any())
+    }
+
+    /// The host-side error text of `request` on this sampler (its
+    /// parameters, kind and shape; section 1), or None when it is valid.
+    /// A `CudaStepOutput` status of -1 means this check failed.
+    fn check(&self, py: Python<'_>, request: PyRef<'_, PyRequest>) -> Option<String> {
+        self.lock_gil(py).check(&request.inner).err().map(|e| e.to_string())
     }
 
     /// Like `sample`, and also returns the processed top-N distribution of
@@ -850,6 +1025,27 @@ fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data
     })
 }
 
+/// Runs `f` on the cached sampler for (V, force_topk, backend), holding the GIL (CUDA steps only enqueue).
+fn with_cached<T>(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, f: impl FnOnce(&mut Sampler) -> PyResult<T>) -> PyResult<T> {
+    let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
+    let kind = parse_backend(backend)?;
+    let key = (vocab, force_topk, backend.to_string());
+    let m = cached();
+    // As `PySampler::lock_gil`: never block on the lock while holding the GIL.
+    let mut map = loop {
+        match m.try_lock() {
+            Ok(g) => break g,
+            Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(m.lock())),
+        }
+    };
+    if !map.contains_key(&key) {
+        let s = py.detach(|| Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind })).map_err(config_err)?;
+        map.insert(key.clone(), s);
+    }
+    f(map.get_mut(&key).expect("inserted above"))
+}
+
 /// Per-row parameters of the functional API.
 struct RowParams {
     temperature: Vec<f32>,
@@ -903,8 +1099,12 @@ impl RowParams {
 /// `top_k`, `top_p`, `temperature`, `seed`, `positions`: a scalar or `[R]`.
 /// Returns `[R]` int32 tokens (-1 for a row whose parameters or logits are
 /// invalid), or with `return_logprobs=True` the full `StepOutput`.
+/// CUDA `logits` (f32 / bf16 / f16): the step runs on `stream` (default
+/// torch's current stream) and returns `[R]` int32 tokens on that device
+/// (or a `CudaStepOutput`) without waiting; per-row parameters are host
+/// values (a CUDA tensor parameter is copied to the host: a sync).
 #[pyfunction]
-#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto"))]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
 fn top_k_top_p_sampling_from_logits(
     py: Python<'_>,
@@ -918,9 +1118,21 @@ fn top_k_top_p_sampling_from_logits(
     return_logprobs: bool,
     top_logprobs: Option<&Bound<'_, PyAny>>,
     backend: &str,
+    stream: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let force_topk = u32_opt(force_topk, "force_topk", 0)?;
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
+    if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
+        let r = c.rows();
+        let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
+        let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
+        let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
+        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None))?;
+        if return_logprobs {
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
+        }
+        return Ok(flat);
+    }
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
     let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
@@ -942,7 +1154,7 @@ fn top_k_top_p_sampling_from_logits(
 /// each request's sample position (row j uses position + j * 10000019).
 /// Returns a `StepOutput` (`accepted`, `emitted` per request).
 #[pyfunction]
-#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto"))]
+#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
 fn verify(
     py: Python<'_>,
@@ -958,21 +1170,30 @@ fn verify(
     force_topk: Option<&Bound<'_, PyAny>>,
     top_logprobs: Option<&Bound<'_, PyAny>>,
     backend: &str,
-) -> PyResult<PyStepOutput> {
+    stream: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
     let force_topk = u32_opt(force_topk, "force_topk", 0)?;
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
-    let l = Logits::import(target_logits, "target_logits", &[2, 3])?;
-    let v = l.vocab();
+    let cl = cuda::import(target_logits, "target_logits", &[2, 3], stream)?;
+    let hl = match cl {
+        Some(_) => None,
+        None => Some(Logits::import(target_logits, "target_logits", &[2, 3])?),
+    };
+    let (v, lshape, lrows) = match (&cl, &hl) {
+        (Some(c), _) => (c.vocab(), c.t.shape.clone(), c.rows()),
+        (_, Some(l)) => (l.vocab(), l.b.shape.clone(), l.rows()),
+        _ => unreachable!("one of the two"),
+    };
     let d = dlpack::import(draft_ids, "draft_ids", &[2])?;
     let (b, nd) = (d.shape[0], d.shape[1]);
     let m = nd + 1;
     let ids = d.to_i64_vec("draft_ids")?;
     let want_rows = b * m;
-    if l.b.shape.len() == 3 && (l.b.shape[0] != b || l.b.shape[1] != m) {
-        return Err(value_err(format!("target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {:?}", l.b.shape)));
+    if lshape.len() == 3 && (lshape[0] != b || lshape[1] != m) {
+        return Err(value_err(format!("target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {lshape:?}")));
     }
-    if l.rows() != want_rows {
-        return Err(value_err(format!("target_logits: expected B * m = {b} * {m} = {want_rows} rows for draft_ids of shape [{b}, {nd}], got {:?}", l.b.shape)));
+    if lrows != want_rows {
+        return Err(value_err(format!("target_logits: expected B * m = {b} * {m} = {want_rows} rows for draft_ids of shape [{b}, {nd}], got {lshape:?}")));
     }
     let dl = dlpack::import(draft_logprobs, "draft_logprobs", &[3])?;
     let w = dl.shape[2];
@@ -1022,8 +1243,13 @@ fn verify(
         let seqlen_k = p.position[i].checked_add(nd as u64).ok_or_else(|| value_err(format!("positions[{i}] = {} is too large", p.position[i])))?;
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
+    if let Some(c) = &cl {
+        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None))?;
+        return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
+    }
+    let l = hl.expect("host logits");
     let (res, _) = run_cached(py, v, force_topk, backend, l.data(), &reqs, None)?;
-    step_output(&Out::for_input(target_logits), res, &vec![m; b])
+    Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, &vec![m; b])?)?.into_any())
 }
 
 /// The processed distribution (section 3) of every row: `(ids, logprobs)`,
@@ -1228,10 +1454,50 @@ fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bou
     })
 }
 
-/// Address of the first element the binding reads from `array` through
-/// DLPack (equals the producer's data pointer: the import does not copy).
+/// Host seconds of each of `iters` CUDA steps of `sampler.sample(logits,
+/// requests)` inside Rust: enqueueing the step (`sample_async` on the
+/// caller's stream, no output copies), timed alone; the stream is
+/// synchronised between steps, untimed. The Python call's host time minus
+/// this is the binding overhead.
+#[pyfunction]
+fn _bench_rust_step_cuda(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<Vec<f64>> {
+    let c = cuda::import(logits, "logits", &[2], None)?.ok_or_else(|| value_err("logits: expected a CUDA tensor"))?;
+    let reqs = requests_arg(requests)?;
+    let s = sampler.get();
+    let mut guard = s.lock_gil(py);
+    let cs = guard.cuda_stream().ok_or_else(|| value_err("the sampler is not on CUDA"))?;
+    // SAFETY: as in `cuda::step`.
+    let caller = unsafe { cs.context().wrap_borrowed_stream(c.stream as usize as _) };
+    let dtype = match c.t.dtype {
+        dlpack::CudaDtype::F32 => sampler_host::interop::Dtype::F32,
+        dlpack::CudaDtype::Bf16 => sampler_host::interop::Dtype::Bf16,
+        dlpack::CudaDtype::F16 => sampler_host::interop::Dtype::F16,
+    };
+    let len: usize = c.t.shape.iter().product();
+    let mut out = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = std::time::Instant::now();
+        // SAFETY: as in `cuda::step`.
+        let l = unsafe { sampler_host::interop::CudaLogits::from_raw(c.t.ptr, len, dtype, caller.clone()) };
+        // As the binding's call: the outputs written by the kernels into caller-owned memory
+        // (here the sampler's own, allocated once), no copy.
+        guard.sample_async_into(l, &reqs, |_, _, _| Some(Default::default())).map_err(batch_err)?;
+        caller.join(&cs).map_err(|e| device_err(format!("{e:?}")))?;
+        out.push(t.elapsed().as_secs_f64());
+        caller.synchronize().map_err(|e| device_err(format!("{e:?}")))?;
+    }
+    Ok(out)
+}
+
+/// Address of the first element the binding reads from `array`: through
+/// DLPack for host arrays and non-torch CUDA producers, through the
+/// tensor's attributes for torch CUDA tensors (equals the producer's data
+/// pointer: the import does not copy).
 #[pyfunction]
 fn _dlpack_data_ptr(array: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if let Some(c) = dlpack::import_cuda(array, "array", &[0, 1, 2, 3, 4], cuda::LEGACY_STREAM)? {
+        return Ok(c.ptr as usize);
+    }
     Ok(dlpack::import(array, "array", &[0, 1, 2, 3, 4])?.data_ptr())
 }
 
@@ -1246,10 +1512,12 @@ fn is_cuda_tensor(tensor: &Bound<'_, PyAny>) -> bool {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySamplingParams>()?;
     m.add_class::<PyDraftDist>()?;
+    m.add_class::<PyDraftTree>()?;
     m.add_class::<PyRequest>()?;
     m.add_class::<PySampler>()?;
     m.add_class::<PyStepOutput>()?;
     m.add_class::<PyMtpInfoPool>()?;
+    m.add_class::<cuda::CudaStepOutput>()?;
     m.add_function(wrap_pyfunction!(top_k_top_p_sampling_from_logits, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(top_k_top_p_renorm_logprobs, m)?)?;
@@ -1259,6 +1527,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_dlpack_data_ptr, m)?)?;
     m.add_function(wrap_pyfunction!(golden_files, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_rust_step, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_rust_step_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(is_cuda_tensor, m)?)?;
     m.add("SAMPLING_EPS", sampler_host::params::SAMPLING_EPS)?;
     Ok(())

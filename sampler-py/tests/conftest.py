@@ -57,6 +57,13 @@ def build_request(r):
                  for d in r["draft_dists"]]
         return sp.Request.decode(params, r["seqlen_k"], r["seqlen_q"], np.array(r["drafts"], dtype=np.int64), dists,
                                  golden=golden, masks=masks)
+    if kind == "tree":
+        dists = None
+        if "draft_dists" in r:
+            dists = [sp.DraftDist(np.array(d["ids"], dtype=np.int32), np.array([num(x) for x in d["logprobs"]], dtype=np.float32))
+                     for d in r["draft_dists"]]
+        tree = sp.DraftTree(r["tree_parent"], r["tree_token"], dists, r.get("without_replacement", False))
+        return sp.Request.tree(params, r["seqlen_k"], tree, golden=golden, masks=masks)
     if kind == "draft":
         return sp.Request.draft(params, r["seqlen_k"], r["seqlen_q"], r["last_valid_offset"], r["rows"], masks=masks)
     assert kind == "prompt_logprobs", kind
@@ -115,6 +122,10 @@ def document(out):
     reqs = [{"status": "ok" if e is None else "error: " + e, "accepted": int(accepted[q]),
              "emitted": [int(t) for t in _np(out.emitted[q])], "prompt_logprobs": [fval(x) for x in _np(out.prompt_logprobs[q])]}
             for q, e in enumerate(out.errors)]
+    # Tree requests that did not fail: the accepted path (section 11.9).
+    for q, path in enumerate(out.paths):
+        if path is not None:
+            reqs[q]["path"] = [int(n) for n in _np(path)]
     return {"rows": rows, "requests": reqs}
 
 

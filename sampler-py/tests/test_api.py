@@ -104,20 +104,68 @@ def test_bad_calls_raise():
         sp.top_k_top_p_sampling_from_logits(np.zeros((3, 8), np.float32), 2, [0.5, 0.5], backend="cpu")
 
 
-def test_cuda_tensors_are_recognised():
+def _fake_cuda(a, code=None, seen=None):
+    """A DLPack producer claiming kDLCUDA device 0 for numpy array `a` (the
+    capsule's device type patched; `code`: its dtype code patched too). The
+    memory is host memory: only the checks before any device work can run.
+    `seen` collects the `stream` values the consumer asked for."""
+
     class FakeCuda:
         def __dlpack_device__(self):
             return (2, 0)  # kDLCUDA
 
-        def __dlpack__(self, stream=None):
-            raise AssertionError("must not be imported")
+        def __dlpack__(self, stream=None, max_version=None):
+            if seen is not None:
+                seen.append(stream)
+            cap = a.__dlpack__()
+            get = ctypes.pythonapi.PyCapsule_GetPointer
+            get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+            addr = get(cap, b"dltensor")
+            # DLTensor: data (8), device {type i32, id i32}, ndim (4), dtype {code u8, bits u8, lanes u16}.
+            ctypes.c_int32.from_address(addr + 8).value = 2
+            if code is not None:
+                ctypes.c_uint8.from_address(addr + 20).value = code
+            return cap
 
-    t = FakeCuda()
+    return FakeCuda()
+
+
+def test_cuda_tensors_are_recognised_and_checked(rng):
+    seen = []
+    t = _fake_cuda(logits(rng, 2), seen=seen)
     assert sp.is_cuda_tensor(t)
-    with pytest.raises(NotImplementedError, match="logits: CUDA tensors .*kDLCUDA.*device-resident"):
-        sp.Sampler(V, backend="cpu").sample(t, [sp.Request.prefill(params(), 1)])
-    with pytest.raises(NotImplementedError, match="target_logits: CUDA"):
-        sp.verify(t, np.zeros((1, 0), np.int32), np.zeros((1, 0, V), np.float32), backend="cpu")
+    assert not sp.is_cuda_tensor(logits(rng, 2))
+    # Imported without a copy (the pointer is the producer's), asked for on the legacy default stream.
+    a = logits(rng, 2)
+    assert sp._native._dlpack_data_ptr(_fake_cuda(a)) == a.ctypes.data
+    reqs = [sp.Request.prefill(params(), 1), sp.Request.prefill(params(), 1)]
+    with pytest.raises(ValueError, match="logits: a CUDA tensor needs a sampler on the CUDA backend"):
+        sp.Sampler(V, backend="cpu").sample(t, reqs)
+    assert seen == [1]
+    # The caller's stream is passed to the producer (DLPack's stream handshake).
+    sp_t = _fake_cuda(logits(rng, 2), seen=seen)
+    with pytest.raises(ValueError, match="CUDA backend"):
+        sp.Sampler(V, backend="cpu").sample(sp_t, reqs, stream=12345)
+    assert seen[-1] == 12345
+    with pytest.raises(ValueError, match="target_logits: a CUDA tensor needs|logits: a CUDA tensor needs"):
+        sp.verify(_fake_cuda(logits(rng, 1)), np.zeros((1, 0), np.int32), np.zeros((1, 0, V), np.float32), backend="cpu")
+    # Checks on the device tensor, naming the argument.
+    with pytest.raises(TypeError, match="logits: expected float32, bfloat16 or float16 logits, got int32"):
+        sp.Sampler(V, backend="cpu").sample(_fake_cuda(np.zeros((2, V), np.int32)), reqs)
+    with pytest.raises(ValueError, match="logits: expected 2 dimensions, got 1"):
+        sp.Sampler(V, backend="cpu").sample(_fake_cuda(np.zeros(V, np.float32)), reqs)
+    with pytest.raises(ValueError, match="logits: expected a row-major contiguous array"):
+        sp.Sampler(V, backend="cpu").sample(_fake_cuda(np.zeros((V, 2), np.float32).T), reqs)
+    with pytest.raises(ValueError, match=r"logits: expected shape \[R, vocab_size = 1000\]"):
+        sp.Sampler(V, backend="cpu").sample(_fake_cuda(np.zeros((2, V + 1), np.float32)), reqs)
+    with pytest.raises(ValueError, match="stream: given, but logits is not a CUDA tensor"):
+        sp.Sampler(V, backend="cpu").sample(logits(rng, 2), reqs, stream=7)
+    with pytest.raises(TypeError, match="stream must be an int"):
+        sp.Sampler(V, backend="cpu").sample(t, reqs, stream="s")
+    # bfloat16 / float16 device logits pass the dtype check (the device step reads them).
+    for code, dt in [(4, np.uint16), (2, np.float16)]:
+        with pytest.raises(ValueError, match="CUDA backend"):
+            sp.top_k_top_p_sampling_from_logits(_fake_cuda(np.zeros((2, V), dt), code=code), 5, 0.9, backend="cpu")
 
 
 def _as_bfloat16(u16):
@@ -370,3 +418,36 @@ def test_section_10_parameters():
     s = sp.Sampler(3, backend="cpu")
     out = s.sample(logits, [sp.Request.prefill(sp.SamplingParams(min_p=1.5, seq_seed=1), 5)])
     assert not out.ok[0] and "min_p" in out.errors[0]
+
+
+# ---------------------------------------------------------------- trees (section 11)
+
+
+def test_draft_tree_requests_and_converters(rng):
+    parent = sp.DraftTree.parents_from_rank_paths([[0], [1], [0, 0]])  # root -> {1, 2}, 1 -> {3}
+    assert parent == [-1, 0, 0, 1]
+    assert sp.DraftTree.parents_from_dfs_depths([0, 1, 2, 1]) == [-1, 0, 1, 0]
+    assert sp.DraftTree.parents_from_first_child_next_sibling([1, 3, -1, -1], [-1, 2, -1, -1]) == parent
+    assert sp.DraftTree.parents_from_node_paths(4, [[0, 1, 3], [0, 2, -1]]) == parent
+    with pytest.raises(ValueError, match="rank_paths"):
+        sp.DraftTree.parents_from_rank_paths([[1]])
+    t = sp.DraftTree(parent, [5, 6, 7])
+    assert t.nodes == 4 and t.parent == parent and t.tokens == [5, 6, 7]
+    # Greedy: row 0's argmax is node 1's token, row 1's is node 3's: the path 0 -> 1 -> 3 is accepted.
+    a = logits(rng, 4)
+    for row, tok in [(0, 5), (1, 7), (3, 11)]:
+        a[row, tok] = 40.0
+    s = sp.Sampler(V, backend="cpu")
+    req = sp.Request.tree(params(temperature=0.0), 50, t)
+    assert req.kind == "tree" and req.rows == 4
+    good = sp.Request.prefill(params(), 9)
+    out = s.sample(np.concatenate([a, logits(rng, 1)]), [req, good])
+    assert out.errors == [None, None]
+    assert out.paths[0].tolist() == [0, 1, 3] and out.paths[1] is None
+    assert int(out.accepted[0]) == 2 and out.emitted[0].tolist() == [5, 7, 11]
+    # A chain tree equals verify; a malformed tree fails only its request.
+    chain = sp.DraftTree.chain([5, 7])
+    assert chain.parent == [-1, 0, 1]
+    bad = sp.Request.tree(params(), 50, sp.DraftTree([0, 0, 1, 1], [5, 6, 7]))
+    out2 = s.sample(np.concatenate([a, logits(rng, 1)]), [bad, good])
+    assert out2.errors[0] is not None and "parent" in out2.errors[0] and out2.errors[1] is None

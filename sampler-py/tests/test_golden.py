@@ -24,10 +24,6 @@ def test_golden_dir_found():
 def test_golden_case_bitwise(path):
     text = path.read_text()
     case = json.loads(text)
-    if any(r.get("kind") == "tree" for r in case["requests"]):
-        # Tree requests (SAMPLER.md 11) are not in the Python API yet; the
-        # Rust runner covers them (tests/golden.rs, tests/tree.rs).
-        pytest.skip("tree requests are not exposed to Python yet")
     rust = json.loads(sp.run_case_json(text, "cpu"))
     out, doc = run_case_python(case)
     assert canon(doc) == canon(rust)

@@ -165,13 +165,35 @@ enum DStore {
 }
 
 /// Grows `s` to hold `len` (by half again at least); true when it moved.
-fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<bool, BackendError> {
+fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<Option<CudaSlice<T>>, BackendError> {
     if s.len() < len.max(1) {
         let want = len.max(1).max(s.len() + s.len() / 2);
-        *s = stream.alloc_zeros::<T>(want).map_err(dev)?;
-        return Ok(true);
+        return Ok(Some(std::mem::replace(s, stream.alloc_zeros::<T>(want).map_err(dev)?)));
     }
-    Ok(false)
+    Ok(None)
+}
+
+/// Pinned bytes reserved (on the first step) for the metadata of steps
+/// captured into a caller's CUDA graph: see `CudaDevice::capture_pool`.
+const CAPTURE_POOL_BYTES: usize = 4 << 20;
+
+/// Writes a step's uploaded inputs (data, and fills of classes 0-1 of
+/// `upload_inputs`) into the host staging `host` at their arena offsets.
+fn pack_inputs(list: &[(Buf, pipeline::Upload<'_>)], class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32, input_at: &[Option<(usize, usize)>], host: &mut [u8]) {
+    use pipeline::Upload;
+    for (b, u) in list {
+        let Some((off, bytes)) = input_at[*b as usize] else { continue };
+        match u {
+            Upload::Data(h) => host[off..off + bytes].copy_from_slice(host_bytes(h)),
+            Upload::Fill(..) if class(*b, u) >= 2 => {}
+            Upload::Fill(x, _) => {
+                let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
+                let w = prim_bytes(b.prim());
+                host[off..off + bytes].chunks_exact_mut(w).for_each(|c| c.copy_from_slice(&bits[..w]));
+            }
+            Upload::Output(_) => {}
+        }
+    }
 }
 
 /// Bytes of `h` as a byte slice.
@@ -206,8 +228,11 @@ fn dev(e: impl std::fmt::Debug) -> BackendError {
 /// [`Buf`], kept across steps (no allocation once the largest step has run).
 pub struct CudaDevice {
     stream: Arc<CudaStream>,
-    /// Side stream for grammar-mask uploads; the sampling stream waits on its event.
-    mask_stream: Arc<CudaStream>,
+    /// Side stream for host-to-device copies: the step's metadata (and
+    /// grammar masks uploaded on their own); the sampling stream waits on
+    /// its event. The metadata copy thus runs while the engine's stream is
+    /// still producing the logits, off the step's critical path.
+    copy_stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     funcs: HashMap<&'static str, CudaFunction>,
     bufs: Vec<DStore>,
@@ -219,29 +244,72 @@ pub struct CudaDevice {
     ext_logits: Option<(u64, u32)>,
     /// Host bf16 / f16 logits uploaded in their own element type (half the bytes of f32).
     half_logits: Option<CudaSlice<u16>>,
-    /// Inputs and filled buffers of the step, packed: one device arena, its
-    /// pinned host staging (one async copy a step), and each buffer's byte
-    /// offset in it this step.
+    /// The step's inputs, filled buffers and outputs, packed in one device
+    /// arena: inputs and fills first (uploaded from the pinned `staging` in
+    /// one async copy a step), then the outputs (read back in one copy).
+    /// `input_at`: each buffer's (byte offset, bytes) in it this step.
     arena: Option<CudaSlice<u8>>,
-    staging: Option<PinnedHostSlice<u8>>,
-    /// Recorded after the staging's last copy (event tracking is off in this
-    /// context, so cudarc records none): the host waits on it, and only on
-    /// it, before writing the staging again.
-    staging_copied: Option<cudarc::driver::CudaEvent>,
-    input_at: Vec<Option<usize>>,
-    /// Pinned host memory the downloads land in, and the host copies still
-    /// to make from it at `finish` (staging offset, destination, bytes).
+    /// Pinned, write-combined host staging of the arena's input part, and
+    /// its address (the copies are raw driver calls, so that cudarc adds no
+    /// event record or stream wait of its own).
+    staging: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    /// Recorded after each staging copy (on `copy_stream`): the sampling
+    /// stream waits on it before the step's kernels, and the host before
+    /// writing the staging again (usually long done).
+    staging_copied: cudarc::driver::CudaEvent,
+    /// Recorded on the sampling stream after a step's launches (or before
+    /// the next metadata copy): the copy waits for the earlier steps' kernels
+    /// to be done with the arena's inputs.
+    arena_free: cudarc::driver::CudaEvent,
+    /// Whether `arena_free` was recorded right after the last step's
+    /// launches ([`CudaDevice::mark_launched`]): the next metadata copy then
+    /// waits for those kernels only, not for later work on our stream (an
+    /// engine's forward pass enqueued on it). Otherwise it is recorded when
+    /// the copy is issued.
+    arena_free_recorded: bool,
+    /// Orders reading device logits written on another stream (one event, reused).
+    logits_ready: cudarc::driver::CudaEvent,
+    input_at: Vec<Option<(usize, usize)>>,
+    /// Pinned host memory the downloads of non-arena buffers land in, and
+    /// the host copies still to make from it at `finish` (staging offset,
+    /// destination, bytes).
     out_staging: Option<PinnedHostSlice<u8>>,
     out_used: usize,
     pending: Vec<(usize, *mut u8, usize)>,
+    /// Pinned host memory the packed outputs land in (one copy at `finish`),
+    /// and the downloads waiting for it (arena offset, destination, bytes).
+    out_region: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    pending_arena: Vec<(usize, *mut u8, usize)>,
+    /// Device addresses of one launch's buffer arguments (reused).
+    ptrs: Vec<u64>,
     /// Bumped whenever a device buffer moves (a captured graph is then stale).
     generation: u64,
+    /// This step is being captured into a graph of the caller's stream (e.g.
+    /// `torch.cuda.graph`), found when the logits' stream is joined: nothing
+    /// may wait or allocate, the metadata goes to `capture_pool` and is
+    /// copied on our (capturing) stream, and no shared event is recorded.
+    capturing: bool,
+    /// Pinned host memory (and its address) for captured steps' metadata:
+    /// the graph's copy node reads it at every replay, so each capture keeps
+    /// its own range, never written again. Reserved on the first step
+    /// because nothing may allocate during a capture.
+    capture_pool: Option<(PinnedHostSlice<u8>, usize)>,
+    capture_used: usize,
+    /// Buffers replaced after a capture: an outside graph still points at
+    /// them (it cannot be checked at replay), so they live as long as we do.
+    retired: Vec<DStore>,
+    retired_arenas: Vec<CudaSlice<u8>>,
+    retired_halves: Vec<CudaSlice<u16>>,
+    graph_held: bool,
+    /// The caller's device buffers the step's outputs are written to
+    /// directly ([`CudaBackend::enqueue_into`]), by [`Buf`]; `None` = ours.
+    ext_out: Vec<Option<u64>>,
 }
 
 impl CudaDevice {
     fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
-        let mask_stream = sh.ctx.new_stream().map_err(dev)?;
+        let copy_stream = sh.ctx.new_stream().map_err(dev)?;
         let mut bufs = Vec::new();
         for b in Buf::ALL {
             bufs.push(match b.prim() {
@@ -253,7 +321,9 @@ impl CudaDevice {
         }
         Ok(CudaDevice {
             stream,
-            mask_stream,
+            copy_stream,
+            arena_free: sh.ctx.new_event(None).map_err(dev)?,
+            arena_free_recorded: false,
             module: sh.module.clone(),
             funcs: HashMap::new(),
             bufs,
@@ -263,12 +333,24 @@ impl CudaDevice {
             half_logits: None,
             arena: None,
             staging: None,
-            staging_copied: None,
+            staging_copied: sh.ctx.new_event(None).map_err(dev)?,
+            logits_ready: sh.ctx.new_event(None).map_err(dev)?,
             input_at: vec![None; Buf::ALL.len()],
             out_staging: None,
             out_used: 0,
             pending: Vec::new(),
+            out_region: None,
+            pending_arena: Vec::new(),
+            ptrs: Vec::new(),
             generation: 0,
+            capturing: false,
+            capture_pool: None,
+            capture_used: 0,
+            retired: Vec::new(),
+            retired_arenas: Vec::new(),
+            retired_halves: Vec::new(),
+            graph_held: false,
+            ext_out: vec![None; Buf::ALL.len()],
         })
     }
 
@@ -294,10 +376,69 @@ impl CudaDevice {
         }
     }
 
+    /// Records that the step's launches are all enqueued: the next step's
+    /// metadata copy waits for them only (see `arena_free_recorded`).
+    pub fn mark_launched(&mut self) -> Result<(), BackendError> {
+        if self.capturing {
+            // Not inside a capture (the event is shared with eager steps): the next
+            // eager step records it itself before its copy waits on it.
+            self.arena_free_recorded = false;
+            return Ok(());
+        }
+        self.arena_free.record(&self.stream).map_err(dev)?;
+        self.arena_free_recorded = true;
+        Ok(())
+    }
+
+    /// Sets the filled outputs (class 2 of `upload_inputs`) by device memsets on our stream.
+    fn fill_outputs(&self, list: &[(Buf, pipeline::Upload<'_>)], class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32) -> Result<(), BackendError> {
+        let base = self.arena.as_ref().expect("sized by upload_inputs").device_ptr(&self.stream).0;
+        for (b, u) in list {
+            if let (pipeline::Upload::Fill(x, len), Some((off, _))) = (u, self.input_at[*b as usize]) {
+                if class(*b, u) == 2 && *len > 0 {
+                    let bits = x.scalar_bits().unwrap_or(0) as u32;
+                    // SAFETY: `len` 4-byte elements at `off` lie in the arena (laid out above).
+                    unsafe { cudarc::driver::sys::cuMemsetD32Async(base + off as u64, bits, *len, self.stream.cu_stream()) }.result().map_err(dev)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `upload_inputs` for a step being captured into the caller's graph: the
+    /// metadata goes to a range of the capture pool of its own (the graph's
+    /// copy node reads it at every replay) and is copied on our capturing
+    /// stream, without waiting, allocating or recording a shared event.
+    /// Errors: no pool yet (no step ran before the capture), a full pool, or
+    /// an arena too small for the step.
+    fn upload_captured(&mut self, list: &[(Buf, pipeline::Upload<'_>)], class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32, total: usize, up: usize) -> Result<(), BackendError> {
+        let Some((_, pool)) = self.capture_pool.as_ref() else {
+            return Err(dev("a step captured into a CUDA graph needs one step run before the capture (it reserves the capture pool)"));
+        };
+        let Some(arena) = self.arena.as_ref().filter(|a| a.len() >= total) else {
+            return Err(dev("a step captured into a CUDA graph must not allocate (the arena): run a step of this shape once before capturing"));
+        };
+        let start = self.capture_used.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        if start + up > CAPTURE_POOL_BYTES {
+            return Err(dev(format!("the capture pool ({CAPTURE_POOL_BYTES} pinned bytes) is full after {start} bytes of captured steps' metadata")));
+        }
+        if up > 0 {
+            // SAFETY: [start, start + up) lies inside the pool (checked), which lives as long as
+            // `self`; no other capture uses this range and no copy reads it yet.
+            let host = unsafe { std::slice::from_raw_parts_mut((*pool as *mut u8).add(start), up) };
+            pack_inputs(list, class, &self.input_at, host);
+            let dst = arena.device_ptr(&self.stream).0;
+            // SAFETY: `up` bytes fit the arena (checked); ordered on our (capturing) stream.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.map_err(dev)?;
+            self.capture_used = start + up;
+        }
+        self.fill_outputs(list, class)
+    }
+
     fn stream_for(&self, buf: Buf) -> Arc<CudaStream> {
         // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's mask copy).
         if matches!(buf, Buf::Masks | Buf::HasMask) {
-            self.mask_stream.clone()
+            self.copy_stream.clone()
         } else {
             self.stream.clone()
         }
@@ -316,64 +457,115 @@ impl Device for CudaDevice {
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         let st = self.stream.clone();
         self.input_at[buf as usize] = None;
-        let moved = match &mut self.bufs[buf as usize] {
-            DStore::F32(s) => grow(s, &st, len),
-            DStore::I32(s) => grow(s, &st, len),
-            DStore::U32(s) => grow(s, &st, len),
-            DStore::U64(s) => grow(s, &st, len),
-        }?;
-        self.generation += moved as u64;
+        let fits = match &self.bufs[buf as usize] {
+            DStore::F32(s) => s.len() >= len.max(1),
+            DStore::I32(s) => s.len() >= len.max(1),
+            DStore::U32(s) => s.len() >= len.max(1),
+            DStore::U64(s) => s.len() >= len.max(1),
+        };
+        if !fits && self.capturing {
+            return Err(dev(format!("a step captured into a CUDA graph must not allocate ({buf:?} needs {len}): run a step of this shape once before capturing")));
+        }
+        let old = match &mut self.bufs[buf as usize] {
+            DStore::F32(s) => grow(s, &st, len)?.map(DStore::F32),
+            DStore::I32(s) => grow(s, &st, len)?.map(DStore::I32),
+            DStore::U32(s) => grow(s, &st, len)?.map(DStore::U32),
+            DStore::U64(s) => grow(s, &st, len)?.map(DStore::U64),
+        };
+        if let Some(old) = old {
+            self.generation += 1;
+            if self.graph_held {
+                self.retired.push(old);
+            }
+        }
         Ok(())
     }
 
     fn upload_inputs(&mut self, list: &[(Buf, pipeline::Upload<'_>)]) -> Result<(), BackendError> {
-        use pipeline::Upload;
-        // Lay the inputs out in one arena, each ARENA_ALIGN-aligned.
-        let mut at = Vec::with_capacity(list.len());
-        let mut total = 0usize;
-        for (b, u) in list {
-            let bytes = match u {
+        use pipeline::{Upload, OUTPUTS};
+        // Arena layout, each buffer ARENA_ALIGN-aligned: host data, then
+        // fills (uploaded: only this step's kernels touch them), then the
+        // outputs, a filled output (the tree path) first, set by a device
+        // memset instead (an engine may still be reading the last step's
+        // outputs when the next copy lands): the upload is one prefix and the
+        // read-back one range.
+        let class = |b: Buf, u: &Upload<'_>| match u {
+            Upload::Data(_) => 0,
+            Upload::Fill(..) if !OUTPUTS.contains(&b) || prim_bytes(b.prim()) != 4 => 1,
+            Upload::Fill(..) => 2,
+            Upload::Output(_) => 3,
+        };
+        let mut order: Vec<usize> = (0..list.len()).collect();
+        order.sort_by_key(|&i| class(list[i].0, &list[i].1));
+        self.input_at.iter_mut().for_each(|a| *a = None);
+        let (mut total, mut up) = (0usize, 0usize);
+        for &i in &order {
+            let (b, u) = &list[i];
+            let len = match u {
                 Upload::Data(h) => h.len(),
-                Upload::Fill(_, len) => *len,
-            } * prim_bytes(b.prim());
-            at.push(total);
+                Upload::Fill(_, len) | Upload::Output(len) => *len,
+            };
+            let bytes = len * prim_bytes(b.prim());
+            self.input_at[*b as usize] = Some((total, bytes));
+            if class(*b, u) < 2 {
+                up = total + bytes;
+            }
             total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
         }
         let total = total.max(ARENA_ALIGN);
-        if self.staging.as_ref().is_none_or(|s| s.len() < total) {
-            let want = total.max(self.staging.as_ref().map_or(0, |s| s.len() * 3 / 2));
-            // SAFETY: plain bytes; every byte a kernel reads is written below first.
-            self.staging = Some(unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?);
-            self.arena = Some(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
-            self.generation += 1;
+        if self.capturing {
+            return self.upload_captured(list, &class, total, up);
         }
-        if let Some(e) = self.staging_copied.take() {
-            // The previous step's metadata copy (the front of that step) must be done.
-            e.synchronize().map_err(dev)?;
+        if self.capture_pool.is_none() {
+            // SAFETY: plain bytes, written by the host before any copy reads them.
+            let mut pool = unsafe { self.stream.context().alloc_pinned::<u8>(CAPTURE_POOL_BYTES) }.map_err(dev)?;
+            let ptr = pool.as_mut_ptr().map_err(dev)? as usize;
+            self.capture_pool = Some((pool, ptr));
         }
-        let staging = self.staging.as_mut().expect("sized above");
-        let host = staging.as_mut_slice().map_err(dev)?;
-        for ((b, u), &off) in list.iter().zip(&at) {
-            match u {
-                Upload::Data(h) => {
-                    let src = host_bytes(h);
-                    host[off..off + src.len()].copy_from_slice(src);
-                }
-                Upload::Fill(x, len) => {
-                    let bits = x.scalar_bits().unwrap_or(0).to_le_bytes();
-                    let w = prim_bytes(b.prim());
-                    for i in 0..*len {
-                        host[off + i * w..off + (i + 1) * w].copy_from_slice(&bits[..w]);
-                    }
-                }
+        if self.arena.as_ref().is_none_or(|a| a.len() < total) {
+            let want = total.max(self.arena.as_ref().map_or(0, |a| a.len() * 3 / 2));
+            let old = self.arena.replace(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
+            if let (Some(old), true) = (old, self.graph_held) {
+                self.retired_arenas.push(old);
             }
-            self.input_at[*b as usize] = Some(off);
+            self.generation += 1;
+            // The copy must also wait for the new arena's allocation on our stream.
+            self.arena_free_recorded = false;
         }
-        let arena = self.arena.as_mut().expect("sized above");
-        // One async copy of the whole step's metadata, from pinned memory.
-        self.stream.memcpy_htod(staging, arena).map_err(dev)?;
-        self.staging_copied = Some(self.stream.record_event(None).map_err(dev)?);
-        Ok(())
+        // The previous step's metadata copy must be done before the staging is written again.
+        self.staging_copied.synchronize().map_err(dev)?;
+        if self.staging.as_ref().is_none_or(|s| s.0.len() < up.max(1)) {
+            let want = up.max(ARENA_ALIGN).max(self.staging.as_ref().map_or(0, |s| s.0.len() * 3 / 2));
+            // SAFETY: plain bytes; every byte a kernel reads is written below first.
+            let mut st = unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?;
+            let ptr = st.as_mut_ptr().map_err(dev)?;
+            self.staging = Some((st, ptr));
+        }
+        let (st, ptr) = self.staging.as_ref().expect("sized above");
+        // SAFETY: `ptr` is the pinned allocation `st` (alive, st.len() bytes, no copy reading it now).
+        let host = unsafe { std::slice::from_raw_parts_mut(*ptr, st.len()) };
+        pack_inputs(list, &class, &self.input_at, host);
+        // After a capture, a graph replayed on the caller's stream may still be using the
+        // arena: record `arena_free` now, after our stream joined the caller's (bind_logits).
+        let recorded = std::mem::take(&mut self.arena_free_recorded) && !self.graph_held;
+        if up > 0 {
+            let dst = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
+            // One async copy of the whole step's metadata (and fills), from pinned
+            // memory, on the copy stream: after the earlier steps' kernels are done
+            // with the arena's inputs (`arena_free`, recorded right after their
+            // launches when they were enqueued by `CudaBackend`), before this
+            // step's kernels, and not after whatever else our stream or the
+            // engine's runs in between (the forward producing the logits).
+            if !recorded {
+                self.arena_free.record(&self.stream).map_err(dev)?;
+            }
+            self.copy_stream.wait(&self.arena_free).map_err(dev)?;
+            // SAFETY: `up` bytes fit both the staging and the arena (sized above).
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }.map_err(dev)?;
+            self.staging_copied.record(&self.copy_stream).map_err(dev)?;
+            self.stream.wait(&self.staging_copied).map_err(dev)?;
+        }
+        self.fill_outputs(list, &class)
     }
 
     fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
@@ -414,13 +606,23 @@ impl Device for CudaDevice {
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
         use half::slice::HalfFloatSliceExt;
         self.ext_logits = None;
+        self.capturing = false;
         // No kernel writes Buf::Logits (a grammar mask goes to Buf::Masked,
         // written by the mask check): the kernels read the logits where they
         // are, in their own element type, widened to f32 at load.
         let bits: &[u16] = match &plan.logits {
             Logits::Cuda(c) => {
-                // The engine's stream wrote them: ours waits for it (no host sync).
-                self.stream.wait(&c.stream().record_event(None).map_err(dev)?).map_err(dev)?;
+                // The engine's stream wrote them: ours waits for it (no host
+                // sync; nothing to order when they were written on ours).
+                if c.stream().cu_stream() != self.stream.cu_stream() {
+                    self.logits_ready.record(c.stream()).map_err(dev)?;
+                    self.stream.wait(&self.logits_ready).map_err(dev)?;
+                    // When that stream is capturing a graph, the wait made ours join the capture.
+                    // SAFETY: our own live stream.
+                    let status = unsafe { cudarc::driver::result::stream::is_capturing(self.stream.cu_stream()) }.map_err(dev)?;
+                    self.capturing = status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                    self.graph_held |= self.capturing;
+                }
                 self.ext_logits = Some((c.ptr(), c.dtype().code()));
                 return Ok(());
             }
@@ -431,11 +633,21 @@ impl Device for CudaDevice {
         };
         let code = if matches!(plan.logits, Logits::Bf16(_)) { Dtype::Bf16.code() } else { Dtype::F16.code() };
         let st = self.stream.clone();
+        let fits = self.half_logits.as_ref().is_some_and(|b| b.len() >= bits.len().max(1));
+        if !fits && self.capturing {
+            return Err(dev(format!("a step captured into a CUDA graph must not allocate (host half logits need {}): run a step of this shape once before capturing", bits.len())));
+        }
         let buf = match &mut self.half_logits {
             Some(b) => b,
             none => none.insert(st.alloc_zeros::<u16>(bits.len().max(1)).map_err(dev)?),
         };
-        self.generation += grow(buf, &st, bits.len())? as u64;
+        if let Some(old) = grow(buf, &st, bits.len())? {
+            self.generation += 1;
+            if self.graph_held {
+                // An outside graph may still point at it (as `retired`).
+                self.retired_halves.push(old);
+            }
+        }
         if !bits.is_empty() {
             st.memcpy_htod(bits, buf).map_err(dev)?;
         }
@@ -450,29 +662,23 @@ impl Device for CudaDevice {
         let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
         // Scalars (and the caller's logits pointer) must outlive the builder.
         let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
-        let args = l.args.clone();
-        // A `Logits` parameter takes its pointer, then its element type code:
-        // the bound logits' own, or f32 for our buffers (Buf::Masked).
-        let dtypes: Vec<Option<u32>> = args
-            .iter()
-            .zip(l.spec.params)
-            .map(|(a, p)| {
-                (p.kind == ParamKind::Logits).then_some(match a {
-                    LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => ext_dtype,
-                    _ => sampler_kernels::codes::LOGITS_F32,
-                })
-            })
-            .collect();
+        // A `Logits` parameter's element type code: the bound logits' own, or
+        // f32 for our buffers (Buf::Masked, or host f32 logits in Buf::Logits).
+        let f32_code = sampler_kernels::codes::LOGITS_F32;
+        let args = &l.args;
         let base = match &self.arena {
             Some(a) => a.device_ptr(&self.stream).0,
             None => 0,
         };
-        let ptrs: Vec<u64> = args.iter().map(|a| match a {
-            LaunchArg::Buf(b) => self.input_at[*b as usize].map_or(0, |off| base + off as u64),
+        let mut ptrs = std::mem::take(&mut self.ptrs);
+        ptrs.clear();
+        ptrs.extend(args.iter().map(|a| match a {
+            // The caller's output buffer this step, else the arena's range.
+            LaunchArg::Buf(b) => self.ext_out[*b as usize].unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64)),
             _ => 0,
-        }).collect();
+        }));
         let mut lb = self.stream.launch_builder(&f);
-        for ((a, ptr), dt) in args.iter().zip(&ptrs).zip(&dtypes) {
+        for ((a, ptr), prm) in args.iter().zip(&ptrs).zip(l.spec.params) {
             match a {
                 LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
                     lb.arg(&ext);
@@ -517,14 +723,16 @@ impl Device for CudaDevice {
                     lb.arg(x);
                 }
             }
-            if let Some(code) = dt {
-                lb.arg(code);
+            // A `Logits` parameter takes its pointer, then its element type code.
+            if prm.kind == ParamKind::Logits {
+                lb.arg(if matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some() { &ext_dtype } else { &f32_code });
             }
         }
         // SAFETY: the arguments come from the kernel's generated `Args` (its
         // signature, in order); the pipeline sized every buffer for the step.
-        unsafe { lb.launch(cfg) }.map_err(dev)?;
-        Ok(())
+        let r = unsafe { lb.launch(cfg) }.map_err(dev);
+        self.ptrs = ptrs;
+        r.map(|_| ())
     }
 
     fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
@@ -540,15 +748,21 @@ impl Device for CudaDevice {
         if bytes == 0 {
             return Ok(());
         }
-        // Source: the arena (inputs and filled outputs) or the buffer's own allocation.
-        let (src, have) = match self.input_at[buf as usize] {
-            Some(off) => (self.arena.as_ref().expect("arena").device_ptr(&self.stream).0 + off as u64, usize::MAX),
-            None => match &self.bufs[buf as usize] {
-                DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
-                DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
-                DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
-                DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
-            },
+        // A buffer in the arena: copied at `finish`, with the step's other
+        // outputs, in one copy of their packed range.
+        if let Some((off, have)) = self.input_at[buf as usize] {
+            if (offset + n) * w > have {
+                return Err(dev(format!("download of {buf:?} past its end")));
+            }
+            self.pending_arena.push((off + offset * w, dst, bytes));
+            return Ok(());
+        }
+        // Else the buffer's own allocation.
+        let (src, have) = match &self.bufs[buf as usize] {
+            DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
         };
         if (offset + n) * w > have {
             return Err(dev(format!("download of {buf:?} past its end")));
@@ -575,7 +789,30 @@ impl Device for CudaDevice {
     }
 
     fn finish(&mut self) -> Result<(), BackendError> {
+        let lo = self.pending_arena.iter().map(|p| p.0).min().unwrap_or(0);
+        let hi = self.pending_arena.iter().map(|p| p.0 + p.2).max().unwrap_or(0);
+        if hi > lo {
+            if self.out_region.as_ref().is_none_or(|r| r.0.len() < hi - lo) {
+                let want = (hi - lo).max(self.out_region.as_ref().map_or(0, |r| r.0.len() * 3 / 2)).max(1 << 16);
+                // SAFETY: plain bytes, written by the device before the host reads them; default
+                // flags (not write-combined): the host reads this memory.
+                let mut r = unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?;
+                let ptr = r.as_mut_ptr().map_err(dev)?;
+                self.out_region = Some((r, ptr));
+            }
+            let (r, ptr) = self.out_region.as_ref().expect("sized above");
+            let src = self.arena.as_ref().expect("arena buffers were downloaded").device_ptr(&self.stream).0 + lo as u64;
+            // SAFETY: `hi - lo` bytes fit the pinned region and lie in the arena (checked at `download`).
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(*ptr, (hi - lo).min(r.len())), src, self.stream.cu_stream()) }.map_err(dev)?;
+        }
         self.stream.synchronize().map_err(dev)?;
+        if let Some((_, host)) = &self.out_region {
+            for (at, dst, bytes) in self.pending_arena.drain(..) {
+                // SAFETY: `dst` is the caller's `out` of `download`, alive and unmoved
+                // until `finish` (the Device contract); the copy has completed.
+                unsafe { std::ptr::copy_nonoverlapping(host.add(at - lo), dst, bytes) };
+            }
+        }
         if let Some(st) = &self.out_staging {
             let host = st.as_ptr().map_err(dev)?;
             for (at, dst, bytes) in self.pending.drain(..) {
@@ -745,6 +982,27 @@ impl CudaBackend {
         Ok(res)
     }
 
+    /// Enqueues step `p` with its outputs written straight into `out` (the
+    /// caller's buffers, sized for `p`: see [`OutputPtrs`]) rather than
+    /// into our arena: no copy. [`Self::outputs`] and a later collect do not
+    /// see this step's outputs.
+    pub fn enqueue_into(&mut self, p: &StepPlan<'_>, out: &OutputPtrs) -> Result<(), BackendError> {
+        for (b, x) in [
+            (Buf::Tokens, out.tokens),
+            (Buf::TokenLp, out.logprobs),
+            (Buf::TopIds, out.top_ids),
+            (Buf::TopLps, out.top_logprobs),
+            (Buf::SumSmaller, out.sum_smaller_probs),
+            (Buf::Accepted, out.accepted),
+            (Buf::GroupStatus, out.status),
+        ] {
+            self.d.ext_out[b as usize] = x.filter(|&a| a != 0);
+        }
+        let r = self.enqueue(p);
+        self.d.ext_out.iter_mut().for_each(|x| *x = None);
+        r.map(|_| ())
+    }
+
     /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]
     /// of a plan with host f32 logits).
     pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
@@ -755,9 +1013,38 @@ impl CudaBackend {
     }
 }
 
+/// Device addresses (in the sampler's context) the kernels of one step
+/// write its outputs to, instead of the sampler's own arena
+/// ([`crate::Sampler::sample_async_into`]); `None` = the sampler's own. Sizes:
+/// `tokens`, `logprobs`, `sum_smaller_probs` `[R]`, `top_ids`,
+/// `top_logprobs` `[R, k]`, `accepted`, `status` `[G]` (4-byte elements:
+/// i32, f32, u32 for `accepted`), with the (R, k, G) the callback is given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputPtrs {
+    /// `[R]` i32 token per row.
+    pub tokens: Option<u64>,
+    /// `[R]` f32 logprob of the row's token (or prompt target).
+    pub logprobs: Option<u64>,
+    /// `[R, k]` i32 top-logprob ids.
+    pub top_ids: Option<u64>,
+    /// `[R, k]` f32 top logprobs.
+    pub top_logprobs: Option<u64>,
+    /// `[R]` f32 `sum_smaller_probs`.
+    pub sum_smaller_probs: Option<u64>,
+    /// `[G]` u32 drafts accepted per request.
+    pub accepted: Option<u64>,
+    /// `[G]` i32 request status (0 ok, -1 failed on the host, 1 bad logit value, 2 all masked).
+    pub status: Option<u64>,
+}
+
 /// The outputs of the last enqueued step, still on the device (stream
 /// ordered: valid for kernels the engine enqueues on the sampler's stream,
 /// or after waiting). Rows of failed requests hold -1 tokens.
+///
+/// They live in the sampler's step arena, packed (one copy reads them all
+/// back), until the next step: work on another stream that reads them must
+/// be ordered before the sampler's next call (make
+/// [`crate::Sampler::cuda_stream`] wait for an event recorded after it).
 #[derive(Debug)]
 pub struct DeviceOutputs<'a> {
     /// `[R]` i32 output token per row (-1 none).
@@ -774,9 +1061,13 @@ pub struct DeviceOutputs<'a> {
     pub accepted: cudarc::driver::CudaView<'a, u32>,
     /// `[G]` i32 request status on the device (0 ok).
     pub status: cudarc::driver::CudaView<'a, i32>,
+    /// `[R]` i32 tree paths (section 11.9; `None` unless the step has a
+    /// tree request): a tree request's rows hold its accepted path's node
+    /// indices, root first (`accepted + 1` of them), the rest -1.
+    pub path: Option<cudarc::driver::CudaView<'a, i32>>,
 }
 
-/// A step captured as a CUDA graph ([`CudaBackend::capture`]): replays any
+/// A step captured as a CUDA graph ([`crate::Sampler::capture`]): replays any
 /// step of the same shape (rows, requests, kinds, widths, logits buffer).
 pub struct StepGraph {
     graph: cudarc::driver::CudaGraph,
@@ -802,23 +1093,23 @@ impl CudaBackend {
     /// The outputs of the last enqueued step on the device (`None` before any).
     pub fn outputs(&self, p: &StepPlan<'_>) -> Option<DeviceOutputs<'_>> {
         let (r, k, g) = (p.rows as usize, p.k as usize, p.groups());
-        self.prog.as_ref()?;
-        macro_rules! view {
-            ($b:expr, $v:ident, $len:expr) => {
-                match &self.d.bufs[$b as usize] {
-                    DStore::$v(s) => s.slice(0..$len.min(s.len())),
-                    _ => return None,
-                }
-            };
+        let prog = self.prog.as_ref()?;
+        let arena = self.d.arena.as_ref()?;
+        fn view<'a, T>(d: &'a CudaDevice, arena: &'a CudaSlice<u8>, b: Buf, len: usize) -> Option<cudarc::driver::CudaView<'a, T>> {
+            let (off, bytes) = d.input_at[b as usize]?;
+            // SAFETY: the buffer holds `bytes / size_of::<T>()` elements of T (its Buf::prim()).
+            unsafe { arena.slice(off..off + bytes).transmute::<T>(len.min(bytes / std::mem::size_of::<T>())) }
         }
+        let tree = prog.launches.iter().any(|l| l.spec.name == sampler_kernels::kernels::tree_walk::NAME);
         Some(DeviceOutputs {
-            tokens: view!(Buf::Tokens, I32, r),
-            logprobs: view!(Buf::TokenLp, F32, r),
-            top_ids: view!(Buf::TopIds, I32, r * k),
-            top_logprobs: view!(Buf::TopLps, F32, r * k),
-            sum_smaller_probs: view!(Buf::SumSmaller, F32, r),
-            accepted: view!(Buf::Accepted, U32, g),
-            status: view!(Buf::GroupStatus, I32, g),
+            tokens: view(&self.d, arena, Buf::Tokens, r)?,
+            logprobs: view(&self.d, arena, Buf::TokenLp, r)?,
+            top_ids: view(&self.d, arena, Buf::TopIds, r * k)?,
+            top_logprobs: view(&self.d, arena, Buf::TopLps, r * k)?,
+            sum_smaller_probs: view(&self.d, arena, Buf::SumSmaller, r)?,
+            accepted: view(&self.d, arena, Buf::Accepted, g)?,
+            status: view(&self.d, arena, Buf::GroupStatus, g)?,
+            path: if tree { Some(view(&self.d, arena, Buf::Path, r)?) } else { None },
         })
     }
 
@@ -854,6 +1145,7 @@ impl CudaBackend {
             return Err(dev("device buffers or the logits buffer changed since the capture: capture again"));
         }
         graph.graph.launch().map_err(dev)?;
+        self.d.mark_launched()?;
         self.prog = Some(prog);
         Ok(())
     }
@@ -869,6 +1161,7 @@ impl Backend for CudaBackend {
         if p.rows > 0 {
             pipeline::prepare(&mut self.d, p, &prog)?;
             pipeline::launch_all(&mut self.d, &prog)?;
+            self.d.mark_launched()?;
         }
         self.prog = Some(prog);
         Ok(None)

@@ -601,6 +601,7 @@ pub fn finalize(
             st = rs;
         }
     }
+    // GROUP_NO_DRAW (2) and GROUP_TREE (3) draw nothing here; GROUP_VERIFY = 1 (codes.rs).
     let mut stopped = st != 0 || kind >= 2;
     let mut acc = 0u32;
     for j in 0..m {
@@ -691,6 +692,7 @@ pub fn tree_walk(
     let g = row() as u64;
     let kind = load_scalar(group_kind, g);
     if kind == 3 {
+        // GROUP_TREE (codes.rs)
         let first = load_scalar(group_first, g);
         let m = load_scalar(group_rows, g);
         for j in 0..m {
@@ -737,6 +739,7 @@ pub fn tree_walk(
                         }
                         // A leaf reads no draft row (a tree without internal nodes has none).
                         if mode == 0 || kids == 0 {
+                            // TREE_FIXED; 1 = TREE_WITH_REPLACEMENT, 2 = TREE_WITHOUT_REPLACEMENT (codes.rs)
                             for ch in (c + 1)..m {
                                 let rc = (first + ch) as u64;
                                 if next == 0 && load_scalar(tree_parent, rc) == (c as i32) {

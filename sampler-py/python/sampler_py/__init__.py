@@ -6,20 +6,24 @@ Two layers:
   ``top_k_renorm_probs`` / ``top_p_renorm_probs``, ``top_k_top_p_renorm_logprobs``
   and ``verify`` (speculative decoding);
 - ``Sampler``, mirroring the Rust ``sampler_host::Sampler``: ``Request`` objects
-  (prefill / decode / verify / draft / prompt-logprobs) with ``SamplingParams``,
+  (prefill / decode / verify / draft / prompt-logprobs / tree with a ``DraftTree``) with ``SamplingParams``,
   grammar bit masks, and the ``MtpInfoPool``.
 
 Tensors come in through DLPack (numpy, torch, ...) without a copy when they are
-float32 on the CPU; float16 / bfloat16 are widened to float32 on the host. CUDA
-tensors raise ``NotImplementedError`` until the device-resident API lands.
-Outputs are numpy arrays (torch CPU tensors for torch inputs). A bad request is
-an error status in the output; a bad call raises ``TypeError`` / ``ValueError``
-with the Rust error text. The GIL is released while a step runs.
+float32 on the CPU; float16 / bfloat16 are widened to float32 on the host; host
+outputs are numpy arrays (torch CPU tensors for torch inputs). CUDA logits
+(torch, f32 / bf16 / f16) are read in place on the caller's current stream and
+the outputs are torch tensors on the same device (``CudaStepOutput``), with no
+host synchronisation; such a call can be captured by ``torch.cuda.graph``. A bad
+request is an error status in the output; a bad call raises ``TypeError`` /
+``ValueError`` with the Rust error text. The GIL is released while a host step runs.
 """
 
 from ._native import (
     SAMPLING_EPS as SAMPLING_EPS,
+    CudaStepOutput as CudaStepOutput,
     DraftDist as DraftDist,
+    DraftTree as DraftTree,
     MtpInfoPool as MtpInfoPool,
     Request as Request,
     Sampler as Sampler,
@@ -39,7 +43,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SAMPLING_EPS",
+    "CudaStepOutput",
     "DraftDist",
+    "DraftTree",
     "MtpInfoPool",
     "Request",
     "Sampler",

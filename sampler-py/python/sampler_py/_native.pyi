@@ -1,10 +1,17 @@
 """Types of sampler_py (the Rust extension). Spec: SAMPLER.md (section numbers below).
 
 Array arguments accept any object with ``__dlpack__`` (numpy, torch, ...) on the
-CPU; small integer / float arguments also accept Python sequences. Logits are
-float32 (borrowed, no copy), bfloat16 or float16 (widened to float32 on the
-host). CUDA tensors raise NotImplementedError (device API not wired yet).
-Outputs are numpy arrays, or torch CPU tensors when the logits were torch.
+CPU; small integer / float arguments also accept Python sequences. Host logits
+are float32 (borrowed, no copy), bfloat16 or float16 (widened to float32 on the
+host); their outputs are numpy arrays, or torch CPU tensors for torch inputs.
+
+CUDA logits (a torch CUDA tensor, or any DLPack kDLCUDA producer) in float32,
+bfloat16 or float16 are read in place on the caller's stream (``stream=``;
+default: torch's current stream of the logits' device). The call enqueues the
+step and returns a ``CudaStepOutput`` (or an int32 token tensor) on that device
+without waiting; it can be captured by ``torch.cuda.graph`` (run the same step
+shape once first). Per-row parameters are host values (a CUDA tensor parameter
+is copied to the host, which waits for it).
 """
 
 from typing import Any, Optional, Sequence, Tuple, Union
@@ -15,6 +22,7 @@ IntSeq = Union[ArrayLike, Sequence[int]]
 FloatSeq = Union[ArrayLike, Sequence[float]]
 PerRowInt = Union[int, IntSeq, None]
 PerRowFloat = Union[float, FloatSeq, None]
+StreamLike = Union[int, Any, None]  # a cudaStream_t as int, or a torch.cuda.Stream
 
 SAMPLING_EPS: float
 """1e-5: temperatures below it are clamped and turn top-p / top-k off (section 1)."""
@@ -61,6 +69,33 @@ class DraftDist:
     def logprobs(self) -> list[float]: ...
     def __len__(self) -> int: ...
 
+class DraftTree:
+    """A draft tree of one decode request (section 11.1): parent [M] (parent[0] = -1,
+    siblings in draw order), tokens [M - 1] (node n's token at tokens[n - 1]),
+    draft_dists: one per internal node in node order (None = fixed children, 11.3)."""
+
+    def __init__(self, parent: IntSeq, tokens: IntSeq, draft_dists: Optional[Sequence[Union[DraftDist, Tuple[IntSeq, FloatSeq]]]] = None, without_replacement: bool = False) -> None: ...
+    @staticmethod
+    def chain(drafts: IntSeq, draft_dists: Optional[Sequence[Union[DraftDist, Tuple[IntSeq, FloatSeq]]]] = None) -> DraftTree: ...
+    @property
+    def parent(self) -> list[int]: ...
+    @property
+    def tokens(self) -> list[int]: ...
+    @property
+    def without_replacement(self) -> bool: ...
+    @property
+    def nodes(self) -> int: ...
+    @staticmethod
+    def parents_from_first_child_next_sibling(first_child: IntSeq, next_sibling: IntSeq) -> list[int]: ...
+    @staticmethod
+    def parents_from_rank_paths(paths: Sequence[IntSeq]) -> list[int]: ...
+    @staticmethod
+    def parents_from_node_paths(m: int, paths: Sequence[IntSeq]) -> list[int]: ...
+    @staticmethod
+    def parents_from_dfs_depths(depths: IntSeq) -> list[int]: ...
+    @staticmethod
+    def dists_from_child_rows(parent: IntSeq, child_row: IntSeq, table: Sequence[Union[DraftDist, Tuple[IntSeq, FloatSeq]]]) -> list[DraftDist]: ...
+
 class Request:
     """One request of a step; owns consecutive logits rows. ``masks``: grammar
     bit masks ``[rows, ceil(V/32)]`` of int32/uint32 words (bit t%32 of word
@@ -93,6 +128,9 @@ class Request:
     def draft(params: SamplingParams, seqlen_k: int, seqlen_q: int, last_valid_offset: int, rows: int, *, masks: Optional[ArrayLike] = None) -> Request: ...
     @staticmethod
     def prompt_logprobs(params: SamplingParams, targets: IntSeq, *, masks: Optional[ArrayLike] = None) -> Request: ...
+    @staticmethod
+    def tree(params: SamplingParams, seqlen_k: int, tree: DraftTree, *, golden: Optional[IntSeq] = None, masks: Optional[ArrayLike] = None) -> Request:
+        """Verifies a draft tree (section 11): one row per node; the accepted path is StepOutput.paths."""
     @property
     def rows(self) -> int: ...
     @property
@@ -113,8 +151,27 @@ class StepOutput:
     emitted: list[Array]  # B x [n] int32
     emitted_logprobs: list[Array]  # B x [n] float32
     prompt_logprobs: list[Array]  # B x [n] float32
+    paths: list[Optional[Array]]  # B entries: a tree request's accepted path (int32 node ids, root first), else None
     top_logprobs_width: int
     def result_json(self) -> str: ...
+    def __len__(self) -> int: ...
+
+class CudaStepOutput:
+    """Outputs of a step on CUDA logits, torch tensors on the logits' device:
+    views of one buffer the outputs were copied into on the caller's stream.
+    Rows of a failed request (status != 0) hold unspecified values."""
+
+    tokens: Array  # [R] int32, -1 = none
+    logprobs: Array  # [R] float32
+    top_ids: Array  # [R, k] int32
+    top_logprobs: Array  # [R, k] float32
+    sum_smaller_probs: Array  # [R] float32
+    accepted: Array  # [B] int32
+    status: Array  # [B] int32: 0 ok, -1 rejected on the host (Sampler.check), 1 bad logit value, 2 all masked
+    ok: Array  # [B] bool (status == 0)
+    row_offsets: list[int]  # B + 1 (host)
+    top_logprobs_width: int
+    buffer: Array  # the one uint8 device tensor holding them
     def __len__(self) -> int: ...
 
 class Sampler:
@@ -122,8 +179,13 @@ class Sampler:
     (section 9), RuntimeError when a forced backend is unavailable."""
 
     def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto") -> None: ...
-    def sample(self, logits: ArrayLike, requests: Sequence[Request]) -> StepOutput:
-        """logits [R, V]; R = sum of the requests' rows. GIL released while it runs."""
+    def sample(self, logits: ArrayLike, requests: Sequence[Request], *, stream: StreamLike = None, out: Optional[CudaStepOutput] = None) -> Union[StepOutput, CudaStepOutput]:
+        """logits [R, V]; R = sum of the requests' rows. Host logits: a StepOutput,
+        the GIL released while it runs. CUDA logits: enqueued on `stream`, a
+        CudaStepOutput without waiting (`out`: an earlier one of the same shape,
+        written again instead of a new allocation)."""
+    def check(self, request: Request) -> Optional[str]:
+        """The host-side error text of `request` (section 1), or None when valid."""
     def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
         """Also the processed top-N (ids [len(rows), N] int32, logprobs [len(rows), N] float32) of `rows`."""
     @property
@@ -168,7 +230,8 @@ def top_k_top_p_sampling_from_logits(
     return_logprobs: bool = False,
     top_logprobs: int = 0,
     backend: str = "auto",
-) -> Union[Array, StepOutput]:
+    stream: StreamLike = None,
+) -> Union[Array, StepOutput, CudaStepOutput]:
     """[R] int32 tokens (-1 for a bad row); StepOutput with return_logprobs=True.
     Defaults: top_k -1 (off), top_p 1 (off), temperature 1, seed random, positions 0."""
 
@@ -186,7 +249,8 @@ def verify(
     force_topk: int = 0,
     top_logprobs: int = 0,
     backend: str = "auto",
-) -> StepOutput:
+    stream: StreamLike = None,
+) -> Union[StepOutput, CudaStepOutput]:
     """Section 6: target_logits [B, m, V] or [B*m, V], draft_ids [B, m-1],
     draft_logprobs [B, m-1, V] (or [B, m-1, W] with draft_dist_ids [B, m-1, W])."""
 
@@ -218,3 +282,4 @@ def is_cuda_tensor(tensor: Any) -> bool:
 
 def _dlpack_data_ptr(array: ArrayLike) -> int: ...
 def _bench_rust_step(sampler: Sampler, logits: ArrayLike, requests: Sequence[Request], iters: int) -> float: ...
+def _bench_rust_step_cuda(sampler: Sampler, logits: ArrayLike, requests: Sequence[Request], iters: int) -> list[float]: ...
