@@ -12,6 +12,10 @@
 //!                               (the representative step for compute-sanitizer)
 //! gpu_suite timing [--quick]    kernel and step times, R in 1,16,64,256 x N in 1024,4096,off
 //!                               at V = 129280 (CUDA events), bitwise check vs CPU for R <= 16
+//! gpu_suite adversarial         selection edge cases at V = 129280 (all equal, two levels,
+//!                               few distinct values, extremes, a crowded boundary bin under
+//!                               and over the candidate list, exactly n above a bin edge,
+//!                               mostly -inf) for N in 1, 50, 1024, 4096, off: CUDA vs CPU bitwise
 //! gpu_suite tree                tree verification (SAMPLER.md 11) at R = 64, V = 129280, N in
 //!                               4096, off: per-kernel times of 64 plain decode rows vs one
 //!                               64-node tree / four 16-node trees (fixed, with replacement),
@@ -357,10 +361,98 @@ fn main() -> ExitCode {
         Some("step") => step(&args[1..].iter().map(PathBuf::from).collect::<Vec<_>>()),
         Some("timing") => timing(args.iter().any(|a| a == "--quick")),
         Some("tree") => tree_timing(),
+        Some("adversarial") => adversarial(),
         _ => {
-            eprintln!("usage: gpu_suite golden DIR | step CASE.json.. | timing [--quick] | tree");
+            eprintln!("usage: gpu_suite golden DIR | step CASE.json.. | timing [--quick] | adversarial | tree");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Rows that stress the selection (the radix select's wide first digit, its
+/// candidate list and fallback, ties by id): see `adversarial`.
+fn adversarial_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
+    let mut g = Rng(11);
+    let normal = |g: &mut Rng| 3.0 * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0);
+    let mut rows = Vec::new();
+    rows.push(("all equal", vec![1.5f32; v]));
+    // 5000 ids at 2.0, the rest 1.0: every boundary is a tie.
+    let mut two = vec![1.0f32; v];
+    for i in 0..5000 {
+        two[(i * 7919) % v] = 2.0;
+    }
+    rows.push(("two levels", two));
+    rows.push(("few values", (0..v).map(|_| (normal(&mut g) * 2.0).round() / 2.0).collect()));
+    let ext = [f32::MAX, -f32::MAX, f32::MIN_POSITIVE, 1e-40, -1e-40, 0.0, -0.0, f32::NEG_INFINITY, 3.4e38, -3.4e38, 1e30, -1e30];
+    rows.push(("extremes", (0..v).map(|i| if i % 3 == 0 { ext[(i / 3) % ext.len()] } else { normal(&mut g) }).collect()));
+    // A 12-bit bin [5, 5.125) holding ~3000 distinct keys per 32K chunk (compacted),
+    // then ~12000 per chunk (over the 4096-key list: the full-row fallback).
+    for (name, every) in [("crowded bin", 10usize), ("overfull bin", 3)] {
+        rows.push((name, (0..v).map(|i| if i % every == 0 { 5.0 + 0.125 * g.unit() * 0.999 } else { normal(&mut g).min(4.9) }).collect()));
+    }
+    // Exactly 1024 keys in [7, 7.5), the rest below 4.9: a boundary at a bin edge.
+    rows.push(("bin edge", (0..v).map(|i| if i % 126 == 0 && i / 126 < 1024 { 7.0 + 0.5 * g.unit() * 0.999 } else { normal(&mut g).min(4.9) }).collect()));
+    let mut inf = vec![f32::NEG_INFINITY; v];
+    for i in 0..10 {
+        inf[i * 9001] = normal(&mut g);
+    }
+    rows.push(("mostly -inf", inf));
+    rows
+}
+
+/// `adversarial_rows` on CUDA and on the CPU backend, bitwise, N in 1, 50,
+/// 1024, 4096 and off; top-p 1 and top-k off, so every candidate's logit
+/// enters the normaliser.
+fn adversarial() -> ExitCode {
+    let mut cuda = match cuda_or_exit() {
+        Ok(b) => b,
+        Err(c) => return c,
+    };
+    let v = 129_280u32;
+    let rows = adversarial_rows(v as usize);
+    let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
+    let requests: Vec<Request> = (0..rows.len() as u64)
+        .map(|i| {
+            let p = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: -1, top_logprobs: 5, seq_seed: Some(77 + i), ..Default::default() };
+            Request::prefill(p, 3 + i)
+        })
+        .collect();
+    let mut bad = 0;
+    for n in [1u32, 50, 1024, 4096, v] {
+        let plan = match build_plan(v, n, u32::MAX, &logits, &requests) {
+            Ok(p) => p.0.into_owned(),
+            Err(e) => {
+                println!("adversarial N={n}: plan error {e}");
+                bad += 1;
+                continue;
+            }
+        };
+        let gpu = cuda.run(&plan);
+        let cpu = CpuBackend::full_row().run(&plan);
+        let verdict = match (&gpu, &cpu) {
+            (Ok(a), Ok(b)) if bits_eq(a, b) => "bitwise ok".to_string(),
+            (Ok(a), Ok(b)) => {
+                bad += 1;
+                let diff: Vec<&str> = rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| a.tokens.get(*i) != b.tokens.get(*i) || a.token_lp.get(*i).map(|x| x.to_bits()) != b.token_lp.get(*i).map(|x| x.to_bits()) || a.row_status.get(*i) != b.row_status.get(*i))
+                    .map(|(_, (name, _))| *name)
+                    .collect();
+                format!("MISMATCH vs cpu (rows: {diff:?})")
+            }
+            (Err(e), _) => {
+                bad += 1;
+                format!("cuda error {e}")
+            }
+            (_, Err(e)) => format!("cpu error {e}"),
+        };
+        println!("adversarial N={n}: {} rows ({}): {verdict}", rows.len(), rows.iter().map(|r| r.0).collect::<Vec<_>>().join(", "));
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

@@ -8,7 +8,8 @@
 #   run(command="bash scripts/gpu-suite.sh device", carry=[".gpu"], timeout_s=600)
 #
 # On the device it runs, logging everything to $OUT/gpu-suite.log:
-#   1. every golden case on CUDA vs the CPU backend and vs expected (gpu_suite golden)
+#   1. every golden case on CUDA vs the CPU backend and vs expected (gpu_suite golden),
+#      then the selection's edge cases at V = 129280 (gpu_suite adversarial)
 #   2. compute-sanitizer memcheck and racecheck on representative steps
 #      (force top-k with verify + masks, force top-k from V = 152064, and
 #      force top-k off at V = 152064: the big local-memory variants)
@@ -46,6 +47,8 @@ device)
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
         echo "== 1. golden cases: CUDA vs expected and vs CPU"
         timeout 240 $bin/gpu_suite golden $g || rc=1
+        echo "== selection edge cases at V = 129280: CUDA vs CPU bitwise (gpu_suite adversarial)"
+        timeout 60 $bin/gpu_suite adversarial || rc=1
         echo "== conformance --backend cuda (one case)"
         timeout 30 $bin/conformance $g/case-101-021.json --backend cuda > "$out/conformance-cuda.json" && echo "conformance --backend cuda: exit 0, $(wc -c < "$out/conformance-cuda.json") bytes" || rc=1
         steps="$g/case-101-021.json $g/case-101-017.json $g/case-102-002.json $g/case-102-000.json $g/next/tree-501-023.json $g/next/tree-501-004.json"

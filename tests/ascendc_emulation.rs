@@ -202,6 +202,13 @@ impl Device for EmuDevice {
             })
             .collect();
         let (c, e) = run_both_in(self.numerics, l.spec.name, l.variant.tile, l.grid, &args).map_err(be)?;
+        // A kernel that writes the row status (topn_merge merges it too) says
+        // which of its own rows are compared.
+        for (i, (a, p)) in l.args.iter().zip(l.spec.params).enumerate() {
+            if let (LaunchArg::Buf(Buf::RowStatus), ParamKind::GmMut(_)) = (a, p.kind) {
+                self.row_ok = c[i].i32s().iter().map(|&s| s == 0).collect();
+            }
+        }
         for (i, (a, p)) in l.args.iter().zip(l.spec.params).enumerate() {
             let (LaunchArg::Buf(b), ParamKind::GmMut(_)) = (a, p.kind) else { continue };
             if self.err.is_none() {

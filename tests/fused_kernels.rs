@@ -121,7 +121,8 @@ fn chunked_top_n_equals_force_topn() {
             assert!(ids.windows(2).all(|w| w[0] < w[1]), "rep {rep}: chunk {c} ids not ascending: {ids:?}");
         }
         let (mut x, mut id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
-        unsafe { k::topn_merge::cpu(0, Gm::new(&cx), Gm::new(&cid), m, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id)) };
+        let (zero, mut st) = ([0u32; 1], [0i32; 1]);
+        unsafe { k::topn_merge::cpu(0, Gm::new(&cx), Gm::new(&cid), m, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id), Gm::new(&zero), Gm::new(&zero), 0, Gm::new_mut(&mut st)) };
         assert_eq!((bits(&x), &id), (bits(&want_x), &want_id), "topn_chunk + topn_merge vs force_topn, rep {rep}: V={v} chunks={chunks} n={n}");
         runs += 1;
     }

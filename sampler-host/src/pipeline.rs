@@ -156,7 +156,8 @@ pub struct Launch {
 pub struct Caps {
     /// Logits per block of the mask check as `mask_check_chunk` +
     /// `status_merge` (one block per row when it covers V: the CPU's faster
-    /// fused count); `None` = `mask_check`, one program per row.
+    /// fused count; `topn_merge` merges the counts instead when the top-N
+    /// is chunked); `None` = `mask_check`, one program per row.
     pub mask_chunk: Option<u32>,
     /// Blocks per row of the top-N selection for this (V, N): above 1,
     /// `topn_chunk` + `topn_merge` replace `force_topn`.
@@ -320,8 +321,11 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             finite: ChunkFinite,
         };
         launch(&mut ls, k::mask_check_chunk::NAME, 1, rows * mchunks, 0, a.list())?;
-        let a = k::status_merge::Args { bad: ChunkBad, finite: ChunkFinite, chunks: mchunks, status: RowStatus };
-        launch(&mut ls, k::status_merge::NAME, 1, rows, 0, a.list())?;
+        // With the chunked top-N, topn_merge merges the counts (one node fewer).
+        if caps.topn_chunks <= 1 {
+            let a = k::status_merge::Args { bad: ChunkBad, finite: ChunkFinite, chunks: mchunks, status: RowStatus };
+            launch(&mut ls, k::status_merge::NAME, 1, rows, 0, a.list())?;
+        }
     } else {
         let a = k::mask_check::Args {
             logits: Logits,
@@ -346,7 +350,24 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         add(ChunkIds, rn * chunks as usize, Init::Scratch);
         let a = k::topn_chunk::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
         launch(&mut ls, k::topn_chunk::NAME, n, rows * chunks, chunk_len, a.list())?;
-        let a = k::topn_merge::Args { cand_in: ChunkCand, ids_in: ChunkIds, m, n, cand: Cand, cand_ids: CandIds };
+        // mask_check_chunk's counts when it ran (else mask_check wrote the status).
+        let mchunks = caps.mask_chunk.map_or(0, |clen| v.div_ceil(clen.max(1)).max(1));
+        if mchunks == 0 {
+            add(ChunkBad, 1, Init::Scratch);
+            add(ChunkFinite, 1, Init::Scratch);
+        }
+        let a = k::topn_merge::Args {
+            cand_in: ChunkCand,
+            ids_in: ChunkIds,
+            m,
+            n,
+            cand: Cand,
+            cand_ids: CandIds,
+            bad: ChunkBad,
+            finite: ChunkFinite,
+            mchunks,
+            status: RowStatus,
+        };
         launch(&mut ls, k::topn_merge::NAME, n, rows, m, a.list())?;
     } else {
         let a = k::force_topn::Args { logits: src, v, n, cand: Cand, cand_ids: CandIds };
@@ -912,9 +933,11 @@ mod tests {
                 if any_raw {
                     assert_eq!(at("raw_logprobs"), Some(names.len() - 1), "{names:?}");
                 }
-                // The mask check: mask_check, or mask_check_chunk + status_merge whenever a chunk size is given.
+                // The mask check: mask_check, or mask_check_chunk + status_merge whenever a chunk
+                // size is given, the merge of the chunked top-N doing status_merge's work.
                 assert_eq!(at("mask_check").is_some(), c.mask_chunk.is_none(), "{names:?}");
-                assert_eq!(at("status_merge"), c.mask_chunk.map(|_| 1), "{names:?}");
+                assert_eq!(at("status_merge"), c.mask_chunk.filter(|_| c.topn_chunks <= 1).map(|_| 1), "{names:?}");
+                assert_eq!(at("topn_merge").is_some(), c.topn_chunks > 1, "{names:?}");
             }
         }
     }

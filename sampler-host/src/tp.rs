@@ -783,8 +783,11 @@ fn local_topn(lg: &[f32], rows: usize, me: Shard, nr: u32) -> (Vec<f32>, Vec<i32
 fn merge(g: &Gathered, rows: usize, n: u32) -> (Vec<f32>, Vec<i32>) {
     let mut cand = vec![0f32; rows * n as usize];
     let mut ids = vec![0i32; rows * n as usize];
+    // No status merge here (mchunks = 0: the counts and status are not read).
+    let (zero, mut st) = ([0u32; 1], [0i32; 1]);
     let (ci, ii, c, i2) = (Gm::new(&g.cand), Gm::new(&g.cand_ids), Gm::new_mut(&mut cand), Gm::new_mut(&mut ids));
-    launch(rows, |i| unsafe { k::topn_merge::cpu(i, ci, ii, g.m, n, c, i2) });
+    let (z, s) = (Gm::new(&zero), Gm::new_mut(&mut st));
+    launch(rows, |i| unsafe { k::topn_merge::cpu(i, ci, ii, g.m, n, c, i2, z, z, 0, s) });
     (cand, ids)
 }
 

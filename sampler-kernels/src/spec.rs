@@ -56,14 +56,24 @@ pub const GPU_SORT_CAP: u32 = crate::codes::MAX_N_NVIDIA;
 /// NVIDIA runtime: most logits per program `top_n` stages in shared memory.
 pub const GPU_STAGE_CAP: u32 = 32768;
 
+/// NVIDIA runtime: bytes of selection scratch at the sort buffer's place:
+/// the wide first-digit histogram (4096 u32 bins) of the staged keys, then
+/// (once read) the list of the boundary bin's positions. The selection is
+/// done before the sort buffer is written, so the two share memory; a sort
+/// buffer smaller than this is grown to it when a launch stages.
+pub const GPU_SELECT_SCRATCH: u32 = 16384;
+
 /// NVIDIA runtime: extra dynamic shared memory a launch of a kernel using
-/// `top_n` over `len` logits per program may get, so that `top_n` reads
-/// them from global memory once (u32 order bits, 4 bytes a key); 0 when
-/// they would not fit next to the variant's own `base` bytes (227 KiB per
-/// block on sm_90) or `len` is above [`GPU_STAGE_CAP`] (more would cost
-/// occupancy). Results never depend on it.
+/// `top_n` over `len` logits per program may get (`base`: the variant's own
+/// bytes, [`gpu_shared_bytes`]), so that `top_n` reads them from global
+/// memory once (u32 order bits, 4 bytes a key) plus what the selection
+/// scratch needs beyond the sort buffer; 0 when they would not fit next to
+/// `base` (227 KiB per block on sm_90) or `len` is above [`GPU_STAGE_CAP`]
+/// (more would cost occupancy). Results never depend on it.
 pub const fn gpu_stage_bytes(base: u32, len: u32) -> u32 {
-    let want = 4 * len;
+    let sort = if base > GPU_SMEM_BASE { base - GPU_SMEM_BASE } else { 0 };
+    let grow = if sort < GPU_SELECT_SCRATCH { GPU_SELECT_SCRATCH - sort } else { 0 };
+    let want = 4 * len + grow;
     if len <= GPU_STAGE_CAP && base + want <= 227 * 1024 {
         want
     } else {

@@ -222,11 +222,26 @@ pub fn topn_chunk(logits: Logits, v: u32, chunk_len: u32, chunks: u32, n: u32, c
 
 /// Section 3.3 for many blocks per row (stage 2 of 2): the `n` largest of
 /// each row's `m = chunks * n` candidates from `topn_chunk`, ties by lower
-/// position (= lower vocabulary id), as (logit, vocabulary id).
+/// position (= lower vocabulary id), as (logit, vocabulary id); also
+/// `status_merge`'s work when `mchunks > 0` (one graph node fewer).
 ///
 /// - `cand_in`, `ids_in`: `[R, m]`; `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out.
+/// - `bad`, `finite`: `[R * mchunks]` u32, `mask_check_chunk`'s counts;
+///   `status`: `[R]` i32 out (section 3.2, as `status_merge`), written only
+///   when `mchunks > 0`.
 #[kernel(tile = [256, 1024, 4096, 16384], threads = [256, 1024, 1024, 1024])]
-pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+pub fn topn_merge(
+    cand_in: Gm<f32>,
+    ids_in: Gm<i32>,
+    m: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    bad: Gm<u32>,
+    finite: Gm<u32>,
+    mchunks: u32,
+    status: GmMut<i32>,
+) {
     let r = row();
     let moff = (r as u64) * (m as u64);
     let (x, pos) = top_n(cand_in, moff, m, n);
@@ -234,6 +249,16 @@ pub fn topn_merge(cand_in: Gm<f32>, ids_in: Gm<i32>, m: u32, n: u32, cand: GmMut
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, ids);
+    if mchunks > 0 {
+        let mut nbad = 0u32;
+        let mut nfin = 0u32;
+        for c in 0..mchunks {
+            nbad += load_scalar(bad, (r * mchunks + c) as u64);
+            nfin += load_scalar(finite, (r * mchunks + c) as u64);
+        }
+        let st = if nbad > 0 { 1i32 } else { if nfin == 0 { 2i32 } else { 0i32 } };
+        store_scalar(status, r as u64, st);
+    }
 }
 
 /// Section 3.4: `x = (logit - m) / T` of the `n` candidates at `off`, with

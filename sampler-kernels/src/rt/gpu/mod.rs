@@ -30,9 +30,18 @@
 //! ([`crate::spec::gpu_shared_bytes`] gives the launch size), then, when the
 //! host gives a launch more (`spec::gpu_stage_bytes`), `top_n`'s staging
 //! area: a row range of up to that many keys is read once into shared
-//! memory as u32 order bits, and the selection passes read it there.
+//! memory as u32 order bits, and the selection passes read it there. A
+//! staging launch's sort buffer is at least `spec::GPU_SELECT_SCRATCH`
+//! bytes: before the sort it holds the selection scratch.
 //!
-//! `top_n` / `sort_desc`: chunks of up to `SORT_CAP` keys in order: a radix
+//! Staged selection (`top_n` with `n <= SORT_CAP`, `top_n_set`): while
+//! staging, a histogram of the keys' top 12 bits (sign, exponent, 3 mantissa
+//! bits); a block scan of it finds the bin holding the n-th largest key;
+//! one pass compacts that bin's positions, and the radix select below runs
+//! on them only (a bin of more than 4096 keys falls back to the radix
+//! select over every key).
+//!
+//! `top_n` / `sort_desc` otherwise: chunks of up to `SORT_CAP` keys in order: a radix
 //! select (8-bit digits over the 64-bit keys, histograms in shared memory,
 //! early exit once the selected bucket is exactly what is still needed) finds
 //! the chunk's smallest key, the keys between it and the previous chunk's
@@ -142,6 +151,11 @@ struct V4<T>([T; 4]);
 #[derive(Clone, Copy)]
 struct V8<T>([T; 8]);
 
+/// Four 2-byte elements loaded together (one 8-byte load).
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct H4([u16; 4]);
+
 /// A buffer the read ops (`load`, `load_scalar`, `gather`, `top_n`,
 /// `top_n_set`) accept: a [`Gm`] of its element type, or [`Logits`] (read
 /// as f32 whatever the element type it holds).
@@ -152,6 +166,15 @@ pub trait Source: Copy {
     fn read(&self, i: u64) -> Self::Elem;
     /// `n` consecutive elements from element `off`, thread `t` reading its own slots.
     fn load_tile<const TH: usize, const I: usize>(&self, c: &Ctx<TH, I>, off: u64, n: u32) -> Tile<Self::Elem, I>;
+    /// Whether element `off` starts a group of four elements that
+    /// [`Source::quad`] reads in one vector load (4-byte elements: 16-byte
+    /// aligned; 2-byte logits: 8-byte aligned). False for other element sizes.
+    fn quad_aligned(&self, off: u64) -> bool;
+    /// Elements `i .. i + 4` in one vector load.
+    ///
+    /// # Safety
+    /// In bounds, and `quad_aligned(i)`.
+    unsafe fn quad(&self, i: u64) -> [Self::Elem; 4];
 }
 
 impl<T: Copy + Default> Source for Gm<T> {
@@ -163,6 +186,15 @@ impl<T: Copy + Default> Source for Gm<T> {
     #[inline(always)]
     fn load_tile<const TH: usize, const I: usize>(&self, c: &Ctx<TH, I>, off: u64, n: u32) -> Tile<T, I> {
         load_gm(c, *self, off, n)
+    }
+    #[inline(always)]
+    fn quad_aligned(&self, off: u64) -> bool {
+        core::mem::size_of::<T>() == 4 && (self.p.wrapping_add(off as usize) as usize) % 16 == 0
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, i: u64) -> [T; 4] {
+        // SAFETY: the caller's contract (4-byte elements, 16-byte aligned, in bounds).
+        unsafe { *(self.p.add(i as usize) as *const V4<T>) }.0
     }
 }
 
@@ -234,6 +266,28 @@ impl Source for Logits {
             crate::codes::LOGITS_BF16 => widen(load_gm(c, self.halves(), off, n), false),
             crate::codes::LOGITS_F16 => widen(load_gm(c, self.halves(), off, n), true),
             _ => load_gm(c, self.singles(), off, n),
+        }
+    }
+    #[inline(always)]
+    fn quad_aligned(&self, off: u64) -> bool {
+        match self.dtype {
+            crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => (self.p.wrapping_add(2 * off as usize) as usize) % 8 == 0,
+            _ => self.singles().quad_aligned(off),
+        }
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, i: u64) -> [f32; 4] {
+        let h = |f16: bool| {
+            // SAFETY: the caller's contract (in bounds, 8-byte aligned for 2-byte logits).
+            let q = unsafe { *(self.p.add(2 * i as usize) as *const H4) }.0;
+            let w = |x: u16| if f16 { f16_to_f32(x) } else { bf16_to_f32(x) };
+            [w(q[0]), w(q[1]), w(q[2]), w(q[3])]
+        };
+        match self.dtype {
+            crate::codes::LOGITS_BF16 => h(false),
+            crate::codes::LOGITS_F16 => h(true),
+            // SAFETY: the caller's contract.
+            _ => unsafe { self.singles().quad(i) },
         }
     }
 }

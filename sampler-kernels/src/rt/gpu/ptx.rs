@@ -104,16 +104,27 @@ pub(super) fn dynamic_smem_bytes() -> u32 {
     b
 }
 
-/// The staging area of `top_n` (u32 order bits), after the sort buffer,
-/// and how many keys it holds in this launch (0: none; the host gives it
-/// room per launch, `spec::gpu_stage_bytes`).
+/// The staging area of `top_n` (u32 order bits), after the sort buffer
+/// grown to at least [`crate::spec::GPU_SELECT_SCRATCH`] bytes (the
+/// selection scratch, at the sort buffer's place): (scratch address,
+/// staging address, how many keys it holds in this launch; 0: none, the
+/// host gives it room per launch, `spec::gpu_stage_bytes`).
 #[inline(always)]
-pub(super) fn stagebuf<const TH: usize, const I: usize>() -> (u64, u32) {
+pub(super) fn stagebuf<const TH: usize, const I: usize>() -> (u64, u64, u32) {
     let cap = Ctx::<TH, I>::CAP;
-    let start = SMEM_BASE + 8 * if cap < SORT_CAP { cap } else { SORT_CAP };
+    let sort = 8 * if cap < SORT_CAP { cap } else { SORT_CAP };
+    let scratch = crate::spec::GPU_SELECT_SCRATCH;
+    let start = SMEM_BASE + if sort < scratch { scratch } else { sort };
     let have = dynamic_smem_bytes();
     let keys = if have > start { (have - start) / 4 } else { 0 };
-    (sh() + start as u64, keys)
+    (sh() + SMEM_BASE as u64, sh() + start as u64, keys)
+}
+
+/// `st.shared.v4.u32`: four words at the 16-byte aligned `a`.
+#[inline(always)]
+pub(super) fn sts128(a: u64, v: [u32; 4]) {
+    // SAFETY: `a` is a 16-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("st.shared.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg64) a, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack)) };
 }
 
 #[inline(always)]

@@ -4,9 +4,9 @@
 
 use super::super::math::{key_of_bits, order_bits, order_key};
 use super::block::block_excl_scan;
-use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts32, sts64, sync};
+use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, split_keys};
-use super::warp::{ballot, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
+use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
 use super::{Ctx, Source, Tile, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
@@ -24,10 +24,25 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
     hi: u64,
     k: u32,
 ) -> u64 {
+    radix_select_from(c, iters, keys, has_hi, hi, k, 56)
+}
+
+/// [`radix_select`] from the digit at bit `from` (a multiple of 8) down,
+/// for keys that all share their bits above `from + 8`.
+#[inline(always)]
+pub(super) fn radix_select_from<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    iters: u32,
+    keys: &impl Fn(u32) -> Option<u64>,
+    has_hi: bool,
+    hi: u64,
+    k: u32,
+    from: u32,
+) -> u64 {
     let mut prefix = 0u64;
     let mut mask = 0u64;
     let mut rem = k;
-    let mut shift = 56u32;
+    let mut shift = from;
     loop {
         let first = shift == 56;
         let mut b = c.tid as usize;
@@ -131,7 +146,6 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
 pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys: impl Fn(u32) -> Option<u64>, n: u32) -> Tile<u64, I> {
     let n = n.min(Ctx::<TH, I>::CAP);
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
-    let buf = sortbuf();
     let mut out = [0u64; I];
     let mut has_hi = false;
     let mut hi = 0u64;
@@ -139,53 +153,202 @@ pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters
     while c0 < n {
         let m = (n - c0).min(cap);
         let lo = radix_select(c, iters, &keys, has_hi, hi, m);
-        if c.tid == 0 {
-            sts32(misc(3), 0);
-        }
-        sync();
-        let mut base = 0u32;
-        while base < iters {
-            let ld = |it: u32| if it < iters { keys(it) } else { None };
-            let put = |k: Option<u64>| {
-                let key = k.unwrap_or(0);
-                let take = k.is_some() && key >= lo && (!has_hi || key < hi);
-                let pos = warp_claim(c.tid, take, 3);
-                if take {
-                    sts64(buf + 8 * pos as u64, key);
-                }
-            };
-            let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
-            let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
-            put(k0);
-            put(k1);
-            put(k2);
-            put(k3);
-            put(k4);
-            put(k5);
-            put(k6);
-            put(k7);
-            base += SEL_BATCH as u32;
-        }
-        let p = m.next_power_of_two();
-        let mut i = m + c.tid;
-        while i < p {
-            sts64(buf + 8 * i as u64, 0);
-            i += TH as u32;
-        }
-        sync();
-        bitonic_desc(c, buf, p);
-        for (j, o) in out.iter_mut().enumerate() {
-            let e = c.idx(j);
-            if e >= c0 && e < c0 + m {
-                *o = lds64(buf + 8 * (e - c0) as u64);
-            }
-        }
-        sync();
+        gather_sorted(c, iters, &keys, lo, has_hi, hi, m, c0, &mut out);
         has_hi = true;
         hi = lo;
         c0 += m;
     }
     Tile { v: out, n }
+}
+
+/// Gathers the `m` keys in `[lo, hi)` (`[lo, ..)` when `!has_hi`) that
+/// `keys` yields into the sort buffer, sorts them descending and puts them
+/// at tile positions `c0 .. c0 + m` of `out` (`m <= min(TILE, SORT_CAP)`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gather_sorted<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    iters: u32,
+    keys: &impl Fn(u32) -> Option<u64>,
+    lo: u64,
+    has_hi: bool,
+    hi: u64,
+    m: u32,
+    c0: u32,
+    out: &mut [u64; I],
+) {
+    let buf = sortbuf();
+    if c.tid == 0 {
+        sts32(misc(3), 0);
+    }
+    sync();
+    let mut base = 0u32;
+    while base < iters {
+        let ld = |it: u32| if it < iters { keys(it) } else { None };
+        let put = |k: Option<u64>| {
+            let key = k.unwrap_or(0);
+            let take = k.is_some() && key >= lo && (!has_hi || key < hi);
+            let pos = warp_claim(c.tid, take, 3);
+            if take {
+                sts64(buf + 8 * pos as u64, key);
+            }
+        };
+        let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+        let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+        put(k0);
+        put(k1);
+        put(k2);
+        put(k3);
+        put(k4);
+        put(k5);
+        put(k6);
+        put(k7);
+        base += SEL_BATCH as u32;
+    }
+    let p = m.next_power_of_two();
+    let mut i = m + c.tid;
+    while i < p {
+        sts64(buf + 8 * i as u64, 0);
+        i += TH as u32;
+    }
+    sync();
+    bitonic_desc(c, buf, p);
+    for (j, o) in out.iter_mut().enumerate() {
+        let e = c.idx(j);
+        if e >= c0 && e < c0 + m {
+            *o = lds64(buf + 8 * (e - c0) as u64);
+        }
+    }
+    sync();
+}
+
+/// Whether staging aggregates the wide histogram's adds per warp
+/// (`match.any`, one add per distinct bin) instead of one shared atomic
+/// per key.
+const AGG_HIST: bool = false;
+
+/// Adds 1 at bin `bin` of the histogram at `scr` for every lane of the
+/// warp (`bin >= WIDE_BINS`: none), once per distinct bin by its lowest
+/// lane. Every lane of the warp calls it together.
+#[inline(always)]
+fn warp_bin_add(tid: u32, scr: u64, bin: u32) {
+    let peers = match_any(bin);
+    if bin < WIDE_BINS && (tid & 31) == peers.trailing_zeros() {
+        reds_add(scr + 4 * bin as u64, peers.count_ones());
+    }
+}
+
+/// Bits of the wide first digit: the top 12 of the 32-bit order bits
+/// (sign, exponent and 3 mantissa bits), histogrammed while staging.
+const WIDE: u32 = 12;
+const WIDE_BINS: u32 = 1 << WIDE;
+/// Boundary-bin positions the selection scratch holds (u32 each).
+const CAND_CAP: u32 = crate::spec::GPU_SELECT_SCRATCH / 4;
+
+/// The smallest key of the `n` largest staged keys (`1 <= n <= v`), from
+/// the wide histogram `stage` built: the bin holding the n-th largest key
+/// (a block scan of the bins from the top), then a radix select over the
+/// remaining bits of only that bin's keys, whose positions one pass over
+/// the staged keys compacts into the scratch. A bin of more than
+/// [`CAND_CAP`] keys (e.g. many equal logits) falls back to the radix
+/// select over every staged key: never a dropped candidate.
+#[inline(always)]
+fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u64, v: u32, n: u32) -> u64 {
+    let tid = c.tid;
+    let iters = v.div_ceil(TH as u32);
+    let all = move |it: u32| {
+        let i = it * TH as u32 + tid;
+        if i < v {
+            Some(key_of_bits(lds32(st + 4 * i as u64), i))
+        } else {
+            None
+        }
+    };
+    let per = WIDE_BINS / TH as u32;
+    if per == 0 || WIDE_BINS % TH as u32 != 0 || TH % 32 != 0 {
+        return radix_select(c, iters, &all, false, 0, n);
+    }
+    // Thread t sums bins top - t*per down to top - t*per - per + 1.
+    let top = WIDE_BINS - 1 - tid * per;
+    let mut s = 0u32;
+    let mut j = 0u32;
+    while j < per {
+        s += lds32(scr + 4 * (top - j) as u64);
+        j += 1;
+    }
+    let (before, _) = block_excl_scan(c, s);
+    if before < n && before + s >= n {
+        let mut cum = before;
+        let mut j = 0u32;
+        while j < per {
+            let x = lds32(scr + 4 * (top - j) as u64);
+            if cum + x >= n {
+                sts32(misc(0), top - j);
+                sts32(misc(1), cum);
+                sts32(misc(2), x);
+                break;
+            }
+            cum += x;
+            j += 1;
+        }
+    }
+    if tid == 0 {
+        sts32(misc(3), 0);
+    }
+    sync();
+    let (b, above, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
+    let rem = n - above;
+    if rem == cnt {
+        // The whole bin is kept: every key of bin >= b.
+        return (b as u64) << (64 - WIDE);
+    }
+    if cnt > CAND_CAP {
+        return radix_select(c, iters, &all, false, 0, n);
+    }
+    // Positions of bin b's keys into the scratch (its histogram is read).
+    let mut base = 0u32;
+    while base < iters {
+        let ld = |q: u32| {
+            let i = (base + q) * TH as u32 + tid;
+            if i < v {
+                lds32(st + 4 * i as u64)
+            } else {
+                0
+            }
+        };
+        let put = |q: u32, o: u32| {
+            let i = (base + q) * TH as u32 + tid;
+            let take = i < v && (o >> (32 - WIDE)) == b;
+            let pos = warp_claim(tid, take, 3);
+            if take {
+                sts32(scr + 4 * pos as u64, i);
+            }
+        };
+        let (o0, o1, o2, o3) = (ld(0), ld(1), ld(2), ld(3));
+        let (o4, o5, o6, o7) = (ld(4), ld(5), ld(6), ld(7));
+        put(0, o0);
+        put(1, o1);
+        put(2, o2);
+        put(3, o3);
+        put(4, o4);
+        put(5, o5);
+        put(6, o6);
+        put(7, o7);
+        base += SEL_BATCH as u32;
+    }
+    sync();
+    let cand = move |it: u32| {
+        let q = it * TH as u32 + tid;
+        if q < cnt {
+            let i = lds32(scr + 4 * q as u64);
+            Some(key_of_bits(lds32(st + 4 * i as u64), i))
+        } else {
+            None
+        }
+    };
+    // The bin's keys share their top WIDE bits: start at the digit below
+    // 56; the select's prefix has bits 0..56, the bin gives the rest.
+    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48) | ((b as u64) << (64 - WIDE))
 }
 
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
@@ -194,7 +357,7 @@ pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters
 pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
-    if let Some(st) = stage::<TH, I>(c, buf, off, v) {
+    if let Some((scr, st)) = stage::<TH, I>(c, buf, off, v) {
         let keys = move |it: u32| {
             let i = it * TH as u32 + tid;
             // Staged: i < v <= the staging area's keys.
@@ -204,7 +367,15 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<E
                 None
             }
         };
-        let k = sorted_keys(c, iters, keys, n.min(v));
+        let n = n.min(v).min(Ctx::<TH, I>::CAP);
+        let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+        if n >= 1 && n <= cap {
+            let lo = wide_select(c, scr, st, v, n);
+            let mut out = [0u64; I];
+            gather_sorted(c, iters, &keys, lo, false, 0, n, 0, &mut out);
+            return split_keys(&Tile { v: out, n });
+        }
+        let k = sorted_keys(c, iters, keys, n);
         return split_keys(&k);
     }
     let keys = move |it: u32| {
@@ -220,34 +391,97 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<E
 }
 
 /// Reads `buf[off..off+v]` once into the staging area as u32 order bits
-/// (loads in flight together) when the launch gave room for `v` keys; every
-/// selection pass then reads shared memory. `None`: no room.
+/// (16-byte loads, many in flight) when the launch gave room for `v` keys,
+/// and histograms their top [`WIDE`] bits into the scratch on the way;
+/// every selection pass then reads shared memory. `None`: no room.
+/// `Some((scratch, staging area))`.
 #[inline(always)]
-pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> Option<u64> {
-    let (st, room) = stagebuf::<TH, I>();
+pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> Option<(u64, u64)> {
+    let (scr, st, room) = stagebuf::<TH, I>();
     if v > room {
         return None;
     }
-    let iters = v.div_ceil(TH as u32);
+    let mut b = c.tid;
+    while b < WIDE_BINS {
+        sts32(scr + 4 * b as u64, 0);
+        b += TH as u32;
+    }
+    sync();
+    let put = |i: u32, o: u32| {
+        sts32(st + 4 * i as u64, o);
+        reds_add(scr + 4 * (o >> (32 - WIDE)) as u64, 1);
+    };
+    // Block-uniform: the row range is aligned to 4 logits (V and chunk starts
+    // multiples of 4): groups of 4 keys (one 16-byte load of f32, 8 bytes of
+    // bf16/f16 logits), thread t taking groups t, t + TH, ...
+    let groups = if buf.quad_aligned(off) { v / 4 } else { 0 };
+    let giters = groups.div_ceil(TH as u32);
+    let mut base = 0u32;
+    while base < giters {
+        let ld = |j: u32| {
+            let g = (base + j) * TH as u32 + c.tid;
+            if g < groups {
+                // SAFETY: 4 * g + 3 < v, aligned to 4 logits (checked above).
+                unsafe { buf.quad(off + 4 * g as u64) }
+            } else {
+                [0f32; 4]
+            }
+        };
+        let put4 = |j: u32, x: [f32; 4]| {
+            let g = (base + j) * TH as u32 + c.tid;
+            let o = [order_bits(x[0]), order_bits(x[1]), order_bits(x[2]), order_bits(x[3])];
+            if AGG_HIST && TH % 32 == 0 {
+                // Every lane of the warp (uniform loop): one add per distinct bin.
+                if g < groups {
+                    sts128(st + 16 * g as u64, o);
+                }
+                for &oq in o.iter() {
+                    warp_bin_add(c.tid, scr, if g < groups { oq >> (32 - WIDE) } else { WIDE_BINS });
+                }
+            } else if g < groups {
+                sts128(st + 16 * g as u64, o);
+                reds_add(scr + 4 * (o[0] >> (32 - WIDE)) as u64, 1);
+                reds_add(scr + 4 * (o[1] >> (32 - WIDE)) as u64, 1);
+                reds_add(scr + 4 * (o[2] >> (32 - WIDE)) as u64, 1);
+                reds_add(scr + 4 * (o[3] >> (32 - WIDE)) as u64, 1);
+            }
+        };
+        // Hand-unrolled so the batch stays in registers (an array of V4
+        // went to local memory).
+        let (x0, x1, x2, x3) = (ld(0), ld(1), ld(2), ld(3));
+        let (x4, x5, x6, x7) = (ld(4), ld(5), ld(6), ld(7));
+        put4(0, x0);
+        put4(1, x1);
+        put4(2, x2);
+        put4(3, x3);
+        put4(4, x4);
+        put4(5, x5);
+        put4(6, x6);
+        put4(7, x7);
+        base += SEL_BATCH as u32;
+    }
+    // The rest (all of it when unaligned), SEL_BATCH loads in flight.
+    let first = 4 * groups;
+    let iters = (v - first).div_ceil(TH as u32);
     let mut base = 0u32;
     while base < iters {
         let mut x = [0f32; SEL_BATCH];
         for (j, xj) in x.iter_mut().enumerate() {
-            let i = (base + j as u32) * TH as u32 + c.tid;
+            let i = first + (base + j as u32) * TH as u32 + c.tid;
             if i < v {
                 *xj = buf.read(off + i as u64);
             }
         }
         for (j, &xj) in x.iter().enumerate() {
-            let i = (base + j as u32) * TH as u32 + c.tid;
+            let i = first + (base + j as u32) * TH as u32 + c.tid;
             if i < v {
-                sts32(st + 4 * i as u64, order_bits(xj));
+                put(i, order_bits(xj));
             }
         }
         base += SEL_BATCH as u32;
     }
     sync();
-    Some(st)
+    Some((scr, st))
 }
 
 /// The `n` largest of `v` logits at `buf[off..off+v]` with their ids, in
@@ -265,9 +499,9 @@ pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Sour
     }
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
-    let st = stage::<TH, I>(c, buf, off, v);
-    let key_at = move |i: u32| match st {
-        Some(st) => key_of_bits(lds32(st + 4 * i as u64), i),
+    let staged = stage::<TH, I>(c, buf, off, v);
+    let key_at = move |i: u32| match staged {
+        Some((_, st)) => key_of_bits(lds32(st + 4 * i as u64), i),
         None => order_key(buf.read(off + i as u64), i),
     };
     let keys = move |it: u32| {
@@ -278,7 +512,10 @@ pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Sour
             None
         }
     };
-    let lo = radix_select(c, iters, &keys, false, 0, n);
+    let lo = match staged {
+        Some((scr, st)) => wide_select(c, scr, st, v, n),
+        None => radix_select(c, iters, &keys, false, 0, n),
+    };
     // Warp w takes ids w*span .. w*span+span, 32 consecutive ids a step
     // (coalesced, no bank conflicts): count by ballots, scan the warps'
     // counts, then write in id order at lane offsets from the ballots.

@@ -111,6 +111,16 @@ pub(super) fn shfl_idx32(v: u32, src: u32) -> u32 {
     r
 }
 
+/// The lanes of the warp whose `v` equals this lane's (`match.any`);
+/// every lane of the warp calls it together.
+#[inline(always)]
+pub(super) fn match_any(v: u32) -> u32 {
+    let peers: u32;
+    // SAFETY: all 32 lanes are converged here (uniform loop bounds).
+    unsafe { asm!("match.any.sync.b32 {p}, {b}, 0xffffffff;", p = out(reg32) peers, b = in(reg32) v) };
+    peers
+}
+
 /// Adds 1 to `hist(bin)` for every lane of the warp (`bin == 256`: none);
 /// lanes with the same bin add once, by their lowest lane. Every lane of the
 /// warp must call it together (block sizes are multiples of 32).
