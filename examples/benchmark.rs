@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! benchmark run [--v 129280] [--rows 1,16,64,256,384] [--n 1024,4096,0] [--reps 50]
-//!               [--check-rows 16] [--chunks C] [--logprobs-mode processed|raw] [--json F] [--csv F]
+//!               [--check-rows 16] [--chunks C] [--logprobs-mode processed|raw] [--dtype f32|bf16|f16]
+//!               [--json F] [--csv F]
 //!     per shape: copy (one D2D copy of the logits), floor (one read at the
 //!     measured copy bandwidth = copy / 2), our step eager (events around the
 //!     kernel launches), our step as a CUDA graph replay, each kernel's time
@@ -13,8 +14,13 @@
 //!     and for R <= check-rows a bit-for-bit comparison with the CPU backend.
 //!     `--logprobs-mode raw`: every request reports raw logprobs (SAMPLER.md
 //!     10.3: mask_check's per-tile sums and the raw_logprobs kernel).
-//! benchmark table OURS.json [--fi fi.json] [--torch torch.json] [--md F]
-//!     the target table of issue 6 with ratios, from one run's files.
+//!     `--dtype bf16` (or `f16`): the same logits rounded to half precision,
+//!     in device memory as such; the kernels read them in place, widened at
+//!     load (issue 11), so copy and floor are of 2 bytes per logit, and the
+//!     check compares with the CPU backend on the same half logits.
+//! benchmark table OURS.json [--fi fi.json] [--torch torch.json] [--bf16 BF16.json] [--md F]
+//!     the target table of issue 6 with ratios, from one run's files (and
+//!     the bf16 rows beside the f32 ones, floor at 2 bytes per logit).
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
 //!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
 //!     torch; SVG (`scripts/bench.sh chart` renders the PNG).
@@ -40,6 +46,89 @@ use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
 use sampler_host::{BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
 use serde_json::{json, Value};
+
+/// Element type of the benchmark's logits (`--dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dt {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl Dt {
+    pub fn parse(s: &str) -> Option<Dt> {
+        Some(match s {
+            "f32" => Dt::F32,
+            "bf16" => Dt::Bf16,
+            "f16" => Dt::F16,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dt::F32 => "f32",
+            Dt::Bf16 => "bf16",
+            Dt::F16 => "f16",
+        }
+    }
+    pub fn bytes(self) -> usize {
+        if self == Dt::F32 {
+            4
+        } else {
+            2
+        }
+    }
+}
+
+/// The logits of one shape on the host in one element type (half
+/// precision: the f32 values rounded to nearest), borrowed by plans.
+pub enum HostLogits {
+    F32(Vec<f32>),
+    Bf16(Vec<half::bf16>),
+    F16(Vec<half::f16>),
+}
+
+impl HostLogits {
+    pub fn new(l: Vec<f32>, dt: Dt) -> HostLogits {
+        match dt {
+            Dt::F32 => HostLogits::F32(l),
+            Dt::Bf16 => HostLogits::Bf16(l.iter().map(|&x| half::bf16::from_f32(x)).collect()),
+            Dt::F16 => HostLogits::F16(l.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        }
+    }
+    pub fn plan_logits(&self) -> sampler_host::plan::Logits<'_> {
+        match self {
+            HostLogits::F32(v) => v.into(),
+            HostLogits::Bf16(v) => v.into(),
+            HostLogits::F16(v) => v.into(),
+        }
+    }
+}
+
+/// The logits of one shape in device memory, in their element type.
+pub enum DevLogits {
+    F32(cudarc::driver::CudaSlice<f32>),
+    Bf16(cudarc::driver::CudaSlice<half::bf16>),
+    F16(cudarc::driver::CudaSlice<half::f16>),
+}
+
+impl DevLogits {
+    pub fn up(st: &std::sync::Arc<cudarc::driver::CudaStream>, h: &HostLogits) -> Result<DevLogits, cudarc::driver::DriverError> {
+        Ok(match h {
+            HostLogits::F32(v) => DevLogits::F32(st.clone_htod(v)?),
+            HostLogits::Bf16(v) => DevLogits::Bf16(st.clone_htod(v)?),
+            HostLogits::F16(v) => DevLogits::F16(st.clone_htod(v)?),
+        })
+    }
+    pub fn view(&self) -> sampler_host::interop::CudaLogits<'_> {
+        use sampler_host::interop::CudaLogits;
+        match self {
+            DevLogits::F32(s) => CudaLogits::f32(s),
+            DevLogits::Bf16(s) => CudaLogits::bf16(s),
+            DevLogits::F16(s) => CudaLogits::f16(s),
+        }
+    }
+}
 
 struct Rng(u64);
 impl Rng {
@@ -106,37 +195,37 @@ pub fn bench_inputs(r: u32, v: u32, seed: u64, mode: LogprobsMode) -> (Vec<f32>,
 ///   previous step's kernels, so it overlaps the gate there too.
 ///
 /// And the outputs against the CPU `Sampler`'s, bit for bit, when `check`.
-pub fn time_api(r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode) -> Res<Value> {
-    use sampler_host::interop::CudaLogits;
+pub fn time_api(r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode, dt: Dt) -> Res<Value> {
     use sampler_host::{BackendKind, Sampler, SamplerConfig};
     let d = |x: cudarc::driver::DriverError| format!("{x:?}");
     let b = |x: sampler_host::error::BatchError| x.to_string();
     let (logits, reqs) = bench_inputs(r, v, 7 + r as u64, mode);
+    let logits = HostLogits::new(logits, dt);
     let cfg = |backend| SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend };
     let mut s = Sampler::new(cfg(BackendKind::Cuda)).map_err(|e| e.to_string())?;
     let st = s.cuda_stream().ok_or("no CUDA stream")?;
     // The engine's stream: it writes the logits (and here runs the gate).
     let es = st.context().new_stream().map_err(d)?;
-    let dl = es.clone_htod(&logits).map_err(d)?;
-    let dl1 = st.clone_htod(&logits).map_err(d)?;
+    let dl = DevLogits::up(&es, &logits).map_err(d)?;
+    let dl1 = DevLogits::up(&st, &logits).map_err(d)?;
     let mut flush = es.alloc_zeros::<u8>(256 << 20).map_err(d)?;
     let mut flush1 = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
     es.synchronize().map_err(d)?;
     st.synchronize().map_err(d)?;
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let want = if check { Some(format!("{:?}", Sampler::new(cfg(BackendKind::Cpu)).map_err(|e| e.to_string())?.sample(&logits, &reqs).map_err(b)?)) } else { None };
+    let want = if check { Some(format!("{:?}", Sampler::new(cfg(BackendKind::Cpu)).map_err(|e| e.to_string())?.sample(logits.plan_logits(), &reqs).map_err(b)?)) } else { None };
     let mut ok = true;
     let (mut gate, mut misses) = (1usize, 0usize);
     let mut doc = serde_json::Map::new();
     for (name, graphed, own) in [("eager", false, false), ("graph", true, false), ("graph1", true, true)] {
         let (ls, fl) = if own { (&st, &mut flush1) } else { (&es, &mut flush) };
         let lg = if own { &dl1 } else { &dl };
-        let graph = if graphed { Some(s.capture(CudaLogits::f32(lg), &reqs).map_err(b)?) } else { None };
+        let graph = if graphed { Some(s.capture(lg.view(), &reqs).map_err(b)?) } else { None };
         macro_rules! call {
             () => {
                 match &graph {
-                    Some(g) => s.replay(g, CudaLogits::f32(lg), &reqs),
-                    None => s.sample_async(CudaLogits::f32(lg), &reqs),
+                    Some(g) => s.replay(g, lg.view(), &reqs),
+                    None => s.sample_async(lg.view(), &reqs),
                 }
                 .map_err(b)?
             };
@@ -219,14 +308,19 @@ type Res<T> = Result<T, String>;
 
 /// Times one shape; returns its JSON record.
 pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool) -> Res<Value> {
-    time_shape_mode(cuda, r, v, n, reps, check, LogprobsMode::Processed)
+    time_shape_mode(cuda, r, v, n, reps, check, LogprobsMode::Processed, Dt::F32)
 }
 
-/// [`time_shape`] with the requests' `logprobs_mode` set to `mode`.
-pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode) -> Res<Value> {
+/// [`time_shape`] with the requests' `logprobs_mode` set to `mode` and the
+/// logits in element type `dt` (half precision: uploaded as such, read by
+/// the kernels in place).
+#[allow(clippy::too_many_arguments)]
+pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode, dt: Dt) -> Res<Value> {
     let e = |x: sampler_host::error::BackendError| x.to_string();
     let d = |x: cudarc::driver::DriverError| format!("{x:?}");
-    let plan = bench_plan_mode(r, v, n, 7 + r as u64, mode);
+    let (host, requests) = bench_inputs(r, v, 7 + r as u64, mode);
+    let host = HostLogits::new(host, dt);
+    let plan = build_plan(v, if n == 0 { v } else { n }, u32::MAX, host.plan_logits(), &requests).map_err(|x| x.to_string())?.0;
     let st = cuda.stream().clone();
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let mut flush = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
@@ -245,20 +339,27 @@ pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usi
     } else {
         None
     };
-    // The floor: one device-to-device copy of the logits.
-    let mut dst = st.alloc_zeros::<f32>(r as usize * v as usize).map_err(d)?;
+    // The floor: one device-to-device copy of the logits (in their element type).
+    let bytes = r as usize * v as usize * dt.bytes();
+    // f32: the step's own logits buffer; half precision: a buffer of as many bytes.
+    let (src, mut dst) = if dt == Dt::F32 { (None, st.alloc_zeros::<u8>(1).map_err(d)?) } else { (Some(st.alloc_zeros::<u8>(bytes).map_err(d)?), st.alloc_zeros::<u8>(bytes).map_err(d)?) };
+    let mut dst32 = if dt == Dt::F32 { Some(st.alloc_zeros::<f32>(r as usize * v as usize).map_err(d)?) } else { None };
     let mut copy = Vec::new();
     for i in 0..reps + 3 {
         st.memset_zeros(&mut flush).map_err(d)?;
         let a = st.record_event(flags).map_err(d)?;
-        st.memcpy_dtod(&cuda.logits_buffer().slice(0..r as usize * v as usize), &mut dst).map_err(d)?;
+        match (&src, &mut dst32) {
+            (Some(s), _) => st.memcpy_dtod(s, &mut dst).map_err(d)?,
+            (None, Some(d32)) => st.memcpy_dtod(&cuda.logits_buffer().slice(0..r as usize * v as usize), d32).map_err(d)?,
+            (None, None) => unreachable!("one of the two is allocated"),
+        }
         let b = st.record_event(flags).map_err(d)?;
         b.synchronize().map_err(d)?;
         if i >= 3 {
             copy.push(a.elapsed_ms(&b).map_err(d)? as f64 * 1e3);
         }
     }
-    drop(dst);
+    drop((src, dst, dst32));
     // Eager step.
     let mut eager = Vec::new();
     for _ in 0..reps {
@@ -304,11 +405,11 @@ pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usi
     };
     drop(graph);
     let copy_us = median(&mut copy);
-    let bytes = r as f64 * v as f64 * 4.0;
+    let bytes = bytes as f64;
     let kernels: serde_json::Map<String, Value> = per.iter_mut().map(|(k, t)| (k.to_string(), json!(median(t)))).collect();
     let graph_us = median(&mut gt);
     Ok(json!({
-        "rows": r, "n": n, "vocab": v, "logprobs_mode": mode.as_str(), "chunks": chunks, "width": width, "prefix_path": prefix,
+        "rows": r, "n": n, "vocab": v, "logprobs_mode": mode.as_str(), "dtype": dt.name(), "bytes_per_logit": dt.bytes(), "chunks": chunks, "width": width, "prefix_path": prefix,
         "copy_us": copy_us, "copy_gbs": 2.0 * bytes / (copy_us * 1e-6) / 1e9,
         "floor_us": copy_us / 2.0, "floor_43_us": bytes / 4.3e12 * 1e6,
         "eager_us": median(&mut eager), "graph_us": graph_us,
@@ -325,6 +426,14 @@ fn run(args: &[String]) -> ExitCode {
     let reps: usize = arg(args, "--reps").map(|s| s.parse().unwrap()).unwrap_or(50);
     let check_rows: u32 = arg(args, "--check-rows").map(|s| s.parse().unwrap()).unwrap_or(16);
     let mode: LogprobsMode = arg(args, "--logprobs-mode").map(|s| s.parse().expect("--logprobs-mode processed|raw")).unwrap_or_default();
+    let dt = match arg(args, "--dtype").map(|s| Dt::parse(&s).ok_or(s)) {
+        None => Dt::F32,
+        Some(Ok(d)) => d,
+        Some(Err(s)) => {
+            eprintln!("error: --dtype must be f32, bf16 or f16, got `{s}`");
+            return ExitCode::from(2);
+        }
+    };
     let mut cuda = match CudaBackend::new() {
         Ok(b) => b,
         Err(e) => {
@@ -335,7 +444,15 @@ fn run(args: &[String]) -> ExitCode {
     if let Some(c) = arg(args, "--chunks") {
         cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
     }
-    println!("device: {}; tuning: {}; chunks override: {:?}; logprobs: {}", cuda.device_name(), cuda.tuning().source, arg(args, "--chunks"), mode.as_str());
+    println!(
+        "device: {}; tuning: {}; chunks override: {:?}; logprobs: {}; logits: {} ({} bytes each)",
+        cuda.device_name(),
+        cuda.tuning().source,
+        arg(args, "--chunks"),
+        mode.as_str(),
+        dt.name(),
+        dt.bytes()
+    );
     // api_*: the same step through `Sampler` with device logits (issue 11): device span of the
     // call (upload + kernels) and its ratio to the backend-level figure (bounds: eager 1.25,
     // graph 1.10), host time of the call, and wall time with the outputs copied to the host.
@@ -345,8 +462,8 @@ fn run(args: &[String]) -> ExitCode {
     let mut bad = 0;
     for &n in &ns {
         for &r in &rows {
-            let timed = time_shape_mode(&mut cuda, r, v, n, reps, r <= check_rows, mode).and_then(|mut j| {
-                let api = time_api(r, v, n, reps, r <= check_rows, mode)?;
+            let timed = time_shape_mode(&mut cuda, r, v, n, reps, r <= check_rows, mode, dt).and_then(|mut j| {
+                let api = time_api(r, v, n, reps, r <= check_rows, mode, dt)?;
                 let o = j.as_object_mut().unwrap();
                 o.extend(api.as_object().unwrap().clone());
                 let ratio = |a: &str, b: &str| json!(o[a].as_f64().unwrap_or(f64::NAN) / o[b].as_f64().unwrap_or(f64::NAN));
@@ -400,7 +517,7 @@ fn run(args: &[String]) -> ExitCode {
         Some(c) => format!("chunks forced to {c}"),
         None => cuda.tuning().source.clone(),
     };
-    let doc = json!({"device": cuda.device_name(), "tuning": tuning, "results": out});
+    let doc = json!({"device": cuda.device_name(), "tuning": tuning, "dtype": dt.name(), "results": out});
     if let Some(p) = arg(args, "--json") {
         std::fs::write(&p, serde_json::to_string_pretty(&doc).unwrap()).expect("write json");
     }
@@ -444,6 +561,35 @@ fn find(doc: &Value, r: u32, n: u32) -> Option<&Value> {
     doc["results"].as_array()?.iter().find(|x| x["rows"].as_u64() == Some(r as u64) && x["n"].as_u64() == Some(n as u64))
 }
 
+/// The bf16 rows beside the f32 ones (`table --bf16`): floor at 2 bytes per logit.
+fn bf16_section(ours: &Value, bf: &Value, fi: Option<&Value>) -> String {
+    let mut md = String::from(
+        "\nbf16 logits (issue 12 item 4; read in place by the kernels, widened at load): floor = one read at 2 bytes per logit.\n\n\
+         | R | N | floor bf16 | ours bf16 graph | ours bf16 eager | api bf16 graph wall | ours f32 graph | bf16 / f32 | bf16 / floor | FlashInfer f32 (graph) | check |\n\
+         |--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n",
+    );
+    for j in bf["results"].as_array().into_iter().flatten() {
+        let (r, n) = (j["rows"].as_u64().unwrap_or(0) as u32, j["n"].as_u64().unwrap_or(0) as u32);
+        let (fl, g) = (num(Some(j), "floor_us"), num(Some(j), "graph_us"));
+        let g32 = num(find(ours, r, n), "graph_us");
+        let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool(), j["api_check_cpu_bitwise"].as_bool()) {
+            (Some(true), Some(true), Some(true)) => "bitwise ok",
+            (None, _, _) => "-",
+            _ => "MISMATCH",
+        };
+        md += &format!(
+            "| {r} | {} | {fl:.1} | {g:.1} | {:.1} | {:.1} | {g32:.1} | {:.2} | {:.1} | {:.1} | {chk} |\n",
+            if n == 0 { "off".into() } else { n.to_string() },
+            num(Some(j), "eager_us"),
+            num(Some(j), "api_graph_wall_us"),
+            g / g32,
+            g / fl,
+            num(fi.and_then(|d| find(d, r, n)), "graph_us"),
+        );
+    }
+    md
+}
+
 fn num(v: Option<&Value>, k: &str) -> f64 {
     v.and_then(|x| x[k].as_f64()).unwrap_or(f64::NAN)
 }
@@ -456,7 +602,7 @@ fn table(args: &[String]) -> ExitCode {
     let torch = arg(args, "--torch").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
     let targets: &[(u32, u32, f64)] = &[(1, 1024, 8.0), (16, 1024, 10.0), (64, 1024, 20.0), (256, 4096, 55.0), (384, 4096, 80.0), (64, 0, 60.0), (384, 0, 200.0)];
     let mut md = String::new();
-    md += &format!("Device: {}; tuning: {}. Median us, L2 flushed, logits on the device.\n\n", ours["device"].as_str().unwrap_or("?"), ours["tuning"].as_str().unwrap_or("?"));
+    md += &format!("Device: {}; tuning: {}. Median us, L2 flushed, f32 logits on the device.\n\n", ours["device"].as_str().unwrap_or("?"), ours["tuning"].as_str().unwrap_or("?"));
     md += "| R | N | floor | ours graph | ours eager | torch peer | FlashInfer (graph) | target | ours/floor | ours/FI | met |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n";
     for &(r, n, t) in targets {
         let o = find(&ours, r, n);
@@ -505,6 +651,9 @@ fn table(args: &[String]) -> ExitCode {
             num(torch.as_ref().and_then(|d| find(d, r, n)), "peer_us"),
             ks.join(", ")
         );
+    }
+    if let Some(bf) = arg(args, "--bf16").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p)) {
+        md += &bf16_section(&ours, &bf, fi.as_ref());
     }
     print!("{md}");
     if let Some(p) = arg(args, "--md") {
@@ -761,7 +910,7 @@ fn main() -> ExitCode {
         Some("table") if args.len() > 1 => table(&args[1..]),
         Some("chart") if args.len() > 2 => chart(&args[1..]),
         _ => {
-            eprintln!("usage: benchmark run [--rows ..] [--n ..] [--reps ..] [--json F] [--csv F] | cpu [--n ..] [--reps ..] [--threads T] [--json F] | table OURS.json [--fi F] [--torch F] [--md F]");
+            eprintln!("usage: benchmark run [--rows ..] [--n ..] [--reps ..] [--dtype f32|bf16|f16] [--json F] [--csv F] | cpu [--n ..] [--reps ..] [--threads T] [--json F] | table OURS.json [--fi F] [--torch F] [--bf16 F] [--md F]");
             ExitCode::from(2)
         }
     }

@@ -4,7 +4,10 @@
 //! ```text
 //! gpu_suite golden DIR          every golden case on CUDA and on the CPU backend:
 //!                               CUDA vs expected (CONFORMANCE.md rule), CUDA vs CPU
-//!                               (same rule, ids/statuses exact) and bitwise equality
+//!                               (same rule, ids/statuses exact) and bitwise equality;
+//!                               then every case with its logits rounded to bf16 and to
+//!                               f16 in device memory (read in place, widened at load)
+//!                               vs the CPU on their f32 widening, bitwise
 //! gpu_suite step CASE.json..    each case once on CUDA, compared with the CPU
 //!                               (the representative step for compute-sanitizer)
 //! gpu_suite timing [--quick]    kernel and step times, R in 1,16,64,256 x N in 1024,4096,off
@@ -130,6 +133,9 @@ fn golden(dir: &Path) -> ExitCode {
     }
     let n = files.len();
     println!("\nGOLDEN on CUDA: {pass_exp}/{n} match expected, {pass_cpu}/{n} match the CPU backend, {bitwise}/{n} bitwise identical to CPU, {errors} errors");
+    let (checked, half_fails) = half_pass(&files);
+    println!("GOLDEN bf16 / f16 device logits on CUDA: {}/{checked} case-dtype pairs bitwise identical to the CPU on their f32 widening", checked - half_fails.len());
+    failures.extend(half_fails);
     for f in &failures {
         println!("  {f}");
     }
@@ -138,6 +144,50 @@ fn golden(dir: &Path) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// Every golden case with its logits rounded to bf16 and to f16, in device
+/// memory as such (`CudaLogits::bf16` / `f16`: the kernels read them in
+/// place, widened at load, issue 11), against the CPU backend on the exact
+/// f32 widening of the same values: the whole output, bit for bit. Returns
+/// the (case, dtype) pairs checked and the failures.
+fn half_pass(files: &[PathBuf]) -> (usize, Vec<String>) {
+    use half::{bf16, f16};
+    use sampler_host::interop::CudaLogits;
+    use sampler_host::{Sampler, SamplerConfig};
+    let (mut checked, mut fails) = (0, Vec::new());
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(case) = std::fs::read_to_string(f).ok().and_then(|t| parse_case(&t).ok()) else { continue };
+        if case.force_topk > sampler_kernels::codes::MAX_N_NVIDIA && case.force_topk < case.vocab_size {
+            continue; // CUDA refuses this N (a config error, checked in the f32 pass)
+        }
+        let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
+        let logits: Vec<f32> = logits.concat();
+        let cfg = |b| SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend: b };
+        let (Ok(mut cpu), Ok(mut gpu)) = (Sampler::new(cfg(BackendKind::Cpu)), Sampler::new(cfg(BackendKind::Cuda))) else {
+            fails.push(format!("{name}: sampler config refused"));
+            continue;
+        };
+        let Some(stream) = gpu.cuda_stream() else { continue };
+        let b: Vec<bf16> = logits.iter().map(|&x| bf16::from_f32(x)).collect();
+        let h: Vec<f16> = logits.iter().map(|&x| f16::from_f32(x)).collect();
+        for dt in ["bf16", "f16"] {
+            let wide: Vec<f32> = if dt == "bf16" { b.iter().map(|x| x.to_f32()).collect() } else { h.iter().map(|x| x.to_f32()).collect() };
+            let want = format!("{:?}", cpu.sample(&wide, &reqs));
+            let got = match dt {
+                "bf16" => stream.clone_htod(&b).map_err(|e| format!("{e:?}")).map(|d| format!("{:?}", gpu.sample_async(CudaLogits::bf16(&d), &reqs).and_then(|p| p.wait()))),
+                _ => stream.clone_htod(&h).map_err(|e| format!("{e:?}")).map(|d| format!("{:?}", gpu.sample_async(CudaLogits::f16(&d), &reqs).and_then(|p| p.wait()))),
+            };
+            checked += 1;
+            match got {
+                Ok(g) if g == want => {}
+                Ok(_) => fails.push(format!("{name} {dt} device logits: differ from the CPU on their f32 widening")),
+                Err(e) => fails.push(format!("{name} {dt}: upload failed: {e}")),
+            }
+        }
+    }
+    (checked, fails)
 }
 
 fn step(files: &[PathBuf]) -> ExitCode {

@@ -6,8 +6,11 @@
 //! `peak_rss_bytes <= 1.25 * logits_bytes + 64 MiB`.
 //!
 //! ```sh
-//! cargo run --release --example prompt_memory [-- --rows 512 --vocab 129280]
+//! cargo run --release --example prompt_memory [-- --rows 512 --vocab 129280 --dtype bf16]
 //! ```
+//! `--dtype bf16` (or `f16`) hands the logits over in half precision: the
+//! kernels widen them at load, so no f32 copy is made and the bound holds
+//! against the half-precision bytes.
 //! Prints one line `peak_rss_bytes=P logits_bytes=L`, then `ok` or `over`
 //! (exit code 1 when over the bound, or where /proc is missing).
 
@@ -31,12 +34,24 @@ fn arg(name: &str, default: usize) -> usize {
 
 fn main() -> ExitCode {
     let (rows, v) = (arg("--rows", 512), arg("--vocab", 129280));
-    // Deterministic pseudo-logits (a cheap LCG), written straight into one buffer.
-    let mut logits = vec![0f32; rows * v];
+    let a: Vec<String> = std::env::args().collect();
+    let dtype = a.iter().position(|x| x == "--dtype").and_then(|i| a.get(i + 1)).map_or("f32", |s| s.as_str()).to_string();
+    if !["f32", "bf16", "f16"].contains(&dtype.as_str()) {
+        eprintln!("error: --dtype must be f32, bf16 or f16, got `{dtype}`");
+        return ExitCode::FAILURE;
+    }
+    // Deterministic pseudo-logits (a cheap LCG), written straight into one buffer of the element type.
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for l in logits.iter_mut() {
+    let mut next = || {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        *l = ((x >> 40) as f32 / (1u64 << 24) as f32) * 12.0 - 6.0;
+        ((x >> 40) as f32 / (1u64 << 24) as f32) * 12.0 - 6.0
+    };
+    let (mut l32, mut l16) = (Vec::new(), Vec::new());
+    let (mut lh, bytes) = (Vec::new(), if dtype == "f32" { 4 } else { 2 });
+    match dtype.as_str() {
+        "f32" => l32 = (0..rows * v).map(|_| next()).collect(),
+        "bf16" => l16 = (0..rows * v).map(|_| half::bf16::from_f32(next())).collect(),
+        _ => lh = (0..rows * v).map(|_| half::f16::from_f32(next())).collect(),
     }
     let targets: Vec<i32> = (0..rows).map(|i| ((i * 7919) % v) as i32).collect();
     let params = SamplingParams { top_logprobs: 5, seq_seed: Some(1), ..Default::default() };
@@ -49,7 +64,12 @@ fn main() -> ExitCode {
         }
     };
     let t = std::time::Instant::now();
-    let out = match s.sample(&logits, &[req]) {
+    let res = match dtype.as_str() {
+        "f32" => s.sample(&l32, &[req]),
+        "bf16" => s.sample(&l16, &[req]),
+        _ => s.sample(&lh, &[req]),
+    };
+    let out = match res {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
@@ -62,10 +82,10 @@ fn main() -> ExitCode {
         eprintln!("error: no /proc/self/status VmHWM on this system");
         return ExitCode::FAILURE;
     };
-    let l = (logits.len() * 4) as u64;
+    let l = (rows * v * bytes) as u64;
     println!("peak_rss_bytes={p} logits_bytes={l}");
     let bound = l + l / 4 + (64 << 20);
-    eprintln!("{rows} rows x V={v}: {got} prompt logprobs in {secs:.2} s; bound 1.25 L + 64 MiB = {bound}");
+    eprintln!("{rows} rows x V={v} {dtype}: {got} prompt logprobs in {secs:.2} s; bound 1.25 L + 64 MiB = {bound}");
     if p <= bound && got == rows {
         println!("ok");
         ExitCode::SUCCESS

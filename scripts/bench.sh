@@ -11,14 +11,17 @@
 #  ../shared/peers/README.md.)  Environment knobs: ROWS, NS (ours and peers' shapes), AUTOTUNE=1
 #  (sweep chunk counts first and benchmark with the fresh table), BASELINE=1 (also ours with one
 #  block per row), PEERS=0 (skip the peers), GOLDEN=0 (skip the golden bitwise check), RAW=0 (skip
-#  ours with raw logprobs, SAMPLER.md 10.3, on RAW_ROWS = 1,64,384 -> raw.json), ANCHORS=1 (also
-#  the selection-only anchors CUB DeviceBatchedTopK and DeepSelect from .gpux-anchors/anchors.tgz,
-#  built by `scripts/anchors.sh build`; carry ".gpux-anchors" too -> anchors.json, anchors.md).
+#  ours with raw logprobs, SAMPLER.md 10.3, on RAW_ROWS = 1,64,384 -> raw.json), BF16=0 (skip ours
+#  with bf16 logits on BF16_ROWS = $ROWS -> bf16.json: issue 12 item 4, floor at 2 bytes per logit;
+#  the kernels read the bf16 in place, widened at load, bitwise vs the CPU on the same bf16 for R <= 16),
+#  ANCHORS=1 (also the selection-only anchors CUB DeviceBatchedTopK and DeepSelect from
+#  .gpux-anchors/anchors.tgz, built by `scripts/anchors.sh build`; carry ".gpux-anchors" too ->
+#  anchors.json, anchors.md).
 #
 # Device part, in order: FlashInfer's JIT prebuild in the background; golden cases CUDA vs CPU
 # (bitwise); [autotune]; our benchmark (copy floor, eager step, graph replay, per kernel, bitwise
 # vs CPU for R <= 16); [baseline]; FlashInfer and torch peers; the target table with ratios.
-# $OUT gets: bench.log, ours.json, ours.csv, table.md, fi.json, torch.json, raw.json [, tuning.json, base.json].
+# $OUT gets: bench.log, ours.json, ours.csv, table.md, fi.json, torch.json, raw.json, bf16.json [, tuning.json, base.json].
 # Afterwards, here: copy $OUT's files to docs/bench/<run>/ and `scripts/bench.sh chart docs/bench/<run>`
 # (table.md again, chart.svg from `benchmark chart`, chart.png from scripts/bench_chart.py with Pillow).
 set -u
@@ -86,6 +89,11 @@ device)
             echo "== ours, raw logprobs"
             timeout 150 $bin/benchmark run --rows "${RAW_ROWS:-1,64,384}" --n "$NS" --reps 30 --logprobs-mode raw --json "$out/raw.json" || rc=1
         fi
+        if [ "${BF16:-1}" = 1 ]; then
+            # Issue 12 item 4: the same step on bf16 logits (half the bytes read; floor at 2 bytes per logit).
+            echo "== ours, bf16 logits"
+            timeout 200 $bin/benchmark run --rows "${BF16_ROWS:-$ROWS}" --n "$NS" --reps 30 --dtype bf16 --json "$out/bf16.json" || rc=1
+        fi
         if [ "${BASELINE:-0}" = 1 ]; then
             echo "== ours, one block per row (chunks 1)"
             timeout 200 $bin/benchmark run --rows "$ROWS" --n "$NS" --chunks 1 --check-rows 0 --reps 20 --json "$out/base.json" || rc=1
@@ -105,7 +113,7 @@ device)
                 OUT="$out" timeout 280 bash /tmp/anc/scripts/anchors.sh device || rc=1
         fi
         echo "== table"
-        $bin/benchmark table "$out/ours.json" --fi "$out/fi.json" --torch "$out/torch.json" --md "$out/table.md"
+        $bin/benchmark table "$out/ours.json" --fi "$out/fi.json" --torch "$out/torch.json" --bf16 "$out/bf16.json" --md "$out/table.md"
         echo "== bench exit status: $rc"
         exit $rc
     } 2>&1 | tee "$out/bench.log"
@@ -115,7 +123,7 @@ chart)
     # here, after the device call: docs/bench/<run>/{ours,fi,torch}.json -> table.md, chart.svg, chart.png
     d="${2:?usage: $0 chart DIR}"
     b="${CARGO_TARGET_DIR:-$here/target}/release/examples/benchmark"
-    "$b" table "$d/ours.json" --fi "$d/fi.json" --torch "$d/torch.json" --md "$d/table.md" > /dev/null
+    "$b" table "$d/ours.json" --fi "$d/fi.json" --torch "$d/torch.json" --bf16 "$d/bf16.json" --md "$d/table.md" > /dev/null
     "$b" chart "$d/ours.json" --fi "$d/fi.json" --torch "$d/torch.json" "$d/chart.svg"
     python3 "$here/scripts/bench_chart.py" "$d" || echo "no Pillow: chart.svg only (pip install pillow)"
     ;;

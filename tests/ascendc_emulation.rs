@@ -111,7 +111,7 @@ impl EmuDevice {
                         }
                     }
                 }
-                (Val::F32(a), Val::F32(b)) if param == "logits" => {
+                (Val::F32(a), Val::F32(b)) if param == "masked" => {
                     if a[s.clone()].iter().map(|x| x.to_bits()).ne(b[s].iter().map(|x| x.to_bits())) {
                         return diff(row, "masked logits".into());
                     }

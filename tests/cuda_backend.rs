@@ -5,6 +5,8 @@
 //! and the GPU comparisons skip saying so. With a GPU: every golden case on
 //! CUDA equals the CPU backend (CONFORMANCE.md rule) and the expected document.
 
+mod common;
+
 use std::path::Path;
 
 use sampler_host::backend::cuda::{driver_present, CudaBackend};
@@ -141,4 +143,157 @@ fn device_logits_through_the_public_api_equal_cpu() {
     eprintln!("device-resident public API: {checked} golden cases checked, {} failures", fails.len());
     assert!(fails.is_empty(), "{}", fails.join("\n"));
     assert!(checked > 10);
+}
+
+/// One step for [`half_device_logits_equal_their_widening`]: its requests,
+/// `[R, V]` f32 logits, V, force top-k and nextn, and a name.
+struct HalfCase {
+    name: String,
+    reqs: Vec<sampler_host::Request>,
+    logits: Vec<f32>,
+    vocab: u32,
+    force_topk: u32,
+    nextn: u32,
+}
+
+/// Every golden case, then random steps with grammar masks, raw
+/// logprobs, draft chains and trees, bad values, force top-k on and off
+/// (half of the force-off steps cut every row by top-k: the prefix path),
+/// at V up to 40000 (the multi-block mask check and top-N).
+fn half_cases() -> Vec<HalfCase> {
+    use common::gen::{random_step, GenOpts, Rng};
+    let mut out = Vec::new();
+    for f in sampler_host::case::golden_files(Path::new(&golden_dir())) {
+        let case = sampler_host::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        if case.force_topk > sampler_kernels::codes::MAX_N_NVIDIA && case.force_topk < case.vocab_size {
+            continue;
+        }
+        let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        out.push(HalfCase { name, reqs, logits: logits.concat(), vocab: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn });
+    }
+    for seed in 0..48u64 {
+        let mut rng = Rng::new(1000 + seed);
+        let v = rng.pick(&[300usize, 4099, 20000, 40000]);
+        let force = rng.pick(&[0usize, 16, 1024]);
+        let mut step = random_step(&mut rng, v, force, 4, GenOpts { p_error: 0.1, ..Default::default() });
+        if force == 0 && rng.chance(0.5) {
+            for r in step.requests.iter_mut() {
+                r.params.top_k = rng.range(1, 40) as i64;
+            }
+        }
+        out.push(HalfCase { name: format!("random seed {seed} V={v} force={force}"), reqs: step.requests, logits: step.logits, vocab: v as u32, force_topk: force as u32, nextn: 64 });
+    }
+    out
+}
+
+/// bf16 / f16 logits in device memory (issue 11): the kernels read them in
+/// their own element type, widened exactly at load, with no `[R, V]` f32
+/// copy (a grammar mask's f32 copy is the mask check's own output). For
+/// every step of [`half_cases`] and both element types, all bitwise equal:
+/// `CudaLogits::bf16` / `f16` (eager `sample_async`, the synchronous
+/// `sample` with its prefix-path rerun, a captured graph replayed), the
+/// same values widened as `CudaLogits::f32`, host bf16 / f16 on CUDA, and
+/// the CPU backend on the widened f32 values.
+#[test]
+fn half_device_logits_equal_their_widening() {
+    use half::{bf16, f16};
+    use sampler_host::interop::CudaLogits;
+    // Without a GPU too: the steps are well-formed for the sampler (a config it refuses would fail on the GPU).
+    let cases = half_cases();
+    for c in &cases {
+        let cfg = SamplerConfig { vocab_size: c.vocab, force_topk: c.force_topk, nextn: c.nextn, backend: BackendKind::Cpu };
+        assert!(Sampler::new(cfg).is_ok(), "{}: config refused", c.name);
+    }
+    if !driver_present() || CudaBackend::new().is_err() {
+        skip("no CUDA GPU: bf16/f16 device logits are not run (scripts/gpu-suite.sh and the final GPU round run them on the H200)");
+        return;
+    }
+    let (mut checked, mut masked) = (0, 0);
+    let mut fails = Vec::new();
+    for c in cases {
+        let cfg = |b| SamplerConfig { vocab_size: c.vocab, force_topk: c.force_topk, nextn: c.nextn, backend: b };
+        let mut cpu = Sampler::new(cfg(BackendKind::Cpu)).unwrap();
+        let mut gpu = Sampler::new(cfg(BackendKind::Cuda)).unwrap();
+        let stream = gpu.cuda_stream().unwrap();
+        let b: Vec<bf16> = c.logits.iter().map(|&x| bf16::from_f32(x)).collect();
+        let h: Vec<f16> = c.logits.iter().map(|&x| f16::from_f32(x)).collect();
+        let bw: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+        let hw: Vec<f32> = h.iter().map(|x| x.to_f32()).collect();
+        let (db, dh) = (stream.clone_htod(&b).unwrap(), stream.clone_htod(&h).unwrap());
+        for (what, wide, dev) in [("bf16", &bw, CudaLogits::bf16(&db)), ("f16", &hw, CudaLogits::f16(&dh))] {
+            let want = format!("{:?}", cpu.sample(wide, &c.reqs).unwrap());
+            let dwide = stream.clone_htod(wide).unwrap();
+            let mut got = vec![
+                ("f32 device logits of the widened values", format!("{:?}", gpu.sample_async(CudaLogits::f32(&dwide), &c.reqs).unwrap().wait().unwrap())),
+                ("device logits, eager", format!("{:?}", gpu.sample_async(dev.clone(), &c.reqs).unwrap().wait().unwrap())),
+                ("device logits, sample", format!("{:?}", gpu.sample(dev.clone(), &c.reqs).unwrap())),
+            ];
+            if what == "bf16" {
+                got.push(("host logits on CUDA", format!("{:?}", gpu.sample(&b, &c.reqs).unwrap())));
+            } else {
+                got.push(("host logits on CUDA", format!("{:?}", gpu.sample(&h, &c.reqs).unwrap())));
+            }
+            if !c.logits.is_empty() {
+                let g = gpu.capture(dev.clone(), &c.reqs).unwrap();
+                got.push(("device logits, graph replay", format!("{:?}", gpu.replay(&g, dev.clone(), &c.reqs).unwrap().wait().unwrap())));
+            }
+            for (how, g) in got {
+                if g != want {
+                    fails.push(format!("{}: {what} {how} differs from the CPU on the widened f32 logits", c.name));
+                }
+            }
+        }
+        masked += c.reqs.iter().any(|r| r.masks.is_some()) as usize;
+        checked += 1;
+    }
+    eprintln!("bf16/f16 device logits: {checked} steps checked ({masked} with grammar masks), {} failures", fails.len());
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    // The random steps alone are 48 (the golden cases join them where SAMPLER_GOLDEN_DIR finds them).
+    assert!(checked >= 48 && masked > 5, "checked {checked} masked {masked}");
+}
+
+/// The backend level, both paths forced (the prefix path and the full-row
+/// path, `set_full_row`) and the multi-block top-N at several chunk counts:
+/// bf16 device logits equal the f32 device logits of their widening, bit
+/// for bit, on every output of the step.
+#[test]
+fn half_device_logits_at_the_backend_level() {
+    use half::bf16;
+    use sampler_host::batch::build_plan;
+    use sampler_host::interop::CudaLogits;
+    use sampler_host::plan::Backend;
+    if !driver_present() || CudaBackend::new().is_err() {
+        skip("no CUDA GPU: bf16 device logits at the backend level are not run");
+        return;
+    }
+    let mut fails = Vec::new();
+    let mut runs = 0;
+    for c in half_cases().into_iter().filter(|c| c.name.starts_with("random")) {
+        let mut be = CudaBackend::new().unwrap();
+        let stream = be.stream().clone();
+        let b: Vec<bf16> = c.logits.iter().map(|&x| bf16::from_f32(x)).collect();
+        let bw: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+        if b.is_empty() {
+            continue;
+        }
+        let (db, dw) = (stream.clone_htod(&b).unwrap(), stream.clone_htod(&bw).unwrap());
+        let n = if c.force_topk == 0 || c.force_topk >= c.vocab { c.vocab } else { c.force_topk };
+        let Ok((ph, _)) = build_plan(c.vocab, n, c.nextn, CudaLogits::bf16(&db), &c.reqs) else { continue };
+        let (pw, _) = build_plan(c.vocab, n, c.nextn, CudaLogits::f32(&dw), &c.reqs).unwrap();
+        for full_row in [false, true] {
+            for chunks in [None, Some(1), Some(4)] {
+                be.set_full_row(full_row);
+                be.set_chunks_override(chunks);
+                let (got, want) = (be.run(&ph).unwrap(), be.run(&pw).unwrap());
+                if format!("{got:?}") != format!("{want:?}") {
+                    fails.push(format!("{} (full_row {full_row}, chunks {chunks:?}): bf16 differs from its f32 widening", c.name));
+                }
+                runs += 1;
+            }
+        }
+    }
+    eprintln!("bf16 device logits at the backend level: {runs} runs, {} failures", fails.len());
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    assert!(runs > 100);
 }

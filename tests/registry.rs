@@ -92,6 +92,7 @@ fn good_arg(kind: ParamKind, bufs: &mut Bufs) -> Arg {
             Prim::F32 => Arg::GmF32(Gm::new_mut(&mut bufs.f32)),
             Prim::F64 => Arg::GmF64(Gm::new_mut(&mut bufs.f64)),
         },
+        ParamKind::Logits => Arg::Logits(Gm::new_mut(&mut bufs.f32).into()),
         ParamKind::Scalar(p) => match p {
             Prim::Bool => Arg::Bool(false),
             Prim::I32 => Arg::I32(0),
@@ -108,7 +109,7 @@ fn good_arg(kind: ParamKind, bufs: &mut Bufs) -> Arg {
 fn wrong_arg(kind: ParamKind, bufs: &mut Bufs) -> (Arg, &'static str) {
     match kind {
         // A scalar where a buffer is expected.
-        ParamKind::Gm(_) | ParamKind::GmMut(_) => (Arg::U64(7), "u64"),
+        ParamKind::Gm(_) | ParamKind::GmMut(_) | ParamKind::Logits => (Arg::U64(7), "u64"),
         // A buffer where a scalar is expected.
         ParamKind::Scalar(_) => (Arg::GmBool(Gm::new_mut(&mut bufs.b)), "Gm<bool>"),
     }
@@ -120,6 +121,7 @@ fn describe(kind: ParamKind) -> String {
         ParamKind::Gm(e) => format!("Gm<{}>", p(e)),
         ParamKind::GmMut(e) => format!("GmMut<{}>", p(e)),
         ParamKind::Scalar(e) => p(e),
+        ParamKind::Logits => "Logits".into(),
     }
 }
 
@@ -176,6 +178,14 @@ fn cpu_dyn_rejects_a_wrong_argument_type() {
             // SAFETY: as above.
             let r = unsafe { (k.cpu)(0, &args) };
             assert!(matches!(r, Err(ArgError::Type { index, got: "Gm<f64>", .. }) if index == i), "{}: {r:?}", k.name);
+        }
+        // A `Logits` parameter takes `Arg::Logits` only: f32 logits as a plain `Gm<f32>` are refused.
+        if let Some(i) = k.params.iter().position(|p| p.kind == ParamKind::Logits) {
+            let mut args: Vec<Arg> = k.params.iter().map(|p| good_arg(p.kind, &mut bufs)).collect();
+            args[i] = Arg::GmF32(Gm::new_mut(&mut bufs.f32));
+            // SAFETY: as above.
+            let r = unsafe { (k.cpu)(0, &args) };
+            assert!(matches!(r, Err(ArgError::Type { index, expected: "Logits", got: "Gm<f32>", .. }) if index == i), "{}: {r:?}", k.name);
         }
     }
 }

@@ -118,6 +118,10 @@ pub struct Param {
     pub name: syn::Ident,
     pub ty: Ty,
     pub span: Span,
+    /// Declared `Logits`: checked as a `Gm<f32>` (read-only f32 elements),
+    /// stored as f32, bf16 or f16 as chosen at launch (the emitters give it
+    /// a dtype-carrying view; `ParamKind::Logits`).
+    pub logits: bool,
 }
 
 /// A whole kernel.

@@ -173,7 +173,7 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
         name: h.sig.name.clone(),
         vis: syn::Visibility::Inherited,
         docs: Vec::new(),
-        params: h.sig.params.iter().map(|(n, t)| Param { name: n.clone(), ty: t.clone(), span: n.span() }).collect(),
+        params: h.sig.params.iter().map(|(n, t)| Param { name: n.clone(), ty: t.clone(), span: n.span(), logits: false }).collect(),
         variants: Vec::new(),
         debug: false,
         ascend: false,

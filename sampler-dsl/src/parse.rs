@@ -230,14 +230,14 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
                     }
                 };
                 match param_type(&pt.ty) {
-                    Some(ty) => params.push(Param { name, ty, span: pt.span() }),
+                    Some(ty) => params.push(Param { name, ty, span: pt.span(), logits: is_logits_type(&pt.ty) }),
                     None => {
                         errs.push(
                             pt.ty.span(),
-                            "unsupported parameter type: expected `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)",
+                            "unsupported parameter type: expected `Gm<T>`, `GmMut<T>`, `Logits` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)",
                         );
                         // Still bound (as the error type `()`), so its uses are not reported again.
-                        params.push(Param { name, ty: Ty::Unit, span: pt.span() });
+                        params.push(Param { name, ty: Ty::Unit, span: pt.span(), logits: false });
                     }
                 }
             }
@@ -253,8 +253,19 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
     Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, ascend, body }
 }
 
+/// Whether a parameter's Rust type is `Logits`: logits whose element type
+/// (f32, bf16, f16) is chosen at launch, read as f32 (a read-only `Gm<f32>`
+/// to the checker).
+pub fn is_logits_type(t: &syn::Type) -> bool {
+    matches!(t, syn::Type::Path(tp) if tp.qself.is_none() && tp.path.segments.len() == 1
+        && tp.path.segments[0].ident == "Logits" && tp.path.segments[0].arguments.is_none())
+}
+
 /// The DSL type of a kernel parameter's Rust type, if it has one.
 pub fn param_type(t: &syn::Type) -> Option<Ty> {
+    if is_logits_type(t) {
+        return Some(Ty::Gm(Prim::F32, false));
+    }
     let syn::Type::Path(tp) = t else { return None };
     if tp.qself.is_some() || tp.path.segments.len() != 1 {
         return None;

@@ -574,3 +574,38 @@ fn mutable_tiles_copy_on_bind_and_assign() {
     assert!(cpp.contains("AscendC::DataCopy(") && cpp.contains("uint32_t t"), "{cpp}");
     assert_eq!(sampler_dsl::emit::ascendc::why_not(&k), None);
 }
+
+/// A `Logits` parameter: checked as a read-only `Gm<f32>` (loads give
+/// `Tile<f32>`, `top_n` takes it, stores to it are refused), emitted as
+/// `ParamKind::Logits`, a host view converted from anything `Into`
+/// `rt::cpu::Logits`, `Arg::Logits` in `cpu_dyn`, and at the PTX entry its
+/// pointer followed by a `u32` element type code.
+#[test]
+fn logits_parameters() {
+    let k = compile(
+        quote!(tile = [256]),
+        quote! {
+            fn k(x: Logits, v: u32, y: GmMut<f32>, ids: GmMut<i32>) {
+                let t = load(x, 0u64, v);
+                let m = load_scalar(x, 1u64);
+                let (a, b) = top_n(x, 0u64, v, 4u32);
+                store(y, 0u64, t - m);
+                store(ids, 0u64, b);
+                store(y, 4u64, a);
+            }
+        },
+    );
+    assert!(k.params[0].logits && !k.params[2].logits);
+    assert_eq!(k.params[0].ty, Ty::Gm(Prim::F32, false));
+    assert_eq!(ty_of(&k, "t"), Ty::Tile(Prim::F32));
+    assert_eq!(ty_of(&k, "m"), Ty::Scalar(Prim::F32));
+    let m = sampler_dsl::emit::kernel_module(&k).to_string();
+    assert!(m.contains("ParamKind :: Logits"), "{m}");
+    assert!(m.contains("impl :: core :: convert :: Into < :: sampler_kernels :: rt :: cpu :: Logits >"), "{m}");
+    assert!(m.contains("__rt :: Arg :: Logits (x)"), "{m}");
+    assert!(m.contains("x : * mut u8 , __dtype_x : u32"), "{m}");
+    assert!(m.contains("__rt :: Logits :: from_raw (x , __dtype_x)"), "{m}");
+    // Read only: a store to it is the read-only buffer error.
+    let e = errors(quote!(tile = [256]), quote!(fn k(x: Logits, v: u32) { let t = load(x, 0u64, v); store(x, 0u64, t); }));
+    assert!(e.len() == 1 && e[0].contains("writes to a read-only buffer"), "{e:?}");
+}

@@ -5,7 +5,10 @@
 //! pointers through [`CudaLogits::from_raw`].
 //!
 //! The element types of half-precision logits are the `half` crate's
-//! [`half::bf16`] and [`half::f16`], re-exported here.
+//! [`half::bf16`] and [`half::f16`], re-exported here. Device logits in f32,
+//! bf16 or f16 are all read in place: the kernels widen bf16 and f16 to f32
+//! at load, exactly, so the results equal those of the widened f32 logits
+//! bit for bit (no `[R, V]` f32 copy is made).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -25,6 +28,16 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// The element type code the kernels' `Logits` parameters take
+    /// (`sampler_kernels::codes::LOGITS_F32`, `LOGITS_BF16`, `LOGITS_F16`).
+    pub fn code(self) -> u32 {
+        use sampler_kernels::codes::{LOGITS_BF16, LOGITS_F16, LOGITS_F32};
+        match self {
+            Dtype::F32 => LOGITS_F32,
+            Dtype::Bf16 => LOGITS_BF16,
+            Dtype::F16 => LOGITS_F16,
+        }
+    }
     /// Bytes per element.
     pub fn bytes(self) -> usize {
         match self {
@@ -35,10 +48,13 @@ impl Dtype {
 }
 
 /// `[R, V]` logits in CUDA device memory, row-major, borrowed for one
-/// `Sampler::sample` call. The sampler only reads them (a grammar mask is
-/// applied to its own copy), on the stream given with them: the sampler's
-/// stream waits for that stream's work before it reads, so the engine need
-/// not synchronise.
+/// `Sampler::sample` call, in f32, bf16 or f16 ([`Dtype`]). The sampler only
+/// reads them, in their own element type (widened to f32 exactly inside the
+/// kernels, at load), on the stream given with them: the sampler's stream
+/// waits for that stream's work before it reads, so the engine need not
+/// synchronise. With a grammar mask, the mask check writes the masked rows,
+/// widened, to the sampler's own f32 buffer in the same pass, and the rest
+/// of the step reads that.
 #[derive(Clone, Debug)]
 pub struct CudaLogits<'a> {
     ptr: u64,

@@ -34,7 +34,7 @@ macro_rules! bufs {
 }
 
 bufs! {
-    Logits: F32, Masks: U32, HasMask: U32, RowStatus: I32,
+    Logits: F32, Masked: F32, Masks: U32, HasMask: U32, RowStatus: I32,
     Cand: F32, CandIds: I32, Logprobs: F32,
     Temperature: F32, TopP: F32, TopK: I32, MinP: F32, FilterOrder: U32,
     Raw: U32, RawMax: F32, RawSum: U64,
@@ -224,8 +224,11 @@ pub trait Device {
         }
         Ok(())
     }
-    /// Makes the step's `[R, V]` logits the contents of [`Buf::Logits`]. The
-    /// default uploads `plan.logits` as f32.
+    /// Makes the step's `[R, V]` logits the contents of [`Buf::Logits`]
+    /// (read only by the kernels). A device may bind them in their own
+    /// element type (the caller's buffer, no copy): every kernel reads them
+    /// through a `Logits` parameter, which widens bf16 and f16 to f32 at
+    /// load. The default uploads `plan.logits` widened to f32 on the host.
     fn bind_logits(&mut self, plan: &StepPlan) -> Result<(), BackendError> {
         let l = plan.logits.to_f32_cow();
         self.upload(Buf::Logits, HostSlice::F32(&l))
@@ -274,6 +277,13 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     add(Logits, r * v as usize, Init::Input);
+    // With a grammar mask the mask check writes every row, masked and
+    // widened to f32, to `Masked` (in the same pass that reads them), and
+    // the later kernels read that; without one they read the caller's
+    // logits in place, in their own element type (no `[R, V]` copy).
+    let masked = any_mask(p);
+    add(Masked, if masked { r * v as usize } else { 0 }, Init::Scratch);
+    let src = if masked { Masked } else { Logits };
     for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn), (Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r)] {
         add(b, len, Init::Scratch);
     }
@@ -302,6 +312,8 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             chunks: mchunks,
             masks: Masks,
             has_mask: HasMask,
+            copy: masked as u32,
+            masked: Masked,
             raw: Raw,
             raw_max: RawMax,
             raw_sum: RawSum,
@@ -315,7 +327,18 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             launch(&mut ls, k::status_merge::NAME, 1, rows, 0, a.list())?;
         }
     } else {
-        let a = k::mask_check::Args { logits: Logits, v, masks: Masks, has_mask: HasMask, raw: Raw, raw_max: RawMax, raw_sum: RawSum, status: RowStatus };
+        let a = k::mask_check::Args {
+            logits: Logits,
+            v,
+            masks: Masks,
+            has_mask: HasMask,
+            copy: masked as u32,
+            masked: Masked,
+            raw: Raw,
+            raw_max: RawMax,
+            raw_sum: RawSum,
+            status: RowStatus,
+        };
         launch(&mut ls, k::mask_check::NAME, 1, rows, 0, a.list())?;
     }
     // 2. top-N (3.3, 3.6)
@@ -325,7 +348,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let m = chunks * n;
         add(ChunkCand, rn * chunks as usize, Init::Scratch);
         add(ChunkIds, rn * chunks as usize, Init::Scratch);
-        let a = k::topn_chunk::Args { logits: Logits, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
+        let a = k::topn_chunk::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
         launch(&mut ls, k::topn_chunk::NAME, n, rows * chunks, chunk_len, a.list())?;
         // mask_check_chunk's counts when it ran (else mask_check wrote the status).
         let mchunks = caps.mask_chunk.map_or(0, |clen| v.div_ceil(clen.max(1)).max(1));
@@ -347,7 +370,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         };
         launch(&mut ls, k::topn_merge::NAME, n, rows, m, a.list())?;
     } else {
-        let a = k::force_topn::Args { logits: Logits, v, n, cand: Cand, cand_ids: CandIds };
+        let a = k::force_topn::Args { logits: src, v, n, cand: Cand, cand_ids: CandIds };
         launch(&mut ls, k::force_topn::NAME, n, rows, v, a.list())?;
     }
     // 3a. the prefix path's row masses (3.4)
@@ -355,13 +378,13 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         Some(_) => {
             let mc = mass_chunks(v);
             add(Mass, r * mc as usize, Init::Scratch);
-            let a = k::row_mass::Args { logits: Logits, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
+            let a = k::row_mass::Args { logits: src, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
             launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
             Some(mc)
         }
         None => None,
     };
-    tail(p, n, mass, caps, true, &mut bufs, &mut ls)?;
+    tail(p, n, mass, caps, Some(src), &mut bufs, &mut ls)?;
     Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
 }
 
@@ -369,8 +392,9 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
 /// in `Cand` / `CandIds` with row statuses in `RowStatus`: process + draw
 /// (the prefix path's `process_prefix_draw` when `mass` gives the chunks
 /// per row of `Mass`), remap + verify, finalize, tree_walk, token info + top
-/// logprobs, and raw logprobs when `logits` (they read the logits).
-fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs: &mut Vec<BufSpec>, out: &mut Vec<Launch>) -> Result<(), BackendError> {
+/// logprobs, and raw logprobs when `logits` names the buffer they read the
+/// logits from ([`Buf::Logits`], or [`Buf::Masked`] in a masked step).
+fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf>, bufs: &mut Vec<BufSpec>, out: &mut Vec<Launch>) -> Result<(), BackendError> {
     use Buf::*;
     let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
     let g = p.groups();
@@ -546,9 +570,9 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: bool, bufs
         }
     }
     // 10. raw logprobs replace the reported values of the rows asking for them (section 10.3)
-    if p.any_raw && logits {
+    if let Some(src) = logits.filter(|_| p.any_raw) {
         let a = k::raw_logprobs::Args {
-            logits: Logits,
+            logits: src,
             v,
             raw: Raw,
             raw_max: RawMax,
@@ -595,8 +619,14 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     add(Accept, r, Init::Fill(LaunchArg::U32(0)));
     add(Residual, r, Init::Fill(LaunchArg::I32(-1)));
     let mut ls = Vec::new();
-    tail(p, n, mass.then_some(1), caps, false, &mut bufs, &mut ls)?;
+    tail(p, n, mass.then_some(1), caps, None, &mut bufs, &mut ls)?;
     Ok(Program { width: n, prefix: mass, bufs, launches: ls })
+}
+
+/// Whether any row of `p` has a grammar mask: the step's kernels then read
+/// the masked f32 copy [`Buf::Masked`] instead of [`Buf::Logits`].
+pub fn any_mask(p: &StepPlan) -> bool {
+    p.has_mask.iter().any(|&m| m != 0)
 }
 
 /// The plan's host array for an [`Init::Input`] buffer (`None` for the
@@ -781,6 +811,53 @@ mod tests {
     use crate::plan::build_plan;
     use crate::request::Request;
     use crate::tree::DraftTree;
+
+    /// The logits every kernel reads: the caller's ([`Buf::Logits`], read
+    /// only, any element type) without a grammar mask; with one, the mask
+    /// check writes every row to [`Buf::Masked`] (`copy = 1`) and every
+    /// later kernel reads that, on each device's launch order.
+    #[test]
+    fn a_mask_switches_the_logits_source_to_the_masked_copy() {
+        let v = 5000u32;
+        let p = SamplingParams { top_k: 20, logprobs_mode: LogprobsMode::Raw, seq_seed: Some(4), ..Default::default() };
+        let logits = vec![0.5f32; 2 * v as usize];
+        let mut masked = Request::prefill(p.clone(), 5);
+        masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+        let caps = [
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0 },
+            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX },
+        ];
+        for (with_mask, reqs) in [(false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]), (true, vec![Request::prefill(p.clone(), 5), masked])] {
+            let (plan, _) = build_plan(v, v, 5, &logits, &reqs).unwrap();
+            for c in &caps {
+                for prefix in [None, plan.prefix_width()] {
+                    let prog = build(&plan, prefix, c).unwrap();
+                    let want = if with_mask { Buf::Masked } else { Buf::Logits };
+                    let masked_len = prog.bufs.iter().find(|b| b.buf == Buf::Masked).map(|b| b.len);
+                    assert_eq!(masked_len, Some(if with_mask { 2 * v as usize } else { 0 }));
+                    let mut readers = 0;
+                    for l in &prog.launches {
+                        for (a, ps) in l.args.iter().zip(l.spec.params) {
+                            if ps.kind == sampler_kernels::spec::ParamKind::Logits {
+                                let first = l.spec.name.starts_with("mask_check");
+                                assert_eq!(*a, LaunchArg::Buf(if first { Buf::Logits } else { want }), "{}.{}", l.spec.name, ps.name);
+                                readers += 1;
+                            }
+                            if ps.name == "copy" {
+                                assert_eq!(*a, LaunchArg::U32(with_mask as u32), "{}", l.spec.name);
+                            }
+                            // Nothing writes the caller's logits.
+                            if matches!(ps.kind, sampler_kernels::spec::ParamKind::GmMut(_)) {
+                                assert_ne!(*a, LaunchArg::Buf(Buf::Logits), "{}.{}", l.spec.name, ps.name);
+                            }
+                        }
+                    }
+                    // The mask check, the top-N, raw logprobs (and row_mass on the prefix path).
+                    assert!(readers >= 3, "{:?}", prog.kernel_names());
+                }
+            }
+        }
+    }
 
     /// The entry from merged candidates runs the same steps 3-9 as the full
     /// program: given the full program's own candidates and row statuses,

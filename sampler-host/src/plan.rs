@@ -2,7 +2,9 @@
 //! backend runs through the same kernel sequence, and the raw results.
 //!
 //! Pipeline (SAMPLER.md sections 3-8), all kernels from `sampler_kernels::kernels`:
-//! 1. `mask_check`   `[R, V]` logits (masked in place), `status[R]`; for raw
+//! 1. `mask_check`   `[R, V]` logits (f32, bf16 or f16, widened at load;
+//!    with a grammar mask in the step, every row masked and widened into
+//!    the f32 `masked` copy the later kernels read), `status[R]`; for raw
 //!    rows (section 10.3) also the per-tile partial sums `raw_max`, `raw_sum`
 //!    `[R, raw_tiles(V)]`
 //! 2. `force_topn`   -> `cand[R, N]`, `cand_ids[R, N]` (order of section 3.6)
@@ -55,8 +57,10 @@ pub use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_V
 
 /// A step's `[R, V]` logits as the host hands them over: borrowed (f32,
 /// bf16 or f16, never copied by the plan) or owned f32. Half-precision
-/// logits are widened to f32 when the kernels load them; the widening is
-/// exact, so results equal those of the widened f32 logits.
+/// logits are widened to f32 when the kernels load them (the CPU and CUDA
+/// devices bind them in their own element type; the Ascend device widens
+/// them on the host); the widening is exact, so results equal those of the
+/// widened f32 logits.
 #[derive(Clone, Debug)]
 pub enum Logits<'a> {
     /// Borrowed f32.

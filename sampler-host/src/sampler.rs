@@ -158,10 +158,12 @@ impl Sampler {
     ///
     /// `logits`: `[R, V]` row-major, R the sum of the requests' rows, in
     /// request order: a host slice of f32, `half::bf16` or `half::f16`
-    /// (borrowed, never copied whole; half precision is widened exactly, so
-    /// results equal those of the widened f32 logits), or CUDA device memory
-    /// ([`crate::interop::CudaLogits`]; see [`Sampler::sample_async`] for the
-    /// path that does not wait). Errors: [`BatchError`] for the batch's shape
+    /// (borrowed, never copied whole), or CUDA device memory in f32, bf16 or
+    /// f16 ([`crate::interop::CudaLogits`]; see [`Sampler::sample_async`] for
+    /// the path that does not wait). Half precision is read as it is and
+    /// widened to f32 inside the kernels, at load (exact), on the CPU and on
+    /// CUDA, so results equal those of the widened f32 logits bit for bit;
+    /// the Ascend backend widens host half logits on the host. Errors: [`BatchError`] for the batch's shape
     /// or a device failure; a bad request only gets an error status in its
     /// [`RequestOutput`] (SAMPLER.md sections 1-9).
     ///
@@ -178,13 +180,15 @@ impl Sampler {
     /// assert_eq!(s.sample(&half, &[Request::prefill(params, 3)]).unwrap(), out);
     /// ```
     ///
-    /// Device logits (CUDA; the engine's buffer, read on its own stream):
+    /// Device logits (CUDA; the engine's buffer, read on its own stream),
+    /// f32 or bf16 (read in place, widened at load):
     /// ```no_run
-    /// use sampler_host::interop::{CudaLogits, CudaSlice};
+    /// use sampler_host::interop::{bf16, CudaLogits, CudaSlice};
     /// use sampler_host::{Request, Sampler, SamplerConfig, SamplingParams};
-    /// # fn demo(logits: &CudaSlice<f32>, reqs: &[Request]) -> Result<(), Box<dyn std::error::Error>> {
+    /// # fn demo(logits: &CudaSlice<f32>, half: &CudaSlice<bf16>, reqs: &[Request]) -> Result<(), Box<dyn std::error::Error>> {
     /// let mut s = Sampler::new(SamplerConfig::new(129280))?;
     /// let out = s.sample(CudaLogits::f32(logits), reqs)?;
+    /// let out16 = s.sample(CudaLogits::bf16(half), reqs)?;
     /// # Ok(()) }
     /// ```
     pub fn sample<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<StepOutput, BatchError> {
@@ -195,7 +199,7 @@ impl Sampler {
 
     /// Starts one step and returns without waiting for the device: the
     /// device-resident path. With CUDA `logits` ([`crate::interop::CudaLogits`],
-    /// f32; read on their own stream, which the sampler's stream waits for
+    /// f32, bf16 or f16, read in place; read on their own stream, which the sampler's stream waits for
     /// through one reused event, or on [`Sampler::cuda_stream`] itself,
     /// which needs none), nothing is copied to or from the host but the
     /// step's metadata and no host synchronisation happens: the metadata

@@ -444,7 +444,8 @@ impl<C: Collective> VocabParallelSampler<C> {
             let (ms, has, raw) = (Gm::new(&local_masks), Gm::new(&has_mask), Gm::new(&no_raw));
             let (rm, rs) = (Gm::new_mut(&mut raw_max), Gm::new_mut(&mut raw_sum));
             // SAFETY (all launches): each program writes only its own row's elements.
-            launch(rows, |i| unsafe { k::mask_check::cpu(i, l, me.real, ms, has, raw, rm, rs, st) });
+            // Masked in place: `l` is both the logits read and the `masked` output (copy = 1).
+            launch(rows, |i| unsafe { k::mask_check::cpu(i, l, me.real, ms, has, 1, l, raw, rm, rs, st) });
         }
         // Section 5 / 9: a prefix-path step, a force top-k step, or the full rows.
         let prefix = prefix_width(&plan);

@@ -43,3 +43,13 @@ pub const TREE_FIXED: u32 = 0;
 pub const TREE_WITH_REPLACEMENT: u32 = 1;
 /// Tree proposal law: children drawn without replacement.
 pub const TREE_WITHOUT_REPLACEMENT: u32 = 2;
+
+/// Element type code of a `Logits` kernel parameter (the launch scalar that
+/// follows its pointer on NVIDIA): IEEE single precision.
+pub const LOGITS_F32: u32 = 0;
+/// `Logits` element type code: bfloat16, widened exactly at load
+/// (`f32::from_bits((bits as u32) << 16)`).
+pub const LOGITS_BF16: u32 = 1;
+/// `Logits` element type code: IEEE half precision, widened exactly at load
+/// (every f16, subnormals included, is an f32).
+pub const LOGITS_F16: u32 = 2;

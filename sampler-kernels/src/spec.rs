@@ -21,6 +21,11 @@ pub enum ParamKind {
     GmMut(Prim),
     /// A scalar passed by value.
     Scalar(Prim),
+    /// Read-only `[.., V]` logits whose element type (f32, bf16 or f16:
+    /// [`crate::codes::LOGITS_F32`] ..) is chosen at launch; every read widens
+    /// to f32 exactly. Its argument is a buffer; on NVIDIA the entry point
+    /// takes the pointer, then the `u32` element type code.
+    Logits,
 }
 
 /// One kernel parameter.

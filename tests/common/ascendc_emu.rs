@@ -107,7 +107,8 @@ int main(int argc, char **argv) {
                 .iter()
                 .enumerate()
                 .map(|(i, p)| match p.kind {
-                    ParamKind::Gm(_) | ParamKind::GmMut(_) => format!("gm({i})"),
+                    // A `Logits` parameter is an f32 `GM_ADDR` in AscendC.
+                    ParamKind::Gm(_) | ParamKind::GmMut(_) | ParamKind::Logits => format!("gm({i})"),
                     ParamKind::Scalar(pr) => format!("sc<{}>({i})", cxx_scalar(pr)),
                 })
                 .chain(std::iter::once(format!("sc<uint32_t>({})", k.params.len())))
@@ -274,6 +275,15 @@ impl Numerics {
     }
 }
 
+/// `a` as the CPU takes it for a parameter of kind `kind`: f32 buffers for
+/// a `Logits` parameter as f32 logits (the AscendC kernels read f32 logits).
+pub fn logits_arg(kind: ParamKind, a: Arg) -> Arg {
+    match (kind, a) {
+        (ParamKind::Logits, Arg::GmF32(g)) => Arg::Logits(g.into()),
+        (_, a) => a,
+    }
+}
+
 /// Runs kernel `name` on the CPU (program by program) and under emulation
 /// (exact numerics), each on its own copy of `args`; returns (cpu,
 /// emulated) buffers after.
@@ -286,7 +296,7 @@ pub fn run_both_in(numerics: Numerics, name: &str, tile: u32, programs: u32, arg
     let spec = registry::find(name).ok_or("unknown kernel")?;
     let mut cpu = args.to_vec();
     let dyn_args: Vec<Arg> =
-        cpu.iter_mut().zip(spec.params).map(|(v, p)| v.arg(matches!(p.kind, ParamKind::GmMut(_)))).collect();
+        cpu.iter_mut().zip(spec.params).map(|(v, p)| logits_arg(p.kind, v.arg(matches!(p.kind, ParamKind::GmMut(_))))).collect();
     for prog in 0..programs {
         // SAFETY: the buffers are sized for the kernel's shapes; one program at a time.
         unsafe { (spec.cpu)(prog, &dyn_args).map_err(|e| e.to_string())? };

@@ -41,6 +41,7 @@ fn prim_tokens(p: Prim) -> TokenStream {
 fn param_spec(p: &Param) -> TokenStream {
     let name = p.name.to_string();
     let kind = match &p.ty {
+        Ty::Gm(..) if p.logits => quote!(::sampler_kernels::spec::ParamKind::Logits),
         Ty::Gm(e, false) => {
             let e = prim_tokens(*e);
             quote!(::sampler_kernels::spec::ParamKind::Gm(#e))
@@ -85,8 +86,8 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
     let body = rust::body(k);
     let max_tile = k.variants.iter().map(|v| v.tile).max().unwrap_or(1);
     let pnames: Vec<_> = k.params.iter().map(|p| p.name.clone()).collect();
-    let host_tys: Vec<_> = k.params.iter().map(|p| rust::host_param_type(&p.ty)).collect();
-    let ptx_tys: Vec<_> = k.params.iter().map(|p| rust::ptx_param_type(&p.ty)).collect();
+    let host_tys: Vec<_> = k.params.iter().map(rust::host_param_type).collect();
+    let ptx_params: Vec<_> = k.params.iter().map(rust::ptx_params).collect();
     let specs: Vec<_> = k.params.iter().map(param_spec).collect();
     let sorts = uses_sort(&k.body);
     let variants = k.variants.iter().map(|v| {
@@ -110,13 +111,20 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
     let ascend_opt_out = !k.ascend;
     let nparams = k.params.len();
     let args_struct = rust::args_struct(k);
-    // Named views, so the checked CPU mode's panics say which buffer.
-    let gm_names: Vec<_> = k.params.iter().filter(|p| matches!(p.ty, Ty::Gm(..))).map(|p| p.name.clone()).collect();
-    let gm_strs: Vec<String> = gm_names.iter().map(|n| n.to_string()).collect();
+    // Named views, so the checked CPU mode's panics say which buffer
+    // (a `Logits` argument converted to its view first).
+    let named = k.params.iter().filter(|p| matches!(p.ty, Ty::Gm(..))).map(|p| {
+        let (n, s) = (&p.name, p.name.to_string());
+        if p.logits {
+            quote!(let #n = ::core::convert::Into::<::sampler_kernels::rt::cpu::Logits>::into(#n).named(NAME, #s);)
+        } else {
+            quote!(let #n = #n.named(NAME, #s);)
+        }
+    });
     let dyn_args = k.params.iter().enumerate().map(|(i, p)| {
         let n = &p.name;
-        let v = rust::arg_variant(&p.ty);
-        let want = p.ty.describe();
+        let v = rust::arg_variant(p);
+        let want = if p.logits { "Logits".to_string() } else { p.ty.describe() };
         let pname = n.to_string();
         quote! {
             let #n = match __args[#i] {
@@ -132,12 +140,17 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
         let items = (v.tile / v.threads) as usize;
         let wrap = k.params.iter().filter(|p| matches!(p.ty, Ty::Gm(..))).map(|p| {
             let n = &p.name;
-            quote!(let #n = __rt::Gm::from_raw(#n);)
+            if p.logits {
+                let d = rust::logits_dtype_ident(p);
+                quote!(let #n = __rt::Logits::from_raw(#n, #d);)
+            } else {
+                quote!(let #n = __rt::Gm::from_raw(#n);)
+            }
         });
         quote! {
             #[cfg(target_arch = "nvptx64")]
             #[no_mangle]
-            pub unsafe extern "ptx-kernel" fn #entry(#(#pnames: #ptx_tys),*) {
+            pub unsafe extern "ptx-kernel" fn #entry(#(#ptx_params),*) {
                 use ::sampler_kernels::rt::gpu as __rt;
                 use ::sampler_kernels::rt::elem as __m;
                 #[allow(dead_code)]
@@ -175,7 +188,7 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
                 #[allow(dead_code)]
                 const TILE: u32 = #max_tile;
                 let __ctx = __rt::Ctx::for_kernel(__program, NAME, TILE);
-                #(let #gm_names = #gm_names.named(NAME, #gm_strs);)*
+                #(#named)*
                 #body
             }
 

@@ -243,8 +243,17 @@ fn elem_body(e: &Expr, leaves: &mut Vec<(TokenStream, String)>, scalars: &mut Ve
     scalar_or_op(e, &mut |x| elem_body(x, leaves, scalars))
 }
 
-/// Rust type of a parameter on the host (`Gm<T>` views, scalars).
-pub fn host_param_type(t: &Ty) -> TokenStream {
+/// Rust type of a parameter on the host (`Gm<T>` views, scalars; a
+/// `Logits` parameter takes anything that converts to `rt::cpu::Logits`, a
+/// `Gm<f32>` included).
+pub fn host_param_type(p: &Param) -> TokenStream {
+    if p.logits {
+        return quote!(impl ::core::convert::Into<::sampler_kernels::rt::cpu::Logits>);
+    }
+    host_ty(&p.ty)
+}
+
+fn host_ty(t: &Ty) -> TokenStream {
     match t {
         Ty::Gm(p, _) => {
             let p = format_ident!("{}", p.rust_name());
@@ -258,20 +267,36 @@ pub fn host_param_type(t: &Ty) -> TokenStream {
     }
 }
 
-/// Rust type of a parameter at a PTX entry point (raw pointers, scalars).
-pub fn ptx_param_type(t: &Ty) -> TokenStream {
-    match t {
-        Ty::Gm(p, _) => {
-            let p = format_ident!("{}", p.rust_name());
-            quote!(*mut #p)
-        }
-        other => host_param_type(other),
+/// The parameters of a PTX entry point for a kernel parameter: a raw
+/// pointer or a scalar; a `Logits` parameter is two, its pointer (bytes)
+/// and its element type code `__dtype_{name}` (`u32`).
+pub fn ptx_params(p: &Param) -> TokenStream {
+    let n = &p.name;
+    if p.logits {
+        let d = logits_dtype_ident(p);
+        return quote!(#n: *mut u8, #d: u32);
     }
+    let t = match &p.ty {
+        Ty::Gm(e, _) => {
+            let e = format_ident!("{}", e.rust_name());
+            quote!(*mut #e)
+        }
+        other => host_ty(other),
+    };
+    quote!(#n: #t)
 }
 
-/// `Arg` variant name for a parameter type (`GmF32`, `U32`, ...).
-pub fn arg_variant(t: &Ty) -> Ident {
-    let (prefix, p) = match t {
+/// Name of the element type code parameter of a `Logits` parameter at a PTX entry point.
+pub fn logits_dtype_ident(p: &Param) -> Ident {
+    format_ident!("__dtype_{}", p.name)
+}
+
+/// `Arg` variant name for a parameter (`GmF32`, `U32`, `Logits`, ...).
+pub fn arg_variant(p: &Param) -> Ident {
+    if p.logits {
+        return format_ident!("Logits");
+    }
+    let (prefix, p) = match &p.ty {
         Ty::Gm(p, _) => ("Gm", *p),
         Ty::Scalar(p) => ("", *p),
         _ => ("", Prim::U32),
@@ -314,6 +339,7 @@ pub fn args_struct(k: &Kernel) -> TokenStream {
     let fields = k.params.iter().map(|p| {
         let f = &p.name;
         let (ty, what) = match &p.ty {
+            Ty::Gm(..) if p.logits => (quote!(B), "`Logits` buffer: f32, bf16 or f16 as the device binds it, read as f32 (read only).".to_string()),
             Ty::Gm(e, w) => (quote!(B), format!("`{}` buffer, {} ({}).", e.rust_name(), if *w { "written by the kernel" } else { "read only" }, p.ty.describe())),
             t => {
                 let pr = format_ident!("{}", t.prim().unwrap_or(Prim::U32).rust_name());
@@ -330,8 +356,8 @@ pub fn args_struct(k: &Kernel) -> TokenStream {
         let f = &p.name;
         match &p.ty {
             Ty::Gm(..) => quote!(::sampler_kernels::spec::LaunchArg::Buf(self.#f)),
-            t => {
-                let v = arg_variant(t);
+            _ => {
+                let v = arg_variant(p);
                 quote!(::sampler_kernels::spec::LaunchArg::#v(self.#f))
             }
         }

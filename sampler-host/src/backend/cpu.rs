@@ -3,7 +3,7 @@
 //! [`crate::pipeline`].
 
 use rayon::prelude::*;
-use sampler_kernels::rt::cpu::{Arg, Gm};
+use sampler_kernels::rt::cpu::{self, Arg, Gm};
 use sampler_kernels::spec::{LaunchArg, ParamKind, Prim};
 
 use crate::error::BackendError;
@@ -66,8 +66,11 @@ impl Backend for CpuBackend {
         if matches!(p.logits, crate::plan::Logits::Cuda(_)) {
             return Err(err("CUDA device logits given to the CPU backend: pass host logits".into()));
         }
-        // Bytes per row of the [R, N] and [R, V] scratch the step keeps.
-        let per_row = 16 * p.n.max(1) as usize + if p.any_verify || p.any_tree { 4 * p.vocab as usize } else { 0 } + 4 * p.vocab as usize;
+        // Bytes per row of the [R, N] and [R, V] scratch the step keeps
+        // (the masked f32 copy of the logits only when a row has a mask).
+        let per_row = 16 * p.n.max(1) as usize
+            + if p.any_verify || p.any_tree { 4 * p.vocab as usize } else { 0 }
+            + if pipeline::any_mask(p) { 4 * p.vocab as usize } else { 0 };
         let block_rows = (self.block_bytes / per_row).max(1);
         if (p.rows as usize) <= block_rows || !p.processed_rows.is_empty() {
             return pipeline::run_step(&mut self.dev, p, self.full_row);
@@ -130,15 +133,17 @@ impl Store {
 }
 
 /// The host as a [`Device`]: one `Vec` per buffer, kept and grown across
-/// steps; f32 host logits without a grammar mask are read in place (borrowed).
+/// steps. The host logits (f32, bf16 or f16) are read in place, in their
+/// own element type (the kernels' `Logits` parameters widen at load): no
+/// copy of them is made (a grammar mask's copy is the mask check's output).
 #[derive(Debug)]
 pub struct CpuDevice {
     bufs: Vec<Store>,
-    /// The plan's f32 logits, borrowed for the step (`None`: `Buf::Logits` holds a copy).
-    borrowed: Option<(*const f32, usize)>,
+    /// The plan's logits, borrowed for the step (`None`: `Buf::Logits` holds f32).
+    borrowed: Option<cpu::Logits>,
 }
 
-// SAFETY: the borrowed pointer is only dereferenced during the step that set it.
+// SAFETY: the borrowed view is only dereferenced during the step that set it.
 unsafe impl Send for CpuDevice {}
 
 impl Default for CpuDevice {
@@ -197,21 +202,15 @@ impl Device for CpuDevice {
     }
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
-        let masked = plan.has_mask.iter().any(|&m| m != 0);
-        match plan.logits.as_f32() {
-            // No mask: mask_check never stores, so the caller's buffer is read in place.
-            Some(s) if !masked => self.borrowed = Some((s.as_ptr(), s.len())),
-            _ => {
-                if matches!(plan.logits, crate::plan::Logits::Cuda(_)) {
-                    return Err(err("device logits given to the CPU backend".into()));
-                }
-                self.borrowed = None;
-                let len = plan.logits.len();
-                self.alloc(Buf::Logits, len)?;
-                let Store::F32(v) = &mut self.bufs[Buf::Logits as usize] else { unreachable!("Logits is f32") };
-                plan.logits.widen_into(0..len, &mut v[..len]);
-            }
-        }
+        use crate::plan::Logits as L;
+        // No kernel writes Buf::Logits (a mask goes to Buf::Masked): read the caller's buffer.
+        self.borrowed = Some(match &plan.logits {
+            L::F32(s) => cpu::Logits::f32(s),
+            L::Owned(v) => cpu::Logits::f32(v),
+            L::Bf16(s) => cpu::Logits::bf16(s),
+            L::F16(s) => cpu::Logits::f16(s),
+            L::Cuda(_) => return Err(err("device logits given to the CPU backend".into())),
+        });
         Ok(())
     }
 
@@ -220,12 +219,13 @@ impl Device for CpuDevice {
         for (a, p) in l.args.iter().zip(l.spec.params) {
             let write = matches!(p.kind, ParamKind::GmMut(_));
             args.push(match *a {
-                LaunchArg::Buf(Buf::Logits) if self.borrowed.is_some() => {
-                    let (ptr, len) = self.borrowed.unwrap();
-                    // SAFETY: the plan that bound these logits outlives the step;
-                    // without a mask no kernel writes them.
-                    Arg::GmF32(Gm::new(unsafe { std::slice::from_raw_parts(ptr, len) }))
-                }
+                // The plan that bound these logits outlives the step; no kernel writes them.
+                LaunchArg::Buf(Buf::Logits) if p.kind == ParamKind::Logits && self.borrowed.is_some() => Arg::Logits(self.borrowed.unwrap()),
+                // Any other buffer a `Logits` parameter reads is ours, in f32 (Buf::Masked).
+                LaunchArg::Buf(b) if p.kind == ParamKind::Logits => match self.bufs[b as usize].arg(false) {
+                    Arg::GmF32(g) => Arg::Logits(g.into()),
+                    other => other, // refused by the kernel's checked arguments
+                },
                 LaunchArg::Buf(b) => self.bufs[b as usize].arg(write),
                 LaunchArg::Bool(x) => Arg::Bool(x),
                 LaunchArg::I32(x) => Arg::I32(x),

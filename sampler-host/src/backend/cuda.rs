@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
 use sampler_kernels::codes::MAX_N_NVIDIA;
-use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, Prim, Variant, GPU_SMEM_BASE};
+use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, ParamKind, Prim, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
 use crate::interop::Dtype;
@@ -238,8 +238,12 @@ pub struct CudaDevice {
     bufs: Vec<DStore>,
     tuning: Tuning,
     chunks_override: Option<u32>,
-    /// The caller's device logits, read in place this step (f32, no mask).
-    ext_logits: Option<u64>,
+    /// The logits the kernels read in place this step, as (device address,
+    /// element type code): the caller's device buffer, or [`Self::half_logits`]
+    /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
+    ext_logits: Option<(u64, u32)>,
+    /// Host bf16 / f16 logits uploaded in their own element type (half the bytes of f32).
+    half_logits: Option<CudaSlice<u16>>,
     /// The step's inputs, filled buffers and outputs, packed in one device
     /// arena: inputs and fills first (uploaded from the pinned `staging` in
     /// one async copy a step), then the outputs (read back in one copy).
@@ -295,6 +299,7 @@ pub struct CudaDevice {
     /// them (it cannot be checked at replay), so they live as long as we do.
     retired: Vec<DStore>,
     retired_arenas: Vec<CudaSlice<u8>>,
+    retired_halves: Vec<CudaSlice<u16>>,
     graph_held: bool,
     /// The caller's device buffers the step's outputs are written to
     /// directly ([`CudaBackend::enqueue_into`]), by [`Buf`]; `None` = ours.
@@ -325,6 +330,7 @@ impl CudaDevice {
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
             ext_logits: None,
+            half_logits: None,
             arena: None,
             staging: None,
             staging_copied: sh.ctx.new_event(None).map_err(dev)?,
@@ -342,6 +348,7 @@ impl CudaDevice {
             capture_used: 0,
             retired: Vec::new(),
             retired_arenas: Vec::new(),
+            retired_halves: Vec::new(),
             graph_held: false,
             ext_out: vec![None; Buf::ALL.len()],
         })
@@ -597,10 +604,13 @@ impl Device for CudaDevice {
     }
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
+        use half::slice::HalfFloatSliceExt;
         self.ext_logits = None;
         self.capturing = false;
-        let masked = plan.has_mask.iter().any(|&m| m != 0);
-        match &plan.logits {
+        // No kernel writes Buf::Logits (a grammar mask goes to Buf::Masked,
+        // written by the mask check): the kernels read the logits where they
+        // are, in their own element type, widened to f32 at load.
+        let bits: &[u16] = match &plan.logits {
             Logits::Cuda(c) => {
                 // The engine's stream wrote them: ours waits for it (no host
                 // sync; nothing to order when they were written on ours).
@@ -613,27 +623,36 @@ impl Device for CudaDevice {
                     self.capturing = status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
                     self.graph_held |= self.capturing;
                 }
-                if c.dtype() != Dtype::F32 {
-                    return Err(dev("half-precision device logits need the in-kernel widening load, not wired on CUDA yet: pass f32 device logits, or host bf16/f16"));
-                }
-                if !masked {
-                    // mask_check stores only into masked rows: read the caller's buffer in place.
-                    self.ext_logits = Some(c.ptr());
-                    return Ok(());
-                }
-                self.alloc(Buf::Logits, c.len())?;
-                let DStore::F32(s) = &mut self.bufs[Buf::Logits as usize] else { unreachable!("Logits is f32") };
-                use cudarc::driver::DevicePtrMut;
-                let (dst, _g) = s.device_ptr_mut(&self.stream);
-                // SAFETY: both ranges hold c.len() f32 on this context; ordered on our stream.
-                unsafe { cudarc::driver::result::memcpy_dtod_async(dst, c.ptr(), c.len() * 4, self.stream.cu_stream()) }.map_err(dev)?;
-                Ok(())
+                self.ext_logits = Some((c.ptr(), c.dtype().code()));
+                return Ok(());
             }
-            other => {
-                let l = other.to_f32_cow();
-                self.upload(Buf::Logits, HostSlice::F32(&l))
+            Logits::Bf16(s) => s.reinterpret_cast(),
+            Logits::F16(s) => s.reinterpret_cast(),
+            Logits::F32(s) => return self.upload(Buf::Logits, HostSlice::F32(s)),
+            Logits::Owned(v) => return self.upload(Buf::Logits, HostSlice::F32(v)),
+        };
+        let code = if matches!(plan.logits, Logits::Bf16(_)) { Dtype::Bf16.code() } else { Dtype::F16.code() };
+        let st = self.stream.clone();
+        let fits = self.half_logits.as_ref().is_some_and(|b| b.len() >= bits.len().max(1));
+        if !fits && self.capturing {
+            return Err(dev(format!("a step captured into a CUDA graph must not allocate (host half logits need {}): run a step of this shape once before capturing", bits.len())));
+        }
+        let buf = match &mut self.half_logits {
+            Some(b) => b,
+            none => none.insert(st.alloc_zeros::<u16>(bits.len().max(1)).map_err(dev)?),
+        };
+        if let Some(old) = grow(buf, &st, bits.len())? {
+            self.generation += 1;
+            if self.graph_held {
+                // An outside graph may still point at it (as `retired`).
+                self.retired_halves.push(old);
             }
         }
+        if !bits.is_empty() {
+            st.memcpy_htod(bits, buf).map_err(dev)?;
+        }
+        self.ext_logits = Some((buf.device_ptr(&st).0, code));
+        Ok(())
     }
 
     fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
@@ -642,7 +661,10 @@ impl Device for CudaDevice {
         let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
         let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
         // Scalars (and the caller's logits pointer) must outlive the builder.
-        let ext = self.ext_logits.unwrap_or(0);
+        let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
+        // A `Logits` parameter's element type code: the bound logits' own, or
+        // f32 for our buffers (Buf::Masked, or host f32 logits in Buf::Logits).
+        let f32_code = sampler_kernels::codes::LOGITS_F32;
         let args = &l.args;
         let base = match &self.arena {
             Some(a) => a.device_ptr(&self.stream).0,
@@ -656,7 +678,7 @@ impl Device for CudaDevice {
             _ => 0,
         }));
         let mut lb = self.stream.launch_builder(&f);
-        for (a, ptr) in args.iter().zip(&ptrs) {
+        for ((a, ptr), prm) in args.iter().zip(&ptrs).zip(l.spec.params) {
             match a {
                 LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
                     lb.arg(&ext);
@@ -700,6 +722,10 @@ impl Device for CudaDevice {
                 LaunchArg::F64(x) => {
                     lb.arg(x);
                 }
+            }
+            // A `Logits` parameter takes its pointer, then its element type code.
+            if prm.kind == ParamKind::Logits {
+                lb.arg(if matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some() { &ext_dtype } else { &f32_code });
             }
         }
         // SAFETY: the arguments come from the kernel's generated `Args` (its
@@ -977,7 +1003,8 @@ impl CudaBackend {
         r.map(|_| ())
     }
 
-    /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]).
+    /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]
+    /// of a plan with host f32 logits).
     pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
         match &mut self.d.bufs[Buf::Logits as usize] {
             DStore::F32(s) => s,
@@ -1046,7 +1073,7 @@ pub struct StepGraph {
     graph: cudarc::driver::CudaGraph,
     prog: Program,
     generation: u64,
-    ext_logits: Option<u64>,
+    ext_logits: Option<(u64, u32)>,
 }
 
 impl std::fmt::Debug for StepGraph {

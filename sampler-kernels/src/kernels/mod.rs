@@ -14,12 +14,16 @@ use sampler_macros::{kernel, kernel_fn};
 
 // Every `#[kernel]` registers itself (`crate::registry`): there is no hand-kept list.
 
-/// Section 3.1-3.2: applies the grammar bit mask of each row in place and
-/// checks for bad values.
+/// Section 3.1-3.2: applies the grammar bit mask of each row and checks
+/// for bad values.
 ///
-/// - `logits`: `[R, v]` f32, masked in place where `has_mask[r] != 0`.
+/// - `logits`: `[R, v]` logits (f32, bf16 or f16, read as f32; never written).
 /// - `masks`: `[R, ceil(v/32)]` u32 words (bit `t % 32` of word `t / 32` = token t allowed).
 /// - `has_mask`: `[R]` u32, nonzero when row r has a mask.
+/// - `copy`: nonzero: every row's logits, masked where `has_mask[r] != 0`,
+///   are written to `masked` (the host sets it when any row has a mask, and
+///   later kernels read `masked`); zero: nothing is written there.
+/// - `masked`: `[R, v]` f32 out (when `copy`): the widened, masked logits.
 /// - `raw`: `[R]` u32, nonzero when row r reports raw logprobs (section 10.3).
 /// - `raw_max`: `[R, T]` f32 out, `raw_sum`: `[R, T]` u64 out (T = ceil(v / 4096),
 ///   written for raw rows only): per tile of 4096 masked logits, its largest
@@ -28,11 +32,23 @@ use sampler_macros::{kernel, kernel_fn};
 ///   reads the logits again for it.
 /// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
 #[kernel(tile = [4096], threads = [512])]
-pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>, raw: Gm<u32>, raw_max: GmMut<f32>, raw_sum: GmMut<u64>, status: GmMut<i32>) {
+pub fn mask_check(
+    logits: Logits,
+    v: u32,
+    masks: Gm<u32>,
+    has_mask: Gm<u32>,
+    copy: u32,
+    masked: GmMut<f32>,
+    raw: Gm<u32>,
+    raw_max: GmMut<f32>,
+    raw_sum: GmMut<u64>,
+    status: GmMut<i32>,
+) {
     let r = row();
     let base = (r as u64) * (v as u64);
     let words = (v + 31) / 32;
     let use_mask = load_scalar(has_mask, r as u64) != 0;
+    let write = copy != 0;
     let want_raw = load_scalar(raw, r as u64) != 0;
     let nchunks = (v + TILE - 1) / TILE;
     let mut bad = 0u32;
@@ -44,7 +60,9 @@ pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>,
         if use_mask {
             let allowed = mask_bits(masks, (r as u64) * (words as u64) + ((start / 32) as u64), n);
             let xm = select(allowed, x, NEG_INF);
-            store(logits, base + (start as u64), xm);
+            if write {
+                store(masked, base + (start as u64), xm);
+            }
             bad += count(is_nan(xm) | is_pos_inf(xm));
             finite += count(!is_neg_inf(xm));
             if want_raw {
@@ -53,6 +71,9 @@ pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>,
                 store_scalar(raw_sum, (r * nchunks + c) as u64, reduce_sum(to_fixed(exp(xm - mt))));
             }
         } else {
+            if write {
+                store(masked, base + (start as u64), x);
+            }
             bad += count(is_nan(x) | is_pos_inf(x));
             finite += count(!is_neg_inf(x));
             if want_raw {
@@ -67,22 +88,25 @@ pub fn mask_check(logits: GmMut<f32>, v: u32, masks: Gm<u32>, has_mask: Gm<u32>,
 }
 
 /// Section 3.1-3.2 for many blocks per row (stage 1 of 2): program
-/// `r * chunks + c` masks chunk `c` of row `r` in place (logits
+/// `r * chunks + c` masks chunk `c` of row `r` (logits
 /// `c * chunk_len ..`, `chunk_len` a multiple of TILE, the last chunk
 /// shorter) and counts its bad and finite logits; `status_merge` turns the
 /// counts into `mask_check`'s row status.
 ///
-/// - `logits`, `masks`, `has_mask`, `raw`, `raw_max`, `raw_sum`: as `mask_check`
-///   (the same tiles of 4096: `chunk_len` is a multiple of it).
+/// - `logits`, `masks`, `has_mask`, `copy`, `masked`, `raw`, `raw_max`,
+///   `raw_sum`: as `mask_check` (the same tiles of 4096: `chunk_len` is a
+///   multiple of it).
 /// - `bad`, `finite`: `[R * chunks]` u32 out.
 #[kernel(tile = [4096], threads = [512])]
 pub fn mask_check_chunk(
-    logits: GmMut<f32>,
+    logits: Logits,
     v: u32,
     chunk_len: u32,
     chunks: u32,
     masks: Gm<u32>,
     has_mask: Gm<u32>,
+    copy: u32,
+    masked: GmMut<f32>,
     raw: Gm<u32>,
     raw_max: GmMut<f32>,
     raw_sum: GmMut<u64>,
@@ -96,6 +120,7 @@ pub fn mask_check_chunk(
     let base = (r as u64) * (v as u64);
     let words = (v + 31) / 32;
     let use_mask = load_scalar(has_mask, r as u64) != 0;
+    let write = copy != 0;
     let want_raw = load_scalar(raw, r as u64) != 0;
     let rtiles = (v + TILE - 1) / TILE;
     let ntiles = (cend - cstart + TILE - 1) / TILE;
@@ -109,7 +134,9 @@ pub fn mask_check_chunk(
         if use_mask {
             let allowed = mask_bits(masks, (r as u64) * (words as u64) + ((start / 32) as u64), n);
             let xm = select(allowed, x, NEG_INF);
-            store(logits, base + (start as u64), xm);
+            if write {
+                store(masked, base + (start as u64), xm);
+            }
             let both = reduce_sum(select(is_nan(xm) | is_pos_inf(xm), 65536u32, 0u32) + select(!is_neg_inf(xm), 1u32, 0u32));
             nbad += both >> 16;
             nfin += both & 65535u32;
@@ -119,6 +146,9 @@ pub fn mask_check_chunk(
                 store_scalar(raw_sum, (r * rtiles + start / TILE) as u64, reduce_sum(to_fixed(exp(xm - mt))));
             }
         } else {
+            if write {
+                store(masked, base + (start as u64), x);
+            }
             let both = reduce_sum(select(is_nan(x) | is_pos_inf(x), 65536u32, 0u32) + select(!is_neg_inf(x), 1u32, 0u32));
             nbad += both >> 16;
             nfin += both & 65535u32;
@@ -153,13 +183,13 @@ pub fn status_merge(bad: Gm<u32>, finite: Gm<u32>, chunks: u32, status: GmMut<i3
 /// Section 3.3 and 3.6: the `n` largest masked logits of each row, ties by
 /// lower id, in the order of section 3.6 (`n == v` sorts the whole row).
 ///
-/// - `logits`: `[R, v]` f32 (masked, checked).
+/// - `logits`: `[R, v]` (masked, checked; f32, bf16 or f16, read as f32).
 /// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out (vocabulary ids).
 #[kernel(
     tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
     threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
 )]
-pub fn force_topn(logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+pub fn force_topn(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
     let r = row();
     let (x, id) = top_n(logits, (r as u64) * (v as u64), v, n);
     let off = (r as u64) * (n as u64);
@@ -176,10 +206,10 @@ pub fn force_topn(logits: Gm<f32>, v: u32, n: u32, cand: GmMut<f32>, cand_ids: G
 /// `force_topn`'s exactly (the order keys are unique, and equal logits stay
 /// in id order across and within chunks, which is the merge's tie order).
 ///
-/// - `logits`: `[R, v]` f32 (masked, checked).
+/// - `logits`: `[R, v]` (masked, checked; f32, bf16 or f16, read as f32).
 /// - `cand`: `[R * chunks, n]` f32 out, `cand_ids`: `[R * chunks, n]` i32 out.
 #[kernel(tile = [256, 1024, 4096, 16384], threads = [256, 1024, 1024, 1024])]
-pub fn topn_chunk(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+pub fn topn_chunk(logits: Logits, v: u32, chunk_len: u32, chunks: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
     let p = row();
     let r = p / chunks;
     let start = (p % chunks) * chunk_len;
@@ -318,10 +348,11 @@ pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_
 /// The weights are bitwise those `process` computes over all V columns, so
 /// the exact integer sum of the chunks is its `total`.
 ///
-/// - `logits`: `[R, v]` f32 (masked, checked); `cand`: `[R, n]` f32, the top-`n` candidates.
+/// - `logits`: `[R, v]` (masked, checked; f32, bf16 or f16, read as f32);
+///   `cand`: `[R, n]` f32, the top-`n` candidates.
 /// - `temperature`: `[R]` f32; `mass`: `[R * chunks]` u64 out (fixed point, 2^-44 units).
 #[kernel(tile = [4096], threads = [512])]
-pub fn row_mass(logits: Gm<f32>, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f32>, n: u32, temperature: Gm<f32>, mass: GmMut<u64>) {
+pub fn row_mass(logits: Logits, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f32>, n: u32, temperature: Gm<f32>, mass: GmMut<u64>) {
     let p = row();
     let r = p / chunks;
     let cstart = (p % chunks) * chunk_len;
@@ -959,7 +990,7 @@ pub fn token_info_top(
 /// exactly as fixed point, so it is batch-invariant and the same on every
 /// backend (the tiles depend on V only). Rows with `raw[r] == 0` are untouched.
 ///
-/// - `logits`: `[R, v]` f32 (masked); `raw`: `[R]` u32; `raw_max`, `raw_sum`:
+/// - `logits`: `[R, v]` (masked; f32, bf16 or f16, read as f32); `raw`: `[R]` u32; `raw_max`, `raw_sum`:
 ///   `[R, tiles]` from `mask_check` (`tiles = ceil(v / 4096)`).
 /// - `lookup`: `[R]` i32 (-1 none); `top_ids`: `[R, k]` i32.
 /// - `token_lp`: `[R]` f32 out; `top_lps`: `[R, k]` f32 out (raw rows only).
@@ -968,7 +999,7 @@ pub fn token_info_top(
     threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
 )]
 pub fn raw_logprobs(
-    logits: Gm<f32>,
+    logits: Logits,
     v: u32,
     raw: Gm<u32>,
     raw_max: Gm<f32>,

@@ -128,6 +128,138 @@ impl<T: Copy + Default> Gm<T> {
     }
 }
 
+/// A buffer the read ops (`load`, `load_scalar`, `gather`, `top_n`,
+/// `top_n_set`) accept: a [`Gm`] of its element type, or [`Logits`] (read
+/// as f32 whatever the element type it holds).
+pub trait Source: Copy {
+    /// The element type reads give.
+    type Elem: Copy + Default;
+    /// Element `i` (out of range: a panic in the checked mode, else zero).
+    fn read(&self, i: u64) -> Self::Elem;
+    /// `self[off..off + n]` as a slice when it lies in bounds and is stored
+    /// as `Elem` (no conversion needed); `None` otherwise.
+    fn span(&self, off: u64, n: u32) -> Option<&[Self::Elem]>;
+    /// `self[off..off + n]` as a tile (out-of-range elements as [`Source::read`] gives them).
+    fn tile(&self, off: u64, n: u32) -> Tile<Self::Elem> {
+        match self.span(off, n) {
+            Some(s) => s.to_vec(),
+            None => (0..n as u64).map(|i| self.read(off.wrapping_add(i))).collect(),
+        }
+    }
+}
+
+impl<T: Copy + Default> Source for Gm<T> {
+    type Elem = T;
+    #[inline(always)]
+    fn read(&self, i: u64) -> T {
+        Gm::read(self, i)
+    }
+    #[inline(always)]
+    fn span(&self, off: u64, n: u32) -> Option<&[T]> {
+        span(self, off, n)
+    }
+}
+
+/// A `Logits` kernel parameter on the CPU: `[.., V]` logits in f32, bf16 or
+/// f16 (the element type chosen at launch), read as f32. The widening is
+/// exact (every bf16 and f16 value, subnormals included, is an f32), so a
+/// kernel gives the same bits as on the widened f32 logits.
+#[derive(Clone, Copy, Debug)]
+pub enum Logits {
+    /// IEEE single precision ([`crate::codes::LOGITS_F32`]).
+    F32(Gm<f32>),
+    /// bfloat16 ([`crate::codes::LOGITS_BF16`]).
+    Bf16(Gm<half::bf16>),
+    /// IEEE half precision ([`crate::codes::LOGITS_F16`]).
+    F16(Gm<half::f16>),
+}
+
+impl Logits {
+    /// A view of f32 logits.
+    pub fn f32(s: &[f32]) -> Self {
+        Logits::F32(Gm::new(s))
+    }
+    /// A view of bfloat16 logits.
+    pub fn bf16(s: &[half::bf16]) -> Self {
+        Logits::Bf16(Gm::new(s))
+    }
+    /// A view of IEEE half logits.
+    pub fn f16(s: &[half::f16]) -> Self {
+        Logits::F16(Gm::new(s))
+    }
+    /// The view, named as parameter `arg` of kernel `kernel` (checked mode's messages).
+    pub fn named(self, kernel: &'static str, arg: &'static str) -> Self {
+        match self {
+            Logits::F32(g) => Logits::F32(g.named(kernel, arg)),
+            Logits::Bf16(g) => Logits::Bf16(g.named(kernel, arg)),
+            Logits::F16(g) => Logits::F16(g.named(kernel, arg)),
+        }
+    }
+    /// Number of logits.
+    pub fn len(&self) -> usize {
+        match self {
+            Logits::F32(g) => g.len(),
+            Logits::Bf16(g) => g.len(),
+            Logits::F16(g) => g.len(),
+        }
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The element type code ([`crate::codes::LOGITS_F32`], `LOGITS_BF16`, `LOGITS_F16`).
+    pub fn dtype(&self) -> u32 {
+        match self {
+            Logits::F32(_) => crate::codes::LOGITS_F32,
+            Logits::Bf16(_) => crate::codes::LOGITS_BF16,
+            Logits::F16(_) => crate::codes::LOGITS_F16,
+        }
+    }
+}
+
+/// f32 logits (as a `Gm<f32>` argument was before logits took any element type).
+impl From<Gm<f32>> for Logits {
+    fn from(g: Gm<f32>) -> Self {
+        Logits::F32(g)
+    }
+}
+
+impl Source for Logits {
+    type Elem = f32;
+    #[inline(always)]
+    fn read(&self, i: u64) -> f32 {
+        match self {
+            Logits::F32(g) => g.read(i),
+            Logits::Bf16(g) => g.read(i).to_f32(),
+            Logits::F16(g) => g.read(i).to_f32(),
+        }
+    }
+    #[inline(always)]
+    fn span(&self, off: u64, n: u32) -> Option<&[f32]> {
+        match self {
+            Logits::F32(g) => span(g, off, n),
+            _ => None,
+        }
+    }
+    fn tile(&self, off: u64, n: u32) -> Tile<f32> {
+        use half::slice::HalfFloatSliceExt;
+        // In bounds: one widening pass over the slice (F16C where present).
+        let mut out = alloc::vec![0f32; n as usize];
+        match self {
+            Logits::F32(g) => return g.tile(off, n),
+            Logits::Bf16(g) => match span(g, off, n) {
+                Some(s) => s.convert_to_f32_slice(&mut out),
+                None => out.iter_mut().enumerate().for_each(|(i, o)| *o = self.read(off.wrapping_add(i as u64))),
+            },
+            Logits::F16(g) => match span(g, off, n) {
+                Some(s) => s.convert_to_f32_slice(&mut out),
+                None => out.iter_mut().enumerate().for_each(|(i, o)| *o = self.read(off.wrapping_add(i as u64))),
+            },
+        }
+        out
+    }
+}
+
 /// A scalar operand of an elementwise map (broadcast to every element).
 #[derive(Clone, Copy)]
 pub struct S<T>(pub T);
@@ -227,13 +359,10 @@ pub fn row(ctx: &Ctx) -> u32 {
     ctx.program
 }
 
-/// `n` consecutive elements of `buf` from element `off`.
-pub fn load<T: Copy + Default>(c: &Ctx, buf: Gm<T>, off: u64, n: u32) -> Tile<T> {
+/// `n` consecutive elements of `buf` from element `off` (logits widened to f32).
+pub fn load<B: Source>(c: &Ctx, buf: B, off: u64, n: u32) -> Tile<B::Elem> {
     c.check_tile("load", n);
-    if let Some(s) = span(&buf, off, n) {
-        return s.to_vec(); // in bounds: one copy
-    }
-    (0..n as u64).map(|i| buf.read(off.wrapping_add(i))).collect()
+    buf.tile(off, n) // in bounds: one copy (or one widening pass)
 }
 /// Writes the tile at element `off` of `buf`.
 pub fn store<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, t: &Tile<T>) {
@@ -252,7 +381,7 @@ pub fn store_head<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, t: &Tile<T>,
     }
 }
 /// One element of `buf` (the type's zero when out of range).
-pub fn load_scalar<T: Copy + Default>(_: &Ctx, buf: Gm<T>, i: u64) -> T {
+pub fn load_scalar<B: Source>(_: &Ctx, buf: B, i: u64) -> B::Elem {
     buf.read(i)
 }
 /// Writes one element of `buf`.
@@ -397,16 +526,17 @@ fn span_mut<T>(buf: &Gm<T>, off: u64, n: u32) -> Option<&mut [T]> {
 /// section 3.6 (logit descending, ties by lower id), with their ids.
 /// NaN logits rank as the key order puts them; callers reject such rows first.
 /// One streaming pass with a running threshold ([`super::host_algo::top_keys`]).
-pub fn top_n(_: &Ctx, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
-    let keys = match span(&buf, off, v) {
+pub fn top_n(_: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
+    let keys = match buf.span(off, v) {
         Some(x) => top_keys(x, n as usize),
-        None => top_keys(&(0..v).map(|i| buf.read(off + i as u64)).collect::<Vec<f32>>(), n as usize),
+        // Half-precision logits (or a range past the end): the row widened first.
+        None => top_keys(&buf.tile(off, v), n as usize),
     };
     (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
 }
 /// The `n` largest of `v` logits with their ids, in ascending id order
 /// (the same set as [`top_n`], not sorted by logit).
-pub fn top_n_set(c: &Ctx, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
+pub fn top_n_set(c: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>) {
     let (x, id) = top_n(c, buf, off, v, n);
     let mut pairs: Vec<(f32, i32)> = x.into_iter().zip(id).collect();
     pairs.sort_unstable_by_key(|p| p.1);
@@ -438,7 +568,7 @@ pub fn categorical(_: &Ctx, w: &Tile<u64>, k: u64) -> i32 {
     w.iter().rposition(|&x| x > 0).map_or(-1, |i| i as i32)
 }
 /// `buf[off + idx[i]]` for each i, or `fallback` where `idx[i] < 0`.
-pub fn gather<T: Copy + Default>(_: &Ctx, buf: Gm<T>, off: u64, idx: &Tile<i32>, fallback: T) -> Tile<T> {
+pub fn gather<B: Source>(_: &Ctx, buf: B, off: u64, idx: &Tile<i32>, fallback: B::Elem) -> Tile<B::Elem> {
     idx.iter().map(|&j| if j < 0 { fallback } else { buf.read(off + j as u64) }).collect()
 }
 /// `buf[off + idx[i]] = vals[i]` for each i with `idx[i] >= 0`.
@@ -507,6 +637,8 @@ pub enum Arg {
     GmU64(Gm<u64>),
     GmF32(Gm<f32>),
     GmF64(Gm<f64>),
+    /// A `Logits` parameter (f32, bf16 or f16 logits, read as f32).
+    Logits(Logits),
     Bool(bool),
     I32(i32),
     U32(u32),
@@ -527,6 +659,7 @@ impl Arg {
             Arg::GmU64(_) => "Gm<u64>",
             Arg::GmF32(_) => "Gm<f32>",
             Arg::GmF64(_) => "Gm<f64>",
+            Arg::Logits(_) => "Logits",
             Arg::Bool(_) => "bool",
             Arg::I32(_) => "i32",
             Arg::U32(_) => "u32",

@@ -9,8 +9,11 @@ use crate::pipeline::{Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
 
 /// The arguments of `l` as its AscendC entry takes them: the kernel's
 /// parameters in signature order (buffers as `GM_ADDR` from `addr`), then
-/// `uint32_t programs` (the launch's grid). Errors: a scalar type the
-/// AscendC entries do not take.
+/// `uint32_t programs` (the launch's grid). A `Logits` parameter is one
+/// `GM_ADDR` of f32: the AscendC kernels read f32 logits only, so this
+/// device binds host bf16 / f16 logits widened on the host (the default
+/// [`Device::bind_logits`]). Errors: a scalar type the AscendC entries do
+/// not take.
 pub fn launch_args(l: &Launch, addr: &dyn Fn(Buf) -> *mut std::ffi::c_void) -> Result<Vec<acl::KernelArg>, BackendError> {
     use acl::KernelArg as K;
     let mut out = Vec::with_capacity(l.args.len() + 1);

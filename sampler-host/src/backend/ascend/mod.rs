@@ -178,7 +178,8 @@ mod tests {
                     assert_eq!(args.len(), l.spec.params.len() + 1, "{}", l.spec.name);
                     assert!(matches!(args.last(), Some(acl::KernelArg::U32(g)) if *g == l.grid));
                     for (a, p) in args.iter().zip(l.spec.params) {
-                        let gm = matches!(p.kind, sampler_kernels::spec::ParamKind::Gm(_) | sampler_kernels::spec::ParamKind::GmMut(_));
+                        use sampler_kernels::spec::ParamKind;
+                        let gm = matches!(p.kind, ParamKind::Gm(_) | ParamKind::GmMut(_) | ParamKind::Logits);
                         assert_eq!(matches!(a, acl::KernelArg::Gm(_)), gm, "{}.{}", l.spec.name, p.name);
                     }
                     assert!(l.variant.tile <= MAX_N_ASCEND, "{} tile {}", l.spec.name, l.variant.tile);

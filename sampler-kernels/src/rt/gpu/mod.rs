@@ -146,6 +146,152 @@ impl<T: Copy> Gm<T> {
 #[derive(Clone, Copy)]
 struct V4<T>([T; 4]);
 
+/// Eight 2-byte elements loaded together (one 16-byte load).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct V8<T>([T; 8]);
+
+/// Four 2-byte elements loaded together (one 8-byte load).
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct H4([u16; 4]);
+
+/// A buffer the read ops (`load`, `load_scalar`, `gather`, `top_n`,
+/// `top_n_set`) accept: a [`Gm`] of its element type, or [`Logits`] (read
+/// as f32 whatever the element type it holds).
+pub trait Source: Copy {
+    /// The element type reads give.
+    type Elem: Copy + Default;
+    /// Element `i` (in bounds by the host's sizing contract).
+    fn read(&self, i: u64) -> Self::Elem;
+    /// `n` consecutive elements from element `off`, thread `t` reading its own slots.
+    fn load_tile<const TH: usize, const I: usize>(&self, c: &Ctx<TH, I>, off: u64, n: u32) -> Tile<Self::Elem, I>;
+    /// Whether element `off` starts a group of four elements that
+    /// [`Source::quad`] reads in one vector load (4-byte elements: 16-byte
+    /// aligned; 2-byte logits: 8-byte aligned). False for other element sizes.
+    fn quad_aligned(&self, off: u64) -> bool;
+    /// Elements `i .. i + 4` in one vector load.
+    ///
+    /// # Safety
+    /// In bounds, and `quad_aligned(i)`.
+    unsafe fn quad(&self, i: u64) -> [Self::Elem; 4];
+}
+
+impl<T: Copy + Default> Source for Gm<T> {
+    type Elem = T;
+    #[inline(always)]
+    fn read(&self, i: u64) -> T {
+        Gm::read(self, i)
+    }
+    #[inline(always)]
+    fn load_tile<const TH: usize, const I: usize>(&self, c: &Ctx<TH, I>, off: u64, n: u32) -> Tile<T, I> {
+        load_gm(c, *self, off, n)
+    }
+    #[inline(always)]
+    fn quad_aligned(&self, off: u64) -> bool {
+        core::mem::size_of::<T>() == 4 && (self.p.wrapping_add(off as usize) as usize) % 16 == 0
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, i: u64) -> [T; 4] {
+        // SAFETY: the caller's contract (4-byte elements, 16-byte aligned, in bounds).
+        unsafe { *(self.p.add(i as usize) as *const V4<T>) }.0
+    }
+}
+
+/// A `Logits` kernel parameter: a device pointer and its element type code
+/// (`codes::LOGITS_F32`, `LOGITS_BF16`, `LOGITS_F16`, a launch scalar, so
+/// one entry point serves all three). Reads widen to f32 exactly: bf16 by
+/// a 16-bit shift, f16 by `cvt.f32.f16` (exact for every f16, subnormals
+/// included). The branch on the code is uniform across the block.
+#[derive(Clone, Copy)]
+pub struct Logits {
+    p: *mut u8,
+    dtype: u32,
+}
+
+impl Logits {
+    #[inline(always)]
+    pub fn from_raw(p: *mut u8, dtype: u32) -> Self {
+        Logits { p, dtype }
+    }
+    #[inline(always)]
+    fn halves(&self) -> Gm<u16> {
+        Gm::from_raw(self.p as *mut u16)
+    }
+    #[inline(always)]
+    fn singles(&self) -> Gm<f32> {
+        Gm::from_raw(self.p as *mut f32)
+    }
+}
+
+/// bfloat16 bits -> f32 (exact: bf16 is the top half of an f32).
+#[inline(always)]
+fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// IEEE half bits -> f32 (exact).
+#[inline(always)]
+fn f16_to_f32(h: u16) -> f32 {
+    let f: f32;
+    // SAFETY: a register-only conversion.
+    unsafe { core::arch::asm!("cvt.f32.f16 {f}, {h};", f = out(reg32) f, h = in(reg16) h, options(pure, nomem, nostack)) };
+    f
+}
+
+/// A tile of bf16 (`f16 == false`) or f16 bits, widened to f32.
+#[inline(always)]
+fn widen<const I: usize>(t: Tile<u16, I>, f16: bool) -> Tile<f32, I> {
+    let mut v = [0f32; I];
+    for (j, o) in v.iter_mut().enumerate() {
+        let h = ix(&t.v, j);
+        *o = if f16 { f16_to_f32(h) } else { bf16_to_f32(h) };
+    }
+    Tile { v, n: t.n }
+}
+
+impl Source for Logits {
+    type Elem = f32;
+    #[inline(always)]
+    fn read(&self, i: u64) -> f32 {
+        match self.dtype {
+            crate::codes::LOGITS_BF16 => bf16_to_f32(self.halves().read(i)),
+            crate::codes::LOGITS_F16 => f16_to_f32(self.halves().read(i)),
+            _ => self.singles().read(i),
+        }
+    }
+    #[inline(always)]
+    fn load_tile<const TH: usize, const I: usize>(&self, c: &Ctx<TH, I>, off: u64, n: u32) -> Tile<f32, I> {
+        match self.dtype {
+            crate::codes::LOGITS_BF16 => widen(load_gm(c, self.halves(), off, n), false),
+            crate::codes::LOGITS_F16 => widen(load_gm(c, self.halves(), off, n), true),
+            _ => load_gm(c, self.singles(), off, n),
+        }
+    }
+    #[inline(always)]
+    fn quad_aligned(&self, off: u64) -> bool {
+        match self.dtype {
+            crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => (self.p.wrapping_add(2 * off as usize) as usize) % 8 == 0,
+            _ => self.singles().quad_aligned(off),
+        }
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, i: u64) -> [f32; 4] {
+        let h = |f16: bool| {
+            // SAFETY: the caller's contract (in bounds, 8-byte aligned for 2-byte logits).
+            let q = unsafe { *(self.p.add(2 * i as usize) as *const H4) }.0;
+            let w = |x: u16| if f16 { f16_to_f32(x) } else { bf16_to_f32(x) };
+            [w(q[0]), w(q[1]), w(q[2]), w(q[3])]
+        };
+        match self.dtype {
+            crate::codes::LOGITS_BF16 => h(false),
+            crate::codes::LOGITS_F16 => h(true),
+            // SAFETY: the caller's contract.
+            _ => unsafe { self.singles().quad(i) },
+        }
+    }
+}
+
 /// A scalar operand of an elementwise map (broadcast to every element).
 #[derive(Clone, Copy)]
 pub struct S<T>(pub T);
@@ -267,9 +413,15 @@ pub fn row<const TH: usize, const I: usize>(_: &Ctx<TH, I>) -> u32 {
     unsafe { _block_idx_x() }
 }
 
-/// `n` consecutive elements of `buf` from element `off`.
+/// `n` consecutive elements of `buf` from element `off` (logits widened to f32).
 #[inline(always)]
-pub fn load<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, n: u32) -> Tile<T, I> {
+pub fn load<B: Source, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: B, off: u64, n: u32) -> Tile<B::Elem, I> {
+    buf.load_tile(c, off, n)
+}
+
+/// [`load`] of a plain buffer.
+#[inline(always)]
+fn load_gm<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, n: u32) -> Tile<T, I> {
     let n = n.min(Ctx::<TH, I>::CAP);
     let mut v = [T::default(); I];
     // 16-byte vector loads of 4-byte elements when this thread's run of I is
@@ -282,6 +434,19 @@ pub fn load<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, 
                 // SAFETY: in bounds (first + I <= n) and 16-byte aligned.
                 let w = unsafe { *(p.add(4 * q) as *const V4<T>) };
                 v[4 * q..4 * q + 4].copy_from_slice(&w.0);
+            }
+            return Tile { v, n };
+        }
+    }
+    // The same for 2-byte elements (half-precision logits), eight a load.
+    if core::mem::size_of::<T>() == 2 && I % 8 == 0 {
+        let first = c.idx(0);
+        let p = buf.p.wrapping_add(off.wrapping_add(first as u64) as usize);
+        if first + I as u32 <= n && (p as usize) % 16 == 0 {
+            for q in 0..I / 8 {
+                // SAFETY: in bounds (first + I <= n) and 16-byte aligned.
+                let w = unsafe { *(p.add(8 * q) as *const V8<T>) };
+                v[8 * q..8 * q + 8].copy_from_slice(&w.0);
             }
             return Tile { v, n };
         }
@@ -313,7 +478,7 @@ pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH
 }
 /// One element of `buf` (every thread reads it).
 #[inline(always)]
-pub fn load_scalar<T: Copy + Default, const TH: usize, const I: usize>(_: &Ctx<TH, I>, buf: Gm<T>, i: u64) -> T {
+pub fn load_scalar<B: Source, const TH: usize, const I: usize>(_: &Ctx<TH, I>, buf: B, i: u64) -> B::Elem {
     buf.read(i)
 }
 /// Writes one element of `buf` (thread 0).
@@ -359,14 +524,14 @@ pub fn len<T, const TH: usize, const I: usize>(_: &Ctx<TH, I>, t: &Tile<T, I>) -
 
 /// `buf[off + idx[i]]` for each i, or `fallback` where `idx[i] < 0`.
 #[inline(always)]
-pub fn gather<T: Copy + Default, const TH: usize, const I: usize>(
+pub fn gather<B: Source, const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
-    buf: Gm<T>,
+    buf: B,
     off: u64,
     idx: &Tile<i32, I>,
-    fallback: T,
-) -> Tile<T, I> {
-    let mut v = [T::default(); I];
+    fallback: B::Elem,
+) -> Tile<B::Elem, I> {
+    let mut v = [B::Elem::default(); I];
     for (j, o) in v.iter_mut().enumerate() {
         if c.idx(j) < idx.n {
             let i = ix(&idx.v, j);

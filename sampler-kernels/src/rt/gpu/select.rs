@@ -7,7 +7,7 @@ use super::block::block_excl_scan;
 use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, split_keys};
 use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
-use super::{Ctx, Gm, Tile, V4, SORT_CAP};
+use super::{Ctx, Source, Tile, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
 pub(super) const SEL_BATCH: usize = 8;
@@ -354,7 +354,7 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
 /// section 3.6 (logit descending, ties by lower id), with their ids.
 #[inline(always)]
-pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
     if let Some((scr, st)) = stage::<TH, I>(c, buf, off, v) {
@@ -396,7 +396,7 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off:
 /// every selection pass then reads shared memory. `None`: no room.
 /// `Some((scratch, staging area))`.
 #[inline(always)]
-pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32) -> Option<(u64, u64)> {
+pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> Option<(u64, u64)> {
     let (scr, st, room) = stagebuf::<TH, I>();
     if v > room {
         return None;
@@ -411,18 +411,18 @@ pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32
         sts32(st + 4 * i as u64, o);
         reds_add(scr + 4 * (o >> (32 - WIDE)) as u64, 1);
     };
-    let p = buf.p.wrapping_add(off as usize);
-    // Block-uniform: the row range is 16-byte aligned (V and chunk starts
-    // multiples of 4): groups of 4 keys, thread t taking groups t, t + TH, ...
-    let groups = if (p as usize) % 16 == 0 { v / 4 } else { 0 };
+    // Block-uniform: the row range is aligned to 4 logits (V and chunk starts
+    // multiples of 4): groups of 4 keys (one 16-byte load of f32, 8 bytes of
+    // bf16/f16 logits), thread t taking groups t, t + TH, ...
+    let groups = if buf.quad_aligned(off) { v / 4 } else { 0 };
     let giters = groups.div_ceil(TH as u32);
     let mut base = 0u32;
     while base < giters {
         let ld = |j: u32| {
             let g = (base + j) * TH as u32 + c.tid;
             if g < groups {
-                // SAFETY: 4 * g + 3 < v, 16-byte aligned (checked above).
-                unsafe { *(p.add(4 * g as usize) as *const V4<f32>) }.0
+                // SAFETY: 4 * g + 3 < v, aligned to 4 logits (checked above).
+                unsafe { buf.quad(off + 4 * g as u64) }
             } else {
                 [0f32; 4]
             }
@@ -490,7 +490,7 @@ pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32
 /// of the warps' counts place the keys in id order. Equal logits come out in
 /// ascending id order, as `top_n` puts them.
 #[inline(always)]
-pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     if n == 0 || n > cap || TH % 32 != 0 {
