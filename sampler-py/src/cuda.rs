@@ -233,6 +233,9 @@ pub struct OutPool {
     /// Set when the use-count sensor is missing or does not behave as
     /// calibrated (another torch): then every step allocates, as before.
     off: bool,
+    /// The use count of a kept buffer nothing else refers to, measured on
+    /// the first one (with a view made and dropped to prove the sensor sees it).
+    free_count: Option<i64>,
 }
 
 struct PoolEntry {
@@ -293,8 +296,8 @@ impl OutPool {
         None
     }
 
-    /// Keeps a freshly allocated buffer, after checking that the use-count
-    /// sensor sees a view of it (else turns the pool off).
+    /// Keeps a freshly allocated buffer (the first one calibrates the
+    /// use-count sensor: it must see a view of it, else the pool turns off).
     fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
         if self.off || bytes == 0 {
             return;
@@ -303,11 +306,18 @@ impl OutPool {
             let storage = flat.call_method0(pyo3::intern!(py, "untyped_storage"))?;
             let cdata = storage.getattr(pyo3::intern!(py, "_cdata"))?;
             let free_count = use_count(py, &cdata)?;
-            let view = flat.call_method1(pyo3::intern!(py, "view"), (-1,))?;
-            let with_view = use_count(py, &cdata)?;
-            drop(view);
-            if with_view != free_count + 1 || use_count(py, &cdata)? != free_count {
-                return Ok(None);
+            match self.free_count {
+                Some(n) if n != free_count => return Ok(None),
+                Some(_) => {}
+                None => {
+                    let view = flat.call_method1(pyo3::intern!(py, "view"), (-1,))?;
+                    let with_view = use_count(py, &cdata)?;
+                    drop(view);
+                    if with_view != free_count + 1 || use_count(py, &cdata)? != free_count {
+                        return Ok(None);
+                    }
+                    self.free_count = Some(free_count);
+                }
             }
             let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
             Ok(Some(PoolEntry { flat: flat.clone().unbind(), _storage: storage.unbind(), cdata: cdata.unbind(), free_count, base, stream, bytes, tokens }))
