@@ -451,3 +451,36 @@ def test_draft_tree_requests_and_converters(rng):
     bad = sp.Request.tree(params(), 50, sp.DraftTree([0, 0, 1, 1], [5, 6, 7]))
     out2 = s.sample(np.concatenate([a, logits(rng, 1)]), [bad, good])
     assert out2.errors[0] is not None and "parent" in out2.errors[0] and out2.errors[1] is None
+
+
+def test_functional_argument_fast_paths_agree_with_the_general_ones(rng):
+    # Python scalars skip the __dlpack__ probe and contiguous uint64 seeds go through numpy's
+    # C API: the same tokens as lists, numpy scalars and the DLPack path; the same errors.
+    a = logits(rng, 5)
+    f = lambda **kw: sp.top_k_top_p_sampling_from_logits(a, backend="cpu", **kw).tolist()
+    want = f(top_k=[5] * 5, top_p=[0.9] * 5, temperature=[0.7] * 5, seed=[0, 2, 4, 6, 8])
+    assert f(top_k=5, top_p=0.9, temperature=0.7, seed=np.array([0, 2, 4, 6, 8], dtype=np.uint64)) == want
+    assert f(top_k=5, top_p=0.9, temperature=0.7, seed=np.array([0, 2, 4, 6, 8], dtype=np.int64)) == want
+    assert f(top_k=np.int64(5), top_p=np.float64(0.9), temperature=np.float32(0.7), seed=np.uint64(3)) == f(top_k=5, top_p=0.9, temperature=0.7, seed=3)
+    with pytest.raises(ValueError, match="seed: expected a row-major contiguous array"):
+        f(seed=np.arange(10, dtype=np.uint64)[::2])
+    with pytest.raises(TypeError, match="temperature must be a float, got bool"):
+        f(temperature=True)
+    with pytest.raises(ValueError, match="seed: expected values >= 0, got -1"):
+        f(seed=np.array([-1, 0, 0, 0, 0], dtype=np.int64))
+
+
+def test_requests_are_read_in_place_and_stay_valid(rng):
+    # The step reads the Request objects' own data (no clone): equal results whether the
+    # caller keeps its list, builds a new one, or drops the objects right after the call.
+    a = logits(rng, 3)
+    s = sp.Sampler(V, backend="cpu")
+    mk = lambda: [sp.Request.prefill(sp.SamplingParams(top_k=9, top_logprobs=2, seq_seed=i, golden_token_ids=[1, 2]), 5, golden=[3], masks=None) for i in range(3)]
+    reqs = mk()
+    first = s.sample(a, reqs)
+    assert s.sample(a, tuple(reqs)).result_json() == first.result_json()
+    assert s.sample(a, mk()).result_json() == first.result_json()
+    for _ in range(50):
+        assert s.sample(a, [r for r in mk()]).tokens.tolist() == first.tokens.tolist()
+    with pytest.raises(TypeError, match=r"requests\[1\] must be a Request, got int"):
+        s.sample(a, [reqs[0], 1, reqs[2]])
