@@ -484,3 +484,29 @@ def test_requests_are_read_in_place_and_stay_valid(rng):
         assert s.sample(a, [r for r in mk()]).tokens.tolist() == first.tokens.tolist()
     with pytest.raises(TypeError, match=r"requests\[1\] must be a Request, got int"):
         s.sample(a, [reqs[0], 1, reqs[2]])
+
+
+def test_requests_replaced_by_another_thread_during_a_step(rng):
+    # The GIL is released while a host step runs: another thread replacing (and so freeing)
+    # the caller's Request objects meanwhile must not change or break the step, which holds them.
+    import threading
+
+    a = logits(rng, 4)
+    s = sp.Sampler(V, backend="cpu")
+    mk = lambda: [sp.Request.prefill(sp.SamplingParams(top_k=9, seq_seed=i, golden_token_ids=list(range(50))), 5) for i in range(4)]
+    reqs = mk()
+    want = s.sample(a, list(reqs)).tokens.tolist()
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            reqs[:] = mk()
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        for _ in range(200):
+            assert s.sample(a, reqs).tokens.tolist() == want
+    finally:
+        stop.set()
+        t.join()
