@@ -155,17 +155,18 @@ pub fn step(
                     segs[i] = (total, counts[i]);
                     total += (counts[i] * 4).div_ceil(ALIGN) * ALIGN;
                 }
-                let flat = if let Some(o) = reuse {
+                // The buffer and its device address (known already for a pooled one).
+                let (flat, base) = if let Some(o) = reuse {
                     // The caller's earlier output of this shape: its buffer is written again.
                     if (o.r, o.k, o.g) != (r, k, g) || o.segs != segs {
                         return Err(value_err(format!("out: a CudaStepOutput of R = {}, k = {}, B = {} cannot hold a step of R = {r}, k = {k}, B = {g}", o.r, o.k, o.g)));
                     }
-                    o.flat.bind(py).clone()
+                    (o.flat.bind(py).clone(), None)
                 } else {
                     let tokens = want == Want::Tokens;
                     let bytes = if tokens { r * 4 } else { total.max(ALIGN) };
                     match pool.as_deref_mut().and_then(|p| p.take(py, (c.t.device, c.stream), bytes, tokens)) {
-                        Some(f) => f,
+                        Some((f, base)) => (f, Some(base)),
                         None => {
                             let f = if tokens {
                                 new_empty(py, c, &PyTuple::new(py, [r])?, api.kw_int32.bind(py))?
@@ -175,11 +176,14 @@ pub fn step(
                             if let Some(p) = pool.as_deref_mut() {
                                 p.keep(py, &f, (c.t.device, c.stream), bytes, tokens);
                             }
-                            f
+                            (f, None)
                         }
                     }
                 };
-                let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+                let base: u64 = match base {
+                    Some(b) => b,
+                    None => flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?,
+                };
                 Ok((flat, segs, (r, k, g), base, n_seg))
             })();
             match res {
@@ -263,8 +267,9 @@ fn use_count(py: Python<'_>, cdata: &Bound<'_, PyAny>) -> PyResult<i64> {
 }
 
 impl OutPool {
-    /// A kept buffer of `bytes` for `stream` (device, stream) that nothing else refers to.
-    fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<Bound<'py, PyAny>> {
+    /// A kept buffer of `bytes` for `stream` (device, stream) that nothing
+    /// else refers to, and its device address.
+    fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<(Bound<'py, PyAny>, u64)> {
         if self.off {
             return None;
         }
@@ -287,9 +292,9 @@ impl OutPool {
                     return None;
                 }
             }
-            // Still the same memory (nobody could `set_` it without holding it, but check).
+            // Still the same memory (a `resize_` of an alias may have moved the shared storage).
             match f.call_method0(pyo3::intern!(py, "data_ptr")).and_then(|p| p.extract::<u64>()) {
-                Ok(p) if p == e.base => return Some(f.clone()),
+                Ok(p) if p == e.base => return Some((f.clone(), p)),
                 _ => continue,
             }
         }
