@@ -138,8 +138,8 @@ pub fn step(
     // Pooled buffers are for eager steps: a capture allocates from the graph's pool, and a
     // buffer a graph writes on replay must never be handed to an eager step.
     // SAFETY: the caller's live stream (above).
-    let eager = matches!(unsafe { cudarc::driver::result::stream::is_capturing(caller.cu_stream()) }, Ok(st) if st == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
-    let mut pool = pool.filter(|_| eager && reuse.is_none());
+    let eager = || matches!(unsafe { cudarc::driver::result::stream::is_capturing(caller.cu_stream()) }, Ok(st) if st == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
+    let mut pool = pool.filter(|_| reuse.is_none() && eager());
     let api = if c.t.torch { dlpack::torch_api(c.t.keep()).expect("torch tensor") } else { dlpack::torch_api_py(py).map_err(|e| value_err(format!("CUDA outputs are torch tensors: {e}")))? };
     // The output buffer is allocated by torch (caching allocator; the graph's pool under
     // capture) once the step's shape is known, inside the sampler's callback.
