@@ -844,8 +844,8 @@ struct PySampler {
 }
 
 /// The requests of one call, as the `&[Request]` a step takes, without
-/// cloning them (cloning 64 requests was a third of the binding's own cost
-/// at R = 64): bitwise copies of the `Request`s inside the `Request`
+/// cloning them (cloning 64 requests took 1.5 us of py-2's 7.2 us binding
+/// overhead, docs/GPU_NOTES.md; these copies 0.8 us): bitwise copies of the `Request`s inside the `Request`
 /// objects, which this batch keeps alive and never drops.
 struct ReqBatch<'py> {
     /// Strong references: the objects (and the heap data the copies point
@@ -857,7 +857,8 @@ struct ReqBatch<'py> {
 
 impl<'py> ReqBatch<'py> {
     fn new(keep: Vec<Bound<'py, PyRequest>>) -> ReqBatch<'py> {
-        // SAFETY: `PyRequest` is frozen and `Request` has no interior mutability, so the
+        // SAFETY: `PyRequest` is frozen and `Request` has no interior mutability (plain values
+        // and `Vec`s; keep it so, or clone here), so the
         // originals are never written or dropped while `_keep` holds them; the copies are only
         // read through `&[Request]` and never dropped (`ManuallyDrop`), so nothing is freed twice.
         let copies = keep.iter().map(|r| std::mem::ManuallyDrop::new(unsafe { std::ptr::read(&r.get().inner) })).collect();
@@ -1513,7 +1514,7 @@ fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bou
 
 /// Seconds per call of the binding's request conversion (`requests` ->
 /// the Rust requests a step takes), timed inside Rust over `iters` calls:
-/// one part of the binding overhead, for `bench/overhead.py`'s breakdown.
+/// one part of the binding overhead (`bench/binding_parts.py`).
 #[pyfunction]
 fn _bench_convert_requests(requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<f64> {
     let t = std::time::Instant::now();
