@@ -47,17 +47,19 @@ check)
         g=.gpu/golden
         cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
         echo "== compute-sanitizer ($cs)"
-        for tool in memcheck racecheck; do
-            for st in $g/case-101-021.json $g/case-102-002.json $g/case-102-000.json $g/next/tree-501-023.json; do
+        for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+            for st in ${SAN_STEPS:-$g/case-101-021.json $g/case-102-002.json $g/case-102-000.json $g/next/tree-501-023.json}; do
                 timeout ${SAN_TIMEOUT:-60} "$cs" --tool "$tool" --error-exitcode 9 .gpu/bin/gpu_suite step $st > "$out/san.txt" 2>&1
                 s=$?
                 echo "-- $tool $(basename $st): exit $s; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san.txt" | head -2 | tr '\n' ' ')"
                 [ "$s" = 0 ] || { rc=1; grep -E "Error|error" "$out/san.txt" | head -5; }
             done
         done
-        echo "== Python on torch CUDA tensors"
-        OUT="$out" PYTEST_S=${PYTEST_S:-90} FI_S=${FI_S:-45} bash scripts/python-gpu.sh device > "$out/python.txt" 2>&1 || rc=1
-        grep -E "passed|failed|error|overhead|us|==" "$out/python.txt" | tail -40
+        if [ "${PY:-1}" = 1 ]; then
+            echo "== Python on torch CUDA tensors"
+            OUT="$out" PYTEST_S=${PYTEST_S:-90} FI_S=${FI_S:-45} bash scripts/python-gpu.sh device > "$out/python.txt" 2>&1 || rc=1
+            grep -E "passed|failed|error|overhead|us|==" "$out/python.txt" | tail -40
+        fi
         echo "== check rc=$rc"
     } 2>&1 | tee "$out/check.log"
     exit $rc

@@ -913,14 +913,16 @@ impl PySampler {
 impl PySampler {
     /// `vocab_size` V (1..=524288), `force_topk` N (0 or >= V = off), `nextn`
     /// draft tokens per step, `backend` `"auto"|"cpu"|"cuda"|"ascend"`.
-    /// `reuse_outputs` (CUDA): a step's output buffer may be one of an
-    /// earlier step's that nothing refers to any more (no result, no view;
-    /// same stream, same size) instead of a new torch allocation; a result
-    /// still held is never overwritten (see `CudaStepOutput`).
+    /// `reuse_outputs` (CUDA, off by default): a step's output buffer may be
+    /// one of an earlier step's that nothing refers to any more (no result,
+    /// no view; same stream, same size) instead of a new torch allocation; a
+    /// result still held is never overwritten (see `CudaStepOutput`). Off by
+    /// default: on the H200 (GPU_NOTES run 13) its reference checks cost more
+    /// host time than torch's allocator saves; `out=` is the cheap reuse.
     /// Raises ValueError for a bad configuration (section 9), RuntimeError
     /// when a forced backend is unavailable.
     #[new]
-    #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto", reuse_outputs=true))]
+    #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto", reuse_outputs=false))]
     fn new(py: Python<'_>, vocab_size: &Bound<'_, PyAny>, force_topk: Option<&Bound<'_, PyAny>>, nextn: Option<&Bound<'_, PyAny>>, backend: &str, reuse_outputs: bool) -> PyResult<Self> {
         let cfg = SamplerConfig {
             vocab_size: u32_opt(Some(vocab_size), "vocab_size", 0)?,
@@ -1153,8 +1155,7 @@ impl RowParams {
 /// torch's current stream) and returns `[R]` int32 tokens on that device
 /// (or a `CudaStepOutput`) without waiting; per-row parameters are host
 /// values (a CUDA tensor parameter is copied to the host: a sync).
-/// Output buffers are reused as `Sampler(reuse_outputs=True)` does (one
-/// nothing refers to any more, same size and stream).
+/// Each call allocates its output buffer from torch's caching allocator.
 #[pyfunction]
 #[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -1179,13 +1180,8 @@ fn top_k_top_p_sampling_from_logits(
         let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
         let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
-        // The cached sampler's output buffers are reused as `Sampler`'s are (`cuda::OutPool`).
-        static POOL: Mutex<Option<cuda::OutPool>> = Mutex::new(None);
-        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| {
-            let mut pool = POOL.try_lock().ok();
-            let p = pool.as_deref_mut().map(|p| p.get_or_insert_with(Default::default));
-            cuda::step(py, s, &c, &reqs, want, None, p)
-        })?;
+        // No output pool: its reference checks cost more than torch's allocator (run 13).
+        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None, None))?;
         if return_logprobs {
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
         }

@@ -306,7 +306,7 @@ def test_capture_without_warm_up_is_an_error_not_a_broken_graph():
 
 def test_output_buffer_reused_only_when_nothing_refers_to_it():
     v = 4096
-    s = sp.Sampler(v, force_topk=1024, backend="cuda")
+    s = sp.Sampler(v, force_topk=1024, backend="cuda", reuse_outputs=True)
     x = torch.randn(4, v, device="cuda") * 3
     reqs = lambda seed: [sp.Request.prefill(sp.SamplingParams(top_k=40, top_logprobs=4, seq_seed=seed + i), 9) for i in range(4)]
     ref = [s.sample(x, reqs(k), out=None) for k in (0, 100, 200)]

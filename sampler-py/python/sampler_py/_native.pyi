@@ -178,16 +178,16 @@ class Sampler:
     """Mirrors sampler_host::Sampler. Raises ValueError for a bad configuration
     (section 9), RuntimeError when a forced backend is unavailable."""
 
-    def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto", reuse_outputs: bool = True) -> None:
-        """`reuse_outputs` (CUDA): reuse an earlier step's output buffer of the same size
-        on the same stream once nothing refers to it (no result, no view) instead of a
-        new torch allocation."""
+    def __init__(self, vocab_size: int, *, force_topk: int = 0, nextn: int = 5, backend: str = "auto", reuse_outputs: bool = False) -> None:
+        """`reuse_outputs` (CUDA, off by default): reuse an earlier step's output buffer of
+        the same size on the same stream once nothing refers to it (no result, no view)
+        instead of a new torch allocation (slower than torch's allocator on the H200;
+        `out=` is the cheap reuse)."""
     def sample(self, logits: ArrayLike, requests: Sequence[Request], *, stream: StreamLike = None, out: Optional[CudaStepOutput] = None) -> Union[StepOutput, CudaStepOutput]:
         """logits [R, V]; R = sum of the requests' rows. Host logits: a StepOutput,
         the GIL released while it runs. CUDA logits: enqueued on `stream`, a
         CudaStepOutput without waiting (`out`: an earlier one of the same shape,
-        written again instead of a new allocation; without it, a buffer nothing
-        refers to any more may be reused, see `reuse_outputs`)."""
+        written again instead of a new allocation; see also `reuse_outputs`)."""
     def check(self, request: Request) -> Optional[str]:
         """The host-side error text of `request` (section 1), or None when valid."""
     def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
@@ -238,8 +238,7 @@ def top_k_top_p_sampling_from_logits(
 ) -> Union[Array, StepOutput, CudaStepOutput]:
     """[R] int32 tokens (-1 for a bad row); StepOutput with return_logprobs=True.
     Defaults: top_k -1 (off), top_p 1 (off), temperature 1, seed random, positions 0.
-    CUDA logits: the output buffer may be an earlier call's that nothing refers to
-    any more (same size and stream), as Sampler(reuse_outputs=True)."""
+    CUDA logits: each call allocates its outputs from torch's caching allocator."""
 
 def verify(
     target_logits: ArrayLike,
