@@ -120,6 +120,29 @@ pub(super) fn stagebuf<const TH: usize, const I: usize>() -> (u64, u64, u32) {
     (sh() + SMEM_BASE as u64, sh() + start as u64, keys)
 }
 
+/// `ld.shared.u16` (zero-extended).
+#[inline(always)]
+pub(super) fn lds16(a: u64) -> u32 {
+    let v: u16;
+    // SAFETY: `a` is a 2-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("ld.shared.u16 {v}, [{a}];", v = out(reg16) v, a = in(reg64) a, options(nostack, readonly)) };
+    v as u32
+}
+/// `st.shared.u16` of the low half of `v`.
+#[inline(always)]
+pub(super) fn sts16(a: u64, v: u32) {
+    // SAFETY: as `lds16`.
+    unsafe { asm!("st.shared.u16 [{a}], {v};", a = in(reg64) a, v = in(reg16) v as u16, options(nostack)) };
+}
+/// `ld.shared.v4.u32`: four words at the 16-byte aligned `a`.
+#[inline(always)]
+pub(super) fn lds128(a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    // SAFETY: `a` is a 16-byte aligned address inside the launch's shared memory.
+    unsafe { asm!("ld.shared.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];", a = in(reg64) a, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, options(nostack, readonly)) };
+    [x, y, z, w]
+}
+
 /// `st.shared.v4.u32`: four words at the 16-byte aligned `a`.
 #[inline(always)]
 pub(super) fn sts128(a: u64, v: [u32; 4]) {

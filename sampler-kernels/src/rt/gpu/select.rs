@@ -5,7 +5,7 @@
 use super::super::math::{key_of_bits, order_bits, order_key};
 use super::block::block_excl_scan;
 use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
-use super::sort::{bitonic_desc, split_keys};
+use super::sort::{bitonic_desc, radix_desc, radix_fits, split_keys};
 use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
 use super::{Ctx, Source, Tile, SORT_CAP};
 
@@ -153,7 +153,7 @@ pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters
     while c0 < n {
         let m = (n - c0).min(cap);
         let lo = radix_select(c, iters, &keys, has_hi, hi, m);
-        gather_sorted(c, iters, &keys, lo, has_hi, hi, m, c0, &mut out);
+        gather_sorted(c, iters, &keys, lo, has_hi, hi, m, c0, &mut out, 0, 0);
         has_hi = true;
         hi = lo;
         c0 += m;
@@ -164,6 +164,8 @@ pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters
 /// Gathers the `m` keys in `[lo, hi)` (`[lo, ..)` when `!has_hi`) that
 /// `keys` yields into the sort buffer, sorts them descending and puts them
 /// at tile positions `c0 .. c0 + m` of `out` (`m <= min(TILE, SORT_CAP)`).
+/// `tmp`: `tmp_bytes` of shared memory free once the keys are gathered (the
+/// radix sort's, when they suffice; else the bitonic network).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gather_sorted<const TH: usize, const I: usize>(
@@ -176,6 +178,8 @@ fn gather_sorted<const TH: usize, const I: usize>(
     m: u32,
     c0: u32,
     out: &mut [u64; I],
+    tmp: u64,
+    tmp_bytes: u32,
 ) {
     let buf = sortbuf();
     if c.tid == 0 {
@@ -205,14 +209,21 @@ fn gather_sorted<const TH: usize, const I: usize>(
         put(k7);
         base += SEL_BATCH as u32;
     }
+    let radix = radix_fits::<TH, I>(m, tmp_bytes);
     let p = m.next_power_of_two();
-    let mut i = m + c.tid;
-    while i < p {
-        sts64(buf + 8 * i as u64, 0);
-        i += TH as u32;
+    if !radix {
+        let mut i = m + c.tid;
+        while i < p {
+            sts64(buf + 8 * i as u64, 0);
+            i += TH as u32;
+        }
     }
     sync();
-    bitonic_desc(c, buf, p);
+    if radix {
+        radix_desc(c, buf, m, tmp);
+    } else {
+        bitonic_desc(c, buf, p);
+    }
     for (j, o) in out.iter_mut().enumerate() {
         let e = c.idx(j);
         if e >= c0 && e < c0 + m {
@@ -372,7 +383,9 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<E
         if n >= 1 && n <= cap {
             let lo = wide_select(c, scr, st, v, n);
             let mut out = [0u64; I];
-            gather_sorted(c, iters, &keys, lo, false, 0, n, 0, &mut out);
+            // The staging area is dead once gathered: the radix sort's histograms.
+            let room = stagebuf::<TH, I>().2;
+            gather_sorted(c, iters, &keys, lo, false, 0, n, 0, &mut out, st, 4 * room);
             return split_keys(&Tile { v: out, n });
         }
         let k = sorted_keys(c, iters, keys, n);

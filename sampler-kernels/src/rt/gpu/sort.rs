@@ -2,9 +2,10 @@
 //! warp shuffles for the short strides), `sort_desc`, and keys back to (logit, id) tiles.
 
 use super::super::math::{key_id, key_logit, order_key};
-use super::ptx::{lds64, sts64, sync};
+use super::block::{block_excl_scan, block_fold};
+use super::ptx::{lds128, lds16, lds64, sts128, sts16, sts64, sync};
 use super::select::sorted_keys;
-use super::warp::shfl_xor64;
+use super::warp::{match_any, shfl_xor64, syncwarp};
 use super::{ix, Ctx, Tile, SORT_CAP};
 
 /// One compare-exchange of the bitonic network, seen from position `i`
@@ -147,6 +148,132 @@ pub(super) fn bitonic_desc_shared<const TH: usize, const I: usize>(c: &Ctx<TH, I
         }
         size *= 2;
     }
+}
+
+/// Most keys per thread [`radix_desc`] holds in registers.
+const RADIX_E: u32 = 4;
+/// Fewest keys [`radix_desc`] sorts: below, the bitonic network (in
+/// registers and shuffles for up to 512 keys) is as fast.
+const RADIX_MIN: u32 = 513;
+
+/// Whether [`radix_desc`] sorts `m` keys, given `tmp_bytes` of free shared
+/// memory (its histograms need `16 * TH` bytes).
+#[inline(always)]
+pub(super) fn radix_fits<const TH: usize, const I: usize>(m: u32, tmp_bytes: u32) -> bool {
+    TH % 32 == 0 && m >= RADIX_MIN && m <= RADIX_E * TH as u32 && tmp_bytes >= 16 * TH as u32
+}
+
+/// Sorts the `m` unique keys `buf[0..m]` descending, in place ([`radix_fits`]
+/// must hold; `tmp`: 16-byte aligned, `16 * TH` free bytes): an LSD radix
+/// sort with 8-bit digits, stable per pass, so the order is exactly the
+/// bitonic network's (the keys are unique). Only the digits that vary among
+/// the keys get a pass (a block OR/AND of the keys), and the 32 id bits only
+/// when two keys share a value: the value digits are sorted first, and when
+/// the result has equal adjacent values the sort starts over from the id
+/// digits (LSD needs the lower digits first; ties are rare in real rows).
+#[inline(always)]
+pub(super) fn radix_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32, tmp: u64) {
+    let e = m.div_ceil(TH as u32);
+    let first = (c.tid / 32) * 32 * e + (c.tid & 31);
+    let mut or = 0u64;
+    let mut and = u64::MAX;
+    for q in 0..RADIX_E {
+        let i = first + 32 * q;
+        if q < e && i < m {
+            let k = lds64(buf + 8 * i as u64);
+            or |= k;
+            and &= k;
+        }
+    }
+    // Low half: OR; high half: AND (one fold, two barriers).
+    let f = block_fold(c, (or as u128) | ((and as u128) << 64), |a, b| ((a | b) & (u64::MAX as u128)) | ((a & b) >> 64 << 64));
+    let diff = (f as u64) ^ ((f >> 64) as u64);
+    let mut s = 32u32;
+    while s < 64 {
+        if (diff >> s) & 255 != 0 {
+            radix_pass(c, buf, m, e, tmp, s);
+        }
+        s += 8;
+    }
+    let mut tie = 0u32;
+    for q in 0..RADIX_E {
+        let i = first + 32 * q;
+        if q < e && i + 1 < m && (lds64(buf + 8 * i as u64) >> 32) == (lds64(buf + 8 * (i + 1) as u64) >> 32) {
+            tie = 1;
+        }
+    }
+    if block_fold(c, tie, |a, b| a | b) != 0 {
+        let mut s = 0u32;
+        while s < 64 {
+            if (diff >> s) & 255 != 0 {
+                radix_pass(c, buf, m, e, tmp, s);
+            }
+            s += 8;
+        }
+    }
+}
+
+/// One stable pass of [`radix_desc`] on the digit at bit `s`, descending.
+/// Warp `w` owns positions `w*32*e ..` (key `q` of lane `l` at
+/// `w*32*e + 32*q + l`, so (warp, q, lane) is position order). Counters:
+/// u16 `(255 - digit) * WARPS + w` at `tmp`, so their exclusive scan in
+/// address order is each (digit, warp)'s first destination; thread `t`
+/// scans counters `8t .. 8t+8` (16 bytes: `256 * WARPS == 8 * TH`).
+#[inline(always)]
+fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32, e: u32, h: u64, s: u32) {
+    let warps = TH as u32 / 32;
+    let (w, lane) = (c.tid / 32, c.tid & 31);
+    let first = w * 32 * e + lane;
+    sts128(h + 16 * c.tid as u64, [0; 4]);
+    let mut k = [0u64; RADIX_E as usize];
+    for (q, kq) in k.iter_mut().enumerate() {
+        let i = first + 32 * q as u32;
+        if (q as u32) < e && i < m {
+            *kq = lds64(buf + 8 * i as u64);
+        }
+    }
+    sync();
+    // Rank of each key among its warp's keys of the same digit before it.
+    let mut rank = [0u32; RADIX_E as usize];
+    let mut at = [0u64; RADIX_E as usize];
+    for q in 0..RADIX_E as usize {
+        if (q as u32) < e {
+            let valid = first + 32 * (q as u32) < m;
+            let d = if valid { ((k[q] >> s) & 255) as u32 } else { 256 };
+            let peers = match_any(d);
+            let a = h + 2 * ((255 - (d & 255)) * warps + w) as u64;
+            let before = lds16(a);
+            syncwarp();
+            if valid && lane == 31 - peers.leading_zeros() {
+                sts16(a, before + peers.count_ones());
+            }
+            syncwarp();
+            rank[q] = before + (peers & ((1u32 << lane) - 1)).count_ones();
+            at[q] = a;
+        }
+    }
+    sync();
+    let v = lds128(h + 16 * c.tid as u64);
+    let mut n = [0u32; 8];
+    let mut sum = 0u32;
+    for (j, x) in n.iter_mut().enumerate() {
+        *x = (v[j / 2] >> (16 * (j % 2))) & 0xffff;
+        sum += *x;
+    }
+    let (mut run, _) = block_excl_scan(c, sum);
+    let mut o = [0u32; 4];
+    for (j, &x) in n.iter().enumerate() {
+        o[j / 2] |= run << (16 * (j % 2));
+        run += x;
+    }
+    sts128(h + 16 * c.tid as u64, o);
+    sync();
+    for q in 0..RADIX_E as usize {
+        if (q as u32) < e && first + 32 * (q as u32) < m {
+            sts64(buf + 8 * (lds16(at[q]) + rank[q]) as u64, k[q]);
+        }
+    }
+    sync();
 }
 
 /// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.

@@ -144,3 +144,11 @@ pub(super) fn shfl_xor64(v: u64, m: u32) -> u64 {
     }
     ((hi as u64) << 32) | lo as u64
 }
+
+/// `bar.warp.sync`: orders the warp's shared-memory accesses before it
+/// against those after it (every lane of the warp calls it together).
+#[inline(always)]
+pub(super) fn syncwarp() {
+    // SAFETY: every lane of the warp calls it together (uniform loops).
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
