@@ -5,7 +5,7 @@ use super::super::math::{key_id, key_logit, order_key};
 use super::block::{block_excl_scan, block_fold};
 use super::ptx::{lds128, lds16, lds64, sts128, sts16, sts64, sync};
 use super::select::sorted_keys;
-use super::warp::{match_any, shfl_xor64, syncwarp};
+use super::warp::{ballot, shfl_xor64, syncwarp};
 use super::{ix, Ctx, Tile, SORT_CAP};
 
 /// One compare-exchange of the bitonic network, seen from position `i`
@@ -155,22 +155,24 @@ const RADIX_E: u32 = 4;
 /// Fewest keys [`radix_desc`] sorts: below, the bitonic network (in
 /// registers and shuffles for up to 512 keys) is as fast.
 const RADIX_MIN: u32 = 513;
+/// Longest run of equal values [`radix_desc`] orders by insertion.
+const RUN_MAX: u32 = 32;
 
 /// Whether [`radix_desc`] sorts `m` keys, given `tmp_bytes` of free shared
 /// memory (its histograms need `16 * TH` bytes).
 #[inline(always)]
 pub(super) fn radix_fits<const TH: usize, const I: usize>(m: u32, tmp_bytes: u32) -> bool {
-    TH % 32 == 0 && m >= RADIX_MIN && m <= RADIX_E * TH as u32 && tmp_bytes >= 16 * TH as u32
+    TH % 256 == 0 && (TH / 32).is_power_of_two() && m >= RADIX_MIN && m <= RADIX_E * TH as u32 && tmp_bytes >= 16 * TH as u32
 }
 
 /// Sorts the `m` unique keys `buf[0..m]` descending, in place ([`radix_fits`]
 /// must hold; `tmp`: 16-byte aligned, `16 * TH` free bytes): an LSD radix
 /// sort with 8-bit digits, stable per pass, so the order is exactly the
 /// bitonic network's (the keys are unique). Only the digits that vary among
-/// the keys get a pass (a block OR/AND of the keys), and the 32 id bits only
-/// when two keys share a value: the value digits are sorted first, and when
-/// the result has equal adjacent values the sort starts over from the id
-/// digits (LSD needs the lower digits first; ties are rare in real rows).
+/// the keys get a pass (a block OR/AND of the keys); the value digits are
+/// sorted first, then runs of equal values are put in id order: short ones
+/// by insertion, and any run longer than [`RUN_MAX`] restarts the sort
+/// from the id digits (LSD needs the lower digits first).
 #[inline(always)]
 pub(super) fn radix_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32, tmp: u64) {
     let e = m.div_ceil(TH as u32);
@@ -195,14 +197,43 @@ pub(super) fn radix_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u
         }
         s += 8;
     }
-    let mut tie = 0u32;
+    // Equal values are adjacent now, in gather order: a thread whose
+    // position starts a run of equal values sorts it by insertion (the full
+    // keys: id order), when it is short; a longer run restarts the sort
+    // from the id digits (LSD over every varying digit).
+    let mut long = 0u32;
     for q in 0..RADIX_E {
         let i = first + 32 * q;
-        if q < e && i + 1 < m && (lds64(buf + 8 * i as u64) >> 32) == (lds64(buf + 8 * (i + 1) as u64) >> 32) {
-            tie = 1;
+        if q < e && i < m {
+            let hv = lds64(buf + 8 * i as u64) >> 32;
+            if i == 0 || (lds64(buf + 8 * (i - 1) as u64) >> 32) != hv {
+                let mut len = 1u32;
+                while len <= RUN_MAX && i + len < m && (lds64(buf + 8 * (i + len) as u64) >> 32) == hv {
+                    len += 1;
+                }
+                if len > RUN_MAX {
+                    long = 1;
+                } else {
+                    let mut j = 1u32;
+                    while j < len {
+                        let key = lds64(buf + 8 * (i + j) as u64);
+                        let mut t = j;
+                        while t > 0 {
+                            let prev = lds64(buf + 8 * (i + t - 1) as u64);
+                            if prev >= key {
+                                break;
+                            }
+                            sts64(buf + 8 * (i + t) as u64, prev);
+                            t -= 1;
+                        }
+                        sts64(buf + 8 * (i + t) as u64, key);
+                        j += 1;
+                    }
+                }
+            }
         }
     }
-    if block_fold(c, tie, |a, b| a | b) != 0 {
+    if block_fold(c, long, |a, b| a | b) != 0 {
         let mut s = 0u32;
         while s < 64 {
             if (diff >> s) & 255 != 0 {
@@ -216,9 +247,11 @@ pub(super) fn radix_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u
 /// One stable pass of [`radix_desc`] on the digit at bit `s`, descending.
 /// Warp `w` owns positions `w*32*e ..` (key `q` of lane `l` at
 /// `w*32*e + 32*q + l`, so (warp, q, lane) is position order). Counters:
-/// u16 `(255 - digit) * WARPS + w` at `tmp`, so their exclusive scan in
-/// address order is each (digit, warp)'s first destination; thread `t`
-/// scans counters `8t .. 8t+8` (16 bytes: `256 * WARPS == 8 * TH`).
+/// u16, logical index `(255 - digit) * WARPS + w`, so their exclusive scan
+/// in that order is each (digit, warp)'s first destination; thread `t`
+/// scans logical counters `8t .. 8t+8` (`256 * WARPS == 8 * TH`). Stored
+/// at column `w ^ (digit % WARPS)` of the digit's row, so that the lanes
+/// of a warp (one `w`, many digits) spread over the banks.
 #[inline(always)]
 fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32, e: u32, h: u64, s: u32) {
     let warps = TH as u32 / 32;
@@ -234,14 +267,21 @@ fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32,
     }
     sync();
     // Rank of each key among its warp's keys of the same digit before it.
+    // The lanes with the same digit: 8 ballots (match.any serialises over
+    // distinct values, here up to 32).
     let mut rank = [0u32; RADIX_E as usize];
     let mut at = [0u64; RADIX_E as usize];
     for q in 0..RADIX_E as usize {
         if (q as u32) < e {
             let valid = first + 32 * (q as u32) < m;
-            let d = if valid { ((k[q] >> s) & 255) as u32 } else { 256 };
-            let peers = match_any(d);
-            let a = h + 2 * ((255 - (d & 255)) * warps + w) as u64;
+            let d = ((k[q] >> s) & 255) as u32;
+            let mut peers = ballot(valid);
+            for b in 0..8 {
+                let bit = (d >> b) & 1 != 0;
+                let v = ballot(bit);
+                peers &= if bit { v } else { !v };
+            }
+            let a = h + 2 * ((255 - d) * warps + (w ^ (d & (warps - 1)))) as u64;
             let before = lds16(a);
             syncwarp();
             if valid && lane == 31 - peers.leading_zeros() {
@@ -253,20 +293,27 @@ fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32,
         }
     }
     sync();
-    let v = lds128(h + 16 * c.tid as u64);
+    // Logical counters 8t .. 8t+8: row 8t / WARPS, columns w0 .. w0+8,
+    // stored in the 8-aligned chunk w0 ^ (x & !7), permuted by x & 7.
+    let row = 8 * c.tid / warps;
+    let w0 = 8 * c.tid % warps;
+    let x = (255 - row) & (warps - 1);
+    let chunk = h + 2 * (row * warps + (w0 ^ (x & !7))) as u64;
+    let v = lds128(chunk);
+    let v = (v[0] as u128) | ((v[1] as u128) << 32) | ((v[2] as u128) << 64) | ((v[3] as u128) << 96);
     let mut n = [0u32; 8];
     let mut sum = 0u32;
-    for (j, x) in n.iter_mut().enumerate() {
-        *x = (v[j / 2] >> (16 * (j % 2))) & 0xffff;
-        sum += *x;
+    for (i, ni) in n.iter_mut().enumerate() {
+        *ni = ((v >> (16 * ((i as u32) ^ (x & 7)))) & 0xffff) as u32;
+        sum += *ni;
     }
     let (mut run, _) = block_excl_scan(c, sum);
-    let mut o = [0u32; 4];
-    for (j, &x) in n.iter().enumerate() {
-        o[j / 2] |= run << (16 * (j % 2));
-        run += x;
+    let mut o = 0u128;
+    for (i, &ni) in n.iter().enumerate() {
+        o |= (run as u128) << (16 * ((i as u32) ^ (x & 7)));
+        run += ni;
     }
-    sts128(h + 16 * c.tid as u64, o);
+    sts128(chunk, [o as u32, (o >> 32) as u32, (o >> 64) as u32, (o >> 96) as u32]);
     sync();
     for q in 0..RADIX_E as usize {
         if (q as u32) < e && first + 32 * (q as u32) < m {
