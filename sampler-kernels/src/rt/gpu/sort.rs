@@ -258,40 +258,47 @@ fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32,
     let (w, lane) = (c.tid / 32, c.tid & 31);
     let first = w * 32 * e + lane;
     sts128(h + 16 * c.tid as u64, [0; 4]);
-    let mut k = [0u64; RADIX_E as usize];
-    for (q, kq) in k.iter_mut().enumerate() {
-        let i = first + 32 * q as u32;
-        if (q as u32) < e && i < m {
-            *kq = lds64(buf + 8 * i as u64);
+    // Hand-unrolled over the (at most 4) keys of the thread, so that keys,
+    // ranks and counter addresses stay in registers (a loop puts them in
+    // local memory).
+    let ld = |q: u32| {
+        let i = first + 32 * q;
+        if q < e && i < m {
+            lds64(buf + 8 * i as u64)
+        } else {
+            0
         }
-    }
+    };
+    let (k0, k1, k2, k3) = (ld(0), ld(1), ld(2), ld(3));
     sync();
     // Rank of each key among its warp's keys of the same digit before it.
     // The lanes with the same digit: 8 ballots (match.any serialises over
     // distinct values, here up to 32).
-    let mut rank = [0u32; RADIX_E as usize];
-    let mut at = [0u64; RADIX_E as usize];
-    for q in 0..RADIX_E as usize {
-        if (q as u32) < e {
-            let valid = first + 32 * (q as u32) < m;
-            let d = ((k[q] >> s) & 255) as u32;
-            let mut peers = ballot(valid);
-            for b in 0..8 {
-                let bit = (d >> b) & 1 != 0;
-                let v = ballot(bit);
-                peers &= if bit { v } else { !v };
-            }
-            let a = h + 2 * ((255 - d) * warps + (w ^ (d & (warps - 1)))) as u64;
-            let before = lds16(a);
-            syncwarp();
-            if valid && lane == 31 - peers.leading_zeros() {
-                sts16(a, before + peers.count_ones());
-            }
-            syncwarp();
-            rank[q] = before + (peers & ((1u32 << lane) - 1)).count_ones();
-            at[q] = a;
+    let rank = |q: u32, key: u64| -> (u32, u64) {
+        if q >= e {
+            return (0, 0);
         }
-    }
+        let valid = first + 32 * q < m;
+        let d = ((key >> s) & 255) as u32;
+        let mut peers = ballot(valid);
+        for b in 0..8 {
+            let bit = (d >> b) & 1 != 0;
+            let v = ballot(bit);
+            peers &= if bit { v } else { !v };
+        }
+        let a = h + 2 * ((255 - d) * warps + (w ^ (d & (warps - 1)))) as u64;
+        let before = lds16(a);
+        syncwarp();
+        if valid && lane == 31 - peers.leading_zeros() {
+            sts16(a, before + peers.count_ones());
+        }
+        syncwarp();
+        (before + (peers & ((1u32 << lane) - 1)).count_ones(), a)
+    };
+    let (r0, a0) = rank(0, k0);
+    let (r1, a1) = rank(1, k1);
+    let (r2, a2) = rank(2, k2);
+    let (r3, a3) = rank(3, k3);
     sync();
     // Logical counters 8t .. 8t+8: row 8t / WARPS, columns w0 .. w0+8,
     // stored in the 8-aligned chunk w0 ^ (x & !7), permuted by x & 7.
@@ -315,11 +322,15 @@ fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32,
     }
     sts128(chunk, [o as u32, (o >> 32) as u32, (o >> 64) as u32, (o >> 96) as u32]);
     sync();
-    for q in 0..RADIX_E as usize {
-        if (q as u32) < e && first + 32 * (q as u32) < m {
-            sts64(buf + 8 * (lds16(at[q]) + rank[q]) as u64, k[q]);
+    let put = |q: u32, key: u64, r: u32, a: u64| {
+        if q < e && first + 32 * q < m {
+            sts64(buf + 8 * (lds16(a) + r) as u64, key);
         }
-    }
+    };
+    put(0, k0, r0, a0);
+    put(1, k1, r1, a1);
+    put(2, k2, r2, a2);
+    put(3, k3, r3, a3);
     sync();
 }
 
