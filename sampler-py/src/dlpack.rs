@@ -322,26 +322,7 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
         Err(e) if e.is_instance_of::<PyTypeError>(py) => method.call0().map_err(failed)?,
         Err(e) => return Err(failed(e)),
     };
-    // SAFETY: PyCapsule_GetName / GetPointer check the object; null means an error (cleared below).
-    let name = unsafe { pyo3::ffi::PyCapsule_GetName(capsule.as_ptr()) };
-    let versioned = !name.is_null() && unsafe { CStr::from_ptr(name) } == DLTENSOR_VERSIONED;
-    let want = if versioned { DLTENSOR_VERSIONED } else { DLTENSOR };
-    let raw = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), want.as_ptr()) };
-    if raw.is_null() {
-        let _ = PyErr::take(py);
-        return Err(PyTypeError::new_err(format!("{arg}: __dlpack__() did not return a \"dltensor\" or \"dltensor_versioned\" capsule")));
-    }
-    // SAFETY: a live (versioned or legacy) managed tensor owned by the capsule.
-    let t: &DLTensor = if versioned {
-        let mv = raw as *const DLManagedTensorVersioned;
-        let major = unsafe { (*mv).version[0] };
-        if major != 1 {
-            return Err(PyTypeError::new_err(format!("{arg}: DLPack major version {major} is not supported (1)")));
-        }
-        unsafe { &(*mv).dl_tensor }
-    } else {
-        unsafe { &(*(raw as *const DLManagedTensor)).dl_tensor }
-    };
+    let t = capsule_tensor(py, &capsule, arg)?;
     let dev = (t.device.device_type, t.device.device_id);
     if dev.0 != KDL_CPU && dev.0 != KDL_CUDA_HOST {
         return Err(device_error(arg, dev));
@@ -581,7 +562,23 @@ pub fn import_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], str
         }
         Err(e) => return Err(ValueError(format!("{arg}: __dlpack__(stream=...) failed: {}", e.value(py)))),
     };
-    // SAFETY: as in `import`.
+    let t = capsule_tensor(py, &capsule, arg)?;
+    if t.device.device_type != dev.0 {
+        return Err(ValueError(format!("{arg}: __dlpack_device__ said device type {} but the capsule holds {}", dev.0, t.device.device_type)));
+    }
+    let dtype = cuda_dtype_dl(t.dtype, arg)?;
+    let (shape_i, strides) = dl_shape(t, arg, ndims)?;
+    let shape = check_layout(arg, ndims, shape_i, strides)?;
+    let (ptr, device) = ((t.data as u64).wrapping_add(t.byte_offset), t.device.device_id);
+    check_aligned(arg, ptr, shape.iter().product(), dtype)?;
+    Ok(Some(CudaBorrowed { _keep: capsule, ptr, dtype, shape, device, torch: false }))
+}
+
+/// The `DLTensor` inside a `__dlpack__` capsule (versioned 1.x or legacy),
+/// borrowed for as long as the capsule lives. TypeError naming `arg` for
+/// anything else.
+fn capsule_tensor<'c>(py: Python<'_>, capsule: &'c Bound<'_, PyAny>, arg: &str) -> PyResult<&'c DLTensor> {
+    // SAFETY: PyCapsule_GetName / GetPointer check the object; null means an error (cleared below).
     let name = unsafe { pyo3::ffi::PyCapsule_GetName(capsule.as_ptr()) };
     let versioned = !name.is_null() && unsafe { CStr::from_ptr(name) } == DLTENSOR_VERSIONED;
     let want = if versioned { DLTENSOR_VERSIONED } else { DLTENSOR };
@@ -590,23 +587,15 @@ pub fn import_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], str
         let _ = PyErr::take(py);
         return Err(PyTypeError::new_err(format!("{arg}: __dlpack__() did not return a \"dltensor\" or \"dltensor_versioned\" capsule")));
     }
-    let t: &DLTensor = if versioned {
+    // SAFETY: a live (versioned or legacy) managed tensor owned by the capsule, which outlives 'c.
+    if versioned {
         let mv = raw as *const DLManagedTensorVersioned;
         let major = unsafe { (*mv).version[0] };
         if major != 1 {
             return Err(PyTypeError::new_err(format!("{arg}: DLPack major version {major} is not supported (1)")));
         }
-        unsafe { &(*mv).dl_tensor }
+        Ok(unsafe { &(*mv).dl_tensor })
     } else {
-        unsafe { &(*(raw as *const DLManagedTensor)).dl_tensor }
-    };
-    if t.device.device_type != dev.0 {
-        return Err(ValueError(format!("{arg}: __dlpack_device__ said device type {} but the capsule holds {}", dev.0, t.device.device_type)));
+        Ok(unsafe { &(*(raw as *const DLManagedTensor)).dl_tensor })
     }
-    let dtype = cuda_dtype_dl(t.dtype, arg)?;
-    let (shape_i, strides) = dl_shape(t, arg, ndims)?;
-    let shape = check_layout(arg, ndims, shape_i, strides)?;
-    let ptr = (t.data as u64).wrapping_add(t.byte_offset);
-    check_aligned(arg, ptr, shape.iter().product(), dtype)?;
-    Ok(Some(CudaBorrowed { _keep: capsule, ptr, dtype, shape, device: t.device.device_id, torch: false }))
 }

@@ -27,14 +27,11 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 PATHS = golden_paths()
 NOT_TREE = [p for p in PATHS if '"tree"' not in p.read_text()]
-HALF_TODO = "half-precision device logits"  # the Rust error until the `half` branch lands
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
 def test_golden_cuda_backend_from_python(path):
     text = path.read_text()
-    if any(r.get("kind") == "tree" for r in json.loads(text)["requests"]):
-        pytest.skip("tree requests are not exposed to Python")
     rust_cpu = json.loads(sp.run_case_json(text, "cpu"))
     _, doc = run_case_python(json.loads(text), backend="cuda")
     assert canon(doc) == canon(rust_cpu)
@@ -94,12 +91,7 @@ def test_golden_torch_cuda_tensors(dtype):
         want, _ = run_case_python(ref_case)
         reqs = [build_request(r) for r in case["requests"]]
         xd = x.cuda()
-        try:
-            out = _sampler(case).sample(xd, reqs)
-        except RuntimeError as e:
-            if dtype != "float32" and HALF_TODO in str(e):
-                pytest.skip(f"{dtype} device logits: {e}")
-            raise
+        out = _sampler(case).sample(xd, reqs)
         assert isinstance(out, sp.CudaStepOutput)
         assert out.tokens.is_cuda and out.tokens.device == xd.device and out.tokens.dtype == torch.int32
         assert canon(device_doc(out, case)) == canon(host_doc(want, case)), path.name
