@@ -47,12 +47,15 @@
 //! the chunk's smallest key, the keys between it and the previous chunk's
 //! bound are gathered into shared memory (exactly `m`, keys being unique),
 //! bitonic-sorted descending, and copied into the owners' tile slots.
+//! Staged `top_n` of more than 1024 keys (`topn_merge`) sorts them with a
+//! block LSD radix sort instead (`sort::radix_desc`; counters in the staging
+//! area, dead once the keys are gathered): same order, the keys being unique.
 //!
 //! Files by concern: `ptx` (inline-PTX intrinsics: shared-memory window,
 //! barriers, special registers), `warp` (shuffles, ballots, warp-aggregated
 //! atomics), `block` (block-wide folds, scans, reductions, the categorical
 //! draw), `select` (radix select, `top_n`, `top_n_set`) and `sort` (bitonic
-//! sorts, `sort_desc`); this file holds the context, tiles, buffers, maps
+//! and radix sorts, `sort_desc`); this file holds the context, tiles, buffers, maps
 //! and memory ops.
 
 use core::arch::nvptx::{_block_idx_x, _thread_idx_x};

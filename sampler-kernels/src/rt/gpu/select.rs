@@ -1,5 +1,5 @@
 //! Selection: the radix select over 64-bit order keys, `top_n` (select,
-//! then bitonic-sort chunk by chunk) and `top_n_set` (select, then ballots
+//! then bitonic- or radix-sort chunk by chunk) and `top_n_set` (select, then ballots
 //! place the kept keys in id order), with the shared-memory staging of a row.
 
 use super::super::math::{key_of_bits, order_bits, order_key};
