@@ -834,9 +834,11 @@ impl CudaDevice {
     /// a free one, else a new one while the ring has room, else the oldest
     /// after waiting for its copy.
     fn free_staging(&mut self, bytes: usize) -> Result<usize, BackendError> {
-        let free = |s: &Staging| s.copied.try_is_complete().unwrap_or(false);
-        if let Some(i) = self.staging.iter().position(|s| s.buf.len() >= bytes && free(s)) {
-            return Ok(i);
+        for (i, s) in self.staging.iter().enumerate() {
+            // A failed query reports an earlier asynchronous error: surface it.
+            if s.buf.len() >= bytes && s.copied.try_is_complete().map_err(dev)? {
+                return Ok(i);
+            }
         }
         if self.staging.len() >= STAGING_RING {
             // Every staging is in flight or too small: reuse the first (bounded ring).
