@@ -20,19 +20,20 @@ extern "C" __global__ __aicore__ void status_merge_t1(GM_ADDR p_bad, GM_ADDR p_f
   g_status.SetGlobalBuffer((__gm__ int32_t *)p_status);
   AscendC::DataCacheCleanAndInvalid<uint32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_bad);
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
-    const uint32_t v_r_1 = (uint32_t)(prog);
-    uint32_t v_nbad_2 = (uint32_t)(((uint32_t)0ull));
-    uint32_t v_nfin_3 = (uint32_t)(((uint32_t)0ull));
-    const uint32_t end4 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_5 = (uint32_t)(((uint32_t)0ull)); v_c_5 < end4; ++v_c_5) {
-      v_nbad_2 = (uint32_t)(sk::add<uint32_t>(v_nbad_2, g_bad.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_5)))))));
-      v_nfin_3 = (uint32_t)(sk::add<uint32_t>(v_nfin_3, g_finite.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_5)))))));
+    const uint32_t v___kf1_r_1 = (uint32_t)(prog);
+    const uint32_t v___kf1_chunks_2 = (uint32_t)(p_chunks);
+    uint32_t v___kf1_nbad_3 = (uint32_t)(((uint32_t)0ull));
+    uint32_t v___kf1_nfin_4 = (uint32_t)(((uint32_t)0ull));
+    const uint32_t end5 = (uint32_t)(v___kf1_chunks_2);
+    for (uint32_t v___kf1_c_6 = (uint32_t)(((uint32_t)0ull)); v___kf1_c_6 < end5; ++v___kf1_c_6) {
+      v___kf1_nbad_3 = (uint32_t)(sk::add<uint32_t>(v___kf1_nbad_3, g_bad.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_1, v___kf1_chunks_2), v___kf1_c_6)))))));
+      v___kf1_nfin_4 = (uint32_t)(sk::add<uint32_t>(v___kf1_nfin_4, g_finite.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_1, v___kf1_chunks_2), v___kf1_c_6)))))));
     }
-    const int32_t v_st_6 = (int32_t)(((((uint32_t)(v_nbad_2) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_nfin_3) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-    const uint64_t off7 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_6));
+    const int32_t v___kf1_st_7 = (int32_t)(((((uint32_t)(v___kf1_nbad_3) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_nfin_4) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+    const uint64_t off8 = (uint64_t)(((uint64_t)(v___kf1_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_7));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off7], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off8], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -74,18 +74,20 @@ __aicore__ inline void topn_merge_body(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint
     AscendC::PipeBarrier<PIPE_ALL>();
     if (((uint32_t)(p_mchunks) > (uint32_t)(((uint32_t)0ull)))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint32_t v_nbad_14 = (uint32_t)(((uint32_t)0ull));
-      uint32_t v_nfin_15 = (uint32_t)(((uint32_t)0ull));
-      const uint32_t end16 = (uint32_t)(p_mchunks);
-      for (uint32_t v_c_17 = (uint32_t)(((uint32_t)0ull)); v_c_17 < end16; ++v_c_17) {
-        v_nbad_14 = (uint32_t)(sk::add<uint32_t>(v_nbad_14, g_bad.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_mchunks), v_c_17)))))));
-        v_nfin_15 = (uint32_t)(sk::add<uint32_t>(v_nfin_15, g_finite.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_mchunks), v_c_17)))))));
+      const uint32_t v___kf1_r_14 = (uint32_t)(v_r_1);
+      const uint32_t v___kf1_chunks_15 = (uint32_t)(p_mchunks);
+      uint32_t v___kf1_nbad_16 = (uint32_t)(((uint32_t)0ull));
+      uint32_t v___kf1_nfin_17 = (uint32_t)(((uint32_t)0ull));
+      const uint32_t end18 = (uint32_t)(v___kf1_chunks_15);
+      for (uint32_t v___kf1_c_19 = (uint32_t)(((uint32_t)0ull)); v___kf1_c_19 < end18; ++v___kf1_c_19) {
+        v___kf1_nbad_16 = (uint32_t)(sk::add<uint32_t>(v___kf1_nbad_16, g_bad.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_14, v___kf1_chunks_15), v___kf1_c_19)))))));
+        v___kf1_nfin_17 = (uint32_t)(sk::add<uint32_t>(v___kf1_nfin_17, g_finite.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_14, v___kf1_chunks_15), v___kf1_c_19)))))));
       }
-      const int32_t v_st_18 = (int32_t)(((((uint32_t)(v_nbad_14) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_nfin_15) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-      const uint64_t off19 = (uint64_t)(((uint64_t)(v_r_1)));
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_18));
+      const int32_t v___kf1_st_20 = (int32_t)(((((uint32_t)(v___kf1_nbad_16) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_nfin_17) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+      const uint64_t off21 = (uint64_t)(((uint64_t)(v___kf1_r_14)));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_20));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_status[off19], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      AscendC::DataCopyPad(g_status[off21], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();

@@ -169,7 +169,14 @@ pub fn mask_check_chunk(
 /// - `bad`, `finite`: `[R * chunks]` u32; `status`: `[R]` i32 out.
 #[kernel]
 pub fn status_merge(bad: Gm<u32>, finite: Gm<u32>, chunks: u32, status: GmMut<i32>) {
-    let r = row();
+    merged_status(bad, finite, row(), chunks, status);
+}
+
+/// Section 3.2: row `r`'s status from its `chunks` chunks' counts of bad
+/// (NaN or +inf) and finite logits (0 ok, 1 a bad logit, 2 every logit
+/// -inf), stored at `status[r]`.
+#[kernel_fn]
+fn merged_status(bad: Gm<u32>, finite: Gm<u32>, r: u32, chunks: u32, status: GmMut<i32>) {
     let mut nbad = 0u32;
     let mut nfin = 0u32;
     for c in 0..chunks {
@@ -250,14 +257,7 @@ pub fn topn_merge(
     store(cand, off, x);
     store(cand_ids, off, ids);
     if mchunks > 0 {
-        let mut nbad = 0u32;
-        let mut nfin = 0u32;
-        for c in 0..mchunks {
-            nbad += load_scalar(bad, (r * mchunks + c) as u64);
-            nfin += load_scalar(finite, (r * mchunks + c) as u64);
-        }
-        let st = if nbad > 0 { 1i32 } else { if nfin == 0 { 2i32 } else { 0i32 } };
-        store_scalar(status, r as u64, st);
+        merged_status(bad, finite, r, mchunks, status);
     }
 }
 
