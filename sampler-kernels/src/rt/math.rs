@@ -227,15 +227,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let k = if t >= 0.0 { (t + 0.5) as i32 } else { (t - 0.5) as i32 };
     let kf = k as f32;
     let r = (x - kf * LN2_HI) - kf * LN2_LO;
-    // exp(r) for |r| <= 0.35: Taylor to degree 7.
-    let mut p = 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    let p = exp_taylor7(r);
     // Scale by 2^k in two steps so subnormal results round once, deterministically.
     if k >= -126 {
         if k > 127 {
@@ -246,6 +238,21 @@ pub fn exp_f32(x: f32) -> f32 {
     } else {
         p * f32::from_bits(((k + 64 + 127) as u32) << 23) * f32::from_bits(((127 - 64) as u32) << 23)
     }
+}
+
+/// exp(r) for |r| <= 0.35: Taylor to degree 7, in Horner form (the one
+/// sequence of operations [`exp_f32`] and [`exp_f32_flat`] share bit for bit).
+#[inline(always)]
+fn exp_taylor7(r: f32) -> f32 {
+    let mut p = 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    p
 }
 
 /// [`exp_f32`] without branches, for the CPU: the same operations on the
@@ -270,14 +277,7 @@ pub fn exp_f32_flat(x: f32) -> f32 {
     let k: i32 = unsafe { (t + if t >= 0.0 { 0.5 } else { -0.5 }).to_int_unchecked() };
     let kf = k as f32;
     let r = (xc - kf * LN2_HI) - kf * LN2_LO;
-    let mut p = 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    let p = exp_taylor7(r);
     // exp_f32's three scalings as (p * a) * b; b = 1 (exact) in the middle case.
     let (ea, eb) = if k > 127 {
         (254, k)
