@@ -14,5 +14,6 @@ for law in fixed without; do
   echo "$out"
   grep -q "^done: chain .* | tree .* tokens/request-step" <<<"$out"
 done
-cargo test --release --test engine_pool --test engine_golden --test engine_prompt --test engine_grammar --test engine_cp
+# The engine tests themselves run in `cargo test --workspace`; only the
+# llguidance feature needs its own build.
 cargo test --release -p sampler-host --features grammar-llguidance --lib engine::
