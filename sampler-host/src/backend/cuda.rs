@@ -249,12 +249,14 @@ pub struct CudaDevice {
     /// one async copy a step), then the outputs (read back in one copy).
     /// `input_at`: each buffer's (byte offset, bytes) in it this step.
     arena: Option<CudaSlice<u8>>,
-    /// A small ring of pinned host stagings of the arena's input part (the
-    /// copies are raw driver calls, so that cudarc adds no event record or
-    /// stream wait of its own). A step writes a staging whose last copy is
-    /// done (an event query, no host wait), so `sample_async` steps can be
-    /// in flight back to back without the host waiting on the device.
-    staging: Vec<Staging>,
+    /// Pinned, write-combined host staging of the arena's input part, and
+    /// its address (the copies are raw driver calls, so that cudarc adds no
+    /// event record or stream wait of its own).
+    staging: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    /// Recorded after each staging copy (on `copy_stream`): the sampling
+    /// stream waits on it before the step's kernels, and the host before
+    /// writing the staging again (usually long done).
+    staging_copied: cudarc::driver::CudaEvent,
     /// Recorded on the sampling stream after a step's launches (or before
     /// the next metadata copy): the copy waits for the earlier steps' kernels
     /// to be done with the arena's inputs.
@@ -330,7 +332,8 @@ impl CudaDevice {
             ext_logits: None,
             half_logits: None,
             arena: None,
-            staging: Vec::new(),
+            staging: None,
+            staging_copied: sh.ctx.new_event(None).map_err(dev)?,
             logits_ready: sh.ctx.new_event(None).map_err(dev)?,
             input_at: vec![None; Buf::ALL.len()],
             out_staging: None,
@@ -529,11 +532,18 @@ impl Device for CudaDevice {
             // The copy must also wait for the new arena's allocation on our stream.
             self.arena_free_recorded = false;
         }
-        let slot = self.free_staging(up.max(1))?;
-        let st = &self.staging[slot];
-        // SAFETY: `st.ptr` is the pinned allocation `st.buf` (alive, its len bytes), and its
-        // last copy is complete (free_staging), so nothing reads it now.
-        let host = unsafe { std::slice::from_raw_parts_mut(st.ptr, st.buf.len()) };
+        // The previous step's metadata copy must be done before the staging is written again.
+        self.staging_copied.synchronize().map_err(dev)?;
+        if self.staging.as_ref().is_none_or(|s| s.0.len() < up.max(1)) {
+            let want = up.max(ARENA_ALIGN).max(self.staging.as_ref().map_or(0, |s| s.0.len() * 3 / 2));
+            // SAFETY: plain bytes; every byte a kernel reads is written below first.
+            let mut st = unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?;
+            let ptr = st.as_mut_ptr().map_err(dev)?;
+            self.staging = Some((st, ptr));
+        }
+        let (st, ptr) = self.staging.as_ref().expect("sized above");
+        // SAFETY: `ptr` is the pinned allocation `st` (alive, st.len() bytes, no copy reading it now).
+        let host = unsafe { std::slice::from_raw_parts_mut(*ptr, st.len()) };
         pack_inputs(list, &class, &self.input_at, host);
         // After a capture, a graph replayed on the caller's stream may still be using the
         // arena: record `arena_free` now, after our stream joined the caller's (bind_logits).
@@ -552,9 +562,8 @@ impl Device for CudaDevice {
             self.copy_stream.wait(&self.arena_free).map_err(dev)?;
             // SAFETY: `up` bytes fit both the staging and the arena (sized above).
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }.map_err(dev)?;
-            let copied = &self.staging[slot].copied;
-            copied.record(&self.copy_stream).map_err(dev)?;
-            self.stream.wait(copied).map_err(dev)?;
+            self.staging_copied.record(&self.copy_stream).map_err(dev)?;
+            self.stream.wait(&self.staging_copied).map_err(dev)?;
         }
         self.fill_outputs(list, &class)
     }
@@ -814,44 +823,6 @@ impl Device for CudaDevice {
         }
         self.out_used = 0;
         Ok(())
-    }
-}
-
-/// One pinned host staging of the metadata upload and the event recorded
-/// after its last copy.
-struct Staging {
-    buf: PinnedHostSlice<u8>,
-    ptr: *mut u8,
-    copied: cudarc::driver::CudaEvent,
-}
-
-/// Stagings kept at most; past it a step waits for the oldest copy (only
-/// when that many steps are in flight at once).
-const STAGING_RING: usize = 4;
-
-impl CudaDevice {
-    /// The index of a staging of at least `bytes` whose last copy is done:
-    /// a free one, else a new one while the ring has room, else the oldest
-    /// after waiting for its copy.
-    fn free_staging(&mut self, bytes: usize) -> Result<usize, BackendError> {
-        for (i, s) in self.staging.iter().enumerate() {
-            // A failed query reports an earlier asynchronous error: surface it.
-            if s.buf.len() >= bytes && s.copied.try_is_complete().map_err(dev)? {
-                return Ok(i);
-            }
-        }
-        if self.staging.len() >= STAGING_RING {
-            // Every staging is in flight or too small: reuse the first (bounded ring).
-            let s = self.staging.remove(0);
-            s.copied.synchronize().map_err(dev)?;
-        }
-        let want = bytes.max(ARENA_ALIGN).max(self.staging.iter().map(|s| s.buf.len()).max().unwrap_or(0));
-        // SAFETY: plain bytes; every byte a kernel reads is written before its copy.
-        let mut buf = unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?;
-        let ptr = buf.as_mut_ptr().map_err(dev)?;
-        let copied = self.stream.context().new_event(None).map_err(dev)?;
-        self.staging.push(Staging { buf, ptr, copied });
-        Ok(self.staging.len() - 1)
     }
 }
 
