@@ -1,0 +1,355 @@
+//! A new user's engine-like program against the documented API only
+//! (README "Using it from an engine", docs/ENGINE.md, the rustdoc): built
+//! without the `conformance` feature, so nothing doc-hidden is reachable.
+//! Then the same API is fed bad input: every bad request must fail only
+//! itself with an error naming the field and the value (SAMPLER.md 1-11).
+
+use sampler_host::interop::bf16;
+use sampler_host::{
+    BackendKind, BatchError, DraftDist, DraftTree, ParamError, Request, RequestError, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput,
+};
+
+const V: u32 = 1000;
+
+fn sampler(force_topk: u32) -> Sampler {
+    Sampler::new(SamplerConfig { vocab_size: V, force_topk, nextn: 5, backend: BackendKind::Cpu }).unwrap()
+}
+
+/// LLM-shaped synthetic logits: `rows` rows of V, a few peaks per row.
+fn logits(rows: usize, salt: u64) -> Vec<f32> {
+    let mut z = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(rows * V as usize);
+    for r in 0..rows {
+        for t in 0..V as usize {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            let noise = (z >> 40) as f32 / (1u64 << 24) as f32; // [0, 1)
+            let peak = if (t * 7 + r * 3) % 97 == 0 { 6.0 } else { 0.0 };
+            out.push(noise * 4.0 + peak - 2.0);
+        }
+    }
+    out
+}
+
+fn params(seed: u64) -> SamplingParams {
+    SamplingParams { temperature: 0.8, top_p: 0.9, top_k: 40, min_p: 0.01, top_logprobs: 5, seq_seed: Some(seed), ..Default::default() }
+}
+
+fn ok(out: &StepOutput) {
+    for (i, r) in out.requests.iter().enumerate() {
+        assert!(r.status.is_ok(), "request {i}: {:?}", r.status);
+    }
+}
+
+/// One "engine step": prefill two prompts, draft, verify the drafts, a
+/// plain decode row, prompt logprobs and a tree, in one batch.
+fn engine_batch(s: &mut Sampler) -> (Vec<Request>, usize) {
+    let p = params(11);
+    let q = params(12);
+    // Draft model: 3 draws for request A, whose processed rows feed its verify.
+    let draft = s.request(q.clone(), RequestKind::Draft { seqlen_k: 50, seqlen_q: 1, last_valid_offset: 0, rows: 3 }).unwrap();
+    let dl = logits(3, 99);
+    let (dout, proc_rows) = s.sample_with_processed(&dl, std::slice::from_ref(&draft), &[0, 1, 2]).unwrap();
+    ok(&dout);
+    let drafts: Vec<i32> = dout.requests[0].emitted.clone();
+    assert_eq!(drafts.len(), 3);
+    let dists: Vec<DraftDist> = (0..3)
+        .map(|i| {
+            let (ids, lps) = proc_rows.row(i).unwrap();
+            DraftDist { ids: ids.to_vec(), logprobs: lps.to_vec() }
+        })
+        .collect();
+    let verify = s.request(q.clone(), RequestKind::Decode { seqlen_k: 53, seqlen_q: 4, drafts: drafts.clone(), draft_dists: dists }).unwrap();
+    // n-gram drafts: no distribution (one-hot).
+    let ngram = Request::decode(p.clone(), 80, 3, vec![5, 6], vec![DraftDist::default(); 2]);
+    let prefill_a = Request::prefill(p.clone(), 41);
+    let prefill_b = Request::prefill(SamplingParams { seq_seed: Some(3), top_logprobs: 2, ..Default::default() }, 100);
+    let fresh = Request::decode(p.clone(), 60, 1, vec![], vec![]);
+    let prompt = s.request(p.clone(), RequestKind::PromptLogprobs { targets: vec![4, 8, 15, 16, -1] }).unwrap();
+    let tree = Request::tree(p.clone(), 70, DraftTree { parent: vec![-1, 0, 0, 1], tokens: vec![7, 14, 21], draft_dists: None, without_replacement: false });
+    let draft2 = Request { params: q, kind: RequestKind::Draft { seqlen_k: 53, seqlen_q: 4, last_valid_offset: 2, rows: 2 }, golden: vec![], masks: None };
+    let reqs = vec![prefill_a, prefill_b, verify, ngram, fresh, prompt, tree, draft2];
+    let rows = reqs.iter().map(Request::rows).sum();
+    (reqs, rows)
+}
+
+#[test]
+fn engine_like_program_f32_and_bf16() {
+    for n in [0, 64] {
+        let mut s = sampler(n);
+        let (reqs, rows) = engine_batch(&mut s);
+        let l = logits(rows, 7);
+        let out = s.sample(&l, &reqs).unwrap();
+        ok(&out);
+        assert_eq!(out.rows.len(), rows);
+        assert_eq!(out.top_logprobs_width, 5);
+        // Prefill: one token; its own top-logprobs width.
+        assert_eq!(out.requests[0].emitted.len(), 1);
+        assert_eq!(out.top_logprobs(0, 0).unwrap().len(), 5);
+        assert_eq!(out.top_logprobs(1, 0).unwrap().len(), 2);
+        // Verify: accepted + 1 tokens.
+        let v = &out.requests[2];
+        assert_eq!(v.emitted.len() as u32, v.accepted + 1);
+        // Prompt logprobs: one per target != -1, all finite and <= 0.
+        assert_eq!(out.requests[5].prompt_logprobs.len(), 4);
+        assert!(out.requests[5].prompt_logprobs.iter().all(|x| *x <= 0.0));
+        assert!(out.requests[5].emitted.is_empty());
+        // Tree: a path root first.
+        let t = &out.requests[6];
+        assert_eq!(t.path.as_ref().unwrap().len() as u32, t.accepted + 1);
+        assert_eq!(t.path.as_ref().unwrap()[0], 0);
+        // Draft rows: one token each.
+        assert_eq!(out.requests[7].emitted.len(), 2);
+        // The top logprobs are sorted and the emitted token's logprob is kept.
+        for r in &out.rows {
+            for w in r.top_logprobs.windows(2) {
+                assert!(w[0].1 >= w[1].1, "{:?}", r.top_logprobs);
+            }
+        }
+        // Deterministic with seeds.
+        assert_eq!(s.sample(&l, &reqs).unwrap(), out);
+        // bf16: equal to the widened f32 logits, bit for bit.
+        let h: Vec<bf16> = l.iter().map(|&x| bf16::from_f32(x)).collect();
+        let w: Vec<f32> = h.iter().map(|x| x.to_f32()).collect();
+        assert_eq!(s.sample(&h, &reqs).unwrap(), s.sample(&w, &reqs).unwrap());
+        // Batch invariance: each request alone gives its own outputs.
+        let mut first = 0;
+        for (i, r) in reqs.iter().enumerate() {
+            let k = r.rows();
+            let alone = s.sample(&l[first * V as usize..(first + k) * V as usize], std::slice::from_ref(r)).unwrap();
+            assert_eq!(alone.requests[0].emitted, out.requests[i].emitted, "request {i}");
+            assert_eq!(alone.requests[0].prompt_logprobs, out.requests[i].prompt_logprobs, "request {i}");
+            first += k;
+        }
+    }
+}
+
+/// `bad` among good requests: it fails with `want`, the others are bitwise
+/// what they are without it.
+fn one_bad_among_good(bad: Request, bad_logits: Option<Vec<f32>>, want: impl Fn(&RequestError) -> bool) {
+    let mut s = sampler(64);
+    let good = vec![Request::prefill(params(1), 10), Request::decode(params(2), 20, 3, vec![1, 2], vec![DraftDist::default(); 2])];
+    let gl = logits(4, 5);
+    let base = s.sample(&gl, &good).unwrap();
+    ok(&base);
+    let br = bad.rows();
+    let bl = bad_logits.unwrap_or_else(|| logits(br, 6));
+    assert_eq!(bl.len(), br * V as usize);
+    let mut l = gl[..V as usize].to_vec();
+    l.extend_from_slice(&bl);
+    l.extend_from_slice(&gl[V as usize..]);
+    let reqs = vec![good[0].clone(), bad, good[1].clone()];
+    let out = s.sample(&l, &reqs).unwrap();
+    let e = out.requests[1].status.as_ref().expect_err("the bad request must fail");
+    assert!(want(e), "unexpected error: {e:?} ({e})");
+    assert!(out.rows[1..1 + br].iter().all(|r| r.token == -1));
+    for (i, j) in [(0, 0), (2, 1)] {
+        let (a, b) = (&out.requests[i], &base.requests[j]);
+        assert_eq!((&a.status, &a.emitted, &a.emitted_logprobs, a.accepted), (&b.status, &b.emitted, &b.emitted_logprobs, b.accepted), "good request {j}");
+    }
+    assert_eq!(out.rows[0], base.rows[0]);
+    assert_eq!(&out.rows[1 + br..], &base.rows[1..]);
+}
+
+#[test]
+fn bad_parameters_fail_only_their_request() {
+    let with = |f: &dyn Fn(&mut SamplingParams)| {
+        let mut p = params(9);
+        f(&mut p);
+        Request::prefill(p, 5)
+    };
+    one_bad_among_good(with(&|p| p.temperature = f32::NAN), None, |e| matches!(e, RequestError::Param(ParamError::Temperature(x)) if x.is_nan()));
+    one_bad_among_good(with(&|p| p.temperature = -0.5), None, |e| *e == RequestError::Param(ParamError::Temperature(-0.5)));
+    one_bad_among_good(with(&|p| p.top_p = 0.0), None, |e| *e == RequestError::Param(ParamError::TopP(0.0)));
+    one_bad_among_good(with(&|p| p.top_p = 1.0001), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
+    one_bad_among_good(with(&|p| p.top_p = f32::NAN), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
+    one_bad_among_good(with(&|p| p.top_k = -5), None, |e| *e == RequestError::Param(ParamError::TopK(-5)));
+    one_bad_among_good(with(&|p| p.top_k = i64::MAX), None, |e| *e == RequestError::Param(ParamError::TopK(i64::MAX)));
+    one_bad_among_good(with(&|p| p.top_logprobs = u32::MAX), None, |e| matches!(e, RequestError::Param(ParamError::TopLogprobs { .. })));
+    one_bad_among_good(with(&|p| p.min_p = -0.1), None, |e| *e == RequestError::Param(ParamError::MinP(-0.1)));
+    one_bad_among_good(with(&|p| p.golden_token_ids = vec![1]), None, |e| e.to_string().contains("golden_token_ids"));
+    one_bad_among_good(with(&|p| p.prompt_logprobs = true), None, |e| e.to_string().contains("prompt_logprobs"));
+}
+
+#[test]
+fn huge_top_k_is_fine() {
+    // top_k above V (and above N) keeps everything: not an error.
+    let mut s = sampler(64);
+    let p = SamplingParams { top_k: i32::MAX as i64, top_logprobs: 64, seq_seed: Some(1), ..Default::default() };
+    let out = s.sample(&logits(1, 1), &[Request::prefill(p, 3)]).unwrap();
+    ok(&out);
+}
+
+#[test]
+fn bad_logits_fail_only_their_request() {
+    let mut nan = logits(1, 3);
+    nan[17] = f32::NAN;
+    one_bad_among_good(Request::prefill(params(3), 4), Some(nan), |e| *e == RequestError::BadLogits { row: 0 });
+    let mut inf = logits(2, 3);
+    inf[V as usize + 1] = f32::INFINITY;
+    one_bad_among_good(Request::decode(params(3), 9, 2, vec![4], vec![DraftDist::default()]), Some(inf), |e| *e == RequestError::BadLogits { row: 1 });
+    let ninf = vec![f32::NEG_INFINITY; V as usize];
+    one_bad_among_good(Request::prefill(params(3), 4), Some(ninf), |e| *e == RequestError::AllMasked { row: 0 });
+    // -inf here and there is fine.
+    let mut some = logits(1, 3);
+    some[0] = f32::NEG_INFINITY;
+    let mut s = sampler(64);
+    ok(&s.sample(&some, &[Request::prefill(params(3), 4)]).unwrap());
+}
+
+#[test]
+fn bad_drafts_fail_only_their_request() {
+    let named = |field: &'static str, value: &'static str| move |e: &RequestError| matches!(e, RequestError::Field { field: f, msg } if *f == field && msg.contains(value));
+    one_bad_among_good(Request::decode(params(4), 30, 3, vec![1, 1000], vec![DraftDist::default(); 2]), None, named("drafts", "1000"));
+    one_bad_among_good(Request::decode(params(4), 30, 3, vec![-7, 1], vec![DraftDist::default(); 2]), None, named("drafts", "-7"));
+    // seqlen_q that does not match the drafts.
+    one_bad_among_good(Request::decode(params(4), 30, 4, vec![1, 2], vec![DraftDist::default(); 2]), None, named("drafts", "seqlen_q = 4"));
+    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1, 2], vec![DraftDist::default(); 2]), None, named("drafts", "seqlen_q = 2"));
+    // More drafts than nextn.
+    one_bad_among_good(Request::decode(params(4), 30, 7, vec![1; 6], vec![DraftDist::default(); 6]), None, named("drafts", "nextn"));
+    // Draft distributions: count, id range, lengths, NaN / positive logprobs.
+    one_bad_among_good(Request::decode(params(4), 30, 3, vec![1, 2], vec![DraftDist::default()]), None, named("draft_dists", "1 entries"));
+    let d = |ids: Vec<i32>, lps: Vec<f32>| DraftDist { ids, logprobs: lps };
+    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 5000], vec![-0.1, -2.0])]), None, named("draft_dists.ids", "5000"));
+    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 2], vec![-0.1])]), None, named("draft_dists", "2 ids and 1 logprobs"));
+    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![f32::NAN])]), None, named("draft_dists.logprobs", "NaN"));
+    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![0.5])]), None, named("draft_dists.logprobs", "0.5"));
+    // Golden ids.
+    let mut g = Request::prefill(params(4), 5);
+    g.golden = vec![V as i32];
+    one_bad_among_good(g, None, named("golden", "1000"));
+    let mut g = Request::prefill(params(4), 5);
+    g.golden = vec![1, 2];
+    one_bad_among_good(g, None, named("golden", "2 entries"));
+    // Prompt-logprob targets.
+    let pl = Request { params: params(4), kind: RequestKind::PromptLogprobs { targets: vec![1, 2000] }, golden: vec![], masks: None };
+    one_bad_among_good(pl, None, named("targets", "2000"));
+    // Draft rows above nextn.
+    let dr = Request { params: params(4), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 6 }, golden: vec![], masks: None };
+    one_bad_among_good(dr, None, named("rows", "6"));
+}
+
+#[test]
+fn bad_trees_fail_only_their_request() {
+    let t = |parent: Vec<i32>, tokens: Vec<i32>| Request::tree(params(5), 40, DraftTree { parent, tokens, draft_dists: None, without_replacement: false });
+    let has = |s: &'static str| move |e: &RequestError| e.to_string().contains(s);
+    one_bad_among_good(t(vec![-1, 0, 5], vec![1, 2]), None, has("5"));
+    one_bad_among_good(t(vec![-1, 0, 0], vec![1, 9999]), None, has("9999"));
+    one_bad_among_good(t(vec![-1, 0, 0], vec![1]), None, has("1"));
+    one_bad_among_good(t(vec![0, 0], vec![1]), None, has("0"));
+}
+
+#[test]
+fn bad_masks_fail_only_their_request() {
+    let words = V.div_ceil(32) as usize;
+    let mut m = Request::prefill(params(6), 5);
+    m.masks = Some(vec![vec![0; words]]); // allows nothing
+    one_bad_among_good(m, None, |e| *e == RequestError::AllMasked { row: 0 });
+    let mut m = Request::prefill(params(6), 5);
+    m.masks = Some(vec![vec![u32::MAX; words - 1]]);
+    one_bad_among_good(m, None, |e| matches!(e, RequestError::BadMask { .. }) && e.to_string().contains(&format!("{}", words - 1)));
+    let mut m = Request::prefill(params(6), 5);
+    m.masks = Some(vec![]);
+    one_bad_among_good(m, None, |e| matches!(e, RequestError::BadMask { got_masks: 0, .. }));
+}
+
+#[test]
+fn batch_shape_errors_are_typed() {
+    let mut s = sampler(0);
+    let r = [Request::prefill(params(1), 3)];
+    // Wrong logits length: a typed batch error naming the numbers.
+    let e = s.sample(&vec![0.0f32; V as usize + 1], &r).unwrap_err();
+    assert!(matches!(e, BatchError::LogitsShape { got: 1001, rows: 1, vocab: 1000, expected: 1000 }), "{e:?}");
+    assert!(e.to_string().contains("1001"), "{e}");
+    // Empty batch: nothing to do, an empty output (or a clear error), never a panic.
+    let out = s.sample(&Vec::<f32>::new(), &[]);
+    assert!(matches!(&out, Ok(o) if o.rows.is_empty() && o.requests.is_empty()), "{out:?}");
+}
+
+#[test]
+fn zero_row_requests_do_not_break_the_batch() {
+    // Requests that own no rows (empty prompt-logprob targets, 0 draft rows, seqlen_q 0).
+    let mut s = sampler(64);
+    let empty_pl = Request { params: params(1), kind: RequestKind::PromptLogprobs { targets: vec![] }, golden: vec![], masks: None };
+    let zero_draft = Request { params: params(1), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 0 }, golden: vec![], masks: None };
+    let q0 = Request::decode(params(1), 5, 0, vec![], vec![]);
+    let good = Request::prefill(params(2), 7);
+    let l = logits(1, 2);
+    let alone = s.sample(&l, std::slice::from_ref(&good)).unwrap();
+    let out = s.sample(&l, &[empty_pl, zero_draft, good.clone(), q0]).unwrap();
+    assert_eq!(out.requests[2].emitted, alone.requests[0].emitted);
+    assert_eq!(out.rows, alone.rows);
+    assert!(out.requests[0].status.is_ok(), "{:?}", out.requests[0].status);
+    assert!(matches!(&out.requests[3].status, Err(RequestError::Field { field: "seqlen_q", .. })), "{:?}", out.requests[3].status);
+}
+
+#[test]
+fn processed_rows_out_of_range_is_typed() {
+    let mut s = sampler(64);
+    let r = [Request::prefill(params(1), 3)];
+    let e = s.sample_with_processed(&logits(1, 1), &r, &[1]).unwrap_err();
+    assert!(matches!(e, BatchError::Rows { .. }), "{e:?}");
+    let (_, p) = s.sample_with_processed(&logits(1, 1), &r, &[0]).unwrap();
+    assert!(p.row(1).is_err());
+    assert_eq!(p.row(0).unwrap().0.len(), 64);
+}
+
+#[test]
+fn config_errors_are_typed() {
+    let e = Sampler::new(SamplerConfig { vocab_size: 0, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap_err();
+    assert!(e.to_string().contains("vocab_size = 0"), "{e}");
+    // top_logprobs larger than N.
+    let s = sampler(64);
+    let e = s.request(SamplingParams { top_logprobs: 65, ..Default::default() }, RequestKind::Prefill { seqlen_k: 1 }).unwrap_err();
+    assert!(e.to_string().contains("65") && e.to_string().contains("top_logprobs"), "{e}");
+}
+
+// ---------------------------------------------------------------- the engine layer (docs/ENGINE.md)
+
+use sampler_host::engine::{Engine, EngineConfig, EngineRequest, SyntheticModel};
+
+fn engine(nextn_sampler: u32, nextn_engine: usize) -> Result<Engine, sampler_host::engine::EngineError> {
+    let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: nextn_sampler, backend: BackendKind::Cpu }).unwrap();
+    Engine::new(s, EngineConfig { max_num_seqs: 4, nextn: nextn_engine, prefill_chunk: 16, ..Default::default() })
+}
+
+#[test]
+fn engine_as_documented() {
+    let mut e = engine(5, 5).unwrap();
+    let mut model = SyntheticModel::new(V as usize, 1, 0.9);
+    for id in 0..6u64 {
+        let p = SamplingParams { prompt_logprobs: id % 2 == 0, ..params(id) };
+        e.add_request(EngineRequest::new(id, (0..41).map(|t| (t * 13 + id as i32) % V as i32).collect(), p, 12)).unwrap();
+    }
+    let mut steps = 0;
+    while e.pending() > 0 {
+        e.step(&mut model).unwrap();
+        steps += 1;
+        assert!(steps < 200);
+    }
+    let mut done = e.take_finished();
+    done.sort_by_key(|f| f.id);
+    assert_eq!(done.len(), 6);
+    for f in &done {
+        assert!(f.status.is_ok(), "{:?}", f.status);
+        assert_eq!(f.output.len(), 12);
+        assert_eq!(f.prompt_logprobs.len(), if f.id % 2 == 0 { 40 } else { 0 });
+    }
+}
+
+#[test]
+fn engine_bad_request_fails_only_itself() {
+    let mut e = engine(5, 5).unwrap();
+    let mut model = SyntheticModel::new(V as usize, 1, 0.9);
+    let prompt: Vec<i32> = (0..20).collect();
+    e.add_request(EngineRequest::new(1, prompt.clone(), params(1), 6)).unwrap();
+    e.add_request(EngineRequest::new(2, prompt.clone(), SamplingParams { top_p: 2.0, ..params(2) }, 6)).unwrap();
+    e.add_request(EngineRequest::new(3, prompt.clone(), params(3), 6)).unwrap();
+    e.run_to_completion(&mut model, 100).unwrap();
+    let mut done = e.take_finished();
+    done.sort_by_key(|f| f.id);
+    assert!(done[0].status.is_ok() && done[2].status.is_ok());
+    assert_eq!(done[1].status, Err(RequestError::Param(ParamError::TopP(2.0))));
+    assert_eq!((done[0].output.len(), done[2].output.len()), (6, 6));
+}
