@@ -353,3 +353,20 @@ fn engine_bad_request_fails_only_itself() {
     assert_eq!(done[1].status, Err(RequestError::Param(ParamError::TopP(2.0))));
     assert_eq!((done[0].output.len(), done[2].output.len()), (6, 6));
 }
+
+#[test]
+fn engine_refuses_a_live_duplicate_id() {
+    // RowQuery and Finished name requests by id: two live requests with one
+    // id could not be told apart by the model or the caller.
+    let mut e = engine(5, 5).unwrap();
+    let prompt: Vec<i32> = (0..20).collect();
+    e.add_request(EngineRequest::new(7, prompt.clone(), params(1), 2)).unwrap();
+    let err = e.add_request(EngineRequest::new(7, prompt.clone(), params(2), 2)).unwrap_err();
+    assert!(err.to_string().contains("id 7"), "{err}");
+    assert_eq!(e.pending(), 1);
+    // Once finished and taken, the id may be used again.
+    let mut model = SyntheticModel::new(V as usize, 1, 0.9);
+    e.run_to_completion(&mut model, 100).unwrap();
+    assert_eq!(e.take_finished().len(), 1);
+    e.add_request(EngineRequest::new(7, prompt, params(3), 2)).unwrap();
+}

@@ -409,8 +409,13 @@ impl Engine {
         std::mem::take(&mut self.finished)
     }
 
-    /// Queues a request. Errors: an empty prompt, or a prompt id outside V.
+    /// Queues a request. Errors: an empty prompt, a prompt id outside V, or
+    /// an id already waiting or running (the model's [`RowQuery`] and the
+    /// [`Finished`] results name requests by id; a finished id may be reused).
     pub fn add_request(&mut self, r: EngineRequest) -> Result<(), EngineError> {
+        if self.waiting.iter().chain(&self.running).any(|s| s.id == r.id) {
+            return Err(EngineError::Config(format!("request id {} is already waiting or running (ids must be unique among live requests)", r.id)));
+        }
         let v = self.sampler.config().vocab_size as i64;
         if r.prompt.is_empty() {
             return Err(EngineError::Config(format!("request {}: empty prompt", r.id)));
