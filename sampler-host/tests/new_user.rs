@@ -370,3 +370,13 @@ fn engine_refuses_a_live_duplicate_id() {
     assert_eq!(e.take_finished().len(), 1);
     e.add_request(EngineRequest::new(7, prompt, params(3), 2)).unwrap();
 }
+
+#[test]
+fn engine_nextn_above_the_samplers_is_a_config_error() {
+    // The engine would build decode requests with 6 drafts that a sampler
+    // of nextn 5 fails one by one; refuse the pair when built instead.
+    let err = engine(5, 6).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("nextn") && msg.contains('6') && msg.contains('5'), "{msg}");
+    assert!(engine(5, 5).is_ok() && engine(5, 2).is_ok() && engine(5, 0).is_ok());
+}
