@@ -192,6 +192,24 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     let expected = total_rows.checked_mul(vocab as usize);
     if expected != Some(logits.len()) {
+        // A decode request owns `seqlen_q` rows whatever its drafts say
+        // (section 6); when that disagrees with its drafts and the logits
+        // do not fit, that request is the likely cause: name it.
+        for (index, r) in requests.iter().enumerate() {
+            if let RequestKind::Decode { seqlen_q, drafts, .. } = &r.kind {
+                if *seqlen_q != drafts.len() as u64 + 1 {
+                    return Err(BatchError::Rows {
+                        index,
+                        rows: *seqlen_q,
+                        why: format!(
+                            "seqlen_q = {seqlen_q} with {} drafts (a decode request owns seqlen_q = drafts + 1 rows); the requests' rows sum to {total_rows}, but logits has {} values for vocab_size = {vocab}",
+                            drafts.len(),
+                            logits.len()
+                        ),
+                    });
+                }
+            }
+        }
         return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
     }
     // The metadata plan has no logits ('static): it narrows to 'a.

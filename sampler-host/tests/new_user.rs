@@ -380,3 +380,20 @@ fn engine_nextn_above_the_samplers_is_a_config_error() {
     assert!(msg.contains("nextn") && msg.contains('6') && msg.contains('5'), "{msg}");
     assert!(engine(5, 5).is_ok() && engine(5, 2).is_ok() && engine(5, 0).is_ok());
 }
+
+#[test]
+fn a_decode_request_whose_rows_break_the_layout_is_named() {
+    // seqlen_q disagrees with the drafts and the logits do not fit: the
+    // batch cannot be laid out, and the error names the request and value.
+    let mut s = sampler(64);
+    let l = logits(2, 1);
+    for q in [1u64 << 33, u64::MAX, 3] {
+        let e = s.sample(&l, &[Request::prefill(params(1), 3), Request::decode(params(2), 3, q, vec![], vec![])]).unwrap_err();
+        assert!(matches!(&e, BatchError::Rows { index: 1, rows, .. } if *rows == q), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("seqlen_q = {q}")) && msg.contains("request 1"), "{msg}");
+    }
+    // A consistent request with the wrong logits is still LogitsShape.
+    let e = s.sample(&l, &[Request::prefill(params(1), 3), Request::decode(params(2), 9, 2, vec![4], vec![DraftDist::default()]), Request::prefill(params(1), 3)]).unwrap_err();
+    assert!(matches!(e, BatchError::LogitsShape { got: 2000, rows: 4, .. }), "{e:?}");
+}
