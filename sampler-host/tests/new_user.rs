@@ -397,3 +397,33 @@ fn a_decode_request_whose_rows_break_the_layout_is_named() {
     let e = s.sample(&l, &[Request::prefill(params(1), 3), Request::decode(params(2), 9, 2, vec![4], vec![DraftDist::default()]), Request::prefill(params(1), 3)]).unwrap_err();
     assert!(matches!(e, BatchError::LogitsShape { got: 2000, rows: 4, .. }), "{e:?}");
 }
+
+#[test]
+fn an_unwritten_pool_row_rejects_its_draft() {
+    // MtpInfoPool::read documents "a row never written: q = 0, reject"; an
+    // empty DraftDist would be one-hot (q = 1) and accept a draft the target
+    // likes. The target here puts almost all its mass on the draft.
+    use sampler_host::engine::MtpInfoPool;
+    let pool = MtpInfoPool::new(2, 3, 64, V as usize).unwrap();
+    let mut l = vec![0.0f32; 2 * V as usize];
+    l[42] = 30.0;
+    let mut s = sampler(64);
+    for seed in 0..8 {
+        for q in [pool.read(0, 0), pool.read(7, 0), pool.read(0, 9)] {
+            let out = s.sample(&l, &[Request::decode(params(seed), 20, 2, vec![42], vec![q])]).unwrap();
+            ok(&out);
+            assert_eq!(out.requests[0].accepted, 0, "seed {seed}");
+        }
+    }
+    // Slot or row far out of range: no overflow, the same q = 0.
+    assert_eq!(pool.read(usize::MAX, usize::MAX), pool.read(0, 0));
+}
+
+#[test]
+fn a_pool_too_large_to_allocate_is_an_error() {
+    use sampler_host::engine::MtpInfoPool;
+    for (seqs, nextn) in [(1usize << 40, 5usize), (usize::MAX, 2), (usize::MAX / 2, 3)] {
+        let e = MtpInfoPool::new(seqs, nextn, 64, V as usize).unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+    }
+}
