@@ -91,6 +91,12 @@ fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
     }
 }
 
+/// A Python int that is a size or an index (ValueError / TypeError naming `arg`).
+fn usize_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<usize> {
+    let v = u64_arg(obj, arg)?;
+    usize::try_from(v).map_err(|_| value_err(format!("{arg} must be in 0..={}, got {v}", usize::MAX)))
+}
+
 /// An optional Python int in `0..=u32::MAX` (default when absent), errors naming `arg`.
 fn u32_opt(obj: Option<&Bound<'_, PyAny>>, arg: &str, default: u32) -> PyResult<u32> {
     let Some(x) = obj.filter(|o| !o.is_none()) else { return Ok(default) };
@@ -396,39 +402,40 @@ fn step_output(out: &Out<'_>, s: StepOutput, row_counts: &[usize]) -> PyResult<P
 
 /// Per-request sampling parameters (SAMPLER.md section 1), as an engine
 /// receives them. Values are validated when the step runs: a bad value gives
-/// the request an error status, not an exception (only wrong types raise).
+/// the request an error status, not an exception (only wrong types raise,
+/// naming the field, in the constructor and when an attribute is set).
 #[pyclass(name = "SamplingParams", module = "sampler_py")]
 #[derive(Clone)]
 struct PySamplingParams {
     /// Softmax temperature (f32); error status if negative or NaN; below 1e-5 = greedy-like clamp.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     temperature: f32,
     /// Nucleus mass in (0, 1] (f32); 1 = off.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     top_p: f32,
     /// Top-k; -1 = off; 0, below -1 or above 2**31-1 is an error status.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     top_k: i64,
     /// How many top logprobs to return (error status if above N).
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     top_logprobs: u32,
     /// Seed of the request's random streams (u64); None = 64 random bits per step.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     seq_seed: Option<u64>,
     /// Prompt logprobs wanted (section 8; `Request.prompt_logprobs` sets it).
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     prompt_logprobs: bool,
     /// Teacher forcing: the output the request must follow (section 7; the
     /// engine turns it into per-step `golden` rows).
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     golden_token_ids: Vec<i32>,
     /// min-p (SAMPLER.md 10.1): 0 = off; outside [0, 1] or NaN is an error status.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     min_p: f32,
-    /// `"top_p_then_top_k"` (the seed's order) or `"top_k_then_top_p"` (vLLM/HF, 10.2).
+    /// `"top_p_then_top_k"` (the seed's order) or `"top_k_then_top_p"` (vLLM/HF, 10.2); another string raises ValueError.
     #[pyo3(get)]
     filter_order: String,
-    /// `"processed"` or `"raw"` logprobs (10.3).
+    /// `"processed"` or `"raw"` logprobs (10.3); another string raises ValueError.
     #[pyo3(get)]
     logprobs_mode: String,
 }
@@ -470,6 +477,61 @@ impl PySamplingParams {
             logprobs_mode,
         })
     }
+    // Setters convert as the constructor does, so a wrong type or an
+    // out-of-range int raises an error naming the field (pyo3's own
+    // conversions name nothing: "out of range integral type conversion").
+    #[setter]
+    fn set_temperature(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.temperature = f32_arg(v, "temperature")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_top_p(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.top_p = f32_arg(v, "top_p")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_top_k(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.top_k = i64_arg(v, "top_k")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_top_logprobs(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.top_logprobs = u32_opt(Some(v), "top_logprobs", 0)?;
+        Ok(())
+    }
+    #[setter]
+    fn set_seq_seed(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.seq_seed = if v.is_none() { None } else { Some(u64_arg(v, "seq_seed")?) };
+        Ok(())
+    }
+    #[setter]
+    fn set_prompt_logprobs(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.prompt_logprobs = v.extract::<bool>().map_err(|_| PyTypeError::new_err(format!("prompt_logprobs must be a bool, got {}", type_name(v))))?;
+        Ok(())
+    }
+    #[setter]
+    fn set_golden_token_ids(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.golden_token_ids = ids_list(v, "golden_token_ids")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_min_p(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.min_p = f32_arg(v, "min_p")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_filter_order(&mut self, v: String) -> PyResult<()> {
+        v.parse::<FilterOrder>().map_err(|e| value_err(format!("filter_order: {e}")))?;
+        self.filter_order = v;
+        Ok(())
+    }
+    #[setter]
+    fn set_logprobs_mode(&mut self, v: String) -> PyResult<()> {
+        v.parse::<LogprobsMode>().map_err(|e| value_err(format!("logprobs_mode: {e}")))?;
+        self.logprobs_mode = v;
+        Ok(())
+    }
     fn __repr__(&self) -> String {
         format!(
             "SamplingParams(temperature={:?}, top_p={:?}, top_k={}, top_logprobs={}, seq_seed={}, prompt_logprobs={})",
@@ -493,7 +555,7 @@ impl PySamplingParams {
             seq_seed: self.seq_seed,
             prompt_logprobs: self.prompt_logprobs,
             golden_token_ids: self.golden_token_ids.clone(),
-            // Checked when the object was built (the two strings have no setters).
+            // Checked when the object was built or the attribute set.
             min_p: self.min_p,
             filter_order: self.filter_order.parse().unwrap_or_default(),
             logprobs_mode: self.logprobs_mode.parse().unwrap_or_default(),
@@ -1417,30 +1479,34 @@ fn engine_err(e: EngineError) -> PyErr {
 
 #[pymethods]
 impl PyMtpInfoPool {
-    /// `n >= vocab` means force top-k off (N = V). Raises ValueError for zero sizes.
+    /// `n >= vocab` means force top-k off (N = V). Raises ValueError for zero
+    /// sizes, negative ints or a pool too large to allocate (naming the argument).
     #[new]
-    fn new(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> PyResult<Self> {
-        Ok(PyMtpInfoPool { inner: MtpInfoPool::new(max_num_seqs, nextn, n, vocab).map_err(engine_err)? })
+    fn new(max_num_seqs: &Bound<'_, PyAny>, nextn: &Bound<'_, PyAny>, n: &Bound<'_, PyAny>, vocab: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (m, k) = (usize_arg(max_num_seqs, "max_num_seqs")?, usize_arg(nextn, "nextn")?);
+        Ok(PyMtpInfoPool { inner: MtpInfoPool::new(m, k, usize_arg(n, "n")?, usize_arg(vocab, "vocab")?).map_err(engine_err)? })
     }
     /// A free slot, or None when all are in use.
     fn alloc(&mut self) -> Option<usize> {
         self.inner.alloc()
     }
     /// Returns a slot (freeing a free slot is a no-op).
-    fn release(&mut self, slot: usize) {
-        self.inner.release(slot)
+    fn release(&mut self, slot: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.release(usize_arg(slot, "slot")?);
+        Ok(())
     }
     /// Stores the processed top-N distribution (`ids`, `logprobs`: N each)
     /// that proposed draft `i` (0-based) of `slot`. ValueError on bad sizes.
-    fn write(&mut self, slot: usize, i: usize, ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn write(&mut self, slot: &Bound<'_, PyAny>, i: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (slot, i) = (usize_arg(slot, "slot")?, usize_arg(i, "i")?);
         let ids = ids_list(ids, "ids")?;
         let lps = f32_list(logprobs, "logprobs")?;
         self.inner.write(slot, i, &ids, &lps).map_err(engine_err)
     }
     /// The stored distribution of draft `i` of `slot` as a `DraftDist`
-    /// (empty when never written: q = 0, always rejected).
-    fn read(&self, slot: usize, i: usize) -> PyDraftDist {
-        PyDraftDist { inner: self.inner.read(slot, i) }
+    /// (never written: q = 0, one id at -inf, so its draft is always rejected).
+    fn read(&self, slot: &Bound<'_, PyAny>, i: &Bound<'_, PyAny>) -> PyResult<PyDraftDist> {
+        Ok(PyDraftDist { inner: self.inner.read(usize_arg(slot, "slot")?, usize_arg(i, "i")?) })
     }
     /// Pool rows `(max_num_seqs + 1) * nextn`.
     #[getter]

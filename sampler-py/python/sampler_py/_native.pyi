@@ -29,7 +29,8 @@ SAMPLING_EPS: float
 
 class SamplingParams:
     """Per-request parameters (section 1). Bad values give the request an error
-    status when the step runs; wrong types raise TypeError."""
+    status when the step runs; wrong types raise TypeError and out-of-range
+    ints ValueError, naming the field (constructor and attribute setters)."""
 
     temperature: float
     top_p: float
@@ -39,10 +40,10 @@ class SamplingParams:
     prompt_logprobs: bool
     golden_token_ids: list[int]
     min_p: float
-    @property
-    def filter_order(self) -> str: ...
-    @property
-    def logprobs_mode(self) -> str: ...
+    filter_order: str
+    """"top_p_then_top_k" or "top_k_then_top_p"; another string raises ValueError."""
+    logprobs_mode: str
+    """"processed" or "raw"; another string raises ValueError."""
     def __init__(
         self,
         *,
