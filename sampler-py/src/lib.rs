@@ -1009,7 +1009,8 @@ impl PySampler {
     ///   legacy default stream for other producers) and a `CudaStepOutput`
     ///   of torch tensors on that device is returned without waiting.
     /// `out` (CUDA): an earlier `CudaStepOutput` of the same shape whose
-    /// buffer is written again (and returned) instead of a new allocation.
+    /// buffer is written again (and returned) instead of a new allocation;
+    /// ValueError with host logits.
     /// A bad request only gets an error status.
     #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
     fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) -> PyResult<Py<PyAny>> {
@@ -1029,6 +1030,10 @@ impl PySampler {
             }
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts))?.into_any());
+        }
+        if out.is_some() {
+            // Host logits return a new host StepOutput: an ignored `out=` would look written.
+            return Err(value_err("out: a CudaStepOutput is written only by a step on CUDA logits; these logits are on the host (drop out=)"));
         }
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
