@@ -223,11 +223,11 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
 /// (`StepPlan::logits` empty). The vocabulary-parallel step (`crate::tp`)
 /// uses it, since no rank holds a whole `[R, V]` row.
 ///
-/// Errors: [`BatchError::Rows`] when the batch has too many rows.
+/// Errors: [`BatchError::Field`] when the batch has too many rows.
 pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> Result<(StepPlan<'static>, Vec<RequestInfo>), BatchError> {
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     if total_rows > u32::MAX as usize / 2 {
-        return Err(BatchError::Rows { index: 0, rows: total_rows as u64, why: "too many rows in one step".into() });
+        return Err(BatchError::Field { field: "requests", msg: format!("the requests own {total_rows} rows, more than one step runs ({})", u32::MAX / 2) });
     }
     let words = vocab.div_ceil(32) as usize;
     let any_mask = requests.iter().any(|r| r.masks.is_some());

@@ -288,10 +288,13 @@ fn zero_row_requests_do_not_break_the_batch() {
 fn processed_rows_out_of_range_is_typed() {
     let mut s = sampler(64);
     let r = [Request::prefill(params(1), 3)];
+    // A bad argument of the call is named as such, not as "request 0".
     let e = s.sample_with_processed(&logits(1, 1), &r, &[1]).unwrap_err();
-    assert!(matches!(e, BatchError::Rows { .. }), "{e:?}");
+    assert!(matches!(e, BatchError::Field { field: "rows", .. }), "{e:?}");
+    assert_eq!(e.to_string(), "bad `rows`: processed row 1 is not below R = 1");
     let (_, p) = s.sample_with_processed(&logits(1, 1), &r, &[0]).unwrap();
-    assert!(p.row(1).is_err());
+    let e = p.row(1).unwrap_err();
+    assert_eq!(e.to_string(), "bad `i`: processed row index 1 is not below 1");
     assert_eq!(p.row(0).unwrap().0.len(), 64);
 }
 
