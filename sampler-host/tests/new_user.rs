@@ -430,3 +430,40 @@ fn a_pool_too_large_to_allocate_is_an_error() {
         assert!(e.to_string().contains("too large"), "{e}");
     }
 }
+
+#[test]
+fn engine_nan_logits_of_one_request_fail_only_it() {
+    use sampler_host::engine::{LogitsSource, RowQuery};
+    struct Poisoned(SyntheticModel, u64);
+    impl LogitsSource for Poisoned {
+        fn target_logits(&mut self, rows: &[RowQuery]) -> Vec<f32> {
+            let mut l = self.0.target_logits(rows);
+            for (q, row) in rows.iter().zip(l.chunks_mut(V as usize)) {
+                if q.request == self.1 {
+                    row[3] = f32::NAN;
+                }
+            }
+            l
+        }
+        fn draft_logits(&mut self, rows: &[RowQuery]) -> Vec<f32> {
+            self.0.draft_logits(rows)
+        }
+    }
+    let run = |poison: u64| {
+        let mut e = engine(5, 5).unwrap();
+        for id in 1..=3u64 {
+            let p = SamplingParams { prompt_logprobs: true, ..params(id) };
+            e.add_request(EngineRequest::new(id, (0..30).map(|t| t * 3 + id as i32).collect(), p, 8)).unwrap();
+        }
+        e.run_to_completion(&mut Poisoned(SyntheticModel::new(V as usize, 1, 0.9), poison), 100).unwrap();
+        let mut done = e.take_finished();
+        done.sort_by_key(|f| f.id);
+        done
+    };
+    let (clean, bad) = (run(0), run(2));
+    assert!(matches!(bad[1].status, Err(RequestError::BadLogits { .. })), "{:?}", bad[1].status);
+    for i in [0, 2] {
+        assert!(bad[i].status.is_ok());
+        assert_eq!((&bad[i].output, &bad[i].output_logprobs, &bad[i].prompt_logprobs), (&clean[i].output, &clean[i].output_logprobs, &clean[i].prompt_logprobs));
+    }
+}
