@@ -467,3 +467,32 @@ fn engine_nan_logits_of_one_request_fail_only_it() {
         assert_eq!((&bad[i].output, &bad[i].output_logprobs, &bad[i].prompt_logprobs), (&clean[i].output, &clean[i].output_logprobs, &clean[i].prompt_logprobs));
     }
 }
+
+#[test]
+fn engine_md_sglang_tree_snippet() {
+    // docs/ENGINE.md "Draft trees", as written there, on a 4-node tree:
+    // root 0 with children 1, 2; node 3 a child of 2.
+    let mut sampler = sampler(64);
+    let params = params(5);
+    let seqlen_k = 44;
+    let row_offset = 1; // one prefill row before this request
+    let next_token = vec![1, -1, 3, -1];
+    let next_sibling = vec![-1, 2, -1, -1];
+    let candidates = vec![9, 17, 42, 77];
+    let parent = DraftTree::parents_from_first_child_next_sibling(&next_token, &next_sibling).unwrap();
+    assert_eq!(parent, [-1, 0, 0, 2]);
+    let tree = DraftTree { parent, tokens: candidates[1..].to_vec(), draft_dists: None, without_replacement: false };
+    let req = Request::tree(params.clone(), seqlen_k, tree);
+    let mut logits = logits(5, 4);
+    logits[(row_offset) * V as usize + 42] = 40.0; // the target loves node 2's token at the root
+    let out = sampler.sample(&logits, &[Request::prefill(params, 3), req]).unwrap();
+    ok(&out);
+    let r = &out.requests[1];
+    let accept_index: Vec<usize> = r.path.as_ref().unwrap().iter().map(|&n| row_offset + n as usize).collect();
+    assert_eq!(accept_index[..2], [row_offset, row_offset + 2]);
+    assert!(r.accepted >= 1);
+    assert_eq!(r.emitted[0], 42);
+    // SGLang's per-row `predicts`: the root row reports node 2's token; node 1's row is off the path.
+    assert_eq!(out.rows[row_offset].token, 42);
+    assert_eq!(out.rows[row_offset + 1].token, -1);
+}
