@@ -534,13 +534,17 @@ impl PySamplingParams {
     }
     fn __repr__(&self) -> String {
         format!(
-            "SamplingParams(temperature={:?}, top_p={:?}, top_k={}, top_logprobs={}, seq_seed={}, prompt_logprobs={})",
+            "SamplingParams(temperature={:?}, top_p={:?}, top_k={}, top_logprobs={}, seq_seed={}, prompt_logprobs={}, golden_token_ids={:?}, min_p={:?}, filter_order={:?}, logprobs_mode={:?})",
             self.temperature,
             self.top_p,
             self.top_k,
             self.top_logprobs,
             self.seq_seed.map_or("None".into(), |s| s.to_string()),
-            if self.prompt_logprobs { "True" } else { "False" }
+            if self.prompt_logprobs { "True" } else { "False" },
+            self.golden_token_ids,
+            self.min_p,
+            self.filter_order,
+            self.logprobs_mode
         )
     }
 }

@@ -54,6 +54,8 @@ def test_setters_accept_what_the_constructor_accepts():
     assert (p.golden_token_ids, p.prompt_logprobs, p.min_p, p.filter_order, p.logprobs_mode) == ([1, 2], True, 0.25, "top_k_then_top_p", "raw")
     q = sp.SamplingParams(temperature=1, top_p=0.5, top_k=7, top_logprobs=3, golden_token_ids=[1, 2], prompt_logprobs=True, min_p=0.25, filter_order="top_k_then_top_p", logprobs_mode="raw")
     assert repr(p) == repr(q)
+    # Every field shows in the repr (a new user prints params to check them).
+    assert "min_p=0.25" in repr(p) and 'filter_order="top_k_then_top_p"' in repr(p) and 'logprobs_mode="raw"' in repr(p) and "golden_token_ids=[1, 2]" in repr(p)
 
 
 def test_a_set_filter_order_is_used():
