@@ -177,6 +177,11 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
         RequestKind::Draft { rows, .. } if *rows > nextn => {
             return Err(RequestError::Field { field: "rows", msg: format!("{rows} draft draws, more than nextn = {nextn}") });
         }
+        // `seqlen_q` is the decode request's the drafts are for (section 2),
+        // which owns at least one row: 0 would shift every draft position.
+        RequestKind::Draft { seqlen_q: 0, .. } => {
+            return Err(RequestError::Field { field: "seqlen_q", msg: "= 0, but the decode request the drafts are for owns at least one row".into() });
+        }
         RequestKind::Prefill { .. } | RequestKind::Draft { .. } => {}
     }
     Ok(vp)

@@ -228,6 +228,9 @@ fn bad_drafts_fail_only_their_request() {
     // Draft rows above nextn.
     let dr = Request { params: params(4), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 6 }, golden: vec![], masks: None };
     one_bad_among_good(dr, None, named("rows", "6"));
+    // Draft draws for a decode request of seqlen_q 0 (which cannot exist).
+    let dr = Request { params: params(4), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 0, last_valid_offset: 0, rows: 2 }, golden: vec![], masks: None };
+    one_bad_among_good(dr, None, named("seqlen_q", "= 0"));
 }
 
 #[test]
