@@ -706,7 +706,8 @@ impl PyDraftTree {
     }
     /// Parents of nodes `0..m` from root-to-leaf node paths (EAGLE-2 `retrieve_indices`; -1 padded).
     #[staticmethod]
-    fn parents_from_node_paths(m: usize, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    fn parents_from_node_paths(m: &Bound<'_, PyAny>, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        let m = usize_arg(m, "m")?;
         let items: Vec<Bound<'_, PyAny>> = paths.try_iter()?.collect::<PyResult<_>>()?;
         let p: Vec<Vec<i32>> = items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
         sampler_host::DraftTree::parents_from_node_paths(m, &p).map_err(tree_err)

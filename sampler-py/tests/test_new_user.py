@@ -80,9 +80,10 @@ def test_a_set_filter_order_is_used():
         (lambda: sp.MtpInfoPool(2, 5, 64, V).read(0, -2), "i must be in .*got -2"),
         (lambda: sp.MtpInfoPool(2, 5, 64, V).release(-1), "slot must be in .*got -1"),
         (lambda: sp.MtpInfoPool(2, 5, 64, V).write(-1, 0, list(range(64)), [0.0] * 64), "slot must be in .*got -1"),
+        (lambda: sp.DraftTree.parents_from_node_paths(-3, [[0, 1]]), "m must be in .*got -3"),
     ],
 )
-def test_pool_arguments_are_named(call, text):
+def test_size_and_index_arguments_are_named(call, text):
     with pytest.raises(ValueError, match=text):
         call()
 
