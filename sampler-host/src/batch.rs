@@ -163,6 +163,11 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
                 if d.ids.len() != d.logprobs.len() {
                     return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()) });
                 }
+                // More ids than V must repeat one; the step's draft arrays are
+                // as wide as the widest distribution, so one would widen every row's.
+                if d.ids.len() > vocab as usize {
+                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", d.ids.len()) });
+                }
                 check_ids("draft_dists.ids", &d.ids, vocab, false)?;
                 if let Some(x) = d.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
                     return Err(RequestError::Field {
@@ -240,8 +245,10 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
         .iter()
         .filter_map(|r| match &r.kind {
             // An empty distribution (an n-gram draft) is one-hot: one column.
-            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().max(1)).max(),
-            RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len()).max(),
+            // Valid distributions have at most V ids (`validate`); only valid
+            // requests' are copied, so a longer invalid one cannot widen the step.
+            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().clamp(1, vocab as usize)).max(),
+            RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len().min(vocab as usize)).max(),
             _ => None,
         })
         .max()

@@ -213,6 +213,10 @@ fn bad_drafts_fail_only_their_request() {
     let d = |ids: Vec<i32>, lps: Vec<f32>| DraftDist { ids, logprobs: lps };
     one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 5000], vec![-0.1, -2.0])]), None, named("draft_dists.ids", "5000"));
     one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 2], vec![-0.1])]), None, named("draft_dists", "2 ids and 1 logprobs"));
+    // More ids than V (ids repeat): refused, and it does not widen the other rows' draft arrays.
+    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1; 1001], vec![-7.0; 1001])]), None, named("draft_dists", "1001 ids, more than vocab_size = 1000"));
+    let tree = DraftTree { parent: vec![-1, 0], tokens: vec![1], draft_dists: Some(vec![d(vec![1; 1001], vec![-7.0; 1001])]), without_replacement: false };
+    one_bad_among_good(Request::tree(params(4), 30, tree), None, named("draft_dists", "1001 ids"));
     one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![f32::NAN])]), None, named("draft_dists.logprobs", "NaN"));
     one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![0.5])]), None, named("draft_dists.logprobs", "0.5"));
     // Golden ids.
