@@ -65,8 +65,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// A Python int in `0..=u64::MAX` (ValueError / TypeError naming `arg`).
 fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
-    if obj.is_instance_of::<pyo3::types::PyFloat>() {
-        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj))));
     }
     if let Ok(x) = obj.extract::<u64>() {
         return Ok(x);
@@ -78,9 +78,11 @@ fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
 }
 
 fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
-    // Python 3.9 would truncate a float through `__int__` (deprecated there).
-    if obj.is_instance_of::<pyo3::types::PyFloat>() {
-        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    // Python 3.9 would truncate a float through `__int__` (deprecated there);
+    // a bool is an int to Python, but `top_k=True` is a mistake, as
+    // `temperature=True` is for `f32_arg`.
+    if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj))));
     }
     if let Ok(x) = obj.extract::<i64>() {
         return Ok(x);

@@ -18,6 +18,9 @@ V = 1000
         ("top_logprobs", 2**33, ValueError, "top_logprobs must be in 0..=4294967295, got 8589934592"),
         ("top_k", 2**70, ValueError, "top_k must fit in int64"),
         ("top_k", 5.0, TypeError, "top_k must be an int, got float"),
+        ("top_k", True, TypeError, "top_k must be an int, got bool"),
+        ("top_logprobs", True, TypeError, "top_logprobs must be an int, got bool"),
+        ("seq_seed", False, TypeError, "seq_seed must be an int, got bool"),
         ("seq_seed", -1, ValueError, "seq_seed must be in 0..=18446744073709551615, got -1"),
         ("temperature", "hot", TypeError, "temperature must be a float, got str"),
         ("top_p", None, TypeError, "top_p must be a float, got NoneType"),
@@ -154,3 +157,16 @@ def test_one_bad_request_among_good_ones():
     out = s.sample(b, reqs(sp.Request.prefill(good(3), 5)))
     assert out.errors[1] == "invalid logits (NaN or +inf) in row 0 of the request"
     np.testing.assert_array_equal(out.tokens[[0, 2, 3, 4]], base.tokens)
+
+
+def test_bools_are_not_ints_here():
+    # A bool is an int to Python; `top_k=True` is a mistake (as `temperature=True` already was).
+    a = np.zeros((2, V), np.float32)
+    with pytest.raises(TypeError, match="top_k must be an int, got bool"):
+        sp.top_k_top_p_sampling_from_logits(a, True, 0.9, seed=1, backend="cpu")
+    with pytest.raises(TypeError, match="seed must be an int, got bool"):
+        sp.top_k_top_p_sampling_from_logits(a, 5, 0.9, seed=True, backend="cpu")
+    with pytest.raises(TypeError, match="top_k must be an int, got bool"):
+        sp.SamplingParams(top_k=True)
+    with pytest.raises(TypeError, match=r"drafts\[0\] must be an int, got bool"):
+        sp.Request.verify(sp.SamplingParams(), 10, [True], [sp.DraftDist([], [])])
