@@ -503,3 +503,19 @@ fn engine_md_sglang_tree_snippet() {
     assert_eq!(out.rows[row_offset].token, 42);
     assert_eq!(out.rows[row_offset + 1].token, -1);
 }
+
+#[test]
+fn engine_bad_golden_ids_fail_only_their_request() {
+    let mut e = engine(5, 5).unwrap();
+    let mut model = SyntheticModel::new(V as usize, 1, 0.9);
+    let prompt: Vec<i32> = (0..20).collect();
+    e.add_request(EngineRequest::new(1, prompt.clone(), params(1), 6)).unwrap();
+    e.add_request(EngineRequest::new(2, prompt.clone(), SamplingParams { golden_token_ids: vec![3, 5000, 4], ..params(2) }, 6)).unwrap();
+    e.add_request(EngineRequest::new(3, prompt.clone(), SamplingParams { golden_token_ids: vec![3, 9, 4, 8, 1, 2], ..params(3) }, 6)).unwrap();
+    e.run_to_completion(&mut model, 100).unwrap();
+    let mut done = e.take_finished();
+    done.sort_by_key(|f| f.id);
+    assert!(done[0].status.is_ok() && done[2].status.is_ok(), "{:?} {:?}", done[0].status, done[2].status);
+    assert!(matches!(&done[1].status, Err(e) if e.to_string().contains("5000")), "{:?}", done[1].status);
+    assert_eq!(done[2].output, [3, 9, 4, 8, 1, 2], "teacher forcing follows the golden ids");
+}
