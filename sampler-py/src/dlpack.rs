@@ -511,6 +511,13 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
     if !obj.is_instance(t.tensor.bind(py))? || !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
         return Ok(None);
     }
+    read_torch(obj, arg, ndims, t).map(Some)
+}
+
+/// The attribute reads of [`torch_cuda`] once `obj` is known to be a torch
+/// tensor (also timed on a CPU tensor by `_bench_binding_pieces`).
+pub fn read_torch<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<CudaBorrowed<'py>> {
+    let py = obj.py();
     let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
     let dtype = if dt.is(t.f32.bind(py)) {
         CudaDtype::F32
@@ -527,7 +534,7 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
     let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let device: i32 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
     check_aligned(arg, ptr, shape.iter().product(), dtype)?;
-    Ok(Some(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true }))
+    Ok(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true })
 }
 
 /// Imports `[.., V]` logits on a CUDA device without a copy: a torch tensor
