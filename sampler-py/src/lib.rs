@@ -54,13 +54,12 @@ pub(crate) mod api_clock {
     }
 }
 
-use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use numpy::PyArrayMethods;
+use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::types::{PyList, PyModule, PyTuple};
 
 use sampler_host::engine::{EngineError, MtpInfoPool};
@@ -224,6 +223,17 @@ fn per_row<T: Clone>(
     if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyInt>() {
         return Ok(vec![scalar(obj, arg)?; r]);
     }
+    if let Ok(a) = obj.cast::<numpy::PyUntypedArray>() {
+        // A numpy array (numpy's C API: no attribute lookups): 0-d is a scalar.
+        if a.ndim() == 0 {
+            return Ok(vec![scalar(obj, arg)?; r]);
+        }
+        let v = list(obj, arg)?;
+        if v.len() != r {
+            return Err(value_err(format!("{arg}: expected a scalar or {r} values (one per row), got {}", v.len())));
+        }
+        return Ok(v);
+    }
     let is_seq = dlpack::is_dlpack(obj)? && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).map_or(true, |n| n > 0)
         || obj.is_instance_of::<PyList>()
         || obj.is_instance_of::<PyTuple>();
@@ -250,6 +260,15 @@ struct Out<'py> {
 }
 
 fn is_torch(obj: &Bound<'_, PyAny>) -> bool {
+    if dlpack::is_numpy(obj) {
+        return false;
+    }
+    // Once torch's objects are known, a type check instead of the module's name (a string made per call).
+    if let Some(t) = dlpack::torch_api_loaded(obj.py()) {
+        if obj.is_instance(t.tensor.bind(obj.py())).unwrap_or(false) {
+            return true;
+        }
+    }
     let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
     module == "torch" || module.starts_with("torch.")
 }
@@ -833,7 +852,10 @@ struct Logits<'py> {
 
 impl<'py> Logits<'py> {
     fn import(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Logits<'py>> {
-        let b = dlpack::import(obj, arg, ndims)?;
+        let b = match dlpack::torch_host(obj, arg, ndims)? {
+            Some(b) => b,
+            None => dlpack::import(obj, arg, ndims)?,
+        };
         let widened = match b.dtype {
             Dtype::F32 => None,
             // Host widening until the device API lands (exact for f16 / bf16).
@@ -1083,26 +1105,32 @@ impl PySampler {
 
 // ---------------------------------------------------------------- functional API
 
-type Key = (u32, u32, String);
+/// Samplers of the functional API, one per (V, force_topk, backend): a short
+/// list searched in order (no hashing, no key string made per call).
+fn cached() -> &'static Mutex<Vec<(u32, u32, BackendKind, Sampler)>> {
+    static S: OnceLock<Mutex<Vec<(u32, u32, BackendKind, Sampler)>>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(Vec::new()))
+}
 
-/// Samplers of the functional API, one per (V, force_topk, backend).
-fn cached() -> &'static Mutex<HashMap<Key, Sampler>> {
-    static S: OnceLock<Mutex<HashMap<Key, Sampler>>> = OnceLock::new();
-    S.get_or_init(|| Mutex::new(HashMap::new()))
+/// The index of the cached sampler for (V, force_topk, backend) in `list`, made when missing
+/// (by `make`, which may release the GIL).
+fn cached_index(list: &mut Vec<(u32, u32, BackendKind, Sampler)>, vocab: u32, force_topk: u32, kind: BackendKind, make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>) -> PyResult<usize> {
+    if let Some(i) = list.iter().position(|(v, n, k, _)| (*v, *n, *k) == (vocab, force_topk, kind)) {
+        return Ok(i);
+    }
+    let s = make(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind }).map_err(config_err)?;
+    list.push((vocab, force_topk, kind, s));
+    Ok(list.len() - 1)
 }
 
 /// Runs `reqs` on the cached sampler for (V, force_topk, backend) with the GIL released.
 fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data: &[f32], reqs: &[Request], processed: Option<&[usize]>) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
     let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
-    let key = (vocab, force_topk, backend.to_string());
     py.detach(|| -> PyResult<_> {
-        let mut map = cached().lock().unwrap_or_else(|p| p.into_inner());
-        if !map.contains_key(&key) {
-            let s = Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind }).map_err(config_err)?;
-            map.insert(key.clone(), s);
-        }
-        let s = map.get_mut(&key).expect("inserted above");
+        let mut list = cached().lock().unwrap_or_else(|p| p.into_inner());
+        let i = cached_index(&mut list, vocab, force_topk, kind, Sampler::new)?;
+        let s = &mut list[i].3;
         match processed {
             None => {
                 let t = api_clock::start();
@@ -1122,21 +1150,17 @@ fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data
 fn with_cached<T>(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, f: impl FnOnce(&mut Sampler) -> PyResult<T>) -> PyResult<T> {
     let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
-    let key = (vocab, force_topk, backend.to_string());
     let m = cached();
     // As `PySampler::lock_gil`: never block on the lock while holding the GIL.
-    let mut map = loop {
+    let mut list = loop {
         match m.try_lock() {
             Ok(g) => break g,
             Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(m.lock())),
         }
     };
-    if !map.contains_key(&key) {
-        let s = py.detach(|| Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind })).map_err(config_err)?;
-        map.insert(key.clone(), s);
-    }
-    f(map.get_mut(&key).expect("inserted above"))
+    let i = cached_index(&mut list, vocab, force_topk, kind, |c| py.detach(|| Sampler::new(c)))?;
+    f(&mut list[i].3)
 }
 
 /// Per-row parameters of the functional API.
@@ -1161,10 +1185,11 @@ fn row_params(
         // A contiguous numpy uint64 array (the usual seeds) through numpy's C API: a third of
         // the functional call's argument cost went to the DLPack capsule of an [R] array.
         if let Ok(arr) = o.cast::<numpy::PyArray1<u64>>() {
-            if let Ok(ro) = arr.try_readonly() {
-                if let Ok(v) = ro.as_slice() {
-                    return Ok(v.to_vec());
-                }
+            if arr.is_contiguous() {
+                // SAFETY: a contiguous array read while the GIL is held and no Python code runs
+                // (copied out at once), so nothing can write or free it meanwhile; rust-numpy's
+                // borrow tracking (a shared-borrow table per call) buys nothing for this copy.
+                return Ok(unsafe { arr.as_slice() }.map_err(|e| value_err(format!("{a}: {e}")))?.to_vec());
             }
         }
         if dlpack::is_dlpack(o)? {
