@@ -1762,12 +1762,16 @@ fn _bench_binding_pieces(
 
 /// Address of the first element the binding reads from `array`: through
 /// DLPack for host arrays and non-torch CUDA producers, through the
-/// tensor's attributes for torch CUDA tensors (equals the producer's data
+/// tensor's attributes for torch CUDA tensors and float torch CPU tensors (equals the producer's data
 /// pointer: the import does not copy).
 #[pyfunction]
 fn _dlpack_data_ptr(array: &Bound<'_, PyAny>) -> PyResult<usize> {
     if let Some(c) = dlpack::import_cuda(array, "array", &[0, 1, 2, 3, 4], cuda::LEGACY_STREAM)? {
         return Ok(c.ptr as usize);
+    }
+    // Host logits given as a float torch CPU tensor are read through its attributes.
+    if let Some(b) = dlpack::torch_host(array, "array", &[0, 1, 2, 3, 4])? {
+        return Ok(b.data_ptr());
     }
     Ok(dlpack::import(array, "array", &[0, 1, 2, 3, 4])?.data_ptr())
 }
