@@ -45,6 +45,12 @@ pub(crate) mod api_clock {
             LAST_NS.store(ns, Ordering::Relaxed);
         }
     }
+    /// Adds Rust API nanoseconds spent after the step to the last call's record.
+    pub fn add(ns: u64) {
+        if ON.load(Ordering::Relaxed) {
+            LAST_NS.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
     pub fn set(on: bool) {
         LAST_NS.store(0, Ordering::Relaxed);
         ON.store(on, Ordering::Relaxed);
@@ -1274,6 +1280,10 @@ fn top_k_top_p_sampling_from_logits(
         return Ok(Py::new(py, step_output(&out, res, &vec![1; r])?)?.into_any());
     }
     let tokens: Vec<i32> = res.rows.iter().map(|x| x.token).collect();
+    // Freeing the Rust `StepOutput` is the Rust API's own cost (a Rust caller drops it too).
+    let t = api_clock::start();
+    drop(res);
+    api_clock::add(api_clock::since(t));
     out.arr(tokens, &[r])
 }
 
