@@ -534,7 +534,23 @@ pub fn is_numpy(obj: &Bound<'_, PyAny>) -> bool {
 pub fn torch_host<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Option<Borrowed<'py>>> {
     let py = obj.py();
     let Some(t) = TORCH_API.get(py) else { return Ok(None) };
-    if !obj.is_instance(t.tensor.bind(py))? || obj.call_method0(pyo3::intern!(py, "get_device"))?.extract::<i64>()? != -1 {
+    if !obj.is_instance(t.tensor.bind(py))? {
+        return Ok(None);
+    }
+    // Any tensor whose attributes cannot be read so (sparse layouts, ...) takes the DLPack
+    // path, which raises its ValueError naming `arg`.
+    match torch_host_attrs(obj, arg, ndims, t) {
+        Ok(b) => b.map_or(Ok(None), |b| b.map(Some)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// [`torch_host`]'s reads: `Err` for an attribute torch cannot give (then
+/// DLPack decides), `Ok(None)` for a tensor that is not a float CPU one,
+/// `Ok(Some(Err))` for a layout error of ours (naming `arg`).
+fn torch_host_attrs<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<Option<PyResult<Borrowed<'py>>>> {
+    let py = obj.py();
+    if obj.call_method0(pyo3::intern!(py, "get_device"))?.extract::<i64>()? != -1 {
         return Ok(None);
     }
     // The layout of a CPU tensor (get_device() == -1 for the CPU only); `requires_grad` does not
@@ -555,15 +571,18 @@ pub fn torch_host<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> P
     let shape_i = torch_shape(obj)?;
     let contiguous: bool = obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?;
     let strides: Option<Vec<i64>> = if contiguous { None } else { Some(obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?) };
-    let shape = check_layout(arg, ndims, &shape_i, strides.as_deref())?;
-    let n: usize = shape.iter().product();
     let addr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+    let shape = match check_layout(arg, ndims, &shape_i, strides.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return Ok(Some(Err(e))),
+    };
+    let n: usize = shape.iter().product();
     let ptr = if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { addr as usize as *const u8 };
     if n > 0 && (ptr.is_null() || (ptr as usize) % dtype.size() != 0) {
-        return Err(ValueError(format!("{arg}: data pointer {ptr:p} is null or not aligned to {} bytes", dtype.size())));
+        return Ok(Some(Err(ValueError(format!("{arg}: data pointer {ptr:p} is null or not aligned to {} bytes", dtype.size())))));
     }
     // The tensor itself keeps the memory alive (as the capsule does on the DLPack path).
-    Ok(Some(Borrowed { _capsule: obj.clone(), ptr, dtype, shape }))
+    Ok(Some(Ok(Borrowed { _capsule: obj.clone(), ptr, dtype, shape })))
 }
 
 /// Reads a torch CUDA tensor through its attributes (no `__dlpack__` call).

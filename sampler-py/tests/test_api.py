@@ -406,6 +406,9 @@ def test_torch_cpu_logits_are_read_in_place_through_attributes(rng):
         s.sample(a[0], greedy)
     with pytest.raises(ValueError, match=r"logits: expected shape \[R, vocab_size = 1000\], got \[3, 999\]"):
         s.sample(a[:, :999].contiguous(), greedy)
+    # A layout whose attributes torch cannot give (sparse) falls back to DLPack and its error.
+    with pytest.raises(ValueError, match="logits: __dlpack__"):
+        s.sample(a.to_sparse(), greedy)
 
 
 def test_api_clock_times_the_rust_api_inside_a_call(rng):
