@@ -281,7 +281,7 @@ fn use_count(py: Python<'_>, cdata: &Bound<'_, PyAny>) -> PyResult<i64> {
 impl OutPool {
     /// A kept buffer of `bytes` for `stream` (device, stream) that nothing
     /// else refers to, and its device address.
-    fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<(Bound<'py, PyAny>, u64)> {
+    pub(crate) fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<(Bound<'py, PyAny>, u64)> {
         if self.off {
             return None;
         }
@@ -315,7 +315,7 @@ impl OutPool {
 
     /// Keeps a freshly allocated buffer (the first one calibrates the
     /// use-count sensor: it must see a view of it, else the pool turns off).
-    fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
+    pub(crate) fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
         if self.off || bytes == 0 {
             return;
         }

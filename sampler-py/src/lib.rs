@@ -1717,6 +1717,16 @@ fn _bench_binding_pieces(
             std::hint::black_box(cuda::alloc_out(py, &c, api, true, r, 0)?);
         }
         out.push((format!("functional tokens buffer, [{r}] int32 (torch new_empty; CPU device)"), per(t)));
+        // `reuse_outputs=True`: a dropped result's buffer taken back from the pool (its reference
+        // checks; the CUDA-only capture check, one `cuStreamIsCapturing`, is not in it).
+        let mut pool = cuda::OutPool::default();
+        pool.keep(py, &cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?, (0, 0), bytes.max(16), false);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let got = pool.take(py, (0, 0), bytes.max(16), false).ok_or_else(|| value_err("the pool gave no buffer back"))?;
+            std::hint::black_box(got);
+        }
+        out.push(("output pool (reuse_outputs=True): a free buffer taken back, its checks (CPU tensor)".into(), per(t)));
         let flat = cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?;
         let t = std::time::Instant::now();
         for _ in 0..n {
