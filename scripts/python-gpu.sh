@@ -82,7 +82,7 @@ device)
         SAMPLER_GOLDEN_DIR=.gpu-py/golden timeout 30 python3 -m pytest -q -rs sampler-py/tests/test_api.py sampler-py/tests/test_golden.py \
             -p no:cacheprovider --junitxml="$out/pytest-cpu.xml" || rc=1
         echo "== binding overhead, torch CUDA tensors, R = 64, V = 129280 (host time per call)"
-        timeout 30 python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
+        timeout ${OVH_S:-45} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
         if [ -n "$fi" ]; then
             echo "== the same beside FlashInfer's Python call on the same tensors (waiting for its JIT build)"
             wait $pre; tail -2 "$out/fi-prebuild.log"
