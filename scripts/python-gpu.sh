@@ -88,8 +88,10 @@ device)
             wait $pre; tail -2 "$out/fi-prebuild.log"
             timeout ${FI_S:-50} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 30 $fi --json "$out/overhead-torch-fi.json" || rc=1
         fi
-        echo "== host-only profile of the binding's pieces on this machine (torch CPU tensors)"
-        timeout ${PROF_S:-30} python3 sampler-py/bench/binding_profile.py --rows 64 --iters 1000 --json "$out/binding-profile.json" || rc=1
+        if [ "${PROF:-1}" = 1 ]; then  # PROF=0 skips it
+            echo "== host-only profile of the binding's pieces on this machine (torch CPU tensors)"
+            timeout ${PROF_S:-30} python3 sampler-py/bench/binding_profile.py --rows 64 --iters 1000 --json "$out/binding-profile.json" || rc=1
+        fi
         echo "== binding overhead at R = 64 (the issue's figure: OVERHEAD-SAME-CALL torch_full)"
         for j in "$out/overhead-torch.json" "$out/overhead-torch-fi.json"; do
             [ -f "$j" ] && python3 -c "import json, sys; sys.path.insert(0, 'sampler-py/bench'); import overhead; print('\n'.join(overhead.overhead_lines(json.load(open(sys.argv[1])))))" "$j"
