@@ -1113,14 +1113,17 @@ impl PySampler {
 
 /// Samplers of the functional API, one per (V, force_topk, backend): a short
 /// list searched in order (no hashing, no key string made per call).
-fn cached() -> &'static Mutex<Vec<(u32, u32, BackendKind, Sampler)>> {
-    static S: OnceLock<Mutex<Vec<(u32, u32, BackendKind, Sampler)>>> = OnceLock::new();
+type Cached = Vec<(u32, u32, BackendKind, Sampler)>;
+
+/// The functional API's samplers, process-wide.
+fn cached() -> &'static Mutex<Cached> {
+    static S: OnceLock<Mutex<Cached>> = OnceLock::new();
     S.get_or_init(|| Mutex::new(Vec::new()))
 }
 
 /// The index of the cached sampler for (V, force_topk, backend) in `list`, made when missing
 /// (by `make`, which may release the GIL).
-fn cached_index(list: &mut Vec<(u32, u32, BackendKind, Sampler)>, vocab: u32, force_topk: u32, kind: BackendKind, make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>) -> PyResult<usize> {
+fn cached_index(list: &mut Cached, vocab: u32, force_topk: u32, kind: BackendKind, make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>) -> PyResult<usize> {
     if let Some(i) = list.iter().position(|(v, n, k, _)| (*v, *n, *k) == (vocab, force_topk, kind)) {
         return Ok(i);
     }
