@@ -109,8 +109,21 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
     let mut threads: Vec<(u32, Span)> = Vec::new();
     let mut debug = false;
     let mut ascend = true;
+    // Options already given: a second `tile = [..]` would otherwise be
+    // appended to the first (and a second `threads` miscounted).
+    let mut seen: Vec<String> = Vec::new();
     let parser = syn::meta::parser(|meta| {
+        if let Some(id) = meta.path.get_ident() {
+            let name = id.to_string();
+            if seen.contains(&name) {
+                return Err(meta.error(format!("kernel option `{name}` is given twice: give it once (`tile = [..]` lists every tile size)")));
+            }
+            seen.push(name);
+        }
         if meta.path.is_ident("debug") {
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                return Err(meta.error("`debug` takes no value: write `debug` to print the IR and the generated Rust"));
+            }
             debug = true;
             return Ok(());
         }
@@ -119,15 +132,19 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
             ascend = v.value;
             return Ok(());
         }
-        let which = if meta.path.is_ident("tile") {
-            &mut tiles
+        let (which, what) = if meta.path.is_ident("tile") {
+            (&mut tiles, "tile")
         } else if meta.path.is_ident("threads") {
-            &mut threads
+            (&mut threads, "threads")
         } else {
             return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]`, `ascend = false` or `debug`"));
         };
         let value = meta.value()?;
         let arr: syn::ExprArray = value.parse()?;
+        if arr.elems.is_empty() {
+            let hint = if what == "tile" { "give at least one tile size, or leave `tile` out for a scalar-only kernel" } else { "give one per tile, one for all, or leave `threads` out for the default" };
+            return Err(syn::Error::new(arr.bracket_token.span.join(), format!("`{what} = []` is empty: {hint}")));
+        }
         for e in arr.elems {
             match &e {
                 syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => match i.base10_parse::<u32>() {
@@ -213,6 +230,15 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
     if let Some(g) = sig.generics.params.first() {
         errs.push(g.span(), "a kernel cannot be generic: use tile variants instead");
     }
+    if let Some(w) = &sig.generics.where_clause {
+        errs.push(w.span(), "a kernel cannot have a `where` clause: it is not generic");
+    }
+    if let Some(abi) = &sig.abi {
+        errs.push(abi.span(), "a kernel is a plain `fn`, without `extern`: the emitters give each target its own entry points");
+    }
+    if let Some(v) = &sig.variadic {
+        errs.push(v.span(), "a kernel cannot be variadic: list its parameters");
+    }
     if let syn::ReturnType::Type(_, t) = &sig.output {
         errs.push(t.span(), "a kernel returns nothing: write results with `store` / `store_scalar`");
     }
@@ -249,7 +275,16 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
             errs.push(a.path().span(), "only doc comments and `#[allow]` may stand beside `#[kernel]`");
         }
     }
-    let body = parse_block(&f.block, errs);
+    // With a return type (reported above), a tail value is that one
+    // mistake, not also an unused value.
+    let body = match (&sig.output, f.block.stmts.last()) {
+        (syn::ReturnType::Type(..), Some(syn::Stmt::Expr(_, None))) => {
+            let mut b = (*f.block).clone();
+            b.stmts.pop();
+            parse_block(&b, errs)
+        }
+        _ => parse_block(&f.block, errs),
+    };
     Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, ascend, body }
 }
 
@@ -297,7 +332,8 @@ fn parse_block(b: &syn::Block, errs: &mut Errors) -> Block {
 }
 
 /// Marks every identifier bound by a rejected pattern (see [`Errors::poison`]).
-fn poison_pat(p: &syn::Pat, errs: &mut Errors) {
+/// Marks the names a rejected pattern would bind (see [`Errors::poison`]).
+pub fn poison_pat(p: &syn::Pat, errs: &mut Errors) {
     match p {
         syn::Pat::Ident(pi) => errs.poison(&pi.ident),
         syn::Pat::Tuple(t) => t.elems.iter().for_each(|e| poison_pat(e, errs)),
