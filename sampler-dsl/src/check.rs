@@ -68,10 +68,12 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
         if n.starts_with("__") {
             errs.push(p.span, "names starting with `__` are reserved for generated code");
         }
+        shadows_const(&p.name, errs);
         top.insert(n, Binding { ty: p.ty.clone(), mutable: false, is_param: true });
     }
     let mut scopes = Scopes { stack: vec![top], track: vec![Vec::new()] };
     check_block(&mut k.body, &mut scopes, errs);
+    literal_ranges(&k.body, errs);
     fusion_block(&k.body, errs);
 }
 
@@ -166,7 +168,8 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             // An argument of an inlined `#[kernel_fn]`: the parameter's type.
             if let [(name, _)] = names.as_slice() {
                 if let Some((want, what)) = errs.expect.get(&name.to_string()).cloned() {
-                    if ty != Ty::Unit || returns_unit(value) {
+                    // `want` is `()` for a helper parameter already rejected where the helper is defined.
+                    if (ty != Ty::Unit || returns_unit(value)) && want != Ty::Unit {
                         settle_literal(value, &want);
                         let got = value.ty.clone();
                         let ok = got == want
@@ -226,6 +229,7 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 if name.to_string().starts_with("__") && !errs.generated.contains(&name.to_string()) {
                     errs.push(name.span(), "names starting with `__` are reserved for generated code");
                 }
+                shadows_const(name, errs);
                 sc.bind(name, Binding { ty: t, mutable: *m, is_param: false });
             }
         }
@@ -237,6 +241,9 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 }
                 return;
             };
+            if b.ty == Ty::Unit {
+                return; // bound as an error: already reported where it was declared
+            }
             if b.is_param {
                 errs.push(target.span(), format!("`{target}` is a parameter and cannot be assigned"));
                 return;
@@ -264,7 +271,8 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 }
             };
             if vt != Ty::Unit && b.ty != Ty::Unit && unify_assign(&b.ty, &vt).is_none() {
-                errs.push(value.range(), format!("cannot assign {} to `{target}` of type {}", vt.describe(), b.ty.describe()));
+                let hint = if b.ty.is_tile() && !vt.is_tile() { format!(": a scalar is not broadcast, write `{target} = full(len({target}), ..)`") } else { String::new() };
+                errs.push(value.range(), format!("cannot assign {} to `{target}` of type {}{hint}", vt.describe(), b.ty.describe()));
             }
         }
         Stmt::Expr(e) => {
@@ -296,10 +304,21 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             start.ty = t.clone();
             end.ty = t.clone();
             sc.push();
+            shadows_const(var, errs);
             sc.bind(var, Binding { ty: t, mutable: false, is_param: false });
             check_block(body, sc, errs);
             sc.pop(errs);
         }
+    }
+}
+
+/// Reports a binding named like a DSL constant: its uses would still read
+/// the constant (and in the emitted Rust `let TILE = ..` is a pattern on
+/// the constant, which rustc rejects).
+fn shadows_const(name: &syn::Ident, errs: &mut Errors) {
+    let n = name.to_string();
+    if matches!(n.as_str(), "TILE" | "NEG_INF" | "POS_INF") {
+        errs.push(name.span(), format!("`{n}` is a constant of the DSL: give the binding another name"));
     }
 }
 
@@ -363,7 +382,9 @@ fn prim_or_lit(t: &Ty) -> Option<PL> {
 
 fn unify_assign(target: &Ty, v: &Ty) -> Option<()> {
     let u = unify_prims(target, v)?;
-    if u.is_tile() != target.is_tile() {
+    // A scalar is not broadcast into a tile variable (that would need a
+    // length): `t = full(len(t), v)` says which.
+    if u.is_tile() != target.is_tile() || v.is_tile() != target.is_tile() {
         return None;
     }
     (u.prim() == target.prim()).then_some(())
@@ -703,5 +724,85 @@ fn arg_name(a: &Expr, i: usize) -> String {
     match &a.kind {
         ExprKind::Var(id) => format!("`{id}`"),
         _ => format!("argument {}", i + 1),
+    }
+}
+
+/// Reports integer literals that do not fit the type they settled on
+/// (`5000000000` as a `u32`, `-1` as a `u32`, `get(t, -1)`) and float
+/// literals beyond `f32::MAX` as an `f32`: rustc rejects these in Rust, and
+/// the emitted code would silently wrap them (or give `inf`).
+fn literal_ranges(b: &Block, errs: &mut Errors) {
+    fn fits(v: u64, neg: bool, p: Prim) -> bool {
+        let max: u64 = match p {
+            Prim::I32 => i32::MAX as u64,
+            Prim::U32 => u32::MAX as u64,
+            Prim::I64 => i64::MAX as u64,
+            Prim::U64 => u64::MAX,
+            _ => return true,
+        };
+        match (neg, p.is_signed()) {
+            (false, _) => v <= max,
+            (true, true) => v <= max + 1,
+            (true, false) => v == 0,
+        }
+    }
+    fn ex(e: &Expr, errs: &mut Errors) {
+        let prim = match &e.ty {
+            Ty::Scalar(p) | Ty::Tile(p) => Some(*p),
+            _ => None,
+        };
+        match &e.kind {
+            // A negated literal settles as a whole: its type is on the negation.
+            ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Lit(Lit::Int(..) | Lit::Float(..))) => match (&x.kind, prim) {
+                (ExprKind::Lit(Lit::Int(v, _)), Some(p)) if !fits(*v, true, p) => {
+                    errs.push(e.range(), format!("the literal `-{v}` does not fit in {}", p.rust_name()));
+                }
+                (ExprKind::Lit(Lit::Float(v, _)), _) if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) => {
+                    let p = prim.map_or("f64", |p| p.rust_name());
+                    errs.push(e.range(), format!("this literal is beyond the lowest {p}: write `NEG_INF` for an infinity"));
+                }
+                _ => {}
+            },
+            ExprKind::Lit(Lit::Int(v, _)) => {
+                if let Some(p) = prim.filter(|p| !fits(*v, false, *p)) {
+                    errs.push(e.range(), format!("the literal `{v}` does not fit in {}", p.rust_name()));
+                }
+            }
+            ExprKind::Lit(Lit::Float(v, _)) => {
+                if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) {
+                    let p = prim.map_or("f64", |p| p.rust_name());
+                    errs.push(e.range(), format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"));
+                }
+            }
+            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => {}
+            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x, errs),
+            ExprKind::Binary(_, l, r) => {
+                ex(l, errs);
+                ex(r, errs);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| ex(a, errs)),
+            ExprKind::If(c, a, b) => {
+                ex(c, errs);
+                ex(a, errs);
+                ex(b, errs);
+            }
+        }
+    }
+    for s in &b.stmts {
+        match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value, errs),
+            Stmt::If { cond, then, els, .. } => {
+                ex(cond, errs);
+                literal_ranges(then, errs);
+                if let Some(e) = els {
+                    literal_ranges(e, errs);
+                }
+            }
+            Stmt::For { start, end, body, .. } => {
+                ex(start, errs);
+                ex(end, errs);
+                literal_ranges(body, errs);
+            }
+        }
     }
 }

@@ -609,3 +609,31 @@ fn logits_parameters() {
     let e = errors(quote!(tile = [256]), quote!(fn k(x: Logits, v: u32) { let t = load(x, 0u64, v); store(x, 0u64, t); }));
     assert!(e.len() == 1 && e[0].contains("writes to a read-only buffer"), "{e:?}");
 }
+
+#[test]
+fn literals_must_fit_the_type_they_settle_on() {
+    let ok = |body: TokenStream| {
+        compile(quote!(tile = [64]), quote!(fn k(c: GmMut<i32>, u: GmMut<u32>, f: GmMut<f32>, n: u32) { #body }));
+    };
+    let bad = |body: TokenStream| errors(quote!(tile = [64]), quote!(fn k(c: GmMut<i32>, u: GmMut<u32>, f: GmMut<f32>, n: u32) { #body }));
+    // The edges of each type are accepted ...
+    ok(quote!(store_scalar(c, 0u64, -2147483648); store_scalar(c, 1u64, 2147483647);));
+    ok(quote!(store_scalar(u, 0u64, 4294967295); store_scalar(u, 1u64, -0); store_scalar(f, 0u64, -3.4028235e38);));
+    // ... one past them is not (Rust rejects these; the emitted code would wrap them).
+    assert_eq!(bad(quote!(store_scalar(c, 0u64, -2147483649);)), ["the literal `-2147483649` does not fit in i32"]);
+    assert_eq!(bad(quote!(store_scalar(c, 0u64, 2147483648);)), ["the literal `2147483648` does not fit in i32"]);
+    assert_eq!(bad(quote!(store_scalar(u, 0u64, n + 4294967296);)), ["the literal `4294967296` does not fit in u32"]);
+    assert_eq!(bad(quote!(store_scalar(u, 0u64, -1);)), ["the literal `-1` does not fit in u32"]);
+    assert_eq!(bad(quote!(store_scalar(f, 0u64, 1e39);)).len(), 1);
+}
+
+#[test]
+fn attribute_lists_are_not_empty_nor_repeated() {
+    let item = quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, n)); });
+    assert_eq!(errors(quote!(tile = []), item.clone()).len(), 1);
+    assert_eq!(errors(quote!(tile = [64], threads = []), item.clone()).len(), 1);
+    let e = errors(quote!(tile = [64], tile = [128]), item.clone());
+    assert_eq!(e, ["kernel option `tile` is given twice: give it once (`tile = [..]` lists every tile size)"]);
+    assert_eq!(errors(quote!(tile = [64], debug = true), item.clone()).len(), 1);
+    assert_eq!(compile(quote!(tile = [64], debug), item).variants.len(), 1);
+}
