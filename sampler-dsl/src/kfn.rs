@@ -78,6 +78,15 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
     if let Some(g) = sig.generics.params.first() {
         errs.push(g.span(), "a `#[kernel_fn]` cannot be generic");
     }
+    if let Some(w) = &sig.generics.where_clause {
+        errs.push(w.span(), "a `#[kernel_fn]` cannot have a `where` clause: it is not generic");
+    }
+    if let Some(abi) = &sig.abi {
+        errs.push(abi.span(), "a `#[kernel_fn]` is a plain `fn`, without `extern`: it is inlined into its callers");
+    }
+    if let Some(v) = &sig.variadic {
+        errs.push(v.span(), "a `#[kernel_fn]` cannot be variadic: list its parameters");
+    }
     let name_s = sig.ident.to_string();
     if crate::ops::Op::from_name(&name_s).is_some() {
         errs.push(sig.ident.span(), format!("`{name_s}` is an op of the DSL: give the helper another name"));
@@ -93,6 +102,10 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
                     syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => pi.ident.clone(),
                     other => {
                         errs.push(other.span(), "`#[kernel_fn]` parameters must be plain identifiers (not `mut`: bind a copy with `let mut`)");
+                        // `mut x` / `ref x`: still bound (as the error type), so its uses are not reported again.
+                        if let syn::Pat::Ident(pi) = other {
+                            params.push((pi.ident.clone(), Ty::Unit));
+                        }
                         continue;
                     }
                 };
@@ -140,6 +153,17 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
                 if !tail.is_empty() && tail.len() != ret.len() {
                     errs.push(sig.output.span(), format!("the signature returns {} values but the tail has {}", ret.len(), tail.len()));
                 }
+            }
+            Some(syn::Stmt::Expr(e, Some(semi))) if !matches!(e, syn::Expr::If(_) | syn::Expr::ForLoop(_) | syn::Expr::Assign(_)) => {
+                // `x * 2.0;` as the last line: one error at the `;` (the
+                // value is taken as the tail, not reported again as unused).
+                errs.push(semi.span(), "a `#[kernel_fn]` with a return type ends with its value: remove this `;`");
+                match e.clone() {
+                    syn::Expr::Tuple(t) if ret.len() > 1 && t.elems.len() == ret.len() => tail.extend(t.elems),
+                    other if ret.len() == 1 => tail.push(other),
+                    _ => {}
+                }
+                stmts.pop();
             }
             _ => errs.push(f.block.span(), "a `#[kernel_fn]` with a return type ends with its value (an expression without `;`)"),
         }
@@ -195,7 +219,9 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
         let ok = got == want
             || (matches!(got, Ty::IntLit) && !want.is_tile() && want.prim().is_some_and(|p| p.is_int() || p.is_float()))
             || (matches!(got, Ty::FloatLit) && !want.is_tile() && want.prim().is_some_and(|p| p.is_float()));
-        if !ok {
+        // `()` from a parameter already rejected (bound as the error type).
+        let rejected = *got == Ty::Unit && h.sig.params.iter().any(|(_, t)| *t == Ty::Unit);
+        if !ok && !rejected {
             errs.push(value.span, format!("this value has type {}, but `{}` returns {} here", got.describe(), h.sig.name, want.describe()));
         }
     }
@@ -379,7 +405,11 @@ impl Inliner<'_> {
                 syn::Stmt::Local(l) if l.init.as_ref().is_some_and(|i| i.diverge.is_none() && helper_call(&i.expr, self.helpers).is_some()) => {
                     let init = l.init.as_ref().unwrap();
                     let (c, name) = helper_call(&init.expr, self.helpers).unwrap();
-                    let Some((body, tails)) = self.call(c, &name, depth, errs) else { continue };
+                    let Some((body, tails)) = self.call(c, &name, depth, errs) else {
+                        // The call was reported: its names are not reported again where used.
+                        crate::parse::poison_pat(&l.pat, errs);
+                        continue;
+                    };
                     out.extend(body);
                     let pat = match &l.pat {
                         syn::Pat::Type(pt) => &*pt.pat,
@@ -397,8 +427,14 @@ impl Inliner<'_> {
                             let v = &tails[0];
                             out.push(syn::parse_quote_spanned!(l.span()=> let #p = #v;));
                         }
-                        (_, 0) => errs.push(l.span(), format!("`{name}` returns nothing: call it as a statement `{name}(..);`")),
-                        (_, n) => errs.push(l.pat.span(), format!("`{name}` returns {n} value(s): the pattern must bind as many")),
+                        (_, 0) => {
+                            errs.push(l.span(), format!("`{name}` returns nothing: call it as a statement `{name}(..);`"));
+                            crate::parse::poison_pat(&l.pat, errs);
+                        }
+                        (_, n) => {
+                            errs.push(l.pat.span(), format!("`{name}` returns {n} value(s): the pattern must bind as many"));
+                            crate::parse::poison_pat(&l.pat, errs);
+                        }
                     }
                 }
                 syn::Stmt::Expr(e, semi) => match e {

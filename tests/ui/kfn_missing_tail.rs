@@ -1,0 +1,8 @@
+use sampler_macros::kernel_fn;
+
+#[kernel_fn]
+fn h(x: Tile<f32>) -> Tile<f32> {
+    let y = x * 2.0;
+}
+
+fn main() {}
