@@ -14,7 +14,8 @@ use proc_macro::TokenStream;
 /// host (CPU) program, the nvptx entry points (one per tile variant, when
 /// compiled for `nvptx64-nvidia-cuda`), the AscendC source, and an
 /// `inventory` registration. Errors are reported together, each on the span
-/// of the offending tokens; the user's item is re-emitted so editors keep working.
+/// of the offending tokens; on an error only the errors are emitted (the
+/// user's item is not re-emitted, so rustc adds no errors of its own).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     sampler_dsl::expand(attr.into(), item.into()).into()
