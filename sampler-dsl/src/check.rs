@@ -74,6 +74,9 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
     let mut scopes = Scopes { stack: vec![top], track: vec![Vec::new()] };
     check_block(&mut k.body, &mut scopes, errs);
     literal_ranges(&k.body, errs);
+    if let Some(min) = k.variants.iter().map(|v| v.tile).min().filter(|&t| t > 1) {
+        literal_lengths(&k.body, min, errs);
+    }
     fusion_block(&k.body, errs);
 }
 
@@ -802,6 +805,61 @@ fn literal_ranges(b: &Block, errs: &mut Errors) {
                 ex(start, errs);
                 ex(end, errs);
                 literal_ranges(body, errs);
+            }
+        }
+    }
+}
+
+/// Reports a literal element count above the smallest tile size (`load(x,
+/// off, 65)` with `tile = [64]`): a tile holds at most `TILE` elements, so
+/// the variant would read past it (a panic in the checked CPU mode, a
+/// fault or garbage on a device).
+fn literal_lengths(b: &Block, min_tile: u32, errs: &mut Errors) {
+    fn ex(e: &Expr, min_tile: u32, errs: &mut Errors) {
+        match &e.kind {
+            ExprKind::Call(op, args) => {
+                let at = match op {
+                    Op::Load | Op::MaskBits => Some(2),
+                    Op::Full | Op::Iota => Some(0),
+                    Op::TopN | Op::TopNSet => Some(3),
+                    _ => None,
+                };
+                if let Some(a) = at.and_then(|i| args.get(i)) {
+                    if let ExprKind::Lit(Lit::Int(v, _)) = a.kind {
+                        if v > min_tile as u64 {
+                            errs.push(a.range(), format!("`{}` of {v} elements, but the tile size {min_tile} holds at most {min_tile} (`TILE`): list a larger tile size, or split the row", op.name()));
+                        }
+                    }
+                }
+                args.iter().for_each(|a| ex(a, min_tile, errs));
+            }
+            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => {}
+            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x, min_tile, errs),
+            ExprKind::Binary(_, l, r) => {
+                ex(l, min_tile, errs);
+                ex(r, min_tile, errs);
+            }
+            ExprKind::If(c, a, b) => {
+                ex(c, min_tile, errs);
+                ex(a, min_tile, errs);
+                ex(b, min_tile, errs);
+            }
+        }
+    }
+    for s in &b.stmts {
+        match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value, min_tile, errs),
+            Stmt::If { cond, then, els, .. } => {
+                ex(cond, min_tile, errs);
+                literal_lengths(then, min_tile, errs);
+                if let Some(e) = els {
+                    literal_lengths(e, min_tile, errs);
+                }
+            }
+            Stmt::For { start, end, body, .. } => {
+                ex(start, min_tile, errs);
+                ex(end, min_tile, errs);
+                literal_lengths(body, min_tile, errs);
             }
         }
     }

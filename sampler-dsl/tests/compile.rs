@@ -637,3 +637,12 @@ fn attribute_lists_are_not_empty_nor_repeated() {
     assert_eq!(errors(quote!(tile = [64], debug = true), item.clone()).len(), 1);
     assert_eq!(compile(quote!(tile = [64], debug), item).variants.len(), 1);
 }
+
+#[test]
+fn a_literal_length_above_the_smallest_tile_is_an_error() {
+    let item = |n: TokenStream| quote!(fn k(x: Gm<f32>, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, #n)); });
+    compile(quote!(tile = [64, 256]), item(quote!(64)));
+    let e = errors(quote!(tile = [64, 256]), item(quote!(65)));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("`load` of 65 elements, but the tile size 64 holds at most 64"), "{e:?}");
+}
