@@ -388,27 +388,51 @@ pub fn key_id(key: u64) -> u32 {
 mod tests {
     use super::*;
 
-    /// Every f32 bit pattern: the order-bits classification of bad and -inf
-    /// logits (and of the 12-bit bins `counts_from_bins` and the GPU's
-    /// staging histogram use) agrees with is_nan / +inf / -inf.
-    #[test]
-    fn order_bits_classify_bad_and_neg_inf_on_all_inputs() {
+    /// The order-bits classification of bad and -inf logits (and of the
+    /// 12-bit bins `counts_from_bins` and the GPU's staging histogram use)
+    /// agrees with is_nan / +inf / -inf for the f32 with bit pattern `b`.
+    fn check_classification(b: u32) {
         let (nb, pb) = (NEG_INF_ORDER >> 20, POS_INF_ORDER >> 20);
-        assert_eq!((nb, pb), (7, 0xff8));
-        for b in 0..=u32::MAX {
-            let x = f32::from_bits(b);
-            let o = order_bits(x);
-            let bad = x.is_nan() || x == f32::INFINITY;
-            assert_eq!(order_is_bad(o), bad, "{b:#x}");
-            assert_eq!(o == NEG_INF_ORDER, x == f32::NEG_INFINITY, "{b:#x}");
-            let bin = o >> 20;
-            if bin < nb || bin >= pb {
-                assert!(bad, "{b:#x}: bin {bin} is all bad");
-            } else if bin == nb {
-                assert!(bad || x == f32::NEG_INFINITY, "{b:#x}: -inf's bin");
-            } else {
-                assert!(!bad && x != f32::NEG_INFINITY, "{b:#x}: a finite bin");
+        let x = f32::from_bits(b);
+        let o = order_bits(x);
+        let bad = x.is_nan() || x == f32::INFINITY;
+        assert_eq!(order_is_bad(o), bad, "{b:#x}");
+        assert_eq!(o == NEG_INF_ORDER, x == f32::NEG_INFINITY, "{b:#x}");
+        let bin = o >> 20;
+        if bin < nb || bin >= pb {
+            assert!(bad, "{b:#x}: bin {bin} is all bad");
+        } else if bin == nb {
+            assert!(bad || x == f32::NEG_INFINITY, "{b:#x}: -inf's bin");
+        } else {
+            assert!(!bad && x != f32::NEG_INFINITY, "{b:#x}: a finite bin");
+        }
+    }
+
+    /// Every NaN and infinity (both signs, every payload: all 2^24 patterns
+    /// with the exponent all ones), the finite neighbours of the bin edges,
+    /// and a stride through the rest.
+    #[test]
+    fn order_bits_classify_bad_and_neg_inf() {
+        assert_eq!((NEG_INF_ORDER >> 20, POS_INF_ORDER >> 20), (7, 0xff8));
+        for sign in [0u32, 0x8000_0000] {
+            for m in 0..1u32 << 23 {
+                check_classification(sign | 0x7f80_0000 | m);
             }
+        }
+        for b in [0u32, 1, 0x8000_0000, 0x8000_0001, 0x7f7f_ffff, 0xff7f_ffff, 0x0080_0000, 0x8080_0000] {
+            check_classification(b);
+        }
+        for b in (0..=u32::MAX).step_by(4099) {
+            check_classification(b);
+        }
+    }
+
+    /// All 2^32 inputs (about 30 s in release; run with `--ignored`).
+    #[test]
+    #[ignore]
+    fn order_bits_classify_bad_and_neg_inf_on_all_inputs() {
+        for b in 0..=u32::MAX {
+            check_classification(b);
         }
     }
 
