@@ -162,6 +162,7 @@ const SAMPLE_RUNS: usize = 32;
 /// With `COUNT`, also adds the [`Counts`] of `x[from..]` to `counts`.
 #[allow(clippy::too_many_arguments)]
 fn filter_from<const COUNT: bool>(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: &mut Vec<u64>, scratch: &mut Vec<u64>, counts: &mut Counts) {
+    let mut acc = Acc::new();
     let mut i = from;
     while i < x.len() {
         let end = (i + BLOCK).min(x.len());
@@ -171,14 +172,7 @@ fn filter_from<const COUNT: bool>(x: &[f32], from: usize, mut thr: u32, n: usize
         // here), so no passing key is missed; only its candidates get the
         // exact test.
         let tf = key_logit(key_of_bits(thr, 0));
-        let mut m = if COUNT {
-            let (m, bad, neg_inf) = candidates_counted(blk, tf);
-            counts.bad += bad;
-            counts.neg_inf += neg_inf;
-            m
-        } else {
-            candidates(blk, tf)
-        };
+        let mut m = if COUNT { candidates_counted(blk, tf, &mut acc) } else { candidates(blk, tf) };
         if m != 0 {
             while m != 0 {
                 let j = m.trailing_zeros() as usize;
@@ -193,6 +187,11 @@ fn filter_from<const COUNT: bool>(x: &[f32], from: usize, mut thr: u32, n: usize
             }
         }
         i = end;
+    }
+    if COUNT {
+        let c = acc.finish();
+        counts.bad += c.bad;
+        counts.neg_inf += c.neg_inf;
     }
 }
 
@@ -218,30 +217,84 @@ fn candidates(blk: &[f32], tf: f32) -> u64 {
     blk.iter().enumerate().fold(0u64, |m, (j, &v)| m | ((!(v < tf)) as u64) << j)
 }
 
-/// [`candidates`] and the block's numbers of bad (NaN or +inf) and -inf
-/// logits, from the same loads (SSE2 compares and move-masks on x86-64).
+/// The streaming pass's running counts: on x86-64 four i32 lanes each of
+/// non-finite (+-inf or NaN) and -inf logits, summed once at the end
+/// ([`Acc::finish`]); the short tail blocks are counted by themselves.
+#[derive(Clone, Copy)]
+struct Acc {
+    #[cfg(target_arch = "x86_64")]
+    special: core::arch::x86_64::__m128i,
+    #[cfg(target_arch = "x86_64")]
+    neg_inf: core::arch::x86_64::__m128i,
+    rest: Counts,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            // SAFETY: SSE2 is part of x86-64.
+            #[cfg(target_arch = "x86_64")]
+            special: unsafe { core::arch::x86_64::_mm_setzero_si128() },
+            #[cfg(target_arch = "x86_64")]
+            neg_inf: unsafe { core::arch::x86_64::_mm_setzero_si128() },
+            rest: Counts::default(),
+        }
+    }
+
+    fn finish(self) -> Counts {
+        #[allow(unused_mut)]
+        let mut c = self.rest;
+        #[cfg(target_arch = "x86_64")]
+        {
+            let lanes = |v: core::arch::x86_64::__m128i| -> u32 {
+                let mut a = [0u32; 4];
+                // SAFETY: a 16-byte store into a 16-byte array (unaligned store).
+                unsafe { core::arch::x86_64::_mm_storeu_si128(a.as_mut_ptr() as *mut core::arch::x86_64::__m128i, v) };
+                a.iter().fold(0u32, |s, &x| s.wrapping_add(x))
+            };
+            let (special, neg_inf) = (lanes(self.special), lanes(self.neg_inf));
+            // Non-finite = bad (NaN or +inf) or -inf.
+            c.bad += special - neg_inf;
+            c.neg_inf += neg_inf;
+        }
+        c
+    }
+}
+
+/// [`candidates`], and the block's bad (NaN or +inf) and -inf logits added
+/// to `acc`, from the same loads: on x86-64, per 4 logits an AND and two
+/// integer compares on the bits (|bits| > +max finite: NaN or inf; bits ==
+/// -inf) subtracted from lane counters, no move-mask.
 #[inline(always)]
 #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must be a candidate
-fn candidates_counted(blk: &[f32], tf: f32) -> (u64, u32, u32) {
+fn candidates_counted(blk: &[f32], tf: f32, acc: &mut Acc) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if blk.len() == BLOCK {
-        use core::arch::x86_64::{_mm_cmpeq_ps, _mm_cmpnlt_ps, _mm_cmpunord_ps, _mm_loadu_ps, _mm_movemask_ps, _mm_or_ps, _mm_set1_ps};
-        let (mut m, mut bad, mut ninf) = (0u64, 0u64, 0u64);
+        use core::arch::x86_64::{
+            _mm_and_si128, _mm_castps_si128, _mm_cmpeq_epi32, _mm_cmpgt_epi32, _mm_cmpnlt_ps, _mm_loadu_ps, _mm_movemask_ps, _mm_set1_epi32, _mm_set1_ps, _mm_sub_epi32,
+        };
+        let mut m = 0u64;
         // SAFETY: SSE2 is part of x86-64; the 16 loads of 4 stay inside `blk` (64 elements).
         unsafe {
             let t = _mm_set1_ps(tf);
-            let (pi, ni) = (_mm_set1_ps(f32::INFINITY), _mm_set1_ps(f32::NEG_INFINITY));
+            let (abs, max_finite, ninf) = (_mm_set1_epi32(0x7fff_ffff), _mm_set1_epi32(0x7f7f_ffff), _mm_set1_epi32(0xff80_0000u32 as i32));
+            let (mut sp, mut ni) = (acc.special, acc.neg_inf);
             for q in 0..BLOCK / 4 {
                 let v = _mm_loadu_ps(blk.as_ptr().add(4 * q));
                 m |= (_mm_movemask_ps(_mm_cmpnlt_ps(v, t)) as u64) << (4 * q);
-                bad |= (_mm_movemask_ps(_mm_or_ps(_mm_cmpunord_ps(v, v), _mm_cmpeq_ps(v, pi))) as u64) << (4 * q);
-                ninf |= (_mm_movemask_ps(_mm_cmpeq_ps(v, ni)) as u64) << (4 * q);
+                let b = _mm_castps_si128(v);
+                // A true compare is -1: subtracting it counts.
+                sp = _mm_sub_epi32(sp, _mm_cmpgt_epi32(_mm_and_si128(b, abs), max_finite));
+                ni = _mm_sub_epi32(ni, _mm_cmpeq_epi32(b, ninf));
             }
+            acc.special = sp;
+            acc.neg_inf = ni;
         }
-        return (m, bad.count_ones(), ninf.count_ones());
+        return m;
     }
     let c = Counts::of(blk);
-    (candidates(blk, tf), c.bad, c.neg_inf)
+    acc.rest = Counts { bad: acc.rest.bad + c.bad, neg_inf: acc.rest.neg_inf + c.neg_inf };
+    candidates(blk, tf)
 }
 
 /// Keeps the `n` largest of the unique keys `buf` (`n < buf.len()`), in
