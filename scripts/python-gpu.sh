@@ -21,8 +21,13 @@
 #      capture of a Python call (torch.cuda.graph), the README snippets, and the golden cases
 #      through the CUDA backend from numpy logits;
 #   2. bench/overhead.py --torch at R = 64, V = 129280: host time per call of the torch CUDA
-#      path vs the Rust API (binding overhead), end to end and graph replay;
-#   3. the same with --flashinfer: FlashInfer's Python call on the same tensors beside ours.
+#      path vs the Rust API (binding overhead), end to end and graph replay; the issue's
+#      figure is the `OVERHEAD-SAME-CALL torch_full` line: each Python call minus the Rust
+#      API's host time inside that same call, fresh output / out= / functional (<= 5 us);
+#   3. the same with --flashinfer: FlashInfer's Python call on the same tensors beside ours;
+#   4. bench/binding_profile.py: the host-only profile of the binding's pieces on this
+#      machine's CPU (torch CPU tensors), to set beside the one recorded in docs/GPU_NOTES.md;
+#   5. every OVERHEAD line again, last, so the log's tail has the figures.
 set -u
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
@@ -77,12 +82,20 @@ device)
         SAMPLER_GOLDEN_DIR=.gpu-py/golden timeout 30 python3 -m pytest -q -rs sampler-py/tests/test_api.py sampler-py/tests/test_golden.py \
             -p no:cacheprovider --junitxml="$out/pytest-cpu.xml" || rc=1
         echo "== binding overhead, torch CUDA tensors, R = 64, V = 129280 (host time per call)"
-        timeout 30 python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
+        timeout ${OVH_S:-45} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
         if [ -n "$fi" ]; then
             echo "== the same beside FlashInfer's Python call on the same tensors (waiting for its JIT build)"
             wait $pre; tail -2 "$out/fi-prebuild.log"
             timeout ${FI_S:-50} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 30 $fi --json "$out/overhead-torch-fi.json" || rc=1
         fi
+        if [ "${PROF:-1}" = 1 ]; then  # PROF=0 skips it
+            echo "== host-only profile of the binding's pieces on this machine (torch CPU tensors)"
+            timeout ${PROF_S:-30} python3 sampler-py/bench/binding_profile.py --rows 64 --iters 1000 --json "$out/binding-profile.json" || rc=1
+        fi
+        echo "== binding overhead at R = 64 (the issue's figure: OVERHEAD-SAME-CALL torch_full)"
+        for j in "$out/overhead-torch.json" "$out/overhead-torch-fi.json"; do
+            [ -f "$j" ] && python3 -c "import json, sys; sys.path.insert(0, 'sampler-py/bench'); import overhead; print('\n'.join(overhead.overhead_lines(json.load(open(sys.argv[1])))))" "$j"
+        done
         echo "== rc=$rc"
     }
     exit $rc

@@ -412,7 +412,9 @@ fn binary() -> Option<&'static PathBuf> {
     static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     BIN.get_or_init(|| {
         let cxx = gxx()?;
-        let dir = std::env::temp_dir().join(format!("sampler-ascendc-emu-selftest-{}", std::process::id()));
+        // Under the target's scratch folder, rebuilt each run (not a new /tmp folder per run).
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ascendc-emu-selftest");
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let src = dir.join("selftest.cpp");
         std::fs::write(&src, PROGRAM).unwrap();

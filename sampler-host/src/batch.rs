@@ -163,6 +163,11 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
                 if d.ids.len() != d.logprobs.len() {
                     return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()) });
                 }
+                // More ids than V must repeat one; the step's draft arrays are
+                // as wide as the widest distribution, so one would widen every row's.
+                if d.ids.len() > vocab as usize {
+                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", d.ids.len()) });
+                }
                 check_ids("draft_dists.ids", &d.ids, vocab, false)?;
                 if let Some(x) = d.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
                     return Err(RequestError::Field {
@@ -176,6 +181,11 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
         RequestKind::Tree { .. } => {}
         RequestKind::Draft { rows, .. } if *rows > nextn => {
             return Err(RequestError::Field { field: "rows", msg: format!("{rows} draft draws, more than nextn = {nextn}") });
+        }
+        // `seqlen_q` is the decode request's the drafts are for (section 2),
+        // which owns at least one row: 0 would shift every draft position.
+        RequestKind::Draft { seqlen_q: 0, .. } => {
+            return Err(RequestError::Field { field: "seqlen_q", msg: "= 0, but the decode request the drafts are for owns at least one row".into() });
         }
         RequestKind::Prefill { .. } | RequestKind::Draft { .. } => {}
     }
@@ -192,6 +202,24 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     let expected = total_rows.checked_mul(vocab as usize);
     if expected != Some(logits.len()) {
+        // A decode request owns `seqlen_q` rows whatever its drafts say
+        // (section 6); when that disagrees with its drafts and the logits
+        // do not fit, that request is the likely cause: name it.
+        for (index, r) in requests.iter().enumerate() {
+            if let RequestKind::Decode { seqlen_q, drafts, .. } = &r.kind {
+                if *seqlen_q != drafts.len() as u64 + 1 {
+                    return Err(BatchError::Rows {
+                        index,
+                        rows: *seqlen_q,
+                        why: format!(
+                            "seqlen_q = {seqlen_q} with {} drafts (a decode request owns seqlen_q = drafts + 1 rows); the requests' rows sum to {total_rows}, but logits has {} values for vocab_size = {vocab}",
+                            drafts.len(),
+                            logits.len()
+                        ),
+                    });
+                }
+            }
+        }
         return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
     }
     // The metadata plan has no logits ('static): it narrows to 'a.
@@ -205,11 +233,11 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
 /// (`StepPlan::logits` empty). The vocabulary-parallel step (`crate::tp`)
 /// uses it, since no rank holds a whole `[R, V]` row.
 ///
-/// Errors: [`BatchError::Rows`] when the batch has too many rows.
+/// Errors: [`BatchError::Field`] when the batch has too many rows.
 pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> Result<(StepPlan<'static>, Vec<RequestInfo>), BatchError> {
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     if total_rows > u32::MAX as usize / 2 {
-        return Err(BatchError::Rows { index: 0, rows: total_rows as u64, why: "too many rows in one step".into() });
+        return Err(BatchError::Field { field: "requests", msg: format!("the requests own {total_rows} rows, more than one step runs ({})", u32::MAX / 2) });
     }
     let words = vocab.div_ceil(32) as usize;
     let any_mask = requests.iter().any(|r| r.masks.is_some());
@@ -217,8 +245,10 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
         .iter()
         .filter_map(|r| match &r.kind {
             // An empty distribution (an n-gram draft) is one-hot: one column.
-            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().max(1)).max(),
-            RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len()).max(),
+            // Valid distributions have at most V ids (`validate`); only valid
+            // requests' are copied, so a longer invalid one cannot widen the step.
+            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().clamp(1, vocab as usize)).max(),
+            RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len().min(vocab as usize)).max(),
             _ => None,
         })
         .max()

@@ -153,15 +153,24 @@ pub enum BatchError {
         /// The sampler's.
         want: u32,
     },
-    /// A row count (or row index) that cannot be run.
+    /// A request whose row count cannot be run in this batch.
     #[error("request {index}: `rows` = {rows} is invalid ({why})")]
     Rows {
-        /// The request (or 0 for the batch).
+        /// The request.
         index: usize,
         /// The value.
         rows: u64,
         /// Why.
         why: String,
+    },
+    /// An argument of the call itself (not of one request) is invalid: the
+    /// batch's total row count, a processed-row index.
+    #[error("bad `{field}`: {msg}")]
+    Field {
+        /// The argument.
+        field: &'static str,
+        /// What is wrong, with the value.
+        msg: String,
     },
     /// The device failed.
     #[error(transparent)]

@@ -281,7 +281,7 @@ impl Sampler {
     pub fn sample_with_processed<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
         let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         if let Some(&bad) = rows.iter().find(|&&r| r >= plan.rows as usize) {
-            return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {}", plan.rows) });
+            return Err(BatchError::Field { field: "rows", msg: format!("processed row {bad} is not below R = {}", plan.rows) });
         }
         plan.processed_rows = rows.iter().map(|&r| r as u32).collect();
         let mut res = self.backend.run(&plan)?;
@@ -349,10 +349,10 @@ pub struct ProcessedRows {
 
 impl ProcessedRows {
     /// `(ids, logprobs)` of the i-th requested row, `N` each. Errors:
-    /// [`BatchError::Rows`] when `i` is not below `rows.len()`.
+    /// [`BatchError::Field`] when `i` is not below `rows.len()`.
     pub fn row(&self, i: usize) -> Result<(&[i32], &[f32]), BatchError> {
         if i >= self.rows.len() {
-            return Err(BatchError::Rows { index: 0, rows: i as u64, why: format!("processed row index {i} is not below {}", self.rows.len()) });
+            return Err(BatchError::Field { field: "i", msg: format!("processed row index {i} is not below {}", self.rows.len()) });
         }
         Ok((&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n]))
     }

@@ -425,7 +425,7 @@ impl<C: Collective> VocabParallelSampler<C> {
         let (mut plan, mut infos) = self.meta(requests)?;
         plan.k = plan.k.max(k_min);
         if let Some(&bad) = proc_rows.iter().find(|&&r| r >= rows) {
-            return Err(BatchError::Rows { index: 0, rows: bad as u64, why: format!("processed row {bad} is not below R = {rows}") }.into());
+            return Err(BatchError::Field { field: "rows", msg: format!("processed row {bad} is not below R = {rows}") }.into());
         }
         plan.processed_rows = proc_rows.iter().map(|&r| r as u32).collect();
         let (local_masks, has_mask, mask_err) = self.local_masks(&plan, &infos, requests);

@@ -162,6 +162,9 @@ impl DraftTree {
                     if dd.ids.len() != dd.logprobs.len() {
                         return Err(bad("draft_dists", format!("draft_dists[{j}] has {} ids and {} logprobs", dd.ids.len(), dd.logprobs.len())));
                     }
+                    if dd.ids.len() > vocab as usize {
+                        return Err(bad("draft_dists", format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", dd.ids.len())));
+                    }
                     if let Some(t) = dd.ids.iter().find(|&&t| t < 0 || t as u32 >= vocab) {
                         return Err(bad("draft_dists.ids", format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}")));
                     }

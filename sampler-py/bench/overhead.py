@@ -20,6 +20,16 @@ Times, on the same inputs, in one run:
   call); overhead = python - rust. Beside them the
   end-to-end time (call + synchronize) and a CUDA-graph replay of ours and of FlashInfer's call.
 Medians over --iters calls.
+
+The issue's figure (`OVERHEAD-SAME-CALL` lines): with the bench-only API clock on
+(`_native._bench_api_clock`), every step records the host time it spent inside the Rust API
+(the same span `_bench_rust_step_cuda` times: the logits handle, `sample_async_into` less our
+output-allocation callback, the caller-stream join; on the host `Sampler::sample`), and the
+binding overhead of a call is its host time minus that of the SAME call: fresh output
+(`Sampler.sample`, torch allocates and the dropped result frees the buffer), `out=`, and the
+functional call, median and min over --iters. The older `OVERHEAD` lines subtract a separate
+Rust-timed step (call-to-call noise of several us on the H200 host: run 13 read +7.6 and
++15.5 us for the same `out=` call).
 """
 
 import argparse
@@ -63,24 +73,51 @@ def case(r, v, force_topk, backend, iters):
     top_p = np.full(r, 0.9, np.float32)
     seeds = np.arange(r, dtype=np.uint64)
     freqs = [sp.Request.prefill(sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=50, seq_seed=i), 41) for i in range(r)]
-    res["functional"] = paired(
-        lambda: sp._native._bench_rust_step(s, logits, freqs, 1),
-        lambda: sp.top_k_top_p_sampling_from_logits(logits, top_k, top_p, temperature=0.7, seed=seeds, positions=41,
-                                                    force_topk=force_topk, backend=backend),
-        iters)
+    fn_call = lambda: sp.top_k_top_p_sampling_from_logits(logits, top_k, top_p, temperature=0.7, seed=seeds, positions=41,
+                                                          force_topk=force_topk, backend=backend)
+    res["functional"] = paired(lambda: sp._native._bench_rust_step(s, logits, freqs, 1), fn_call, iters)
+    if has_clock():
+        # The host path has no out=: "out" repeats the plain call (the same figure).
+        sp._native._bench_api_clock(True)
+        tot = {"fresh": [], "functional": []}
+        api = {"fresh": [], "functional": []}
+        for _ in range(iters):
+            for key, f in (("fresh", lambda: s.sample(logits, reqs)), ("functional", fn_call)):
+                t = time.perf_counter()
+                o = f()  # held while timed: its drop frees the Rust StepOutput (the API's own output)
+                tot[key].append((time.perf_counter() - t) * 1e6)
+                api[key].append(sp._native._bench_api_ns() / 1e3)
+                del o
+        sp._native._bench_api_clock(False)
+        res["same_call_us"] = {k: same_call(tot[k], api[k]) for k in tot}
+        res["same_call_us"]["out"] = res["same_call_us"]["fresh"]
     return res, logits, top_k, top_p
 
 
-def host_us(fn):
-    """Host time of one call in us, the device idle before and synchronised after (untimed)."""
+def host_us(fn, api=None):
+    """Host time of one call in us, the device idle before and synchronised after (untimed).
+    `api`: a list that gets the Rust API's host us of that same call (the API clock)."""
     import torch
 
     torch.cuda.synchronize()
     t = time.perf_counter()
     fn()
     dt = (time.perf_counter() - t) * 1e6
+    if api is not None:
+        api.append(sp._native._bench_api_ns() / 1e3)
     torch.cuda.synchronize()
     return dt
+
+
+def same_call(total, api):
+    """Binding overhead per call from the API clock: each call's host time minus the Rust
+    API's host time inside THAT call (no call-to-call noise); median and min, us."""
+    d = [t - a for t, a in zip(total, api)]
+    return {"median": statistics.median(d), "min": min(d), "api_median": statistics.median(api)}
+
+
+def has_clock():
+    return hasattr(sp._native, "_bench_api_clock")
 
 
 def total_us(fn, iters):
@@ -133,17 +170,30 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         held.append(s.sample(x, reqs))
         del held[:-4]
     fn_fn = lambda: sp.top_k_top_p_sampling_from_logits(x, 50, 0.9, temperature=0.7, seed=seeds, positions=41, force_topk=force_topk)
-    for f in (rust_fn, py_fn, py_read, fn_fn, py_out, py_held):
+    # The output pool (off by default since run 13): the dropped result's buffer comes back.
+    s_pool = sp.Sampler(v, force_topk=force_topk, backend="cuda", reuse_outputs=True)
+    py_pool = lambda: s_pool.sample(x, reqs)
+    for f in (rust_fn, py_fn, py_read, fn_fn, py_out, py_held, py_pool):
         f()
-    ru, py, pr, fu, po, ph = [], [], [], [], [], []
+    clock = has_clock()
+    if clock:
+        sp._native._bench_api_clock(True)
+    ru, py, pr, fu, po, ph, pp = [], [], [], [], [], [], []
+    a_py, a_fu, a_po, a_pp = ([] if clock else None for _ in range(4))
     for _ in range(iters):  # alternated, so drift hits all alike
         torch.cuda.synchronize()
         ru.append(rust_fn())
-        py.append(host_us(py_fn))
+        py.append(host_us(py_fn, a_py))
         pr.append(host_us(py_read))
-        fu.append(host_us(fn_fn))
-        po.append(host_us(py_out))
+        fu.append(host_us(fn_fn, a_fu))
+        po.append(host_us(py_out, a_po))
         ph.append(host_us(py_held))
+        pp.append(host_us(py_pool, a_pp))
+    if clock:
+        sp._native._bench_api_clock(False)
+        # The issue's figure: the Python call minus the Rust API's host time of the same call.
+        res["same_call_us"] = {"fresh": same_call(py, a_py), "out": same_call(po, a_po), "functional": same_call(fu, a_fu),
+                               "pool": same_call(pp, a_pp)}
     res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu), "python_out": med(po), "python_held": med(ph),
                       "rust_min": min(ru), "python_min": min(py), "python_tokens_min": min(fu)}
     res["overhead_us"] = med(py) - med(ru)
@@ -175,6 +225,15 @@ def overhead_lines(out):
     for name, r in out.items():
         if not isinstance(r, dict):
             continue
+        if "same_call_us" in r:  # the API clock: each call minus its own Rust API time
+            sc = r["same_call_us"]
+            dev = "torch CUDA" if "overhead_us" in r else r.get("backend", "")
+            lines.append(f"OVERHEAD-SAME-CALL {name} R={r['rows']} V={r['vocab']} {dev}: Rust API {sc['fresh']['api_median']:.1f} us; "
+                         f"binding (Python call minus its own Rust API time, median / min): "
+                         f"fresh output +{sc['fresh']['median']:.1f} / +{sc['fresh']['min']:.1f} us, "
+                         f"out= +{sc['out']['median']:.1f} / +{sc['out']['min']:.1f} us, "
+                         f"functional +{sc['functional']['median']:.1f} / +{sc['functional']['min']:.1f} us (target <= 5 us)"
+                         + (f"; reuse_outputs=True +{sc['pool']['median']:.1f} / +{sc['pool']['min']:.1f} us" if "pool" in sc else ""))
         if "overhead_us" in r:  # --torch
             h = r["host_us"]
             lines.append(f"OVERHEAD {name} R={r['rows']} V={r['vocab']} torch CUDA: Rust API {h['rust']:.1f} us; "

@@ -24,12 +24,12 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyTuple};
+use pyo3::types::IntoPyDict;
 
 use sampler_host::interop::{CudaLogits, Dtype as LDtype, OutputPtrs};
 use sampler_host::{Request, Sampler};
 
-use crate::dlpack::{self, CudaBorrowed, CudaDtype};
+use crate::dlpack::{self, CudaBorrowed, CudaDtype, TorchApi};
 
 fn value_err(msg: impl Into<String>) -> PyErr {
     PyValueError::new_err(msg.into())
@@ -97,8 +97,22 @@ pub enum Want {
 }
 
 /// Offsets (bytes) and element counts of the outputs in the flat buffer.
-const SEGS: usize = 7;
+pub(crate) const SEGS: usize = 7;
 const ALIGN: usize = 16;
+
+/// The output segments `(byte offset, elements)` of a step of R rows, width
+/// k and G requests, the buffer's bytes, and how many segments `want` fills.
+pub(crate) fn layout(r: usize, k: usize, g: usize, want: Want) -> ([(usize, usize); SEGS], usize, usize) {
+    let counts = [r, r, r * k, r * k, r, g, g];
+    let mut segs = [(0usize, 0usize); SEGS];
+    let mut total = 0;
+    let n_seg = if want == Want::All { SEGS } else { 1 };
+    for i in 0..n_seg {
+        segs[i] = (total, counts[i]);
+        total += (counts[i] * 4).div_ceil(ALIGN) * ALIGN;
+    }
+    (segs, total, n_seg)
+}
 
 /// Runs one step on CUDA logits. Returns the flat output tensor and the
 /// segment table `(byte offset, elements)` for tokens, logprobs, top_ids,
@@ -132,6 +146,9 @@ pub fn step(
         CudaDtype::F16 => LDtype::F16,
     };
     let len: usize = c.t.shape.iter().product();
+    // The Rust API's share of this call starts here (as `_bench_rust_step_cuda` times it).
+    let t_api = crate::api_clock::start();
+    let mut callback_ns = 0u64;
     // SAFETY: `len` contiguous elements of `dtype` on this device (checked on import), borrowed
     // for the call: the caller's stream waits for the sampler before it can reuse them.
     let logits = unsafe { CudaLogits::from_raw(c.t.ptr, len, dtype, caller.clone()) };
@@ -146,15 +163,10 @@ pub fn step(
     let mut made: Option<PyResult<(Bound<'_, PyAny>, [(usize, usize); SEGS], (usize, usize, usize))>> = None;
     let enqueued = s
         .sample_async_into(logits, reqs, |r, k, g| {
+            // Our own work inside the Rust API's call (the output buffer): binding time.
+            let t_cb = crate::api_clock::start();
             let res = (|| -> PyResult<_> {
-                let counts = [r, r, r * k, r * k, r, g, g];
-                let mut segs = [(0usize, 0usize); SEGS];
-                let mut total = 0;
-                let n_seg = if want == Want::All { SEGS } else { 1 };
-                for i in 0..n_seg {
-                    segs[i] = (total, counts[i]);
-                    total += (counts[i] * 4).div_ceil(ALIGN) * ALIGN;
-                }
+                let (segs, total, n_seg) = layout(r, k, g, want);
                 // The buffer and its device address (known already for a pooled one).
                 let (flat, base) = if let Some(o) = reuse {
                     // The caller's earlier output of this shape: its buffer is written again.
@@ -168,11 +180,7 @@ pub fn step(
                     match pool.as_deref_mut().and_then(|p| p.take(py, (c.t.device, c.stream), bytes, tokens)) {
                         Some((f, base)) => (f, Some(base)),
                         None => {
-                            let f = if tokens {
-                                new_empty(py, c, &PyTuple::new(py, [r])?, api.kw_int32.bind(py))?
-                            } else {
-                                new_empty(py, c, &PyTuple::new(py, [bytes])?, api.kw_uint8.bind(py))?
-                            };
+                            let f = alloc_out(py, c, api, tokens, r, bytes)?;
                             if let Some(p) = pool.as_deref_mut() {
                                 p.keep(py, &f, (c.t.device, c.stream), bytes, tokens);
                             }
@@ -186,6 +194,7 @@ pub fn step(
                 };
                 Ok((flat, segs, (r, k, g), base, n_seg))
             })();
+            callback_ns = crate::api_clock::since(t_cb);
             match res {
                 Ok((flat, segs, rkg, base, n_seg)) => {
                     let at = |i: usize| (i < n_seg && segs[i].1 > 0).then(|| base + segs[i].0 as u64);
@@ -199,6 +208,7 @@ pub fn step(
             }
         })
         .map_err(crate::batch_err)?;
+    let api_ns = crate::api_clock::since(t_api).saturating_sub(callback_ns);
     let (flat, segs, (r, k, g)) = made.expect("the callback ran")?;
     debug_assert!(enqueued);
     // The pool's own tensor object never reaches the caller (a DLPack export of it would hold
@@ -217,7 +227,9 @@ pub fn step(
         flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?.call_method1(pyo3::intern!(py, "zero_"), ())?;
     }
     // The caller's next work (reading the outputs, reusing the logits) waits for ours.
+    let t_join = crate::api_clock::start();
     caller.join(&cs).map_err(|e| crate::device_err(format!("joining the caller's stream: {e:?}")))?;
+    crate::api_clock::record(api_ns + crate::api_clock::since(t_join));
     Ok((flat.unbind(), segs, (r, k, g)))
 }
 
@@ -269,7 +281,7 @@ fn use_count(py: Python<'_>, cdata: &Bound<'_, PyAny>) -> PyResult<i64> {
 impl OutPool {
     /// A kept buffer of `bytes` for `stream` (device, stream) that nothing
     /// else refers to, and its device address.
-    fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<(Bound<'py, PyAny>, u64)> {
+    pub(crate) fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<(Bound<'py, PyAny>, u64)> {
         if self.off {
             return None;
         }
@@ -303,7 +315,7 @@ impl OutPool {
 
     /// Keeps a freshly allocated buffer (the first one calibrates the
     /// use-count sensor: it must see a view of it, else the pool turns off).
-    fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
+    pub(crate) fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
         if self.off || bytes == 0 {
             return;
         }
@@ -342,14 +354,27 @@ impl OutPool {
     }
 }
 
-fn new_empty<'py>(py: Python<'py>, c: &CudaIn<'py>, shape: &Bound<'py, PyTuple>, kw: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {
+/// A new output buffer on the logits' device: `[r]` int32 tokens only, or
+/// `bytes` uint8 for every output (torch's caching allocator; the graph's
+/// pool under capture).
+pub(crate) fn alloc_out<'py>(py: Python<'py>, c: &CudaIn<'py>, api: &TorchApi, tokens: bool, r: usize, bytes: usize) -> PyResult<Bound<'py, PyAny>> {
+    if tokens {
+        new_empty(py, c, r, api.kw_int32.bind(py))
+    } else {
+        new_empty(py, c, bytes, api.kw_uint8.bind(py))
+    }
+}
+
+/// A 1-D tensor of `n` elements. The size goes as an int, not a 1-tuple: torch
+/// parses it faster (1.5 vs 2.4 us a call from Python on the CPU, `bench/binding_profile.py`).
+fn new_empty<'py>(py: Python<'py>, c: &CudaIn<'py>, n: usize, kw: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {
     if c.t.torch {
         // Same device as the logits, no device object to build.
-        return c.t.keep().call_method(pyo3::intern!(py, "new_empty"), (shape,), Some(kw));
+        return c.t.keep().call_method(pyo3::intern!(py, "new_empty"), (n,), Some(kw));
     }
     let kw = kw.copy()?;
     kw.set_item(pyo3::intern!(py, "device"), format!("cuda:{}", c.t.device))?;
-    py.import("torch")?.call_method("empty", (shape,), Some(&kw))
+    py.import("torch")?.call_method("empty", (n,), Some(&kw))
 }
 
 /// Everything a step on CUDA logits returns, as torch tensors on the logits'

@@ -288,8 +288,10 @@ fn ValueError(msg: String) -> PyErr {
 /// with `arg`.
 pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Borrowed<'py>> {
     // Host arguments given as torch CUDA tensors (e.g. per-row top_k) are copied to the host.
-    if let Some(host) = cpu_copy(obj)? {
-        return import(&host, arg, ndims);
+    if !is_numpy(obj) {
+        if let Some(host) = cpu_copy(obj)? {
+            return import(&host, arg, ndims);
+        }
     }
     let py = obj.py();
     // `__dlpack__(max_version=(1, 0))` first: one call on the fast path (the
@@ -460,6 +462,11 @@ pub fn torch_api<'py>(obj: &Bound<'py, PyAny>) -> Option<&'static TorchApi> {
     torch_api_py(py).ok()
 }
 
+/// The torch objects if they were looked up already (never imports torch).
+pub fn torch_api_loaded(py: Python<'_>) -> Option<&'static TorchApi> {
+    TORCH_API.get(py)
+}
+
 /// The torch objects, importing torch (for outputs of non-torch CUDA inputs).
 pub fn torch_api_py(py: Python<'_>) -> PyResult<&'static TorchApi> {
     TORCH_API
@@ -503,6 +510,81 @@ impl<'py> CudaBorrowed<'py> {
     }
 }
 
+/// A torch tensor's shape: `torch.Size` is a tuple, read by index rather
+/// than through the sequence protocol.
+fn torch_shape(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    let s = obj.getattr(pyo3::intern!(obj.py(), "shape"))?;
+    match s.cast::<pyo3::types::PyTuple>() {
+        Ok(t) => t.iter().map(|d| d.extract::<i64>()).collect(),
+        Err(_) => s.extract(),
+    }
+}
+
+/// Whether `obj` is a numpy array: a host array, known without a Python call
+/// (numpy's C API type check), so the CUDA probes can be skipped.
+pub fn is_numpy(obj: &Bound<'_, PyAny>) -> bool {
+    obj.is_instance_of::<numpy::PyUntypedArray>()
+}
+
+/// Host logits given as a torch CPU tensor of float32 / bfloat16 / float16,
+/// borrowed through its attributes like a CUDA one (no `__dlpack__`, which
+/// torch implements in Python: about 3 us of a host call,
+/// `bench/binding_profile.py`). `None` for anything else (other dtypes take
+/// the DLPack path, which names them in its error).
+pub fn torch_host<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Option<Borrowed<'py>>> {
+    let py = obj.py();
+    let Some(t) = TORCH_API.get(py) else { return Ok(None) };
+    if !obj.is_instance(t.tensor.bind(py))? {
+        return Ok(None);
+    }
+    // Any tensor whose attributes cannot be read so (sparse layouts, ...) takes the DLPack
+    // path, which raises its ValueError naming `arg`.
+    match torch_host_attrs(obj, arg, ndims, t) {
+        Ok(b) => b.map_or(Ok(None), |b| b.map(Some)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// [`torch_host`]'s reads: `Err` for an attribute torch cannot give (then
+/// DLPack decides), `Ok(None)` for a tensor that is not a float CPU one,
+/// `Ok(Some(Err))` for a layout error of ours (naming `arg`).
+fn torch_host_attrs<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<Option<PyResult<Borrowed<'py>>>> {
+    let py = obj.py();
+    if obj.call_method0(pyo3::intern!(py, "get_device"))?.extract::<i64>()? != -1 {
+        return Ok(None);
+    }
+    // The layout of a CPU tensor (get_device() == -1 for the CPU only); `requires_grad` does not
+    // matter for a read (torch's `__dlpack__` refuses it; `.detach()` is the same memory).
+    let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
+    let dtype = if dt.is(t.f32.bind(py)) {
+        Dtype::F32
+    } else if dt.is(t.bf16.bind(py)) {
+        Dtype::Bf16
+    } else if dt.is(t.f16.bind(py)) {
+        Dtype::F16
+    } else {
+        return Ok(None);
+    };
+    if !obj.getattr(pyo3::intern!(py, "is_cpu"))?.extract::<bool>()? {
+        return Ok(None); // e.g. a meta tensor (get_device() -1 too): DLPack names it
+    }
+    let shape_i = torch_shape(obj)?;
+    let contiguous: bool = obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?;
+    let strides: Option<Vec<i64>> = if contiguous { None } else { Some(obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?) };
+    let addr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+    let shape = match check_layout(arg, ndims, &shape_i, strides.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return Ok(Some(Err(e))),
+    };
+    let n: usize = shape.iter().product();
+    let ptr = if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { addr as usize as *const u8 };
+    if n > 0 && (ptr.is_null() || (ptr as usize) % dtype.size() != 0) {
+        return Ok(Some(Err(ValueError(format!("{arg}: data pointer {ptr:p} is null or not aligned to {} bytes", dtype.size())))));
+    }
+    // The tensor itself keeps the memory alive (as the capsule does on the DLPack path).
+    Ok(Some(Ok(Borrowed { _capsule: obj.clone(), ptr, dtype, shape })))
+}
+
 /// Reads a torch CUDA tensor through its attributes (no `__dlpack__` call).
 /// `None` when `obj` is not a torch tensor on a CUDA device.
 fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Option<CudaBorrowed<'py>>> {
@@ -511,6 +593,13 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
     if !obj.is_instance(t.tensor.bind(py))? || !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
         return Ok(None);
     }
+    read_torch(obj, arg, ndims, t).map(Some)
+}
+
+/// The attribute reads of [`torch_cuda`] once `obj` is known to be a torch
+/// tensor (also timed on a CPU tensor by `_bench_binding_pieces`).
+pub fn read_torch<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<CudaBorrowed<'py>> {
+    let py = obj.py();
     let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
     let dtype = if dt.is(t.f32.bind(py)) {
         CudaDtype::F32
@@ -521,13 +610,17 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
     } else {
         return Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", dt.str()?)));
     };
-    let shape_i: Vec<i64> = obj.getattr(pyo3::intern!(py, "shape"))?.extract()?;
-    let strides: Vec<i64> = obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?;
-    let shape = check_layout(arg, ndims, &shape_i, Some(&strides))?;
+    let shape_i = torch_shape(obj)?;
+    // torch's `is_contiguous()` is our row-major check (dimensions of size 1 and empty tensors
+    // ignored alike), one call cheaper than reading the strides: they are read only to be
+    // checked and named in the error when torch says the tensor is not contiguous.
+    let contiguous: bool = obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?;
+    let strides: Option<Vec<i64>> = if contiguous { None } else { Some(obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?) };
+    let shape = check_layout(arg, ndims, &shape_i, strides.as_deref())?;
     let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let device: i32 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
     check_aligned(arg, ptr, shape.iter().product(), dtype)?;
-    Ok(Some(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true }))
+    Ok(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true })
 }
 
 /// Imports `[.., V]` logits on a CUDA device without a copy: a torch tensor
@@ -538,6 +631,9 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
 /// Checks: dtype float32 / bfloat16 / float16 (TypeError), `ndim` in
 /// `ndims`, row-major contiguous strides, alignment (ValueError).
 pub fn import_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], stream: u64) -> PyResult<Option<CudaBorrowed<'py>>> {
+    if is_numpy(obj) {
+        return Ok(None); // host memory, known without the probes below
+    }
     if let Some(t) = torch_cuda(obj, arg, ndims)? {
         return Ok(Some(t));
     }

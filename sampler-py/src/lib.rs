@@ -17,13 +17,55 @@
 mod cuda;
 mod dlpack;
 
-use std::collections::HashMap;
+/// Bench-only clock of the Rust API's share of one call (`bench/overhead.py`,
+/// issue 14 item 6): while on, every step records the host time it spent
+/// inside the Rust API (`Sampler::sample` on the host; on CUDA the logits
+/// handle, `sample_async_into` and the caller-stream join, less our own
+/// output-allocation callback), so that the Python call's time minus this is
+/// the binding overhead of that very call, free of the call-to-call noise of a
+/// separate Rust timing. Off by default: one relaxed atomic load per call.
+pub(crate) mod api_clock {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Instant;
+
+    static ON: AtomicBool = AtomicBool::new(false);
+    static LAST_NS: AtomicU64 = AtomicU64::new(0);
+
+    /// A start time when the clock is on.
+    pub fn start() -> Option<Instant> {
+        ON.load(Ordering::Relaxed).then(Instant::now)
+    }
+    /// Nanoseconds since `t` (0 when the clock is off).
+    pub fn since(t: Option<Instant>) -> u64 {
+        t.map_or(0, |t| t.elapsed().as_nanos() as u64)
+    }
+    /// Records the Rust API nanoseconds of the call that just ran.
+    pub fn record(ns: u64) {
+        if ON.load(Ordering::Relaxed) {
+            LAST_NS.store(ns, Ordering::Relaxed);
+        }
+    }
+    /// Adds Rust API nanoseconds spent after the step to the last call's record.
+    pub fn add(ns: u64) {
+        if ON.load(Ordering::Relaxed) {
+            LAST_NS.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+    pub fn set(on: bool) {
+        LAST_NS.store(0, Ordering::Relaxed);
+        ON.store(on, Ordering::Relaxed);
+    }
+    pub fn last() -> u64 {
+        LAST_NS.load(Ordering::Relaxed)
+    }
+}
+
 use std::sync::{Mutex, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use numpy::PyArrayMethods;
+use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::types::{PyList, PyModule, PyTuple};
 
 use sampler_host::engine::{EngineError, MtpInfoPool};
@@ -65,8 +107,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// A Python int in `0..=u64::MAX` (ValueError / TypeError naming `arg`).
 fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
-    if obj.is_instance_of::<pyo3::types::PyFloat>() {
-        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj))));
     }
     if let Ok(x) = obj.extract::<u64>() {
         return Ok(x);
@@ -78,9 +120,11 @@ fn u64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<u64> {
 }
 
 fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
-    // Python 3.9 would truncate a float through `__int__` (deprecated there).
-    if obj.is_instance_of::<pyo3::types::PyFloat>() {
-        return Err(PyTypeError::new_err(format!("{arg} must be an int, got float")));
+    // Python 3.9 would truncate a float through `__int__` (deprecated there);
+    // a bool is an int to Python, but `top_k=True` is a mistake, as
+    // `temperature=True` is for `f32_arg`.
+    if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj))));
     }
     if let Ok(x) = obj.extract::<i64>() {
         return Ok(x);
@@ -89,6 +133,12 @@ fn i64_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<i64> {
         Ok(x) => Err(value_err(format!("{arg} must fit in int64, got {x}"))),
         Err(_) => Err(PyTypeError::new_err(format!("{arg} must be an int, got {}", type_name(obj)))),
     }
+}
+
+/// A Python int that is a size or an index (ValueError / TypeError naming `arg`).
+fn usize_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<usize> {
+    let v = u64_arg(obj, arg)?;
+    usize::try_from(v).map_err(|_| value_err(format!("{arg} must be in 0..={}, got {v}", usize::MAX)))
 }
 
 /// An optional Python int in `0..=u32::MAX` (default when absent), errors naming `arg`.
@@ -187,6 +237,17 @@ fn per_row<T: Clone>(
     if obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyInt>() {
         return Ok(vec![scalar(obj, arg)?; r]);
     }
+    if let Ok(a) = obj.cast::<numpy::PyUntypedArray>() {
+        // A numpy array (numpy's C API: no attribute lookups): 0-d is a scalar.
+        if a.ndim() == 0 {
+            return Ok(vec![scalar(obj, arg)?; r]);
+        }
+        let v = list(obj, arg)?;
+        if v.len() != r {
+            return Err(value_err(format!("{arg}: expected a scalar or {r} values (one per row), got {}", v.len())));
+        }
+        return Ok(v);
+    }
     let is_seq = dlpack::is_dlpack(obj)? && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).map_or(true, |n| n > 0)
         || obj.is_instance_of::<PyList>()
         || obj.is_instance_of::<PyTuple>();
@@ -213,6 +274,15 @@ struct Out<'py> {
 }
 
 fn is_torch(obj: &Bound<'_, PyAny>) -> bool {
+    if dlpack::is_numpy(obj) {
+        return false;
+    }
+    // Once torch's objects are known, a type check instead of the module's name (a string made per call).
+    if let Some(t) = dlpack::torch_api_loaded(obj.py()) {
+        if obj.is_instance(t.tensor.bind(obj.py())).unwrap_or(false) {
+            return true;
+        }
+    }
     let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
     module == "torch" || module.starts_with("torch.")
 }
@@ -396,39 +466,40 @@ fn step_output(out: &Out<'_>, s: StepOutput, row_counts: &[usize]) -> PyResult<P
 
 /// Per-request sampling parameters (SAMPLER.md section 1), as an engine
 /// receives them. Values are validated when the step runs: a bad value gives
-/// the request an error status, not an exception (only wrong types raise).
+/// the request an error status, not an exception (only wrong types raise,
+/// naming the field, in the constructor and when an attribute is set).
 #[pyclass(name = "SamplingParams", module = "sampler_py")]
 #[derive(Clone)]
 struct PySamplingParams {
     /// Softmax temperature (f32); error status if negative or NaN; below 1e-5 = greedy-like clamp.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     temperature: f32,
     /// Nucleus mass in (0, 1] (f32); 1 = off.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     top_p: f32,
     /// Top-k; -1 = off; 0, below -1 or above 2**31-1 is an error status.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     top_k: i64,
     /// How many top logprobs to return (error status if above N).
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     top_logprobs: u32,
     /// Seed of the request's random streams (u64); None = 64 random bits per step.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     seq_seed: Option<u64>,
     /// Prompt logprobs wanted (section 8; `Request.prompt_logprobs` sets it).
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     prompt_logprobs: bool,
     /// Teacher forcing: the output the request must follow (section 7; the
     /// engine turns it into per-step `golden` rows).
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     golden_token_ids: Vec<i32>,
     /// min-p (SAMPLER.md 10.1): 0 = off; outside [0, 1] or NaN is an error status.
-    #[pyo3(get, set)]
+    #[pyo3(get)]
     min_p: f32,
-    /// `"top_p_then_top_k"` (the seed's order) or `"top_k_then_top_p"` (vLLM/HF, 10.2).
+    /// `"top_p_then_top_k"` (the seed's order) or `"top_k_then_top_p"` (vLLM/HF, 10.2); another string raises ValueError.
     #[pyo3(get)]
     filter_order: String,
-    /// `"processed"` or `"raw"` logprobs (10.3).
+    /// `"processed"` or `"raw"` logprobs (10.3); another string raises ValueError.
     #[pyo3(get)]
     logprobs_mode: String,
 }
@@ -470,15 +541,74 @@ impl PySamplingParams {
             logprobs_mode,
         })
     }
+    // Setters convert as the constructor does, so a wrong type or an
+    // out-of-range int raises an error naming the field (pyo3's own
+    // conversions name nothing: "out of range integral type conversion").
+    #[setter]
+    fn set_temperature(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.temperature = f32_arg(v, "temperature")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_top_p(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.top_p = f32_arg(v, "top_p")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_top_k(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.top_k = i64_arg(v, "top_k")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_top_logprobs(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.top_logprobs = u32_opt(Some(v), "top_logprobs", 0)?;
+        Ok(())
+    }
+    #[setter]
+    fn set_seq_seed(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.seq_seed = if v.is_none() { None } else { Some(u64_arg(v, "seq_seed")?) };
+        Ok(())
+    }
+    #[setter]
+    fn set_prompt_logprobs(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.prompt_logprobs = v.extract::<bool>().map_err(|_| PyTypeError::new_err(format!("prompt_logprobs must be a bool, got {}", type_name(v))))?;
+        Ok(())
+    }
+    #[setter]
+    fn set_golden_token_ids(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.golden_token_ids = ids_list(v, "golden_token_ids")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_min_p(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.min_p = f32_arg(v, "min_p")?;
+        Ok(())
+    }
+    #[setter]
+    fn set_filter_order(&mut self, v: String) -> PyResult<()> {
+        v.parse::<FilterOrder>().map_err(|e| value_err(format!("filter_order: {e}")))?;
+        self.filter_order = v;
+        Ok(())
+    }
+    #[setter]
+    fn set_logprobs_mode(&mut self, v: String) -> PyResult<()> {
+        v.parse::<LogprobsMode>().map_err(|e| value_err(format!("logprobs_mode: {e}")))?;
+        self.logprobs_mode = v;
+        Ok(())
+    }
     fn __repr__(&self) -> String {
         format!(
-            "SamplingParams(temperature={:?}, top_p={:?}, top_k={}, top_logprobs={}, seq_seed={}, prompt_logprobs={})",
+            "SamplingParams(temperature={:?}, top_p={:?}, top_k={}, top_logprobs={}, seq_seed={}, prompt_logprobs={}, golden_token_ids={:?}, min_p={:?}, filter_order={:?}, logprobs_mode={:?})",
             self.temperature,
             self.top_p,
             self.top_k,
             self.top_logprobs,
             self.seq_seed.map_or("None".into(), |s| s.to_string()),
-            if self.prompt_logprobs { "True" } else { "False" }
+            if self.prompt_logprobs { "True" } else { "False" },
+            self.golden_token_ids,
+            self.min_p,
+            self.filter_order,
+            self.logprobs_mode
         )
     }
 }
@@ -493,7 +623,7 @@ impl PySamplingParams {
             seq_seed: self.seq_seed,
             prompt_logprobs: self.prompt_logprobs,
             golden_token_ids: self.golden_token_ids.clone(),
-            // Checked when the object was built (the two strings have no setters).
+            // Checked when the object was built or the attribute set.
             min_p: self.min_p,
             filter_order: self.filter_order.parse().unwrap_or_default(),
             logprobs_mode: self.logprobs_mode.parse().unwrap_or_default(),
@@ -640,7 +770,8 @@ impl PyDraftTree {
     }
     /// Parents of nodes `0..m` from root-to-leaf node paths (EAGLE-2 `retrieve_indices`; -1 padded).
     #[staticmethod]
-    fn parents_from_node_paths(m: usize, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    fn parents_from_node_paths(m: &Bound<'_, PyAny>, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        let m = usize_arg(m, "m")?;
         let items: Vec<Bound<'_, PyAny>> = paths.try_iter()?.collect::<PyResult<_>>()?;
         let p: Vec<Vec<i32>> = items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
         sampler_host::DraftTree::parents_from_node_paths(m, &p).map_err(tree_err)
@@ -796,7 +927,10 @@ struct Logits<'py> {
 
 impl<'py> Logits<'py> {
     fn import(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Logits<'py>> {
-        let b = dlpack::import(obj, arg, ndims)?;
+        let b = match dlpack::torch_host(obj, arg, ndims)? {
+            Some(b) => b,
+            None => dlpack::import(obj, arg, ndims)?,
+        };
         let widened = match b.dtype {
             Dtype::F32 => None,
             // Host widening until the device API lands (exact for f16 / bf16).
@@ -947,7 +1081,8 @@ impl PySampler {
     ///   legacy default stream for other producers) and a `CudaStepOutput`
     ///   of torch tensors on that device is returned without waiting.
     /// `out` (CUDA): an earlier `CudaStepOutput` of the same shape whose
-    /// buffer is written again (and returned) instead of a new allocation.
+    /// buffer is written again (and returned) instead of a new allocation;
+    /// ValueError with host logits.
     /// A bad request only gets an error status.
     #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
     fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) -> PyResult<Py<PyAny>> {
@@ -968,11 +1103,23 @@ impl PySampler {
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts))?.into_any());
         }
+        if out.is_some() {
+            // Host logits return a new host StepOutput: an ignored `out=` would look written.
+            return Err(value_err("out: a CudaStepOutput is written only by a step on CUDA logits; these logits are on the host (drop out=)"));
+        }
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
         let reqs = requests_arg(requests)?;
         let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
-        let res = py.detach(|| self.lock().sample(data, rs)).map_err(batch_err)?;
+        let res = py
+            .detach(|| {
+                let mut g = self.lock();
+                let t = api_clock::start();
+                let r = g.sample(data, rs);
+                api_clock::record(api_clock::since(t));
+                r
+            })
+            .map_err(batch_err)?;
         let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
         Ok(Py::new(py, step_output(&Out::for_input(logits), res, &counts)?)?.into_any())
     }
@@ -1038,28 +1185,42 @@ impl PySampler {
 
 // ---------------------------------------------------------------- functional API
 
-type Key = (u32, u32, String);
+/// Samplers of the functional API, one per (V, force_topk, backend): a short
+/// list searched in order (no hashing, no key string made per call).
+type Cached = Vec<(u32, u32, BackendKind, Sampler)>;
 
-/// Samplers of the functional API, one per (V, force_topk, backend).
-fn cached() -> &'static Mutex<HashMap<Key, Sampler>> {
-    static S: OnceLock<Mutex<HashMap<Key, Sampler>>> = OnceLock::new();
-    S.get_or_init(|| Mutex::new(HashMap::new()))
+/// The functional API's samplers, process-wide.
+fn cached() -> &'static Mutex<Cached> {
+    static S: OnceLock<Mutex<Cached>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// The index of the cached sampler for (V, force_topk, backend) in `list`, made when missing
+/// (by `make`, which may release the GIL).
+fn cached_index(list: &mut Cached, vocab: u32, force_topk: u32, kind: BackendKind, make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>) -> PyResult<usize> {
+    if let Some(i) = list.iter().position(|(v, n, k, _)| (*v, *n, *k) == (vocab, force_topk, kind)) {
+        return Ok(i);
+    }
+    let s = make(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind }).map_err(config_err)?;
+    list.push((vocab, force_topk, kind, s));
+    Ok(list.len() - 1)
 }
 
 /// Runs `reqs` on the cached sampler for (V, force_topk, backend) with the GIL released.
 fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data: &[f32], reqs: &[Request], processed: Option<&[usize]>) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
     let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
-    let key = (vocab, force_topk, backend.to_string());
     py.detach(|| -> PyResult<_> {
-        let mut map = cached().lock().unwrap_or_else(|p| p.into_inner());
-        if !map.contains_key(&key) {
-            let s = Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind }).map_err(config_err)?;
-            map.insert(key.clone(), s);
-        }
-        let s = map.get_mut(&key).expect("inserted above");
+        let mut list = cached().lock().unwrap_or_else(|p| p.into_inner());
+        let i = cached_index(&mut list, vocab, force_topk, kind, Sampler::new)?;
+        let s = &mut list[i].3;
         match processed {
-            None => Ok((s.sample(data, reqs).map_err(batch_err)?, None)),
+            None => {
+                let t = api_clock::start();
+                let r = s.sample(data, reqs);
+                api_clock::record(api_clock::since(t));
+                Ok((r.map_err(batch_err)?, None))
+            }
             Some(rows) => {
                 let (o, p) = s.sample_with_processed(data, reqs, rows).map_err(batch_err)?;
                 Ok((o, Some(p)))
@@ -1072,21 +1233,17 @@ fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data
 fn with_cached<T>(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, f: impl FnOnce(&mut Sampler) -> PyResult<T>) -> PyResult<T> {
     let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
-    let key = (vocab, force_topk, backend.to_string());
     let m = cached();
     // As `PySampler::lock_gil`: never block on the lock while holding the GIL.
-    let mut map = loop {
+    let mut list = loop {
         match m.try_lock() {
             Ok(g) => break g,
             Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(m.lock())),
         }
     };
-    if !map.contains_key(&key) {
-        let s = py.detach(|| Sampler::new(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind })).map_err(config_err)?;
-        map.insert(key.clone(), s);
-    }
-    f(map.get_mut(&key).expect("inserted above"))
+    let i = cached_index(&mut list, vocab, force_topk, kind, |c| py.detach(|| Sampler::new(c)))?;
+    f(&mut list[i].3)
 }
 
 /// Per-row parameters of the functional API.
@@ -1111,10 +1268,11 @@ fn row_params(
         // A contiguous numpy uint64 array (the usual seeds) through numpy's C API: a third of
         // the functional call's argument cost went to the DLPack capsule of an [R] array.
         if let Ok(arr) = o.cast::<numpy::PyArray1<u64>>() {
-            if let Ok(ro) = arr.try_readonly() {
-                if let Ok(v) = ro.as_slice() {
-                    return Ok(v.to_vec());
-                }
+            if arr.is_contiguous() {
+                // SAFETY: a contiguous array read while the GIL is held and no Python code runs
+                // (copied out at once), so nothing can write or free it meanwhile; rust-numpy's
+                // borrow tracking (a shared-borrow table per call) buys nothing for this copy.
+                return Ok(unsafe { arr.as_slice() }.map_err(|e| value_err(format!("{a}: {e}")))?.to_vec());
             }
         }
         if dlpack::is_dlpack(o)? {
@@ -1133,6 +1291,10 @@ fn row_params(
 }
 
 impl RowParams {
+    /// One prefill request per row (the functional sampling call).
+    fn requests(&self, top_logprobs: u32) -> Vec<Request> {
+        (0..self.position.len()).map(|i| Request::prefill(self.params(i, top_logprobs), self.position[i])).collect()
+    }
     fn params(&self, i: usize, top_logprobs: u32) -> SamplingParams {
         SamplingParams {
             temperature: self.temperature[i],
@@ -1177,8 +1339,7 @@ fn top_k_top_p_sampling_from_logits(
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
     if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
         let r = c.rows();
-        let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
-        let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
+        let reqs = row_params(r, top_k, top_p, temperature, seed, positions)?.requests(top_logprobs);
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
         // No output pool: its reference checks cost more than torch's allocator (run 13).
         let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None, None))?;
@@ -1189,14 +1350,17 @@ fn top_k_top_p_sampling_from_logits(
     }
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
-    let p = row_params(r, top_k, top_p, temperature, seed, positions)?;
-    let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(p.params(i, top_logprobs), p.position[i])).collect();
+    let reqs = row_params(r, top_k, top_p, temperature, seed, positions)?.requests(top_logprobs);
     let (res, _) = run_cached(py, l.vocab(), force_topk, backend, l.data(), &reqs, None)?;
     let out = Out::for_input(logits);
     if return_logprobs {
         return Ok(Py::new(py, step_output(&out, res, &vec![1; r])?)?.into_any());
     }
     let tokens: Vec<i32> = res.rows.iter().map(|x| x.token).collect();
+    // Freeing the Rust `StepOutput` is the Rust API's own cost (a Rust caller drops it too).
+    let t = api_clock::start();
+    drop(res);
+    api_clock::add(api_clock::since(t));
     out.arr(tokens, &[r])
 }
 
@@ -1417,30 +1581,34 @@ fn engine_err(e: EngineError) -> PyErr {
 
 #[pymethods]
 impl PyMtpInfoPool {
-    /// `n >= vocab` means force top-k off (N = V). Raises ValueError for zero sizes.
+    /// `n >= vocab` means force top-k off (N = V). Raises ValueError for zero
+    /// sizes, negative ints or a pool too large to allocate (naming the argument).
     #[new]
-    fn new(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> PyResult<Self> {
-        Ok(PyMtpInfoPool { inner: MtpInfoPool::new(max_num_seqs, nextn, n, vocab).map_err(engine_err)? })
+    fn new(max_num_seqs: &Bound<'_, PyAny>, nextn: &Bound<'_, PyAny>, n: &Bound<'_, PyAny>, vocab: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (m, k) = (usize_arg(max_num_seqs, "max_num_seqs")?, usize_arg(nextn, "nextn")?);
+        Ok(PyMtpInfoPool { inner: MtpInfoPool::new(m, k, usize_arg(n, "n")?, usize_arg(vocab, "vocab")?).map_err(engine_err)? })
     }
     /// A free slot, or None when all are in use.
     fn alloc(&mut self) -> Option<usize> {
         self.inner.alloc()
     }
     /// Returns a slot (freeing a free slot is a no-op).
-    fn release(&mut self, slot: usize) {
-        self.inner.release(slot)
+    fn release(&mut self, slot: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.release(usize_arg(slot, "slot")?);
+        Ok(())
     }
     /// Stores the processed top-N distribution (`ids`, `logprobs`: N each)
     /// that proposed draft `i` (0-based) of `slot`. ValueError on bad sizes.
-    fn write(&mut self, slot: usize, i: usize, ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn write(&mut self, slot: &Bound<'_, PyAny>, i: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (slot, i) = (usize_arg(slot, "slot")?, usize_arg(i, "i")?);
         let ids = ids_list(ids, "ids")?;
         let lps = f32_list(logprobs, "logprobs")?;
         self.inner.write(slot, i, &ids, &lps).map_err(engine_err)
     }
     /// The stored distribution of draft `i` of `slot` as a `DraftDist`
-    /// (empty when never written: q = 0, always rejected).
-    fn read(&self, slot: usize, i: usize) -> PyDraftDist {
-        PyDraftDist { inner: self.inner.read(slot, i) }
+    /// (never written: q = 0, one id at -inf, so its draft is always rejected).
+    fn read(&self, slot: &Bound<'_, PyAny>, i: &Bound<'_, PyAny>) -> PyResult<PyDraftDist> {
+        Ok(PyDraftDist { inner: self.inner.read(usize_arg(slot, "slot")?, usize_arg(i, "i")?) })
     }
     /// Pool rows `(max_num_seqs + 1) * nextn`.
     #[getter]
@@ -1520,6 +1688,26 @@ fn _bench_convert_requests(requests: &Bound<'_, PyAny>, iters: usize) -> PyResul
     Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
 }
 
+/// Does nothing, with `Sampler.sample`'s signature: the pyo3 call dispatch
+/// and argument parsing of a call, timed from Python (`bench/binding_profile.py`).
+#[pyfunction]
+#[pyo3(signature = (logits, requests, *, stream=None, out=None))]
+fn _bench_dispatch(logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) {
+    let _ = (logits, requests, stream, out);
+}
+
+/// Turns the bench-only API clock on or off ([`api_clock`]).
+#[pyfunction]
+fn _bench_api_clock(on: bool) {
+    api_clock::set(on)
+}
+
+/// Nanoseconds the last step spent inside the Rust API (0 when the clock is off or no step ran).
+#[pyfunction]
+fn _bench_api_ns() -> u64 {
+    api_clock::last()
+}
+
 /// Host seconds of each of `iters` CUDA steps of `sampler.sample(logits,
 /// requests)` inside Rust: enqueueing the step (`sample_async` on the
 /// caller's stream, no output copies), timed alone; the stream is
@@ -1555,14 +1743,136 @@ fn _bench_rust_step_cuda(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits:
     Ok(out)
 }
 
+/// Host nanoseconds per call of each piece of the binding's work at the
+/// given inputs, timed inside Rust over `iters` calls: the host-only profile
+/// of `bench/binding_profile.py` (issue 14 item 6). `logits`: a torch tensor
+/// (CPU is fine: the pieces of the CUDA path are run on it, the CUDA-only
+/// ones through their nearest host analogue, named in the piece) or another
+/// DLPack array (the host path's import). Each piece calls the same
+/// function the call does. `top_k` .. `positions`: the functional call's
+/// per-row parameters.
+#[pyfunction]
+#[pyo3(signature = (logits, requests, iters, *, top_k=None, top_p=None, temperature=None, seed=None, positions=None))]
+#[allow(clippy::too_many_arguments)]
+fn _bench_binding_pieces(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    requests: &Bound<'_, PyAny>,
+    iters: usize,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    positions: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<(String, f64)>> {
+    let n = iters.max(1);
+    let per = |t: std::time::Instant| t.elapsed().as_nanos() as f64 / n as f64;
+    let mut out: Vec<(String, f64)> = Vec::new();
+    let api = dlpack::torch_api(logits).filter(|a| logits.is_instance(a.tensor.bind(py)).unwrap_or(false));
+    let reqs = requests_arg(requests)?;
+    let (r, g) = (reqs.iter().map(Request::rows).sum::<usize>(), reqs.len());
+    let k = reqs.iter().map(|q| q.params.top_logprobs as usize).max().unwrap_or(0);
+    if let Some(api) = api {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(dlpack::read_torch(logits, "logits", &[2], api)?);
+        }
+        out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device)".into(), per(t)));
+        let c = cuda::CudaIn { t: dlpack::read_torch(logits, "logits", &[2], api)?, stream: 0 };
+        // `torch._C._cuda_getCurrentRawStream(device)` needs a GPU; a torch C call that runs without one.
+        let analogue = py.import("torch")?.getattr("_C")?.getattr("_cuda_getDeviceCount")?;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(cuda::stream_arg(None)?);
+            std::hint::black_box(analogue.call0()?);
+        }
+        out.push(("current stream (analogue: one torch._C call, torch._C._cuda_getDeviceCount())".into(), per(t)));
+        let (_, bytes, _) = cuda::layout(r, k, g, cuda::Want::All);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?);
+        }
+        out.push((format!("output buffer, {bytes} bytes (torch new_empty; on the CPU device here)"), per(t)));
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(cuda::alloc_out(py, &c, api, true, r, 0)?);
+        }
+        out.push((format!("functional tokens buffer, [{r}] int32 (torch new_empty; CPU device)"), per(t)));
+        // `reuse_outputs=True`: a dropped result's buffer taken back from the pool (its reference
+        // checks; the CUDA-only capture check, one `cuStreamIsCapturing`, is not in it).
+        let mut pool = cuda::OutPool::default();
+        pool.keep(py, &cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?, (0, 0), bytes.max(16), false);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let got = pool.take(py, (0, 0), bytes.max(16), false).ok_or_else(|| value_err("the pool gave no buffer back"))?;
+            std::hint::black_box(got);
+        }
+        out.push(("output pool (reuse_outputs=True): a free buffer taken back, its checks (CPU tensor)".into(), per(t)));
+        let flat = cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract::<u64>()?);
+        }
+        out.push(("the buffer's data_ptr()".into(), per(t)));
+        let (segs, _, _) = cuda::layout(r, k, g, cuda::Want::All);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
+            std::hint::black_box(Py::new(py, cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), counts))?);
+        }
+        out.push(("result object (CudaStepOutput)".into(), per(t)));
+        let res = Py::new(py, cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), reqs.iter().map(Request::rows).collect()))?;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(res.bind(py).clone().into_any().unbind());
+        }
+        out.push(("out= result returned (a reference)".into(), per(t)));
+    }
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(cuda::import(logits, "logits", &[2], None)?.is_none());
+    }
+    out.push(("host path: the CUDA probe of host logits (cuda::import -> None)".into(), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(Logits::import(logits, "logits", &[2])?);
+    }
+    out.push(("host path: import of the logits (zero copy; f32)".into(), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(Out::for_input(logits));
+    }
+    out.push(("host path: output kind (numpy or torch)".into(), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        py.detach(|| std::hint::black_box(()));
+    }
+    out.push(("host path: GIL released and taken back (py.detach)".into(), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(requests_arg(requests)?);
+    }
+    out.push((format!("requests ({g} Request objects)"), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.requests(0));
+    }
+    out.push((format!("functional parameters and its {r} requests"), per(t)));
+    Ok(out)
+}
+
 /// Address of the first element the binding reads from `array`: through
 /// DLPack for host arrays and non-torch CUDA producers, through the
-/// tensor's attributes for torch CUDA tensors (equals the producer's data
+/// tensor's attributes for torch CUDA tensors and float torch CPU tensors (equals the producer's data
 /// pointer: the import does not copy).
 #[pyfunction]
 fn _dlpack_data_ptr(array: &Bound<'_, PyAny>) -> PyResult<usize> {
     if let Some(c) = dlpack::import_cuda(array, "array", &[0, 1, 2, 3, 4], cuda::LEGACY_STREAM)? {
         return Ok(c.ptr as usize);
+    }
+    // Host logits given as a float torch CPU tensor are read through its attributes.
+    if let Some(b) = dlpack::torch_host(array, "array", &[0, 1, 2, 3, 4])? {
+        return Ok(b.data_ptr());
     }
     Ok(dlpack::import(array, "array", &[0, 1, 2, 3, 4])?.data_ptr())
 }
@@ -1595,6 +1905,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bench_rust_step, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_rust_step_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_convert_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_binding_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_api_clock, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_api_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_dispatch, m)?)?;
     m.add_function(wrap_pyfunction!(is_cuda_tensor, m)?)?;
     m.add("SAMPLING_EPS", sampler_host::params::SAMPLING_EPS)?;
     Ok(())

@@ -381,6 +381,60 @@ def test_torch_cpu_tensors_in_and_out(rng):
     assert b16.tokens.numpy().tolist() == ref16.tokens.tolist()
 
 
+def test_torch_cpu_logits_are_read_in_place_through_attributes(rng):
+    # Float torch CPU logits skip torch's Python-level __dlpack__ (their attributes are read,
+    # as for CUDA tensors): still no copy, the same checks and messages, the same tokens.
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(logits(rng, 3))
+    assert sp._native._dlpack_data_ptr(a) == a.data_ptr() == a.numpy().ctypes.data
+    assert sp._native._dlpack_data_ptr(a[1:]) == a.data_ptr() + V * 4
+    s = sp.Sampler(V, backend="cpu")
+    greedy = [sp.Request.prefill(params(temperature=0.0), 3) for _ in range(3)]
+    a[1, 17] = 1e4  # written in place after the import above: the step reads the live memory
+    assert s.sample(a, greedy).tokens.tolist()[1] == 17
+    a[1, 23] = 2e4
+    assert s.sample(a, greedy).tokens.tolist()[1] == 23
+    assert s.sample(a.requires_grad_(), greedy).tokens.tolist() == s.sample(a.detach().numpy(), greedy).tokens.tolist()
+    a = a.detach()
+    f = lambda x: sp.top_k_top_p_sampling_from_logits(x, 5, 0.9, seed=np.arange(3, dtype=np.uint64), backend="cpu")
+    assert f(a).tolist() == f(a.numpy()).tolist()
+    with pytest.raises(ValueError, match=r"logits: expected a row-major contiguous array, got shape \[3, 1000\] with strides \[1, 3\]"):
+        s.sample(torch.from_numpy(logits(rng, V, 3)).t(), greedy)
+    with pytest.raises(TypeError, match="logits: expected float32, bfloat16 or float16, got int32"):
+        s.sample(a.to(torch.int32), greedy)
+    with pytest.raises(ValueError, match="logits: expected 2 dimensions, got 1"):
+        s.sample(a[0], greedy)
+    with pytest.raises(ValueError, match=r"logits: expected shape \[R, vocab_size = 1000\], got \[3, 999\]"):
+        s.sample(a[:, :999].contiguous(), greedy)
+    # A layout whose attributes torch cannot give (sparse) falls back to DLPack and its error.
+    with pytest.raises(ValueError, match="logits: __dlpack__"):
+        s.sample(a.to_sparse(), greedy)
+
+
+def test_api_clock_times_the_rust_api_inside_a_call(rng):
+    # The overhead benchmark's clock: each step records the host time it spent inside the Rust
+    # API, so that the Python call minus it is that call's binding overhead.
+    a = logits(rng, 64)
+    s = sp.Sampler(V, backend="cpu")
+    reqs = [sp.Request.prefill(params(seq_seed=i), 3) for i in range(64)]
+    sp._native._bench_api_clock(True)
+    try:
+        for call in (lambda: s.sample(a, reqs), lambda: sp.top_k_top_p_sampling_from_logits(a, 5, 0.9, seed=1, backend="cpu")):
+            t = time.perf_counter_ns()
+            call()
+            total = time.perf_counter_ns() - t
+            api = sp._native._bench_api_ns()
+            assert 0 < api < total
+    finally:
+        sp._native._bench_api_clock(False)
+    assert sp._native._bench_api_ns() == 0
+    s.sample(a, reqs)
+    assert sp._native._bench_api_ns() == 0  # off: nothing recorded
+    pieces = dict(sp._native._bench_binding_pieces(a, reqs, 3, top_k=5, top_p=0.9, seed=np.arange(64, dtype=np.uint64)))
+    assert pieces["requests (64 Request objects)"] > 0 and pieces["functional parameters and its 64 requests"] > 0
+    assert sp._native._bench_dispatch(a, reqs, out=None) is None
+
+
 def test_stub_covers_every_public_name():
     import ast
 
@@ -468,6 +522,13 @@ def test_functional_argument_fast_paths_agree_with_the_general_ones(rng):
         f(temperature=True)
     with pytest.raises(ValueError, match="seed: expected values >= 0, got -1"):
         f(seed=np.array([-1, 0, 0, 0, 0], dtype=np.int64))
+    # numpy arrays are told apart by numpy's C API: 0-d is a scalar, 1-d one value per row.
+    assert f(top_k=np.array(5), top_p=np.array(0.9, dtype=np.float32), temperature=0.7, seed=np.array(3, dtype=np.uint64)) == f(top_k=5, top_p=0.9, temperature=0.7, seed=3)
+    assert f(top_k=np.full(5, 5), top_p=np.full(5, 0.9), temperature=np.full(5, 0.7, dtype=np.float32), seed=np.array([0, 2, 4, 6, 8])) == want
+    with pytest.raises(ValueError, match=r"top_k: expected a scalar or 5 values \(one per row\), got 2"):
+        f(top_k=np.array([5, 5]))
+    with pytest.raises(ValueError, match="expected 1 dimensions, got 2"):
+        f(top_k=np.full((5, 1), 5))
 
 
 def test_requests_are_read_in_place_and_stay_valid(rng):

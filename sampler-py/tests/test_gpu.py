@@ -155,6 +155,9 @@ def test_outputs_are_one_device_buffer_and_checked_inputs():
     assert again is out and again.buffer.data_ptr() == lo and torch.equal(out.tokens, want)
     with pytest.raises(ValueError, match="out: a CudaStepOutput of R = 3"):
         s.sample(x[:2], reqs[:2], out=out)
+    # Host logits never write `out`: an error, not an `out` silently left as it was.
+    with pytest.raises(ValueError, match="out: a CudaStepOutput is written only by a step on CUDA logits"):
+        s.sample(x.cpu(), reqs, out=out)
     with pytest.raises(ValueError, match="logits: expected a row-major contiguous array"):
         s.sample(torch.randn(v, 3, device="cuda").t(), reqs)
     with pytest.raises(TypeError, match="logits: expected float32, bfloat16 or float16 logits, got torch.int32"):

@@ -30,8 +30,28 @@ pub fn gxx() -> Option<String> {
     Command::new(&cxx).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| cxx)
 }
 
+/// This process's build directory for the emulation drivers, under the
+/// target's scratch folder (not /tmp, where every run used to leave ~10 MB):
+/// `ascendc-emu-<pid>`, with the folders of finished processes removed.
 pub fn work_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sampler-ascendc-emu-{}", std::process::id()));
+    scratch_dir("ascendc-emu")
+}
+
+/// `<CARGO_TARGET_TMPDIR>/<stem>-<pid>`, created; folders `<stem>-<pid>` of
+/// processes no longer running are removed first.
+pub fn scratch_dir(stem: &str) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix(stem).and_then(|r| r.strip_prefix('-')).and_then(|p| p.parse::<u32>().ok());
+            let gone = |p: u32| Path::new("/proc/self").exists() && !Path::new(&format!("/proc/{p}")).exists();
+            if pid.is_some_and(|p| p != std::process::id() && gone(p)) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let d = root.join(format!("{stem}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }

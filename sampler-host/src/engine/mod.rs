@@ -367,6 +367,12 @@ impl Engine {
         if (cfg.role == Role::Driver) != (collective.rank() == 0) {
             return Err(EngineError::Config(format!("role {:?} on rank {} (the driver is rank 0)", cfg.role, collective.rank())));
         }
+        // The engine's decode and draft requests carry up to `cfg.nextn`
+        // drafts; a sampler of smaller nextn would fail every one of them.
+        let sn = sampler.config().nextn;
+        if cfg.nextn as u64 > sn as u64 {
+            return Err(EngineError::Config(format!("nextn = {} exceeds the sampler's nextn = {sn} (SamplerConfig::nextn must be at least EngineConfig::nextn)", cfg.nextn)));
+        }
         let v = sampler.config().vocab_size as usize;
         let pool = MtpInfoPool::new(cfg.max_num_seqs, cfg.nextn, sampler.n() as usize, v)?;
         Ok(Engine { sampler, cfg, pool, collective, waiting: VecDeque::new(), running: Vec::new(), finished: Vec::new(), step: 0 })
@@ -409,8 +415,13 @@ impl Engine {
         std::mem::take(&mut self.finished)
     }
 
-    /// Queues a request. Errors: an empty prompt, or a prompt id outside V.
+    /// Queues a request. Errors: an empty prompt, a prompt id outside V, or
+    /// an id already waiting or running (the model's [`RowQuery`] and the
+    /// [`Finished`] results name requests by id; a finished id may be reused).
     pub fn add_request(&mut self, r: EngineRequest) -> Result<(), EngineError> {
+        if self.waiting.iter().chain(&self.running).any(|s| s.id == r.id) {
+            return Err(EngineError::Config(format!("request id {} is already waiting or running (ids must be unique among live requests)", r.id)));
+        }
         let v = self.sampler.config().vocab_size as i64;
         if r.prompt.is_empty() {
             return Err(EngineError::Config(format!("request {}: empty prompt", r.id)));

@@ -16,6 +16,38 @@ use crate::request::DraftDist;
 
 use super::EngineError;
 
+/// q = 0 everywhere: one id with logprob -inf. Not an empty `DraftDist`,
+/// which the sampler takes as one-hot at the draft token (q = 1, an n-gram
+/// draft); a draft verified against this one is always rejected (SAMPLER.md
+/// section 6: accept only if q > 0), as a placeholder is.
+fn no_mass() -> DraftDist {
+    DraftDist { ids: vec![0], logprobs: vec![f32::NEG_INFINITY] }
+}
+
+/// Element types whose all-zero bytes are a valid value (0.0, 0, false).
+trait ZeroBits: Copy {}
+impl ZeroBits for f32 {}
+impl ZeroBits for i32 {}
+impl ZeroBits for bool {}
+
+/// `n` zeroed values from `calloc` (pages untouched until written), or
+/// `None` when the size overflows or the allocator refuses.
+fn zeroed<T: ZeroBits>(n: usize) -> Option<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(n).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a nonzero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of
+    // `[T; n]` (what `Vec<T>` of capacity n uses), and all-zero bytes are a
+    // valid `T` for every `ZeroBits` type, so all n values are initialised.
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 /// The MTP info pool.
 #[derive(Clone, Debug)]
 pub struct MtpInfoPool {
@@ -77,11 +109,16 @@ impl MtpInfoPool {
             return Err(EngineError::Config(format!("MTP info pool needs max_num_seqs >= 1 and vocab >= 1 (got {max_num_seqs}, {vocab})")));
         }
         let n = n.min(vocab);
-        let rows = (max_num_seqs + 1) * nextn;
-        let cells = rows.checked_mul(n).ok_or_else(|| EngineError::Config("MTP info pool too large".into()))?;
-        // vec![0; ..] is calloc: untouched pages cost nothing until a row is written.
-        let logprobs = vec![0f32; cells];
-        let ids = if n < vocab { vec![0i32; cells] } else { Vec::new() };
+        let too_large = || EngineError::Config(format!("MTP info pool too large: (max_num_seqs + 1) * nextn = ({max_num_seqs} + 1) * {nextn} rows of N = {n}"));
+        let rows = max_num_seqs.checked_add(1).and_then(|s| s.checked_mul(nextn)).ok_or_else(too_large)?;
+        let cells = rows.checked_mul(n).ok_or_else(too_large)?;
+        // Zeroed by calloc: untouched pages cost nothing until a row is
+        // written. A pool the allocator refuses is an error, not an abort.
+        let logprobs = zeroed::<f32>(cells).ok_or_else(too_large)?;
+        let ids = if n < vocab { zeroed::<i32>(cells).ok_or_else(too_large)? } else { Vec::new() };
+        let mut free = Vec::new();
+        free.try_reserve_exact(max_num_seqs).map_err(|_| too_large())?;
+        free.extend((0..max_num_seqs).rev());
         Ok(MtpInfoPool {
             max_num_seqs,
             nextn,
@@ -89,9 +126,9 @@ impl MtpInfoPool {
             vocab,
             logprobs,
             ids,
-            written: vec![false; rows],
-            free: (0..max_num_seqs).rev().collect(),
-            in_use: vec![false; max_num_seqs],
+            written: zeroed::<bool>(rows).ok_or_else(too_large)?,
+            free,
+            in_use: zeroed::<bool>(max_num_seqs).ok_or_else(too_large)?,
         })
     }
 
@@ -179,12 +216,14 @@ impl MtpInfoPool {
     /// The draft distribution `q` stored for draft `i` (0-based) of `slot`,
     /// as the sampler's [`DraftDist`]: only candidates with nonzero mass are
     /// listed (an id not listed has logprob -inf, the same distribution).
-    /// A row never written gives an empty distribution (q = 0: reject).
+    /// A row never written (or out of range) gives q = 0 everywhere (one id
+    /// with logprob -inf, never an empty `DraftDist`, which the sampler takes
+    /// as one-hot at the draft): a draft verified with it is rejected.
     pub fn read(&self, slot: usize, i: usize) -> DraftDist {
-        let row = self.row_index(slot, i);
-        if slot > self.max_num_seqs || i >= self.nextn || !self.written[row] {
-            return DraftDist::default();
+        if slot > self.max_num_seqs || i >= self.nextn || !self.written[self.row_index(slot, i)] {
+            return no_mass();
         }
+        let row = self.row_index(slot, i);
         let (a, b) = (row * self.n, (row + 1) * self.n);
         let lps = &self.logprobs[a..b];
         let mut d = DraftDist::default();
@@ -193,6 +232,9 @@ impl MtpInfoPool {
                 d.ids.push(if self.has_ids() { self.ids[a + c] } else { c as i32 });
                 d.logprobs.push(lp);
             }
+        }
+        if d.ids.is_empty() {
+            return no_mass();
         }
         d
     }
@@ -241,7 +283,7 @@ mod tests {
         p.write(s, 2, &[7, 0, 1, 2], &[0.0, f32::NEG_INFINITY, f32::NEG_INFINITY, f32::NEG_INFINITY]).unwrap();
         let t = p.read_tree(s, 3);
         assert_eq!(t[0], DraftDist { ids: vec![5, 1], logprobs: vec![-0.1, -2.5] });
-        assert_eq!(t[1], DraftDist::default(), "a node row never written: q = 0");
+        assert_eq!(t[1], no_mass(), "a node row never written: q = 0");
         assert_eq!(t[2], DraftDist { ids: vec![7], logprobs: vec![0.0] });
         assert!(p.write(s, 3, &[0; 4], &[0.0; 4]).is_err(), "only `internal_nodes` rows per slot");
     }
