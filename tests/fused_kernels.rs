@@ -200,11 +200,11 @@ const SPECIALS: [f32; 14] = [
     f32::from_bits(0x8000_0001),
 ];
 
-/// The counted top-N kernels (`force_topn_counted`, `topn_chunk_counted`
-/// + `topn_merge`, what a step without masks or raw rows runs in place of
-/// the mask check under `Caps::counts_in_topn`) give the candidates of the
-/// uncounted ones bit for bit, each chunk's bad / finite counts as the mask
-/// check counts them, and `mask_check`'s row status: on rows with NaN,
+/// The counted top-N kernels (`force_topn_counted`; `topn_chunk_counted`
+/// then `topn_merge`: what a step without masks or raw rows runs in place
+/// of the mask check under `Caps::counts_in_topn`) give the candidates of
+/// the uncounted ones bit for bit, each chunk's bad / finite counts as the
+/// mask check counts them, and `mask_check`'s row status: on rows with NaN,
 /// +inf, -inf, all -inf rows and chunks, -0.0 and denormals.
 #[test]
 fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {

@@ -965,7 +965,7 @@ mod tests {
                     assert_eq!(at("topn_merge").is_some(), chunked, "{what}");
                     let arg = |k: &str, name: &str| {
                         let l = &prog.launches[at(k).unwrap()];
-                        l.args.iter().zip(l.spec.params).find(|(_, q)| q.name == name).map(|(a, _)| a.clone()).unwrap()
+                        l.args.iter().zip(l.spec.params).find(|(_, q)| q.name == name).map(|(a, _)| *a).unwrap()
                     };
                     if counted && chunked {
                         // One count per top-N chunk, merged into the status by topn_merge.
