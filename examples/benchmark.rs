@@ -415,6 +415,8 @@ pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usi
         "eager_us": median(&mut eager), "graph_us": graph_us,
         "graph_read_gbs": bytes / (graph_us * 1e-6) / 1e9,
         "kernels_us": kernels,
+        // Launches of the step (= kernel nodes of its graph) and whether the top-N counted (SAMPLER_COUNTS_IN_TOPN).
+        "nodes": per.len(), "counts_in_topn": cuda.counts_in_topn(),
         "check_cpu_bitwise": checked, "graph_check_cpu_bitwise": graph_checked,
     }))
 }
@@ -475,7 +477,8 @@ fn run(args: &[String]) -> ExitCode {
             match timed {
                 Ok(j) => {
                     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
-                    let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())).collect();
+                    let mut ks: Vec<String> = vec![format!("{} nodes{}", j["nodes"], if j["counts_in_topn"] == true { " (counts in top-N)" } else { "" })];
+                    ks.extend(j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())));
                     let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool(), j["api_check_cpu_bitwise"].as_bool()) {
                         (Some(true), Some(true), Some(true)) => "bitwise ok",
                         (None, _, _) => "-",
@@ -779,9 +782,29 @@ fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32) -> R
     Ok(out)
 }
 
-/// CPU time of the calling thread, ns (Linux `/proc/thread-self/schedstat`), if readable.
+/// CPU time of the calling thread, ns: `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`
+/// (Linux; std links the C library). Exact, unlike `/proc/thread-self/schedstat`,
+/// which a running thread advances only at scheduler ticks (4 ms on the CI-class
+/// machine: a 16-row step of about 4 ms read as 0, 4 or 8 ms).
+#[cfg(target_os = "linux")]
 fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: a valid pointer to a timespec (64-bit time_t on the 64-bit Linux targets we build).
+    let ok = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0;
+    ok.then(|| ts.sec as u64 * 1_000_000_000 + ts.nsec as u64)
+}
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_ns() -> Option<u64> {
+    None
 }
 
 /// Median ms of `reps` calls of `f` after one warm-up call: CPU time of this
@@ -796,7 +819,7 @@ fn time_ms(reps: usize, cpu: bool, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
         let wall = t0.elapsed().as_secs_f64() * 1e3;
         t.push(match (cpu, c0, thread_cpu_ns()) {
             (true, Some(a), Some(b)) => (b - a) as f64 * 1e-6,
-            (true, _, _) => return Err("no thread CPU clock (/proc/thread-self/schedstat); use --clock wall".into()),
+            (true, _, _) => return Err("no thread CPU clock (clock_gettime); use --clock wall".into()),
             _ => wall,
         });
     }
@@ -865,6 +888,24 @@ fn cpu(args: &[String]) -> ExitCode {
             })
         })
         .collect();
+    // Launches per step (one program per row each): the verify and prefill steps' launch lists.
+    let launches: Vec<Res<(usize, usize)>> = ns
+        .iter()
+        .map(|&n| {
+            let cfg = SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend: BackendKind::Cpu };
+            let mut s = Sampler::new(cfg).map_err(|e| e.to_string())?;
+            let vreqs = verify_requests(&mut s, &target, v as usize, 5)?;
+            let preqs: Vec<Request> = (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
+            let count = |reqs: &[Request]| -> Res<usize> {
+                let width = if n == 0 { v } else { n };
+                let (p, _) = sampler_host::batch::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
+                let dev = sampler_host::backend::cpu::CpuDevice::default();
+                let prog = sampler_host::pipeline::build_for(&dev, &p, sampler_host::pipeline::choose(&p, false)).map_err(|e| e.to_string())?;
+                Ok(prog.launches.len())
+            };
+            Ok((count(&vreqs)?, count(&preqs)?))
+        })
+        .collect();
     let peer = run_peer(args, v, &ns, rows, reps, cpu);
     let per_row = |ms: f64| ms * threads as f64 / rows as f64;
     println!("CPU backend vs numpy peer: V = {v}, R = {rows}, T 0.7, top-p 0.9, top-k 50, top-5 logprobs; ms per row per core");
@@ -873,18 +914,22 @@ fn cpu(args: &[String]) -> ExitCode {
         Err(e) => format!("unavailable ({e})"),
     });
     println!();
-    println!("| N | ours verify R=16 | ours prefill R=16 | numpy peer | peer / ours verify | peer / ours prefill |");
-    println!("|--:|--:|--:|--:|--:|--:|");
+    println!("| N | ours verify R=16 | ours prefill R=16 | numpy peer | peer / ours verify | peer / ours prefill | launches verify / prefill |");
+    println!("|--:|--:|--:|--:|--:|--:|--:|");
     let mut out = Vec::new();
     let mut bad = 0;
-    for (&n, o) in ns.iter().zip(&ours) {
+    for ((&n, o), l) in ns.iter().zip(&ours).zip(&launches) {
         let p = peer.as_ref().ok().and_then(|d| d.iter().find(|x| x["n"].as_u64() == Some(n as u64))).map_or(f64::NAN, |x| num(Some(x), "row_ms"));
         let nn = if n == 0 { "off".to_string() } else { n.to_string() };
+        let (lv, lp) = match l {
+            Ok((a, b)) => (a.to_string(), b.to_string()),
+            Err(e) => (format!("? ({e})"), "?".to_string()),
+        };
         match o {
             Ok((vf, pf)) => {
                 let (vr, pr) = (per_row(*vf), per_row(*pf));
-                println!("| {nn} | {vr:.3} | {pr:.3} | {p:.3} | {:.2} | {:.2} |", p / vr, p / pr);
-                out.push(json!({"n": n, "vocab": v, "rows": rows, "threads": threads, "clock": if cpu { "cpu" } else { "wall" }, "verify_row_ms": vr, "prefill_row_ms": pr, "peer_row_ms": p}));
+                println!("| {nn} | {vr:.3} | {pr:.3} | {p:.3} | {:.2} | {:.2} | {lv} / {lp} |", p / vr, p / pr);
+                out.push(json!({"n": n, "vocab": v, "rows": rows, "threads": threads, "clock": if cpu { "cpu" } else { "wall" }, "verify_row_ms": vr, "prefill_row_ms": pr, "peer_row_ms": p, "launches_verify": lv, "launches_prefill": lp}));
             }
             Err(e) => {
                 println!("| {nn} | ERROR {e} | | {p:.3} | | |");

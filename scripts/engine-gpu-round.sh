@@ -27,6 +27,9 @@ build)
     rm -rf $d && mkdir -p $d/bin $d/golden/next
     cp target/release/examples/benchmark target/release/examples/sample target/release/examples/gpu_suite "$t" $d/bin/
     mv $d/bin/$(basename "$t") $d/bin/cuda_backend
+    # tests/cuda_counts: the golden cases with SAMPLER_COUNTS_IN_TOPN=1 (final-round.sh counts).
+    tc=$(cargo test --release --test cuda_counts --no-run --message-format=json 2>/dev/null | grep -o '"executable":"[^"]*cuda_counts[^"]*"' | tail -1 | cut -d'"' -f4)
+    cp "$tc" $d/bin/cuda_counts
     strip $d/bin/* 2>/dev/null || true
     golden="${GOLDEN_DIR:-$here/../shared/golden}"
     cp "$golden"/*.json $d/golden/ && cp "$golden"/next/*.json $d/golden/next/

@@ -4,6 +4,13 @@
 #   scripts/final-round.sh build          # here: every binary, the wheel, golden cases -> .gpux-final/*.tgz
 #   run(command="bash scripts/final-round.sh check", carry=[".gpux-final", ".whl/fi066"], timeout_s=600)
 #   run(command="bash scripts/final-round.sh speed", carry=[".gpux-final", ".gpux-anchors/anchors.tgz", ".whl/fi066", ".peers"], timeout_s=600)
+#   run(command="bash scripts/final-round.sh counts", carry=[".gpux-final"], timeout_s=600)
+#
+# counts: Caps::counts_in_topn on CUDA (off by default; SAMPLER_COUNTS_IN_TOPN=1) beside off, in
+#        one call: tests/cuda_counts (every golden case, counts on, vs the CPU: public API and backend
+#        level at chunks 1/2/4), gpu_suite golden + adversarial with the variable 0 and 1, then
+#        `benchmark run` with 0 and 1 on the same shapes (ours only; per-kernel times, node counts)
+#        -> $OUT/counts.log, ours-counts0.json, ours-counts1.json. COUNTS_ROWS / COUNTS_NS: the shapes.
 #
 # check: tests/cuda_backend (public device API, graphs, bf16/f16 device logits), gpu_suite golden
 #        (f32, then bf16/f16 device logits), gpu_suite adversarial (selection edge cases),
@@ -64,6 +71,31 @@ check)
     } 2>&1 | tee "$out/check.log"
     exit $rc
     ;;
+counts)
+    out="${OUT:-/tmp/final-out}"
+    mkdir -p "$out" && tar xzf $f/tree.tgz
+    rc=0
+    {
+        echo "== counts in top-N (SAMPLER_COUNTS_IN_TOPN) at $(date -u +%FT%TZ), commit $(cat .gpu/commit)"
+        d=.gpu-engine
+        echo "== tests/cuda_counts (golden, counts on, vs CPU)"
+        SAMPLER_GOLDEN_DIR=$d/golden timeout 200 $d/bin/cuda_counts --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -15 || rc=1
+        for c in 0 1; do
+            echo "== gpu_suite golden, SAMPLER_COUNTS_IN_TOPN=$c"
+            SAMPLER_COUNTS_IN_TOPN=$c timeout 200 .gpu/bin/gpu_suite golden .gpu/golden 2>&1 | grep -v -E "^  ok |: ok" | tail -8 || rc=1
+            echo "== gpu_suite adversarial, SAMPLER_COUNTS_IN_TOPN=$c"
+            SAMPLER_COUNTS_IN_TOPN=$c timeout 90 .gpu/bin/gpu_suite adversarial 2>&1 | tail -6 || rc=1
+        done
+        for c in 0 1; do
+            echo "== ours, SAMPLER_COUNTS_IN_TOPN=$c"
+            SAMPLER_COUNTS_IN_TOPN=$c timeout 200 .gpu/bin/benchmark run --rows "${COUNTS_ROWS:-1,16,64,256,384}" --n "${COUNTS_NS:-1024,4096,0}" \
+                --json "$out/ours-counts$c.json" || rc=1
+        done
+        echo "== counts rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/counts.log"
+    exit "${PIPESTATUS[0]}"
+    ;;
 speed)
     out="${OUT:-/tmp/final-out}"
     mkdir -p "$out" && tar xzf $f/tree.tgz
@@ -71,7 +103,7 @@ speed)
         ROWS=${ROWS:-1,16,64,256,384} BF16_ROWS=${BF16_ROWS:-1,64,384} bash scripts/bench.sh device
     ;;
 *)
-    echo "usage: $0 build|check|speed" >&2
+    echo "usage: $0 build|check|speed|counts" >&2
     exit 2
     ;;
 esac

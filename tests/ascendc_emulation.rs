@@ -84,7 +84,7 @@ impl EmuDevice {
         for row in (0..r).filter(|&i| self.row_ok[i]) {
             let s = row * w..(row + 1) * w;
             match (c, e) {
-                (Val::F32(a), Val::F32(b)) if name == "topn_chunk" => {
+                (Val::F32(a), Val::F32(b)) if name.starts_with("topn_chunk") => {
                     // The chunk stage's order is each runtime's own: compare each chunk as a set.
                     let per = w / chunks;
                     for ch in 0..chunks {
@@ -98,7 +98,7 @@ impl EmuDevice {
                         }
                     }
                 }
-                (Val::I32(a), Val::I32(b)) if name == "topn_chunk" => {
+                (Val::I32(a), Val::I32(b)) if name.starts_with("topn_chunk") => {
                     let per = w / chunks;
                     for ch in 0..chunks {
                         let cs = s.start + ch * per..s.start + (ch + 1) * per;
@@ -238,8 +238,10 @@ impl Device for EmuDevice {
 /// Runs one golden case through the shared pipeline on the emulator, with
 /// the CPU backend's launch list (exact numerics), the Ascend backend's
 /// ([`ascend_caps`]: one program per row for the mask check and top-N,
-/// fused kernels) and the CUDA backend's (multi-block mask check and
-/// top-N, fused kernels), both in the perturbed numerics mode, the prefix
+/// fused kernels, the counted top-N on steps without masks or raw rows;
+/// and with the mask check there too) and the CUDA backend's (multi-block
+/// mask check and top-N, fused kernels; and with `topn_chunk_counted` in
+/// place of the mask check), in the perturbed numerics mode, the prefix
 /// path where the plan takes it; every launch's outputs must agree with
 /// the CPU program's and the final results equal the CPU backend's.
 fn run_case(path: &Path) -> Result<Option<String>, String> {
@@ -255,10 +257,16 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let name = path.file_name().unwrap().to_string_lossy().to_string();
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
     let topn_chunks = if v - v.div_ceil(2) >= n { 2 } else { 1 };
+    let cuda = Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false };
     let configs = [
-        ("cpu order", Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0 }, Numerics::Exact),
+        ("cpu order", Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false }, Numerics::Exact),
+        // Ascend's own caps count in the top-N (force_topn_counted) on steps without masks
+        // or raw rows; the mask check's order too, for those steps.
         ("ascend order, perturbed", ascend_caps(), Numerics::Perturb),
-        ("cuda order, perturbed", Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX }, Numerics::Perturb),
+        ("ascend order, mask check, perturbed", Caps { counts_in_topn: false, ..ascend_caps() }, Numerics::Perturb),
+        ("cuda order, perturbed", cuda, Numerics::Perturb),
+        // topn_chunk_counted's counts in place of the mask check (CUDA's SAMPLER_COUNTS_IN_TOPN=1).
+        ("cuda order, counts in top-N, perturbed", Caps { counts_in_topn: true, ..cuda }, Numerics::Perturb),
     ];
     let mut kernels = Vec::new();
     for (what, caps, numerics) in configs {
@@ -313,7 +321,7 @@ fn golden_cases_match_cpu_under_emulation() {
         match run_case(p) {
             Ok(Some(line)) => {
                 ran += 1;
-                for k in ["raw_logprobs", "tree_walk", "mask_check", "mask_check_chunk"] {
+                for k in ["raw_logprobs", "tree_walk", "mask_check", "mask_check_chunk", "force_topn_counted", "topn_chunk_counted"] {
                     if line.contains(&format!("\"{k}\"")) {
                         covered.insert(k);
                     }
@@ -332,7 +340,7 @@ fn golden_cases_match_cpu_under_emulation() {
     assert!(ran > 0);
     // The section 10-11 kernels run on the golden cases (raw logprobs, trees), not only the seed's.
     if only.is_none() {
-        assert_eq!(covered.len(), 4, "kernels run under emulation: {covered:?}");
+        assert_eq!(covered.len(), 6, "kernels run under emulation: {covered:?}");
     }
 }
 

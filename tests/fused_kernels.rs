@@ -179,3 +179,120 @@ fn remap_draft_ignores_stale_scratch() {
         assert_eq!(run(&mut clean), run(&mut stale), "remap_draft, rep {rep}: V={v} n={n}");
     }
 }
+
+/// Logits the mask check must classify: NaNs of both signs and many
+/// payloads (every kind `order_bits` maps below -inf, into -inf's 12-bit
+/// bin, into +inf's bin and above it), +-inf, -0.0 and denormals.
+const SPECIALS: [f32; 14] = [
+    f32::NAN,
+    -f32::NAN,
+    f32::from_bits(0x7f80_0001),
+    f32::from_bits(0x7fff_ffff),
+    f32::from_bits(0xff80_0001),
+    f32::from_bits(0xff8f_ffff),
+    f32::from_bits(0xff90_0000),
+    f32::from_bits(0xffff_ffff),
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    -0.0,
+    0.0,
+    f32::from_bits(1),
+    f32::from_bits(0x8000_0001),
+];
+
+/// The counted top-N kernels (`force_topn_counted`; `topn_chunk_counted`
+/// then `topn_merge`: what a step without masks or raw rows runs in place
+/// of the mask check under `Caps::counts_in_topn`) give the candidates of
+/// the uncounted ones bit for bit, each chunk's bad / finite counts as the
+/// mask check counts them, and `mask_check`'s row status: on rows with NaN,
+/// +inf, -inf, all -inf rows and chunks, -0.0 and denormals.
+#[test]
+fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {
+    let mut rng = Rng::new(12);
+    let mut statuses = [0usize; 3];
+    for rep in 0..300u64 {
+        let v = rng.pick(&[64usize, 300, 1000, 4000, 40000]);
+        let chunks = rng.pick(&[2u32, 3, 4, 8]);
+        let chunk_len = (v as u32).div_ceil(chunks);
+        let last = v as i64 - (chunks as i64 - 1) * chunk_len as i64;
+        if last < 1 {
+            continue;
+        }
+        let n = rng.range(1, last.min(300) as u64 + 1) as u32;
+        let mut logits = random_row(&mut rng, v);
+        match rng.below(7) {
+            0 => logits.iter_mut().for_each(|x| *x = f32::NEG_INFINITY),
+            1 => {
+                // One chunk all -inf (the others finite).
+                let c = rng.below(chunks as usize);
+                let end = ((c + 1) * chunk_len as usize).min(v);
+                logits[c * chunk_len as usize..end].iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+            }
+            2 => logits.iter_mut().for_each(|x| *x = SPECIALS[rng.below(SPECIALS.len())]),
+            3 => {
+                // -inf with negative NaNs of -inf's own 12-bit bin only (no other bad value).
+                logits.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+                logits[rng.below(v)] = f32::from_bits(0xff80_0001);
+            }
+            4 => logits.iter_mut().for_each(|x| *x = if rng.chance(0.5) { -0.0 } else { f32::from_bits(1) }),
+            _ => {
+                for _ in 0..rng.below(4) {
+                    logits[rng.below(v)] = SPECIALS[rng.below(SPECIALS.len())];
+                }
+            }
+        }
+        // The mask check's status (no mask, no raw row).
+        let (zero, mut masked, mut rmax, mut rsum, mut want_st) = ([0u32; 1], [0f32; 1], [0f32; 1], [0u64; 1], [-1i32]);
+        let words = vec![0u32; v.div_ceil(32)];
+        unsafe {
+            k::mask_check::cpu(
+                0,
+                Gm::new(&logits),
+                v as u32,
+                Gm::new(&words),
+                Gm::new(&zero),
+                0,
+                Gm::new_mut(&mut masked),
+                Gm::new(&zero),
+                Gm::new_mut(&mut rmax),
+                Gm::new_mut(&mut rsum),
+                Gm::new_mut(&mut want_st),
+            )
+        };
+        statuses[want_st[0] as usize] += 1;
+        // force_topn_counted: force_topn's candidates and mask_check's status.
+        let (mut wx, mut wid) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        let (mut x, mut id, mut st) = (vec![0f32; n as usize], vec![0i32; n as usize], [-1i32]);
+        unsafe {
+            k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut wx), Gm::new_mut(&mut wid));
+            k::force_topn_counted::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id), Gm::new_mut(&mut st));
+        }
+        assert_eq!((bits(&x), &id), (bits(&wx), &wid), "rep {rep}: force_topn_counted's candidates");
+        assert_eq!(st, want_st, "rep {rep}: force_topn_counted's status, V={v}");
+        // topn_chunk_counted: topn_chunk's candidates, each chunk's counts.
+        let m = (chunks * n) as usize;
+        let (mut cx, mut cid, mut kx, mut kid) = (vec![0f32; m], vec![0i32; m], vec![0f32; m], vec![0i32; m]);
+        let (mut bad, mut fin) = (vec![u32::MAX; chunks as usize], vec![u32::MAX; chunks as usize]);
+        for c in 0..chunks {
+            unsafe {
+                k::topn_chunk::cpu(c, Gm::new(&logits), v as u32, chunk_len, chunks, n, Gm::new_mut(&mut cx), Gm::new_mut(&mut cid));
+                k::topn_chunk_counted::cpu(c, Gm::new(&logits), v as u32, chunk_len, chunks, n, Gm::new_mut(&mut kx), Gm::new_mut(&mut kid), Gm::new_mut(&mut bad), Gm::new_mut(&mut fin));
+            }
+        }
+        assert_eq!((bits(&kx), &kid), (bits(&cx), &cid), "rep {rep}: topn_chunk_counted's candidates");
+        for c in 0..chunks as usize {
+            let part = &logits[c * chunk_len as usize..((c + 1) * chunk_len as usize).min(v)];
+            let want_bad = part.iter().filter(|x| x.is_nan() || **x == f32::INFINITY).count() as u32;
+            let want_fin = part.iter().filter(|x| **x != f32::NEG_INFINITY).count() as u32;
+            assert_eq!((bad[c], fin[c]), (want_bad, want_fin), "rep {rep}: chunk {c} counts");
+        }
+        // topn_merge turns them into the status (mchunks = chunks).
+        let (mut mx, mut mid, mut mst) = (vec![0f32; n as usize], vec![0i32; n as usize], [-1i32]);
+        unsafe { k::topn_merge::cpu(0, Gm::new(&kx), Gm::new(&kid), m as u32, n, Gm::new_mut(&mut mx), Gm::new_mut(&mut mid), Gm::new(&bad), Gm::new(&fin), chunks, Gm::new_mut(&mut mst)) };
+        assert_eq!(mst, want_st, "rep {rep}: the merged status");
+        if want_st[0] == 0 {
+            assert_eq!((bits(&mx), &mid), (bits(&wx), &wid), "rep {rep}: merged candidates vs force_topn");
+        }
+    }
+    assert!(statuses.iter().all(|&s| s >= 20), "every status often enough: {statuses:?}");
+}

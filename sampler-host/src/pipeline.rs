@@ -165,6 +165,13 @@ pub struct Caps {
     /// Widest N the fused kernels (`process_draw`, `token_info_top`) run
     /// at; 0 = always the unfused ones.
     pub fused_max: u32,
+    /// On a step with no grammar mask and no raw-logprobs row (the mask
+    /// check would only count each row's bad and finite logits, SAMPLER.md
+    /// 3.2), the top-N kernels count them from their own read of the logits
+    /// instead: `force_topn_counted` writes the row status, or
+    /// `topn_chunk_counted` the chunk counts `topn_merge` merges. No mask
+    /// check runs: the step reads the logits once, one or two launches fewer.
+    pub counts_in_topn: bool,
 }
 
 /// A step's buffers and ordered launches.
@@ -300,8 +307,12 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     add(RawSum, r * tiles as usize, Init::Scratch);
     let mut ls = Vec::new();
 
-    // 1. mask check (3.1-3.2)
-    if let Some(clen) = caps.mask_chunk {
+    // 1. mask check (3.1-3.2). With nothing to mask and no raw-logprob sums
+    // to take, only the counts are left: the top-N may take them over.
+    let counted = caps.counts_in_topn && !masked && !p.any_raw;
+    if counted {
+        // The top-N writes the status (one chunk) or its chunks' counts.
+    } else if let Some(clen) = caps.mask_chunk {
         let mchunks = v.div_ceil(clen.max(1)).max(1);
         add(ChunkBad, r * mchunks as usize, Init::Scratch);
         add(ChunkFinite, r * mchunks as usize, Init::Scratch);
@@ -348,10 +359,18 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let m = chunks * n;
         add(ChunkCand, rn * chunks as usize, Init::Scratch);
         add(ChunkIds, rn * chunks as usize, Init::Scratch);
-        let a = k::topn_chunk::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
-        launch(&mut ls, k::topn_chunk::NAME, n, rows * chunks, chunk_len, a.list())?;
-        // mask_check_chunk's counts when it ran (else mask_check wrote the status).
-        let mchunks = caps.mask_chunk.map_or(0, |clen| v.div_ceil(clen.max(1)).max(1));
+        let mchunks = if counted {
+            add(ChunkBad, r * chunks as usize, Init::Scratch);
+            add(ChunkFinite, r * chunks as usize, Init::Scratch);
+            let a = k::topn_chunk_counted::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds, bad: ChunkBad, finite: ChunkFinite };
+            launch(&mut ls, k::topn_chunk_counted::NAME, n, rows * chunks, chunk_len, a.list())?;
+            chunks
+        } else {
+            let a = k::topn_chunk::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds };
+            launch(&mut ls, k::topn_chunk::NAME, n, rows * chunks, chunk_len, a.list())?;
+            // mask_check_chunk's counts when it ran (else mask_check wrote the status).
+            caps.mask_chunk.map_or(0, |clen| v.div_ceil(clen.max(1)).max(1))
+        };
         if mchunks == 0 {
             add(ChunkBad, 1, Init::Scratch);
             add(ChunkFinite, 1, Init::Scratch);
@@ -369,6 +388,9 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             status: RowStatus,
         };
         launch(&mut ls, k::topn_merge::NAME, n, rows, m, a.list())?;
+    } else if counted {
+        let a = k::force_topn_counted::Args { logits: src, v, n, cand: Cand, cand_ids: CandIds, status: RowStatus };
+        launch(&mut ls, k::force_topn_counted::NAME, n, rows, v, a.list())?;
     } else {
         let a = k::force_topn::Args { logits: src, v, n, cand: Cand, cand_ids: CandIds };
         launch(&mut ls, k::force_topn::NAME, n, rows, v, a.list())?;
@@ -824,8 +846,8 @@ mod tests {
         let mut masked = Request::prefill(p.clone(), 5);
         masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
         let caps = [
-            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0 },
-            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX },
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false },
+            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn: false },
         ];
         for (with_mask, reqs) in [(false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]), (true, vec![Request::prefill(p.clone(), 5), masked])] {
             let (plan, _) = build_plan(v, v, 5, &logits, &reqs).unwrap();
@@ -896,6 +918,146 @@ mod tests {
         assert!(run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand[1..], &ids, 256, None).is_err());
     }
 
+    /// `Caps::counts_in_topn`: on a step without a grammar mask or a raw
+    /// row, no mask check runs and the top-N counts (`force_topn_counted`
+    /// writes the status; `topn_chunk_counted` the chunk counts topn_merge
+    /// merges, `mchunks = chunks`); with a mask or a raw row, or with the
+    /// flag off, the launch list is the mask check's, unchanged.
+    #[test]
+    fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
+        let v = 5000u32;
+        let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+        let raw = SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+        let mut masked = Request::prefill(plain.clone(), 5);
+        masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+        let mut caps = Vec::new();
+        for counts_in_topn in [false, true] {
+            caps.push(Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn });
+            caps.push(Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn });
+            caps.push(Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn });
+            caps.push(Caps { mask_chunk: None, topn_chunks: 3, fused_max: u32::MAX, counts_in_topn });
+        }
+        for (reqs, mask, any_raw) in [
+            (vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)], false, false),
+            (vec![Request::prefill(plain.clone(), 5), masked.clone()], true, false),
+            (vec![Request::prefill(plain.clone(), 5), Request::prefill(raw.clone(), 9)], false, true),
+            (vec![masked.clone(), Request::prefill(raw.clone(), 9)], true, true),
+        ] {
+            let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+            let logits: Vec<f32> = (0..rows * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+            let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
+            assert_eq!((any_mask(&p), p.any_raw), (mask, any_raw));
+            for c in &caps {
+                for prefix in [None, p.prefix_width()] {
+                    let prog = build(&p, prefix, c).unwrap();
+                    let names = prog.kernel_names();
+                    let at = |k: &str| names.iter().position(|n| *n == k);
+                    let counted = c.counts_in_topn && !mask && !any_raw;
+                    let chunked = c.topn_chunks > 1;
+                    let what = format!("{c:?} mask {mask} raw {any_raw} prefix {prefix:?}: {names:?}");
+                    assert_eq!(at("mask_check").is_some(), !counted && c.mask_chunk.is_none(), "{what}");
+                    assert_eq!(at("mask_check_chunk").is_some(), !counted && c.mask_chunk.is_some(), "{what}");
+                    assert_eq!(at("status_merge").is_some(), !counted && c.mask_chunk.is_some() && !chunked, "{what}");
+                    assert_eq!(at("force_topn").is_some(), !counted && !chunked, "{what}");
+                    assert_eq!(at("force_topn_counted").is_some(), counted && !chunked, "{what}");
+                    assert_eq!(at("topn_chunk").is_some(), !counted && chunked, "{what}");
+                    assert_eq!(at("topn_chunk_counted").is_some(), counted && chunked, "{what}");
+                    assert_eq!(at("topn_merge").is_some(), chunked, "{what}");
+                    let arg = |k: &str, name: &str| {
+                        let l = &prog.launches[at(k).unwrap()];
+                        l.args.iter().zip(l.spec.params).find(|(_, q)| q.name == name).map(|(a, _)| *a).unwrap()
+                    };
+                    if counted && chunked {
+                        // One count per top-N chunk, merged into the status by topn_merge.
+                        assert_eq!(arg("topn_merge", "mchunks"), LaunchArg::U32(c.topn_chunks), "{what}");
+                        assert_eq!(arg("topn_chunk_counted", "bad"), LaunchArg::Buf(Buf::ChunkBad), "{what}");
+                        let len = prog.bufs.iter().find(|b| b.buf == Buf::ChunkBad).map(|b| b.len);
+                        assert_eq!(len, Some(rows * c.topn_chunks as usize), "{what}");
+                    }
+                    if counted && !chunked {
+                        assert_eq!(arg("force_topn_counted", "status"), LaunchArg::Buf(Buf::RowStatus), "{what}");
+                    }
+                    // The same step without the flag: one launch more (mask check), two
+                    // with status_merge (a mask chunk and no chunked top-N).
+                    let off = build(&p, prefix, &Caps { counts_in_topn: false, ..*c }).unwrap();
+                    let extra = if counted { 1 + (c.mask_chunk.is_some() && !chunked) as usize } else { 0 };
+                    assert_eq!(off.launches.len(), prog.launches.len() + extra, "{what}");
+                }
+            }
+        }
+    }
+
+    /// The CPU device with its caps but `counts_in_topn` as given.
+    struct CountsAs(crate::backend::cpu::CpuDevice, bool);
+
+    impl Device for CountsAs {
+        fn name(&self) -> &'static str {
+            "cpu-counts-as"
+        }
+        fn caps(&self, v: u32, n: u32) -> Caps {
+            Caps { counts_in_topn: self.1, ..self.0.caps(v, n) }
+        }
+        fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
+            self.0.alloc(buf, len)
+        }
+        fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
+            self.0.upload(buf, data)
+        }
+        fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError> {
+            self.0.fill(buf, len, value)
+        }
+        fn bind_logits(&mut self, plan: &StepPlan) -> Result<(), BackendError> {
+            self.0.bind_logits(plan)
+        }
+        fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
+            self.0.launch(l)
+        }
+        fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
+            self.0.download(buf, offset, out)
+        }
+    }
+
+    /// Whole steps on the CPU with the counted top-N and with the mask
+    /// check give the same results, row statuses included: rows with NaN
+    /// (both signs), +inf, all -inf, -0.0 and denormals beside ordinary
+    /// rows, on the full-row and the prefix path (force top-k on and off).
+    #[test]
+    fn counted_steps_equal_mask_checked_steps() {
+        let v = 3000u32;
+        let specials = [f32::NAN, -f32::NAN, f32::from_bits(0xff80_0001), f32::INFINITY, f32::NEG_INFINITY, -0.0, f32::from_bits(1)];
+        let mut seen = [0usize; 3];
+        for (force, top_k) in [(v, 20), (64, 20), (v, -1), (1024, 50)] {
+            let p = SamplingParams { top_k, seq_seed: Some(7), top_logprobs: 3, ..Default::default() };
+            let rows = 8usize;
+            let mut logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1009) as f32 * 0.01 - 5.0).collect();
+            for r in 0..rows {
+                let row = &mut logits[r * v as usize..(r + 1) * v as usize];
+                match r {
+                    0 => row[17] = f32::NAN,
+                    1 => row[2999] = f32::INFINITY,
+                    2 => row.iter_mut().for_each(|x| *x = f32::NEG_INFINITY),
+                    3 => row.iter_mut().enumerate().for_each(|(i, x)| *x = specials[i % specials.len()]),
+                    4 => {
+                        row.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+                        row[5] = f32::from_bits(0xff80_0001); // a NaN in -inf's 12-bit bin
+                    }
+                    5 => row.iter_mut().enumerate().for_each(|(i, x)| *x = if i % 2 == 0 { -0.0 } else { f32::from_bits(1) }),
+                    6 => row.iter_mut().take(2000).for_each(|x| *x = f32::NEG_INFINITY),
+                    _ => {}
+                }
+            }
+            let reqs: Vec<Request> = (0..rows).map(|_| Request::prefill(p.clone(), 4)).collect();
+            let (plan, _) = build_plan(v, force, 5, &logits, &reqs).unwrap();
+            let on = run_step(&mut CountsAs(Default::default(), true), &plan, false).unwrap();
+            let off = run_step(&mut CountsAs(Default::default(), false), &plan, false).unwrap();
+            assert_eq!(format!("{on:?}"), format!("{off:?}"), "force {force}, top_k {top_k}");
+            for &s in &on.row_status {
+                seen[s as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&s| s > 0), "statuses 0, 1 and 2 all seen: {seen:?}");
+    }
+
     /// Section 10-11 launches: `tree_walk` right after `finalize` only with a
     /// tree, `raw_logprobs` last only with a raw row, for every device order;
     /// and the tree's draft inputs are bound even without chain verify rows.
@@ -906,9 +1068,9 @@ mod tests {
         let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
         let tree = DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: None, without_replacement: false };
         let caps = [
-            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0 },
-            Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0 },
-            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX },
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false },
+            Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn: false },
+            Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn: false },
         ];
         for (reqs, any_tree, any_raw) in [
             (vec![Request::prefill(plain.clone(), 5)], false, false),

@@ -62,7 +62,10 @@ fn param_spec(p: &Param) -> TokenStream {
 fn uses_sort(b: &Block) -> bool {
     fn e(x: &Expr) -> bool {
         match &x.kind {
-            ExprKind::Call(op, args) => matches!(op, crate::ops::Op::TopN | crate::ops::Op::TopNSet | crate::ops::Op::SortDesc) || args.iter().any(e),
+            ExprKind::Call(op, args) => {
+                use crate::ops::Op;
+                matches!(op, Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::SortDesc) || args.iter().any(e)
+            }
             ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => e(a),
             ExprKind::Binary(_, a, c) => e(a) || e(c),
             ExprKind::If(a, c, d) => e(a) || e(c) || e(d),

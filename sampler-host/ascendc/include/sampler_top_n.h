@@ -14,11 +14,16 @@ __aicore__ inline void copy_pairs(const AscendC::LocalTensor<float> &dst, const 
 }
 // run: TILE pairs; merged: TILE + TILE/2 pairs (also stages the chunk);
 // a, b: TILE/2 pairs each; outv/outi: TILE elements. Returns min(n, v, TILE).
+// `bad` / `finite` (top_n_counted, both or neither): the range's NaN-or-+inf
+// and not--inf counts (SAMPLER.md 3.2), taken by the scalar unit from each
+// chunk as it lands in UB, so the row is read from GM once.
 template <uint32_t TILE>
 __aicore__ inline uint32_t top_n(const AscendC::GlobalTensor<float> &g, uint64_t off, uint32_t v, uint32_t n,
                                  const AscendC::LocalTensor<float> &run, const AscendC::LocalTensor<float> &merged,
                                  const AscendC::LocalTensor<float> &a, const AscendC::LocalTensor<float> &b,
-                                 const AscendC::LocalTensor<float> &outv, const AscendC::LocalTensor<uint32_t> &outi) {
+                                 const AscendC::LocalTensor<float> &outv, const AscendC::LocalTensor<uint32_t> &outi,
+                                 uint32_t *bad = nullptr, uint32_t *finite = nullptr) {
+  uint32_t nbad = 0, nfin = 0;
   const uint32_t C = TILE / 2;
   const uint32_t IDX = (C + 63) / 64 * 64;
   const float NEG = bits_f32(0xff800000u);
@@ -31,12 +36,21 @@ __aicore__ inline uint32_t top_n(const AscendC::GlobalTensor<float> &g, uint64_t
     uint32_t cnt = min(C, v - start);
     uint32_t c8 = (cnt + 7) / 8 * 8, c32 = (cnt + 31) / 32 * 32;
     sync<AscendC::HardEvent::V_MTE2>();
+    if (bad) sync<AscendC::HardEvent::S_MTE2>();  // the last chunk's count read vals
     AscendC::DataCopyExtParams cp{1, cnt * 4, 0, 0, 0};
     AscendC::DataCopyPadExtParams<float> pad{true, 0, (uint8_t)(c8 - cnt), NEG};
     AscendC::DataCopyPad(vals, g[off + start], cp, pad);
     if (c32 > c8) AscendC::Duplicate(vals[c8], NEG, (int32_t)(c32 - c8));
     AscendC::CreateVecIndex(idx.ReinterpretCast<int32_t>(), (int32_t)start, c32);
     sync<AscendC::HardEvent::MTE2_V>();
+    if (bad) {
+      sync<AscendC::HardEvent::MTE2_S>();
+      for (uint32_t i = 0; i < cnt; ++i) {
+        const float x = vals.GetValue(i);
+        nbad += (uint32_t)(is_nan(x) || is_pos_inf(x));
+        nfin += (uint32_t)!is_neg_inf(x);
+      }
+    }
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::Sort32(a, vals, idx, (int32_t)(c32 / 32));
     AscendC::LocalTensor<float> src = a, dst = b;
@@ -89,6 +103,10 @@ __aicore__ inline uint32_t top_n(const AscendC::GlobalTensor<float> &g, uint64_t
     AscendC::PipeBarrier<PIPE_V>();
   }
   if (n > 0) AscendC::Extract(outv, outi, run, (int32_t)((n + 31) / 32));
+  if (bad) {
+    *bad = nbad;
+    *finite = nfin;
+  }
   return n;
 }
 } // namespace sk

@@ -164,9 +164,11 @@ impl Device for CpuDevice {
     fn caps(&self, v: u32, _n: u32) -> Caps {
         // The mask check as mask_check_chunk with one chunk per row (+
         // status_merge): the same statuses and masked logits as mask_check,
-        // with one fused count per tile (bad and finite together), faster here.
+        // with one fused count per tile (bad and finite together), faster here;
+        // and on a step without masks or raw rows, none at all: the top-N's
+        // streaming pass counts (`force_topn_counted`, docs/CPU_NOTES.md).
         let tile = sampler_kernels::kernels::mask_check_chunk::VARIANTS.iter().map(|x| x.tile).max().unwrap_or(1);
-        Caps { mask_chunk: Some(v.div_ceil(tile).max(1) * tile), topn_chunks: 1, fused_max: 0 }
+        Caps { mask_chunk: Some(v.div_ceil(tile).max(1) * tile), topn_chunks: 1, fused_max: 0, counts_in_topn: true }
     }
 
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {

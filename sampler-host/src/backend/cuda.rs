@@ -238,6 +238,11 @@ pub struct CudaDevice {
     bufs: Vec<DStore>,
     tuning: Tuning,
     chunks_override: Option<u32>,
+    /// [`Caps::counts_in_topn`]: off by default until a GPU round confirms
+    /// it pays (GPU_NOTES "pending GPU": counts from the staging histogram);
+    /// `SAMPLER_COUNTS_IN_TOPN=1` at backend creation, or
+    /// [`CudaBackend::set_counts_in_topn`], switches it on.
+    counts_in_topn: bool,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -306,6 +311,13 @@ pub struct CudaDevice {
     ext_out: Vec<Option<u64>>,
 }
 
+/// `SAMPLER_COUNTS_IN_TOPN` (read once per backend, at its creation): `1`
+/// switches [`Caps::counts_in_topn`] on for CUDA; unset, empty or `0`
+/// leaves it off.
+fn counts_in_topn_env() -> bool {
+    std::env::var("SAMPLER_COUNTS_IN_TOPN").is_ok_and(|x| !matches!(x.trim(), "" | "0"))
+}
+
 impl CudaDevice {
     fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
@@ -329,6 +341,7 @@ impl CudaDevice {
             bufs,
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
+            counts_in_topn: counts_in_topn_env(),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -451,7 +464,7 @@ impl Device for CudaDevice {
     }
 
     fn caps(&self, v: u32, n: u32) -> Caps {
-        Caps { mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK), topn_chunks: self.chunks_for(v, n), fused_max: FUSED_MAX }
+        Caps { mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK), topn_chunks: self.chunks_for(v, n), fused_max: FUSED_MAX, counts_in_topn: self.counts_in_topn }
     }
 
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
@@ -887,6 +900,21 @@ impl CudaBackend {
     /// Forces the chunk count of the multi-block top-N (autotune; `None` = table).
     pub fn set_chunks_override(&mut self, c: Option<u32>) {
         self.d.chunks_override = c;
+    }
+
+    /// Takes each row's bad / finite counts from the top-N kernels' own
+    /// read of the logits on steps without masks or raw rows
+    /// ([`Caps::counts_in_topn`]; no mask check launch). Off by default
+    /// (not yet timed on a GPU); `SAMPLER_COUNTS_IN_TOPN=1` when the backend
+    /// is created sets it too. Results are the same bits either way.
+    pub fn set_counts_in_topn(&mut self, on: bool) {
+        self.d.counts_in_topn = on;
+    }
+
+    /// Whether [`Self::set_counts_in_topn`] (or the environment) switched
+    /// the counted top-N on.
+    pub fn counts_in_topn(&self) -> bool {
+        self.d.counts_in_topn
     }
 
     /// Always takes the full-row path without force top-k (no prefix path,

@@ -204,6 +204,28 @@ pub fn force_topn(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand_ids: Gm
     store(cand_ids, off, id);
 }
 
+/// `force_topn` that also does the mask check's work when nothing is left
+/// for it but the counts (no grammar mask, no raw-logprobs row: SAMPLER.md
+/// 3.2): the row's bad and finite counts come from the top-N's own read of
+/// the logits (`top_n_counted`), and its status is written here, so the step
+/// reads the logits once and launches neither `mask_check` nor `status_merge`.
+///
+/// - `logits`, `cand`, `cand_ids`: as `force_topn`.
+/// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
+#[kernel(
+    tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
+    threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
+)]
+pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>, status: GmMut<i32>) {
+    let r = row();
+    let (x, id, nbad, nfin) = top_n_counted(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let st = if nbad > 0 { 1i32 } else { if nfin == 0 { 2i32 } else { 0i32 } };
+    store_scalar(status, r as u64, st);
+}
+
 /// Section 3.3 for many blocks per row (stage 1 of 2): program
 /// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
 /// (logits `c * chunk_len ..`, the last chunk shorter) with vocabulary ids,
@@ -225,6 +247,38 @@ pub fn topn_chunk(logits: Logits, v: u32, chunk_len: u32, chunks: u32, n: u32, c
     let off = (p as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id + (start as i32));
+}
+
+/// `topn_chunk` that also counts its chunk's bad (NaN or +inf) and finite
+/// (not -inf) logits from its own read of them (`top_n_set_counted`: on
+/// NVIDIA from the staging histogram), for a step where the mask check has
+/// nothing else to do (no grammar mask, no raw-logprobs row); `topn_merge`
+/// turns the counts into the row status (`mchunks = chunks`).
+///
+/// - `logits`, `cand`, `cand_ids`: as `topn_chunk`.
+/// - `bad`, `finite`: `[R * chunks]` u32 out, in `mask_check_chunk`'s layout.
+#[kernel(tile = [256, 1024, 4096, 16384], threads = [256, 1024, 1024, 1024])]
+pub fn topn_chunk_counted(
+    logits: Logits,
+    v: u32,
+    chunk_len: u32,
+    chunks: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    bad: GmMut<u32>,
+    finite: GmMut<u32>,
+) {
+    let p = row();
+    let r = p / chunks;
+    let start = (p % chunks) * chunk_len;
+    let len = min(chunk_len, v - start);
+    let (x, id, nbad, nfin) = top_n_set_counted(logits, (r as u64) * (v as u64) + (start as u64), len, n);
+    let off = (p as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id + (start as i32));
+    store_scalar(bad, p as u64, nbad);
+    store_scalar(finite, p as u64, nfin);
 }
 
 /// Section 3.3 for many blocks per row (stage 2 of 2): the `n` largest of

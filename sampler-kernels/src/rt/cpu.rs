@@ -10,7 +10,7 @@
 extern crate alloc;
 use alloc::vec::Vec;
 
-use super::host_algo::top_keys;
+use super::host_algo::{top_keys, top_keys_counted};
 use super::math::{key_id, key_logit, order_key};
 
 /// Whether the CPU runtime checks what the GPU punishes (out-of-range
@@ -541,6 +541,24 @@ pub fn top_n_set(c: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32
     let mut pairs: Vec<(f32, i32)> = x.into_iter().zip(id).collect();
     pairs.sort_unstable_by_key(|p| p.1);
     (pairs.iter().map(|p| p.0).collect(), pairs.iter().map(|p| p.1).collect())
+}
+/// [`top_n`] and the range's bad (NaN or +inf) and finite (not -inf)
+/// logit counts, as the mask check counts them (SAMPLER.md section 3.2),
+/// taken in the top-N's own streaming pass over the row
+/// ([`super::host_algo::top_keys_counted`]): the row is read once.
+pub fn top_n_counted(_: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32) {
+    let (keys, c) = match buf.span(off, v) {
+        Some(x) => top_keys_counted(x, n as usize),
+        None => top_keys_counted(&buf.tile(off, v), n as usize),
+    };
+    (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect(), c.bad, v - c.neg_inf)
+}
+/// [`top_n_set`] and the counts of [`top_n_counted`].
+pub fn top_n_set_counted(c: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32) {
+    let (x, id, bad, fin) = top_n_counted(c, buf, off, v, n);
+    let mut pairs: Vec<(f32, i32)> = x.into_iter().zip(id).collect();
+    pairs.sort_unstable_by_key(|p| p.1);
+    (pairs.iter().map(|p| p.0).collect(), pairs.iter().map(|p| p.1).collect(), bad, fin)
 }
 /// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.
 pub fn sort_desc(_: &Ctx, vals: &Tile<f32>, ids: &Tile<i32>) -> (Tile<f32>, Tile<i32>) {

@@ -9,7 +9,7 @@
 extern crate alloc;
 use alloc::vec::Vec;
 
-use super::math::{key_logit, key_of_bits, order_bits};
+use super::math::{key_logit, key_of_bits, order_bits, order_is_bad, NEG_INF_ORDER};
 
 /// Elements checked per block of the streaming filter: a block is one
 /// branch-free (auto-vectorised) compare pass, and only blocks with a
@@ -27,37 +27,82 @@ const BLOCK: usize = 64;
 /// order before the final stable sort on the order bits, which therefore
 /// gives exactly the key order.
 pub fn top_keys(x: &[f32], n: usize) -> Vec<u64> {
+    top_keys_impl::<false>(x, n).0
+}
+
+/// A row's count of bad logits (NaN or +inf) and of -inf logits
+/// (SAMPLER.md section 3.2: its finite count is the length less `neg_inf`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub bad: u32,
+    pub neg_inf: u32,
+}
+
+impl Counts {
+    /// The counts of `x` by themselves (the paths that read no row block by block).
+    fn of(x: &[f32]) -> Counts {
+        x.iter().fold(Counts::default(), |c, &v| c.add_order(order_bits(v)))
+    }
+    #[inline(always)]
+    fn add_order(self, o: u32) -> Counts {
+        Counts { bad: self.bad + order_is_bad(o) as u32, neg_inf: self.neg_inf + (o == NEG_INF_ORDER) as u32 }
+    }
+}
+
+/// [`top_keys`] and `x`'s [`Counts`], taken in the same streaming pass
+/// (the block compares that find the candidates also find the bad and
+/// -inf logits), so the row is read once.
+pub fn top_keys_counted(x: &[f32], n: usize) -> (Vec<u64>, Counts) {
+    top_keys_impl::<true>(x, n)
+}
+
+/// [`top_keys`], with the counts when `COUNT` (else zeros).
+fn top_keys_impl<const COUNT: bool>(x: &[f32], n: usize) -> (Vec<u64>, Counts) {
     let n = n.min(x.len());
     if n == 0 {
-        return Vec::new();
+        return (Vec::new(), if COUNT { Counts::of(x) } else { Counts::default() });
     }
+    let mut counts = Counts::default();
     let mut keys = if n.saturating_mul(8) <= x.len() {
-        stream_top(x, n)
+        stream_top::<COUNT>(x, n, &mut counts)
     } else {
-        let mut all: Vec<u64> = x.iter().enumerate().map(|(i, &v)| key_of_bits(order_bits(v), i as u32)).collect();
+        let mut all: Vec<u64> = x
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let o = order_bits(v);
+                if COUNT {
+                    counts = counts.add_order(o);
+                }
+                key_of_bits(o, i as u32)
+            })
+            .collect();
         if n < all.len() {
             compact(&mut all, n, &mut Vec::new());
         }
         all
     };
     sort_ord_desc_stable(&mut keys);
-    keys
+    (keys, counts)
 }
 
 /// The streaming pass of [`top_keys`]: the `n` largest keys of `x` in
-/// ascending id order (`1 <= n < x.len()`).
+/// ascending id order (`1 <= n < x.len()`); with `COUNT`, `x`'s counts
+/// added to `counts` (each logit once, also when the pass is redone).
 ///
 /// The starting threshold comes from a strided sample of the row (about
 /// 2n keys are expected to pass it); if fewer than `n` pass, the pass is
 /// redone from the row's first `n` keys (exact either way, only slower).
-fn stream_top(x: &[f32], n: usize) -> Vec<u64> {
+fn stream_top<const COUNT: bool>(x: &[f32], n: usize, counts: &mut Counts) -> Vec<u64> {
     // Room for the ~2n keys the sampled threshold lets through, so that
     // typically only the final cut runs.
     let cap = (4 * n).max(n + 4 * BLOCK);
     let mut buf: Vec<u64> = Vec::with_capacity(cap + BLOCK);
     let mut scratch: Vec<u64> = Vec::with_capacity(cap + BLOCK);
+    let mut counted = false;
     if let Some(t) = sampled_threshold(x, n) {
-        filter_from(x, 0, t, n, cap, &mut buf, &mut scratch);
+        // This pass reads the whole row: it counts it.
+        filter_from::<COUNT>(x, 0, t, n, cap, &mut buf, &mut scratch, counts);
         if buf.len() >= n {
             if buf.len() > n {
                 compact(&mut buf, n, &mut scratch);
@@ -65,11 +110,19 @@ fn stream_top(x: &[f32], n: usize) -> Vec<u64> {
             return buf;
         }
         buf.clear();
+        counted = true;
+    }
+    if COUNT && !counted {
+        *counts = Counts::of(&x[..n]);
     }
     buf.extend(x[..n].iter().enumerate().map(|(i, &v)| key_of_bits(order_bits(v), i as u32)));
     // The n-th largest key so far (a later key with equal order bits is smaller: larger id).
     let thr = (buf.iter().min().copied().unwrap_or(0) >> 32) as u32;
-    filter_from(x, n, thr, n, cap, &mut buf, &mut scratch);
+    if COUNT && !counted {
+        filter_from::<true>(x, n, thr, n, cap, &mut buf, &mut scratch, counts);
+    } else {
+        filter_from::<false>(x, n, thr, n, cap, &mut buf, &mut scratch, counts);
+    }
     if buf.len() > n {
         compact(&mut buf, n, &mut scratch);
     }
@@ -106,7 +159,10 @@ const SAMPLE_RUNS: usize = 32;
 /// `thr` (a superset of the keys that can still be among the n largest), in
 /// id order. When `buf` reaches `cap` it is cut back to its `n` largest and
 /// the threshold rises to the n-th largest key's order bits.
-fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: &mut Vec<u64>, scratch: &mut Vec<u64>) {
+/// With `COUNT`, also adds the [`Counts`] of `x[from..]` to `counts`.
+#[allow(clippy::too_many_arguments)]
+fn filter_from<const COUNT: bool>(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: &mut Vec<u64>, scratch: &mut Vec<u64>, counts: &mut Counts) {
+    let mut acc = Acc::new();
     let mut i = from;
     while i < x.len() {
         let end = (i + BLOCK).min(x.len());
@@ -116,7 +172,7 @@ fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: 
         // here), so no passing key is missed; only its candidates get the
         // exact test.
         let tf = key_logit(key_of_bits(thr, 0));
-        let mut m = candidates(blk, tf);
+        let mut m = if COUNT { candidates_counted(blk, tf, &mut acc) } else { candidates(blk, tf) };
         if m != 0 {
             while m != 0 {
                 let j = m.trailing_zeros() as usize;
@@ -131,6 +187,11 @@ fn filter_from(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: 
             }
         }
         i = end;
+    }
+    if COUNT {
+        let c = acc.finish();
+        counts.bad += c.bad;
+        counts.neg_inf += c.neg_inf;
     }
 }
 
@@ -154,6 +215,86 @@ fn candidates(blk: &[f32], tf: f32) -> u64 {
         return m;
     }
     blk.iter().enumerate().fold(0u64, |m, (j, &v)| m | ((!(v < tf)) as u64) << j)
+}
+
+/// The streaming pass's running counts: on x86-64 four i32 lanes each of
+/// non-finite (+-inf or NaN) and -inf logits, summed once at the end
+/// ([`Acc::finish`]); the short tail blocks are counted by themselves.
+#[derive(Clone, Copy)]
+struct Acc {
+    #[cfg(target_arch = "x86_64")]
+    special: core::arch::x86_64::__m128i,
+    #[cfg(target_arch = "x86_64")]
+    neg_inf: core::arch::x86_64::__m128i,
+    rest: Counts,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            // SAFETY: SSE2 is part of x86-64.
+            #[cfg(target_arch = "x86_64")]
+            special: unsafe { core::arch::x86_64::_mm_setzero_si128() },
+            #[cfg(target_arch = "x86_64")]
+            neg_inf: unsafe { core::arch::x86_64::_mm_setzero_si128() },
+            rest: Counts::default(),
+        }
+    }
+
+    fn finish(self) -> Counts {
+        #[allow(unused_mut)]
+        let mut c = self.rest;
+        #[cfg(target_arch = "x86_64")]
+        {
+            let lanes = |v: core::arch::x86_64::__m128i| -> u32 {
+                let mut a = [0u32; 4];
+                // SAFETY: a 16-byte store into a 16-byte array (unaligned store).
+                unsafe { core::arch::x86_64::_mm_storeu_si128(a.as_mut_ptr() as *mut core::arch::x86_64::__m128i, v) };
+                a.iter().fold(0u32, |s, &x| s.wrapping_add(x))
+            };
+            let (special, neg_inf) = (lanes(self.special), lanes(self.neg_inf));
+            // Non-finite = bad (NaN or +inf) or -inf.
+            c.bad += special - neg_inf;
+            c.neg_inf += neg_inf;
+        }
+        c
+    }
+}
+
+/// [`candidates`], and the block's bad (NaN or +inf) and -inf logits added
+/// to `acc`, from the same loads: on x86-64, per 4 logits an AND and two
+/// integer compares on the bits (|bits| > +max finite: NaN or inf; bits ==
+/// -inf) subtracted from lane counters, no move-mask.
+#[inline(always)]
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must be a candidate
+fn candidates_counted(blk: &[f32], tf: f32, acc: &mut Acc) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if blk.len() == BLOCK {
+        use core::arch::x86_64::{
+            _mm_and_si128, _mm_castps_si128, _mm_cmpeq_epi32, _mm_cmpgt_epi32, _mm_cmpnlt_ps, _mm_loadu_ps, _mm_movemask_ps, _mm_set1_epi32, _mm_set1_ps, _mm_sub_epi32,
+        };
+        let mut m = 0u64;
+        // SAFETY: SSE2 is part of x86-64; the 16 loads of 4 stay inside `blk` (64 elements).
+        unsafe {
+            let t = _mm_set1_ps(tf);
+            let (abs, max_finite, ninf) = (_mm_set1_epi32(0x7fff_ffff), _mm_set1_epi32(0x7f7f_ffff), _mm_set1_epi32(0xff80_0000u32 as i32));
+            let (mut sp, mut ni) = (acc.special, acc.neg_inf);
+            for q in 0..BLOCK / 4 {
+                let v = _mm_loadu_ps(blk.as_ptr().add(4 * q));
+                m |= (_mm_movemask_ps(_mm_cmpnlt_ps(v, t)) as u64) << (4 * q);
+                let b = _mm_castps_si128(v);
+                // A true compare is -1: subtracting it counts.
+                sp = _mm_sub_epi32(sp, _mm_cmpgt_epi32(_mm_and_si128(b, abs), max_finite));
+                ni = _mm_sub_epi32(ni, _mm_cmpeq_epi32(b, ninf));
+            }
+            acc.special = sp;
+            acc.neg_inf = ni;
+        }
+        return m;
+    }
+    let c = Counts::of(blk);
+    acc.rest = Counts { bad: acc.rest.bad + c.bad, neg_inf: acc.rest.neg_inf + c.neg_inf };
+    candidates(blk, tf)
 }
 
 /// Keeps the `n` largest of the unique keys `buf` (`n < buf.len()`), in
@@ -281,6 +422,42 @@ mod tests {
         let x = &rows[0];
         let t = sampled_threshold(x, 4000).expect("a sample");
         assert!(x.iter().filter(|&&v| order_bits(v) >= t).count() < 4000, "the first row must defeat the sample at n = 4000");
+    }
+
+    /// The counts come from the streaming pass (every path: the sampled
+    /// threshold, its redo, short rows, n = 0, the whole-row sort) and equal
+    /// a direct count, with NaNs of both signs and many payloads, +-inf,
+    /// -0.0 and denormals; the keys equal the uncounted ones.
+    #[test]
+    fn top_keys_counted_counts_every_logit_once() {
+        let specials = [f32::NAN, -f32::NAN, f32::from_bits(0x7f80_0001), f32::from_bits(0xff80_0001), f32::from_bits(0xffff_ffff), f32::INFINITY, f32::NEG_INFINITY, -0.0, f32::from_bits(1), f32::from_bits(0x8000_0001)];
+        let len = 40_000;
+        let step = len / SAMPLE_RUNS;
+        let mut rows = rows();
+        rows.push((0..len).map(|i| if i % step < BLOCK { 1000.0 + i as f32 } else { (i % 13) as f32 }).collect()); // defeats the sample
+        rows.push(vec![f32::NEG_INFINITY; 3000]);
+        rows.push((0..3000).map(|i| if i % 2 == 0 { f32::NEG_INFINITY } else { f32::NAN }).collect());
+        for (r, mut x) in rows.into_iter().enumerate() {
+            for (j, &sp) in specials.iter().enumerate() {
+                let at = (j * 7919 + r * 31) % x.len();
+                x[at] = sp;
+            }
+            for n in [0, 1, 7, 100, 1000, 5000] {
+                let (keys, c) = top_keys_counted(&x, n);
+                let bad = x.iter().filter(|v| v.is_nan() || **v == f32::INFINITY).count() as u32;
+                let neg_inf = x.iter().filter(|v| **v == f32::NEG_INFINITY).count() as u32;
+                assert_eq!(c, Counts { bad, neg_inf }, "row {r}, n = {n}");
+                assert_eq!(keys, top_keys(&x, n), "row {r}, n = {n}");
+            }
+            // Short rows (no sample: the head is counted apart from the filter).
+            for len in [1usize, 9, 70, 200] {
+                let y = &x[..len.min(x.len())];
+                let (_, c) = top_keys_counted(y, 1);
+                let bad = y.iter().filter(|v| v.is_nan() || **v == f32::INFINITY).count() as u32;
+                let neg_inf = y.iter().filter(|v| **v == f32::NEG_INFINITY).count() as u32;
+                assert_eq!(c, Counts { bad, neg_inf }, "row {r}, len {len}");
+            }
+        }
     }
 
     #[test]

@@ -319,6 +319,51 @@ pub fn order_bits(logit: f32) -> u32 {
     }
 }
 
+/// [`order_bits`] of -inf: every order bits value below it is a negative
+/// NaN, so the bad logits (NaN or +inf, SAMPLER.md section 3.2) are
+/// exactly the order bits `< NEG_INF_ORDER` or `>= POS_INF_ORDER`.
+pub const NEG_INF_ORDER: u32 = 0x007f_ffff;
+/// [`order_bits`] of +inf: every order bits value above it is a positive NaN.
+pub const POS_INF_ORDER: u32 = 0xff80_0000;
+
+/// Whether order bits `o` (of [`order_bits`]) are those of a bad logit:
+/// NaN of any sign and payload, or +inf (SAMPLER.md section 3.2).
+#[inline(always)]
+pub fn order_is_bad(o: u32) -> bool {
+    !(NEG_INF_ORDER..POS_INF_ORDER).contains(&o)
+}
+
+/// A row's (or chunk's) bad and finite counts from the histogram of the
+/// top `bits` of its order bits (bin `b` = how many keys have
+/// `o >> (32 - bits) == b`), as the mask check counts them (SAMPLER.md
+/// section 3.2; "finite" = not -inf):
+/// - the bins below -inf's bin hold only negative NaNs, the bins from
+///   +inf's up only +inf and positive NaNs: all bad;
+/// - -inf's own bin mixes -inf (its top) with negative NaNs: `neg_inf`, the
+///   exact number of -inf keys (a scan of the keys, needed only when that
+///   bin is not empty), splits it;
+/// - every other bin holds finite logits (and -0.0 / denormals) only.
+///
+/// `9 <= bits <= 23` (+inf's order bits start a bin). Returns `(bad, finite)`
+/// for `v` keys.
+#[inline(always)]
+pub fn counts_from_bins(hist: impl Fn(u32) -> u32, bits: u32, neg_inf: u32, v: u32) -> (u32, u32) {
+    let shift = 32 - bits;
+    let (nb, pb) = (NEG_INF_ORDER >> shift, POS_INF_ORDER >> shift);
+    let mut bad = 0u32;
+    let mut b = 0u32;
+    while b < nb {
+        bad += hist(b);
+        b += 1;
+    }
+    let mut b = pb;
+    while b < (1u32 << bits) {
+        bad += hist(b);
+        b += 1;
+    }
+    (bad + hist(nb) - neg_inf, v - neg_inf)
+}
+
 /// [`order_key`] from its high half ([`order_bits`]) and the id.
 #[inline(always)]
 pub fn key_of_bits(ord: u32, id: u32) -> u64 {
@@ -342,6 +387,101 @@ pub fn key_id(key: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The order-bits classification of bad and -inf logits (and of the
+    /// 12-bit bins `counts_from_bins` and the GPU's staging histogram use)
+    /// agrees with is_nan / +inf / -inf for the f32 with bit pattern `b`.
+    fn check_classification(b: u32) {
+        let (nb, pb) = (NEG_INF_ORDER >> 20, POS_INF_ORDER >> 20);
+        let x = f32::from_bits(b);
+        let o = order_bits(x);
+        let bad = x.is_nan() || x == f32::INFINITY;
+        assert_eq!(order_is_bad(o), bad, "{b:#x}");
+        assert_eq!(o == NEG_INF_ORDER, x == f32::NEG_INFINITY, "{b:#x}");
+        let bin = o >> 20;
+        if bin < nb || bin >= pb {
+            assert!(bad, "{b:#x}: bin {bin} is all bad");
+        } else if bin == nb {
+            assert!(bad || x == f32::NEG_INFINITY, "{b:#x}: -inf's bin");
+        } else {
+            assert!(!bad && x != f32::NEG_INFINITY, "{b:#x}: a finite bin");
+        }
+    }
+
+    /// Every NaN and infinity (both signs, every payload: all 2^24 patterns
+    /// with the exponent all ones), the finite neighbours of the bin edges,
+    /// and a stride through the rest.
+    #[test]
+    fn order_bits_classify_bad_and_neg_inf() {
+        assert_eq!((NEG_INF_ORDER >> 20, POS_INF_ORDER >> 20), (7, 0xff8));
+        for sign in [0u32, 0x8000_0000] {
+            for m in 0..1u32 << 23 {
+                check_classification(sign | 0x7f80_0000 | m);
+            }
+        }
+        for b in [0u32, 1, 0x8000_0000, 0x8000_0001, 0x7f7f_ffff, 0xff7f_ffff, 0x0080_0000, 0x8080_0000] {
+            check_classification(b);
+        }
+        for b in (0..=u32::MAX).step_by(4099) {
+            check_classification(b);
+        }
+    }
+
+    /// All 2^32 inputs (about 30 s in release; run with `--ignored`).
+    #[test]
+    #[ignore]
+    fn order_bits_classify_bad_and_neg_inf_on_all_inputs() {
+        for b in 0..=u32::MAX {
+            check_classification(b);
+        }
+    }
+
+    #[test]
+    fn counts_from_bins_equal_direct_counts() {
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xff80_0001),
+            f32::from_bits(0xff8f_ffff),
+            f32::from_bits(0xff90_0000),
+            f32::from_bits(0x7fff_ffff),
+            f32::from_bits(0xffff_ffff),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN,
+            -0.0,
+            0.0,
+            f32::from_bits(1),
+            f32::from_bits(0x8000_0001),
+            1.5,
+            -2.25,
+        ];
+        let mut s = 5u64;
+        for rep in 0..400 {
+            let len = [1usize, 7, 64, 1000][rep % 4];
+            let row: Vec<f32> = (0..len)
+                .map(|_| {
+                    s = mix64(s.wrapping_add(0x9E37_79B9_7F4A_7C15));
+                    match rep % 5 {
+                        0 => f32::NEG_INFINITY,
+                        1 => specials[(s % specials.len() as u64) as usize],
+                        _ if s % 3 == 0 => specials[((s >> 8) % specials.len() as u64) as usize],
+                        _ => f32::from_bits((s >> 16) as u32),
+                    }
+                })
+                .collect();
+            let mut hist = vec![0u32; 4096];
+            for &x in &row {
+                hist[(order_bits(x) >> 20) as usize] += 1;
+            }
+            let ninf = row.iter().filter(|&&x| x == f32::NEG_INFINITY).count() as u32;
+            let want_bad = row.iter().filter(|x| x.is_nan() || **x == f32::INFINITY).count() as u32;
+            let got = counts_from_bins(|b| hist[b as usize], 12, ninf, len as u32);
+            assert_eq!(got, (want_bad, len as u32 - ninf), "rep {rep}");
+        }
+    }
 
     #[test]
     fn uniform_check_value() {

@@ -185,9 +185,17 @@ impl Gen {
             Stmt::Let { names, value, .. } => {
                 let mut bound = Vec::new();
                 if names.len() > 1 {
-                    let tiles = self.tuple(value);
+                    let (tiles, scalars) = self.tuple(value);
+                    let nt = tiles.len();
                     for ((name, _), tv) in names.iter().zip(tiles) {
                         bound.extend(self.bind_tile(name, tv));
+                    }
+                    // The counted top-N's u32 counts (C++ variables the call wrote).
+                    for ((name, m), v) in names.iter().skip(nt).zip(scalars) {
+                        let cname = self.fresh(&format!("v_{name}_"));
+                        let c = if *m { "" } else { "const " };
+                        self.line(&format!("{c}uint32_t {cname} = {v};"));
+                        self.scopes.last_mut().unwrap().insert(name.to_string(), Val::Scalar(cname, Prim::U32));
                     }
                     return bound;
                 }

@@ -146,20 +146,22 @@ impl Gen {
         }
     }
 
-    /// Ops returning two tiles (`top_n`).
-    pub(super) fn tuple(&mut self, e: &Expr) -> Vec<TileV> {
+    /// Ops returning two tiles (`top_n`), and for the counted forms two u32
+    /// scalars after them (C++ variables holding `bad` and `finite`).
+    pub(super) fn tuple(&mut self, e: &Expr) -> (Vec<TileV>, Vec<String>) {
         // top_n_set: top_n's order also keeps equal logits in ascending id order,
         // which is all its consumers (topn_merge) rely on.
-        let ExprKind::Call(Op::TopN | Op::TopNSet, args) = &e.kind else {
+        let ExprKind::Call(op @ (Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted), args) = &e.kind else {
             self.unsupported("a tuple-valued op other than `top_n`");
-            return vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)];
+            return (vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)], Vec::new());
         };
+        let counted = matches!(op, Op::TopNCounted | Op::TopNSetCounted);
         let tile = self.tile;
         if tile < 64 {
             self.unsupported("top_n needs TILE >= 64 (Sort32 runs of 32)");
         }
         self.uses_top_n = true;
-        let Some((g, _)) = self.gm(&args[0]) else { return vec![] };
+        let Some((g, _)) = self.gm(&args[0]) else { return (vec![], vec![]) };
         let off = self.scalar(&args[1]);
         let v = self.scalar(&args[2]);
         let n = self.scalar(&args[3]);
@@ -172,8 +174,14 @@ impl Gen {
         let b = self.raw_slot(tile * 4);
         self.barrier();
         let f = |s: Slot| format!("ub8[{}].ReinterpretCast<float>()", s.off);
+        // The counted forms: the routine counts each chunk as it lands in UB.
+        let counts = counted.then(|| (self.fresh("s"), self.fresh("s")));
+        if let Some((bad, fin)) = &counts {
+            self.line(&format!("uint32_t {bad} = 0, {fin} = 0;"));
+        }
+        let extra = counts.as_ref().map_or(String::new(), |(bad, fin)| format!(", &{bad}, &{fin}"));
         self.line(&format!(
-            "const uint32_t {} = sk::top_n<{tile}>(g_{g}, (uint64_t)({off}), (uint32_t)({v}), (uint32_t)({n}), {}, {}, {}, {}, {}, {}.ReinterpretCast<uint32_t>());",
+            "const uint32_t {} = sk::top_n<{tile}>(g_{g}, (uint64_t)({off}), (uint32_t)({v}), (uint32_t)({n}), {}, {}, {}, {}, {}, {}.ReinterpretCast<uint32_t>(){extra});",
             x.n,
             f(run),
             f(merged),
@@ -184,6 +192,6 @@ impl Gen {
         ));
         self.line(&format!("const uint32_t {} = {};", id.n, x.n));
         self.barrier();
-        vec![x, id]
+        (vec![x, id], counts.map_or(Vec::new(), |(bad, fin)| vec![bad, fin]))
     }
 }

@@ -33,9 +33,11 @@ pub fn launch_args(l: &Launch, addr: &dyn Fn(Buf) -> *mut std::ffi::c_void) -> R
 
 /// The launch list's capabilities on Ascend: one program per row for the
 /// mask check and the top-N (`Sort32` + `MrgSort` over N <= 4096), fused
-/// kernels up to [`MAX_N_ASCEND`].
+/// kernels up to [`MAX_N_ASCEND`]; on a step without masks or raw rows the
+/// top-N counts each chunk as it lands in UB (`force_topn_counted`) and no
+/// mask check runs (checked in the emulation; not timed on hardware).
 pub fn ascend_caps() -> Caps {
-    Caps { mask_chunk: None, topn_chunks: 1, fused_max: MAX_N_ASCEND }
+    Caps { mask_chunk: None, topn_chunks: 1, fused_max: MAX_N_ASCEND, counts_in_topn: true }
 }
 
 /// Ascend through CANN as a pipeline [`Device`]: every kernel source

@@ -69,7 +69,7 @@ mod sort;
 mod warp;
 
 pub use block::{all, any, categorical, count, exclusive_scan, first_where, get, inclusive_scan, last_where, reduce_max, reduce_min, reduce_sum, Bounded, IntSum};
-pub use select::{top_n, top_n_set};
+pub use select::{top_n, top_n_counted, top_n_set, top_n_set_counted};
 pub use sort::sort_desc;
 pub use warp::Shfl;
 

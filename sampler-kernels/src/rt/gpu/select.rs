@@ -1,9 +1,11 @@
 //! Selection: the radix select over 64-bit order keys, `top_n` (select,
 //! then bitonic- or radix-sort chunk by chunk) and `top_n_set` (select, then ballots
-//! place the kept keys in id order), with the shared-memory staging of a row.
+//! place the kept keys in id order), with the shared-memory staging of a row;
+//! `top_n_counted` / `top_n_set_counted` also count the range's bad and
+//! finite logits from the staging histogram (no second read of the logits).
 
-use super::super::math::{key_of_bits, order_bits, order_key};
-use super::block::block_excl_scan;
+use super::super::math::{counts_from_bins, key_of_bits, order_bits, order_is_bad, order_key, NEG_INF_ORDER};
+use super::block::{block_excl_scan, block_fold};
 use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, radix_desc, radix_fits, split_keys};
 use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
@@ -366,9 +368,84 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
 /// section 3.6 (logit descending, ties by lower id), with their ids.
 #[inline(always)]
 pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+    let (x, id, _) = top_n_impl::<TH, I, false>(c, buf, off, v, n);
+    (x, id)
+}
+
+/// [`top_n`] and the range's bad (NaN or +inf) and finite (not -inf)
+/// logit counts, as the mask check counts them (SAMPLER.md section 3.2),
+/// on every thread: from the staging histogram (no second read of the
+/// logits), else from a counting pass over `buf` when the range is not staged.
+#[inline(always)]
+pub fn top_n_counted<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+    let (x, id, (bad, fin)) = top_n_impl::<TH, I, true>(c, buf, off, v, n);
+    (x, id, bad, fin)
+}
+
+/// The bad and finite counts of the `v` staged keys (see
+/// [`counts_from_bins`]), read from the wide histogram `stage` built: only
+/// when -inf's bin is not empty does a pass over the staged keys (shared
+/// memory) count the -inf keys in it. Must run before anything overwrites
+/// the histogram (`wide_select` reuses the scratch); block-uniform.
+#[inline(always)]
+fn staged_counts<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u64, v: u32) -> (u32, u32) {
+    // Every thread reads the same bins after staging's barrier: a uniform branch.
+    let mixed = lds32(scr + 4 * (NEG_INF_ORDER >> (32 - WIDE)) as u64);
+    let mut neg_inf = 0u32;
+    if mixed > 0 {
+        let mut k = 0u32;
+        let mut i = c.tid;
+        while i < v {
+            k += (lds32(st + 4 * i as u64) == NEG_INF_ORDER) as u32;
+            i += TH as u32;
+        }
+        neg_inf = block_fold(c, k, |a, b| a.wrapping_add(b));
+    }
+    // 16 bins, the same address across a warp (broadcast reads).
+    counts_from_bins(|b| lds32(scr + 4 * b as u64), WIDE, neg_inf, v)
+}
+
+/// The bad and finite counts of `buf[off..off+v]` by reading it (the
+/// fallback when the range is not staged); block-uniform.
+#[inline(always)]
+fn direct_counts<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> (u32, u32) {
+    let (mut bad, mut neg_inf) = (0u32, 0u32);
+    // SEL_BATCH loads in flight (as staging's tail loop); past the end: 0.0, counted as neither.
+    let iters = v.div_ceil(TH as u32);
+    let mut base = 0u32;
+    while base < iters {
+        let mut x = [0f32; SEL_BATCH];
+        for (j, xj) in x.iter_mut().enumerate() {
+            let i = (base + j as u32) * TH as u32 + c.tid;
+            if i < v {
+                *xj = buf.read(off + i as u64);
+            }
+        }
+        for &xj in x.iter() {
+            let o = order_bits(xj);
+            bad += order_is_bad(o) as u32;
+            neg_inf += (o == NEG_INF_ORDER) as u32;
+        }
+        base += SEL_BATCH as u32;
+    }
+    // Both in one reduction: bad in the high word.
+    let both = block_fold(c, ((bad as u64) << 32) | neg_inf as u64, |a, b| a.wrapping_add(b));
+    ((both >> 32) as u32, v - both as u32)
+}
+
+/// [`top_n`], with the counts of [`top_n_counted`] when `COUNT` (else `(0, 0)`).
+#[inline(always)]
+fn top_n_impl<const TH: usize, const I: usize, const COUNT: bool>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>, (u32, u32)) {
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
     if let Some((scr, st)) = stage::<TH, I>(c, buf, off, v) {
+        let counts = if COUNT { staged_counts(c, scr, st, v) } else { (0, 0) };
         let keys = move |it: u32| {
             let i = it * TH as u32 + tid;
             // Staged: i < v <= the staging area's keys.
@@ -386,11 +463,14 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<E
             // The staging area is dead once gathered: the radix sort's histograms.
             let room = stagebuf::<TH, I>().2;
             gather_sorted(c, iters, &keys, lo, false, 0, n, 0, &mut out, st, 4 * room);
-            return split_keys(&Tile { v: out, n });
+            let (x, id) = split_keys(&Tile { v: out, n });
+            return (x, id, counts);
         }
         let k = sorted_keys(c, iters, keys, n);
-        return split_keys(&k);
+        let (x, id) = split_keys(&k);
+        return (x, id, counts);
     }
+    let counts = if COUNT { direct_counts(c, buf, off, v) } else { (0, 0) };
     let keys = move |it: u32| {
         let i = it * TH as u32 + tid;
         if i < v {
@@ -400,7 +480,8 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<E
         }
     };
     let k = sorted_keys(c, iters, keys, n.min(v));
-    split_keys(&k)
+    let (x, id) = split_keys(&k);
+    (x, id, counts)
 }
 
 /// Reads `buf[off..off+v]` once into the staging area as u32 order bits
@@ -504,15 +585,41 @@ pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl S
 /// ascending id order, as `top_n` puts them.
 #[inline(always)]
 pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+    let (x, id, _) = top_n_set_impl::<TH, I, false>(c, buf, off, v, n);
+    (x, id)
+}
+
+/// [`top_n_set`] and the range's bad and finite counts, as [`top_n_counted`].
+#[inline(always)]
+pub fn top_n_set_counted<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+    let (x, id, (bad, fin)) = top_n_set_impl::<TH, I, true>(c, buf, off, v, n);
+    (x, id, bad, fin)
+}
+
+/// [`top_n_set`], with the counts of [`top_n_counted`] when `COUNT` (else `(0, 0)`).
+#[inline(always)]
+fn top_n_set_impl<const TH: usize, const I: usize, const COUNT: bool>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>, (u32, u32)) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     if n == 0 || n > cap || TH % 32 != 0 {
         // Sorted order keeps equal logits in ascending id order too.
-        return top_n(c, buf, off, v, n);
+        return top_n_impl::<TH, I, COUNT>(c, buf, off, v, n);
     }
     let iters = v.div_ceil(TH as u32);
     let tid = c.tid;
     let staged = stage::<TH, I>(c, buf, off, v);
+    // Before wide_select reuses the histogram's scratch.
+    let counts = match staged {
+        _ if !COUNT => (0, 0),
+        Some((scr, st)) => staged_counts(c, scr, st, v),
+        None => direct_counts(c, buf, off, v),
+    };
     let key_at = move |i: u32| match staged {
         Some((_, st)) => key_of_bits(lds32(st + 4 * i as u64), i),
         None => order_key(buf.read(off + i as u64), i),
@@ -566,5 +673,6 @@ pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Sour
         }
     }
     sync();
-    split_keys(&Tile { v: out, n })
+    let (x, id) = split_keys(&Tile { v: out, n });
+    (x, id, counts)
 }
