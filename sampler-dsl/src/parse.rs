@@ -418,6 +418,11 @@ fn parse_let_pat(p: &syn::Pat, errs: &mut Errors) -> Option<Vec<(syn::Ident, boo
 
 fn parse_stmt_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Stmt> {
     match e {
+        syn::Expr::Block(b) => {
+            // A bare `{ .. }` statement, not a value: its own message.
+            errs.push(b.span(), unsupported_expr(e));
+            None
+        }
         syn::Expr::Assign(a) => {
             let target = assign_target(&a.left, errs)?;
             let value = parse_expr(&a.right, errs)?;
@@ -693,7 +698,7 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             return None;
         }
         other => {
-            errs.push(other.span(), "unsupported expression in a kernel");
+            errs.push(other.span(), unsupported_expr(other));
             return None;
         }
     };
@@ -709,6 +714,25 @@ fn block_value(b: &syn::Block, errs: &mut Errors) -> Option<Expr> {
             errs.push(b.span(), "a branch used as a value must be a single expression");
             None
         }
+    }
+}
+
+/// The error for Rust syntax outside the DSL: what it is, and what to
+/// write instead (docs/DSL.md, "Statements").
+fn unsupported_expr(e: &syn::Expr) -> &'static str {
+    match e {
+        syn::Expr::Match(_) => "`match` is not in the DSL: use `if` / `else if` on scalars, or `select` per element",
+        syn::Expr::Tuple(t) if t.elems.is_empty() => "`()` is not a value in the DSL",
+        syn::Expr::Tuple(_) => "tuples are not values in the DSL (only a `#[kernel_fn]` tail): bind each part with its own `let`",
+        syn::Expr::Array(_) | syn::Expr::Repeat(_) => "arrays are not in the DSL: use a tile (`full`, `iota`, `load`)",
+        syn::Expr::Field(_) => "field access is not in the DSL: use the ops as functions (`len(t)` is a tile's length)",
+        syn::Expr::Struct(_) => "struct literals are not in the DSL",
+        syn::Expr::Try(_) => "`?` is not in the DSL: no op fails",
+        syn::Expr::Range(_) => "a range is not a value: it only gives the bounds of a `for` loop",
+        syn::Expr::Async(_) | syn::Expr::Await(_) => "`async` / `.await` are not in the DSL",
+        syn::Expr::Let(_) => "`let` patterns in conditions (`if let`, `while let`) are not in the DSL: compare instead",
+        syn::Expr::Block(_) => "a bare `{ .. }` block is not in the DSL: write its statements directly (`if c { a } else { b }` for a value)",
+        _ => "unsupported expression in a kernel (see docs/DSL.md, \"Statements\" and \"Ops\")",
     }
 }
 
