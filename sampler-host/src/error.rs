@@ -145,14 +145,6 @@ pub enum BatchError {
         /// `rows * vocab`.
         expected: usize,
     },
-    /// A vocabulary size other than the sampler's.
-    #[error("vocab_size = {got} differs from the sampler's vocab_size = {want}")]
-    Vocab {
-        /// Given.
-        got: u32,
-        /// The sampler's.
-        want: u32,
-    },
     /// A request whose row count cannot be run in this batch.
     #[error("request {index}: `rows` = {rows} is invalid ({why})")]
     Rows {
