@@ -520,6 +520,26 @@ fn torch_shape(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     }
 }
 
+/// A torch tensor's dtype when it is one of the logits' float types
+/// (float32, bfloat16, float16), else `None`.
+fn torch_float(obj: &Bound<'_, PyAny>, t: &TorchApi) -> PyResult<Option<CudaDtype>> {
+    let py = obj.py();
+    let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
+    Ok([(&t.f32, CudaDtype::F32), (&t.bf16, CudaDtype::Bf16), (&t.f16, CudaDtype::F16)].into_iter().find(|(d, _)| dt.is(d.bind(py))).map(|(_, c)| c))
+}
+
+/// A torch tensor's shape, and its strides only when torch says it is not
+/// contiguous: `is_contiguous()` is our row-major check (dimensions of size
+/// 1 and empty tensors ignored alike), one call cheaper than the strides,
+/// which are read only to be checked and named in the error.
+fn torch_dims(obj: &Bound<'_, PyAny>) -> PyResult<(Vec<i64>, Option<Vec<i64>>)> {
+    let py = obj.py();
+    let shape = torch_shape(obj)?;
+    let contiguous: bool = obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?;
+    let strides = if contiguous { None } else { Some(obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?) };
+    Ok((shape, strides))
+}
+
 /// Whether `obj` is a numpy array: a host array, known without a Python call
 /// (numpy's C API type check), so the CUDA probes can be skipped.
 pub fn is_numpy(obj: &Bound<'_, PyAny>) -> bool {
@@ -555,22 +575,16 @@ fn torch_host_attrs<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t:
     }
     // The layout of a CPU tensor (get_device() == -1 for the CPU only); `requires_grad` does not
     // matter for a read (torch's `__dlpack__` refuses it; `.detach()` is the same memory).
-    let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
-    let dtype = if dt.is(t.f32.bind(py)) {
-        Dtype::F32
-    } else if dt.is(t.bf16.bind(py)) {
-        Dtype::Bf16
-    } else if dt.is(t.f16.bind(py)) {
-        Dtype::F16
-    } else {
-        return Ok(None);
+    let Some(dtype) = torch_float(obj, t)? else { return Ok(None) };
+    let dtype = match dtype {
+        CudaDtype::F32 => Dtype::F32,
+        CudaDtype::Bf16 => Dtype::Bf16,
+        CudaDtype::F16 => Dtype::F16,
     };
     if !obj.getattr(pyo3::intern!(py, "is_cpu"))?.extract::<bool>()? {
         return Ok(None); // e.g. a meta tensor (get_device() -1 too): DLPack names it
     }
-    let shape_i = torch_shape(obj)?;
-    let contiguous: bool = obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?;
-    let strides: Option<Vec<i64>> = if contiguous { None } else { Some(obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?) };
+    let (shape_i, strides) = torch_dims(obj)?;
     let addr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let shape = match check_layout(arg, ndims, &shape_i, strides.as_deref()) {
         Ok(s) => s,
@@ -600,22 +614,11 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
 /// tensor (also timed on a CPU tensor by `_bench_binding_pieces`).
 pub fn read_torch<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<CudaBorrowed<'py>> {
     let py = obj.py();
-    let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
-    let dtype = if dt.is(t.f32.bind(py)) {
-        CudaDtype::F32
-    } else if dt.is(t.bf16.bind(py)) {
-        CudaDtype::Bf16
-    } else if dt.is(t.f16.bind(py)) {
-        CudaDtype::F16
-    } else {
+    let Some(dtype) = torch_float(obj, t)? else {
+        let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
         return Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", dt.str()?)));
     };
-    let shape_i = torch_shape(obj)?;
-    // torch's `is_contiguous()` is our row-major check (dimensions of size 1 and empty tensors
-    // ignored alike), one call cheaper than reading the strides: they are read only to be
-    // checked and named in the error when torch says the tensor is not contiguous.
-    let contiguous: bool = obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?;
-    let strides: Option<Vec<i64>> = if contiguous { None } else { Some(obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?) };
+    let (shape_i, strides) = torch_dims(obj)?;
     let shape = check_layout(arg, ndims, &shape_i, strides.as_deref())?;
     let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let device: i32 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
