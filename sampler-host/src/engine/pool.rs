@@ -24,28 +24,10 @@ fn no_mass() -> DraftDist {
     DraftDist { ids: vec![0], logprobs: vec![f32::NEG_INFINITY] }
 }
 
-/// Element types whose all-zero bytes are a valid value (0.0, 0, false).
-trait ZeroBits: Copy {}
-impl ZeroBits for f32 {}
-impl ZeroBits for i32 {}
-impl ZeroBits for bool {}
-
 /// `n` zeroed values from `calloc` (pages untouched until written), or
 /// `None` when the size overflows or the allocator refuses.
-fn zeroed<T: ZeroBits>(n: usize) -> Option<Vec<T>> {
-    let layout = std::alloc::Layout::array::<T>(n).ok()?;
-    if layout.size() == 0 {
-        return Some(Vec::new());
-    }
-    // SAFETY: the layout has a nonzero size.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` comes from the global allocator with the layout of
-    // `[T; n]` (what `Vec<T>` of capacity n uses), and all-zero bytes are a
-    // valid `T` for every `ZeroBits` type, so all n values are initialised.
-    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+fn zeroed<T: bytemuck::Zeroable>(n: usize) -> Option<Vec<T>> {
+    bytemuck::allocation::try_zeroed_slice_box(n).ok().map(Vec::from)
 }
 
 /// The MTP info pool.
