@@ -48,7 +48,8 @@ fn main() -> ExitCode {
     for b in format!("{CHUNK_CANDIDATES:?} topn_chunk+topn_merge|force_topn").bytes() {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
-    let total: usize = ns.iter().map(|&n| CHUNK_CANDIDATES.iter().filter(|&&c| chunks_valid(v, n, c)).count() * rows.len()).sum();
+    let total: usize =
+        ns.iter().map(|&n| CHUNK_CANDIDATES.iter().filter(|&&c| chunks_valid(v, n, c)).count() * rows.len()).sum();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("autotune [{bar:40}] {pos}/{len} {msg} ({elapsed}, eta {eta})")
@@ -77,9 +78,17 @@ fn main() -> ExitCode {
         let best = cands.iter().min_by(|a, b| a.1.partial_cmp(&b.1).unwrap()).map(|x| x.0).unwrap_or(1);
         let timings: Vec<String> = cands
             .iter()
-            .map(|(c, _, per)| format!("\"{c}\": {{{}}}", per.iter().map(|(r, t)| format!("\"R{r}\": {t:.1}")).collect::<Vec<_>>().join(", ")))
+            .map(|(c, _, per)| {
+                format!(
+                    "\"{c}\": {{{}}}",
+                    per.iter().map(|(r, t)| format!("\"R{r}\": {t:.1}")).collect::<Vec<_>>().join(", ")
+                )
+            })
             .collect();
-        entries.push(format!("    {{\"v\": {v}, \"n\": {n}, \"chunks\": {best}, \"graph_us\": {{{}}}}}", timings.join(", ")));
+        entries.push(format!(
+            "    {{\"v\": {v}, \"n\": {n}, \"chunks\": {best}, \"graph_us\": {{{}}}}}",
+            timings.join(", ")
+        ));
     }
     bar.finish();
     let text = format!(

@@ -39,12 +39,14 @@
 
 use std::process::ExitCode;
 
-use sampler_host::backend::cpu::CpuBackend;
 use cudarc::driver::sys::CUevent_flags;
+use sampler_host::backend::cpu::CpuBackend;
 use sampler_host::backend::cuda::CudaBackend;
 use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
-use sampler_host::{BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::{
+    BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
+};
 use serde_json::{json, Value};
 
 /// Element type of the benchmark's logits (`--dtype`).
@@ -113,7 +115,10 @@ pub enum DevLogits {
 }
 
 impl DevLogits {
-    pub fn up(st: &std::sync::Arc<cudarc::driver::CudaStream>, h: &HostLogits) -> Result<DevLogits, cudarc::driver::DriverError> {
+    pub fn up(
+        st: &std::sync::Arc<cudarc::driver::CudaStream>,
+        h: &HostLogits,
+    ) -> Result<DevLogits, cudarc::driver::DriverError> {
         Ok(match h {
             HostLogits::F32(v) => DevLogits::F32(st.clone_htod(v)?),
             HostLogits::Bf16(v) => DevLogits::Bf16(st.clone_htod(v)?),
@@ -147,14 +152,18 @@ pub fn bench_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan<'static> {
 /// [`bench_plan`] with every request's `logprobs_mode` set to `mode`.
 pub fn bench_plan_mode(r: u32, v: u32, n: u32, seed: u64, mode: LogprobsMode) -> StepPlan<'static> {
     let (logits, requests) = bench_inputs(r, v, seed, mode);
-    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests).expect("a well-formed synthetic batch").0.into_owned()
+    build_plan(v, if n == 0 { v } else { n }, u32::MAX, &logits, &requests)
+        .expect("a well-formed synthetic batch")
+        .0
+        .into_owned()
 }
 
 /// The logits and requests of [`bench_plan_mode`].
 pub fn bench_inputs(r: u32, v: u32, seed: u64, mode: LogprobsMode) -> (Vec<f32>, Vec<Request>) {
     let mut g = Rng(seed);
     let s = 3.0 * 3.0f32.sqrt(); // the sum of 4 uniforms has variance 1/3
-    let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
+    let logits: Vec<f32> =
+        (0..r as usize * v as usize).map(|_| s * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
     let requests: Vec<Request> = (0..r as u64)
         .map(|i| {
             let p = SamplingParams {
@@ -213,7 +222,17 @@ pub fn time_api(r: u32, v: u32, n: u32, reps: usize, check: bool, mode: Logprobs
     es.synchronize().map_err(d)?;
     st.synchronize().map_err(d)?;
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let want = if check { Some(format!("{:?}", Sampler::new(cfg(BackendKind::Cpu)).map_err(|e| e.to_string())?.sample(logits.plan_logits(), &reqs).map_err(b)?)) } else { None };
+    let want = if check {
+        Some(format!(
+            "{:?}",
+            Sampler::new(cfg(BackendKind::Cpu))
+                .map_err(|e| e.to_string())?
+                .sample(logits.plan_logits(), &reqs)
+                .map_err(b)?
+        ))
+    } else {
+        None
+    };
     let mut ok = true;
     let (mut gate, mut misses) = (1usize, 0usize);
     let mut doc = serde_json::Map::new();
@@ -315,12 +334,23 @@ pub fn time_shape(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, c
 /// logits in element type `dt` (half precision: uploaded as such, read by
 /// the kernels in place).
 #[allow(clippy::too_many_arguments)]
-pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usize, check: bool, mode: LogprobsMode, dt: Dt) -> Res<Value> {
+pub fn time_shape_mode(
+    cuda: &mut CudaBackend,
+    r: u32,
+    v: u32,
+    n: u32,
+    reps: usize,
+    check: bool,
+    mode: LogprobsMode,
+    dt: Dt,
+) -> Res<Value> {
     let e = |x: sampler_host::error::BackendError| x.to_string();
     let d = |x: cudarc::driver::DriverError| format!("{x:?}");
     let (host, requests) = bench_inputs(r, v, 7 + r as u64, mode);
     let host = HostLogits::new(host, dt);
-    let plan = build_plan(v, if n == 0 { v } else { n }, u32::MAX, host.plan_logits(), &requests).map_err(|x| x.to_string())?.0;
+    let plan = build_plan(v, if n == 0 { v } else { n }, u32::MAX, host.plan_logits(), &requests)
+        .map_err(|x| x.to_string())?
+        .0;
     let st = cuda.stream().clone();
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let mut flush = st.alloc_zeros::<u8>(256 << 20).map_err(d)?;
@@ -342,7 +372,11 @@ pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usi
     // The floor: one device-to-device copy of the logits (in their element type).
     let bytes = r as usize * v as usize * dt.bytes();
     // f32: the step's own logits buffer; half precision: a buffer of as many bytes.
-    let (src, mut dst) = if dt == Dt::F32 { (None, st.alloc_zeros::<u8>(1).map_err(d)?) } else { (Some(st.alloc_zeros::<u8>(bytes).map_err(d)?), st.alloc_zeros::<u8>(bytes).map_err(d)?) };
+    let (src, mut dst) = if dt == Dt::F32 {
+        (None, st.alloc_zeros::<u8>(1).map_err(d)?)
+    } else {
+        (Some(st.alloc_zeros::<u8>(bytes).map_err(d)?), st.alloc_zeros::<u8>(bytes).map_err(d)?)
+    };
     let mut dst32 = if dt == Dt::F32 { Some(st.alloc_zeros::<f32>(r as usize * v as usize).map_err(d)?) } else { None };
     let mut copy = Vec::new();
     for i in 0..reps + 3 {
@@ -350,7 +384,9 @@ pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usi
         let a = st.record_event(flags).map_err(d)?;
         match (&src, &mut dst32) {
             (Some(s), _) => st.memcpy_dtod(s, &mut dst).map_err(d)?,
-            (None, Some(d32)) => st.memcpy_dtod(&cuda.logits_buffer().slice(0..r as usize * v as usize), d32).map_err(d)?,
+            (None, Some(d32)) => {
+                st.memcpy_dtod(&cuda.logits_buffer().slice(0..r as usize * v as usize), d32).map_err(d)?
+            }
             (None, None) => unreachable!("one of the two is allocated"),
         }
         let b = st.record_event(flags).map_err(d)?;
@@ -406,7 +442,8 @@ pub fn time_shape_mode(cuda: &mut CudaBackend, r: u32, v: u32, n: u32, reps: usi
     drop(graph);
     let copy_us = median(&mut copy);
     let bytes = bytes as f64;
-    let kernels: serde_json::Map<String, Value> = per.iter_mut().map(|(k, t)| (k.to_string(), json!(median(t)))).collect();
+    let kernels: serde_json::Map<String, Value> =
+        per.iter_mut().map(|(k, t)| (k.to_string(), json!(median(t)))).collect();
     let graph_us = median(&mut gt);
     Ok(json!({
         "rows": r, "n": n, "vocab": v, "logprobs_mode": mode.as_str(), "dtype": dt.name(), "bytes_per_logit": dt.bytes(), "chunks": chunks, "width": width, "prefix_path": prefix,
@@ -427,7 +464,8 @@ fn run(args: &[String]) -> ExitCode {
     let ns = list(&arg(args, "--n").unwrap_or("1024,4096,0".into()));
     let reps: usize = arg(args, "--reps").map(|s| s.parse().unwrap()).unwrap_or(50);
     let check_rows: u32 = arg(args, "--check-rows").map(|s| s.parse().unwrap()).unwrap_or(16);
-    let mode: LogprobsMode = arg(args, "--logprobs-mode").map(|s| s.parse().expect("--logprobs-mode processed|raw")).unwrap_or_default();
+    let mode: LogprobsMode =
+        arg(args, "--logprobs-mode").map(|s| s.parse().expect("--logprobs-mode processed|raw")).unwrap_or_default();
     let dt = match arg(args, "--dtype").map(|s| Dt::parse(&s).ok_or(s)) {
         None => Dt::F32,
         Some(Ok(d)) => d,
@@ -468,7 +506,8 @@ fn run(args: &[String]) -> ExitCode {
                 let api = time_api(r, v, n, reps, r <= check_rows, mode, dt)?;
                 let o = j.as_object_mut().unwrap();
                 o.extend(api.as_object().unwrap().clone());
-                let ratio = |a: &str, b: &str| json!(o[a].as_f64().unwrap_or(f64::NAN) / o[b].as_f64().unwrap_or(f64::NAN));
+                let ratio =
+                    |a: &str, b: &str| json!(o[a].as_f64().unwrap_or(f64::NAN) / o[b].as_f64().unwrap_or(f64::NAN));
                 let (re, rg) = (ratio("api_eager_device_us", "eager_us"), ratio("api_graph_device_us", "graph_us"));
                 o.insert("api_eager_ratio".into(), re);
                 o.insert("api_graph_ratio".into(), rg);
@@ -477,9 +516,23 @@ fn run(args: &[String]) -> ExitCode {
             match timed {
                 Ok(j) => {
                     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
-                    let mut ks: Vec<String> = vec![format!("{} nodes{}", j["nodes"], if j["counts_in_topn"] == true { " (counts in top-N)" } else { "" })];
-                    ks.extend(j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())));
-                    let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool(), j["api_check_cpu_bitwise"].as_bool()) {
+                    let mut ks: Vec<String> = vec![format!(
+                        "{} nodes{}",
+                        j["nodes"],
+                        if j["counts_in_topn"] == true { " (counts in top-N)" } else { "" }
+                    )];
+                    ks.extend(
+                        j["kernels_us"]
+                            .as_object()
+                            .unwrap()
+                            .iter()
+                            .map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())),
+                    );
+                    let chk = match (
+                        j["check_cpu_bitwise"].as_bool(),
+                        j["graph_check_cpu_bitwise"].as_bool(),
+                        j["api_check_cpu_bitwise"].as_bool(),
+                    ) {
                         (Some(true), Some(true), Some(true)) => "bitwise ok",
                         (None, _, _) => "-",
                         _ => {
@@ -527,11 +580,23 @@ fn run(args: &[String]) -> ExitCode {
     if let Some(p) = arg(args, "--csv") {
         let mut s = String::from("rows,n,vocab,chunks,copy_us,floor_us,eager_us,graph_us,kernels\n");
         for j in &out {
-            let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k}={:.2}", t.as_f64().unwrap())).collect();
+            let ks: Vec<String> = j["kernels_us"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, t)| format!("{k}={:.2}", t.as_f64().unwrap()))
+                .collect();
             s += &format!(
                 "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{}\n",
-                j["rows"], j["n"], j["vocab"], j["chunks"], j["copy_us"].as_f64().unwrap(), j["floor_us"].as_f64().unwrap(),
-                j["eager_us"].as_f64().unwrap(), j["graph_us"].as_f64().unwrap(), ks.join(";")
+                j["rows"],
+                j["n"],
+                j["vocab"],
+                j["chunks"],
+                j["copy_us"].as_f64().unwrap(),
+                j["floor_us"].as_f64().unwrap(),
+                j["eager_us"].as_f64().unwrap(),
+                j["graph_us"].as_f64().unwrap(),
+                ks.join(";")
             );
         }
         std::fs::write(&p, s).expect("write csv");
@@ -561,7 +626,10 @@ fn load(p: &str) -> Value {
 }
 
 fn find(doc: &Value, r: u32, n: u32) -> Option<&Value> {
-    doc["results"].as_array()?.iter().find(|x| x["rows"].as_u64() == Some(r as u64) && x["n"].as_u64() == Some(n as u64))
+    doc["results"]
+        .as_array()?
+        .iter()
+        .find(|x| x["rows"].as_u64() == Some(r as u64) && x["n"].as_u64() == Some(n as u64))
 }
 
 /// The bf16 rows beside the f32 ones (`table --bf16`): floor at 2 bytes per logit.
@@ -575,7 +643,11 @@ fn bf16_section(ours: &Value, bf: &Value, fi: Option<&Value>) -> String {
         let (r, n) = (j["rows"].as_u64().unwrap_or(0) as u32, j["n"].as_u64().unwrap_or(0) as u32);
         let (fl, g) = (num(Some(j), "floor_us"), num(Some(j), "graph_us"));
         let g32 = num(find(ours, r, n), "graph_us");
-        let chk = match (j["check_cpu_bitwise"].as_bool(), j["graph_check_cpu_bitwise"].as_bool(), j["api_check_cpu_bitwise"].as_bool()) {
+        let chk = match (
+            j["check_cpu_bitwise"].as_bool(),
+            j["graph_check_cpu_bitwise"].as_bool(),
+            j["api_check_cpu_bitwise"].as_bool(),
+        ) {
             (Some(true), Some(true), Some(true)) => "bitwise ok",
             (None, _, _) => "-",
             _ => "MISMATCH",
@@ -603,9 +675,21 @@ fn table(args: &[String]) -> ExitCode {
     // A peer's file may be missing (PEERS=0): its columns are NaN then.
     let fi = arg(args, "--fi").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
     let torch = arg(args, "--torch").filter(|p| std::path::Path::new(p).exists()).map(|p| load(&p));
-    let targets: &[(u32, u32, f64)] = &[(1, 1024, 8.0), (16, 1024, 10.0), (64, 1024, 20.0), (256, 4096, 55.0), (384, 4096, 80.0), (64, 0, 60.0), (384, 0, 200.0)];
+    let targets: &[(u32, u32, f64)] = &[
+        (1, 1024, 8.0),
+        (16, 1024, 10.0),
+        (64, 1024, 20.0),
+        (256, 4096, 55.0),
+        (384, 4096, 80.0),
+        (64, 0, 60.0),
+        (384, 0, 200.0),
+    ];
     let mut md = String::new();
-    md += &format!("Device: {}; tuning: {}. Median us, L2 flushed, f32 logits on the device.\n\n", ours["device"].as_str().unwrap_or("?"), ours["tuning"].as_str().unwrap_or("?"));
+    md += &format!(
+        "Device: {}; tuning: {}. Median us, L2 flushed, f32 logits on the device.\n\n",
+        ours["device"].as_str().unwrap_or("?"),
+        ours["tuning"].as_str().unwrap_or("?")
+    );
     md += "| R | N | floor | ours graph | ours eager | torch peer | FlashInfer (graph) | target | ours/floor | ours/FI | met |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n";
     for &(r, n, t) in targets {
         let o = find(&ours, r, n);
@@ -642,7 +726,12 @@ fn table(args: &[String]) -> ExitCode {
     md += "\nEvery shape of the run (kernels: median us each, events between kernels):\n\n| R | N | chunks | floor | graph | eager | FI graph | torch | per kernel |\n|--:|--:|--:|--:|--:|--:|--:|--:|:--|\n";
     for j in ours["results"].as_array().unwrap() {
         let (r, n) = (j["rows"].as_u64().unwrap() as u32, j["n"].as_u64().unwrap() as u32);
-        let ks: Vec<String> = j["kernels_us"].as_object().unwrap().iter().map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap())).collect();
+        let ks: Vec<String> = j["kernels_us"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, t)| format!("{k} {:.1}", t.as_f64().unwrap()))
+            .collect();
         md += &format!(
             "| {r} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
             if n == 0 { "off".into() } else { n.to_string() },
@@ -688,7 +777,12 @@ fn chart(args: &[String]) -> ExitCode {
     let (xlo, xhi) = ((rows[0].max(1) as f64).log10() - 0.1, (*rows.last().unwrap() as f64).log10() + 0.1);
     let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n");
     svg += &format!("<text x='{left}' y='22' font-size='15'>Sampler step on {} (V = 129280): median us vs rows R, log-log; L2 flushed, logits on the device</text>\n", ours["device"].as_str().unwrap_or("?"));
-    let series: [(&str, &str); 4] = [("ours (CUDA graph)", "#1f77b4"), ("floor (one read)", "#7f7f7f"), ("FlashInfer joint (graph)", "#ff7f0e"), ("torch peer", "#d62728")];
+    let series: [(&str, &str); 4] = [
+        ("ours (CUDA graph)", "#1f77b4"),
+        ("floor (one read)", "#7f7f7f"),
+        ("FlashInfer joint (graph)", "#ff7f0e"),
+        ("torch peer", "#d62728"),
+    ];
     for (i, (name, col)) in series.iter().enumerate() {
         let x = left + i as f64 * 200.0;
         svg += &format!("<line x1='{x}' y1='40' x2='{}' y2='40' stroke='{col}' stroke-width='3'/><text x='{}' y='44'>{name}</text>\n", x + 24.0, x + 30.0);
@@ -698,16 +792,35 @@ fn chart(args: &[String]) -> ExitCode {
         let px = |r: f64| x0 + (r.log10() - xlo) / (xhi - xlo) * pw;
         let py = |t: f64| top + ph - (t.max(1.0).log10() - ylo) / (yhi - ylo) * ph;
         svg += &format!("<rect x='{x0}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='black'/>\n");
-        svg += &format!("<text x='{}' y='{}' font-size='13'>N = {}</text>\n", x0 + 8.0, top + 16.0, if n == 0 { "off".to_string() } else { n.to_string() });
+        svg += &format!(
+            "<text x='{}' y='{}' font-size='13'>N = {}</text>\n",
+            x0 + 8.0,
+            top + 16.0,
+            if n == 0 { "off".to_string() } else { n.to_string() }
+        );
         for t in [1.0, 10.0, 100.0, 1000.0, 10000.0] {
             let y = py(t);
             svg += &format!("<line x1='{x0}' y1='{y}' x2='{}' y2='{y}' stroke='#ddd'/><text x='{}' y='{}' text-anchor='end' font-size='10'>{t}</text>\n", x0 + pw, x0 - 3.0, y + 4.0);
         }
         for &r in &rows {
-            svg += &format!("<text x='{}' y='{}' text-anchor='middle' font-size='10'>{r}</text>\n", px(r as f64), top + ph + 14.0);
+            svg += &format!(
+                "<text x='{}' y='{}' text-anchor='middle' font-size='10'>{r}</text>\n",
+                px(r as f64),
+                top + ph + 14.0
+            );
         }
         let pts = |f: &dyn Fn(u32) -> f64| -> String {
-            rows.iter().filter_map(|&r| { let t = f(r); if t.is_finite() { Some(format!("{:.1},{:.1}", px(r as f64), py(t))) } else { None } }).collect::<Vec<_>>().join(" ")
+            rows.iter()
+                .filter_map(|&r| {
+                    let t = f(r);
+                    if t.is_finite() {
+                        Some(format!("{:.1},{:.1}", px(r as f64), py(t)))
+                    } else {
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         let lines: [Box<dyn Fn(u32) -> f64>; 4] = [
             Box::new(|r| num(find(&ours, r, n), "graph_us")),
@@ -740,7 +853,14 @@ fn normal_logits(rows: usize, v: usize, seed: u64) -> Vec<f32> {
 
 /// The peer's sampling parameters (T 0.7, top-p 0.9, top-k 50) with `k` top logprobs.
 fn peer_params(seed: u64, k: u32) -> SamplingParams {
-    SamplingParams { temperature: 0.7, top_p: 0.9, top_k: 50, top_logprobs: k, seq_seed: Some(seed), ..Default::default() }
+    SamplingParams {
+        temperature: 0.7,
+        top_p: 0.9,
+        top_k: 50,
+        top_logprobs: k,
+        seq_seed: Some(seed),
+        ..Default::default()
+    }
 }
 
 /// A verify-like step of R = 16 (decode requests with seqlen_q 6, 6, 4, as
@@ -838,7 +958,17 @@ fn run_peer(args: &[String], v: u32, ns: &[u32], rows: u32, reps: usize, cpu: bo
     let st = std::process::Command::new(&python)
         .args(["-c", wrap, if cpu { "cpu" } else { "wall" }])
         .arg(&peer)
-        .args(["--vocab", &v.to_string(), "--rows", &rows.to_string(), "--n", &nl.join(","), "--reps", &reps.to_string(), "--json"])
+        .args([
+            "--vocab",
+            &v.to_string(),
+            "--rows",
+            &rows.to_string(),
+            "--n",
+            &nl.join(","),
+            "--reps",
+            &reps.to_string(),
+            "--json",
+        ])
         .arg(&json)
         // One core: numpy's own kernels are serial, and these keep any BLAS pool to one thread.
         .envs([("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1")])
@@ -882,7 +1012,8 @@ fn cpu(args: &[String]) -> ExitCode {
                 let mut s = Sampler::new(cfg).map_err(|e| e.to_string())?;
                 let vreqs = verify_requests(&mut s, &target, v as usize, 5)?;
                 let verify = time_ms(reps, cpu, || s.sample(&target, &vreqs).map(drop).map_err(|e| e.to_string()))?;
-                let preqs: Vec<Request> = (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
+                let preqs: Vec<Request> =
+                    (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
                 let prefill = time_ms(reps, cpu, || s.sample(&target, &preqs).map(drop).map_err(|e| e.to_string()))?;
                 Ok((verify, prefill))
             })
@@ -898,9 +1029,11 @@ fn cpu(args: &[String]) -> ExitCode {
             let preqs: Vec<Request> = (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
             let count = |reqs: &[Request]| -> Res<usize> {
                 let width = if n == 0 { v } else { n };
-                let (p, _) = sampler_host::batch::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
+                let (p, _) =
+                    sampler_host::batch::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
                 let dev = sampler_host::backend::cpu::CpuDevice::default();
-                let prog = sampler_host::pipeline::build_for(&dev, &p, sampler_host::pipeline::choose(&p, false)).map_err(|e| e.to_string())?;
+                let prog = sampler_host::pipeline::build_for(&dev, &p, sampler_host::pipeline::choose(&p, false))
+                    .map_err(|e| e.to_string())?;
                 Ok(prog.launches.len())
             };
             Ok((count(&vreqs)?, count(&preqs)?))
@@ -909,17 +1042,25 @@ fn cpu(args: &[String]) -> ExitCode {
     let peer = run_peer(args, v, &ns, rows, reps, cpu);
     let per_row = |ms: f64| ms * threads as f64 / rows as f64;
     println!("CPU backend vs numpy peer: V = {v}, R = {rows}, T 0.7, top-p 0.9, top-k 50, top-5 logprobs; ms per row per core");
-    println!("clock: {}; ours: {threads} rayon thread(s), median of {reps}; peer: {}", if cpu { "CPU time" } else { "wall" }, match &peer {
-        Ok(_) => "numpy_sampler.py, one core".to_string(),
-        Err(e) => format!("unavailable ({e})"),
-    });
+    println!(
+        "clock: {}; ours: {threads} rayon thread(s), median of {reps}; peer: {}",
+        if cpu { "CPU time" } else { "wall" },
+        match &peer {
+            Ok(_) => "numpy_sampler.py, one core".to_string(),
+            Err(e) => format!("unavailable ({e})"),
+        }
+    );
     println!();
     println!("| N | ours verify R=16 | ours prefill R=16 | numpy peer | peer / ours verify | peer / ours prefill | launches verify / prefill |");
     println!("|--:|--:|--:|--:|--:|--:|--:|");
     let mut out = Vec::new();
     let mut bad = 0;
     for ((&n, o), l) in ns.iter().zip(&ours).zip(&launches) {
-        let p = peer.as_ref().ok().and_then(|d| d.iter().find(|x| x["n"].as_u64() == Some(n as u64))).map_or(f64::NAN, |x| num(Some(x), "row_ms"));
+        let p = peer
+            .as_ref()
+            .ok()
+            .and_then(|d| d.iter().find(|x| x["n"].as_u64() == Some(n as u64)))
+            .map_or(f64::NAN, |x| num(Some(x), "row_ms"));
         let nn = if n == 0 { "off".to_string() } else { n.to_string() };
         let (lv, lp) = match l {
             Ok((a, b)) => (a.to_string(), b.to_string()),

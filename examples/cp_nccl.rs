@@ -18,9 +18,24 @@ const V: u32 = 800;
 fn requests() -> Vec<EngineRequest> {
     let golden: Vec<i32> = (0..10).map(|i| 700 + i).collect();
     vec![
-        EngineRequest::new(1, (0..41).collect(), SamplingParams { seq_seed: Some(1), prompt_logprobs: true, ..Default::default() }, 12),
-        EngineRequest::new(2, vec![5, 6, 7], SamplingParams { seq_seed: Some(2), golden_token_ids: golden, ..Default::default() }, 15),
-        EngineRequest::new(3, vec![9; 20], SamplingParams { seq_seed: Some(3), temperature: 0.7, top_k: 50, ..Default::default() }, 20),
+        EngineRequest::new(
+            1,
+            (0..41).collect(),
+            SamplingParams { seq_seed: Some(1), prompt_logprobs: true, ..Default::default() },
+            12,
+        ),
+        EngineRequest::new(
+            2,
+            vec![5, 6, 7],
+            SamplingParams { seq_seed: Some(2), golden_token_ids: golden, ..Default::default() },
+            15,
+        ),
+        EngineRequest::new(
+            3,
+            vec![9; 20],
+            SamplingParams { seq_seed: Some(3), temperature: 0.7, top_k: 50, ..Default::default() },
+            20,
+        ),
     ]
 }
 
@@ -29,7 +44,8 @@ fn config(role: Role) -> EngineConfig {
 }
 
 fn sampler() -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: BackendKind::Cpu }).expect("CPU sampler")
+    Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: BackendKind::Cpu })
+        .expect("CPU sampler")
 }
 
 /// Runs one rank to completion; returns (requests per step, finished requests, collectives).
@@ -68,7 +84,11 @@ impl Collective for Logged {
     fn world_size(&self) -> usize {
         self.inner.world_size()
     }
-    fn broadcast_i32(&mut self, buf: &mut Vec<i32>, root: usize) -> Result<(), sampler_host::engine::cp::CollectiveError> {
+    fn broadcast_i32(
+        &mut self,
+        buf: &mut Vec<i32>,
+        root: usize,
+    ) -> Result<(), sampler_host::engine::cp::CollectiveError> {
         self.inner.broadcast_i32(buf, root)?;
         self.calls.lock().unwrap().push("broadcast");
         Ok(())
@@ -121,10 +141,21 @@ fn main() {
         ("follower output empty every step", fsizes.iter().all(|&n| n == 0)),
         ("same collectives in the same order", dcalls == fcalls && !dcalls.is_empty()),
         ("a barrier was performed", dcalls.contains(&"barrier")),
-        ("same tokens on both ranks", dfin.iter().zip(&ffin).all(|(a, b)| a.output == b.output && a.accepted == b.accepted) && dfin.len() == ffin.len()),
-        ("driver equals a single-rank run", dfin.iter().zip(&sfin).all(|(a, b)| a.output == b.output) && dfin.len() == sfin.len()),
+        (
+            "same tokens on both ranks",
+            dfin.iter().zip(&ffin).all(|(a, b)| a.output == b.output && a.accepted == b.accepted)
+                && dfin.len() == ffin.len(),
+        ),
+        (
+            "driver equals a single-rank run",
+            dfin.iter().zip(&sfin).all(|(a, b)| a.output == b.output) && dfin.len() == sfin.len(),
+        ),
     ];
-    println!("cp_nccl: 2 ranks over NCCL on GPUs 0 and 1: {} steps, {} collectives per rank", dsizes.len(), dcalls.len());
+    println!(
+        "cp_nccl: 2 ranks over NCCL on GPUs 0 and 1: {} steps, {} collectives per rank",
+        dsizes.len(),
+        dcalls.len()
+    );
     let mut ok = true;
     for (what, pass) in checks {
         println!("  {} {what}", if pass { "ok  " } else { "FAIL" });

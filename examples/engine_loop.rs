@@ -30,8 +30,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use sampler_host::engine::{pool_bytes, tree_pool_bytes, Engine, EngineConfig, EngineRequest, LogitsSource, MtpInfoPool, Phase, RowQuery, RowRole, SyntheticModel};
-use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::engine::{
+    pool_bytes, tree_pool_bytes, Engine, EngineConfig, EngineRequest, LogitsSource, MtpInfoPool, Phase, RowQuery,
+    RowRole, SyntheticModel,
+};
+use sampler_host::{
+    BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig,
+    SamplingParams,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Engine decode loop: speculative decoding, teacher forcing, prompt logprobs, MTP info pool.")]
@@ -123,7 +129,12 @@ fn load_logits(path: &PathBuf, tensor: &str) -> Result<(Vec<f32>, usize), String
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     let t = st.tensor(tensor).map_err(|e| format!("{}: tensor `{tensor}`: {e}", path.display()))?;
     if t.dtype() != safetensors::Dtype::F32 || t.shape().len() != 2 {
-        return Err(format!("{}: tensor `{tensor}` must be [rows, V] f32, got {:?} {:?}", path.display(), t.dtype(), t.shape()));
+        return Err(format!(
+            "{}: tensor `{tensor}` must be [rows, V] f32, got {:?} {:?}",
+            path.display(),
+            t.dtype(),
+            t.shape()
+        ));
     }
     let v = t.shape()[1];
     let data = t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
@@ -151,18 +162,43 @@ fn run(a: Args) -> Result<(), String> {
     if a.tree {
         return tree_vs_chain(&a, &mut model, v, backend);
     }
-    let sampler = Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: a.force_topk, nextn: a.nextn as u32, backend }).map_err(|e| e.to_string())?;
+    let sampler =
+        Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: a.force_topk, nextn: a.nextn as u32, backend })
+            .map_err(|e| e.to_string())?;
     let n = sampler.n() as usize;
-    let cfg = EngineConfig { max_num_seqs: a.max_num_seqs, nextn: a.nextn, prefill_chunk: a.prefill_chunk, max_prompt_rows: a.max_prompt_rows, ..Default::default() };
-    println!("backend {} | V = {v} | N = {n} | nextn {} | max_num_seqs {} | agreement {} | prefill chunk {}", sampler.backend_name(), a.nextn, a.max_num_seqs, a.agreement, a.prefill_chunk);
+    let cfg = EngineConfig {
+        max_num_seqs: a.max_num_seqs,
+        nextn: a.nextn,
+        prefill_chunk: a.prefill_chunk,
+        max_prompt_rows: a.max_prompt_rows,
+        ..Default::default()
+    };
+    println!(
+        "backend {} | V = {v} | N = {n} | nextn {} | max_num_seqs {} | agreement {} | prefill chunk {}",
+        sampler.backend_name(),
+        a.nextn,
+        a.max_num_seqs,
+        a.agreement,
+        a.prefill_chunk
+    );
     let rows = (a.max_num_seqs + 1) * a.nextn;
     if a.force_topk != 0 && (a.force_topk as usize) < v {
         let k = a.force_topk as usize;
-        println!("pool (force top-k {k}): ({} + 1) * {} = {rows} rows * {k} * (4 B f32 + 4 B i32) = {} bytes", a.max_num_seqs, a.nextn, pool_bytes(a.max_num_seqs, a.nextn, k, v));
+        println!(
+            "pool (force top-k {k}): ({} + 1) * {} = {rows} rows * {k} * (4 B f32 + 4 B i32) = {} bytes",
+            a.max_num_seqs,
+            a.nextn,
+            pool_bytes(a.max_num_seqs, a.nextn, k, v)
+        );
     } else {
         println!("pool (force top-k {}): off", a.force_topk);
     }
-    println!("pool (force top-k off): ({} + 1) * {} = {rows} rows * V {v} * 4 B f32 = {} bytes", a.max_num_seqs, a.nextn, pool_bytes(a.max_num_seqs, a.nextn, v, v));
+    println!(
+        "pool (force top-k off): ({} + 1) * {} = {rows} rows * V {v} * 4 B f32 = {} bytes",
+        a.max_num_seqs,
+        a.nextn,
+        pool_bytes(a.max_num_seqs, a.nextn, v, v)
+    );
     let mut engine = Engine::new(sampler, cfg).map_err(|e| e.to_string())?;
     println!("pool in use: {} bytes", engine.pool().bytes());
 
@@ -297,23 +333,44 @@ impl Mix {
 
 /// Processed draft distributions at `predicts` = `base + j` (j in 0..rows) of
 /// one request (the synthetic draft model depends only on the position).
-fn draft_rows(sampler: &mut Sampler, model: &mut SyntheticModel, id: u64, params: &SamplingParams, base: u64, rows: usize) -> Result<Vec<DraftDist>, String> {
-    let q: Vec<RowQuery> = (0..rows).map(|j| RowQuery { request: id, role: RowRole::Draft, input: -1, predicts: base + j as u64 }).collect();
+fn draft_rows(
+    sampler: &mut Sampler,
+    model: &mut SyntheticModel,
+    id: u64,
+    params: &SamplingParams,
+    base: u64,
+    rows: usize,
+) -> Result<Vec<DraftDist>, String> {
+    let q: Vec<RowQuery> = (0..rows)
+        .map(|j| RowQuery { request: id, role: RowRole::Draft, input: -1, predicts: base + j as u64 })
+        .collect();
     let logits = model.draft_logits(&q);
-    let req = Request { params: params.clone(), kind: RequestKind::Draft { seqlen_k: base, seqlen_q: 1, last_valid_offset: 0, rows: rows as u32 }, golden: Vec::new(), masks: None };
-    let (_, pr) = sampler.sample_with_processed(&logits, &[req], &(0..rows).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+    let req = Request {
+        params: params.clone(),
+        kind: RequestKind::Draft { seqlen_k: base, seqlen_q: 1, last_valid_offset: 0, rows: rows as u32 },
+        golden: Vec::new(),
+        masks: None,
+    };
+    let (_, pr) =
+        sampler.sample_with_processed(&logits, &[req], &(0..rows).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
     (0..rows)
         .map(|j| {
             let (ids, lps) = pr.row(j).map_err(|e| e.to_string())?;
             let keep: Vec<usize> = (0..ids.len()).filter(|&c| lps[c] > f32::NEG_INFINITY).collect();
-            Ok(DraftDist { ids: keep.iter().map(|&c| ids[c]).collect(), logprobs: keep.iter().map(|&c| lps[c]).collect() })
+            Ok(DraftDist {
+                ids: keep.iter().map(|&c| ids[c]).collect(),
+                logprobs: keep.iter().map(|&c| lps[c]).collect(),
+            })
         })
         .collect()
 }
 
 /// Target rows at `predicts` = `base + depth[n]` for each node / chain row.
 fn target_rows(model: &mut SyntheticModel, id: u64, base: u64, depth: &[usize]) -> Vec<f32> {
-    let q: Vec<RowQuery> = depth.iter().map(|&d| RowQuery { request: id, role: RowRole::Target, input: -1, predicts: base + d as u64 }).collect();
+    let q: Vec<RowQuery> = depth
+        .iter()
+        .map(|&d| RowQuery { request: id, role: RowRole::Target, input: -1, predicts: base + d as u64 })
+        .collect();
     model.target_logits(&q)
 }
 
@@ -325,7 +382,10 @@ fn tree_vs_chain(a: &Args, model: &mut SyntheticModel, v: usize, backend: Backen
     if !matches!(law, "fixed" | "with" | "without") {
         return Err(format!("--tree-law {law}: expected fixed, with or without"));
     }
-    let mk = |nextn: usize| Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: a.force_topk, nextn: nextn as u32, backend }).map_err(|e| e.to_string());
+    let mk = |nextn: usize| {
+        Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: a.force_topk, nextn: nextn as u32, backend })
+            .map_err(|e| e.to_string())
+    };
     let mut chain_s = mk(a.nextn)?;
     let mut tree_s = mk(a.nextn.max(depth_max))?;
     let n = tree_s.n() as usize;
@@ -344,14 +404,25 @@ fn tree_vs_chain(a: &Args, model: &mut SyntheticModel, v: usize, backend: Backen
         None
     } else {
         let p = MtpInfoPool::for_tree(a.batch, max_internal, n, v).map_err(|e| e.to_string())?;
-        println!("tree pool: ({} + 1) * {max_internal} internal nodes * N {n} = {} bytes (11.10)", a.batch, tree_pool_bytes(a.batch, max_internal, n, v));
+        println!(
+            "tree pool: ({} + 1) * {max_internal} internal nodes * N {n} = {} bytes (11.10)",
+            a.batch,
+            tree_pool_bytes(a.batch, max_internal, n, v)
+        );
         Some(p)
     };
     let slots: Vec<usize> = match pool.as_mut() {
-        Some(pl) => (0..a.batch.max(1)).map(|_| pl.alloc().ok_or("tree pool: no free slot")).collect::<Result<_, _>>()?,
+        Some(pl) => {
+            (0..a.batch.max(1)).map(|_| pl.alloc().ok_or("tree pool: no free slot")).collect::<Result<_, _>>()?
+        }
         None => Vec::new(),
     };
-    let params = |id: usize| SamplingParams { temperature: a.temperature, top_p: a.top_p, seq_seed: Some(a.seed + id as u64), ..Default::default() };
+    let params = |id: usize| SamplingParams {
+        temperature: a.temperature,
+        top_p: a.top_p,
+        seq_seed: Some(a.seed + id as u64),
+        ..Default::default()
+    };
     let mut rng = Mix(a.seed ^ 0x7EE5);
     let batch = a.batch.max(1);
     // Sequence lengths (prompt + output so far) per request, per drafter.
@@ -365,7 +436,12 @@ fn tree_vs_chain(a: &Args, model: &mut SyntheticModel, v: usize, backend: Backen
         for (i, len) in len_chain.iter().enumerate() {
             let p = params(i);
             let dists = draft_rows(&mut chain_s, model, i as u64, &p, *len, a.nextn)?;
-            let drafts: Vec<i32> = dists.iter().map(|d| rng.pick(&d.logprobs.iter().map(|&x| (x as f64).exp()).collect::<Vec<_>>()).map_or(-1, |c| d.ids[c])).collect();
+            let drafts: Vec<i32> = dists
+                .iter()
+                .map(|d| {
+                    rng.pick(&d.logprobs.iter().map(|&x| (x as f64).exp()).collect::<Vec<_>>()).map_or(-1, |c| d.ids[c])
+                })
+                .collect();
             logits.extend(target_rows(model, i as u64, *len, &(0..=a.nextn).collect::<Vec<_>>()));
             let m = a.nextn as u64 + 1;
             reqs.push(Request::decode(p, *len + m - 1, m, drafts, dists));

@@ -31,9 +31,9 @@ use std::time::Instant;
 
 use sampler_host::backend::cpu::CpuBackend;
 use sampler_host::backend::cuda::CudaBackend;
+use sampler_host::batch::build_plan;
 use sampler_host::case::{parse_case, result_document, run_case};
 use sampler_host::compare::compare_results;
-use sampler_host::batch::build_plan;
 use sampler_host::plan::{Backend, StepPlan, StepResult};
 use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, SamplingParams};
 use serde_json::Value;
@@ -75,7 +75,13 @@ fn run_one(text: &str) -> Result<CaseRun, String> {
     let cuda_ms = t1.elapsed().as_secs_f64() * 1e3;
     let raw: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let vs_expected = raw.get("expected").map(|exp| compare_results(exp, &cuda));
-    Ok(CaseRun { vs_expected, vs_cpu: compare_results(&cpu, &cuda), bitwise: docs_identical(&cpu, &cuda), cuda_ms, cpu_ms })
+    Ok(CaseRun {
+        vs_expected,
+        vs_cpu: compare_results(&cpu, &cuda),
+        bitwise: docs_identical(&cpu, &cuda),
+        cuda_ms,
+        cpu_ms,
+    })
 }
 
 fn golden(dir: &Path) -> ExitCode {
@@ -123,10 +129,18 @@ fn golden(dir: &Path) -> ExitCode {
                 );
                 if !exp_ok {
                     let d = r.vs_expected.unwrap();
-                    failures.push(format!("{name} vs expected: {} diff(s): {}", d.len(), d.into_iter().take(6).collect::<Vec<_>>().join("; ")));
+                    failures.push(format!(
+                        "{name} vs expected: {} diff(s): {}",
+                        d.len(),
+                        d.into_iter().take(6).collect::<Vec<_>>().join("; ")
+                    ));
                 }
                 if !cpu_ok {
-                    failures.push(format!("{name} vs cpu: {} diff(s): {}", r.vs_cpu.len(), r.vs_cpu.into_iter().take(6).collect::<Vec<_>>().join("; ")));
+                    failures.push(format!(
+                        "{name} vs cpu: {} diff(s): {}",
+                        r.vs_cpu.len(),
+                        r.vs_cpu.into_iter().take(6).collect::<Vec<_>>().join("; ")
+                    ));
                 }
             }
         }
@@ -164,8 +178,14 @@ fn half_pass(files: &[PathBuf]) -> (usize, Vec<String>) {
         }
         let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
         let logits: Vec<f32> = logits.concat();
-        let cfg = |b| SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend: b };
-        let (Ok(mut cpu), Ok(mut gpu)) = (Sampler::new(cfg(BackendKind::Cpu)), Sampler::new(cfg(BackendKind::Cuda))) else {
+        let cfg = |b| SamplerConfig {
+            vocab_size: case.vocab_size,
+            force_topk: case.force_topk,
+            nextn: case.nextn,
+            backend: b,
+        };
+        let (Ok(mut cpu), Ok(mut gpu)) = (Sampler::new(cfg(BackendKind::Cpu)), Sampler::new(cfg(BackendKind::Cuda)))
+        else {
             fails.push(format!("{name}: sampler config refused"));
             continue;
         };
@@ -173,11 +193,21 @@ fn half_pass(files: &[PathBuf]) -> (usize, Vec<String>) {
         let b: Vec<bf16> = logits.iter().map(|&x| bf16::from_f32(x)).collect();
         let h: Vec<f16> = logits.iter().map(|&x| f16::from_f32(x)).collect();
         for dt in ["bf16", "f16"] {
-            let wide: Vec<f32> = if dt == "bf16" { b.iter().map(|x| x.to_f32()).collect() } else { h.iter().map(|x| x.to_f32()).collect() };
+            let wide: Vec<f32> = if dt == "bf16" {
+                b.iter().map(|x| x.to_f32()).collect()
+            } else {
+                h.iter().map(|x| x.to_f32()).collect()
+            };
             let want = format!("{:?}", cpu.sample(&wide, &reqs));
             let got = match dt {
-                "bf16" => stream.clone_htod(&b).map_err(|e| format!("{e:?}")).map(|d| format!("{:?}", gpu.sample_async(CudaLogits::bf16(&d), &reqs).and_then(|p| p.wait()))),
-                _ => stream.clone_htod(&h).map_err(|e| format!("{e:?}")).map(|d| format!("{:?}", gpu.sample_async(CudaLogits::f16(&d), &reqs).and_then(|p| p.wait()))),
+                "bf16" => stream
+                    .clone_htod(&b)
+                    .map_err(|e| format!("{e:?}"))
+                    .map(|d| format!("{:?}", gpu.sample_async(CudaLogits::bf16(&d), &reqs).and_then(|p| p.wait()))),
+                _ => stream
+                    .clone_htod(&h)
+                    .map_err(|e| format!("{e:?}"))
+                    .map(|d| format!("{:?}", gpu.sample_async(CudaLogits::f16(&d), &reqs).and_then(|p| p.wait()))),
             };
             checked += 1;
             match got {
@@ -236,7 +266,8 @@ impl Rng {
 /// parameters cycling over five settings; laid out by the host's `build_plan`.
 fn synthetic_plan(r: u32, v: u32, n: u32, seed: u64) -> StepPlan<'static> {
     let mut g = Rng(seed);
-    let logits: Vec<f32> = (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
+    let logits: Vec<f32> =
+        (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
     let requests: Vec<Request> = (0..r as u64)
         .map(|i| {
             // Settings 3-4 (rows 3, 4, 8, 9, ...): SAMPLER.md section 10 (min-p,
@@ -383,15 +414,43 @@ fn adversarial_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
     }
     rows.push(("two levels", two));
     rows.push(("few values", (0..v).map(|_| (normal(&mut g) * 2.0).round() / 2.0).collect()));
-    let ext = [f32::MAX, -f32::MAX, f32::MIN_POSITIVE, 1e-40, -1e-40, 0.0, -0.0, f32::NEG_INFINITY, 3.4e38, -3.4e38, 1e30, -1e30];
-    rows.push(("extremes", (0..v).map(|i| if i % 3 == 0 { ext[(i / 3) % ext.len()] } else { normal(&mut g) }).collect()));
+    let ext = [
+        f32::MAX,
+        -f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-40,
+        0.0,
+        -0.0,
+        f32::NEG_INFINITY,
+        3.4e38,
+        -3.4e38,
+        1e30,
+        -1e30,
+    ];
+    rows.push((
+        "extremes",
+        (0..v).map(|i| if i % 3 == 0 { ext[(i / 3) % ext.len()] } else { normal(&mut g) }).collect(),
+    ));
     // A 12-bit bin [5, 5.125) holding ~3000 distinct keys per 32K chunk (compacted),
     // then ~12000 per chunk (over the 4096-key list: the full-row fallback).
     for (name, every) in [("crowded bin", 10usize), ("overfull bin", 3)] {
-        rows.push((name, (0..v).map(|i| if i % every == 0 { 5.0 + 0.125 * g.unit() * 0.999 } else { normal(&mut g).min(4.9) }).collect()));
+        rows.push((
+            name,
+            (0..v)
+                .map(|i| if i % every == 0 { 5.0 + 0.125 * g.unit() * 0.999 } else { normal(&mut g).min(4.9) })
+                .collect(),
+        ));
     }
     // Exactly 1024 keys in [7, 7.5), the rest below 4.9: a boundary at a bin edge.
-    rows.push(("bin edge", (0..v).map(|i| if i % 126 == 0 && i / 126 < 1024 { 7.0 + 0.5 * g.unit() * 0.999 } else { normal(&mut g).min(4.9) }).collect()));
+    rows.push((
+        "bin edge",
+        (0..v)
+            .map(
+                |i| if i % 126 == 0 && i / 126 < 1024 { 7.0 + 0.5 * g.unit() * 0.999 } else { normal(&mut g).min(4.9) },
+            )
+            .collect(),
+    ));
     let mut inf = vec![f32::NEG_INFINITY; v];
     for i in 0..10 {
         inf[i * 9001] = normal(&mut g);
@@ -413,7 +472,14 @@ fn adversarial() -> ExitCode {
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let requests: Vec<Request> = (0..rows.len() as u64)
         .map(|i| {
-            let p = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: -1, top_logprobs: 5, seq_seed: Some(77 + i), ..Default::default() };
+            let p = SamplingParams {
+                temperature: 1.0,
+                top_p: 1.0,
+                top_k: -1,
+                top_logprobs: 5,
+                seq_seed: Some(77 + i),
+                ..Default::default()
+            };
             Request::prefill(p, 3 + i)
         })
         .collect();
@@ -436,7 +502,11 @@ fn adversarial() -> ExitCode {
                 let diff: Vec<&str> = rows
                     .iter()
                     .enumerate()
-                    .filter(|(i, _)| a.tokens.get(*i) != b.tokens.get(*i) || a.token_lp.get(*i).map(|x| x.to_bits()) != b.token_lp.get(*i).map(|x| x.to_bits()) || a.row_status.get(*i) != b.row_status.get(*i))
+                    .filter(|(i, _)| {
+                        a.tokens.get(*i) != b.tokens.get(*i)
+                            || a.token_lp.get(*i).map(|x| x.to_bits()) != b.token_lp.get(*i).map(|x| x.to_bits())
+                            || a.row_status.get(*i) != b.row_status.get(*i)
+                    })
                     .map(|(_, (name, _))| *name)
                     .collect();
                 format!("MISMATCH vs cpu (rows: {diff:?})")
@@ -447,7 +517,11 @@ fn adversarial() -> ExitCode {
             }
             (_, Err(e)) => format!("cpu error {e}"),
         };
-        println!("adversarial N={n}: {} rows ({}): {verdict}", rows.len(), rows.iter().map(|r| r.0).collect::<Vec<_>>().join(", "));
+        println!(
+            "adversarial N={n}: {} rows ({}): {verdict}",
+            rows.len(),
+            rows.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
+        );
     }
     if bad == 0 {
         ExitCode::SUCCESS
@@ -464,7 +538,14 @@ fn tree_plan(v: u32, n: u32, trees: usize, m: usize, dists: bool, seed: u64) -> 
     let mut g = Rng(seed);
     let rows = if trees == 0 { 64 } else { trees * m };
     let logits: Vec<f32> = (0..rows * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() - 1.5) * 2.0).collect();
-    let params = |i: u64| SamplingParams { temperature: 1.0, top_p: 0.9, top_k: -1, top_logprobs: 5, seq_seed: Some(1000 + i), ..Default::default() };
+    let params = |i: u64| SamplingParams {
+        temperature: 1.0,
+        top_p: 0.9,
+        top_k: -1,
+        top_logprobs: 5,
+        seq_seed: Some(1000 + i),
+        ..Default::default()
+    };
     let top = |row: usize, k: usize| -> Vec<i32> {
         let r = &logits[row * v as usize..(row + 1) * v as usize];
         let mut ids: Vec<usize> = (0..v as usize).collect();
@@ -504,7 +585,11 @@ fn tree_plan(v: u32, n: u32, trees: usize, m: usize, dists: bool, seed: u64) -> 
                         })
                         .collect()
                 });
-                Request::tree(params(t as u64), 800 + m as u64, DraftTree { parent, tokens, draft_dists, without_replacement: false })
+                Request::tree(
+                    params(t as u64),
+                    800 + m as u64,
+                    DraftTree { parent, tokens, draft_dists, without_replacement: false },
+                )
             })
             .collect()
     };
@@ -521,7 +606,12 @@ fn tree_timing() -> ExitCode {
     let mut bad = 0;
     let mut lines = Vec::new();
     for (n, nname) in [(4096u32, "4096"), (v, "off")] {
-        for (label, trees, m, dists) in [("64 decode rows", 0usize, 1usize, false), ("1 tree x 64, fixed", 1, 64, false), ("1 tree x 64, with repl.", 1, 64, true), ("4 trees x 16, fixed", 4, 16, false)] {
+        for (label, trees, m, dists) in [
+            ("64 decode rows", 0usize, 1usize, false),
+            ("1 tree x 64, fixed", 1, 64, false),
+            ("1 tree x 64, with repl.", 1, 64, true),
+            ("4 trees x 16, fixed", 4, 16, false),
+        ] {
             let plan = tree_plan(v, n, trees, m, dists, 7 + n as u64);
             let gpu = match cuda.run(&plan) {
                 Ok(r) => r,
@@ -566,7 +656,8 @@ fn tree_timing() -> ExitCode {
                 continue;
             }
             let launches = per.len();
-            let walk = per.get_mut("tree_walk").map(|x| median(x)).map_or("-".to_string(), |x| format!("{:.1}", x * 1e3));
+            let walk =
+                per.get_mut("tree_walk").map(|x| median(x)).map_or("-".to_string(), |x| format!("{:.1}", x * 1e3));
             let verify: f64 = ["remap_draft", "verify"].iter().filter_map(|k| per.get_mut(k).map(|x| median(x))).sum();
             let acc: Vec<u32> = gpu.accepted.clone();
             let line = format!(
@@ -579,7 +670,9 @@ fn tree_timing() -> ExitCode {
         }
     }
     println!("\nTREE TIMING (R = 64 rows, V = {v}, median of {reps}; us of device time per step, CUDA events between kernels)");
-    println!("|     N | batch                    | step us  | kernels | tree_walk us | remap+verify us | walk | check |");
+    println!(
+        "|     N | batch                    | step us  | kernels | tree_walk us | remap+verify us | walk | check |"
+    );
     for l in &lines {
         println!("{l}");
     }

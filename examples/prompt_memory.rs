@@ -35,7 +35,8 @@ fn arg(name: &str, default: usize) -> usize {
 fn main() -> ExitCode {
     let (rows, v) = (arg("--rows", 512), arg("--vocab", 129280));
     let a: Vec<String> = std::env::args().collect();
-    let dtype = a.iter().position(|x| x == "--dtype").and_then(|i| a.get(i + 1)).map_or("f32", |s| s.as_str()).to_string();
+    let dtype =
+        a.iter().position(|x| x == "--dtype").and_then(|i| a.get(i + 1)).map_or("f32", |s| s.as_str()).to_string();
     if !["f32", "bf16", "f16"].contains(&dtype.as_str()) {
         eprintln!("error: --dtype must be f32, bf16 or f16, got `{dtype}`");
         return ExitCode::FAILURE;
@@ -56,7 +57,12 @@ fn main() -> ExitCode {
     let targets: Vec<i32> = (0..rows).map(|i| ((i * 7919) % v) as i32).collect();
     let params = SamplingParams { top_logprobs: 5, seq_seed: Some(1), ..Default::default() };
     let req = Request { params, kind: RequestKind::PromptLogprobs { targets }, golden: Vec::new(), masks: None };
-    let mut s = match Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }) {
+    let mut s = match Sampler::new(SamplerConfig {
+        vocab_size: v as u32,
+        force_topk: 0,
+        nextn: 5,
+        backend: BackendKind::Cpu,
+    }) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

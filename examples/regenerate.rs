@@ -51,7 +51,14 @@ fn workspace_root() -> PathBuf {
 fn diff_summary(old: &str, new: &str) -> String {
     let (a, b): (Vec<_>, Vec<_>) = (old.lines().collect(), new.lines().collect());
     let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
-    let mut s = format!("{} -> {} lines, {} -> {} bytes; first difference at line {}", a.len(), b.len(), old.len(), new.len(), first + 1);
+    let mut s = format!(
+        "{} -> {} lines, {} -> {} bytes; first difference at line {}",
+        a.len(),
+        b.len(),
+        old.len(),
+        new.len(),
+        first + 1
+    );
     for (tag, v) in [("-", &a), ("+", &b)] {
         if let Some(l) = v.get(first) {
             s.push_str(&format!("\n    {tag} {}", l.chars().take(120).collect::<String>()));
@@ -76,7 +83,10 @@ pub mod ptx {
             .output()
             .map_err(|e| Fail::Toolchain(format!("cannot run rustc +nightly: {e}")))?;
         if !out.status.success() {
-            return Err(Fail::Toolchain(format!("no nightly toolchain: {}", String::from_utf8_lossy(&out.stderr).trim())));
+            return Err(Fail::Toolchain(format!(
+                "no nightly toolchain: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let sysroot = Command::new("rustc")
@@ -87,7 +97,9 @@ pub mod ptx {
         let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
         let src = sysroot.join("lib/rustlib/src/rust/library/core");
         if !src.is_dir() {
-            eprintln!("regenerate: rust-src missing for nightly; trying `rustup component add rust-src --toolchain nightly`");
+            eprintln!(
+                "regenerate: rust-src missing for nightly; trying `rustup component add rust-src --toolchain nightly`"
+            );
             let ok = Command::new("rustup")
                 .args(["component", "add", "rust-src", "--toolchain", "nightly"])
                 .status()
@@ -102,7 +114,9 @@ pub mod ptx {
 
     /// The nvptx build directory (`SAMPLER_PTX_TARGET_DIR`, default `target/ptx`).
     pub fn target_dir() -> PathBuf {
-        std::env::var_os("SAMPLER_PTX_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target/ptx"))
+        std::env::var_os("SAMPLER_PTX_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target/ptx"))
     }
 
     /// Builds the kernel crate for nvptx64 and returns the raw PTX.
@@ -126,7 +140,15 @@ pub mod ptx {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(&root).arg("+nightly").args(args).arg("--target-dir").arg(&target_dir).args(extra);
             // A nested cargo must not inherit the outer (stable) build's settings.
-            for v in ["RUSTUP_TOOLCHAIN", "RUSTC", "RUSTC_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+            for v in [
+                "RUSTUP_TOOLCHAIN",
+                "RUSTC",
+                "RUSTC_WRAPPER",
+                "RUSTFLAGS",
+                "CARGO_ENCODED_RUSTFLAGS",
+                "CARGO_TARGET_DIR",
+                "CARGO_BUILD_TARGET",
+            ] {
                 cmd.env_remove(v);
             }
             eprintln!("regenerate: {cmd:?}");
@@ -137,7 +159,8 @@ pub mod ptx {
                 Err(Fail::Other(format!("cargo +nightly {} failed ({st})", args.join(" "))))
             }
         };
-        let build_args = ["rustc", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"];
+        let build_args =
+            ["rustc", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"];
         let rustc_args: Vec<String> = ["--", "-C", "target-cpu=sm_90", "-Zunstable-options", "-Cpanic=immediate-abort"]
             .iter()
             .map(|s| s.to_string())
@@ -154,14 +177,18 @@ pub mod ptx {
 
     /// Every entry point the kernels register, with its block size.
     pub fn expected_entries() -> Vec<(&'static str, u32)> {
-        let mut v: Vec<_> = sampler_kernels::registry::all().flat_map(|k| k.variants.iter().map(|v| (v.entry, v.threads))).collect();
+        let mut v: Vec<_> =
+            sampler_kernels::registry::all().flat_map(|k| k.variants.iter().map(|v| (v.entry, v.threads))).collect();
         v.sort();
         v
     }
 
     /// The name of the function a PTX line opens (`.entry` or `.func`), if any.
     fn opens_function(line: &str) -> Option<&str> {
-        let rest = line.strip_prefix(".visible .entry ").or_else(|| line.strip_prefix(".visible .func ")).or_else(|| line.strip_prefix(".func "))?;
+        let rest = line
+            .strip_prefix(".visible .entry ")
+            .or_else(|| line.strip_prefix(".visible .func "))
+            .or_else(|| line.strip_prefix(".func "))?;
         // `.func (.param .b64 func_retval0) name(`: the name is the last word before `(`.
         let rest = if rest.starts_with('(') { &rest[rest.find(')')? + 1..] } else { rest };
         let name = rest.split('(').next()?.trim();
@@ -273,7 +300,10 @@ pub mod ptx {
     pub fn check_ptx(ptx: &str) -> Result<(), String> {
         let mut errs = Vec::new();
         for l in ptx.lines().filter(|l| l.contains(".extern .func")) {
-            errs.push(format!("PTX calls an external function (a panic or libm path reached the kernels): {}", l.trim()));
+            errs.push(format!(
+                "PTX calls an external function (a panic or libm path reached the kernels): {}",
+                l.trim()
+            ));
         }
         for (e, t) in expected_entries() {
             let head = format!(".visible .entry {e}(");
@@ -303,7 +333,8 @@ pub mod ptx {
             .output()
             .map_err(|e| Fail::Other(format!("PTXAS: {e}")))?;
         let log = String::from_utf8_lossy(&out.stderr);
-        let spills = log.lines().filter(|l| l.contains("bytes spill stores") && !l.contains(" 0 bytes spill stores")).count();
+        let spills =
+            log.lines().filter(|l| l.contains("bytes spill stores") && !l.contains(" 0 bytes spill stores")).count();
         eprintln!("regenerate: ptxas ok={} ({} entries with spills)", out.status.success(), spills);
         if !out.status.success() {
             return Err(Fail::Other(format!("ptxas failed:\n{log}")));
@@ -374,7 +405,11 @@ mod ascendc {
             let state = if old == src {
                 "unchanged"
             } else if old.is_empty() {
-                if check { "stale (missing)" } else { "generated (new)" }
+                if check {
+                    "stale (missing)"
+                } else {
+                    "generated (new)"
+                }
             } else if check {
                 "stale"
             } else {
@@ -391,7 +426,8 @@ mod ascendc {
         if check {
             return Ok(Outcome::Stale(changed.join("\n    ")));
         }
-        sampler_host::backend::ascend::write_sources(&dir()).map_err(|e| Fail::Other(format!("{}: {e}", dir().display())))?;
+        sampler_host::backend::ascend::write_sources(&dir())
+            .map_err(|e| Fail::Other(format!("{}: {e}", dir().display())))?;
         Ok(Outcome::Written(changed.join("\n    ")))
     }
 }

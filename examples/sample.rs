@@ -25,7 +25,10 @@ macro_rules! say {
 
 use clap::Parser;
 use sampler::logits::{load_safetensors, synthetic, Logits};
-use sampler_host::{BackendKind, DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
+use sampler_host::{
+    BackendKind, DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
+    StepOutput,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "The seed's tour: prefill 41 + 100 tokens, then decode with drafts (seqlen_q 6, 6, 4).")]
@@ -129,7 +132,11 @@ fn params(a: &Args, seed: u64, top_logprobs: u32) -> SamplingParams {
 /// an engine's are; not timed), then the step runs on the device-resident
 /// path: metadata up in one async copy, outputs copied to pinned host memory.
 /// The time is the real elapsed time of the call.
-fn timed_step(sampler: &mut Sampler, logits: &[f32], reqs: &[Request]) -> Result<(StepOutput, std::time::Duration), Box<dyn std::error::Error>> {
+fn timed_step(
+    sampler: &mut Sampler,
+    logits: &[f32],
+    reqs: &[Request],
+) -> Result<(StepOutput, std::time::Duration), Box<dyn std::error::Error>> {
     if let Some(stream) = sampler.cuda_stream() {
         let d = stream.clone_htod(logits)?;
         stream.synchronize()?;
@@ -159,7 +166,8 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let names = load_vocab(a, vocab);
     let src = Source { file, vocab, seed: a.seed };
     let backend: BackendKind = a.backend.parse()?;
-    let mut sampler = Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: a.force_topk, nextn: 5, backend })?;
+    let mut sampler =
+        Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: a.force_topk, nextn: 5, backend })?;
     let n = sampler.n();
     say!(
         "sampler: backend {}, V = {vocab}, N = {}, temperature {}, top_p {}, top_k {}, min_p {}, {}, {} logprobs, logits {}",
@@ -184,7 +192,8 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Seq { name: "B", seed: a.seed + 1, context: 100, output: vec![], seqlen_q: 6, last_accepted: 0 },
         Seq { name: "C", seed: a.seed + 2, context: 57, output: vec![], seqlen_q: 4, last_accepted: 0 },
     ];
-    let reqs: Vec<Request> = seqs[..2].iter().map(|s| Request::prefill(params(a, s.seed, a.top_logprobs), s.context)).collect();
+    let reqs: Vec<Request> =
+        seqs[..2].iter().map(|s| Request::prefill(params(a, s.seed, a.top_logprobs), s.context)).collect();
     let logits = src.target(2, 0);
     let (out, dt) = timed_step(&mut sampler, &logits, &reqs)?;
     say!("\nprefill step: R = 2 (prompts of 41 and 100 tokens), {:.3} ms", dt.as_secs_f64() * 1e3);
@@ -197,7 +206,11 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     seqs[2].output.push(0);
     seqs[2].context += 1;
     let mut done: Vec<Seq> = Vec::new();
-    drop_failed(&mut seqs, &mut done, &out.requests.iter().map(|r| r.status.is_err()).chain([false]).collect::<Vec<_>>());
+    drop_failed(
+        &mut seqs,
+        &mut done,
+        &out.requests.iter().map(|r| r.status.is_err()).chain([false]).collect::<Vec<_>>(),
+    );
 
     for step in 0..a.steps {
         if seqs.is_empty() {
@@ -222,7 +235,12 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .zip(&draft_rows)
             .map(|(s, &r)| Request {
                 params: params(a, s.seed, k),
-                kind: RequestKind::Draft { seqlen_k: s.context + s.seqlen_q - 1, seqlen_q: s.seqlen_q, last_valid_offset: s.last_accepted, rows: r as u32 },
+                kind: RequestKind::Draft {
+                    seqlen_k: s.context + s.seqlen_q - 1,
+                    seqlen_q: s.seqlen_q,
+                    last_valid_offset: s.last_accepted,
+                    rows: r as u32,
+                },
                 golden: vec![],
                 masks: None,
             })
@@ -241,7 +259,13 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 })
                 .collect();
             row += draft_rows[i];
-            vreqs.push(Request::decode(params(a, s.seed, a.top_logprobs), s.context + s.seqlen_q - 1, s.seqlen_q, drafts, dists));
+            vreqs.push(Request::decode(
+                params(a, s.seed, a.top_logprobs),
+                s.context + s.seqlen_q - 1,
+                s.seqlen_q,
+                drafts,
+                dists,
+            ));
         }
         let (out, t_verify) = timed_step(&mut sampler, &target_logits, &vreqs)?;
         say!(
@@ -262,14 +286,20 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             s.context += r.emitted.len() as u64;
             s.last_accepted = r.accepted as u64;
         }
-        let failed: Vec<bool> = out.requests.iter().zip(&dout.requests).map(|(v, d)| v.status.is_err() || d.status.is_err()).collect();
+        let failed: Vec<bool> =
+            out.requests.iter().zip(&dout.requests).map(|(v, d)| v.status.is_err() || d.status.is_err()).collect();
         drop_failed(&mut seqs, &mut done, &failed);
     }
     say!("\noutputs:");
     seqs.extend(done);
     seqs.sort_by_key(|s| s.name);
     for s in &seqs {
-        say!("  {} ({} tokens in context): {:?}", s.name, s.context, s.output.iter().map(|&t| tok(t)).collect::<Vec<_>>());
+        say!(
+            "  {} ({} tokens in context): {:?}",
+            s.name,
+            s.context,
+            s.output.iter().map(|&t| tok(t)).collect::<Vec<_>>()
+        );
     }
     Ok(())
 }
@@ -292,7 +322,8 @@ fn report(s: &Seq, out: &StepOutput, i: usize, tok: &dyn Fn(i32) -> String) {
     match &r.status {
         Err(e) => say!("  {} error: {e}", s.name),
         Ok(()) => {
-            let pairs: Vec<String> = r.emitted.iter().zip(&r.emitted_logprobs).map(|(&t, lp)| format!("{} ({lp:.4})", tok(t))).collect();
+            let pairs: Vec<String> =
+                r.emitted.iter().zip(&r.emitted_logprobs).map(|(&t, lp)| format!("{} ({lp:.4})", tok(t))).collect();
             say!("  {} accepted {} emitted [{}]", s.name, r.accepted, pairs.join(", "));
         }
     }

@@ -36,7 +36,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sampler_host::engine::cp::{Collective, CollectiveError, LocalCollective, NcclCollective};
-use sampler_host::tp::{gather_logits, RawNcclCollective, shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig, VocabParallelSampler};
+use sampler_host::tp::{
+    gather_logits, shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, RawNcclCollective, Shard, ShardLayout,
+    VocabParallelConfig, VocabParallelSampler,
+};
 use sampler_host::{BackendKind, DraftDist, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 /// A collective that times what it spends inside collectives.
@@ -93,10 +96,24 @@ impl Collective for Timed {
 
 /// One unit of work for every rank.
 enum Job {
-    Vp { cfg: VocabParallelConfig, logits: Arc<Vec<f32>>, reqs: Arc<Vec<Request>>, reps: usize },
-    Gather { vocab: u32, force_topk: u32, logits: Arc<Vec<f32>>, reqs: Arc<Vec<Request>>, reps: usize },
+    Vp {
+        cfg: VocabParallelConfig,
+        logits: Arc<Vec<f32>>,
+        reqs: Arc<Vec<Request>>,
+        reps: usize,
+    },
+    Gather {
+        vocab: u32,
+        force_topk: u32,
+        logits: Arc<Vec<f32>>,
+        reqs: Arc<Vec<Request>>,
+        reps: usize,
+    },
     /// Device-resident NCCL all-gathers of `count` i32 per rank (NCCL only).
-    DeviceGather { count: usize, reps: usize },
+    DeviceGather {
+        count: usize,
+        reps: usize,
+    },
 }
 
 #[derive(Default)]
@@ -118,7 +135,9 @@ fn cut_masks(reqs: &[Request], vocab: u32, s: Shard) -> Vec<Request> {
         }
         c
     };
-    reqs.iter().map(|r| Request { masks: r.masks.as_ref().map(|ms| ms.iter().map(cut).collect()), ..r.clone() }).collect()
+    reqs.iter()
+        .map(|r| Request { masks: r.masks.as_ref().map(|ms| ms.iter().map(cut).collect()), ..r.clone() })
+        .collect()
 }
 
 fn run_job(coll: Timed, job: &Job) -> (Timed, Result<Reply, String>) {
@@ -126,7 +145,10 @@ fn run_job(coll: Timed, job: &Job) -> (Timed, Result<Reply, String>) {
         Job::DeviceGather { count, reps } => {
             let mut coll = coll;
             let res = match &mut coll.inner {
-                Inner::Nccl(c) => c.time_all_gather_device(*count, *reps).map(|t| Reply { step_s: vec![t], ..Default::default() }).map_err(|e| e.to_string()),
+                Inner::Nccl(c) => c
+                    .time_all_gather_device(*count, *reps)
+                    .map(|t| Reply { step_s: vec![t], ..Default::default() })
+                    .map_err(|e| e.to_string()),
                 Inner::Local(_) | Inner::Raw(_) => Ok(Reply::default()),
             };
             (coll, res)
@@ -137,7 +159,11 @@ fn run_job(coll: Timed, job: &Job) -> (Timed, Result<Reply, String>) {
                 Err(e) => panic!("vocab-parallel config refused: {e}"),
             };
             let shard = shard_of(logits, cfg.vocab_size, vp.shard(), f32::NAN);
-            let reqs = if cfg.masks == MaskLayout::Shard { cut_masks(reqs, cfg.vocab_size, vp.shard()) } else { reqs.to_vec() };
+            let reqs = if cfg.masks == MaskLayout::Shard {
+                cut_masks(reqs, cfg.vocab_size, vp.shard())
+            } else {
+                reqs.to_vec()
+            };
             let mut rep = Reply::default();
             let res = (|| -> Result<(), String> {
                 for i in 0..=*reps {
@@ -166,7 +192,12 @@ fn run_job(coll: Timed, job: &Job) -> (Timed, Result<Reply, String>) {
                 let shard = shard_of(logits, *vocab, shards[coll.rank()], f32::NAN);
                 let rows = reqs.iter().map(|r| r.rows()).sum::<usize>();
                 let mut sampler = if coll.rank() == 0 {
-                    let cfg = SamplerConfig { vocab_size: *vocab, force_topk: *force_topk, nextn: 8, backend: BackendKind::Auto };
+                    let cfg = SamplerConfig {
+                        vocab_size: *vocab,
+                        force_topk: *force_topk,
+                        nextn: 8,
+                        backend: BackendKind::Auto,
+                    };
                     Some(Sampler::new(cfg).map_err(|e| e.to_string())?)
                 } else {
                     None
@@ -217,12 +248,18 @@ impl Group {
             "local" => None,
             _ => match NcclCollective::unique_id() {
                 Ok(id) if NcclCollective::device_count() >= tp => Some(id),
-                Ok(_) if kind == "nccl" => return Err(format!("--collective nccl needs {tp} GPUs, found {}", NcclCollective::device_count())),
+                Ok(_) if kind == "nccl" => {
+                    return Err(format!("--collective nccl needs {tp} GPUs, found {}", NcclCollective::device_count()))
+                }
                 Err(e) if kind == "nccl" => return Err(e.to_string()),
                 _ => None,
             },
         };
-        let locals = if nccl.is_none() { LocalCollective::group(tp).into_iter().map(Some).collect() } else { (0..tp).map(|_| None).collect::<Vec<_>>() };
+        let locals = if nccl.is_none() {
+            LocalCollective::group(tp).into_iter().map(Some).collect()
+        } else {
+            (0..tp).map(|_| None).collect::<Vec<_>>()
+        };
         let (mut jobs, mut replies) = (Vec::new(), Vec::new());
         for (r, local) in locals.into_iter().enumerate() {
             let (jt, jr) = channel::<Arc<Job>>();
@@ -251,7 +288,15 @@ impl Group {
                 rank_loop(Timed { inner, spent: 0.0 }, jr, rt)
             });
         }
-        let what = if nccl.is_some() { format!("NCCL{} on GPUs 0..{}", if raw { " (engine-made communicator, RawNcclCollective)" } else { "" }, tp - 1) } else { "LocalCollective (threads, CPU path)".into() };
+        let what = if nccl.is_some() {
+            format!(
+                "NCCL{} on GPUs 0..{}",
+                if raw { " (engine-made communicator, RawNcclCollective)" } else { "" },
+                tp - 1
+            )
+        } else {
+            "LocalCollective (threads, CPU path)".into()
+        };
         Ok(Group { jobs, replies, what })
     }
     fn run(&self, job: Job) -> Result<Vec<Reply>, String> {
@@ -271,8 +316,15 @@ fn raw_comm(rank: usize, tp: usize, id: sampler_host::engine::cp::NcclId) -> Res
     let stream = ctx.new_stream().map_err(|e| format!("stream: {e:?}"))?;
     let mut comm = std::ptr::null_mut();
     // SAFETY: every rank calls this with the same id and size; `comm` is written once.
-    unsafe { cudarc::nccl::result::comm_init_rank(&mut comm, tp as i32, cudarc::nccl::sys::ncclUniqueId { internal: id }, rank as i32) }
-        .map_err(|e| format!("ncclCommInitRank: {e:?}"))?;
+    unsafe {
+        cudarc::nccl::result::comm_init_rank(
+            &mut comm,
+            tp as i32,
+            cudarc::nccl::sys::ncclUniqueId { internal: id },
+            rank as i32,
+        )
+    }
+    .map_err(|e| format!("ncclCommInitRank: {e:?}"))?;
     // SAFETY: `comm` is live for the process (never destroyed) and used by this rank's thread only.
     unsafe { RawNcclCollective::new(comm, stream) }.map_err(|e| e.to_string())
 }
@@ -326,7 +378,14 @@ fn draft_dist(x: &[f32]) -> (i32, DraftDist) {
 }
 
 fn params(seed: u64) -> SamplingParams {
-    SamplingParams { temperature: 0.7, top_p: 0.9, top_k: 50, top_logprobs: 5, seq_seed: Some(seed), ..Default::default() }
+    SamplingParams {
+        temperature: 0.7,
+        top_p: 0.9,
+        top_k: 50,
+        top_logprobs: 5,
+        seq_seed: Some(seed),
+        ..Default::default()
+    }
 }
 
 /// Golden-shaped batch: every row kind; `full_row` adds a top-p 1 / top-k off row.
@@ -353,7 +412,13 @@ fn tour(rng: &mut Rng, v: usize, full_row: bool) -> (Vec<f32>, Vec<Request>) {
         drafts.push(if j == 3 { rng.below(v) as i32 } else { best });
         dists.push(d);
     }
-    reqs.push(Request::decode(SamplingParams { temperature: 1.0, top_p: 0.95, top_k: -1, ..params(2) }, 55, 6, drafts, dists));
+    reqs.push(Request::decode(
+        SamplingParams { temperature: 1.0, top_p: 0.95, top_k: -1, ..params(2) },
+        55,
+        6,
+        drafts,
+        dists,
+    ));
     // Decode with golden tokens, seqlen_q 4.
     let rs = rows(rng, 4, &mut logits);
     let (drafts, dists): (Vec<i32>, Vec<DraftDist>) = rs.iter().take(3).map(|r| draft_dist(r)).unzip();
@@ -362,11 +427,21 @@ fn tour(rng: &mut Rng, v: usize, full_row: bool) -> (Vec<f32>, Vec<Request>) {
     reqs.push(d);
     // Draft-model rows.
     rows(rng, 3, &mut logits);
-    reqs.push(Request { params: params(4), kind: RequestKind::Draft { seqlen_k: 60, seqlen_q: 2, last_valid_offset: 1, rows: 3 }, golden: Vec::new(), masks: None });
+    reqs.push(Request {
+        params: params(4),
+        kind: RequestKind::Draft { seqlen_k: 60, seqlen_q: 2, last_valid_offset: 1, rows: 3 },
+        golden: Vec::new(),
+        masks: None,
+    });
     // Prompt logprobs of 8 positions (one without a target).
     rows(rng, 8, &mut logits);
     let targets = (0..8).map(|i| if i == 7 { -1 } else { rng.below(v) as i32 }).collect();
-    reqs.push(Request { params: SamplingParams { prompt_logprobs: true, ..params(5) }, kind: RequestKind::PromptLogprobs { targets }, golden: Vec::new(), masks: None });
+    reqs.push(Request {
+        params: SamplingParams { prompt_logprobs: true, ..params(5) },
+        kind: RequestKind::PromptLogprobs { targets },
+        golden: Vec::new(),
+        masks: None,
+    });
     // Grammar masks (bits set past V too: ignored).
     rows(rng, 2, &mut logits);
     let (best, dist) = draft_dist(&logits[logits.len() - 2 * v..logits.len() - v]);
@@ -407,7 +482,9 @@ fn bits(o: &StepOutput, loose: bool) -> Vec<String> {
 }
 
 fn uneven(v: u32, tp: usize) -> ShardLayout {
-    let mut b: Vec<u32> = (0..=tp).map(|r| ((v as u64 * r as u64) / tp as u64) as u32 + if r % 2 == 1 && r < tp { 17 } else { 0 }).collect();
+    let mut b: Vec<u32> = (0..=tp)
+        .map(|r| ((v as u64 * r as u64) / tp as u64) as u32 + if r % 2 == 1 && r < tp { 17 } else { 0 })
+        .collect();
     b[tp] = v + 64;
     ShardLayout::Ranges((0..tp).rev().map(|r| (b[r], b[r + 1])).collect())
 }
@@ -431,7 +508,17 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { tp: 2, rows: vec![1, 64, 384], reps: 5, vocab: 129280, golden: None, collective: "auto".into(), check: true, table: true, first_round: 0 };
+    let mut a = Args {
+        tp: 2,
+        rows: vec![1, 64, 384],
+        reps: 5,
+        vocab: 129280,
+        golden: None,
+        collective: "auto".into(),
+        check: true,
+        table: true,
+        first_round: 0,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
@@ -479,27 +566,48 @@ fn main() {
         let mut lines = Vec::new();
         for (layout, lname) in [(ShardLayout::Equal { tp: a.tp }, "equal"), (uneven(vocab, a.tp), "ranges")] {
             for (finish, masks) in [(FinishOn::AllRanks, MaskLayout::Global), (FinishOn::Driver, MaskLayout::Shard)] {
-                let cfg = VocabParallelConfig { vocab_size: vocab, force_topk: ft, nextn: 8, layout: layout.clone(), finish, masks, first_round: a.first_round };
+                let cfg = VocabParallelConfig {
+                    vocab_size: vocab,
+                    force_topk: ft,
+                    nextn: 8,
+                    layout: layout.clone(),
+                    finish,
+                    masks,
+                    first_round: a.first_round,
+                };
                 let got = group.run(Job::Vp { cfg, logits: logits.clone(), reqs: reqs.clone(), reps: 0 });
                 let ok = match &got {
                     Err(e) => {
                         lines.push(format!("{lname}/{finish:?}/{masks:?}: error {e}"));
                         false
                     }
-                    Ok(reps) => reps.iter().enumerate().all(|(r, rep)| match (&rep.out, finish == FinishOn::Driver && r > 0) {
-                        (Some(o), true) => o.rows.is_empty(),
-                        (Some(o), false) => bits(o, masks == MaskLayout::Shard) == bits(&want, masks == MaskLayout::Shard),
-                        (None, _) => false,
-                    }),
+                    Ok(reps) => {
+                        reps.iter().enumerate().all(|(r, rep)| match (&rep.out, finish == FinishOn::Driver && r > 0) {
+                            (Some(o), true) => o.rows.is_empty(),
+                            (Some(o), false) => {
+                                bits(o, masks == MaskLayout::Shard) == bits(&want, masks == MaskLayout::Shard)
+                            }
+                            (None, _) => false,
+                        })
+                    }
                 };
                 let stats = got.as_ref().ok().and_then(|r| r.first()).map(|r| r.stats.clone()).unwrap_or_default();
-                lines.push(format!("{lname}/{finish:?}/{masks:?} {} (gathered {} B{})", if ok { "ok" } else { "FAIL" }, stats.gathered_bytes, if stats.full_rows { ", full rows" } else { "" }));
+                lines.push(format!(
+                    "{lname}/{finish:?}/{masks:?} {} (gathered {} B{})",
+                    if ok { "ok" } else { "FAIL" },
+                    stats.gathered_bytes,
+                    if stats.full_rows { ", full rows" } else { "" }
+                ));
                 if !ok {
                     *failures += 1;
                 }
             }
         }
-        println!("  {name} (N={}, vs single-device {backend}): {}", if ft == 0 || ft >= vocab { "off".to_string() } else { ft.to_string() }, lines.join("; "));
+        println!(
+            "  {name} (N={}, vs single-device {backend}): {}",
+            if ft == 0 || ft >= vocab { "off".to_string() } else { ft.to_string() },
+            lines.join("; ")
+        );
     };
     if a.check {
         println!("== bitwise check against the single-device sampler on the gathered logits");
@@ -529,20 +637,32 @@ fn main() {
         println!("bitwise check: {checks} batches x 4 configurations, {failures} failing");
     }
     if a.table {
-        println!("== bytes gathered per rank and step time (rank 0, median of {} after 1 warm-up), TP = {}", a.reps, a.tp);
+        println!(
+            "== bytes gathered per rank and step time (rank 0, median of {} after 1 warm-up), TP = {}",
+            a.reps, a.tp
+        );
         println!("| R | N | vp bytes | gather bytes | ratio | vp step ms | vp exch ms | gather+sample ms | gather exch ms | dev exch vp ms | dev exch gather ms | bitwise |");
         println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|");
         let mut rng = Rng(0xBE_EF);
         for ft in [1024u32, 4096, 0] {
             for &r in &a.rows {
                 let mut logits = Vec::with_capacity(r * v as usize);
-                let reqs: Vec<Request> = (0..r).map(|i| Request::prefill(params(100 + i as u64), 41 + i as u64)).collect();
+                let reqs: Vec<Request> =
+                    (0..r).map(|i| Request::prefill(params(100 + i as u64), 41 + i as u64)).collect();
                 for _ in 0..r {
                     logits.extend(row(&mut rng, v as usize));
                 }
                 let (want, _) = reference(ft, &logits, &reqs);
                 let (logits, reqs) = (Arc::new(logits), Arc::new(reqs));
-                let cfg = VocabParallelConfig { vocab_size: v, force_topk: ft, nextn: 8, layout: ShardLayout::Equal { tp: a.tp }, finish: FinishOn::AllRanks, masks: MaskLayout::Global, first_round: a.first_round };
+                let cfg = VocabParallelConfig {
+                    vocab_size: v,
+                    force_topk: ft,
+                    nextn: 8,
+                    layout: ShardLayout::Equal { tp: a.tp },
+                    finish: FinishOn::AllRanks,
+                    masks: MaskLayout::Global,
+                    first_round: a.first_round,
+                };
                 let vp = group.run(Job::Vp { cfg, logits: logits.clone(), reqs: reqs.clone(), reps: a.reps });
                 let ga = group.run(Job::Gather { vocab: v, force_topk: ft, logits, reqs, reps: a.reps });
                 let (vp, ga) = match (vp, ga) {
@@ -555,14 +675,17 @@ fn main() {
                 };
                 // The same payload sizes as device-resident NCCL all-gathers (largest rank's share).
                 let dev = |bytes: u64| -> String {
-                    match group.run(Job::DeviceGather { count: (bytes / 4).div_ceil(a.tp as u64) as usize, reps: a.reps }) {
+                    match group
+                        .run(Job::DeviceGather { count: (bytes / 4).div_ceil(a.tp as u64) as usize, reps: a.reps })
+                    {
                         Ok(r) if !r[0].step_s.is_empty() => format!("{:.3}", r[0].step_s[0] * 1e3),
                         Ok(_) => "-".into(),
                         Err(e) => format!("error {e}"),
                     }
                 };
                 let (dev_vp, dev_ga) = (dev(vp[0].bytes), dev(ga[0].bytes));
-                let same = vp[0].out.as_ref().map(|o| bits(o, false)) == Some(bits(&want, false)) && ga[0].out.as_ref().map(|o| bits(o, false)) == Some(bits(&want, false));
+                let same = vp[0].out.as_ref().map(|o| bits(o, false)) == Some(bits(&want, false))
+                    && ga[0].out.as_ref().map(|o| bits(o, false)) == Some(bits(&want, false));
                 failures += usize::from(!same);
                 let ms = |x: f64| x * 1e3;
                 println!(

@@ -40,7 +40,8 @@ pub enum LogitsError {
 pub fn load_safetensors(path: &Path, name: &str) -> Result<Logits, LogitsError> {
     let p = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| LogitsError::Io { path: p.clone(), source })?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| LogitsError::Format { path: p.clone(), msg: e.to_string() })?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| LogitsError::Format { path: p.clone(), msg: e.to_string() })?;
     let terr = |msg: String| LogitsError::Tensor { path: p.clone(), name: name.to_string(), msg };
     let t = st.tensor(name).map_err(|e| terr(format!("not found ({e})")))?;
     let shape = t.shape();
@@ -50,7 +51,9 @@ pub fn load_safetensors(path: &Path, name: &str) -> Result<Logits, LogitsError> 
     let raw = t.data();
     let data: Vec<f32> = match t.dtype() {
         safetensors::Dtype::F32 => raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        safetensors::Dtype::BF16 => raw.chunks_exact(2).map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)).collect(),
+        safetensors::Dtype::BF16 => {
+            raw.chunks_exact(2).map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)).collect()
+        }
         safetensors::Dtype::F16 => raw.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect(),
         other => return Err(terr(format!("has dtype {other:?}, expected F32, F16 or BF16"))),
     };

@@ -421,7 +421,16 @@ fn binary() -> Option<&'static PathBuf> {
         let bin = dir.join("selftest");
         let emu = std::path::Path::new(ROOT).join("sampler-host/ascendc/emu");
         let o = Command::new(cxx)
-            .args(["-std=c++17", "-g", "-O1", "-Wall", "-Wno-unused-variable", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"])
+            .args([
+                "-std=c++17",
+                "-g",
+                "-O1",
+                "-Wall",
+                "-Wno-unused-variable",
+                "-fsanitize=address,undefined",
+                "-fno-sanitize-recover=undefined",
+                "-fno-omit-frame-pointer",
+            ])
             .arg("-I")
             .arg(&emu)
             .arg("-o")
@@ -442,7 +451,11 @@ fn case(name: &str, env: &[(&str, &str)]) -> Option<(i32, String, String)> {
         return None;
     };
     let o = Command::new(bin).arg(name).envs(env.iter().copied()).output().unwrap();
-    let r = (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    let r = (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
     assert!(!r.2.contains("Sanitizer") && !r.2.contains("runtime error"), "sanitizer report in case {name}:\n{}", r.2);
     Some(r)
 }
@@ -553,7 +566,12 @@ fn datacache_lines_shared_by_blocks_or_mixed_with_dma_are_flagged() {
     // SetValue writes the whole line back, so one block's rows clobber the
     // other's; byte-exact DMA writes of the same rows are fine.
     passes_env("cache_rows_scalar", &[("BLOCKS", "1")]);
-    fails_env("cache_rows_scalar", &[("BLOCKS", "2")], "CACHE", "written by a scalar SetValue in block 1 and also by block 0");
+    fails_env(
+        "cache_rows_scalar",
+        &[("BLOCKS", "2")],
+        "CACHE",
+        "written by a scalar SetValue in block 1 and also by block 0",
+    );
     passes_env("cache_rows_dma", &[("BLOCKS", "2")]);
     passes_env("cache_rows_dma", &[("BLOCKS", "40")]);
     // One core: a dirty scalar line, then DMA on the same line.
@@ -610,9 +628,13 @@ fn numerics_mode_perturbs_vector_exp_and_div_within_2_ulp_and_flushes_subnormals
         assert!(out.contains("moved 0 worst 0 subnormal quotient 1.4"), "exact by default: {out}");
     }
     let Some(out) = passes_env("numerics", &[("ASCENDC_EMU_NUMERICS", "perturb")]) else { return };
-    let moved: u32 = out.split("moved ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).expect(&out);
+    let moved: u32 =
+        out.split("moved ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).expect(&out);
     assert!(moved > 200, "most of the 510 results move: {out}");
-    assert!(out.contains("worst 2 subnormal quotient 0\n"), "at most 2 ulp; the subnormal dividend flushes to 0: {out}");
+    assert!(
+        out.contains("worst 2 subnormal quotient 0\n"),
+        "at most 2 ulp; the subnormal dividend flushes to 0: {out}"
+    );
 }
 
 #[test]

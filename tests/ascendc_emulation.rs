@@ -133,7 +133,14 @@ impl EmuDevice {
                 }
                 (Val::I32(a), Val::I32(b)) => {
                     if a[s.clone()] != b[s.clone()] {
-                        return diff(row, format!("cpu {:?} emu {:?}", &a[s.clone()].iter().take(8).collect::<Vec<_>>(), &b[s].iter().take(8).collect::<Vec<_>>()));
+                        return diff(
+                            row,
+                            format!(
+                                "cpu {:?} emu {:?}",
+                                &a[s.clone()].iter().take(8).collect::<Vec<_>>(),
+                                &b[s].iter().take(8).collect::<Vec<_>>()
+                            ),
+                        );
                     }
                 }
                 (Val::U32(a), Val::U32(b)) => {
@@ -282,7 +289,12 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     }
     kernels.sort_unstable();
     kernels.dedup();
-    Ok(Some(format!("{name}: V={v} N={n} R={} verify={} kernels={kernels:?} tokens={:?} -> identical", p.rows, p.any_verify, &want.tokens[..want.tokens.len().min(8)])))
+    Ok(Some(format!(
+        "{name}: V={v} N={n} R={} verify={} kernels={kernels:?} tokens={:?} -> identical",
+        p.rows,
+        p.any_verify,
+        &want.tokens[..want.tokens.len().min(8)]
+    )))
 }
 
 #[test]
@@ -292,13 +304,23 @@ fn every_kernel_has_committed_ascendc_source() {
         let name = spec.name;
         let Some(src) = spec.ascendc else {
             // Honoured opt-out; anything else is a kernel silently missing a target.
-            assert!(spec.ascend_opt_out, "kernel `{name}` has no AscendC source: {}; lower it or opt out with `#[kernel(ascend = false)]`", spec.ascendc_skipped.unwrap_or("?"));
+            assert!(
+                spec.ascend_opt_out,
+                "kernel `{name}` has no AscendC source: {}; lower it or opt out with `#[kernel(ascend = false)]`",
+                spec.ascendc_skipped.unwrap_or("?")
+            );
             eprintln!("skip {name}: {}", spec.ascendc_skipped.unwrap_or("opted out"));
             continue;
         };
         let file = dir.join(format!("{name}.cpp"));
-        let committed = std::fs::read_to_string(&file).unwrap_or_else(|_| panic!("kernel `{name}`: missing {}: run `cargo run --example regenerate -- --ascendc`", file.display()));
-        assert!(committed == src, "kernel `{name}`: {} is stale: run `cargo run --example regenerate -- --ascendc`", file.display());
+        let committed = std::fs::read_to_string(&file).unwrap_or_else(|_| {
+            panic!("kernel `{name}`: missing {}: run `cargo run --example regenerate -- --ascendc`", file.display())
+        });
+        assert!(
+            committed == src,
+            "kernel `{name}`: {} is stale: run `cargo run --example regenerate -- --ascendc`",
+            file.display()
+        );
     }
 }
 
@@ -321,14 +343,23 @@ fn golden_cases_match_cpu_under_emulation() {
         match run_case(p) {
             Ok(Some(line)) => {
                 ran += 1;
-                for k in ["raw_logprobs", "tree_walk", "mask_check", "mask_check_chunk", "force_topn_counted", "topn_chunk_counted"] {
+                for k in [
+                    "raw_logprobs",
+                    "tree_walk",
+                    "mask_check",
+                    "mask_check_chunk",
+                    "force_topn_counted",
+                    "topn_chunk_counted",
+                ] {
                     if line.contains(&format!("\"{k}\"")) {
                         covered.insert(k);
                     }
                 }
                 eprintln!("ok   {line}");
             }
-            Ok(None) => eprintln!("skip {} (N > 4096: not an Ascend configuration)", p.file_name().unwrap().to_string_lossy()),
+            Ok(None) => {
+                eprintln!("skip {} (N > 4096: not an Ascend configuration)", p.file_name().unwrap().to_string_lossy())
+            }
             Err(e) => {
                 eprintln!("FAIL {e}");
                 failures.push(e);
@@ -410,7 +441,8 @@ fn force_topn_orders_nan_and_signed_zero_as_stated() {
     }
     let t = probe::sort_ties();
     let n = t.n as usize;
-    let args = [Val::F32(t.logits.clone()), Val::SU32(t.v), Val::SU32(t.n), Val::F32(vec![0.0; n]), Val::I32(vec![-1; n])];
+    let args =
+        [Val::F32(t.logits.clone()), Val::SU32(t.v), Val::SU32(t.n), Val::F32(vec![0.0; n]), Val::I32(vec![-1; n])];
     let (_, emu) = run_both_in(Numerics::Perturb, "force_topn", t.tile, 1, &args).unwrap();
     assert_eq!(emu[4].i32s(), t.want.as_slice());
 }
@@ -465,11 +497,15 @@ int main(int argc, char **argv) {{
     let fout = dir.join("out.bin");
     let o = Command::new(&bin).arg(&fin).arg(&fout).env("ASCENDC_EMU_NUMERICS", "perturb").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out: Vec<f32> = std::fs::read(&fout).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let out: Vec<f32> =
+        std::fs::read(&fout).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     let (he, hd, worst) = probe::ulp_histogram(&x, &y, &out[..n], &out[n..]);
     eprintln!("emulated Exp {he:?}, Div {hd:?}, worst {worst} ulp");
     assert!(worst <= 3 && hd[3] == 0, "Exp {he:?}, Div {hd:?}, worst {worst}");
-    assert!(he[4] > 0 && hd[1] + hd[2] > 0, "the numerics mode moves results and flushes subnormals: Exp {he:?}, Div {hd:?}");
+    assert!(
+        he[4] > 0 && hd[1] + hd[2] > 0,
+        "the numerics mode moves results and flushes subnormals: Exp {he:?}, Div {hd:?}"
+    );
 }
 
 /// Removes the first `qin.EnQue(t); t = qin.DeQue<T>();` of a kernel body:
@@ -515,14 +551,28 @@ fn planted_bugs_in_generated_kernels_are_caught() {
     let dir = work_dir().join("planted");
     std::fs::create_dir_all(&dir).unwrap();
     let src = |k: &str| registry::find(k).unwrap().ascendc.unwrap();
-    assert!(src("process").contains("AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;"), "process stages its loads through a depth-2 TQue");
+    assert!(
+        src("process").contains("AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;"),
+        "process stages its loads through a depth-2 TQue"
+    );
     let planted = [
-        ("process", drop_enque(src("process")).expect("process stages a row tile through TQue<VECIN> and reads it on V")),
-        ("verify", drop_line(src("verify"), "AscendC::PipeBarrier<PIPE_V>();").expect("verify has a V -> V dependency")),
+        (
+            "process",
+            drop_enque(src("process")).expect("process stages a row tile through TQue<VECIN> and reads it on V"),
+        ),
+        (
+            "verify",
+            drop_line(src("verify"), "AscendC::PipeBarrier<PIPE_V>();").expect("verify has a V -> V dependency"),
+        ),
         ("draw", scalar_token_store(src("draw")).expect("draw stores its token by DMA")),
     ];
-    let specs: Vec<KernelSpec> =
-        planted.iter().map(|(k, s)| KernelSpec { ascendc: Some(Box::leak(s.clone().into_boxed_str())), ..*registry::find(k).unwrap() }).collect();
+    let specs: Vec<KernelSpec> = planted
+        .iter()
+        .map(|(k, s)| KernelSpec {
+            ascendc: Some(Box::leak(s.clone().into_boxed_str())),
+            ..*registry::find(k).unwrap()
+        })
+        .collect();
     let drv = dir.join("driver.cpp");
     std::fs::write(&drv, driver_source(&dir, &specs.iter().collect::<Vec<_>>())).unwrap();
     let bad = dir.join("driver");

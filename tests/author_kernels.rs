@@ -126,13 +126,20 @@ fn new_kernels_under_ascendc_emulation_match_the_cpu() {
         return;
     }
     let (rows, n) = (3u32, 200u32);
-    let args = [Val::F32(logits(rows as usize, n as usize)), Val::SU32(n), Val::SF32(0.1), Val::U32(vec![0; rows as usize])];
+    let args =
+        [Val::F32(logits(rows as usize, n as usize)), Val::SU32(n), Val::SF32(0.1), Val::U32(vec![0; rows as usize])];
     let (cpu, emu) = run_both("min_p_cut_count", 256, rows, &args).unwrap();
     assert_eq!(cpu[3].u32s(), emu[3].u32s(), "min_p_cut_count: AscendC emulation vs CPU");
 
     let (v, k) = (500u32, 20u32);
     let out = (rows * k) as usize;
-    let args = [Val::F32(logits(rows as usize, v as usize)), Val::SU32(v), Val::SU32(k), Val::F32(vec![0.0; out]), Val::I32(vec![0; out])];
+    let args = [
+        Val::F32(logits(rows as usize, v as usize)),
+        Val::SU32(v),
+        Val::SU32(k),
+        Val::F32(vec![0.0; out]),
+        Val::I32(vec![0; out]),
+    ];
     let (cpu, emu) = run_both("top_k_renorm", 64, rows, &args).unwrap();
     assert_eq!(cpu[4].i32s(), emu[4].i32s(), "top_k_renorm ids: AscendC emulation vs CPU");
     for (i, (a, b)) in cpu[3].f32s().iter().zip(emu[3].f32s()).enumerate() {

@@ -24,7 +24,9 @@ mod common;
 
 use common::gen::Rng;
 use common::reference::{check_params, mask_row, process_row};
-use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, Request, RequestKind, Sampler, SamplerConfig, SamplingParams};
+use sampler_host::{
+    BackendKind, DraftDist, DraftTree, FilterOrder, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
+};
 
 const ALPHA: f64 = 1e-4;
 /// Rows per `sample` call.
@@ -174,7 +176,13 @@ fn chi_square(what: &str, observed: &[u64], expected: &[f64]) {
 // ------------------------------------------------------------ helpers
 
 fn sampler(vocab: usize, force_topk: usize) -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: force_topk as u32, nextn: 5, backend: BackendKind::Cpu }).unwrap()
+    Sampler::new(SamplerConfig {
+        vocab_size: vocab as u32,
+        force_topk: force_topk as u32,
+        nextn: 5,
+        backend: BackendKind::Cpu,
+    })
+    .unwrap()
 }
 
 /// Processed probabilities of one row per the reference (index = vocabulary id).
@@ -190,7 +198,16 @@ fn logits_row(rng: &mut Rng, v: usize, scale: f64) -> Vec<f32> {
 
 // ------------------------------------------------------------ (a) plain draws
 
-fn plain_draws(what: &str, v: usize, force_topk: usize, row: &[f32], mask: Option<Vec<u32>>, params: SamplingParams, draws: usize, seed: u64) {
+fn plain_draws(
+    what: &str,
+    v: usize,
+    force_topk: usize,
+    row: &[f32],
+    mask: Option<Vec<u32>>,
+    params: SamplingParams,
+    draws: usize,
+    seed: u64,
+) {
     let n = if force_topk == 0 || force_topk >= v { v } else { force_topk };
     let expected = reference_probs(row, mask.as_deref(), n, &SamplingParams { seq_seed: Some(0), ..params.clone() });
     let mut s = sampler(v, force_topk);
@@ -293,7 +310,17 @@ fn verify_law(what: &str, v: usize, row: &[f32], params: &SamplingParams, q: &[f
                 let d1 = sample_from(&mut rng, &qn) as i32;
                 let pr = SamplingParams { seq_seed: Some(rng.next_u64()), ..params.clone() };
                 let seqlen_k = rng.range(2, 1 << 40);
-                Request { params: pr, kind: RequestKind::Decode { seqlen_k, seqlen_q: 2, drafts: vec![d1], draft_dists: vec![dist.clone()] }, golden: Vec::new(), masks: None }
+                Request {
+                    params: pr,
+                    kind: RequestKind::Decode {
+                        seqlen_k,
+                        seqlen_q: 2,
+                        drafts: vec![d1],
+                        draft_dists: vec![dist.clone()],
+                    },
+                    golden: Vec::new(),
+                    masks: None,
+                }
             })
             .collect();
         let out = s.sample(&logits[..2 * m * v], &reqs).unwrap();
@@ -309,7 +336,10 @@ fn verify_law(what: &str, v: usize, row: &[f32], params: &SamplingParams, q: &[f
     let acc = accepted as f64 / trials as f64;
     let sd = (want_acc * (1.0 - want_acc) / trials as f64).sqrt().max(1e-12);
     eprintln!("{what}: acceptance {acc:.5} (theory {want_acc:.5})");
-    assert!((acc - want_acc).abs() <= 4.5 * sd + 1e-9, "{what}: acceptance rate {acc} vs theory {want_acc} (sd {sd:.2e})");
+    assert!(
+        (acc - want_acc).abs() <= 4.5 * sd + 1e-9,
+        "{what}: acceptance rate {acc} vs theory {want_acc} (sd {sd:.2e})"
+    );
     chi_square(what, &counts, &p);
 }
 
@@ -400,7 +430,10 @@ fn min_p_draws_follow_the_renormalised_kept_distribution() {
     assert!(kept >= 4 && kept < v / 2, "test setup: min-p keeps {kept} of {v}");
     let reference = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
     // The same kept set; values up to the reference's f32 scaling (section 3.4).
-    assert!(law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6), "the reference disagrees with section 10.1");
+    assert!(
+        law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6),
+        "the reference disagrees with section 10.1"
+    );
     plain_draws("draws min_p=0.08 T=0.9 V=64", v, 0, &row, None, params, draws() / 4, 41);
     // Min-p with top-p and top-k in the seed's order: the shortest prefix wins.
     let params = SamplingParams { temperature: 0.9, top_p: 0.9, top_k: 12, min_p: 0.05, ..Default::default() };
@@ -418,14 +451,44 @@ fn top_k_then_top_p_draws_follow_the_renormalised_kept_distribution() {
     let law = section10_law(&row, t, top_p as f64, top_k, 0.0, true);
     let seed_order = section10_law(&row, t, top_p as f64, top_k, 0.0, false);
     // The setup must tell the two orders apart: top-k first keeps fewer tokens here.
-    assert!(kept_count(&law) >= 3 && kept_count(&law) < kept_count(&seed_order), "test setup: {} vs {}", kept_count(&law), kept_count(&seed_order));
-    let params = SamplingParams { temperature: t as f32, top_p, top_k: top_k as i64, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
+    assert!(
+        kept_count(&law) >= 3 && kept_count(&law) < kept_count(&seed_order),
+        "test setup: {} vs {}",
+        kept_count(&law),
+        kept_count(&seed_order)
+    );
+    let params = SamplingParams {
+        temperature: t as f32,
+        top_p,
+        top_k: top_k as i64,
+        filter_order: FilterOrder::TopKThenTopP,
+        ..Default::default()
+    };
     let reference = reference_probs(&row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
-    assert!(law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6), "the reference disagrees with section 10.2");
+    assert!(
+        law.iter().zip(&reference).all(|(a, b)| (*a > 0.0) == (*b > 0.0) && (a - b).abs() < 1e-6),
+        "the reference disagrees with section 10.2"
+    );
     plain_draws("draws top_k_then_top_p k=10 top_p=0.6 V=64", v, 0, &row, None, params, draws() / 4, 43);
     // With min-p too, under force top-k.
-    let params = SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 20, min_p: 0.02, filter_order: FilterOrder::TopKThenTopP, ..Default::default() };
-    plain_draws("draws top_k_then_top_p k=20 top_p=0.8 min_p=0.02 force_topk=32 V=64", v, 32, &row, None, params, draws() / 4, 44);
+    let params = SamplingParams {
+        temperature: 0.7,
+        top_p: 0.8,
+        top_k: 20,
+        min_p: 0.02,
+        filter_order: FilterOrder::TopKThenTopP,
+        ..Default::default()
+    };
+    plain_draws(
+        "draws top_k_then_top_p k=20 top_p=0.8 min_p=0.02 force_topk=32 V=64",
+        v,
+        32,
+        &row,
+        None,
+        params,
+        draws() / 4,
+        44,
+    );
 }
 
 // ------------------------------------------------------------ (d) tree verification
@@ -445,7 +508,17 @@ enum Law {
 /// target law p whatever the proposal, when the root's `k` children are
 /// drawn as declared; the root's children also have children, so the walk
 /// goes on after an acceptance.
-fn tree_law(what: &str, v: usize, row: &[f32], params: &SamplingParams, q: &[f64], law: Law, k: usize, trials: usize, seed: u64) {
+fn tree_law(
+    what: &str,
+    v: usize,
+    row: &[f32],
+    params: &SamplingParams,
+    q: &[f64],
+    law: Law,
+    k: usize,
+    trials: usize,
+    seed: u64,
+) {
     let p = reference_probs(row, None, v, &SamplingParams { seq_seed: Some(0), ..params.clone() });
     let (dist, qn) = draft_dist(q);
     let mut s = sampler(v, 0);
@@ -486,7 +559,12 @@ fn tree_law(what: &str, v: usize, row: &[f32], params: &SamplingParams, q: &[f64
                     Law::Fixed => None,
                     _ => Some(vec![dist.clone(); internal]),
                 };
-                let tree = DraftTree { parent: parent.clone(), tokens, draft_dists, without_replacement: matches!(law, Law::WithoutReplacement) };
+                let tree = DraftTree {
+                    parent: parent.clone(),
+                    tokens,
+                    draft_dists,
+                    without_replacement: matches!(law, Law::WithoutReplacement),
+                };
                 let pr = SamplingParams { seq_seed: Some(rng.next_u64()), ..params.clone() };
                 Request::tree(pr, rng.range(m as u64, 1 << 40), tree)
             })

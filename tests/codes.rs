@@ -29,7 +29,12 @@ fn row_and_group_codes_are_the_kernels() {
     assert_eq!(res.row_status[..3], [ROW_OK, ROW_BAD_VALUE, ROW_ALL_MASKED]);
     assert_eq!(res.group_status, [GROUP_OK, ROW_BAD_VALUE, ROW_ALL_MASKED, GROUP_HOST_FAILED]);
     // Kinds: a prompt-logprobs group draws nothing, a verify group is one.
-    let prompt = Request { params: p.clone(), kind: RequestKind::PromptLogprobs { targets: vec![1, 2] }, golden: vec![], masks: None };
+    let prompt = Request {
+        params: p.clone(),
+        kind: RequestKind::PromptLogprobs { targets: vec![1, 2] },
+        golden: vec![],
+        masks: None,
+    };
     let verify = Request::decode(p, 10, 2, vec![3], vec![Default::default()]);
     let logits = vec![0.5f32; 4 * v];
     let (plan, _) = build_plan(v as u32, v as u32, 5, &logits, &[prompt, verify]).unwrap();
@@ -47,7 +52,10 @@ fn force_topk_limits_are_the_config_limits() {
         Err(ConfigError::ForceTopkTooLarge { limit, .. }) => assert_eq!(limit, MAX_N_ASCEND),
         other => panic!("{other:?}"),
     }
-    assert_eq!(sampler_host::sampler::check_force_topk(MAX_N_NVIDIA + 1, 129280, "nvidia"), Err(ConfigError::ForceTopkTooLarge { n: MAX_N_NVIDIA + 1, platform: "nvidia", limit: MAX_N_NVIDIA }));
+    assert_eq!(
+        sampler_host::sampler::check_force_topk(MAX_N_NVIDIA + 1, 129280, "nvidia"),
+        Err(ConfigError::ForceTopkTooLarge { n: MAX_N_NVIDIA + 1, platform: "nvidia", limit: MAX_N_NVIDIA })
+    );
     assert_eq!(sampler_host::backend::cuda::FUSED_MAX, MAX_N_NVIDIA);
     assert_eq!(sampler_kernels::spec::GPU_SORT_CAP, MAX_N_NVIDIA);
 }

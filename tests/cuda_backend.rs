@@ -36,7 +36,8 @@ fn no_driver_is_a_typed_error() {
             // Forced CUDA fails with the same error; Auto falls back to the CPU.
             let forced = Sampler::new(SamplerConfig { backend: BackendKind::Cuda, ..SamplerConfig::new(32) });
             assert!(matches!(forced, Err(ConfigError::BackendUnavailable("cuda", _))));
-            let auto = Sampler::new(SamplerConfig { backend: BackendKind::Auto, ..SamplerConfig::new(32) }).expect("auto");
+            let auto =
+                Sampler::new(SamplerConfig { backend: BackendKind::Auto, ..SamplerConfig::new(32) }).expect("auto");
             assert_eq!(auto.backend_name(), "cpu");
             skip(&format!("no CUDA GPU here ({e}); GPU tests skipped"));
         }
@@ -78,7 +79,9 @@ fn device_logits_through_the_public_api_equal_cpu() {
     use half::{bf16, f16};
     use sampler_host::interop::CudaLogits;
     if !driver_present() || CudaBackend::new().is_err() {
-        skip("no CUDA GPU: the device-resident public API is not run (scripts/engine-gpu-round.sh runs it on the H200)");
+        skip(
+            "no CUDA GPU: the device-resident public API is not run (scripts/engine-gpu-round.sh runs it on the H200)",
+        );
         return;
     }
     let mut checked = 0;
@@ -90,7 +93,12 @@ fn device_logits_through_the_public_api_equal_cpu() {
         }
         let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
         let logits: Vec<f32> = logits.concat();
-        let cfg = |b| SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend: b };
+        let cfg = |b| SamplerConfig {
+            vocab_size: case.vocab_size,
+            force_topk: case.force_topk,
+            nextn: case.nextn,
+            backend: b,
+        };
         let mut cpu = Sampler::new(cfg(BackendKind::Cpu)).unwrap();
         let mut gpu = Sampler::new(cfg(BackendKind::Cuda)).unwrap();
         let want = format!("{:?}", cpu.sample(&logits, &reqs).unwrap());
@@ -121,8 +129,15 @@ fn device_logits_through_the_public_api_equal_cpu() {
             for q in out.requests.iter().filter(|q| q.status.is_ok()) {
                 let toks: Vec<i32> = out.rows[q.rows.clone()].iter().map(|r| r.token).collect();
                 let g = out.requests.iter().position(|x| std::ptr::eq(x, q)).unwrap();
-                let path = q.path.as_ref().map(|p| on_device.2.as_ref().map(|d| d[q.rows.start..q.rows.start + p.len()].iter().map(|&x| x.max(0) as u32).collect::<Vec<_>>()));
-                if on_device.0[q.rows.clone()] != toks[..] || on_device.1[g] != q.accepted || path.is_some_and(|d| d.as_ref() != q.path.as_ref()) {
+                let path = q.path.as_ref().map(|p| {
+                    on_device.2.as_ref().map(|d| {
+                        d[q.rows.start..q.rows.start + p.len()].iter().map(|&x| x.max(0) as u32).collect::<Vec<_>>()
+                    })
+                });
+                if on_device.0[q.rows.clone()] != toks[..]
+                    || on_device.1[g] != q.accepted
+                    || path.is_some_and(|d| d.as_ref() != q.path.as_ref())
+                {
                     fails.push(format!("{name}: device outputs of request {g} differ from the waited ones"));
                 }
             }
@@ -170,7 +185,14 @@ fn half_cases() -> Vec<HalfCase> {
         }
         let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        out.push(HalfCase { name, reqs, logits: logits.concat(), vocab: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn });
+        out.push(HalfCase {
+            name,
+            reqs,
+            logits: logits.concat(),
+            vocab: case.vocab_size,
+            force_topk: case.force_topk,
+            nextn: case.nextn,
+        });
     }
     for seed in 0..48u64 {
         let mut rng = Rng::new(1000 + seed);
@@ -182,7 +204,14 @@ fn half_cases() -> Vec<HalfCase> {
                 r.params.top_k = rng.range(1, 40) as i64;
             }
         }
-        out.push(HalfCase { name: format!("random seed {seed} V={v} force={force}"), reqs: step.requests, logits: step.logits, vocab: v as u32, force_topk: force as u32, nextn: 64 });
+        out.push(HalfCase {
+            name: format!("random seed {seed} V={v} force={force}"),
+            reqs: step.requests,
+            logits: step.logits,
+            vocab: v as u32,
+            force_topk: force as u32,
+            nextn: 64,
+        });
     }
     out
 }
@@ -202,7 +231,8 @@ fn half_device_logits_equal_their_widening() {
     // Without a GPU too: the steps are well-formed for the sampler (a config it refuses would fail on the GPU).
     let cases = half_cases();
     for c in &cases {
-        let cfg = SamplerConfig { vocab_size: c.vocab, force_topk: c.force_topk, nextn: c.nextn, backend: BackendKind::Cpu };
+        let cfg =
+            SamplerConfig { vocab_size: c.vocab, force_topk: c.force_topk, nextn: c.nextn, backend: BackendKind::Cpu };
         assert!(Sampler::new(cfg).is_ok(), "{}: config refused", c.name);
     }
     if !driver_present() || CudaBackend::new().is_err() {
@@ -225,8 +255,14 @@ fn half_device_logits_equal_their_widening() {
             let want = format!("{:?}", cpu.sample(wide, &c.reqs).unwrap());
             let dwide = stream.clone_htod(wide).unwrap();
             let mut got = vec![
-                ("f32 device logits of the widened values", format!("{:?}", gpu.sample_async(CudaLogits::f32(&dwide), &c.reqs).unwrap().wait().unwrap())),
-                ("device logits, eager", format!("{:?}", gpu.sample_async(dev.clone(), &c.reqs).unwrap().wait().unwrap())),
+                (
+                    "f32 device logits of the widened values",
+                    format!("{:?}", gpu.sample_async(CudaLogits::f32(&dwide), &c.reqs).unwrap().wait().unwrap()),
+                ),
+                (
+                    "device logits, eager",
+                    format!("{:?}", gpu.sample_async(dev.clone(), &c.reqs).unwrap().wait().unwrap()),
+                ),
                 ("device logits, sample", format!("{:?}", gpu.sample(dev.clone(), &c.reqs).unwrap())),
             ];
             if what == "bf16" {
@@ -236,7 +272,10 @@ fn half_device_logits_equal_their_widening() {
             }
             if !c.logits.is_empty() {
                 let g = gpu.capture(dev.clone(), &c.reqs).unwrap();
-                got.push(("device logits, graph replay", format!("{:?}", gpu.replay(&g, dev.clone(), &c.reqs).unwrap().wait().unwrap())));
+                got.push((
+                    "device logits, graph replay",
+                    format!("{:?}", gpu.replay(&g, dev.clone(), &c.reqs).unwrap().wait().unwrap()),
+                ));
             }
             for (how, g) in got {
                 if g != want {
@@ -247,7 +286,10 @@ fn half_device_logits_equal_their_widening() {
         masked += c.reqs.iter().any(|r| r.masks.is_some()) as usize;
         checked += 1;
     }
-    eprintln!("bf16/f16 device logits: {checked} steps checked ({masked} with grammar masks), {} failures", fails.len());
+    eprintln!(
+        "bf16/f16 device logits: {checked} steps checked ({masked} with grammar masks), {} failures",
+        fails.len()
+    );
     assert!(fails.is_empty(), "{}", fails.join("\n"));
     // The random steps alone are 48 (the golden cases join them where SAMPLER_GOLDEN_DIR finds them).
     assert!(checked >= 48 && masked > 5, "checked {checked} masked {masked}");
@@ -287,7 +329,10 @@ fn half_device_logits_at_the_backend_level() {
                 be.set_chunks_override(chunks);
                 let (got, want) = (be.run(&ph).unwrap(), be.run(&pw).unwrap());
                 if format!("{got:?}") != format!("{want:?}") {
-                    fails.push(format!("{} (full_row {full_row}, chunks {chunks:?}): bf16 differs from its f32 widening", c.name));
+                    fails.push(format!(
+                        "{} (full_row {full_row}, chunks {chunks:?}): bf16 differs from its f32 widening",
+                        c.name
+                    ));
                 }
                 runs += 1;
             }

@@ -61,17 +61,25 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
             for chunks in [None, Some(1), Some(2), Some(4)] {
                 be.set_full_row(full_row);
                 be.set_chunks_override(chunks);
-                let names = pipeline::build_for(be.device(), &p, pipeline::choose(&p, full_row)).unwrap().kernel_names();
+                let names =
+                    pipeline::build_for(be.device(), &p, pipeline::choose(&p, full_row)).unwrap().kernel_names();
                 counted += names.iter().any(|n| n.ends_with("_counted")) as usize;
                 let got = be.run(&p).unwrap();
                 if format!("{got:?}") != format!("{want:?}") {
-                    fails.push(format!("{} (full_row {full_row}, chunks {chunks:?}, {names:?}): differs from the CPU", f.display()));
+                    fails.push(format!(
+                        "{} (full_row {full_row}, chunks {chunks:?}, {names:?}): differs from the CPU",
+                        f.display()
+                    ));
                 }
                 runs += 1;
             }
         }
     }
-    eprintln!("counts in top-N on CUDA: {} golden cases, {runs} backend runs ({counted} with a counted top-N), {} failures", files.len(), fails.len());
+    eprintln!(
+        "counts in top-N on CUDA: {} golden cases, {runs} backend runs ({counted} with a counted top-N), {} failures",
+        files.len(),
+        fails.len()
+    );
     assert!(fails.is_empty(), "{}", fails.join("\n"));
     assert!(counted > files.len(), "the counted kernels ran: {counted}");
 }

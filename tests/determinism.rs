@@ -12,10 +12,18 @@
 mod common;
 
 use common::gen::{random_step, GenOpts, Rng, Step};
-use sampler_host::{BackendKind, Request, RequestOutput, RowOutput, Sampler, SamplerConfig, SamplingParams, StepOutput};
+use sampler_host::{
+    BackendKind, Request, RequestOutput, RowOutput, Sampler, SamplerConfig, SamplingParams, StepOutput,
+};
 
 fn sampler(vocab: usize, force_topk: usize) -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: vocab as u32, force_topk: force_topk as u32, nextn: 5, backend: BackendKind::Cpu }).unwrap()
+    Sampler::new(SamplerConfig {
+        vocab_size: vocab as u32,
+        force_topk: force_topk as u32,
+        nextn: 5,
+        backend: BackendKind::Cpu,
+    })
+    .unwrap()
 }
 
 /// A row as bits; top logprobs cut to `k` entries.
@@ -40,8 +48,14 @@ fn req_bits(o: &RequestOutput) -> (String, u32, Vec<i32>, Vec<u32>, Vec<u32>) {
     )
 }
 
-fn step_bits(out: &StepOutput) -> (Vec<(i32, u32, u32, Vec<(i32, u32)>)>, Vec<(String, u32, Vec<i32>, Vec<u32>, Vec<u32>)>, usize) {
-    (out.rows.iter().map(|r| row_bits(r, usize::MAX)).collect(), out.requests.iter().map(req_bits).collect(), out.top_logprobs_width)
+fn step_bits(
+    out: &StepOutput,
+) -> (Vec<(i32, u32, u32, Vec<(i32, u32)>)>, Vec<(String, u32, Vec<i32>, Vec<u32>, Vec<u32>)>, usize) {
+    (
+        out.rows.iter().map(|r| row_bits(r, usize::MAX)).collect(),
+        out.requests.iter().map(req_bits).collect(),
+        out.top_logprobs_width,
+    )
 }
 
 /// (V, force top-k) pairs: tiny, ordinary, several tile sizes, force top-k on.
@@ -89,7 +103,8 @@ fn batch_invariance() {
             ok_targets += alone.requests[0].status.is_ok() as usize;
             for _ in 0..4 {
                 // Neighbours of every kind, failing ones included, before and after it.
-                let nb = random_step(&mut rng, v, force, max_neighbours, GenOpts { p_error: 0.3, ..Default::default() });
+                let nb =
+                    random_step(&mut rng, v, force, max_neighbours, GenOpts { p_error: 0.3, ..Default::default() });
                 let split = rng.below(nb.requests.len() + 1);
                 let mut reqs: Vec<Request> = nb.requests[..split].to_vec();
                 let before: usize = reqs.iter().map(|r| r.rows()).sum();
@@ -109,7 +124,12 @@ fn batch_invariance() {
                         out.rows.len()
                     );
                 }
-                assert_eq!(req_bits(&out.requests[split]), req_bits(&alone.requests[0]), "V={v} N={force}: request output of {:?} differs in a batch", target.kind);
+                assert_eq!(
+                    req_bits(&out.requests[split]),
+                    req_bits(&alone.requests[0]),
+                    "V={v} N={force}: request output of {:?} differs in a batch",
+                    target.kind
+                );
                 checked += 1;
             }
         }
@@ -134,7 +154,11 @@ fn position_in_batch() {
         for c in 0..copies {
             assert_eq!(req_bits(&out.requests[c]), req_bits(&alone.requests[0]), "V={v} N={force}: copy {c}");
             for j in 0..req.rows() {
-                assert_eq!(row_bits(&out.rows[c * req.rows() + j], usize::MAX), row_bits(&alone.rows[j], usize::MAX), "V={v} N={force}: copy {c} row {j}");
+                assert_eq!(
+                    row_bits(&out.rows[c * req.rows() + j], usize::MAX),
+                    row_bits(&alone.rows[j], usize::MAX),
+                    "V={v} N={force}: copy {c} row {j}"
+                );
             }
         }
     }
@@ -146,7 +170,9 @@ fn absent_seed_differs_between_runs() {
     let rows = 8;
     // Flat logits: every draw is uniform over V.
     let logits = vec![0.0f32; rows * v];
-    let reqs: Vec<Request> = (0..rows).map(|i| Request::prefill(SamplingParams { seq_seed: None, ..Default::default() }, 10 + i as u64)).collect();
+    let reqs: Vec<Request> = (0..rows)
+        .map(|i| Request::prefill(SamplingParams { seq_seed: None, ..Default::default() }, 10 + i as u64))
+        .collect();
     let mut s = sampler(v, 0);
     let a: Vec<i32> = s.sample(&logits, &reqs).unwrap().rows.iter().map(|r| r.token).collect();
     let b: Vec<i32> = s.sample(&logits, &reqs).unwrap().rows.iter().map(|r| r.token).collect();
@@ -156,7 +182,9 @@ fn absent_seed_differs_between_runs() {
     assert_ne!(a, b, "two runs without seq_seed drew the same tokens");
     assert_ne!(a, c, "two samplers without seq_seed drew the same tokens");
     // With a seed they agree.
-    let seeded: Vec<Request> = (0..rows).map(|i| Request::prefill(SamplingParams { seq_seed: Some(5), ..Default::default() }, 10 + i as u64)).collect();
+    let seeded: Vec<Request> = (0..rows)
+        .map(|i| Request::prefill(SamplingParams { seq_seed: Some(5), ..Default::default() }, 10 + i as u64))
+        .collect();
     let x: Vec<i32> = s.sample(&logits, &seeded).unwrap().rows.iter().map(|r| r.token).collect();
     let y: Vec<i32> = sampler(v, 0).sample(&logits, &seeded).unwrap().rows.iter().map(|r| r.token).collect();
     assert_eq!(x, y);

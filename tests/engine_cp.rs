@@ -45,9 +45,24 @@ const V: u32 = 800;
 fn requests() -> Vec<EngineRequest> {
     let golden: Vec<i32> = (0..10).map(|i| 700 + i).collect();
     vec![
-        EngineRequest::new(1, (0..41).collect(), SamplingParams { seq_seed: Some(1), prompt_logprobs: true, ..Default::default() }, 12),
-        EngineRequest::new(2, vec![5, 6, 7], SamplingParams { seq_seed: Some(2), golden_token_ids: golden, ..Default::default() }, 15),
-        EngineRequest::new(3, vec![9; 20], SamplingParams { seq_seed: Some(3), temperature: 0.7, top_k: 50, ..Default::default() }, 20),
+        EngineRequest::new(
+            1,
+            (0..41).collect(),
+            SamplingParams { seq_seed: Some(1), prompt_logprobs: true, ..Default::default() },
+            12,
+        ),
+        EngineRequest::new(
+            2,
+            vec![5, 6, 7],
+            SamplingParams { seq_seed: Some(2), golden_token_ids: golden, ..Default::default() },
+            15,
+        ),
+        EngineRequest::new(
+            3,
+            vec![9; 20],
+            SamplingParams { seq_seed: Some(3), temperature: 0.7, top_k: 50, ..Default::default() },
+            20,
+        ),
     ]
 }
 
@@ -96,7 +111,10 @@ fn two_ranks_driver_samples_follower_returns_empty() {
         assert_eq!(a.id, b.id);
         assert!(a.status.is_ok());
         assert_eq!(a.output, b.output);
-        assert_eq!(a.output_logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), b.output_logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            a.output_logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.output_logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
         assert_eq!(a.accepted, b.accepted);
     }
     assert_eq!(dfin[0].prompt_logprobs.len(), 40, "prompt logprobs are valid on the driver only");
@@ -104,7 +122,8 @@ fn two_ranks_driver_samples_follower_returns_empty() {
     assert_eq!(&dfin[1].output[..10], &(700..710).collect::<Vec<_>>()[..]);
     // The driver's tokens equal a single-rank run's.
     let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: 4, backend: test_backend() }).unwrap();
-    let mut solo = Engine::new(s, EngineConfig { max_num_seqs: 2, nextn: 4, prefill_chunk: 16, ..Default::default() }).unwrap();
+    let mut solo =
+        Engine::new(s, EngineConfig { max_num_seqs: 2, nextn: 4, prefill_chunk: 16, ..Default::default() }).unwrap();
     for r in requests() {
         solo.add_request(r).unwrap();
     }
@@ -122,7 +141,8 @@ fn roles_and_nccl_stub() {
     let mut g = LocalCollective::group(2);
     let c1 = g.pop().unwrap();
     // Rank 1 cannot be the driver.
-    let e = Engine::with_collective(s(), EngineConfig { role: Role::Driver, nextn: 1, ..Default::default() }, Box::new(c1));
+    let e =
+        Engine::with_collective(s(), EngineConfig { role: Role::Driver, nextn: 1, ..Default::default() }, Box::new(c1));
     assert!(matches!(&e, Err(EngineError::Config(m)) if m.contains("rank 1")), "{e:?}");
     // Without a CUDA driver (or libnccl) NCCL is a typed error, no panic.
     if !sampler_host::backend::cuda::driver_present() {

@@ -11,7 +11,8 @@ fn test_backend() -> BackendKind {
 }
 
 fn engine(v: u32, force_topk: u32, nextn: usize, chunk: usize) -> Engine {
-    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: test_backend() }).unwrap();
+    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: test_backend() })
+        .unwrap();
     Engine::new(s, EngineConfig { max_num_seqs: 8, nextn, prefill_chunk: chunk, ..Default::default() }).unwrap()
 }
 
@@ -46,7 +47,13 @@ fn output_follows_the_golden_text_exactly() {
             e.add_request(EngineRequest::new(id, vec![3, 1, 4, 1, 5], params, max)).unwrap();
         }
         // A request without golden tokens in the same batch.
-        e.add_request(EngineRequest::new(9, vec![2, 7], SamplingParams { seq_seed: Some(9), ..Default::default() }, 20)).unwrap();
+        e.add_request(EngineRequest::new(
+            9,
+            vec![2, 7],
+            SamplingParams { seq_seed: Some(9), ..Default::default() },
+            20,
+        ))
+        .unwrap();
         let mut model = SyntheticModel::new(v as usize, 5, agreement);
         let mut forced_steps = 0;
         let mut total_acc = 0u64;
@@ -55,8 +62,11 @@ fn output_follows_the_golden_text_exactly() {
                 break;
             }
             // Drafts pending before the step: accepted == leading drafts equal to golden.
-            let before: Vec<(u64, Vec<i32>, usize)> =
-                e.running_ids().into_iter().map(|id| (id, e.drafts_of(id).unwrap().to_vec(), e.output_of(id).unwrap().len())).collect();
+            let before: Vec<(u64, Vec<i32>, usize)> = e
+                .running_ids()
+                .into_iter()
+                .map(|id| (id, e.drafts_of(id).unwrap().to_vec(), e.output_of(id).unwrap().len()))
+                .collect();
             let r = e.step(&mut model).unwrap();
             for q in &r.requests {
                 assert!(q.status.is_ok());
@@ -65,7 +75,8 @@ fn output_follows_the_golden_text_exactly() {
                     continue;
                 }
                 // Requests admitted by this step had no drafts and no output.
-                let (_, drafts, out_len) = before.iter().find(|b| b.0 == q.id).cloned().unwrap_or((q.id, Vec::new(), 0));
+                let (_, drafts, out_len) =
+                    before.iter().find(|b| b.0 == q.id).cloned().unwrap_or((q.id, Vec::new(), 0));
                 let (drafts, out_len) = (&drafts, &out_len);
                 assert_eq!(q.teacher_forced, *out_len < golden.len(), "request {} at {out_len}", q.id);
                 if q.teacher_forced {
@@ -88,7 +99,12 @@ fn output_follows_the_golden_text_exactly() {
                 assert_eq!(f.output.len(), 20);
                 continue;
             }
-            assert_eq!(&f.output[..37], &golden[..], "force_topk {force_topk}: request {} follows the golden text", f.id);
+            assert_eq!(
+                &f.output[..37],
+                &golden[..],
+                "force_topk {force_topk}: request {} follows the golden text",
+                f.id
+            );
             assert_eq!(f.output.len(), if f.id == 2 { 45 } else { 37 });
             // Logprobs are computed as usual (-inf where force top-k removed the golden token).
             assert!(f.output_logprobs.iter().all(|x| *x <= 0.0));
@@ -114,7 +130,8 @@ fn drafts_matching_the_golden_text_are_accepted() {
         golden.push(best as i32);
     }
     let mut e = engine(v, 0, 5, 0);
-    let params = SamplingParams { temperature: 0.0, seq_seed: Some(3), golden_token_ids: golden.clone(), ..Default::default() };
+    let params =
+        SamplingParams { temperature: 0.0, seq_seed: Some(3), golden_token_ids: golden.clone(), ..Default::default() };
     e.add_request(EngineRequest::new(1, prompt, params, 30)).unwrap();
     let mut m = model.clone();
     let reports = e.run_to_completion(&mut m, 50).unwrap();

@@ -15,8 +15,8 @@ fn test_backend() -> BackendKind {
 /// A small token vocabulary for JSON (token id = index). EOS is the last.
 fn vocab() -> Vec<String> {
     let toks = [
-        "{", "}", "[", "]", ",", ":", " ", "\"", "\"a\"", "\"b\"", "\"key\"", "\":", "{\"", "1", "23", "-", "0", "true", "false", "null", "x", "yz", "}}", "]}",
-        "\"}", "!", "\\", "tr", "ue", "<eos>",
+        "{", "}", "[", "]", ",", ":", " ", "\"", "\"a\"", "\"b\"", "\"key\"", "\":", "{\"", "1", "23", "-", "0",
+        "true", "false", "null", "x", "yz", "}}", "]}", "\"}", "!", "\\", "tr", "ue", "<eos>",
     ];
     toks.iter().map(|s| s.to_string()).collect()
 }
@@ -24,12 +24,14 @@ fn vocab() -> Vec<String> {
 const EOS: i32 = 29;
 
 fn engine(v: u32, nextn: usize, force_topk: u32) -> Engine {
-    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: test_backend() }).unwrap();
+    let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk, nextn: nextn as u32, backend: test_backend() })
+        .unwrap();
     Engine::new(s, EngineConfig { max_num_seqs: 8, nextn, ..Default::default() }).unwrap()
 }
 
 fn json_request(id: u64, max_tokens: usize) -> EngineRequest {
-    let mut r = EngineRequest::new(id, vec![0, 1], SamplingParams { seq_seed: Some(id), ..Default::default() }, max_tokens);
+    let mut r =
+        EngineRequest::new(id, vec![0, 1], SamplingParams { seq_seed: Some(id), ..Default::default() }, max_tokens);
     r.eos = Some(EOS);
     r.grammar = Some(Box::new(JsonMatcher::new(vocab(), EOS, true)));
     r
@@ -89,7 +91,13 @@ fn output_is_always_allowed_by_the_grammar() {
         let mut complete = 0;
         for f in &fin {
             assert!(f.status.is_ok(), "{:?}", f.status);
-            assert!(checker.allows_sequence(&f.output), "request {} output {:?} = {:?}", f.id, f.output, text(&f.output));
+            assert!(
+                checker.allows_sequence(&f.output),
+                "request {} output {:?} = {:?}",
+                f.id,
+                f.output,
+                text(&f.output)
+            );
             if f.output.last() == Some(&EOS) {
                 complete += 1;
                 let s = text(&f.output);
@@ -138,7 +146,12 @@ fn run_with(bad: Option<bool>) -> Vec<(u64, Vec<i32>, Result<(), RequestError>)>
         if id == 2 {
             if let Some(empty_mask) = bad {
                 let mut r = json_request(id, 30);
-                r.grammar = Some(Box::new(Faulty { inner: JsonMatcher::new(vocab(), EOS, true), calls: 0, fail_at: 3, empty_mask }));
+                r.grammar = Some(Box::new(Faulty {
+                    inner: JsonMatcher::new(vocab(), EOS, true),
+                    calls: 0,
+                    fail_at: 3,
+                    empty_mask,
+                }));
                 e.add_request(r).unwrap();
                 continue;
             }
@@ -184,11 +197,13 @@ fn bad_mask_fails_only_its_request() {
     }
     // A mask of the wrong size (from the [batch, words] buffers) fails only its request too.
     let v = 64u32;
-    let mut s = Sampler::new(SamplerConfig { vocab_size: v, force_topk: 0, nextn: 1, backend: test_backend() }).unwrap();
+    let mut s =
+        Sampler::new(SamplerConfig { vocab_size: v, force_topk: 0, nextn: 1, backend: test_backend() }).unwrap();
     let mut sm = StepMasks::new(1, 2, v as usize);
     sm.set(0, &[vec![u32::MAX; 2], vec![u32::MAX; 2]]);
     sm.set(1, &[vec![u32::MAX; 2], vec![u32::MAX; 2]]);
-    let mut reqs: Vec<Request> = (0..2).map(|i| Request::prefill(SamplingParams { seq_seed: Some(i), ..Default::default() }, 5)).collect();
+    let mut reqs: Vec<Request> =
+        (0..2).map(|i| Request::prefill(SamplingParams { seq_seed: Some(i), ..Default::default() }, 5)).collect();
     reqs[0].masks = sm.request(0, 1);
     let mut short = sm.request(1, 1).unwrap();
     short[0].pop();

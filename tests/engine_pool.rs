@@ -32,7 +32,8 @@ fn pool_size_formula() {
     let p = MtpInfoPool::new(64, 5, 129280, 129280).unwrap();
     assert_eq!((p.rows(), p.bytes(), p.has_ids()), (325, 168_064_000, false));
     // The engine's pool follows its sampler's N.
-    let e = Engine::new(sampler(1000, 64, 5), EngineConfig { max_num_seqs: 7, nextn: 3, ..Default::default() }).unwrap();
+    let e =
+        Engine::new(sampler(1000, 64, 5), EngineConfig { max_num_seqs: 7, nextn: 3, ..Default::default() }).unwrap();
     assert_eq!(e.pool().bytes(), 8 * 3 * 64 * 8);
     let e = Engine::new(sampler(1000, 0, 5), EngineConfig { max_num_seqs: 7, nextn: 3, ..Default::default() }).unwrap();
     assert_eq!(e.pool().bytes(), 8 * 3 * 1000 * 4);
@@ -50,7 +51,8 @@ fn slots_are_recycled() {
     assert_eq!(p.alloc(), Some(a));
 
     // Through the engine: 6 requests, 2 slots.
-    let mut e = Engine::new(sampler(512, 32, 3), EngineConfig { max_num_seqs: 2, nextn: 3, ..Default::default() }).unwrap();
+    let mut e =
+        Engine::new(sampler(512, 32, 3), EngineConfig { max_num_seqs: 2, nextn: 3, ..Default::default() }).unwrap();
     for id in 0..6 {
         e.add_request(EngineRequest::new(id, vec![1, 2, 3, id as i32 + 4], params(id), 3 + id as usize)).unwrap();
     }
@@ -80,7 +82,9 @@ fn slots_are_recycled() {
 fn draft_draws_fill_the_pool() {
     for force_topk in [0u32, 16] {
         let v = 256;
-        let mut e = Engine::new(sampler(v, force_topk, 4), EngineConfig { max_num_seqs: 4, nextn: 4, ..Default::default() }).unwrap();
+        let mut e =
+            Engine::new(sampler(v, force_topk, 4), EngineConfig { max_num_seqs: 4, nextn: 4, ..Default::default() })
+                .unwrap();
         e.add_request(EngineRequest::new(7, vec![5; 10], params(3), 50)).unwrap();
         let mut model = SyntheticModel::new(v as usize, 1, 0.5);
         e.step(&mut model).unwrap(); // prefill + 4 drafts
@@ -145,9 +149,17 @@ fn full_agreement_accepts_every_draft() {
     // always accepted. This checks that draft positions line up with the
     // next step's verify rows, with and without force top-k.
     for force_topk in [0u32, 64] {
-        let mut e = Engine::new(sampler(1024, force_topk, 5), EngineConfig { max_num_seqs: 4, nextn: 5, ..Default::default() }).unwrap();
+        let mut e =
+            Engine::new(sampler(1024, force_topk, 5), EngineConfig { max_num_seqs: 4, nextn: 5, ..Default::default() })
+                .unwrap();
         for id in 0..3 {
-            e.add_request(EngineRequest::new(id, vec![9; 5 + id as usize], SamplingParams { top_p: 0.9, ..params(id) }, 40)).unwrap();
+            e.add_request(EngineRequest::new(
+                id,
+                vec![9; 5 + id as usize],
+                SamplingParams { top_p: 0.9, ..params(id) },
+                40,
+            ))
+            .unwrap();
         }
         let mut model = SyntheticModel::new(1024, 4, 1.0);
         let reports = e.run_to_completion(&mut model, 100).unwrap();
@@ -168,7 +180,9 @@ fn full_agreement_accepts_every_draft() {
 #[test]
 fn low_agreement_rejects_some_and_runs_are_deterministic() {
     let run = |agreement: f32| {
-        let mut e = Engine::new(sampler(2048, 128, 5), EngineConfig { max_num_seqs: 8, nextn: 5, ..Default::default() }).unwrap();
+        let mut e =
+            Engine::new(sampler(2048, 128, 5), EngineConfig { max_num_seqs: 8, nextn: 5, ..Default::default() })
+                .unwrap();
         for id in 0..4 {
             e.add_request(EngineRequest::new(id, vec![1, 2, 3], params(100 + id), 30)).unwrap();
         }

@@ -1,7 +1,9 @@
 //! Engine: prompt logprobs with chunked prefill (SAMPLER.md section 8).
 
 use sampler_host::engine::prompt::{chunk_targets, compute_prompt_logprobs, PromptJob};
-use sampler_host::engine::{Engine, EngineConfig, EngineRequest, LogitsSource, RowQuery, RowRole, SyntheticModel, MAX_PROMPT_ROWS};
+use sampler_host::engine::{
+    Engine, EngineConfig, EngineRequest, LogitsSource, RowQuery, RowRole, SyntheticModel, MAX_PROMPT_ROWS,
+};
 use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
 /// The backend under test: `SAMPLER_ENGINE_BACKEND=cuda` runs these tests on
@@ -25,12 +27,37 @@ fn params(seed: u64) -> SamplingParams {
 }
 
 /// Prompt logprobs of one request through the engine, prefilling `chunk` tokens per step.
-fn via_engine(force_topk: u32, chunk: usize, max_rows: usize, prompts: &[Vec<i32>]) -> (Vec<Vec<f32>>, Vec<Vec<usize>>) {
-    via_engine_ids(force_topk, chunk, max_rows, &prompts.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)).collect::<Vec<_>>())
+fn via_engine(
+    force_topk: u32,
+    chunk: usize,
+    max_rows: usize,
+    prompts: &[Vec<i32>],
+) -> (Vec<Vec<f32>>, Vec<Vec<usize>>) {
+    via_engine_ids(
+        force_topk,
+        chunk,
+        max_rows,
+        &prompts.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)).collect::<Vec<_>>(),
+    )
 }
 
-fn via_engine_ids(force_topk: u32, chunk: usize, max_rows: usize, prompts: &[(u64, Vec<i32>)]) -> (Vec<Vec<f32>>, Vec<Vec<usize>>) {
-    let mut e = Engine::new(sampler(force_topk), EngineConfig { max_num_seqs: 4, nextn: 2, prefill_chunk: chunk, max_prompt_rows: max_rows, ..Default::default() }).unwrap();
+fn via_engine_ids(
+    force_topk: u32,
+    chunk: usize,
+    max_rows: usize,
+    prompts: &[(u64, Vec<i32>)],
+) -> (Vec<Vec<f32>>, Vec<Vec<usize>>) {
+    let mut e = Engine::new(
+        sampler(force_topk),
+        EngineConfig {
+            max_num_seqs: 4,
+            nextn: 2,
+            prefill_chunk: chunk,
+            max_prompt_rows: max_rows,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     for (id, p) in prompts {
         e.add_request(EngineRequest::new(*id, p.clone(), params(*id), 2)).unwrap();
     }
@@ -40,7 +67,10 @@ fn via_engine_ids(force_topk: u32, chunk: usize, max_rows: usize, prompts: &[(u6
     while e.pending() > 0 {
         let r = e.step(&mut model).unwrap();
         assert!(r.prompt_stats.max_rows_per_call <= max_rows);
-        assert!(r.prompt_stats.max_logits_bytes <= max_rows * V as usize * 4, "logits never exceed max_rows * V * 4 bytes");
+        assert!(
+            r.prompt_stats.max_logits_bytes <= max_rows * V as usize * 4,
+            "logits never exceed max_rows * V * 4 bytes"
+        );
         for q in &r.requests {
             if q.prompt_logprobs > 0 {
                 per_step[pos(q.id)].push(q.prompt_logprobs);
@@ -74,7 +104,11 @@ fn forty_one_tokens_one_chunk_equals_16_16_9() {
         assert_eq!(steps1[0], vec![40]);
         let (chunked, steps) = via_engine(force_topk, 16, MAX_PROMPT_ROWS, std::slice::from_ref(&p));
         assert_eq!(steps[0], vec![16, 16, 8]);
-        assert_eq!(chunked[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>(), one[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "same 40 values, bit for bit");
+        assert_eq!(
+            chunked[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            one[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            "same 40 values, bit for bit"
+        );
         // Sampler calls of at most 7 rows give the same values too.
         let (small, _) = via_engine(force_topk, 16, 7, std::slice::from_ref(&p));
         assert_eq!(small[0], one[0]);
@@ -101,9 +135,17 @@ fn values_are_the_processed_logprob_of_the_next_token() {
     let p = prompt(12, 3);
     let mut s = sampler(0);
     let mut model = SyntheticModel::new(V as usize, 5, 1.0);
-    let jobs = [PromptJob { params: SamplingParams { seq_seed: Some(1), ..Default::default() }, prompt: &p, start: 0, len: p.len() }];
+    let jobs = [PromptJob {
+        params: SamplingParams { seq_seed: Some(1), ..Default::default() },
+        prompt: &p,
+        start: 0,
+        len: p.len(),
+    }];
     let (res, stats) = compute_prompt_logprobs(&mut s, &jobs, 5, |rows| {
-        let q: Vec<RowQuery> = rows.iter().map(|&(_, i)| RowQuery { request: 0, role: RowRole::Prompt, input: p[i], predicts: i as u64 + 1 }).collect();
+        let q: Vec<RowQuery> = rows
+            .iter()
+            .map(|&(_, i)| RowQuery { request: 0, role: RowRole::Prompt, input: p[i], predicts: i as u64 + 1 })
+            .collect();
         Ok(model.target_logits(&q))
     })
     .unwrap();

@@ -28,7 +28,13 @@ fn extreme_row(rng: &mut Rng, v: usize) -> Vec<f32> {
             0 => 3e38,
             1 => -3e38,
             // Huge values of both signs.
-            2 => if rng.chance(0.5) { big(rng) } else { -big(rng) },
+            2 => {
+                if rng.chance(0.5) {
+                    big(rng)
+                } else {
+                    -big(rng)
+                }
+            }
             // One huge logit above ordinary ones ([1e34, 1e33, 0]-like).
             3 => (rng.normal() * 3.0) as f32,
             // Every logit near -3.4e38.
@@ -82,13 +88,22 @@ fn check_no_nan(out: &StepOutput, step: &Step) -> Result<(), String> {
             RequestKind::PromptLogprobs { .. } => 0,
         };
         if o.emitted.len() != must_emit || o.emitted.iter().any(|&t| t < 0) {
-            return Err(format!("request {i} ({:?}) ok but emitted {:?} (accepted {})", req.kind, o.emitted, o.accepted));
+            return Err(format!(
+                "request {i} ({:?}) ok but emitted {:?} (accepted {})",
+                req.kind, o.emitted, o.accepted
+            ));
         }
-        if rows.iter().take(must_emit).any(|r| r.token < 0) && !matches!(req.kind, RequestKind::Decode { .. } | RequestKind::Tree { .. }) {
+        if rows.iter().take(must_emit).any(|r| r.token < 0)
+            && !matches!(req.kind, RequestKind::Decode { .. } | RequestKind::Tree { .. })
+        {
             return Err(format!("request {i}: ok with token -1"));
         }
         for (j, r) in rows.iter().enumerate() {
-            if bad(r.logprob) || bad(r.sum_smaller_probs) || r.sum_smaller_probs.is_infinite() || r.top_logprobs.iter().any(|&(_, lp)| bad(lp)) {
+            if bad(r.logprob)
+                || bad(r.sum_smaller_probs)
+                || r.sum_smaller_probs.is_infinite()
+                || r.top_logprobs.iter().any(|&(_, lp)| bad(lp))
+            {
                 return Err(format!("request {i} row {j}: non-finite output {r:?}"));
             }
             if r.top_logprobs.iter().any(|&(id, _)| id < 0) {
@@ -134,15 +149,33 @@ proptest! {
 #[test]
 fn issue_repros() {
     use sampler_host::{Request, SamplingParams};
-    let cases: &[(&[f32], f32)] = &[(&[1e34, 1e33, 0.0], 0.0), (&[3e38, 3e38, 0.0], 0.5), (&[-3.4e38, -3.4e38, -3.4e38], 0.5), (&[f32::MAX, f32::MIN, 0.0], 1e-5)];
+    let cases: &[(&[f32], f32)] = &[
+        (&[1e34, 1e33, 0.0], 0.0),
+        (&[3e38, 3e38, 0.0], 0.5),
+        (&[-3.4e38, -3.4e38, -3.4e38], 0.5),
+        (&[f32::MAX, f32::MIN, 0.0], 1e-5),
+    ];
     for &(logits, t) in cases {
         for force in [0u32, 2] {
-            let mut s = Sampler::new(SamplerConfig { vocab_size: 3, force_topk: force, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+            let mut s =
+                Sampler::new(SamplerConfig { vocab_size: 3, force_topk: force, nextn: 5, backend: BackendKind::Cpu })
+                    .unwrap();
             let params = SamplingParams { temperature: t, top_logprobs: 2, seq_seed: Some(1), ..Default::default() };
             let reqs = vec![
                 Request::prefill(params.clone(), 10),
-                Request { params: params.clone(), kind: RequestKind::PromptLogprobs { targets: vec![1] }, golden: vec![], masks: None },
-                Request::decode(params.clone(), 10, 2, vec![1], vec![sampler_host::DraftDist { ids: vec![1, 2], logprobs: vec![-0.1, -2.4] }]),
+                Request {
+                    params: params.clone(),
+                    kind: RequestKind::PromptLogprobs { targets: vec![1] },
+                    golden: vec![],
+                    masks: None,
+                },
+                Request::decode(
+                    params.clone(),
+                    10,
+                    2,
+                    vec![1],
+                    vec![sampler_host::DraftDist { ids: vec![1, 2], logprobs: vec![-0.1, -2.4] }],
+                ),
             ];
             let all: Vec<f32> = (0..4).flat_map(|_| logits.iter().copied()).collect();
             let out = s.sample(&all, &reqs).unwrap();

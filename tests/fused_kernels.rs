@@ -35,50 +35,124 @@ fn fused_kernels_equal_the_kernels_they_fuse() {
         // process + draw vs process_draw
         let (mut lp1, mut tok1) = (vec![0f32; n as usize], [0i32]);
         unsafe {
-            k::process::cpu(0, Gm::new(&cand), n, Gm::new(&t), Gm::new(&tp), Gm::new(&tk), Gm::new(&mp), Gm::new(&ord), Gm::new_mut(&mut lp1));
+            k::process::cpu(
+                0,
+                Gm::new(&cand),
+                n,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new_mut(&mut lp1),
+            );
             k::draw::cpu(0, Gm::new(&lp1), Gm::new(&ids), n, Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut tok1));
         }
         let (mut lp2, mut tok2) = (vec![0f32; n as usize], [0i32]);
         unsafe {
             k::process_draw::cpu(
-                0, Gm::new(&cand), Gm::new(&ids), n, Gm::new(&t), Gm::new(&tp), Gm::new(&tk), Gm::new(&mp), Gm::new(&ord),
-                Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut lp2), Gm::new_mut(&mut tok2),
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut lp2),
+                Gm::new_mut(&mut tok2),
             );
         }
         assert_eq!((bits(&lp1), tok1), (bits(&lp2), tok2), "rep {rep}: process_draw");
         // process_prefix_draw (the mass of the whole row from row_mass)
         let mass = {
             let mut m = [0u64];
-            unsafe { k::row_mass::cpu(0, Gm::new(&logits), v as u32, v as u32, 1, Gm::new(&cand), n, Gm::new(&t), Gm::new_mut(&mut m)) };
+            unsafe {
+                k::row_mass::cpu(
+                    0,
+                    Gm::new(&logits),
+                    v as u32,
+                    v as u32,
+                    1,
+                    Gm::new(&cand),
+                    n,
+                    Gm::new(&t),
+                    Gm::new_mut(&mut m),
+                )
+            };
             m
         };
         let (mut lp4, mut of4, mut tok4) = (vec![0f32; n as usize], [0u32], [0i32]);
         unsafe {
             k::process_prefix_draw::cpu(
-                0, Gm::new(&cand), Gm::new(&ids), n, v as u32, Gm::new(&mass), 1, Gm::new(&t), Gm::new(&tp), Gm::new(&tk),
-                Gm::new(&mp), Gm::new(&ord), Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut lp4), Gm::new_mut(&mut of4), Gm::new_mut(&mut tok4),
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                v as u32,
+                Gm::new(&mass),
+                1,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut lp4),
+                Gm::new_mut(&mut of4),
+                Gm::new_mut(&mut tok4),
             );
         }
         if n as usize == v {
             // All V candidates: the prefix path is the full path, and nothing overflows.
-            assert_eq!((bits(&lp4), of4, tok4), (bits(&lp1), [0u32], tok1), "rep {rep}: process_prefix_draw with n = V differs from process + draw");
+            assert_eq!(
+                (bits(&lp4), of4, tok4),
+                (bits(&lp1), [0u32], tok1),
+                "rep {rep}: process_prefix_draw with n = V differs from process + draw"
+            );
         }
         // token_info + top_logprobs vs token_info_top
         let kk = rng.range(0, n.min(6) as u64 + 1) as u32;
         let tok = [if rng.chance(0.8) { tok1[0] } else { rng.below(v) as i32 }];
         let (mut tl1, mut ss1, mut oi1, mut ol1) = ([0f32], [0f32], vec![0i32; kk as usize], vec![0f32; kk as usize]);
         unsafe {
-            k::token_info::cpu(0, Gm::new(&cand), Gm::new(&ids), Gm::new(&lp1), n, Gm::new(&tok), Gm::new_mut(&mut tl1), Gm::new_mut(&mut ss1));
+            k::token_info::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                Gm::new(&lp1),
+                n,
+                Gm::new(&tok),
+                Gm::new_mut(&mut tl1),
+                Gm::new_mut(&mut ss1),
+            );
             k::top_logprobs::cpu(0, Gm::new(&ids), Gm::new(&lp1), n, kk, Gm::new_mut(&mut oi1), Gm::new_mut(&mut ol1));
         }
         let (mut tl2, mut ss2, mut oi2, mut ol2) = ([0f32], [0f32], vec![0i32; kk as usize], vec![0f32; kk as usize]);
         unsafe {
             k::token_info_top::cpu(
-                0, Gm::new(&cand), Gm::new(&ids), Gm::new(&lp1), n, Gm::new(&tok), kk,
-                Gm::new_mut(&mut tl2), Gm::new_mut(&mut ss2), Gm::new_mut(&mut oi2), Gm::new_mut(&mut ol2),
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                Gm::new(&lp1),
+                n,
+                Gm::new(&tok),
+                kk,
+                Gm::new_mut(&mut tl2),
+                Gm::new_mut(&mut ss2),
+                Gm::new_mut(&mut oi2),
+                Gm::new_mut(&mut ol2),
             );
         }
-        assert_eq!((bits(&tl1), bits(&ss1), &oi1, bits(&ol1)), (bits(&tl2), bits(&ss2), &oi2, bits(&ol2)), "rep {rep}: token_info_top");
+        assert_eq!(
+            (bits(&tl1), bits(&ss1), &oi1, bits(&ol1)),
+            (bits(&tl2), bits(&ss2), &oi2, bits(&ol2)),
+            "rep {rep}: token_info_top"
+        );
         cases += 1;
     }
     assert_eq!(cases, 300);
@@ -109,11 +183,24 @@ fn chunked_top_n_equals_force_topn() {
             }
         }
         let (mut want_x, mut want_id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
-        unsafe { k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut want_x), Gm::new_mut(&mut want_id)) };
+        unsafe {
+            k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut want_x), Gm::new_mut(&mut want_id))
+        };
         let m = chunks * n;
         let (mut cx, mut cid) = (vec![0f32; m as usize], vec![0i32; m as usize]);
         for c in 0..chunks {
-            unsafe { k::topn_chunk::cpu(c, Gm::new(&logits), v as u32, chunk_len, chunks, n, Gm::new_mut(&mut cx), Gm::new_mut(&mut cid)) };
+            unsafe {
+                k::topn_chunk::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    n,
+                    Gm::new_mut(&mut cx),
+                    Gm::new_mut(&mut cid),
+                )
+            };
         }
         // Each chunk's candidates come in ascending id order.
         for c in 0..chunks as usize {
@@ -122,8 +209,26 @@ fn chunked_top_n_equals_force_topn() {
         }
         let (mut x, mut id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
         let (zero, mut st) = ([0u32; 1], [0i32; 1]);
-        unsafe { k::topn_merge::cpu(0, Gm::new(&cx), Gm::new(&cid), m, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id), Gm::new(&zero), Gm::new(&zero), 0, Gm::new_mut(&mut st)) };
-        assert_eq!((bits(&x), &id), (bits(&want_x), &want_id), "topn_chunk + topn_merge vs force_topn, rep {rep}: V={v} chunks={chunks} n={n}");
+        unsafe {
+            k::topn_merge::cpu(
+                0,
+                Gm::new(&cx),
+                Gm::new(&cid),
+                m,
+                n,
+                Gm::new_mut(&mut x),
+                Gm::new_mut(&mut id),
+                Gm::new(&zero),
+                Gm::new(&zero),
+                0,
+                Gm::new_mut(&mut st),
+            )
+        };
+        assert_eq!(
+            (bits(&x), &id),
+            (bits(&want_x), &want_id),
+            "topn_chunk + topn_merge vs force_topn, rep {rep}: V={v} chunks={chunks} n={n}"
+        );
         runs += 1;
     }
     assert!(runs > 300, "{runs} runs");
@@ -144,7 +249,9 @@ fn remap_draft_ignores_stale_scratch() {
             logits.extend(random_row(&mut rng, v));
         }
         for r in 0..rows as u32 {
-            unsafe { k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
+            unsafe {
+                k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))
+            };
         }
         // A V-wide draft distribution per row (ids in a random order), and the drafted token.
         let wd = v as u32;
@@ -167,8 +274,18 @@ fn remap_draft_ignores_stale_scratch() {
             for r in (0..rows as u32).rev() {
                 unsafe {
                     k::remap_draft::cpu(
-                        r, Gm::new(&ids), n, v as u32, Gm::new(&dids), Gm::new(&dlps), wd, Gm::new(&dtok),
-                        Gm::new_mut(col_of), Gm::new_mut(&mut q), Gm::new_mut(&mut dc), Gm::new_mut(&mut dq),
+                        r,
+                        Gm::new(&ids),
+                        n,
+                        v as u32,
+                        Gm::new(&dids),
+                        Gm::new(&dlps),
+                        wd,
+                        Gm::new(&dtok),
+                        Gm::new_mut(col_of),
+                        Gm::new_mut(&mut q),
+                        Gm::new_mut(&mut dc),
+                        Gm::new_mut(&mut dq),
                     )
                 };
             }
@@ -265,7 +382,15 @@ fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {
         let (mut x, mut id, mut st) = (vec![0f32; n as usize], vec![0i32; n as usize], [-1i32]);
         unsafe {
             k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut wx), Gm::new_mut(&mut wid));
-            k::force_topn_counted::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut x), Gm::new_mut(&mut id), Gm::new_mut(&mut st));
+            k::force_topn_counted::cpu(
+                0,
+                Gm::new(&logits),
+                v as u32,
+                n,
+                Gm::new_mut(&mut x),
+                Gm::new_mut(&mut id),
+                Gm::new_mut(&mut st),
+            );
         }
         assert_eq!((bits(&x), &id), (bits(&wx), &wid), "rep {rep}: force_topn_counted's candidates");
         assert_eq!(st, want_st, "rep {rep}: force_topn_counted's status, V={v}");
@@ -275,8 +400,28 @@ fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {
         let (mut bad, mut fin) = (vec![u32::MAX; chunks as usize], vec![u32::MAX; chunks as usize]);
         for c in 0..chunks {
             unsafe {
-                k::topn_chunk::cpu(c, Gm::new(&logits), v as u32, chunk_len, chunks, n, Gm::new_mut(&mut cx), Gm::new_mut(&mut cid));
-                k::topn_chunk_counted::cpu(c, Gm::new(&logits), v as u32, chunk_len, chunks, n, Gm::new_mut(&mut kx), Gm::new_mut(&mut kid), Gm::new_mut(&mut bad), Gm::new_mut(&mut fin));
+                k::topn_chunk::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    n,
+                    Gm::new_mut(&mut cx),
+                    Gm::new_mut(&mut cid),
+                );
+                k::topn_chunk_counted::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    n,
+                    Gm::new_mut(&mut kx),
+                    Gm::new_mut(&mut kid),
+                    Gm::new_mut(&mut bad),
+                    Gm::new_mut(&mut fin),
+                );
             }
         }
         assert_eq!((bits(&kx), &kid), (bits(&cx), &cid), "rep {rep}: topn_chunk_counted's candidates");
@@ -288,7 +433,21 @@ fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {
         }
         // topn_merge turns them into the status (mchunks = chunks).
         let (mut mx, mut mid, mut mst) = (vec![0f32; n as usize], vec![0i32; n as usize], [-1i32]);
-        unsafe { k::topn_merge::cpu(0, Gm::new(&kx), Gm::new(&kid), m as u32, n, Gm::new_mut(&mut mx), Gm::new_mut(&mut mid), Gm::new(&bad), Gm::new(&fin), chunks, Gm::new_mut(&mut mst)) };
+        unsafe {
+            k::topn_merge::cpu(
+                0,
+                Gm::new(&kx),
+                Gm::new(&kid),
+                m as u32,
+                n,
+                Gm::new_mut(&mut mx),
+                Gm::new_mut(&mut mid),
+                Gm::new(&bad),
+                Gm::new(&fin),
+                chunks,
+                Gm::new_mut(&mut mst),
+            )
+        };
         assert_eq!(mst, want_st, "rep {rep}: the merged status");
         if want_st[0] == 0 {
             assert_eq!((bits(&mx), &mid), (bits(&wx), &wid), "rep {rep}: merged candidates vs force_topn");

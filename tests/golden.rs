@@ -63,7 +63,11 @@ fn golden_cases_with_explicit_defaults_are_bitwise_unchanged() {
         eprintln!("SKIPPED: golden cases not found at {GOLDEN}");
         return;
     }
-    let defaults = [("min_p", serde_json::json!(0.0)), ("filter_order", serde_json::json!("top_p_then_top_k")), ("logprobs_mode", serde_json::json!("processed"))];
+    let defaults = [
+        ("min_p", serde_json::json!(0.0)),
+        ("filter_order", serde_json::json!("top_p_then_top_k")),
+        ("logprobs_mode", serde_json::json!("processed")),
+    ];
     let mut changed = 0usize;
     let files = sampler_host::case::golden_files(dir);
     for f in &files {

@@ -29,7 +29,12 @@ fn half_logits_equal_their_f32_widening_bitwise() {
     for case in cases() {
         let (reqs, logits): (Vec<_>, Vec<_>) = case.requests.iter().flatten().cloned().unzip();
         let logits: Vec<f32> = logits.concat();
-        let cfg = SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend: BackendKind::Cpu };
+        let cfg = SamplerConfig {
+            vocab_size: case.vocab_size,
+            force_topk: case.force_topk,
+            nextn: case.nextn,
+            backend: BackendKind::Cpu,
+        };
         let mut s = Sampler::new(cfg).unwrap();
         let b: Vec<bf16> = logits.iter().map(|&x| bf16::from_f32(x)).collect();
         let h: Vec<f16> = logits.iter().map(|&x| f16::from_f32(x)).collect();
@@ -49,8 +54,16 @@ fn row_blocks_equal_one_pass() {
     let (mut split, mut trees, mut raws) = (0, 0, 0);
     for rep in 0..40u64 {
         let v = [64usize, 300, 1000][rep as usize % 3];
-        let step = random_step(&mut rng, v, if rep % 2 == 0 { 0 } else { 16 }, 8, GenOpts { p_error: 0.1, ..Default::default() });
-        let (p, _) = build_plan(v as u32, if rep % 2 == 0 { v as u32 } else { 16 }, u32::MAX, &step.logits, &step.requests).unwrap();
+        let step = random_step(
+            &mut rng,
+            v,
+            if rep % 2 == 0 { 0 } else { 16 },
+            8,
+            GenOpts { p_error: 0.1, ..Default::default() },
+        );
+        let (p, _) =
+            build_plan(v as u32, if rep % 2 == 0 { v as u32 } else { 16 }, u32::MAX, &step.logits, &step.requests)
+                .unwrap();
         let whole = CpuBackend::default().run(&p).unwrap();
         for block_rows in [1usize, 2, 3] {
             let mut cpu = CpuBackend::default();
@@ -63,7 +76,12 @@ fn row_blocks_equal_one_pass() {
             // Failed groups keep their status; their rows' raw values may differ (assembly discards them).
             assert_eq!(got.group_status, whole.group_status, "rep {rep} block {block_rows}");
             assert_eq!(got.accepted, whole.accepted, "rep {rep} block {block_rows}");
-            let ok_row = |r: usize| (0..p.groups()).any(|g| whole.group_status[g] == 0 && (p.group_first[g] as usize..(p.group_first[g] + p.group_rows[g]) as usize).contains(&r));
+            let ok_row = |r: usize| {
+                (0..p.groups()).any(|g| {
+                    whole.group_status[g] == 0
+                        && (p.group_first[g] as usize..(p.group_first[g] + p.group_rows[g]) as usize).contains(&r)
+                })
+            };
             for r in (0..p.rows as usize).filter(|&r| ok_row(r)) {
                 assert_eq!(got.tokens[r], whole.tokens[r], "rep {rep} block {block_rows} row {r}");
                 assert_eq!(got.token_lp[r].to_bits(), whole.token_lp[r].to_bits(), "rep {rep} row {r}");
@@ -71,7 +89,11 @@ fn row_blocks_equal_one_pass() {
                 let k = p.k as usize;
                 assert_eq!(got.top_ids[r * k..(r + 1) * k], whole.top_ids[r * k..(r + 1) * k]);
                 let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got.top_lps[r * k..(r + 1) * k]), bits(&whole.top_lps[r * k..(r + 1) * k]), "rep {rep} row {r}");
+                assert_eq!(
+                    bits(&got.top_lps[r * k..(r + 1) * k]),
+                    bits(&whole.top_lps[r * k..(r + 1) * k]),
+                    "rep {rep} row {r}"
+                );
                 // Tree paths (section 11) survive the split.
                 assert_eq!(got.path.get(r), whole.path.get(r), "rep {rep} block {block_rows} row {r}");
             }
@@ -91,7 +113,9 @@ fn ngram_drafts_are_one_hot() {
     use sampler_host::{DraftDist, Request, SamplingParams};
     let v = 50usize;
     let mut rng = Rng::new(5);
-    let mut s = Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let mut s =
+        Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu })
+            .unwrap();
     let mut accepted = 0;
     for rep in 0..40u64 {
         let mut logits: Vec<f32> = (0..4 * v).map(|_| (rng.range(0, 1000) as f32) / 1000.0).collect();
@@ -102,7 +126,13 @@ fn ngram_drafts_are_one_hot() {
         }
         let p = SamplingParams { temperature: 1.0, seq_seed: Some(rep), top_logprobs: 2, ..Default::default() };
         let ngram = Request::decode(p.clone(), 20, 4, drafts.clone(), vec![DraftDist::default(); 3]);
-        let onehot = Request::decode(p, 20, 4, drafts.clone(), drafts.iter().map(|&d| DraftDist { ids: vec![d], logprobs: vec![0.0] }).collect());
+        let onehot = Request::decode(
+            p,
+            20,
+            4,
+            drafts.clone(),
+            drafts.iter().map(|&d| DraftDist { ids: vec![d], logprobs: vec![0.0] }).collect(),
+        );
         let a = s.sample(&logits, &[ngram]).unwrap();
         let b = s.sample(&logits, &[onehot]).unwrap();
         assert!(a.requests[0].status.is_ok(), "{:?}", a.requests[0].status);
@@ -115,8 +145,10 @@ fn ngram_drafts_are_one_hot() {
 /// Logits of the wrong kind or length are a typed error, never a panic.
 #[test]
 fn logits_shape_errors_are_typed() {
-    let mut s = Sampler::new(SamplerConfig { vocab_size: 8, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
-    let req = [sampler_host::Request::prefill(sampler_host::SamplingParams { seq_seed: Some(1), ..Default::default() }, 3)];
+    let mut s =
+        Sampler::new(SamplerConfig { vocab_size: 8, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let req =
+        [sampler_host::Request::prefill(sampler_host::SamplingParams { seq_seed: Some(1), ..Default::default() }, 3)];
     let short: Vec<bf16> = vec![bf16::from_f32(0.0); 7];
     assert!(matches!(s.sample(&short, &req), Err(sampler_host::BatchError::LogitsShape { got: 7, .. })));
     let out = s.sample(&vec![f16::from_f32(1.0); 8], &req).unwrap();
@@ -246,7 +278,21 @@ fn widening_load_is_exact_for_every_bit_pattern() {
         let mut masked = vec![0f32; 4096];
         let (mut rm, mut rs, mut st) = (vec![0f32; 1], vec![0u64; 1], vec![9i32; 1]);
         // SAFETY: one program (row 0); every buffer holds row 0.
-        unsafe { mask_check::cpu(0, row, v, Gm::new(&words), Gm::new(&has), 1, Gm::new_mut(&mut masked), Gm::new(&raw), Gm::new_mut(&mut rm), Gm::new_mut(&mut rs), Gm::new_mut(&mut st)) };
+        unsafe {
+            mask_check::cpu(
+                0,
+                row,
+                v,
+                Gm::new(&words),
+                Gm::new(&has),
+                1,
+                Gm::new_mut(&mut masked),
+                Gm::new(&raw),
+                Gm::new_mut(&mut rm),
+                Gm::new_mut(&mut rs),
+                Gm::new_mut(&mut st),
+            )
+        };
         for (j, m) in masked.iter().enumerate() {
             let want = if j % 2 == 0 { wide[0x3c00 + j] } else { f32::NEG_INFINITY };
             assert!(same(*m, want), "{name} masked {j}: {m} want {want}");

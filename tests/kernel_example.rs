@@ -55,7 +55,10 @@ fn min_p_filter_on_the_cpu_matches_plain_rust() {
     for r in 0..rows {
         assert_eq!(y[r * n..(r + 1) * n], reference(&x[r * n..(r + 1) * n], min_p)[..], "min_p_filter row {r}");
     }
-    assert!(y.iter().any(|v| *v == f32::NEG_INFINITY) && y.iter().any(|v| v.is_finite()), "the case filters some logits, not all");
+    assert!(
+        y.iter().any(|v| *v == f32::NEG_INFINITY) && y.iter().any(|v| v.is_finite()),
+        "the case filters some logits, not all"
+    );
 }
 
 #[test]
@@ -65,7 +68,12 @@ fn min_p_filter_under_ascendc_emulation_matches_the_cpu() {
         return;
     }
     let (rows, n) = (3u32, 200u32);
-    let args = [Val::F32(logits(rows as usize, n as usize)), Val::SU32(n), Val::SF32(0.1), Val::F32(vec![0.0; (rows * n) as usize])];
+    let args = [
+        Val::F32(logits(rows as usize, n as usize)),
+        Val::SU32(n),
+        Val::SF32(0.1),
+        Val::F32(vec![0.0; (rows * n) as usize]),
+    ];
     // Tile 256 holds a row of 200; one program per row.
     let (cpu, emu) = run_both("min_p_filter", 256, rows, &args).unwrap();
     assert_eq!(cpu[3].f32s(), emu[3].f32s(), "min_p_filter: AscendC emulation vs CPU");

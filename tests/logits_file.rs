@@ -14,7 +14,9 @@ fn fixture_loads_and_samples_its_own_tokens() {
     let l = load_safetensors(fixture(), "logits").unwrap();
     assert_eq!((l.rows, l.vocab), (16, 30522));
     // Unmasked rows rank their input token first: at temperature 0.15 row 15 ("water", id 2300) is near certain.
-    let mut s = Sampler::new(SamplerConfig { vocab_size: 30522, force_topk: 1024, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let mut s =
+        Sampler::new(SamplerConfig { vocab_size: 30522, force_topk: 1024, nextn: 5, backend: BackendKind::Cpu })
+            .unwrap();
     let p = SamplingParams { temperature: 0.15, seq_seed: Some(3), ..Default::default() };
     let out = s.sample(l.row(15), &[Request::prefill(p, 7)]).unwrap();
     assert_eq!(out.requests[0].emitted, vec![2300]);

@@ -64,7 +64,13 @@ fn goods() -> Vec<Req> {
         ),
         req(with(base("prompt_logprobs"), json!({"rows": 2, "targets": [3, -1]})), 4),
         req(with(base("draft"), json!({"rows": 2, "seqlen_k": 70, "seqlen_q": 1, "last_valid_offset": 1})), 6),
-        req(with(base("sample"), json!({"rows": 1, "phase": "prefill", "seqlen_k": 41, "golden": [4], "masks": [[63]]})), 8),
+        req(
+            with(
+                base("sample"),
+                json!({"rows": 1, "phase": "prefill", "seqlen_k": 41, "golden": [4], "masks": [[63]]}),
+            ),
+            8,
+        ),
     ]
 }
 
@@ -205,32 +211,78 @@ fn bad_requests_are_confined_and_named() {
         ("drafts beyond i32", vr(json!({"drafts": [2, 1u64 << 33]})), "drafts"),
         ("drafts too few", vr(json!({"drafts": [2]})), "drafts"),
         ("rows != seqlen_q", vr(json!({"seqlen_q": 4})), "rows"),
-        ("draft_dists missing", rows_of({
-            let mut v = verify();
-            v.as_object_mut().unwrap().remove("draft_dists");
-            v
-        }, 3), "draft_dists"),
+        (
+            "draft_dists missing",
+            rows_of(
+                {
+                    let mut v = verify();
+                    v.as_object_mut().unwrap().remove("draft_dists");
+                    v
+                },
+                3,
+            ),
+            "draft_dists",
+        ),
         ("draft_dists too few", vr(json!({"draft_dists": [uniform_dist()]})), "draft_dists"),
-        ("draft_dists unknown key", vr(json!({"draft_dists": [uniform_dist(), {"ids": [1], "logprobs": [0.0], "p": 1}]})), "draft_dists[1].p"),
-        ("draft_dists lengths differ", vr(json!({"draft_dists": [uniform_dist(), {"ids": [1, 2], "logprobs": [0.0]}]})), "draft_dists[1]"),
-        ("draft_dists nan", vr(json!({"draft_dists": [uniform_dist(), {"ids": [1], "logprobs": ["nan"]}]})), "draft_dists"),
-        ("draft_dists positive", vr(json!({"draft_dists": [uniform_dist(), {"ids": [1], "logprobs": [5.0]}]})), "draft_dists"),
-        ("draft_dists id out of range", vr(json!({"draft_dists": [uniform_dist(), {"ids": [100], "logprobs": [0.0]}]})), "draft_dists"),
+        (
+            "draft_dists unknown key",
+            vr(json!({"draft_dists": [uniform_dist(), {"ids": [1], "logprobs": [0.0], "p": 1}]})),
+            "draft_dists[1].p",
+        ),
+        (
+            "draft_dists lengths differ",
+            vr(json!({"draft_dists": [uniform_dist(), {"ids": [1, 2], "logprobs": [0.0]}]})),
+            "draft_dists[1]",
+        ),
+        (
+            "draft_dists nan",
+            vr(json!({"draft_dists": [uniform_dist(), {"ids": [1], "logprobs": ["nan"]}]})),
+            "draft_dists",
+        ),
+        (
+            "draft_dists positive",
+            vr(json!({"draft_dists": [uniform_dist(), {"ids": [1], "logprobs": [5.0]}]})),
+            "draft_dists",
+        ),
+        (
+            "draft_dists id out of range",
+            vr(json!({"draft_dists": [uniform_dist(), {"ids": [100], "logprobs": [0.0]}]})),
+            "draft_dists",
+        ),
         ("draft_dists not objects", vr(json!({"draft_dists": [1, 2]})), "draft_dists[0]"),
         ("targets mismatch", rows_of(with(base("prompt_logprobs"), json!({"rows": 2, "targets": [1]})), 2), "targets"),
-        ("targets out of vocab", rows_of(with(base("prompt_logprobs"), json!({"rows": 2, "targets": [1, 8]})), 2), "targets"),
+        (
+            "targets out of vocab",
+            rows_of(with(base("prompt_logprobs"), json!({"rows": 2, "targets": [1, 8]})), 2),
+            "targets",
+        ),
         ("rows larger than logits", rows_of(with(sample(), json!({"rows": 1_000_000_000_000u64})), 1), "rows"),
-        ("draft rows huge", rows_of(with(base("draft"), json!({"rows": u64::MAX, "seqlen_k": 1, "seqlen_q": 1, "last_valid_offset": 0})), 1), "rows"),
+        (
+            "draft rows huge",
+            rows_of(
+                with(base("draft"), json!({"rows": u64::MAX, "seqlen_k": 1, "seqlen_q": 1, "last_valid_offset": 0})),
+                1,
+            ),
+            "rows",
+        ),
         ("not an object", Req { v: json!(42), rows: vec![row(100)] }, "requests[2]"),
         ("logits row too short", Req { v: sample(), rows: vec![json!([1.0, 2.0])] }, "logits[4]"),
         ("logits row too long", Req { v: sample(), rows: vec![Value::Array(vec![json!(0.5); V + 1])] }, "logits[4]"),
         ("logits row not an array", Req { v: sample(), rows: vec![json!(1.5)] }, "logits[4]"),
-        ("logits value banana", Req { v: sample(), rows: vec![json!([0, 1, 2, "banana", 4, 5, 6, 7])] }, "logits[4][3]"),
+        (
+            "logits value banana",
+            Req { v: sample(), rows: vec![json!([0, 1, 2, "banana", 4, 5, 6, 7])] },
+            "logits[4][3]",
+        ),
         ("logits value bool", Req { v: sample(), rows: vec![json!([0, 1, 2, true, 4, 5, 6, 7])] }, "logits[4][3]"),
         ("logits nan", Req { v: sample(), rows: vec![json!([0, 1, "nan", 3, 4, 5, 6, 7])] }, "logits"),
         ("logits +inf", Req { v: sample(), rows: vec![json!([0, 1, "inf", 3, 4, 5, 6, 7])] }, "logits"),
         ("logits overflow f32", Req { v: sample(), rows: vec![json!([0, 1, 1e39, 3, 4, 5, 6, 7])] }, "logits"),
-        ("logits all -inf", Req { v: sample(), rows: vec![json!([null, null, null, "-inf", null, null, null, null])] }, "logits"),
+        (
+            "logits all -inf",
+            Req { v: sample(), rows: vec![json!([null, null, null, "-inf", null, null, null, null])] },
+            "logits",
+        ),
     ];
     let n = cases.len();
     for (label, bad, field) in cases {
@@ -295,9 +347,13 @@ fn unreadable_cases_are_case_errors() {
         f(&mut v);
         v.to_string()
     };
-    top_err("missing vocab_size", &with_top(&|v| {
-        v.as_object_mut().unwrap().remove("vocab_size");
-    }), "vocab_size");
+    top_err(
+        "missing vocab_size",
+        &with_top(&|v| {
+            v.as_object_mut().unwrap().remove("vocab_size");
+        }),
+        "vocab_size",
+    );
     top_err("vocab_size negative", &with_top(&|v| v["vocab_size"] = json!(-8)), "vocab_size");
     top_err("vocab_size zero", &with_top(&|v| v["vocab_size"] = json!(0)), "vocab_size");
     top_err("vocab_size huge", &with_top(&|v| v["vocab_size"] = json!(1u64 << 40)), "vocab_size");
@@ -305,19 +361,31 @@ fn unreadable_cases_are_case_errors() {
     top_err("force_topk string", &with_top(&|v| v["force_topk"] = json!("x")), "force_topk");
     top_err("nextn negative", &with_top(&|v| v["nextn"] = json!(-1)), "nextn");
     top_err("logits not an array", &with_top(&|v| v["logits"] = json!({"a": 1})), "logits");
-    top_err("missing logits", &with_top(&|v| {
-        v.as_object_mut().unwrap().remove("logits");
-    }), "logits");
+    top_err(
+        "missing logits",
+        &with_top(&|v| {
+            v.as_object_mut().unwrap().remove("logits");
+        }),
+        "logits",
+    );
     top_err("requests not an array", &with_top(&|v| v["requests"] = json!("x")), "requests");
     top_err("unknown top-level field", &with_top(&|v| v["vocab"] = json!(8)), "vocab");
     top_err("an extra logits row", &with_top(&|v| v["logits"].as_array_mut().unwrap().push(row(0))), "logits");
-    top_err("a missing logits row", &with_top(&|v| {
-        v["logits"].as_array_mut().unwrap().pop();
-    }), "logits");
-    top_err("two unknown rows", &with_top(&|v| {
-        v["requests"][0]["rows"] = json!(-1);
-        v["requests"][1]["rows"] = json!("3");
-    }), "requests[0].rows");
+    top_err(
+        "a missing logits row",
+        &with_top(&|v| {
+            v["logits"].as_array_mut().unwrap().pop();
+        }),
+        "logits",
+    );
+    top_err(
+        "two unknown rows",
+        &with_top(&|v| {
+            v["requests"][0]["rows"] = json!(-1);
+            v["requests"][1]["rows"] = json!("3");
+        }),
+        "requests[0].rows",
+    );
     // A file the runner cannot read at all is also a non-zero exit (the example's path).
     assert_ne!(exit_code(&Err(CaseError::Json { msg: "x".into(), line: 1, column: 1 })), 0);
 }
@@ -337,7 +405,8 @@ fn empty_and_minimal_cases_are_documents() {
     assert!(out["requests"][0]["status"].as_str().unwrap().starts_with("error"));
     assert_eq!(exit_code(&Ok(out)), 0);
     // V = 1.
-    let t = json!({"vocab_size": 1, "logits": [[0.5]], "requests": [with(sample(), json!({"top_logprobs": 1}))]}).to_string();
+    let t = json!({"vocab_size": 1, "logits": [[0.5]], "requests": [with(sample(), json!({"top_logprobs": 1}))]})
+        .to_string();
     let out = run("V = 1", &t).expect("runs");
     assert_eq!(out["rows"][0]["token"], 0);
     assert_eq!(out["rows"][0]["top_logprobs"], json!([[0, 0.0]]));
@@ -406,7 +475,12 @@ fn at<'a>(v: &'a mut Value, path: &[Value]) -> &'a mut Value {
 fn random_mutations_never_panic() {
     let mut seeds: Vec<Value> = vec![serde_json::from_str(&case_text(&goods())).unwrap()];
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
-    for name in ["bug-verify-zero-target.json", "bug-mask-wrong-length.json", "bug-param-errors.json", "bug-prompt-logprobs-filtered.json"] {
+    for name in [
+        "bug-verify-zero-target.json",
+        "bug-mask-wrong-length.json",
+        "bug-param-errors.json",
+        "bug-prompt-logprobs-filtered.json",
+    ] {
         if let Ok(t) = std::fs::read_to_string(dir.join(name)) {
             let mut v: Value = serde_json::from_str(&t).unwrap();
             v.as_object_mut().unwrap().remove("expected");
@@ -414,9 +488,27 @@ fn random_mutations_never_panic() {
         }
     }
     let pool = [
-        json!(null), json!(-1), json!(0), json!(1), json!(2.5), json!(1e300), json!(-1e300), json!(u64::MAX), json!(i64::MIN),
-        json!("nan"), json!("inf"), json!("-inf"), json!("x"), json!(true), json!([]), json!({}), json!([null]), json!([[0]]),
-        json!([4294967295u64]), json!({"ids": [0], "logprobs": [0.0]}), json!(1u64 << 40),
+        json!(null),
+        json!(-1),
+        json!(0),
+        json!(1),
+        json!(2.5),
+        json!(1e300),
+        json!(-1e300),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!("nan"),
+        json!("inf"),
+        json!("-inf"),
+        json!("x"),
+        json!(true),
+        json!([]),
+        json!({}),
+        json!([null]),
+        json!([[0]]),
+        json!([4294967295u64]),
+        json!({"ids": [0], "logprobs": [0.0]}),
+        json!(1u64 << 40),
     ];
     let mut rng = Rng(42);
     let mut runs = 0;
@@ -461,8 +553,16 @@ fn random_mutations_never_panic() {
         if let Ok(doc) = res {
             docs += 1;
             // A document keeps the shape of the case: one row per logits row, one entry per request.
-            assert_eq!(doc["rows"].as_array().unwrap().len(), v["logits"].as_array().unwrap().len(), "round {round}: {text}");
-            assert_eq!(doc["requests"].as_array().unwrap().len(), v["requests"].as_array().unwrap().len(), "round {round}");
+            assert_eq!(
+                doc["rows"].as_array().unwrap().len(),
+                v["logits"].as_array().unwrap().len(),
+                "round {round}: {text}"
+            );
+            assert_eq!(
+                doc["requests"].as_array().unwrap().len(),
+                v["requests"].as_array().unwrap().len(),
+                "round {round}"
+            );
             for q in doc["requests"].as_array().unwrap() {
                 let s = q["status"].as_str().unwrap();
                 assert!(s == "ok" || s.starts_with("error: "), "round {round}: status {s:?}");

@@ -96,7 +96,11 @@ fn prefix_path_equals_full_row_path() {
                 flagged += 1;
             } else {
                 fits += 1;
-                assert_eq!(bits(&p, &pre), bits(&p, &full), "V={v} rep {rep} w={w}: prefix path differs from the full-row path");
+                assert_eq!(
+                    bits(&p, &pre),
+                    bits(&p, &full),
+                    "V={v} rep {rep} w={w}: prefix path differs from the full-row path"
+                );
             }
             // With the fallback, always equal.
             let auto = CpuBackend::default().run(&p).unwrap();

@@ -27,7 +27,17 @@ fn run_one(seed: u64, vocab: usize, force: usize, max_requests: usize) -> Result
             .iter()
             .zip(&got.requests)
             .zip(&want.requests)
-            .map(|((r, g), w)| format!("{:?} golden={:?} masks={} {:?} | cpu {:?} | ref {:?}", r.kind, r.golden, r.masks.as_ref().map_or(0, |m| m.len()), r.params, g.status, w.status))
+            .map(|((r, g), w)| {
+                format!(
+                    "{:?} golden={:?} masks={} {:?} | cpu {:?} | ref {:?}",
+                    r.kind,
+                    r.golden,
+                    r.masks.as_ref().map_or(0, |m| m.len()),
+                    r.params,
+                    g.status,
+                    w.status
+                )
+            })
             .collect();
         prop_assert!(false, "V={vocab} N={force} seed={seed}: {diffs:#?}\nrequests: {summary:#?}");
     }
@@ -124,7 +134,11 @@ fn generator_coverage() {
                         inc("tree: path off the first chain");
                     }
                     if tree.draft_dists.is_some() {
-                        inc(if tree.without_replacement { "tree: without replacement" } else { "tree: with replacement" });
+                        inc(if tree.without_replacement {
+                            "tree: without replacement"
+                        } else {
+                            "tree: with replacement"
+                        });
                     }
                 }
                 RequestKind::PromptLogprobs { .. } => inc("prompt logprobs compared"),
@@ -140,10 +154,26 @@ fn generator_coverage() {
         }
     }
     eprintln!("{c:#?}");
-    for k in ["error status", "verify: all accepted", "verify: partly accepted", "verify: first rejected", "prompt logprobs compared", "draft compared", "fresh compared", "golden compared", "masked compared", "tree compared", "tree: some accepted", "tree: path off the first chain", "tree: with replacement", "tree: without replacement"] {
+    for k in [
+        "error status",
+        "verify: all accepted",
+        "verify: partly accepted",
+        "verify: first rejected",
+        "prompt logprobs compared",
+        "draft compared",
+        "fresh compared",
+        "golden compared",
+        "masked compared",
+        "tree compared",
+        "tree: some accepted",
+        "tree: path off the first chain",
+        "tree: with replacement",
+        "tree: without replacement",
+    ] {
         assert!(c.get(k).copied().unwrap_or(0) >= 20, "too few `{k}`: {c:#?}");
     }
-    let skipped = c.get("skipped ids: draw margin").copied().unwrap_or(0) + c.get("skipped: top-p cut margin").copied().unwrap_or(0);
+    let skipped = c.get("skipped ids: draw margin").copied().unwrap_or(0)
+        + c.get("skipped: top-p cut margin").copied().unwrap_or(0);
     assert!(skipped * 50 < c["requests"], "margins hide too much: {c:#?}");
 }
 
@@ -188,7 +218,8 @@ fn reference_passes_golden_cases() {
                         Err(e) => format!("error: {e}"),
                     };
                     let pl: Vec<Value> = o.prompt_logprobs.iter().map(|&x| fl(x)).collect();
-                    let mut doc = json!({"status": status, "accepted": o.accepted, "emitted": o.emitted, "prompt_logprobs": pl});
+                    let mut doc =
+                        json!({"status": status, "accepted": o.accepted, "emitted": o.emitted, "prompt_logprobs": pl});
                     if let Some(path) = &o.path {
                         doc["path"] = json!(path);
                     }
@@ -200,7 +231,9 @@ fn reference_passes_golden_cases() {
                     for _ in 0..case.rows[i] {
                         rows.push(json!({"token": -1, "logprob": null, "top_logprobs": [], "sum_smaller_probs": 0.0}));
                     }
-                    outs.push(json!({"status": format!("error: {e}"), "accepted": 0, "emitted": [], "prompt_logprobs": []}));
+                    outs.push(
+                        json!({"status": format!("error: {e}"), "accepted": 0, "emitted": [], "prompt_logprobs": []}),
+                    );
                 }
             }
         }
@@ -221,11 +254,16 @@ fn reference_passes_golden_cases() {
 fn top_logprobs_width_counts_requests_failing_on_their_mask() {
     use sampler_host::{Request, SamplingParams};
     let v = 40;
-    let bad_mask = Request { masks: Some(vec![vec![u32::MAX]]), ..Request::prefill(SamplingParams { top_logprobs: 4, seq_seed: Some(1), ..Default::default() }, 10) };
+    let bad_mask = Request {
+        masks: Some(vec![vec![u32::MAX]]),
+        ..Request::prefill(SamplingParams { top_logprobs: 4, seq_seed: Some(1), ..Default::default() }, 10)
+    };
     let ok = Request::prefill(SamplingParams { top_logprobs: 1, seq_seed: Some(2), ..Default::default() }, 10);
     let logits: Vec<f32> = (0..2 * v).map(|i| (i % 7) as f32).collect();
     let reqs = [bad_mask, ok];
-    let mut s = Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap();
+    let mut s =
+        Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: 0, nextn: 5, backend: BackendKind::Cpu })
+            .unwrap();
     let got = s.sample(&logits, &reqs).unwrap();
     assert!(got.requests[0].status.is_err() && got.requests[1].status.is_ok());
     assert_eq!(got.top_logprobs_width, 4);

@@ -89,11 +89,21 @@ fn adding_a_kernel_changes_no_existing_entry() {
             Some(t) if t == text => {}
             Some(t) => {
                 let line = text.lines().zip(t.lines()).position(|(a, b)| a != b).unwrap_or(0);
-                changed.push(format!("{name} (first difference at line {} of the entry: {:?} -> {:?})", line + 1, text.lines().nth(line).unwrap_or(""), t.lines().nth(line).unwrap_or("")));
+                changed.push(format!(
+                    "{name} (first difference at line {} of the entry: {:?} -> {:?})",
+                    line + 1,
+                    text.lines().nth(line).unwrap_or(""),
+                    t.lines().nth(line).unwrap_or("")
+                ));
             }
             None => changed.push(format!("{name} (gone)")),
         }
     }
-    assert!(changed.is_empty(), "adding a kernel changed {} existing entries:\n  {}", changed.len(), changed.join("\n  "));
+    assert!(
+        changed.is_empty(),
+        "adding a kernel changed {} existing entries:\n  {}",
+        changed.len(),
+        changed.join("\n  ")
+    );
     assert_eq!(new_e.len(), old_e.len() + 1, "only the throwaway entry is new");
 }

@@ -20,7 +20,17 @@ fn registry_lists_every_kernel_once() {
     dedup.dedup();
     assert_eq!(names, dedup, "a kernel is registered twice");
     // The pipeline's kernels are all there (the registry is the only list).
-    for name in ["mask_check", "force_topn", "process", "draw", "process_draw", "process_prefix_draw", "verify", "finalize", "token_info_top"] {
+    for name in [
+        "mask_check",
+        "force_topn",
+        "process",
+        "draw",
+        "process_draw",
+        "process_prefix_draw",
+        "verify",
+        "finalize",
+        "token_info_top",
+    ] {
         assert_eq!(registry::find(name).map(|k| k.name), Some(name), "kernel `{name}` is not registered");
     }
     for k in specs() {
@@ -42,7 +52,12 @@ fn every_kernel_has_params_and_variants() {
         let mut tiles: Vec<_> = k.variants.iter().map(|v| v.tile).collect();
         for v in k.variants {
             assert!(v.tile.is_power_of_two(), "{}: tile {}", k.name, v.tile);
-            assert!(v.threads.is_power_of_two() && v.threads <= 1024 && v.threads <= v.tile, "{}: threads {}", k.name, v.threads);
+            assert!(
+                v.threads.is_power_of_two() && v.threads <= 1024 && v.threads <= v.tile,
+                "{}: threads {}",
+                k.name,
+                v.threads
+            );
             assert_eq!(v.entry, format!("{}_t{}", k.name, v.tile));
         }
         tiles.dedup();
@@ -147,7 +162,10 @@ fn cpu_dyn_rejects_a_wrong_argument_count() {
             // SAFETY: the argument check fails before the kernel touches a buffer.
             let r = unsafe { (k.cpu)(0, &a) };
             assert_eq!(r, Err(ArgError::Count { kernel: k.name, expected: args.len(), got: n }));
-            assert_eq!(r.unwrap_err().to_string(), format!("kernel `{}` takes {} arguments, got {n}", k.name, args.len()));
+            assert_eq!(
+                r.unwrap_err().to_string(),
+                format!("kernel `{}` takes {} arguments, got {n}", k.name, args.len())
+            );
         }
     }
 }
@@ -172,7 +190,9 @@ fn cpu_dyn_rejects_a_wrong_argument_type() {
             }
         }
         // A buffer of the wrong element type is rejected too.
-        if let Some(i) = k.params.iter().position(|p| matches!(p.kind, ParamKind::Gm(Prim::F32) | ParamKind::GmMut(Prim::F32))) {
+        if let Some(i) =
+            k.params.iter().position(|p| matches!(p.kind, ParamKind::Gm(Prim::F32) | ParamKind::GmMut(Prim::F32)))
+        {
             let mut args: Vec<Arg> = k.params.iter().map(|p| good_arg(p.kind, &mut bufs)).collect();
             args[i] = Arg::GmF64(Gm::new_mut(&mut bufs.f64));
             // SAFETY: as above.
@@ -185,7 +205,11 @@ fn cpu_dyn_rejects_a_wrong_argument_type() {
             args[i] = Arg::GmF32(Gm::new_mut(&mut bufs.f32));
             // SAFETY: as above.
             let r = unsafe { (k.cpu)(0, &args) };
-            assert!(matches!(r, Err(ArgError::Type { index, expected: "Logits", got: "Gm<f32>", .. }) if index == i), "{}: {r:?}", k.name);
+            assert!(
+                matches!(r, Err(ArgError::Type { index, expected: "Logits", got: "Gm<f32>", .. }) if index == i),
+                "{}: {r:?}",
+                k.name
+            );
         }
     }
 }

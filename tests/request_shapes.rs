@@ -10,24 +10,43 @@ mod common;
 
 use common::gen::{random_step, GenOpts, Rng};
 use proptest::prelude::*;
-use sampler_host::{BackendKind, DraftDist, Request, RequestKind, RowOutput, Sampler, SamplerConfig, SamplingParams, StepOutput};
+use sampler_host::{
+    BackendKind, DraftDist, Request, RequestKind, RowOutput, Sampler, SamplerConfig, SamplingParams, StepOutput,
+};
 
 const NEXTN: u32 = 5;
 
 fn sampler(v: usize, force: usize) -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: force as u32, nextn: NEXTN, backend: BackendKind::Cpu }).unwrap()
+    Sampler::new(SamplerConfig {
+        vocab_size: v as u32,
+        force_topk: force as u32,
+        nextn: NEXTN,
+        backend: BackendKind::Cpu,
+    })
+    .unwrap()
 }
 
 /// A malformed decode request and its logits rows (`seqlen_q` rows: it owns them).
 fn malformed(rng: &mut Rng, v: usize) -> (Request, usize, &'static str) {
-    let params = SamplingParams { temperature: 0.8, top_p: 0.9, top_logprobs: 1, seq_seed: Some(rng.next_u64()), ..Default::default() };
+    let params = SamplingParams {
+        temperature: 0.8,
+        top_p: 0.9,
+        top_logprobs: 1,
+        seq_seed: Some(rng.next_u64()),
+        ..Default::default()
+    };
     let dist = |rng: &mut Rng| DraftDist { ids: vec![rng.below(v) as i32], logprobs: vec![0.0] };
     let ids = |rng: &mut Rng, n: usize| (0..n).map(|_| rng.below(v) as i32).collect::<Vec<_>>();
     let m = rng.range(2, 7) as usize;
     let (drafts, dists, seqlen_q, why): (Vec<i32>, Vec<DraftDist>, usize, &str) = match rng.below(7) {
         // One draft too few or too many for seqlen_q.
         0 => (ids(rng, m), (0..m).map(|_| dist(rng)).collect(), m, "drafts = seqlen_q"),
-        1 => (ids(rng, m.saturating_sub(2)), (0..m.saturating_sub(2)).map(|_| dist(rng)).collect(), m, "drafts = seqlen_q - 2"),
+        1 => (
+            ids(rng, m.saturating_sub(2)),
+            (0..m.saturating_sub(2)).map(|_| dist(rng)).collect(),
+            m,
+            "drafts = seqlen_q - 2",
+        ),
         // More drafts than nextn (with a consistent seqlen_q).
         2 => {
             let k = NEXTN as usize + 1 + rng.below(3);
@@ -129,7 +148,14 @@ fn run(seed: u64, v: usize, force: usize) -> Result<(), TestCaseError> {
             prop_assert_eq!(out.requests[i].accepted, alone.requests[0].accepted);
             let k = alone.top_logprobs_width;
             for (a, b) in rows_of(&out, first, n).iter().zip(&alone.rows) {
-                prop_assert!(same_row(a, b, if b.top_logprobs.is_empty() { 0 } else { k }), "{}: request {} row differs: {:?} vs alone {:?}", why, i, a, b);
+                prop_assert!(
+                    same_row(a, b, if b.top_logprobs.is_empty() { 0 } else { k }),
+                    "{}: request {} row differs: {:?} vs alone {:?}",
+                    why,
+                    i,
+                    a,
+                    b
+                );
             }
         }
         first += n;
@@ -153,7 +179,11 @@ proptest! {
 fn repros() {
     let v = 8usize;
     let p = SamplingParams { temperature: 1.0, seq_seed: Some(3), ..Default::default() };
-    let reqs = vec![Request::prefill(p.clone(), 5), Request::decode(p.clone(), 10, 4, vec![], vec![]), Request::prefill(p.clone(), 6)];
+    let reqs = vec![
+        Request::prefill(p.clone(), 5),
+        Request::decode(p.clone(), 10, 4, vec![], vec![]),
+        Request::prefill(p.clone(), 6),
+    ];
     let logits: Vec<f32> = (0..6 * v).map(|i| (i % 7) as f32 * 0.25).collect();
     let out = sampler(v, 0).sample(&logits, &reqs).expect("no batch-wide error");
     assert!(out.requests[0].status.is_ok() && out.requests[2].status.is_ok());

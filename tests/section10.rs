@@ -15,7 +15,8 @@ use common::gen::{random_step, GenOpts, Rng};
 use sampler_host::{BackendKind, LogprobsMode, Request, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 fn sampler(v: usize, force: usize) -> Sampler {
-    Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: force as u32, nextn: 5, backend: BackendKind::Cpu }).unwrap()
+    Sampler::new(SamplerConfig { vocab_size: v as u32, force_topk: force as u32, nextn: 5, backend: BackendKind::Cpu })
+        .unwrap()
 }
 
 fn with_mode(reqs: &[Request], mode: LogprobsMode) -> Vec<Request> {
@@ -29,9 +30,20 @@ fn decisions(o: &StepOutput) -> Vec<String> {
     let mut v: Vec<String> = o
         .rows
         .iter()
-        .map(|r| format!("{} {:?} {}", r.token, r.top_logprobs.iter().map(|t| t.0).collect::<Vec<_>>(), r.sum_smaller_probs.to_bits()))
+        .map(|r| {
+            format!(
+                "{} {:?} {}",
+                r.token,
+                r.top_logprobs.iter().map(|t| t.0).collect::<Vec<_>>(),
+                r.sum_smaller_probs.to_bits()
+            )
+        })
         .collect();
-    v.extend(o.requests.iter().map(|r| format!("{:?} {} {:?} {}", r.status.is_ok(), r.accepted, r.emitted, r.prompt_logprobs.len())));
+    v.extend(
+        o.requests
+            .iter()
+            .map(|r| format!("{:?} {} {:?} {}", r.status.is_ok(), r.accepted, r.emitted, r.prompt_logprobs.len())),
+    );
     v
 }
 
@@ -67,12 +79,30 @@ fn raw_mode_changes_only_the_reported_values() {
                 let mx = l.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
                 let z: f64 = l.iter().map(|&x| ((x - mx) as f64).exp()).sum();
                 let want = |t: i32| ((l[t as usize] - mx) as f64) - z.ln();
-                let close = |a: f32, b: f64| if b == f64::NEG_INFINITY { a == f32::NEG_INFINITY } else { (a as f64 - b).abs() <= 1e-4 + 1e-5 * b.abs() };
+                let close = |a: f32, b: f64| {
+                    if b == f64::NEG_INFINITY {
+                        a == f32::NEG_INFINITY
+                    } else {
+                        (a as f64 - b).abs() <= 1e-4 + 1e-5 * b.abs()
+                    }
+                };
                 for &(id, lp) in &row.top_logprobs {
-                    assert!(close(lp, want(id)), "rep {rep}: row {}: raw top logprob of {id}: {lp} vs {}", first + j, want(id));
+                    assert!(
+                        close(lp, want(id)),
+                        "rep {rep}: row {}: raw top logprob of {id}: {lp} vs {}",
+                        first + j,
+                        want(id)
+                    );
                 }
                 if row.token >= 0 {
-                    assert!(close(row.logprob, want(row.token)), "rep {rep}: row {}: raw logprob of {}: {} vs {}", first + j, row.token, row.logprob, want(row.token));
+                    assert!(
+                        close(row.logprob, want(row.token)),
+                        "rep {rep}: row {}: raw logprob of {}: {} vs {}",
+                        first + j,
+                        row.token,
+                        row.logprob,
+                        want(row.token)
+                    );
                     raw_rows += 1;
                 }
             }
@@ -88,7 +118,13 @@ fn raw_logprob_of_a_golden_token_outside_the_top_n() {
     let logits: Vec<f32> = (0..10).map(|i| 3.0 - i as f32 * 0.5).collect();
     let mut s = sampler(10, 2);
     let mut req = |mode| {
-        let p = SamplingParams { temperature: 0.5, top_logprobs: 2, logprobs_mode: mode, seq_seed: Some(3), ..Default::default() };
+        let p = SamplingParams {
+            temperature: 0.5,
+            top_logprobs: 2,
+            logprobs_mode: mode,
+            seq_seed: Some(3),
+            ..Default::default()
+        };
         let mut r = Request::prefill(p, 7);
         r.golden = vec![9];
         s.sample(&logits, &[r]).unwrap().rows[0].clone()

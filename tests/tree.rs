@@ -16,7 +16,10 @@ fn sampler(vocab: u32, force_topk: u32, nextn: u32) -> Sampler {
 
 fn dist(q: &[f64]) -> DraftDist {
     let ids = (0..q.len()).filter(|&t| q[t] > 0.0).collect::<Vec<_>>();
-    DraftDist { ids: ids.iter().map(|&t| t as i32).collect(), logprobs: ids.iter().map(|&t| q[t].ln() as f32).collect() }
+    DraftDist {
+        ids: ids.iter().map(|&t| t as i32).collect(),
+        logprobs: ids.iter().map(|&t| q[t].ln() as f32).collect(),
+    }
 }
 
 /// 11.11: seq_seed 1, sample_position 50, V = 4, no filters.
@@ -27,14 +30,23 @@ fn worked_example() {
     let (q0, q2) = (dist(&[0.60, 0.20, 0.10, 0.10]), dist(&[0.10, 0.10, 0.10, 0.70]));
     let params = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: -1, seq_seed: Some(1), ..Default::default() };
     // M = 4 nodes: sample_position = seqlen_k - 4 + 1 = 50.
-    let tree = |dists: Option<Vec<DraftDist>>, wr: bool| DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: dists, without_replacement: wr };
+    let tree = |dists: Option<Vec<DraftDist>>, wr: bool| DraftTree {
+        parent: vec![-1, 0, 0, 2],
+        tokens: vec![0, 1, 3],
+        draft_dists: dists,
+        without_replacement: wr,
+    };
     let mut s = sampler(4, 0, 5);
     for wr in [false, true] {
         let req = Request::tree(params.clone(), 53, tree(Some(vec![q0.clone(), q2.clone()]), wr));
         let out = s.sample(&logits, &[req]).unwrap();
         let o = &out.requests[0];
         assert_eq!(o.status, Ok(()));
-        assert_eq!((o.accepted, o.path.clone(), o.emitted.clone()), (2, Some(vec![0, 2, 3]), vec![1, 3, 3]), "without_replacement = {wr}");
+        assert_eq!(
+            (o.accepted, o.path.clone(), o.emitted.clone()),
+            (2, Some(vec![0, 2, 3]), vec![1, 3, 3]),
+            "without_replacement = {wr}"
+        );
         let toks: Vec<i32> = out.rows.iter().map(|r| r.token).collect();
         assert_eq!(toks, [1, -1, 3, 3], "row 1 reports -1");
     }
@@ -83,10 +95,14 @@ fn every_chain_equals_verify_bitwise() {
                             DraftDist::default()
                         }
                     } else {
-                        let q: Vec<f64> = (0..v).map(|_| if rng.chance(0.7) { rng.f64() + 0.01 } else { 0.0 }).collect();
+                        let q: Vec<f64> =
+                            (0..v).map(|_| if rng.chance(0.7) { rng.f64() + 0.01 } else { 0.0 }).collect();
                         let s: f64 = q.iter().sum::<f64>().max(1e-9);
                         let ids: Vec<usize> = (0..v).filter(|&x| q[x] > 0.0).collect();
-                        DraftDist { ids: ids.iter().map(|&x| x as i32).collect(), logprobs: ids.iter().map(|&x| ((q[x] / s).ln() as f32).min(0.0)).collect() }
+                        DraftDist {
+                            ids: ids.iter().map(|&x| x as i32).collect(),
+                            logprobs: ids.iter().map(|&x| ((q[x] / s).ln() as f32).min(0.0)).collect(),
+                        }
                     }
                 })
                 .collect();
@@ -97,10 +113,27 @@ fn every_chain_equals_verify_bitwise() {
             let temperature = rng.pick(&[0.0f32, 0.5, 1.0, 1.5]);
             let top_p = rng.pick(&[1.0f32, 0.9, 0.5]);
             let top_k = rng.pick(&[-1i64, 1, 3, 50]);
-            let params = SamplingParams { temperature, top_p, top_k, top_logprobs: rng.below(n.min(4) + 1) as u32, seq_seed: Some(rng.next_u64()), ..Default::default() };
+            let params = SamplingParams {
+                temperature,
+                top_p,
+                top_k,
+                top_logprobs: rng.below(n.min(4) + 1) as u32,
+                seq_seed: Some(rng.next_u64()),
+                ..Default::default()
+            };
             let seqlen_k = rng.range(m as u64, 1 << 40);
             let golden: Vec<i32> = if rng.chance(0.25) {
-                (0..m).map(|j| if rng.chance(0.5) { -1 } else if j + 1 < m && rng.chance(0.5) { t.tokens[j] } else { rng.below(v) as i32 }).collect()
+                (0..m)
+                    .map(|j| {
+                        if rng.chance(0.5) {
+                            -1
+                        } else if j + 1 < m && rng.chance(0.5) {
+                            t.tokens[j]
+                        } else {
+                            rng.below(v) as i32
+                        }
+                    })
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -118,8 +151,18 @@ fn every_chain_equals_verify_bitwise() {
                     .collect::<Vec<_>>()
             });
             let drafts = t.tokens.clone();
-            trees.push(Request { params: params.clone(), kind: RequestKind::Tree { seqlen_k, tree: t }, golden: golden.clone(), masks: masks.clone() });
-            verifies.push(Request { params, kind: RequestKind::Decode { seqlen_k, seqlen_q: m as u64, drafts, draft_dists: dists }, golden, masks });
+            trees.push(Request {
+                params: params.clone(),
+                kind: RequestKind::Tree { seqlen_k, tree: t },
+                golden: golden.clone(),
+                masks: masks.clone(),
+            });
+            verifies.push(Request {
+                params,
+                kind: RequestKind::Decode { seqlen_k, seqlen_q: m as u64, drafts, draft_dists: dists },
+                golden,
+                masks,
+            });
             compared[mode] += 1;
             logits.extend(rows.into_iter().flatten());
         }
@@ -133,7 +176,10 @@ fn every_chain_equals_verify_bitwise() {
                 && x.logprob.to_bits() == y.logprob.to_bits()
                 && x.sum_smaller_probs.to_bits() == y.sum_smaller_probs.to_bits()
                 && x.top_logprobs.len() == y.top_logprobs.len()
-                && x.top_logprobs.iter().zip(&y.top_logprobs).all(|(p, q)| p.0 == q.0 && p.1.to_bits() == q.1.to_bits());
+                && x.top_logprobs
+                    .iter()
+                    .zip(&y.top_logprobs)
+                    .all(|(p, q)| p.0 == q.0 && p.1.to_bits() == q.1.to_bits());
             assert!(same, "seed {seed} row {i}: tree {x:?} vs verify {y:?}");
         }
         for (i, (x, y)) in a.requests.iter().zip(&b.requests).enumerate() {
@@ -142,7 +188,11 @@ fn every_chain_equals_verify_bitwise() {
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&x.emitted_logprobs), bits(&y.emitted_logprobs), "seed {seed} request {i}");
             if x.status.is_ok() {
-                assert_eq!(x.path, Some((0..=x.accepted).collect()), "seed {seed} request {i}: a chain's path is its prefix");
+                assert_eq!(
+                    x.path,
+                    Some((0..=x.accepted).collect()),
+                    "seed {seed} request {i}: a chain's path is its prefix"
+                );
             }
         }
     }
@@ -156,7 +206,14 @@ fn malformed_trees_fail_only_themselves() {
     let v = 16usize;
     let mut rng = Rng::new(5);
     let good_tree = DraftTree::fixed(vec![-1, 0, 0, 1], vec![3, 4, 5]);
-    let params = SamplingParams { temperature: 0.8, top_p: 0.9, top_k: -1, top_logprobs: 2, seq_seed: Some(9), ..Default::default() };
+    let params = SamplingParams {
+        temperature: 0.8,
+        top_p: 0.9,
+        top_k: -1,
+        top_logprobs: 2,
+        seq_seed: Some(9),
+        ..Default::default()
+    };
     let good = Request::tree(params.clone(), 100, good_tree.clone());
     let d = DraftDist { ids: vec![1, 2], logprobs: vec![-0.5, -1.0] };
     let bad: Vec<(&str, DraftTree, Vec<i32>, Option<usize>)> = vec![

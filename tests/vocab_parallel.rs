@@ -11,7 +11,10 @@ mod common;
 
 use common::gen::{random_step, GenOpts, Rng, Step};
 use sampler_host::engine::cp::LocalCollective;
-use sampler_host::tp::{shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig, VocabParallelSampler};
+use sampler_host::tp::{
+    shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig,
+    VocabParallelSampler,
+};
 use sampler_host::{BackendKind, Request, Sampler, SamplerConfig, SamplingParams, StepOutput};
 
 const NEXTN: u32 = 8;
@@ -44,7 +47,12 @@ fn bits_loose(o: &StepOutput) -> Vec<String> {
 }
 
 fn single(step: &Step, rows_proc: &[usize]) -> (StepOutput, sampler_host::sampler::ProcessedRows) {
-    let cfg = SamplerConfig { vocab_size: step.vocab as u32, force_topk: step.force_topk as u32, nextn: NEXTN, backend: BackendKind::Cpu };
+    let cfg = SamplerConfig {
+        vocab_size: step.vocab as u32,
+        force_topk: step.force_topk as u32,
+        nextn: NEXTN,
+        backend: BackendKind::Cpu,
+    };
     Sampler::new(cfg).unwrap().sample_with_processed(&step.logits, &step.requests, rows_proc).unwrap()
 }
 
@@ -70,7 +78,14 @@ fn shard_requests(reqs: &[Request], vocab: usize, s: Shard) -> Vec<Request> {
 }
 
 /// Runs the step on `world` threads; returns each rank's output, processed rows and stats.
-fn run_tp(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout, rows_proc: &[usize], first_round: u32) -> Vec<(StepOutput, sampler_host::sampler::ProcessedRows, ExchangeStats)> {
+fn run_tp(
+    step: &Step,
+    layout: &ShardLayout,
+    finish: FinishOn,
+    masks: MaskLayout,
+    rows_proc: &[usize],
+    first_round: u32,
+) -> Vec<(StepOutput, sampler_host::sampler::ProcessedRows, ExchangeStats)> {
     let v = step.vocab as u32;
     let shards = layout.shards(v).unwrap();
     let colls = LocalCollective::group(shards.len());
@@ -79,7 +94,15 @@ fn run_tp(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout
             .into_iter()
             .zip(&shards)
             .map(|(c, &s)| {
-                let cfg = VocabParallelConfig { vocab_size: v, force_topk: step.force_topk as u32, nextn: NEXTN, layout: layout.clone(), finish, masks, first_round };
+                let cfg = VocabParallelConfig {
+                    vocab_size: v,
+                    force_topk: step.force_topk as u32,
+                    nextn: NEXTN,
+                    layout: layout.clone(),
+                    finish,
+                    masks,
+                    first_round,
+                };
                 sc.spawn(move || {
                     let mut vp = VocabParallelSampler::new(cfg, c).unwrap();
                     let logits = shard_of(&step.logits, v, s, f32::NAN);
@@ -113,7 +136,15 @@ fn random_ranges(rng: &mut Rng, v: u32, tp: usize, pad: u32) -> ShardLayout {
 }
 
 /// Checks one step on one layout: every finishing rank equals single-rank bitwise.
-fn check(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout, rows_proc: &[usize], first_round: u32, what: &str) -> ExchangeStats {
+fn check(
+    step: &Step,
+    layout: &ShardLayout,
+    finish: FinishOn,
+    masks: MaskLayout,
+    rows_proc: &[usize],
+    first_round: u32,
+    what: &str,
+) -> ExchangeStats {
     let (want, want_proc) = single(step, rows_proc);
     let got = run_tp(step, layout, finish, masks, rows_proc, first_round);
     let cmp = |o: &StepOutput| if masks == MaskLayout::Shard { bits_loose(o) } else { bits(o) };
@@ -127,7 +158,9 @@ fn check(step: &Step, layout: &ShardLayout, finish: FinishOn, masks: MaskLayout,
             let first = w.iter().zip(&g).position(|(a, b)| a != b).unwrap_or(0);
             panic!("{what} ({layout:?}, {finish:?}, {masks:?}, first round {first_round}) rank {rank}: differs at line {first}:\n want {:?}\n  got {:?}", w.get(first), g.get(first));
         }
-        let pb = |p: &sampler_host::sampler::ProcessedRows| (p.n, p.ids.clone(), p.logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        let pb = |p: &sampler_host::sampler::ProcessedRows| {
+            (p.n, p.ids.clone(), p.logprobs.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+        };
         assert_eq!(pb(&want_proc), pb(proc_rows), "{what}: processed rows differ on rank {rank}");
     }
     got[0].2.clone()
@@ -228,7 +261,15 @@ fn prefix_path_and_its_fallbacks() {
         let tp = rng.pick(&[2usize, 4, 8]);
         let layout = if rep % 2 == 0 { ShardLayout::Equal { tp } } else { random_ranges(&mut rng, v as u32, tp, 13) };
         let finish = if rep % 4 < 2 { FinishOn::AllRanks } else { FinishOn::Driver };
-        let stats = check(&step, &layout, finish, MaskLayout::Global, &[], (rep % 3 == 0) as u32 * 2, &format!("prefix rep {rep} V={v}"));
+        let stats = check(
+            &step,
+            &layout,
+            finish,
+            MaskLayout::Global,
+            &[],
+            (rep % 3 == 0) as u32 * 2,
+            &format!("prefix rep {rep} V={v}"),
+        );
         match (stats.full_rows, stats.prefix_width) {
             (true, _) => full += 1,
             (false, w) if w > 1024 => wider += 1,
@@ -249,7 +290,8 @@ fn force_topk_exchanges_candidates_only() {
     step.requests.iter_mut().for_each(|r| r.params.logprobs_mode = sampler_host::LogprobsMode::Processed);
     let rows: usize = step.requests.iter().map(|r| r.rows()).sum();
     for tp in [2usize, 4, 8] {
-        let stats = check(&step, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "exchange");
+        let stats =
+            check(&step, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "exchange");
         assert_eq!(stats.collectives, 1);
         assert!(!stats.full_rows);
         assert_eq!(stats.gathered_bytes, (tp * rows * (1 + 2 * n)) as u64 * 4, "TP={tp}");
@@ -258,7 +300,15 @@ fn force_topk_exchanges_candidates_only() {
 
 #[test]
 fn bad_layouts_and_shapes_are_typed_errors() {
-    let cfg = |layout| VocabParallelConfig { vocab_size: 100, force_topk: 0, nextn: 5, layout, finish: FinishOn::AllRanks, masks: MaskLayout::Global, first_round: 0 };
+    let cfg = |layout| VocabParallelConfig {
+        vocab_size: 100,
+        force_topk: 0,
+        nextn: 5,
+        layout,
+        finish: FinishOn::AllRanks,
+        masks: MaskLayout::Global,
+        first_round: 0,
+    };
     let c = LocalCollective::group(2).pop().unwrap();
     let e = VocabParallelSampler::new(cfg(ShardLayout::Equal { tp: 3 }), c).unwrap_err();
     assert!(matches!(e, sampler_host::ConfigError::Field { field: "layout", .. }), "{e}");
@@ -297,10 +347,22 @@ fn mixed_batches_gather_full_rows_only_where_needed() {
         let tp = [2usize, 4, 8][rep as usize % 3];
         let finish = if rep % 2 == 0 { FinishOn::AllRanks } else { FinishOn::Driver };
         let masks = if rep % 4 == 3 { MaskLayout::Shard } else { MaskLayout::Global };
-        let stats = check(&step, &ShardLayout::Equal { tp }, finish, masks, &[], (rep % 2) as u32 * 2, &format!("mixed rep {rep}"));
+        let stats = check(
+            &step,
+            &ShardLayout::Equal { tp },
+            finish,
+            masks,
+            &[],
+            (rep % 2) as u32 * 2,
+            &format!("mixed rep {rep}"),
+        );
         if step.requests.len() > 1 && full_rows < rows {
             // The filtering requests' rows never travel whole.
-            assert!(stats.gathered_bytes < (rows * v * 4) as u64, "rep {rep}: gathered {} bytes for {rows} rows", stats.gathered_bytes);
+            assert!(
+                stats.gathered_bytes < (rows * v * 4) as u64,
+                "rep {rep}: gathered {} bytes for {rows} rows",
+                stats.gathered_bytes
+            );
             split += 1;
         }
     }
@@ -315,19 +377,50 @@ fn two_round_exchange_is_exact_and_smaller_when_spread() {
     let mut rng = Rng::new(2024);
     let (v, n, tp) = (8192usize, 256usize, 8usize);
     let reqs = |rng: &mut Rng, rows: usize| -> Vec<Request> {
-        (0..rows).map(|i| Request::prefill(SamplingParams { temperature: 0.8, top_p: 0.9, top_logprobs: 3, seq_seed: Some(rng.next_u64()), ..Default::default() }, 10 + i as u64)).collect()
+        (0..rows)
+            .map(|i| {
+                Request::prefill(
+                    SamplingParams {
+                        temperature: 0.8,
+                        top_p: 0.9,
+                        top_logprobs: 3,
+                        seq_seed: Some(rng.next_u64()),
+                        ..Default::default()
+                    },
+                    10 + i as u64,
+                )
+            })
+            .collect()
     };
     // Spread: i.i.d. normal logits.
     let rows = 6;
     let logits: Vec<f32> = (0..rows * v).map(|_| rng.normal() as f32).collect();
     let spread = Step { vocab: v, force_topk: n, logits, requests: reqs(&mut rng, rows) };
-    let one = check(&spread, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "spread, one round");
-    let two = check(&spread, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 2, "spread, two rounds");
+    let one =
+        check(&spread, &ShardLayout::Equal { tp }, FinishOn::AllRanks, MaskLayout::Global, &[], 0, "spread, one round");
+    let two = check(
+        &spread,
+        &ShardLayout::Equal { tp },
+        FinishOn::AllRanks,
+        MaskLayout::Global,
+        &[],
+        2,
+        "spread, two rounds",
+    );
     assert_eq!((one.collectives, two.collectives), (1, 1), "a spread top N needs no second round");
     assert!(two.gathered_bytes * 3 < one.gathered_bytes, "{} vs {}", two.gathered_bytes, one.gathered_bytes);
     // Clustered: the best logits all in the first shard (low ids, as frequent tokens often are).
-    let logits: Vec<f32> = (0..rows * v).map(|i| if i % v < n { 5.0 + rng.normal() as f32 } else { rng.normal() as f32 }).collect();
+    let logits: Vec<f32> =
+        (0..rows * v).map(|i| if i % v < n { 5.0 + rng.normal() as f32 } else { rng.normal() as f32 }).collect();
     let clustered = Step { vocab: v, force_topk: n, logits, requests: reqs(&mut rng, rows) };
-    let two = check(&clustered, &ShardLayout::Equal { tp }, FinishOn::Driver, MaskLayout::Global, &[], 2, "clustered, two rounds");
+    let two = check(
+        &clustered,
+        &ShardLayout::Equal { tp },
+        FinishOn::Driver,
+        MaskLayout::Global,
+        &[],
+        2,
+        "clustered, two rounds",
+    );
     assert_eq!(two.collectives, 2, "a clustered top N needs the second round");
 }

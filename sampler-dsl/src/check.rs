@@ -176,13 +176,25 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                         settle_literal(value, &want);
                         let got = value.ty.clone();
                         let ok = got == want
-                            || (matches!(got, Ty::IntLit) && want.prim().is_some_and(|p| p.is_int() || p.is_float()) && !want.is_tile())
-                            || (matches!(got, Ty::FloatLit) && want.prim().is_some_and(|p| p.is_float()) && !want.is_tile());
+                            || (matches!(got, Ty::IntLit)
+                                && want.prim().is_some_and(|p| p.is_int() || p.is_float())
+                                && !want.is_tile())
+                            || (matches!(got, Ty::FloatLit)
+                                && want.prim().is_some_and(|p| p.is_float())
+                                && !want.is_tile());
                         if ok {
                             value.ty = want.clone();
                             ty = want;
                         } else {
-                            errs.push(value.range(), format!("{what} has type {}, but a value of type {} was passed{}", want.describe(), got.describe(), scalar_hint(&got, &want)));
+                            errs.push(
+                                value.range(),
+                                format!(
+                                    "{what} has type {}, but a value of type {} was passed{}",
+                                    want.describe(),
+                                    got.describe(),
+                                    scalar_hint(&got, &want)
+                                ),
+                            );
                             sc.bind(name, Binding { ty: Ty::Unit, mutable: false, is_param: false });
                             return;
                         }
@@ -212,7 +224,10 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             for ((name, m), t) in names.iter().zip(tys) {
                 let t = match t {
                     Ty::IntLit | Ty::FloatLit => {
-                        errs.push(value.range(), format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"));
+                        errs.push(
+                            value.range(),
+                            format!("give the literal bound to `{name}` a type suffix, e.g. `0u32` or `0.0f32`"),
+                        );
                         // Bound as an error, so its uses are not reported again.
                         Ty::Unit
                     }
@@ -258,13 +273,22 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
             let vt = match op {
                 Some(o) => {
                     // Desugar `a op= e` into `a = a op e` so emitters see one form.
-                    let t = if b.ty == Ty::Unit || vt == Ty::Unit { Ty::Unit } else { binary_type(*o, &b.ty, &vt, (target.span(), value.end), errs) };
+                    let t = if b.ty == Ty::Unit || vt == Ty::Unit {
+                        Ty::Unit
+                    } else {
+                        binary_type(*o, &b.ty, &vt, (target.span(), value.end), errs)
+                    };
                     let mut lhs = Expr::new(ExprKind::Var(target.clone()), target.span());
                     lhs.ty = b.ty.clone();
                     settle_literal(value, &b.ty);
                     let rhs = std::mem::replace(value, Expr::new(ExprKind::Lit(Lit::Bool(false)), *span));
                     let end = rhs.end;
-                    *value = Expr { kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)), ty: t.clone(), span: *span, end };
+                    *value = Expr {
+                        kind: ExprKind::Binary(*o, Box::new(lhs), Box::new(rhs)),
+                        ty: t.clone(),
+                        span: *span,
+                        end,
+                    };
                     *op = None;
                     t
                 }
@@ -274,8 +298,15 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 }
             };
             if vt != Ty::Unit && b.ty != Ty::Unit && unify_assign(&b.ty, &vt).is_none() {
-                let hint = if b.ty.is_tile() && !vt.is_tile() { format!(": a scalar is not broadcast, write `{target} = full(len({target}), ..)`") } else { String::new() };
-                errs.push(value.range(), format!("cannot assign {} to `{target}` of type {}{hint}", vt.describe(), b.ty.describe()));
+                let hint = if b.ty.is_tile() && !vt.is_tile() {
+                    format!(": a scalar is not broadcast, write `{target} = full(len({target}), ..)`")
+                } else {
+                    String::new()
+                };
+                errs.push(
+                    value.range(),
+                    format!("cannot assign {} to `{target}` of type {}{hint}", vt.describe(), b.ty.describe()),
+                );
             }
         }
         Stmt::Expr(e) => {
@@ -300,7 +331,14 @@ fn check_stmt(s: &mut Stmt, sc: &mut Scopes, errs: &mut Errors) {
                 Some(Ty::IntLit) => Ty::Scalar(Prim::U32),
                 _ if a == Ty::Unit || b == Ty::Unit => Ty::Scalar(Prim::U32),
                 _ => {
-                    errs.push(start.range(), format!("loop bounds must be scalar integers of one type, got {} and {}", a.describe(), b.describe()));
+                    errs.push(
+                        start.range(),
+                        format!(
+                            "loop bounds must be scalar integers of one type, got {} and {}",
+                            a.describe(),
+                            b.describe()
+                        ),
+                    );
                     Ty::Scalar(Prim::U32)
                 }
             };
@@ -338,7 +376,10 @@ fn expect_scalar_bool(t: &Ty, span: (Span, Span), what: &str, errs: &mut Errors)
     match t {
         // `()`: an error already reported inside the condition.
         Ty::Scalar(Prim::Bool) | Ty::Unit => {}
-        Ty::Tile(_) => errs.push(span, format!("{what} must be a scalar `bool`, not a tile: use `any`/`all` to reduce, or `select` per element")),
+        Ty::Tile(_) => errs.push(
+            span,
+            format!("{what} must be a scalar `bool`, not a tile: use `any`/`all` to reduce, or `select` per element"),
+        ),
         other => errs.push(span, format!("{what} must be a scalar `bool`, got {}", other.describe())),
     }
 }
@@ -413,7 +454,15 @@ fn binary_type(op: BinOp, l: &Ty, r: &Ty, span: (Span, Span), errs: &mut Errors)
         return Ty::Unit;
     }
     let Some(u) = unify_prims(l, r) else {
-        errs.push(span, format!("mismatched types {} and {} in `{}`: convert one with `as`", l.describe(), r.describe(), op.symbol()));
+        errs.push(
+            span,
+            format!(
+                "mismatched types {} and {} in `{}`: convert one with `as`",
+                l.describe(),
+                r.describe(),
+                op.symbol()
+            ),
+        );
         return Ty::Unit;
     };
     let p = u.prim().unwrap();
@@ -471,7 +520,10 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
                 (UnOp::Neg, Some(p)) if p != Prim::Bool && !matches!(t, Ty::Gm(..)) => t,
                 (UnOp::Not, Some(p)) if (p == Prim::Bool || p.is_int()) && !matches!(t, Ty::Gm(..)) => t,
                 _ => {
-                    errs.push(span, format!("cannot apply `{}` to {}", if op == UnOp::Neg { "-" } else { "!" }, t.describe()));
+                    errs.push(
+                        span,
+                        format!("cannot apply `{}` to {}", if op == UnOp::Neg { "-" } else { "!" }, t.describe()),
+                    );
                     Ty::Unit
                 }
             }
@@ -522,7 +574,10 @@ fn expr_inner(e: &mut Expr, sc: &mut Scopes, errs: &mut Errors) -> Ty {
                     t
                 }
                 None => {
-                    errs.push(span, format!("`if` branches have different types: {} and {}", at.describe(), bt.describe()));
+                    errs.push(
+                        span,
+                        format!("`if` branches have different types: {} and {}", at.describe(), bt.describe()),
+                    );
                     Ty::Unit
                 }
             }
@@ -586,7 +641,15 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &m
                 t
             }
             None => {
-                errs.push(span, format!("`{}` needs two values of one type, got {} and {}", op.name(), tys[0].describe(), tys[1].describe()));
+                errs.push(
+                    span,
+                    format!(
+                        "`{}` needs two values of one type, got {} and {}",
+                        op.name(),
+                        tys[0].describe(),
+                        tys[1].describe()
+                    ),
+                );
                 Ty::Unit
             }
         },
@@ -600,11 +663,28 @@ fn elem_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &m
                     settle_literal(&mut args[1], &p2);
                     settle_literal(&mut args[2], &p1);
                     let p = t.prim().unwrap();
-                    let p = if matches!(t, Ty::IntLit) { Prim::I32 } else if matches!(t, Ty::FloatLit) { Prim::F32 } else { p };
-                    if tile { Ty::Tile(p) } else { t }
+                    let p = if matches!(t, Ty::IntLit) {
+                        Prim::I32
+                    } else if matches!(t, Ty::FloatLit) {
+                        Prim::F32
+                    } else {
+                        p
+                    };
+                    if tile {
+                        Ty::Tile(p)
+                    } else {
+                        t
+                    }
                 }
                 None => {
-                    errs.push(span, format!("`select` branches have different types: {} and {}", tys[1].describe(), tys[2].describe()));
+                    errs.push(
+                        span,
+                        format!(
+                            "`select` branches have different types: {} and {}",
+                            tys[1].describe(),
+                            tys[2].describe()
+                        ),
+                    );
                     Ty::Unit
                 }
             }
@@ -628,11 +708,21 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
                         errs.push(a.range(), "pass a buffer parameter directly");
                     }
                     if write && !*w {
-                        errs.push(a.range(), format!("`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`", op.name(), p.rust_name()));
+                        errs.push(
+                            a.range(),
+                            format!(
+                                "`{}` writes to a read-only buffer: declare the parameter `GmMut<{}>`",
+                                op.name(),
+                                p.rust_name()
+                            ),
+                        );
                     }
                     if let Some(w) = want {
                         if w != *p {
-                            errs.push(a.range(), format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()));
+                            errs.push(
+                                a.range(),
+                                format!("`{}` needs Gm<{}>, got {}", op.name(), w.rust_name(), t.describe()),
+                            );
                         }
                     }
                     elem = Some(*p);
@@ -653,19 +743,21 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
                 }
                 ok
             }
-            ArgKind::ScalarAny => match t {
-                Ty::Scalar(p) => {
-                    elem = Some(*p);
-                    elem_of = arg_name(a, i);
-                    true
+            ArgKind::ScalarAny => {
+                match t {
+                    Ty::Scalar(p) => {
+                        elem = Some(*p);
+                        elem_of = arg_name(a, i);
+                        true
+                    }
+                    Ty::IntLit | Ty::FloatLit => {
+                        errs.push(a.range(), format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
+                        ok = false;
+                        true
+                    }
+                    _ => false,
                 }
-                Ty::IntLit | Ty::FloatLit => {
-                    errs.push(a.range(), format!("give this literal a type suffix (e.g. `0u32`, `0.0f32`): `{}` takes a value of any type", op.name()));
-                    ok = false;
-                    true
-                }
-                _ => false,
-            },
+            }
             ArgKind::ScalarOfElem => {
                 let want = elem.unwrap_or(Prim::F32);
                 let ok = match t {
@@ -694,8 +786,12 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
         if !good {
             ok = false;
             let want = match *k {
-                ArgKind::ScalarOfElem => format!("{}, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name()),
-                ArgKind::TileOfElem => format!("Tile<{}>, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name()),
+                ArgKind::ScalarOfElem => {
+                    format!("{}, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name())
+                }
+                ArgKind::TileOfElem => {
+                    format!("Tile<{}>, the element type of {elem_of}", elem.unwrap_or(Prim::F32).rust_name())
+                }
                 ArgKind::Scalar(p) => p.rust_name().to_string(),
                 ArgKind::Tile(Some(p)) => format!("Tile<{}>", p.rust_name()),
                 ArgKind::Tile(None) => "a tile".into(),
@@ -707,7 +803,16 @@ fn op_call(op: Op, args: &mut [Expr], tys: &[Ty], span: (Span, Span), errs: &mut
             } else {
                 ""
             };
-            errs.push(a.range(), format!("argument {} of `{}` has type {}: expected {want}{hint} ({})", i + 1, op.name(), t.describe(), op.signature()));
+            errs.push(
+                a.range(),
+                format!(
+                    "argument {} of `{}` has type {}: expected {want}{hint} ({})",
+                    i + 1,
+                    op.name(),
+                    t.describe(),
+                    op.signature()
+                ),
+            );
         }
     }
     if !ok {
@@ -756,16 +861,23 @@ fn literal_ranges(b: &Block, errs: &mut Errors) {
         };
         match &e.kind {
             // A negated literal settles as a whole: its type is on the negation.
-            ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Lit(Lit::Int(..) | Lit::Float(..))) => match (&x.kind, prim) {
-                (ExprKind::Lit(Lit::Int(v, _)), Some(p)) if !fits(*v, true, p) => {
-                    errs.push(e.range(), format!("the literal `-{v}` does not fit in {}", p.rust_name()));
+            ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Lit(Lit::Int(..) | Lit::Float(..))) => {
+                match (&x.kind, prim) {
+                    (ExprKind::Lit(Lit::Int(v, _)), Some(p)) if !fits(*v, true, p) => {
+                        errs.push(e.range(), format!("the literal `-{v}` does not fit in {}", p.rust_name()));
+                    }
+                    (ExprKind::Lit(Lit::Float(v, _)), _)
+                        if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) =>
+                    {
+                        let p = prim.map_or("f64", |p| p.rust_name());
+                        errs.push(
+                            e.range(),
+                            format!("this literal is beyond the lowest {p}: write `NEG_INF` for an infinity"),
+                        );
+                    }
+                    _ => {}
                 }
-                (ExprKind::Lit(Lit::Float(v, _)), _) if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) => {
-                    let p = prim.map_or("f64", |p| p.rust_name());
-                    errs.push(e.range(), format!("this literal is beyond the lowest {p}: write `NEG_INF` for an infinity"));
-                }
-                _ => {}
-            },
+            }
             ExprKind::Lit(Lit::Int(v, _)) => {
                 if let Some(p) = prim.filter(|p| !fits(*v, false, *p)) {
                     errs.push(e.range(), format!("the literal `{v}` does not fit in {}", p.rust_name()));
@@ -774,7 +886,10 @@ fn literal_ranges(b: &Block, errs: &mut Errors) {
             ExprKind::Lit(Lit::Float(v, _)) => {
                 if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) {
                     let p = prim.map_or("f64", |p| p.rust_name());
-                    errs.push(e.range(), format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"));
+                    errs.push(
+                        e.range(),
+                        format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"),
+                    );
                 }
             }
             ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => {}

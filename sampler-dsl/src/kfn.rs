@@ -50,7 +50,9 @@ fn helper_param_type(t: &syn::Type) -> Option<Ty> {
         if let Some(seg) = tp.path.segments.last().filter(|_| tp.path.segments.len() == 1) {
             if seg.ident == "Tile" {
                 if let syn::PathArguments::AngleBracketed(ab) = &seg.arguments {
-                    if let [syn::GenericArgument::Type(syn::Type::Path(inner))] = ab.args.iter().collect::<Vec<_>>().as_slice() {
+                    if let [syn::GenericArgument::Type(syn::Type::Path(inner))] =
+                        ab.args.iter().collect::<Vec<_>>().as_slice()
+                    {
                         return inner.path.get_ident().and_then(|i| Prim::from_name(&i.to_string())).map(Ty::Tile);
                     }
                 }
@@ -61,7 +63,8 @@ fn helper_param_type(t: &syn::Type) -> Option<Ty> {
     crate::parse::param_type(t)
 }
 
-const TYPES: &str = "expected `Tile<T>`, `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)";
+const TYPES: &str =
+    "expected `Tile<T>`, `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)";
 
 /// Parses a helper's item (errors on their spans).
 pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
@@ -99,7 +102,9 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
             syn::FnArg::Receiver(r) => errs.push(r.span(), "a `#[kernel_fn]` cannot take `self`"),
             syn::FnArg::Typed(pt) => {
                 let name = match &*pt.pat {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => {
+                        pi.ident.clone()
+                    }
                     other => {
                         errs.push(other.span(), "`#[kernel_fn]` parameters must be plain identifiers (not `mut`: bind a copy with `let mut`)");
                         // `mut x` / `ref x`: still bound (as the error type), so its uses are not reported again.
@@ -127,7 +132,9 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
         };
         for e in elems {
             match helper_param_type(e) {
-                Some(Ty::Gm(..)) | None => errs.push(e.span(), "a `#[kernel_fn]` returns scalars, tiles or a tuple of them"),
+                Some(Ty::Gm(..)) | None => {
+                    errs.push(e.span(), "a `#[kernel_fn]` returns scalars, tiles or a tuple of them")
+                }
                 Some(t) => ret.push(t),
             }
         }
@@ -148,13 +155,21 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
                     syn::Expr::Tuple(t) if ret.len() > 1 => tail.extend(t.elems),
                     syn::Expr::Paren(p) if ret.len() == 1 => tail.push(*p.expr),
                     other if ret.len() == 1 => tail.push(other),
-                    other => errs.push(other.span(), format!("this helper returns {} values: end it with a tuple `(a, b, ..)`", ret.len())),
+                    other => errs.push(
+                        other.span(),
+                        format!("this helper returns {} values: end it with a tuple `(a, b, ..)`", ret.len()),
+                    ),
                 }
                 if !tail.is_empty() && tail.len() != ret.len() {
-                    errs.push(sig.output.span(), format!("the signature returns {} values but the tail has {}", ret.len(), tail.len()));
+                    errs.push(
+                        sig.output.span(),
+                        format!("the signature returns {} values but the tail has {}", ret.len(), tail.len()),
+                    );
                 }
             }
-            Some(syn::Stmt::Expr(e, Some(semi))) if !matches!(e, syn::Expr::If(_) | syn::Expr::ForLoop(_) | syn::Expr::Assign(_)) => {
+            Some(syn::Stmt::Expr(e, Some(semi)))
+                if !matches!(e, syn::Expr::If(_) | syn::Expr::ForLoop(_) | syn::Expr::Assign(_)) =>
+            {
                 // `x * 2.0;` as the last line: one error at the `;` (the
                 // value is taken as the tail, not reported again as unused).
                 errs.push(semi.span(), "a `#[kernel_fn]` with a return type ends with its value: remove this `;`");
@@ -165,7 +180,10 @@ pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
                 }
                 stmts.pop();
             }
-            _ => errs.push(f.block.span(), "a `#[kernel_fn]` with a return type ends with its value (an expression without `;`)"),
+            _ => errs.push(
+                f.block.span(),
+                "a `#[kernel_fn]` with a return type ends with its value (an expression without `;`)",
+            ),
         }
     }
     KernelFn { sig: Sig { name: sig.ident.clone(), params, ret }, stmts, tail }
@@ -197,7 +215,12 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
         name: h.sig.name.clone(),
         vis: syn::Visibility::Inherited,
         docs: Vec::new(),
-        params: h.sig.params.iter().map(|(n, t)| Param { name: n.clone(), ty: t.clone(), span: n.span(), logits: false }).collect(),
+        params: h
+            .sig
+            .params
+            .iter()
+            .map(|(n, t)| Param { name: n.clone(), ty: t.clone(), span: n.span(), logits: false })
+            .collect(),
         variants: Vec::new(),
         debug: false,
         ascend: false,
@@ -217,12 +240,22 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
         let want = &h.sig.ret[i];
         let got = &value.ty;
         let ok = got == want
-            || (matches!(got, Ty::IntLit) && !want.is_tile() && want.prim().is_some_and(|p| p.is_int() || p.is_float()))
+            || (matches!(got, Ty::IntLit)
+                && !want.is_tile()
+                && want.prim().is_some_and(|p| p.is_int() || p.is_float()))
             || (matches!(got, Ty::FloatLit) && !want.is_tile() && want.prim().is_some_and(|p| p.is_float()));
         // `()` from a parameter already rejected (bound as the error type).
         let rejected = *got == Ty::Unit && h.sig.params.iter().any(|(_, t)| *t == Ty::Unit);
         if !ok && !rejected {
-            errs.push(value.span, format!("this value has type {}, but `{}` returns {} here", got.describe(), h.sig.name, want.describe()));
+            errs.push(
+                value.span,
+                format!(
+                    "this value has type {}, but `{}` returns {} here",
+                    got.describe(),
+                    h.sig.name,
+                    want.describe()
+                ),
+            );
         }
     }
 }
@@ -297,9 +330,16 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// The call that fetches the helpers `names` for a kernel (attribute
 /// tokens `attr`, item `item`), the helpers already fetched in `done`.
-pub fn fetch(names: &[syn::Ident], done: &[TokenStream], attr: &TokenStream, item: &TokenStream, at: Span) -> TokenStream {
+pub fn fetch(
+    names: &[syn::Ident],
+    done: &[TokenStream],
+    attr: &TokenStream,
+    item: &TokenStream,
+    at: Span,
+) -> TokenStream {
     // The macro names resolve where the kernel stands (after its helpers).
-    let names: Vec<syn::Ident> = names.iter().map(|n| syn::Ident::new(&n.to_string(), at.located_at(n.span()))).collect();
+    let names: Vec<syn::Ident> =
+        names.iter().map(|n| syn::Ident::new(&n.to_string(), at.located_at(n.span()))).collect();
     let first = &names[0];
     let rest = &names[1..];
     quote_spanned! {at=>
@@ -402,7 +442,11 @@ impl Inliner<'_> {
         let mut out = Vec::new();
         for s in stmts {
             match s {
-                syn::Stmt::Local(l) if l.init.as_ref().is_some_and(|i| i.diverge.is_none() && helper_call(&i.expr, self.helpers).is_some()) => {
+                syn::Stmt::Local(l)
+                    if l.init
+                        .as_ref()
+                        .is_some_and(|i| i.diverge.is_none() && helper_call(&i.expr, self.helpers).is_some()) =>
+                {
                     let init = l.init.as_ref().unwrap();
                     let (c, name) = helper_call(&init.expr, self.helpers).unwrap();
                     let Some((body, tails)) = self.call(c, &name, depth, errs) else {
@@ -428,11 +472,17 @@ impl Inliner<'_> {
                             out.push(syn::parse_quote_spanned!(l.span()=> let #p = #v;));
                         }
                         (_, 0) => {
-                            errs.push(l.span(), format!("`{name}` returns nothing: call it as a statement `{name}(..);`"));
+                            errs.push(
+                                l.span(),
+                                format!("`{name}` returns nothing: call it as a statement `{name}(..);`"),
+                            );
                             crate::parse::poison_pat(&l.pat, errs);
                         }
                         (_, n) => {
-                            errs.push(l.pat.span(), format!("`{name}` returns {n} value(s): the pattern must bind as many"));
+                            errs.push(
+                                l.pat.span(),
+                                format!("`{name}` returns {n} value(s): the pattern must bind as many"),
+                            );
                             crate::parse::poison_pat(&l.pat, errs);
                         }
                     }
@@ -455,7 +505,13 @@ impl Inliner<'_> {
                             let (left, v) = (&a.left, &tails[0]);
                             out.push(syn::parse_quote_spanned!(a.span()=> #left = #v;));
                         } else {
-                            errs.push(a.span(), format!("`{name}` returns {} values: bind them with `let (..) = {name}(..);`", tails.len()));
+                            errs.push(
+                                a.span(),
+                                format!(
+                                    "`{name}` returns {} values: bind them with `let (..) = {name}(..);`",
+                                    tails.len()
+                                ),
+                            );
                         }
                     }
                     syn::Expr::If(i) => {
@@ -505,15 +561,32 @@ impl Inliner<'_> {
     }
 
     /// One call: the statements it expands to and its tail values.
-    fn call(&mut self, c: &syn::ExprCall, name: &str, depth: usize, errs: &mut Errors) -> Option<(Vec<syn::Stmt>, Vec<syn::Expr>)> {
+    fn call(
+        &mut self,
+        c: &syn::ExprCall,
+        name: &str,
+        depth: usize,
+        errs: &mut Errors,
+    ) -> Option<(Vec<syn::Stmt>, Vec<syn::Expr>)> {
         if depth >= MAX_DEPTH {
-            errs.push(c.func.span(), format!("`#[kernel_fn]` calls nest more than {MAX_DEPTH} deep here: a helper cannot call itself"));
+            errs.push(
+                c.func.span(),
+                format!("`#[kernel_fn]` calls nest more than {MAX_DEPTH} deep here: a helper cannot call itself"),
+            );
             return None;
         }
         let h = self.helpers[name].clone();
         if c.args.len() != h.sig.params.len() {
             let want: Vec<String> = h.sig.params.iter().map(|(n, t)| format!("{n}: {}", t.describe())).collect();
-            errs.push(c.span(), format!("`{name}` takes {} argument(s), got {}: {name}({})", h.sig.params.len(), c.args.len(), want.join(", ")));
+            errs.push(
+                c.span(),
+                format!(
+                    "`{name}` takes {} argument(s), got {}: {name}({})",
+                    h.sig.params.len(),
+                    c.args.len(),
+                    want.join(", ")
+                ),
+            );
             return None;
         }
         self.n += 1;
@@ -533,13 +606,26 @@ impl Inliner<'_> {
                 match id.map(|i| (i, self.buffers.get(&i.to_string()))) {
                     Some((i, Some(Ty::Gm(got, w)))) => {
                         if got != want || (*write && !w) {
-                            errs.push(a.span(), format!("{what} has type {}, but `{i}` is {}", ty.describe(), Ty::Gm(*got, *w).describe()));
+                            errs.push(
+                                a.span(),
+                                format!(
+                                    "{what} has type {}, but `{i}` is {}",
+                                    ty.describe(),
+                                    Ty::Gm(*got, *w).describe()
+                                ),
+                            );
                             ok = false;
                         }
                         subst.insert(p.to_string(), i.clone());
                     }
                     _ => {
-                        errs.push(a.span(), format!("{what} is a buffer ({}): pass a buffer parameter of the kernel directly", ty.describe()));
+                        errs.push(
+                            a.span(),
+                            format!(
+                                "{what} is a buffer ({}): pass a buffer parameter of the kernel directly",
+                                ty.describe()
+                            ),
+                        );
                         ok = false;
                     }
                 }

@@ -37,7 +37,10 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<ir::Kernel, syn::
         Compiled::NeedHelpers(names) => {
             let mut errs = parse::Errors::default();
             for n in names {
-                errs.push(n.span(), format!("unknown op `{n}`: not an op of the DSL (see docs/DSL.md) nor a `#[kernel_fn]` given"));
+                errs.push(
+                    n.span(),
+                    format!("unknown op `{n}`: not an op of the DSL (see docs/DSL.md) nor a `#[kernel_fn]` given"),
+                );
             }
             errs.finish()?;
             unreachable!()
@@ -47,7 +50,11 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<ir::Kernel, syn::
 
 /// [`compile`] with the `#[kernel_fn]` helpers the kernel may call
 /// (inlined into it first, [`kfn`]).
-pub fn compile_with(attr: TokenStream, item: TokenStream, helpers: &HashMap<String, kfn::KernelFn>) -> Result<Compiled, syn::Error> {
+pub fn compile_with(
+    attr: TokenStream,
+    item: TokenStream,
+    helpers: &HashMap<String, kfn::KernelFn>,
+) -> Result<Compiled, syn::Error> {
     let mut f: syn::ItemFn = syn::parse2(item)?;
     let mut errs = parse::Errors::default();
     let attr = parse::parse_attr(attr, &mut errs);
@@ -121,7 +128,9 @@ fn first_tile(b: &ir::Block) -> Option<&ir::Expr> {
     }
     b.stmts.iter().find_map(|s| match s {
         Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value),
-        Stmt::If { cond, then, els, .. } => ex(cond).or_else(|| first_tile(then)).or_else(|| els.as_ref().and_then(first_tile)),
+        Stmt::If { cond, then, els, .. } => {
+            ex(cond).or_else(|| first_tile(then)).or_else(|| els.as_ref().and_then(first_tile))
+        }
         Stmt::For { start, end, body, .. } => ex(start).or_else(|| ex(end)).or_else(|| first_tile(body)),
     })
 }
@@ -161,11 +170,15 @@ pub fn expand_resolved(input: TokenStream) -> TokenStream {
     let toks: Vec<TokenTree> = input.into_iter().collect();
     let (done, attr, item) = match toks.as_slice() {
         [TokenTree::Group(d), TokenTree::Group(a), TokenTree::Group(i)]
-            if d.delimiter() == Delimiter::Bracket && a.delimiter() == Delimiter::Parenthesis && i.delimiter() == Delimiter::Brace =>
+            if d.delimiter() == Delimiter::Bracket
+                && a.delimiter() == Delimiter::Parenthesis
+                && i.delimiter() == Delimiter::Brace =>
         {
             (d.stream(), a.stream(), i.stream())
         }
-        _ => return quote!(compile_error!("sampler_macros::__kernel_resolved!: malformed input (internal to #[kernel])");),
+        _ => {
+            return quote!(compile_error!("sampler_macros::__kernel_resolved!: malformed input (internal to #[kernel])");)
+        }
     };
     let mut helpers = HashMap::new();
     let mut done_groups = Vec::new();

@@ -163,7 +163,13 @@ impl Op {
             Op::Full | Op::LoadScalar | Op::Get | Op::SortDesc | Op::Categorical | Op::Min | Op::Max => 2,
             Op::FracFloor | Op::Uniform53 | Op::RandU64 => 2,
             Op::Load | Op::Store | Op::StoreScalar | Op::MaskBits | Op::Select | Op::Accept => 3,
-            Op::StoreHead | Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::Gather | Op::Scatter => 4,
+            Op::StoreHead
+            | Op::TopN
+            | Op::TopNSet
+            | Op::TopNCounted
+            | Op::TopNSetCounted
+            | Op::Gather
+            | Op::Scatter => 4,
         }
     }
     /// Short signature for error messages.
@@ -194,8 +200,12 @@ impl Op {
             Op::Get => "get(tile: Tile<T>, index: u32) -> T",
             Op::TopN => "top_n(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>)",
             Op::TopNSet => "top_n_set(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>)",
-            Op::TopNCounted => "top_n_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)",
-            Op::TopNSetCounted => "top_n_set_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)",
+            Op::TopNCounted => {
+                "top_n_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
+            }
+            Op::TopNSetCounted => {
+                "top_n_set_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
+            }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
             Op::Exp => "exp(x: f32) -> f32",
@@ -256,7 +266,9 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
         Op::ReduceSum | Op::ExclusiveScan | Op::InclusiveScan => &[Tile(None)],
         Op::Count | Op::Any | Op::All | Op::FirstWhere | Op::LastWhere => &[Tile(Some(Bool))],
         Op::Get => &[Tile(None), Scalar(U32)],
-        Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted => &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32)],
+        Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted => {
+            &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32)]
+        }
         Op::SortDesc => &[Tile(Some(F32)), Tile(Some(I32))],
         Op::Categorical => &[Tile(Some(U64)), Scalar(U64)],
         Op::FixedToF32 | Op::LnFixed => &[Scalar(U64)],
@@ -282,7 +294,9 @@ pub fn result_type(op: Op, elem: Option<Prim>) -> Ty {
         Op::FirstWhere | Op::LastWhere | Op::Categorical => Ty::Scalar(I32),
         Op::TopN | Op::TopNSet | Op::SortDesc => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32)]),
         // (values, ids, bad, finite): the range's NaN-or-+inf and not--inf counts (SAMPLER.md 3.2).
-        Op::TopNCounted | Op::TopNSetCounted => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32)]),
+        Op::TopNCounted | Op::TopNSetCounted => {
+            Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32)])
+        }
         Op::FixedToF32 | Op::LnFixed => Ty::Scalar(F32),
         Op::FracFloor | Op::Uniform53 | Op::RandU64 => Ty::Scalar(U64),
         _ => Ty::Unit,

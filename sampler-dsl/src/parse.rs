@@ -116,7 +116,9 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
         if let Some(id) = meta.path.get_ident() {
             let name = id.to_string();
             if seen.contains(&name) {
-                return Err(meta.error(format!("kernel option `{name}` is given twice: give it once (`tile = [..]` lists every tile size)")));
+                return Err(meta.error(format!(
+                    "kernel option `{name}` is given twice: give it once (`tile = [..]` lists every tile size)"
+                )));
             }
             seen.push(name);
         }
@@ -137,12 +139,18 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
         } else if meta.path.is_ident("threads") {
             (&mut threads, "threads")
         } else {
-            return Err(meta.error("unknown kernel option: expected `tile = [..]`, `threads = [..]`, `ascend = false` or `debug`"));
+            return Err(meta.error(
+                "unknown kernel option: expected `tile = [..]`, `threads = [..]`, `ascend = false` or `debug`",
+            ));
         };
         let value = meta.value()?;
         let arr: syn::ExprArray = value.parse()?;
         if arr.elems.is_empty() {
-            let hint = if what == "tile" { "give at least one tile size, or leave `tile` out for a scalar-only kernel" } else { "give one per tile, one for all, or leave `threads` out for the default" };
+            let hint = if what == "tile" {
+                "give at least one tile size, or leave `tile` out for a scalar-only kernel"
+            } else {
+                "give one per tile, one for all, or leave `threads` out for the default"
+            };
             return Err(syn::Error::new(arr.bracket_token.span.join(), format!("`{what} = []` is empty: {hint}")));
         }
         for e in arr.elems {
@@ -175,7 +183,14 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
         threads = vec![threads[0]; tiles.len()];
     }
     if threads.len() != tiles.len() {
-        errs.push(threads[0].1, format!("`threads` has {} entries but `tile` has {}: give one each, or one for all", threads.len(), tiles.len()));
+        errs.push(
+            threads[0].1,
+            format!(
+                "`threads` has {} entries but `tile` has {}: give one each, or one for all",
+                threads.len(),
+                tiles.len()
+            ),
+        );
         return (Vec::new(), debug, ascend);
     }
     let mut out = Vec::new();
@@ -234,7 +249,10 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
         errs.push(w.span(), "a kernel cannot have a `where` clause: it is not generic");
     }
     if let Some(abi) = &sig.abi {
-        errs.push(abi.span(), "a kernel is a plain `fn`, without `extern`: the emitters give each target its own entry points");
+        errs.push(
+            abi.span(),
+            "a kernel is a plain `fn`, without `extern`: the emitters give each target its own entry points",
+        );
     }
     if let Some(v) = &sig.variadic {
         errs.push(v.span(), "a kernel cannot be variadic: list its parameters");
@@ -248,7 +266,9 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
             syn::FnArg::Receiver(r) => errs.push(r.span(), "a kernel cannot take `self`"),
             syn::FnArg::Typed(pt) => {
                 let name = match &*pt.pat {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => {
+                        pi.ident.clone()
+                    }
                     other => {
                         errs.push(other.span(), "kernel parameters must be plain identifiers");
                         poison_pat(other, errs);
@@ -384,12 +404,16 @@ fn parse_stmt(s: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
 
 fn parse_let_pat(p: &syn::Pat, errs: &mut Errors) -> Option<Vec<(syn::Ident, bool)>> {
     match p {
-        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => Some(vec![(pi.ident.clone(), pi.mutability.is_some())]),
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            Some(vec![(pi.ident.clone(), pi.mutability.is_some())])
+        }
         syn::Pat::Tuple(t) => {
             let mut out = Vec::new();
             for e in &t.elems {
                 match e {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => out.push((pi.ident.clone(), pi.mutability.is_some())),
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                        out.push((pi.ident.clone(), pi.mutability.is_some()))
+                    }
                     syn::Pat::Wild(w) => {
                         // A value not wanted: bound to a name nobody can write.
                         let id = syn::Ident::new(&format!("__unused{}", errs.generated.len()), w.span());
@@ -578,7 +602,10 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
                 ["POS_INF"] | ["f32", "INFINITY"] => ExprKind::Const(Const::PosInf),
                 [_] => ExprKind::Var(p.path.segments[0].ident.clone()),
                 _ => {
-                    errs.push(span, "unknown path: the DSL knows local names, parameters, `TILE`, `NEG_INF` and `POS_INF`");
+                    errs.push(
+                        span,
+                        "unknown path: the DSL knows local names, parameters, `TILE`, `NEG_INF` and `POS_INF`",
+                    );
                     return None;
                 }
             }
@@ -629,7 +656,10 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
                     return None;
                 }
                 if let Some(near) = crate::ops::near_op(&name) {
-                    errs.push(c.func.span(), format!("unknown op `{name}`: did you mean `{near}`? (see docs/DSL.md for the op set)"));
+                    errs.push(
+                        c.func.span(),
+                        format!("unknown op `{name}`: did you mean `{near}`? (see docs/DSL.md for the op set)"),
+                    );
                     return None;
                 }
                 // Maybe a `#[kernel_fn]` helper: `crate::expand` fetches it.
@@ -643,7 +673,10 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
                 return None;
             };
             if c.args.len() != op.arity() {
-                errs.push(span, format!("`{name}` takes {} argument(s), got {}: {}", op.arity(), c.args.len(), op.signature()));
+                errs.push(
+                    span,
+                    format!("`{name}` takes {} argument(s), got {}: {}", op.arity(), c.args.len(), op.signature()),
+                );
                 return None;
             }
             let mut args = Vec::new();
@@ -694,7 +727,10 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             return None;
         }
         syn::Expr::Field(f) => {
-            errs.push(f.member.span(), "field access is not supported: kernel parameters are plain buffers and scalars");
+            errs.push(
+                f.member.span(),
+                "field access is not supported: kernel parameters are plain buffers and scalars",
+            );
             return None;
         }
         other => {
@@ -742,7 +778,10 @@ fn parse_lit(l: &syn::Lit, errs: &mut Errors) -> Option<Lit> {
             let suffix = i.suffix();
             let p = if suffix.is_empty() { None } else { Prim::from_name(suffix) };
             if !suffix.is_empty() && !p.is_some_and(|p| p.is_int() || p.is_float()) {
-                errs.push(i.span(), format!("unsupported literal suffix `{suffix}`: use i32, u32, i64, u64, f32 or f64"));
+                errs.push(
+                    i.span(),
+                    format!("unsupported literal suffix `{suffix}`: use i32, u32, i64, u64, f32 or f64"),
+                );
                 return None;
             }
             match i.base10_parse::<u64>() {

@@ -151,8 +151,12 @@ fn mentions(s: &Stmt, name: &str) -> bool {
         Stmt::Let { value, .. } | Stmt::Expr(value) => expr_mentions(value, name),
         Stmt::Assign { target, value, .. } => target == name || expr_mentions(value, name),
         Stmt::If { cond, then, els, .. } => {
-            expr_mentions(cond, name) || then.stmts.iter().any(|s| mentions(s, name)) || els.as_ref().is_some_and(|e| e.stmts.iter().any(|s| mentions(s, name)))
+            expr_mentions(cond, name)
+                || then.stmts.iter().any(|s| mentions(s, name))
+                || els.as_ref().is_some_and(|e| e.stmts.iter().any(|s| mentions(s, name)))
         }
-        Stmt::For { start, end, body, .. } => expr_mentions(start, name) || expr_mentions(end, name) || body.stmts.iter().any(|s| mentions(s, name)),
+        Stmt::For { start, end, body, .. } => {
+            expr_mentions(start, name) || expr_mentions(end, name) || body.stmts.iter().any(|s| mentions(s, name))
+        }
     }
 }

@@ -132,8 +132,20 @@ fn literals_settle_on_their_partner() {
     );
     let lit_ty = |name: &str, right: bool| -> Ty {
         match &let_value(&k.body, name).kind {
-            ExprKind::Binary(_, l, r) => if right { r.ty.clone() } else { l.ty.clone() },
-            ExprKind::If(_, a, b) => if right { b.ty.clone() } else { a.ty.clone() },
+            ExprKind::Binary(_, l, r) => {
+                if right {
+                    r.ty.clone()
+                } else {
+                    l.ty.clone()
+                }
+            }
+            ExprKind::If(_, a, b) => {
+                if right {
+                    b.ty.clone()
+                } else {
+                    a.ty.clone()
+                }
+            }
             other => panic!("{other:?}"),
         }
     };
@@ -182,7 +194,15 @@ fn loop_variables_take_the_bound_type() {
 
 #[test]
 fn unsuffixed_literal_in_let_needs_a_suffix() {
-    let e = errors(quote!(), quote!(fn k(y: GmMut<u32>) { let a = 0; store_scalar(y, 0u64, a); }));
+    let e = errors(
+        quote!(),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                let a = 0;
+                store_scalar(y, 0u64, a);
+            }
+        ),
+    );
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].contains("give the literal bound to `a` a type suffix"), "{e:?}");
 }
@@ -347,22 +367,57 @@ fn four_tiles_fuse_five_do_not() {
 
 #[test]
 fn variants_and_default_threads() {
-    let k = compile(quote!(tile = [64, 256, 4096]), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); }));
+    let k = compile(
+        quote!(tile = [64, 256, 4096]),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, 1u32);
+            }
+        ),
+    );
     let got: Vec<_> = k.variants.iter().map(|v| (v.tile, v.threads)).collect();
     assert_eq!(got, [(64, 64), (256, 256), (4096, 1024)]);
-    let k = compile(quote!(tile = [64, 256], threads = [32]), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); }));
+    let k = compile(
+        quote!(tile = [64, 256], threads = [32]),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, 1u32);
+            }
+        ),
+    );
     let got: Vec<_> = k.variants.iter().map(|v| (v.tile, v.threads)).collect();
     assert_eq!(got, [(64, 32), (256, 32)], "one `threads` entry applies to every tile");
-    let k = compile(quote!(), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); }));
+    let k = compile(
+        quote!(),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, 1u32);
+            }
+        ),
+    );
     assert_eq!(k.variants, [Variant { tile: 1, threads: 1 }], "no tile: one scalar variant");
     assert!(!k.debug);
-    let k = compile(quote!(debug), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); }));
+    let k = compile(
+        quote!(debug),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, 1u32);
+            }
+        ),
+    );
     assert!(k.debug);
 }
 
 #[test]
 fn a_bad_tile_size_is_reported_once() {
-    let e = errors(quote!(tile = [100]), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); }));
+    let e = errors(
+        quote!(tile = [100]),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, 1u32);
+            }
+        ),
+    );
     assert_eq!(e, ["tile size must be a power of two, got 100"]);
 }
 
@@ -371,7 +426,11 @@ fn entry_names() {
     assert_eq!(sampler_dsl::emit::entry_name("draw", 4096), "draw_t4096");
     let k = compile(
         quote!(tile = [64, 1024], threads = [64, 256]),
-        quote!(pub fn my_kernel(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, n)); }),
+        quote!(
+            pub fn my_kernel(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                store(y, 0u64, load(x, 0u64, n));
+            }
+        ),
     );
     let m = sampler_dsl::emit::kernel_module(&k).to_string();
     for (tile, threads) in [(64u32, 64u32), (1024, 256)] {
@@ -442,19 +501,36 @@ fn errors_do_not_cascade() {
 
 #[test]
 fn literal_suffixes() {
-    let one = |lit: TokenStream| errors(quote!(), quote!(fn k(y: GmMut<u32>) { let a = #lit; store_scalar(y, 0u64, 1u32); }));
+    let one =
+        |lit: TokenStream| errors(quote!(), quote!(fn k(y: GmMut<u32>) { let a = #lit; store_scalar(y, 0u64, 1u32); }));
     assert!(one(quote!(1u8))[0].starts_with("unsupported literal suffix `u8`"));
     assert!(one(quote!(1bool))[0].starts_with("unsupported literal suffix `bool`"));
     assert!(one(quote!(1.5f16))[0].starts_with("unsupported float literal suffix `f16`"));
     // `1f32` is a float literal, as in Rust.
-    let k = compile(quote!(), quote!(fn k(y: GmMut<f32>) { let a = 1f32; store_scalar(y, 0u64, a); }));
+    let k = compile(
+        quote!(),
+        quote!(
+            fn k(y: GmMut<f32>) {
+                let a = 1f32;
+                store_scalar(y, 0u64, a);
+            }
+        ),
+    );
     assert_eq!(ty_of(&k, "a"), Ty::Scalar(Prim::F32));
 }
 
 #[test]
 fn expand_emits_only_the_errors() {
     // The user's item is not re-emitted: rustc would add its own errors about it.
-    let out = sampler_dsl::expand(quote!(tile = [3]), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, 1u32); })).to_string();
+    let out = sampler_dsl::expand(
+        quote!(tile = [3]),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, 1u32);
+            }
+        ),
+    )
+    .to_string();
     assert!(out.starts_with(":: core :: compile_error ! { \"tile size must be a power of two, got 3\" }"), "{out}");
     assert!(!out.contains("store_scalar"), "{out}");
 }
@@ -462,9 +538,25 @@ fn expand_emits_only_the_errors() {
 #[test]
 fn a_helper_call_fetches_the_helper() {
     // An unknown call (not an op, not a typo of one) asks for a `#[kernel_fn]`.
-    let out = sampler_dsl::expand(quote!(), quote!(fn k(y: GmMut<u32>) { let a = helper(1u32); store_scalar(y, 0u64, a); })).to_string();
+    let out = sampler_dsl::expand(
+        quote!(),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                let a = helper(1u32);
+                store_scalar(y, 0u64, a);
+            }
+        ),
+    )
+    .to_string();
     assert!(out.starts_with("helper ! { @ sampler_kernel_fn [] []"), "{out}");
-    let e = errors(quote!(), quote!(fn k(y: GmMut<u32>) { store_scalar(y, 0u64, reduce_summ(1u32)); }));
+    let e = errors(
+        quote!(),
+        quote!(
+            fn k(y: GmMut<u32>) {
+                store_scalar(y, 0u64, reduce_summ(1u32));
+            }
+        ),
+    );
     assert!(e[0].starts_with("unknown op `reduce_summ`: did you mean `reduce_sum`?"), "{e:?}");
 }
 
@@ -490,9 +582,20 @@ fn compile_helpers(item: TokenStream, fns: &[TokenStream]) -> Result<Kernel, Vec
 
 #[test]
 fn helpers_are_inlined_and_their_tile_arguments_not_copied() {
-    let shifted = quote!(fn shifted(x: Tile<f32>, s: f32) -> (Tile<f32>, f32) { let m = reduce_max(x) * s; (x - m, m) });
+    let shifted = quote!(
+        fn shifted(x: Tile<f32>, s: f32) -> (Tile<f32>, f32) {
+            let m = reduce_max(x) * s;
+            (x - m, m)
+        }
+    );
     let k = compile_helpers(
-        quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let v = load(x, 0u64, n); let (d, _) = shifted(v, 2); store(y, 0u64, d); }),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                let v = load(x, 0u64, n);
+                let (d, _) = shifted(v, 2);
+                store(y, 0u64, d);
+            }
+        ),
         &[shifted],
     )
     .unwrap();
@@ -506,15 +609,34 @@ fn helpers_are_inlined_and_their_tile_arguments_not_copied() {
 
 #[test]
 fn helper_arguments_are_checked_against_the_parameters() {
-    let scaled = quote!(fn scaled(x: Tile<f32>, k: u32) -> Tile<f32> { x * (k as f32) });
+    let scaled = quote!(
+        fn scaled(x: Tile<f32>, k: u32) -> Tile<f32> {
+            x * (k as f32)
+        }
+    );
     let e = compile_helpers(
-        quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let v = load(x, 0u64, n); let w = scaled(v, v); store(y, 0u64, w); }),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                let v = load(x, 0u64, n);
+                let w = scaled(v, v);
+                store(y, 0u64, w);
+            }
+        ),
         &[scaled.clone()],
     )
     .unwrap_err();
-    assert!(e[0].starts_with("argument `k` of `scaled` has type u32, but a value of type Tile<f32> was passed: reduce the tile first"), "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "argument `k` of `scaled` has type u32, but a value of type Tile<f32> was passed: reduce the tile first"
+        ),
+        "{e:?}"
+    );
     let e = compile_helpers(
-        quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, scaled(load(x, 0u64, n), 2u32) * 2.0); }),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                store(y, 0u64, scaled(load(x, 0u64, n), 2u32) * 2.0);
+            }
+        ),
         &[scaled],
     )
     .unwrap_err();
@@ -523,16 +645,42 @@ fn helper_arguments_are_checked_against_the_parameters() {
 
 #[test]
 fn a_kernel_without_tiles_cannot_make_one() {
-    let e = errors(quote!(), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, n)); }));
+    let e = errors(
+        quote!(),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                store(y, 0u64, load(x, 0u64, n));
+            }
+        ),
+    );
     assert!(e[0].starts_with("this kernel has no `tile = [..]`"), "{e:?}");
 }
 
 #[test]
 fn a_rebound_tile_is_the_same_tile_unless_assigned() {
-    let k = compile(quote!(tile = [64]), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let a = load(x, 0u64, n); let b = a; store(y, 0u64, a + b); }));
+    let k = compile(
+        quote!(tile = [64]),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                let a = load(x, 0u64, n);
+                let b = a;
+                store(y, 0u64, a + b);
+            }
+        ),
+    );
     let body = body_string(&k);
     assert!(!body.contains("clone"), "elided: {body}");
-    let k = compile(quote!(tile = [64]), quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { let a = load(x, 0u64, n); let mut b = a; b = b * 2.0; store(y, 0u64, a + b); }));
+    let k = compile(
+        quote!(tile = [64]),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+                let a = load(x, 0u64, n);
+                let mut b = a;
+                b = b * 2.0;
+                store(y, 0u64, a + b);
+            }
+        ),
+    );
     let body = body_string(&k);
     assert!(body.contains("clone"), "copied: {body}");
 }
@@ -606,7 +754,15 @@ fn logits_parameters() {
     assert!(m.contains("x : * mut u8 , __dtype_x : u32"), "{m}");
     assert!(m.contains("__rt :: Logits :: from_raw (x , __dtype_x)"), "{m}");
     // Read only: a store to it is the read-only buffer error.
-    let e = errors(quote!(tile = [256]), quote!(fn k(x: Logits, v: u32) { let t = load(x, 0u64, v); store(x, 0u64, t); }));
+    let e = errors(
+        quote!(tile = [256]),
+        quote!(
+            fn k(x: Logits, v: u32) {
+                let t = load(x, 0u64, v);
+                store(x, 0u64, t);
+            }
+        ),
+    );
     assert!(e.len() == 1 && e[0].contains("writes to a read-only buffer"), "{e:?}");
 }
 
@@ -615,7 +771,9 @@ fn literals_must_fit_the_type_they_settle_on() {
     let ok = |body: TokenStream| {
         compile(quote!(tile = [64]), quote!(fn k(c: GmMut<i32>, u: GmMut<u32>, f: GmMut<f32>, n: u32) { #body }));
     };
-    let bad = |body: TokenStream| errors(quote!(tile = [64]), quote!(fn k(c: GmMut<i32>, u: GmMut<u32>, f: GmMut<f32>, n: u32) { #body }));
+    let bad = |body: TokenStream| {
+        errors(quote!(tile = [64]), quote!(fn k(c: GmMut<i32>, u: GmMut<u32>, f: GmMut<f32>, n: u32) { #body }))
+    };
     // The edges of each type are accepted ...
     ok(quote!(store_scalar(c, 0u64, -2147483648); store_scalar(c, 1u64, 2147483647);));
     ok(quote!(store_scalar(u, 0u64, 4294967295); store_scalar(u, 1u64, -0); store_scalar(f, 0u64, -3.4028235e38);));
@@ -629,7 +787,11 @@ fn literals_must_fit_the_type_they_settle_on() {
 
 #[test]
 fn attribute_lists_are_not_empty_nor_repeated() {
-    let item = quote!(fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) { store(y, 0u64, load(x, 0u64, n)); });
+    let item = quote!(
+        fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+            store(y, 0u64, load(x, 0u64, n));
+        }
+    );
     assert_eq!(errors(quote!(tile = []), item.clone()).len(), 1);
     assert_eq!(errors(quote!(tile = [64], threads = []), item.clone()).len(), 1);
     let e = errors(quote!(tile = [64], tile = [128]), item.clone());

@@ -63,8 +63,12 @@ fn check(name: &str, attr: TokenStream, item: TokenStream) {
         std::fs::write(&path, &got).unwrap();
         return;
     }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {}: run with UPDATE_SNAPSHOTS=1", path.display()));
-    assert!(got == want, "emitted Rust of `{name}` changed (UPDATE_SNAPSHOTS=1 to accept):\n--- want\n{want}\n--- got\n{got}");
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing {}: run with UPDATE_SNAPSHOTS=1", path.display()));
+    assert!(
+        got == want,
+        "emitted Rust of `{name}` changed (UPDATE_SNAPSHOTS=1 to accept):\n--- want\n{want}\n--- got\n{got}"
+    );
 }
 
 #[test]

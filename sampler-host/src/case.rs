@@ -118,7 +118,9 @@ impl RequestCaseError {
     pub fn field(&self) -> String {
         match self {
             RequestCaseError::NotObject { index, .. } => format!("requests[{index}]"),
-            RequestCaseError::UnknownField { field, .. } | RequestCaseError::Missing { field, .. } | RequestCaseError::Field { field, .. } => field.clone(),
+            RequestCaseError::UnknownField { field, .. }
+            | RequestCaseError::Missing { field, .. }
+            | RequestCaseError::Field { field, .. } => field.clone(),
         }
     }
 }
@@ -142,7 +144,11 @@ pub struct Case {
 impl Case {
     /// Candidate width N of the case (V when force top-k is off).
     pub fn width(&self) -> u32 {
-        if self.force_topk == 0 || self.force_topk >= self.vocab_size { self.vocab_size } else { self.force_topk }
+        if self.force_topk == 0 || self.force_topk >= self.vocab_size {
+            self.vocab_size
+        } else {
+            self.force_topk
+        }
     }
 
     /// The readable requests in order and their `[R, V]` logits, concatenated
@@ -179,7 +185,10 @@ fn top_err(field: &str, value: &Value, msg: impl Into<String>) -> CaseError {
 fn top_uint(obj: &Map<String, Value>, field: &str, default: Option<u32>) -> Result<u32, CaseError> {
     match obj.get(field) {
         None => default.ok_or_else(|| top_err(field, &Value::Null, "missing (required)")),
-        Some(v) => v.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| top_err(field, v, "expected an integer in 0..=4294967295")),
+        Some(v) => v
+            .as_u64()
+            .and_then(|x| u32::try_from(x).ok())
+            .ok_or_else(|| top_err(field, v, "expected an integer in 0..=4294967295")),
     }
 }
 
@@ -201,16 +210,26 @@ fn float_of(v: &Value) -> Option<f32> {
 /// Parses a case file's text. Only top-level problems are errors; a bad
 /// request is an `Err` entry of [`Case::requests`].
 pub fn parse_case(json: &str) -> Result<Case, CaseError> {
-    let top: Value = serde_json::from_str(json).map_err(|e| CaseError::Json { msg: e.to_string(), line: e.line(), column: e.column() })?;
+    let top: Value = serde_json::from_str(json).map_err(|e| CaseError::Json {
+        msg: e.to_string(),
+        line: e.line(),
+        column: e.column(),
+    })?;
     let obj = top.as_object().ok_or_else(|| top_err("(case)", &top, "a case must be a JSON object"))?;
     for (k, v) in obj {
-        if !matches!(k.as_str(), "vocab_size" | "force_topk" | "nextn" | "logits" | "requests") && !IGNORED_TOP.contains(&k.as_str()) {
+        if !matches!(k.as_str(), "vocab_size" | "force_topk" | "nextn" | "logits" | "requests")
+            && !IGNORED_TOP.contains(&k.as_str())
+        {
             return Err(top_err(k, v, "unknown top-level field"));
         }
     }
     let vocab_size = top_uint(obj, "vocab_size", None)?;
     if vocab_size == 0 || vocab_size > crate::sampler::MAX_VOCAB {
-        return Err(top_err("vocab_size", &obj["vocab_size"], format!("out of range 1..={}", crate::sampler::MAX_VOCAB)));
+        return Err(top_err(
+            "vocab_size",
+            &obj["vocab_size"],
+            format!("out of range 1..={}", crate::sampler::MAX_VOCAB),
+        ));
     }
     let force_topk = top_uint(obj, "force_topk", Some(0))?;
     let nextn = top_uint(obj, "nextn", Some(5))?;
@@ -228,21 +247,37 @@ pub fn parse_case(json: &str) -> Result<Case, CaseError> {
     // Rows owned: from each request's `rows`; a single request whose `rows`
     // is unreadable (or larger than all of `logits`) gets what the others
     // leave, and fails with an error naming `rows`.
-    let declared: Vec<Option<usize>> =
-        reqs.iter().map(|r| r.get("rows").and_then(Value::as_u64).and_then(|x| usize::try_from(x).ok()).filter(|&x| x <= total)).collect();
+    let declared: Vec<Option<usize>> = reqs
+        .iter()
+        .map(|r| r.get("rows").and_then(Value::as_u64).and_then(|x| usize::try_from(x).ok()).filter(|&x| x <= total))
+        .collect();
     let unknown: Vec<usize> = (0..reqs.len()).filter(|&i| declared[i].is_none()).collect();
     let mut known_sum: usize = 0;
     for (i, d) in declared.iter().enumerate() {
         if let Some(d) = d {
             known_sum = known_sum.checked_add(*d).filter(|&s| s <= total).ok_or_else(|| {
-                top_err(&format!("requests[{i}].rows"), &reqs[i]["rows"], format!("the requests' rows exceed the {total} rows of `logits`"))
+                top_err(
+                    &format!("requests[{i}].rows"),
+                    &reqs[i]["rows"],
+                    format!("the requests' rows exceed the {total} rows of `logits`"),
+                )
             })?;
         }
     }
     let rows: Vec<usize> = match unknown.as_slice() {
         [] if known_sum == total => declared.iter().map(|d| d.unwrap_or(0)).collect(),
-        [] => return Err(top_err("logits", &Value::from(total), format!("logits has {total} rows but the requests' rows sum to {known_sum}"))),
-        [one] => declared.iter().enumerate().map(|(i, d)| if i == *one { total - known_sum } else { d.unwrap_or(0) }).collect(),
+        [] => {
+            return Err(top_err(
+                "logits",
+                &Value::from(total),
+                format!("logits has {total} rows but the requests' rows sum to {known_sum}"),
+            ))
+        }
+        [one] => declared
+            .iter()
+            .enumerate()
+            .map(|(i, d)| if i == *one { total - known_sum } else { d.unwrap_or(0) })
+            .collect(),
         [a, ..] => {
             let v = reqs[*a].get("rows").cloned().unwrap_or(Value::Null);
             return Err(top_err(
@@ -287,7 +322,8 @@ impl<'a> Fields<'a> {
     }
     fn f32(&self, field: &str) -> RResult<f32> {
         let v = self.req(field)?;
-        float_of(v).ok_or_else(|| self.bad(field, v, "expected a number (null = -inf, or \"nan\" / \"inf\" / \"-inf\")"))
+        float_of(v)
+            .ok_or_else(|| self.bad(field, v, "expected a number (null = -inf, or \"nan\" / \"inf\" / \"-inf\")"))
     }
     fn str(&self, field: &str) -> RResult<&'a str> {
         let v = self.req(field)?;
@@ -297,32 +333,49 @@ impl<'a> Fields<'a> {
         let a = v.as_array().ok_or_else(|| self.bad(field, v, "expected an array of token ids"))?;
         a.iter()
             .enumerate()
-            .map(|(j, x)| x.as_i64().and_then(|t| i32::try_from(t).ok()).ok_or_else(|| self.bad(&format!("{field}[{j}]"), x, "expected a token id (an i32 integer)")))
+            .map(|(j, x)| {
+                x.as_i64()
+                    .and_then(|t| i32::try_from(t).ok())
+                    .ok_or_else(|| self.bad(&format!("{field}[{j}]"), x, "expected a token id (an i32 integer)"))
+            })
             .collect()
     }
 }
 
 /// `draft_dists`: `need` objects `{"ids": [...], "logprobs": [...]}` (`what` names the count in messages).
 fn parse_dists(f: &Fields<'_>, dv: &Value, need: usize, what: &str) -> RResult<Vec<DraftDist>> {
-    let da = dv.as_array().ok_or_else(|| f.bad("draft_dists", dv, "expected an array of {\"ids\", \"logprobs\"} objects"))?;
+    let da = dv
+        .as_array()
+        .ok_or_else(|| f.bad("draft_dists", dv, "expected an array of {\"ids\", \"logprobs\"} objects"))?;
     if da.len() != need {
         return Err(f.bad("draft_dists", dv, format!("has {} entries; need {what} = {need}", da.len())));
     }
     let mut draft_dists = Vec::with_capacity(da.len());
     for (j, d) in da.iter().enumerate() {
         let name = format!("draft_dists[{j}]");
-        let o = d.as_object().ok_or_else(|| f.bad(&name, d, "expected an object {\"ids\": [...], \"logprobs\": [...]}"))?;
+        let o =
+            d.as_object().ok_or_else(|| f.bad(&name, d, "expected an object {\"ids\": [...], \"logprobs\": [...]}"))?;
         if let Some((k, x)) = o.iter().find(|(k, _)| k.as_str() != "ids" && k.as_str() != "logprobs") {
-            return Err(RequestCaseError::UnknownField { field: format!("{name}.{k}"), value: show(x), kind: f.kind.clone() });
+            return Err(RequestCaseError::UnknownField {
+                field: format!("{name}.{k}"),
+                value: show(x),
+                kind: f.kind.clone(),
+            });
         }
-        let ids_v = o.get("ids").ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.ids"), kind: f.kind.clone() })?;
+        let ids_v = o
+            .get("ids")
+            .ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.ids"), kind: f.kind.clone() })?;
         let ids = f.i32_list(&format!("{name}.ids"), ids_v)?;
-        let lv = o.get("logprobs").ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.logprobs"), kind: f.kind.clone() })?;
+        let lv = o
+            .get("logprobs")
+            .ok_or_else(|| RequestCaseError::Missing { field: format!("{name}.logprobs"), kind: f.kind.clone() })?;
         let la = lv.as_array().ok_or_else(|| f.bad(&format!("{name}.logprobs"), lv, "expected an array of floats"))?;
         let logprobs = la
             .iter()
             .enumerate()
-            .map(|(c, x)| float_of(x).ok_or_else(|| f.bad(&format!("{name}.logprobs[{c}]"), x, "expected a number (null = -inf)")))
+            .map(|(c, x)| {
+                float_of(x).ok_or_else(|| f.bad(&format!("{name}.logprobs[{c}]"), x, "expected a number (null = -inf)"))
+            })
             .collect::<RResult<Vec<f32>>>()?;
         if ids.len() != logprobs.len() {
             return Err(f.bad(&name, d, format!("has {} ids and {} logprobs", ids.len(), logprobs.len())));
@@ -332,19 +385,45 @@ fn parse_dists(f: &Fields<'_>, dv: &Value, need: usize, what: &str) -> RResult<V
     Ok(draft_dists)
 }
 
-fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, vocab: u32) -> RResult<(Request, Vec<f32>)> {
+fn parse_request(
+    index: usize,
+    v: &Value,
+    rows: &[Value],
+    first_row: usize,
+    vocab: u32,
+) -> RResult<(Request, Vec<f32>)> {
     let obj = v.as_object().ok_or_else(|| RequestCaseError::NotObject { index, value: show(v) })?;
     let mut f = Fields { obj, kind: "?".into() };
     let kind = f.str("kind")?.to_string();
     f.kind = kind.clone();
-    let common: &[&str] = &["kind", "rows", "seq_seed", "temperature", "top_p", "top_k", "top_logprobs", "masks", "min_p", "filter_order", "logprobs_mode"];
+    let common: &[&str] = &[
+        "kind",
+        "rows",
+        "seq_seed",
+        "temperature",
+        "top_p",
+        "top_k",
+        "top_logprobs",
+        "masks",
+        "min_p",
+        "filter_order",
+        "logprobs_mode",
+    ];
     let specific: &[&str] = match kind.as_str() {
         "sample" => &["phase", "seqlen_k", "seqlen_q", "golden"],
         "verify" => &["seqlen_k", "seqlen_q", "drafts", "draft_dists", "golden"],
         "draft" => &["seqlen_k", "seqlen_q", "last_valid_offset"],
         "prompt_logprobs" => &["targets"],
-        "tree" => &["seqlen_k", "seqlen_q", "tree_parent", "tree_token", "draft_dists", "without_replacement", "golden"],
-        _ => return Err(f.bad("kind", &obj["kind"], "expected \"sample\", \"verify\", \"draft\", \"prompt_logprobs\" or \"tree\"")),
+        "tree" => {
+            &["seqlen_k", "seqlen_q", "tree_parent", "tree_token", "draft_dists", "without_replacement", "golden"]
+        }
+        _ => {
+            return Err(f.bad(
+                "kind",
+                &obj["kind"],
+                "expected \"sample\", \"verify\", \"draft\", \"prompt_logprobs\" or \"tree\"",
+            ))
+        }
     };
     if let Some((k, x)) = obj.iter().find(|(k, _)| !common.contains(&k.as_str()) && !specific.contains(&k.as_str())) {
         return Err(RequestCaseError::UnknownField { field: k.clone(), value: show(x), kind });
@@ -352,7 +431,11 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
     let n_rows = f.u64("rows")?;
     if n_rows != rows.len() as u64 {
         // `parse_case` gave this request the rows the others leave.
-        return Err(f.bad("rows", &obj["rows"], format!("the other requests leave {} rows of `logits` for this one", rows.len())));
+        return Err(f.bad(
+            "rows",
+            &obj["rows"],
+            format!("the other requests leave {} rows of `logits` for this one", rows.len()),
+        ));
     }
     let top_k = {
         let x = f.req("top_k")?;
@@ -360,7 +443,9 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
     };
     let top_logprobs = {
         let x = f.req("top_logprobs")?;
-        x.as_u64().and_then(|t| u32::try_from(t).ok()).ok_or_else(|| f.bad("top_logprobs", x, "expected an integer in 0..=4294967295"))?
+        x.as_u64()
+            .and_then(|t| u32::try_from(t).ok())
+            .ok_or_else(|| f.bad("top_logprobs", x, "expected an integer in 0..=4294967295"))?
     };
     // SAMPLER.md section 10: optional, absent = the default (the value is
     // checked by `SamplingParams::validate`; a bad name fails here).
@@ -370,11 +455,15 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
     };
     let filter_order = match obj.get("filter_order") {
         None => FilterOrder::default(),
-        Some(x) => f.str("filter_order")?.parse::<FilterOrder>().map_err(|e| f.bad("filter_order", x, e.to_string()))?,
+        Some(x) => {
+            f.str("filter_order")?.parse::<FilterOrder>().map_err(|e| f.bad("filter_order", x, e.to_string()))?
+        }
     };
     let logprobs_mode = match obj.get("logprobs_mode") {
         None => LogprobsMode::default(),
-        Some(x) => f.str("logprobs_mode")?.parse::<LogprobsMode>().map_err(|e| f.bad("logprobs_mode", x, e.to_string()))?,
+        Some(x) => {
+            f.str("logprobs_mode")?.parse::<LogprobsMode>().map_err(|e| f.bad("logprobs_mode", x, e.to_string()))?
+        }
     };
     let params = SamplingParams {
         temperature: f.f32("temperature")?,
@@ -401,7 +490,8 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
             match f.str("phase")? {
                 "prefill" => {
                     if let Some(x) = obj.get("seqlen_q") {
-                        x.as_u64().ok_or_else(|| f.bad("seqlen_q", x, "expected an integer in 0..=18446744073709551615"))?;
+                        x.as_u64()
+                            .ok_or_else(|| f.bad("seqlen_q", x, "expected an integer in 0..=18446744073709551615"))?;
                     }
                     RequestKind::Prefill { seqlen_k }
                 }
@@ -409,7 +499,11 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
                     // A plain decode row is a decode request of seqlen_q = 1 (SAMPLER.md 6).
                     let seqlen_q = f.u64("seqlen_q")?;
                     if seqlen_q != 1 {
-                        return Err(f.bad("seqlen_q", &obj["seqlen_q"], "a `sample` decode row has seqlen_q = 1 (use kind `verify` for more rows)"));
+                        return Err(f.bad(
+                            "seqlen_q",
+                            &obj["seqlen_q"],
+                            "a `sample` decode row has seqlen_q = 1 (use kind `verify` for more rows)",
+                        ));
                     }
                     RequestKind::Decode { seqlen_k, seqlen_q, drafts: Vec::new(), draft_dists: Vec::new() }
                 }
@@ -422,7 +516,11 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
             need_rows("seqlen_q", seqlen_q)?;
             let drafts = f.i32_list("drafts", f.req("drafts")?)?;
             if drafts.len() as u64 + 1 != n_rows {
-                return Err(f.bad("drafts", &obj["drafts"], format!("has {} ids; need rows - 1 = {}", drafts.len(), n_rows.saturating_sub(1))));
+                return Err(f.bad(
+                    "drafts",
+                    &obj["drafts"],
+                    format!("has {} ids; need rows - 1 = {}", drafts.len(), n_rows.saturating_sub(1)),
+                ));
             }
             let draft_dists = parse_dists(&f, f.req("draft_dists")?, drafts.len(), "rows - 1")?;
             RequestKind::Decode { seqlen_k, seqlen_q, drafts, draft_dists }
@@ -433,7 +531,11 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
             need_rows("seqlen_q", seqlen_q)?;
             let parent = f.i32_list("tree_parent", f.req("tree_parent")?)?;
             if parent.len() as u64 != n_rows {
-                return Err(f.bad("tree_parent", &obj["tree_parent"], format!("has {} nodes for {n_rows} rows (one row per node)", parent.len())));
+                return Err(f.bad(
+                    "tree_parent",
+                    &obj["tree_parent"],
+                    format!("has {} nodes for {n_rows} rows (one row per node)", parent.len()),
+                ));
             }
             let tokens = f.i32_list("tree_token", f.req("tree_token")?)?;
             // Counts (one per internal node) are the sampler's check (11.10), so parse any number.
@@ -445,11 +547,19 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
                 None => false,
                 Some(x) => x.as_bool().ok_or_else(|| f.bad("without_replacement", x, "expected a bool"))?,
             };
-            RequestKind::Tree { seqlen_k, tree: crate::tree::DraftTree { parent, tokens, draft_dists, without_replacement } }
+            RequestKind::Tree {
+                seqlen_k,
+                tree: crate::tree::DraftTree { parent, tokens, draft_dists, without_replacement },
+            }
         }
         "draft" => {
             let rows32 = u32::try_from(n_rows).map_err(|_| f.bad("rows", &obj["rows"], "too many rows"))?;
-            RequestKind::Draft { seqlen_k: f.u64("seqlen_k")?, seqlen_q: f.u64("seqlen_q")?, last_valid_offset: f.u64("last_valid_offset")?, rows: rows32 }
+            RequestKind::Draft {
+                seqlen_k: f.u64("seqlen_k")?,
+                seqlen_q: f.u64("seqlen_q")?,
+                last_valid_offset: f.u64("last_valid_offset")?,
+                rows: rows32,
+            }
         }
         _ => {
             let targets = f.i32_list("targets", f.req("targets")?)?;
@@ -473,14 +583,21 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
     let masks = match f.opt("masks") {
         None => None,
         Some(m) => {
-            let a = m.as_array().ok_or_else(|| f.bad("masks", m, "expected an array of masks (arrays of u32 words)"))?;
+            let a =
+                m.as_array().ok_or_else(|| f.bad("masks", m, "expected an array of masks (arrays of u32 words)"))?;
             let mut out = Vec::with_capacity(a.len());
             for (j, row) in a.iter().enumerate() {
-                let words = row.as_array().ok_or_else(|| f.bad(&format!("masks[{j}]"), row, "expected an array of u32 words"))?;
+                let words = row
+                    .as_array()
+                    .ok_or_else(|| f.bad(&format!("masks[{j}]"), row, "expected an array of u32 words"))?;
                 let w = words
                     .iter()
                     .enumerate()
-                    .map(|(c, x)| x.as_u64().and_then(|w| u32::try_from(w).ok()).ok_or_else(|| f.bad(&format!("masks[{j}][{c}]"), x, "expected a u32 word")))
+                    .map(|(c, x)| {
+                        x.as_u64()
+                            .and_then(|w| u32::try_from(w).ok())
+                            .ok_or_else(|| f.bad(&format!("masks[{j}][{c}]"), x, "expected a u32 word"))
+                    })
                     .collect::<RResult<Vec<u32>>>()?;
                 out.push(w);
             }
@@ -496,7 +613,9 @@ fn parse_request(index: usize, v: &Value, rows: &[Value], first_row: usize, voca
             return Err(f.bad(&format!("logits[{r}]"), row, format!("has {} values, vocab_size is {vocab}", a.len())));
         }
         for (c, x) in a.iter().enumerate() {
-            flat.push(float_of(x).ok_or_else(|| f.bad(&format!("logits[{r}][{c}]"), x, "expected a number, null (-inf), \"nan\", \"inf\" or \"-inf\""))?);
+            flat.push(float_of(x).ok_or_else(|| {
+                f.bad(&format!("logits[{r}][{c}]"), x, "expected a number, null (-inf), \"nan\", \"inf\" or \"-inf\"")
+            })?);
         }
     }
     let req = Request { params, kind: kind_v, golden, masks };
@@ -573,7 +692,8 @@ pub fn result_document(out: &StepOutput) -> Value {
         .rows
         .iter()
         .map(|r| {
-            let top: Vec<Value> = r.top_logprobs.iter().map(|&(id, lp)| Value::Array(vec![Value::from(id), float_value(lp)])).collect();
+            let top: Vec<Value> =
+                r.top_logprobs.iter().map(|&(id, lp)| Value::Array(vec![Value::from(id), float_value(lp)])).collect();
             serde_json::json!({
                 "token": r.token,
                 "logprob": float_value(r.logprob),

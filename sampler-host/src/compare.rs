@@ -76,7 +76,13 @@ fn walk(e: &Value, a: &Value, path: &str, ctx: Ctx, d: &mut Vec<String>) {
         Ctx::FloatList | Ctx::TopList | Ctx::TopPair => match (e.as_array(), a.as_array()) {
             (Some(ea), Some(aa)) => {
                 if ea.len() != aa.len() {
-                    d.push(format!("{path}: expected {} entries, got {} (expected {}, got {})", ea.len(), aa.len(), show(e), show(a)));
+                    d.push(format!(
+                        "{path}: expected {} entries, got {} (expected {}, got {})",
+                        ea.len(),
+                        aa.len(),
+                        show(e),
+                        show(a)
+                    ));
                     return;
                 }
                 for (i, (x, y)) in ea.iter().zip(aa).enumerate() {

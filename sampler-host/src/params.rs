@@ -206,8 +206,11 @@ impl SamplingParams {
             return Err(ParamError::MinP(self.min_p));
         }
         let seed = self.seq_seed.unwrap_or_else(random_seed);
-        let (temperature, top_p, top_k, min_p) =
-            if t < SAMPLING_EPS { (SAMPLING_EPS, 1.0, -1, 0.0) } else { (t, self.top_p, self.top_k as i32, self.min_p) };
+        let (temperature, top_p, top_k, min_p) = if t < SAMPLING_EPS {
+            (SAMPLING_EPS, 1.0, -1, 0.0)
+        } else {
+            (t, self.top_p, self.top_k as i32, self.min_p)
+        };
         Ok(ValidParams {
             temperature,
             top_p,
@@ -235,7 +238,13 @@ mod tests {
 
     #[test]
     fn rules_of_section_1() {
-        let p = |t: f32, tp: f32, k: i64| SamplingParams { temperature: t, top_p: tp, top_k: k, seq_seed: Some(1), ..Default::default() };
+        let p = |t: f32, tp: f32, k: i64| SamplingParams {
+            temperature: t,
+            top_p: tp,
+            top_k: k,
+            seq_seed: Some(1),
+            ..Default::default()
+        };
         assert_eq!(p(-1.0, 1.0, -1).validate(8), Err(ParamError::Temperature(-1.0)));
         assert!(matches!(p(-0.0, 1.0, -1).validate(8), Err(ParamError::Temperature(_))));
         assert!(matches!(p(f32::NAN, 1.0, -1).validate(8), Err(ParamError::Temperature(_))));
@@ -277,7 +286,10 @@ mod tests {
             assert_eq!(m.as_str().parse::<LogprobsMode>(), Ok(m));
         }
         let d = SamplingParams::default();
-        assert_eq!((d.min_p, d.filter_order, d.logprobs_mode), (0.0, FilterOrder::TopPThenTopK, LogprobsMode::Processed));
+        assert_eq!(
+            (d.min_p, d.filter_order, d.logprobs_mode),
+            (0.0, FilterOrder::TopPThenTopK, LogprobsMode::Processed)
+        );
     }
 
     #[test]

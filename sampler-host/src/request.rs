@@ -107,8 +107,19 @@ impl Request {
         Request { params, kind: RequestKind::Prefill { seqlen_k }, golden: Vec::new(), masks: None }
     }
     /// A decode request verifying `drafts` (empty = one fresh row).
-    pub fn decode(params: SamplingParams, seqlen_k: u64, seqlen_q: u64, drafts: Vec<i32>, draft_dists: Vec<DraftDist>) -> Request {
-        Request { params, kind: RequestKind::Decode { seqlen_k, seqlen_q, drafts, draft_dists }, golden: Vec::new(), masks: None }
+    pub fn decode(
+        params: SamplingParams,
+        seqlen_k: u64,
+        seqlen_q: u64,
+        drafts: Vec<i32>,
+        draft_dists: Vec<DraftDist>,
+    ) -> Request {
+        Request {
+            params,
+            kind: RequestKind::Decode { seqlen_k, seqlen_q, drafts, draft_dists },
+            golden: Vec::new(),
+            masks: None,
+        }
     }
     /// A decode request verifying the draft tree `tree` (section 11).
     pub fn tree(params: SamplingParams, seqlen_k: u64, tree: crate::tree::DraftTree) -> Request {

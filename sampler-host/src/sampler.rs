@@ -4,8 +4,8 @@
 use crate::backend::cpu::CpuBackend;
 use crate::batch::{build_plan, RequestInfo};
 use crate::error::{BatchError, ConfigError, RequestError};
-use crate::plan::{Backend, Logits, StepResult};
 use crate::params::SamplingParams;
+use crate::plan::{Backend, Logits, StepResult};
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 
 pub use sampler_kernels::codes::{MAX_N_ASCEND, MAX_N_NVIDIA};
@@ -37,7 +37,10 @@ impl std::str::FromStr for BackendKind {
             "cpu" => Ok(BackendKind::Cpu),
             "cuda" => Ok(BackendKind::Cuda),
             "ascend" => Ok(BackendKind::Ascend),
-            other => Err(ConfigError::Field { field: "backend", msg: format!("unknown backend `{other}` (expected auto, cpu, cuda or ascend)") }),
+            other => Err(ConfigError::Field {
+                field: "backend",
+                msg: format!("unknown backend `{other}` (expected auto, cpu, cuda or ascend)"),
+            }),
         }
     }
 }
@@ -72,7 +75,11 @@ pub struct Sampler {
 
 impl std::fmt::Debug for Sampler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sampler").field("cfg", &self.cfg).field("n", &self.n).field("backend", &self.backend.name()).finish()
+        f.debug_struct("Sampler")
+            .field("cfg", &self.cfg)
+            .field("n", &self.n)
+            .field("backend", &self.backend.name())
+            .finish()
     }
 }
 
@@ -191,7 +198,11 @@ impl Sampler {
     /// let out16 = s.sample(CudaLogits::bf16(half), reqs)?;
     /// # Ok(()) }
     /// ```
-    pub fn sample<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<StepOutput, BatchError> {
+    pub fn sample<'a>(
+        &mut self,
+        logits: impl Into<Logits<'a>>,
+        requests: &[Request],
+    ) -> Result<StepOutput, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let res = self.backend.run(&plan)?;
         Ok(assemble(requests, &infos, &res, plan.k as usize))
@@ -212,7 +223,11 @@ impl Sampler {
     /// the step runs to the end here.
     ///
     /// Errors: as [`Sampler::sample`].
-    pub fn sample_async<'a, 'r>(&mut self, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
+    pub fn sample_async<'a, 'r>(
+        &mut self,
+        logits: impl Into<Logits<'a>>,
+        requests: &'r [Request],
+    ) -> Result<PendingStep<'_, 'r>, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let done = self.backend.enqueue(&plan)?;
         Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done })
@@ -234,7 +249,10 @@ impl Sampler {
     ) -> Result<bool, BatchError> {
         let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let Some(cuda) = self.backend.as_cuda() else {
-            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "device outputs need the CUDA backend".into() }));
+            return Err(BatchError::Backend(crate::error::BackendError::Device {
+                backend: "cpu",
+                msg: "device outputs need the CUDA backend".into(),
+            }));
         };
         let Some(out) = outputs(plan.rows as usize, plan.k as usize, plan.groups()) else { return Ok(false) };
         cuda.enqueue_into(&plan, &out)?;
@@ -246,10 +264,17 @@ impl Sampler {
     /// [`Sampler::replay`]; engines keep one per batch-size bucket. Runs the
     /// step once eagerly first. Errors: not the CUDA backend
     /// ([`BatchError::Backend`]), or as [`Sampler::sample`].
-    pub fn capture<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<crate::backend::cuda::StepGraph, BatchError> {
+    pub fn capture<'a>(
+        &mut self,
+        logits: impl Into<Logits<'a>>,
+        requests: &[Request],
+    ) -> Result<crate::backend::cuda::StepGraph, BatchError> {
         let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let Some(cuda) = self.backend.as_cuda() else {
-            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "CUDA graphs need the CUDA backend".into() }));
+            return Err(BatchError::Backend(crate::error::BackendError::Device {
+                backend: "cpu",
+                msg: "CUDA graphs need the CUDA backend".into(),
+            }));
         };
         Ok(cuda.capture(&plan)?)
     }
@@ -258,10 +283,18 @@ impl Sampler {
     /// goes up in one async copy, the graph is launched, nothing waits.
     /// Errors: a step whose shape differs from the captured one, or as
     /// [`Sampler::sample`].
-    pub fn replay<'a, 'r>(&mut self, graph: &crate::backend::cuda::StepGraph, logits: impl Into<Logits<'a>>, requests: &'r [Request]) -> Result<PendingStep<'_, 'r>, BatchError> {
+    pub fn replay<'a, 'r>(
+        &mut self,
+        graph: &crate::backend::cuda::StepGraph,
+        logits: impl Into<Logits<'a>>,
+        requests: &'r [Request],
+    ) -> Result<PendingStep<'_, 'r>, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let Some(cuda) = self.backend.as_cuda() else {
-            return Err(BatchError::Backend(crate::error::BackendError::Device { backend: "cpu", msg: "CUDA graphs need the CUDA backend".into() }));
+            return Err(BatchError::Backend(crate::error::BackendError::Device {
+                backend: "cpu",
+                msg: "CUDA graphs need the CUDA backend".into(),
+            }));
         };
         cuda.replay(graph, &plan)?;
         Ok(PendingStep { sampler: self, plan: plan.without_logits(), infos, requests, done: None })
@@ -278,15 +311,28 @@ impl Sampler {
     /// processed logprobs, N columns each) of the rows `rows` (indices into
     /// the logits, in the order given). The engine uses it to fill the MTP
     /// info pool from draft-model draws. Errors as `sample`, plus a row out of range.
-    pub fn sample_with_processed<'a>(&mut self, logits: impl Into<Logits<'a>>, requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), BatchError> {
+    pub fn sample_with_processed<'a>(
+        &mut self,
+        logits: impl Into<Logits<'a>>,
+        requests: &[Request],
+        rows: &[usize],
+    ) -> Result<(StepOutput, ProcessedRows), BatchError> {
         let (mut plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         if let Some(&bad) = rows.iter().find(|&&r| r >= plan.rows as usize) {
-            return Err(BatchError::Field { field: "rows", msg: format!("processed row {bad} is not below R = {}", plan.rows) });
+            return Err(BatchError::Field {
+                field: "rows",
+                msg: format!("processed row {bad} is not below R = {}", plan.rows),
+            });
         }
         plan.processed_rows = rows.iter().map(|&r| r as u32).collect();
         let mut res = self.backend.run(&plan)?;
         let out = assemble(requests, &infos, &res, plan.k as usize);
-        let proc_rows = ProcessedRows { n: self.n as usize, rows: rows.to_vec(), ids: std::mem::take(&mut res.processed_ids), logprobs: std::mem::take(&mut res.processed_lps) };
+        let proc_rows = ProcessedRows {
+            n: self.n as usize,
+            rows: rows.to_vec(),
+            ids: std::mem::take(&mut res.processed_ids),
+            logprobs: std::mem::take(&mut res.processed_lps),
+        };
         Ok((out, proc_rows))
     }
 }
@@ -352,7 +398,10 @@ impl ProcessedRows {
     /// [`BatchError::Field`] when `i` is not below `rows.len()`.
     pub fn row(&self, i: usize) -> Result<(&[i32], &[f32]), BatchError> {
         if i >= self.rows.len() {
-            return Err(BatchError::Field { field: "i", msg: format!("processed row index {i} is not below {}", self.rows.len()) });
+            return Err(BatchError::Field {
+                field: "i",
+                msg: format!("processed row index {i} is not below {}", self.rows.len()),
+            });
         }
         Ok((&self.ids[i * self.n..(i + 1) * self.n], &self.logprobs[i * self.n..(i + 1) * self.n]))
     }
@@ -409,7 +458,8 @@ pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepRe
         for r in info.first_row..info.first_row + info.rows {
             let token = res.tokens[r];
             let top = (0..k).map(|c| (res.top_ids[r * k + c], res.top_lps[r * k + c])).collect();
-            let (logprob, ssp) = if token >= 0 { (res.token_lp[r], res.sum_smaller[r]) } else { (f32::NEG_INFINITY, 0.0) };
+            let (logprob, ssp) =
+                if token >= 0 { (res.token_lp[r], res.sum_smaller[r]) } else { (f32::NEG_INFINITY, 0.0) };
             rows.push(RowOutput { token, logprob, top_logprobs: top, sum_smaller_probs: ssp });
             if token >= 0 {
                 out.emitted.push(token);
@@ -417,13 +467,20 @@ pub(crate) fn assemble(requests: &[Request], infos: &[RequestInfo], res: &StepRe
             }
         }
         if let RequestKind::PromptLogprobs { targets } = &req.kind {
-            out.prompt_logprobs = targets.iter().enumerate().filter(|(_, t)| **t >= 0).map(|(j, _)| res.token_lp[info.first_row + j]).collect();
+            out.prompt_logprobs = targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| **t >= 0)
+                .map(|(j, _)| res.token_lp[info.first_row + j])
+                .collect();
         }
         out.accepted = res.accepted[g];
         if let RequestKind::Tree { .. } = &req.kind {
             // Section 11.9: the path, node indices root first (accepted + 1 of them).
             let f = info.first_row;
-            out.path = Some((0..=out.accepted as usize).map(|j| res.path.get(f + j).copied().unwrap_or(-1).max(0) as u32).collect());
+            out.path = Some(
+                (0..=out.accepted as usize).map(|j| res.path.get(f + j).copied().unwrap_or(-1).max(0) as u32).collect(),
+            );
         }
         outs.push(out);
     }
@@ -451,8 +508,14 @@ mod tests {
     #[test]
     fn section_9_limits_are_config_errors() {
         assert_eq!(check_force_topk(16384, 129280, "nvidia"), Ok(()));
-        assert_eq!(check_force_topk(16385, 129280, "nvidia"), Err(ConfigError::ForceTopkTooLarge { n: 16385, platform: "nvidia", limit: 16384 }));
-        assert_eq!(check_force_topk(4097, 129280, "ascend"), Err(ConfigError::ForceTopkTooLarge { n: 4097, platform: "ascend", limit: 4096 }));
+        assert_eq!(
+            check_force_topk(16385, 129280, "nvidia"),
+            Err(ConfigError::ForceTopkTooLarge { n: 16385, platform: "nvidia", limit: 16384 })
+        );
+        assert_eq!(
+            check_force_topk(4097, 129280, "ascend"),
+            Err(ConfigError::ForceTopkTooLarge { n: 4097, platform: "ascend", limit: 4096 })
+        );
         // Off (0, or N >= V) is never over a limit; the CPU has none.
         assert_eq!(check_force_topk(0, 129280, "ascend"), Ok(()));
         assert_eq!(check_force_topk(200_000, 129280, "nvidia"), Ok(()));

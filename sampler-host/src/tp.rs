@@ -48,10 +48,10 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::backend::cpu::{CpuBackend, CpuDevice};
-use crate::pipeline;
 use crate::batch::{build_plan_meta, RequestInfo};
 use crate::engine::cp::{Collective, CollectiveError};
 use crate::error::{BackendError, BatchError, ConfigError, RequestError};
+use crate::pipeline;
 use crate::plan::{mass_chunks, Backend, Logits, StepPlan, StepResult, MASS_CHUNK};
 use crate::request::{Request, StepOutput};
 use crate::sampler::{assemble, ProcessedRows, MAX_VOCAB};
@@ -107,14 +107,19 @@ impl ShardLayout {
         let mut at = 0u32;
         for &(lo, hi) in &sorted {
             if lo != at {
-                return Err(bad(format!("ranges {ranges:?} leave a gap or overlap at id {at} (next range starts at {lo})")));
+                return Err(bad(format!(
+                    "ranges {ranges:?} leave a gap or overlap at id {at} (next range starts at {lo})"
+                )));
             }
             at = hi;
         }
         if at < vocab {
             return Err(bad(format!("ranges {ranges:?} cover ids 0..{at}, fewer than V = {vocab}")));
         }
-        Ok(ranges.iter().map(|&(lo, hi)| Shard { lo, width: hi - lo, real: hi.min(vocab).saturating_sub(lo) }).collect())
+        Ok(ranges
+            .iter()
+            .map(|&(lo, hi)| Shard { lo, width: hi - lo, real: hi.min(vocab).saturating_sub(lo) })
+            .collect())
     }
 }
 
@@ -208,7 +213,11 @@ pub struct VocabParallelSampler<C: Collective> {
 
 impl<C: Collective> std::fmt::Debug for VocabParallelSampler<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VocabParallelSampler").field("cfg", &self.cfg).field("rank", &self.coll.rank()).field("shards", &self.shards).finish()
+        f.debug_struct("VocabParallelSampler")
+            .field("cfg", &self.cfg)
+            .field("rank", &self.coll.rank())
+            .field("shards", &self.shards)
+            .finish()
     }
 }
 
@@ -267,7 +276,10 @@ impl<C: Collective> VocabParallelSampler<C> {
         }
         let shards = cfg.layout.shards(cfg.vocab_size)?;
         if shards.len() != coll.world_size() {
-            return Err(ConfigError::Field { field: "layout", msg: format!("{} shards for a group of {} ranks", shards.len(), coll.world_size()) });
+            return Err(ConfigError::Field {
+                field: "layout",
+                msg: format!("{} shards for a group of {} ranks", shards.len(), coll.world_size()),
+            });
         }
         let n = if cfg.force_topk == 0 || cfg.force_topk >= cfg.vocab_size { cfg.vocab_size } else { cfg.force_topk };
         Ok(VocabParallelSampler { cfg, n, shards, coll, stats: ExchangeStats::default() })
@@ -314,7 +326,12 @@ impl<C: Collective> VocabParallelSampler<C> {
 
     /// [`Self::sample`], also returning the processed distributions of `rows`
     /// (as [`crate::Sampler::sample_with_processed`]; empty on non-finishing ranks).
-    pub fn sample_with_processed(&mut self, shard_logits: &[f32], requests: &[Request], rows: &[usize]) -> Result<(StepOutput, ProcessedRows), TpError> {
+    pub fn sample_with_processed(
+        &mut self,
+        shard_logits: &[f32],
+        requests: &[Request],
+        rows: &[usize],
+    ) -> Result<(StepOutput, ProcessedRows), TpError> {
         self.step(shard_logits, requests, rows)
     }
 
@@ -347,11 +364,19 @@ impl<C: Collective> VocabParallelSampler<C> {
     /// spliced back in request order. Each request's outputs depend only on
     /// its own rows and the batch's top-logprobs width k (SAMPLER.md 9),
     /// which both sub-steps use.
-    fn step(&mut self, shard_logits: &[f32], requests: &[Request], proc_rows: &[usize]) -> Result<(StepOutput, ProcessedRows), TpError> {
+    fn step(
+        &mut self,
+        shard_logits: &[f32],
+        requests: &[Request],
+        proc_rows: &[usize],
+    ) -> Result<(StepOutput, ProcessedRows), TpError> {
         self.stats = ExchangeStats::default();
         let me = self.shard();
         let rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
-        if rows.checked_mul(me.width as usize) != Some(shard_logits.len()) || self.n < self.cfg.vocab_size || !proc_rows.is_empty() {
+        if rows.checked_mul(me.width as usize) != Some(shard_logits.len())
+            || self.n < self.cfg.vocab_size
+            || !proc_rows.is_empty()
+        {
             return self.sub_step(shard_logits, requests, proc_rows, 0);
         }
         let (plan, _) = self.meta(requests)?;
@@ -393,14 +418,19 @@ impl<C: Collective> VocabParallelSampler<C> {
             return Ok((outs.swap_remove(0), ProcessedRows { n: self.n as usize, ..Default::default() }));
         }
         // Splice the two outputs back in request order.
-        let mut slots: Vec<Option<(Vec<crate::request::RowOutput>, crate::request::RequestOutput)>> = vec![None; requests.len()];
+        let mut slots: Vec<Option<(Vec<crate::request::RowOutput>, crate::request::RequestOutput)>> =
+            vec![None; requests.len()];
         for ((reqs, _, ids), out) in parts.iter().zip(outs) {
             let mut rows_it = out.rows.into_iter();
             for ((req, &g), ro) in reqs.iter().zip(ids).zip(out.requests) {
                 slots[g] = Some((rows_it.by_ref().take(req.rows()).collect(), ro));
             }
         }
-        let mut out = StepOutput { rows: Vec::with_capacity(rows), requests: Vec::with_capacity(requests.len()), top_logprobs_width: plan.k as usize };
+        let mut out = StepOutput {
+            rows: Vec::with_capacity(rows),
+            requests: Vec::with_capacity(requests.len()),
+            top_logprobs_width: plan.k as usize,
+        };
         for (r, ro) in slots.into_iter().flatten() {
             out.rows.extend(r);
             out.requests.push(ro);
@@ -410,14 +440,25 @@ impl<C: Collective> VocabParallelSampler<C> {
 
     /// One step of `requests` (all, or a part of the batch: then `k_min` is
     /// the batch's top-logprobs width).
-    fn sub_step(&mut self, shard_logits: &[f32], requests: &[Request], proc_rows: &[usize], k_min: u32) -> Result<(StepOutput, ProcessedRows), TpError> {
+    fn sub_step(
+        &mut self,
+        shard_logits: &[f32],
+        requests: &[Request],
+        proc_rows: &[usize],
+        k_min: u32,
+    ) -> Result<(StepOutput, ProcessedRows), TpError> {
         self.stats = ExchangeStats::default();
         let (v, n) = (self.cfg.vocab_size, self.n);
         let me = self.shard();
         let rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
         let expected = rows.checked_mul(me.width as usize);
         if expected != Some(shard_logits.len()) {
-            let e = BatchError::LogitsShape { got: shard_logits.len(), rows, vocab: me.width as usize, expected: expected.unwrap_or(usize::MAX) };
+            let e = BatchError::LogitsShape {
+                got: shard_logits.len(),
+                rows,
+                vocab: me.width as usize,
+                expected: expected.unwrap_or(usize::MAX),
+            };
             return Err(e.into());
         }
         // Metadata, identical on every rank. Shard masks are checked below
@@ -425,7 +466,11 @@ impl<C: Collective> VocabParallelSampler<C> {
         let (mut plan, mut infos) = self.meta(requests)?;
         plan.k = plan.k.max(k_min);
         if let Some(&bad) = proc_rows.iter().find(|&&r| r >= rows) {
-            return Err(BatchError::Field { field: "rows", msg: format!("processed row {bad} is not below R = {rows}") }.into());
+            return Err(BatchError::Field {
+                field: "rows",
+                msg: format!("processed row {bad} is not below R = {rows}"),
+            }
+            .into());
         }
         plan.processed_rows = proc_rows.iter().map(|&r| r as u32).collect();
         let (local_masks, has_mask, mask_err) = self.local_masks(&plan, &infos, requests);
@@ -467,14 +512,24 @@ impl<C: Collective> VocabParallelSampler<C> {
         };
         let out = assemble(requests, &infos, &res, plan.k as usize);
         // Processed rows never take the prefix path: they are N wide.
-        let proc_out = ProcessedRows { n: n as usize, rows: proc_rows.to_vec(), ids: res.processed_ids, logprobs: res.processed_lps };
+        let proc_out = ProcessedRows {
+            n: n as usize,
+            rows: proc_rows.to_vec(),
+            ids: res.processed_ids,
+            logprobs: res.processed_lps,
+        };
         Ok((out, proc_out))
     }
 
     /// This rank's `[R, ceil(real/32)]` mask words and `[R]` has-mask flags,
     /// and (shard masks) per request a local mask error `[G * 3]`:
     /// `(1, masks given, first bad mask index + 1 or 0)`, zeros when fine.
-    fn local_masks(&self, plan: &StepPlan, infos: &[RequestInfo], requests: &[Request]) -> (Vec<u32>, Vec<u32>, Vec<i32>) {
+    fn local_masks(
+        &self,
+        plan: &StepPlan,
+        infos: &[RequestInfo],
+        requests: &[Request],
+    ) -> (Vec<u32>, Vec<u32>, Vec<i32>) {
         let me = self.shard();
         let words = me.real.div_ceil(32) as usize;
         let rows = plan.rows as usize;
@@ -519,7 +574,15 @@ impl<C: Collective> VocabParallelSampler<C> {
     /// The all-gather of statuses, shard-mask errors, the top-`sel` candidates
     /// of every shard and (prefix path) the partial masses; returns the
     /// gathered candidates and the gathered shard-mask errors (`[world, G * 3]`).
-    fn exchange_candidates(&mut self, plan: &StepPlan, lg: &[f32], status: &[i32], mask_err: &[i32], sel: u32, mass: Option<&[u64]>) -> Result<(Gathered, Vec<i32>), TpError> {
+    fn exchange_candidates(
+        &mut self,
+        plan: &StepPlan,
+        lg: &[f32],
+        status: &[i32],
+        mask_err: &[i32],
+        sel: u32,
+        mass: Option<&[u64]>,
+    ) -> Result<(Gathered, Vec<i32>), TpError> {
         let tp = self.shards.len() as u64;
         let c = self.cfg.first_round as u64;
         let full = |s: &Shard| sel.min(s.real);
@@ -538,7 +601,15 @@ impl<C: Collective> VocabParallelSampler<C> {
 
     /// One all-gather of statuses, shard-mask errors, each rank's top
     /// `take(shard)` candidates and the partial masses.
-    fn exchange_once(&mut self, plan: &StepPlan, lg: &[f32], status: &[i32], mask_err: &[i32], take: &dyn Fn(&Shard) -> u32, mass: Option<&[u64]>) -> Result<(Gathered, Vec<i32>), TpError> {
+    fn exchange_once(
+        &mut self,
+        plan: &StepPlan,
+        lg: &[f32],
+        status: &[i32],
+        mask_err: &[i32],
+        take: &dyn Fn(&Shard) -> u32,
+        mass: Option<&[u64]>,
+    ) -> Result<(Gathered, Vec<i32>), TpError> {
         let rows = plan.rows as usize;
         let me = self.shard();
         let nr = take(&me) as usize;
@@ -551,7 +622,8 @@ impl<C: Collective> VocabParallelSampler<C> {
         if let Some(ms) = mass {
             send.extend(ms.iter().flat_map(|&x| u64_to_i32s(x)));
         }
-        let per = |s: &Shard| rows + mask_err.len() + 2 * rows * take(s) as usize + if mass.is_some() { 2 * rows } else { 0 };
+        let per =
+            |s: &Shard| rows + mask_err.len() + 2 * rows * take(s) as usize + if mass.is_some() { 2 * rows } else { 0 };
         let counts: Vec<usize> = self.shards.iter().map(per).collect();
         let all = self.gather(&send, &counts)?;
         // Unpack, concatenating the shards' candidates by lo.
@@ -597,15 +669,29 @@ impl<C: Collective> VocabParallelSampler<C> {
 
     /// Force top-k off, prefix path of width `w`: the row maxima, the partial
     /// masses, the candidates; wider prefixes or the full rows on overflow.
-    fn prefix_step(&mut self, plan: &mut StepPlan, infos: &mut [RequestInfo], lg: &[f32], status: &[i32], mask_err: &[i32], w: u32) -> Result<Option<StepResult>, TpError> {
+    fn prefix_step(
+        &mut self,
+        plan: &mut StepPlan,
+        infos: &mut [RequestInfo],
+        lg: &[f32],
+        status: &[i32],
+        mask_err: &[i32],
+        w: u32,
+    ) -> Result<Option<StepResult>, TpError> {
         let rows = plan.rows as usize;
         let me = self.shard();
         // The row's m (3.4): the largest of the shards' largest logits.
         let (top1, _) = local_topn(lg, rows, me, me.real.min(1));
-        let local_m: Vec<i32> = (0..rows).map(|i| if me.real > 0 { top1[i] } else { f32::NEG_INFINITY }.to_bits() as i32).collect();
+        let local_m: Vec<i32> =
+            (0..rows).map(|i| if me.real > 0 { top1[i] } else { f32::NEG_INFINITY }.to_bits() as i32).collect();
         let all = self.gather(&local_m, &vec![rows; self.shards.len()])?;
         let m: Vec<f32> = (0..rows)
-            .map(|i| (0..self.shards.len()).map(|r| f32::from_bits(all[r * rows + i] as u32)).max_by_key(|&x| order_bits(x)).unwrap_or(f32::NEG_INFINITY))
+            .map(|i| {
+                (0..self.shards.len())
+                    .map(|r| f32::from_bits(all[r * rows + i] as u32))
+                    .max_by_key(|&x| order_bits(x))
+                    .unwrap_or(f32::NEG_INFINITY)
+            })
             .collect();
         // This shard's exact fixed-point mass with that m.
         let mut mass = vec![0u64; rows];
@@ -614,7 +700,9 @@ impl<C: Collective> VocabParallelSampler<C> {
             let mut part = vec![0u64; rows * chunks as usize];
             {
                 let (l, c, t, ms) = (Gm::new(lg), Gm::new(&m), Gm::new(&plan.temperature), Gm::new_mut(&mut part));
-                launch(rows * chunks as usize, |i| unsafe { k::row_mass::cpu(i, l, me.real, MASS_CHUNK, chunks, c, 1, t, ms) });
+                launch(rows * chunks as usize, |i| unsafe {
+                    k::row_mass::cpu(i, l, me.real, MASS_CHUNK, chunks, c, 1, t, ms)
+                });
             }
             for (i, x) in mass.iter_mut().enumerate() {
                 *x = part[i * chunks as usize..(i + 1) * chunks as usize].iter().sum();
@@ -661,7 +749,13 @@ impl<C: Collective> VocabParallelSampler<C> {
 
     /// The exact fallback: gather every shard's masked real columns into
     /// `[R, V]` and run the CPU backend's full-row path (masks already applied).
-    fn full_rows(&mut self, plan: &mut StepPlan, infos: &mut [RequestInfo], lg: &[f32], mask_err: &[i32]) -> Result<Option<StepResult>, TpError> {
+    fn full_rows(
+        &mut self,
+        plan: &mut StepPlan,
+        infos: &mut [RequestInfo],
+        lg: &[f32],
+        mask_err: &[i32],
+    ) -> Result<Option<StepResult>, TpError> {
         self.stats.full_rows = true;
         self.stats.prefix_width = 0;
         let rows = plan.rows as usize;
@@ -671,7 +765,11 @@ impl<C: Collective> VocabParallelSampler<C> {
         let counts: Vec<usize> = self.shards.iter().map(|s| mask_err.len() + rows * s.real as usize).collect();
         let all = self.gather(&send, &counts)?;
         if !mask_err.is_empty() {
-            let errs: Vec<i32> = counts.iter().scan(0usize, |a, &c| Some(std::mem::replace(a, *a + c))).flat_map(|o| all[o..o + mask_err.len()].to_vec()).collect();
+            let errs: Vec<i32> = counts
+                .iter()
+                .scan(0usize, |a, &c| Some(std::mem::replace(a, *a + c)))
+                .flat_map(|o| all[o..o + mask_err.len()].to_vec())
+                .collect();
             apply_mask_errors(&self.shards, plan, infos, &errs);
         }
         if !self.finishes() {
@@ -691,7 +789,8 @@ impl<C: Collective> VocabParallelSampler<C> {
             off += counts[r];
         }
         logits.shrink_to_fit();
-        let full = StepPlan { logits: Logits::F32(&logits), has_mask: vec![0; rows], masks: Vec::new(), ..plan.clone() };
+        let full =
+            StepPlan { logits: Logits::F32(&logits), has_mask: vec![0; rows], masks: Vec::new(), ..plan.clone() };
         Ok(Some(CpuBackend::full_row().run(&full)?))
     }
 }
@@ -708,7 +807,16 @@ fn prefix_width(plan: &StepPlan) -> Option<u32> {
             top_k[f..f + m].iter_mut().for_each(|k| *k = 1);
         }
     }
-    let view = StepPlan { rows: plan.rows, vocab: plan.vocab, n: plan.n, k: plan.k, top_p: plan.top_p.clone(), top_k, processed_rows: plan.processed_rows.clone(), ..Default::default() };
+    let view = StepPlan {
+        rows: plan.rows,
+        vocab: plan.vocab,
+        n: plan.n,
+        k: plan.k,
+        top_p: plan.top_p.clone(),
+        top_k,
+        processed_rows: plan.processed_rows.clone(),
+        ..Default::default()
+    };
     view.prefix_width()
 }
 
@@ -717,7 +825,14 @@ fn prefix_width(plan: &StepPlan) -> Option<u32> {
 /// last sent key must not rank above the `sel`-th key of the gathered union
 /// (its unsent keys rank below that one, hence below the union's `sel`-th).
 /// Keys are `(logit, id)` in the order of SAMPLER.md 3.6, all distinct.
-fn first_round_exact(plan: &StepPlan, g: &Gathered, shards: &[Shard], first: &dyn Fn(&Shard) -> u32, full: &dyn Fn(&Shard) -> u32, sel: u32) -> bool {
+fn first_round_exact(
+    plan: &StepPlan,
+    g: &Gathered,
+    shards: &[Shard],
+    first: &dyn Fn(&Shard) -> u32,
+    full: &dyn Fn(&Shard) -> u32,
+    sel: u32,
+) -> bool {
     let (rows, m, sel) = (plan.rows as usize, g.m as usize, sel as usize);
     if m < sel {
         return false;
@@ -792,7 +907,14 @@ fn merge(g: &Gathered, rows: usize, n: u32) -> (Vec<f32>, Vec<i32>) {
 }
 
 /// Force top-k on: merge to N and finish. Applies the shard-mask errors first.
-fn finish(shards: &[Shard], plan: &mut StepPlan, infos: &mut [RequestInfo], g: Gathered, errs: Vec<i32>, n: u32) -> Result<StepResult, BackendError> {
+fn finish(
+    shards: &[Shard],
+    plan: &mut StepPlan,
+    infos: &mut [RequestInfo],
+    g: Gathered,
+    errs: Vec<i32>,
+    n: u32,
+) -> Result<StepResult, BackendError> {
     apply_mask_errors(shards, plan, infos, &errs);
     let rows = plan.rows as usize;
     let (cand, ids) = merge(&g, rows, n);
@@ -811,7 +933,11 @@ fn apply_mask_errors(shards: &[Shard], plan: &mut StepPlan, infos: &mut [Request
         let Some(r) = (0..shards.len()).find(|&r| all[r * g * 3 + gi * 3] != 0) else { continue };
         let e = &all[r * g * 3 + gi * 3..r * g * 3 + gi * 3 + 3];
         if info.params.is_ok() {
-            let detail = if e[2] > 0 { format!("; rank {r}: mask {} has the wrong length", e[2] - 1) } else { format!("; rank {r}") };
+            let detail = if e[2] > 0 {
+                format!("; rank {r}: mask {} has the wrong length", e[2] - 1)
+            } else {
+                format!("; rank {r}")
+            };
             let words = shards[r].width.div_ceil(32) as usize;
             info.params = Err(RequestError::BadMask { need: info.rows, words, got_masks: e[1] as usize, detail });
             plan.group_status[gi] = -1;
@@ -832,7 +958,14 @@ fn finish_prefix(plan: &StepPlan, g: Gathered, w: u32) -> Result<(StepResult, Ve
 /// kernel sequence (process + draw or `process_prefix_draw` with the row
 /// totals `mass`, remap + verify, finalize, token info, top logprobs) is the
 /// one every backend runs. Tree and raw-logprob steps take the full rows.
-fn finish_steps(p: &StepPlan, row_status: &[i32], cand: Vec<f32>, cand_ids: Vec<i32>, n: u32, mass: Option<Vec<u64>>) -> Result<(StepResult, Vec<u32>), BackendError> {
+fn finish_steps(
+    p: &StepPlan,
+    row_status: &[i32],
+    cand: Vec<f32>,
+    cand_ids: Vec<i32>,
+    n: u32,
+    mass: Option<Vec<u64>>,
+) -> Result<(StepResult, Vec<u32>), BackendError> {
     pipeline::run_from_candidates(&mut CpuDevice::default(), p, row_status, &cand, &cand_ids, n, mass.as_deref())
 }
 
@@ -840,10 +973,21 @@ fn finish_steps(p: &StepPlan, row_status: &[i32], cand: Vec<f32>, cand_ids: Vec<
 /// (what an engine does today before sampling). For comparisons and benchmarks.
 ///
 /// Errors: a collective failure, or `shard_logits` not `[rows, width]`.
-pub fn gather_logits<C: Collective>(coll: &mut C, shards: &[Shard], vocab: u32, rows: usize, shard_logits: &[f32]) -> Result<Vec<f32>, TpError> {
+pub fn gather_logits<C: Collective>(
+    coll: &mut C,
+    shards: &[Shard],
+    vocab: u32,
+    rows: usize,
+    shard_logits: &[f32],
+) -> Result<Vec<f32>, TpError> {
     let me = shards[coll.rank()];
     if shard_logits.len() != rows * me.width as usize {
-        let e = BatchError::LogitsShape { got: shard_logits.len(), rows, vocab: me.width as usize, expected: rows * me.width as usize };
+        let e = BatchError::LogitsShape {
+            got: shard_logits.len(),
+            rows,
+            vocab: me.width as usize,
+            expected: rows * me.width as usize,
+        };
         return Err(e.into());
     }
     let mut send = Vec::with_capacity(rows * me.real as usize);
@@ -897,7 +1041,14 @@ mod tests {
     #[test]
     fn layouts() {
         let s = ShardLayout::Equal { tp: 3 }.shards(10).unwrap();
-        assert_eq!(s, vec![Shard { lo: 0, width: 4, real: 4 }, Shard { lo: 4, width: 4, real: 4 }, Shard { lo: 8, width: 4, real: 2 }]);
+        assert_eq!(
+            s,
+            vec![
+                Shard { lo: 0, width: 4, real: 4 },
+                Shard { lo: 4, width: 4, real: 4 },
+                Shard { lo: 8, width: 4, real: 2 }
+            ]
+        );
         // More ranks than ids: the tail shards are all padding.
         let s = ShardLayout::Equal { tp: 8 }.shards(5).unwrap();
         assert_eq!(s[5], Shard { lo: 5, width: 1, real: 0 });
@@ -916,6 +1067,9 @@ mod tests {
         assert_eq!(bit_slice(&g, 4, 8), vec![0b1011]);
         assert_eq!(bit_slice(&g, 31, 4), vec![0b1011]);
         assert_eq!(bit_slice(&g, 32, 40), vec![0b101, 0]);
-        assert_eq!(i32s_to_u64(u64_to_i32s(0xDEAD_BEEF_0123_4567)[0], u64_to_i32s(0xDEAD_BEEF_0123_4567)[1]), 0xDEAD_BEEF_0123_4567);
+        assert_eq!(
+            i32s_to_u64(u64_to_i32s(0xDEAD_BEEF_0123_4567)[0], u64_to_i32s(0xDEAD_BEEF_0123_4567)[1]),
+            0xDEAD_BEEF_0123_4567
+        );
     }
 }

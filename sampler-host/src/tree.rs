@@ -141,35 +141,64 @@ impl DraftTree {
         let sh = shape(&self.parent)?;
         let m = self.parent.len();
         if self.tokens.len() + 1 != m {
-            return Err(bad("tree_token", format!("has {} ids; tree_token needs one vocabulary id or -1 per non-root node ({})", self.tokens.len(), m - 1)));
+            return Err(bad(
+                "tree_token",
+                format!(
+                    "has {} ids; tree_token needs one vocabulary id or -1 per non-root node ({})",
+                    self.tokens.len(),
+                    m - 1
+                ),
+            ));
         }
         for (i, &t) in self.tokens.iter().enumerate() {
             if t != -1 && (t < 0 || t as u32 >= vocab) {
-                return Err(bad("tree_token", format!("tree_token[{i}] = {t} is not a vocabulary id in 0..{vocab} or -1")));
+                return Err(bad(
+                    "tree_token",
+                    format!("tree_token[{i}] = {t} is not a vocabulary id in 0..{vocab} or -1"),
+                ));
             }
         }
         match &self.draft_dists {
             None if self.without_replacement => {
-                return Err(bad("without_replacement", "= true needs draft_dists (fixed children have no proposal law to renormalise)"));
+                return Err(bad(
+                    "without_replacement",
+                    "= true needs draft_dists (fixed children have no proposal law to renormalise)",
+                ));
             }
             None => {}
             Some(d) => {
                 let need = sh.internal_count();
                 if d.len() != need {
-                    return Err(bad("draft_dists", format!("has {} distributions; the tree has {need} internal nodes", d.len())));
+                    return Err(bad(
+                        "draft_dists",
+                        format!("has {} distributions; the tree has {need} internal nodes", d.len()),
+                    ));
                 }
                 for (j, dd) in d.iter().enumerate() {
                     if dd.ids.len() != dd.logprobs.len() {
-                        return Err(bad("draft_dists", format!("draft_dists[{j}] has {} ids and {} logprobs", dd.ids.len(), dd.logprobs.len())));
+                        return Err(bad(
+                            "draft_dists",
+                            format!("draft_dists[{j}] has {} ids and {} logprobs", dd.ids.len(), dd.logprobs.len()),
+                        ));
                     }
                     if dd.ids.len() > vocab as usize {
-                        return Err(bad("draft_dists", format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", dd.ids.len())));
+                        return Err(bad(
+                            "draft_dists",
+                            format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", dd.ids.len()),
+                        ));
                     }
                     if let Some(t) = dd.ids.iter().find(|&&t| t < 0 || t as u32 >= vocab) {
-                        return Err(bad("draft_dists.ids", format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}")));
+                        return Err(bad(
+                            "draft_dists.ids",
+                            format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}"),
+                        ));
                     }
-                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > crate::batch::DRAFT_LOGPROB_SLACK) {
-                        return Err(bad("draft_dists.logprobs", format!("draft_dists[{j}] has logprob {x:?} (must be <= 0 up to rounding, or -inf)")));
+                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > crate::batch::DRAFT_LOGPROB_SLACK)
+                    {
+                        return Err(bad(
+                            "draft_dists.logprobs",
+                            format!("draft_dists[{j}] has logprob {x:?} (must be <= 0 up to rounding, or -inf)"),
+                        ));
                     }
                 }
             }
@@ -189,7 +218,10 @@ impl DraftTree {
     /// every child after its parent, and sibling lists in increasing index
     /// (the draw order); nothing is renumbered. Errors name `first_child` or
     /// `next_sibling`.
-    pub fn parents_from_first_child_next_sibling(first_child: &[i32], next_sibling: &[i32]) -> Result<Vec<i32>, TreeError> {
+    pub fn parents_from_first_child_next_sibling(
+        first_child: &[i32],
+        next_sibling: &[i32],
+    ) -> Result<Vec<i32>, TreeError> {
         let m = first_child.len();
         if next_sibling.len() != m {
             return Err(bad("next_sibling", format!("has {} entries, first_child has {m}", next_sibling.len())));
@@ -198,7 +230,10 @@ impl DraftTree {
             return Err(bad("first_child", "is empty; a tree has at least its root"));
         }
         if next_sibling[0] != -1 {
-            return Err(bad("next_sibling", format!("next_sibling[0] = {} (the root has no sibling)", next_sibling[0])));
+            return Err(bad(
+                "next_sibling",
+                format!("next_sibling[0] = {} (the root has no sibling)", next_sibling[0]),
+            ));
         }
         let mut parent = vec![-2i32; m];
         parent[0] = -1;
@@ -211,7 +246,10 @@ impl DraftTree {
                     return Err(bad(field, format!("node {x} (a child of {c}) must be a node after {prev} in 1..{m}")));
                 }
                 if parent[x as usize] != -2 {
-                    return Err(bad(field, format!("node {x} is reached twice (children of {} and {c})", parent[x as usize])));
+                    return Err(bad(
+                        field,
+                        format!("node {x} is reached twice (children of {} and {c})", parent[x as usize]),
+                    ));
                 }
                 parent[x as usize] = c as i32;
                 prev = x;
@@ -241,10 +279,16 @@ impl DraftTree {
                 return Err(bad("rank_paths", format!("rank_paths[{i}] is empty (the root is implicit)")));
             };
             let Some(&par) = index.get(head) else {
-                return Err(bad("rank_paths", format!("rank_paths[{i}] = {p:?}: its parent path {head:?} is not an earlier node")));
+                return Err(bad(
+                    "rank_paths",
+                    format!("rank_paths[{i}] = {p:?}: its parent path {head:?} is not an earlier node"),
+                ));
             };
             if last != kids[par] {
-                return Err(bad("rank_paths", format!("rank_paths[{i}] = {p:?}: rank {last}, but node {par} has {} earlier children", kids[par])));
+                return Err(bad(
+                    "rank_paths",
+                    format!("rank_paths[{i}] = {p:?}: rank {last}, but node {par} has {} earlier children", kids[par]),
+                ));
             }
             kids[par] += 1;
             if index.insert(p.as_slice(), n).is_some() {
@@ -280,7 +324,10 @@ impl DraftTree {
                 }
                 let cur = &mut parent[b as usize];
                 if *cur != -2 && *cur != a {
-                    return Err(bad("node_paths", format!("node {b} has parent {} in one path and {a} in node_paths[{i}]", *cur)));
+                    return Err(bad(
+                        "node_paths",
+                        format!("node {b} has parent {} in one path and {a} in node_paths[{i}]", *cur),
+                    ));
                 }
                 *cur = a;
             }
@@ -301,7 +348,11 @@ impl DraftTree {
     /// distribution is the row of its first child. Siblings drawn from
     /// different rows (MLC's per-child storage) are not one proposal law per
     /// node: an error naming `child_row`, as is a row outside the table.
-    pub fn dists_from_child_rows(parent: &[i32], child_row: &[i32], table: &[DraftDist]) -> Result<Vec<DraftDist>, TreeError> {
+    pub fn dists_from_child_rows(
+        parent: &[i32],
+        child_row: &[i32],
+        table: &[DraftDist],
+    ) -> Result<Vec<DraftDist>, TreeError> {
         let sh = shape(parent)?;
         if child_row.len() != parent.len() {
             return Err(bad("child_row", format!("has {} entries for {} nodes", child_row.len(), parent.len())));
@@ -310,7 +361,10 @@ impl DraftTree {
         for n in 1..parent.len() {
             let (p, r) = (parent[n] as usize, child_row[n]);
             if r < 0 || r as usize >= table.len() {
-                return Err(bad("child_row", format!("child_row[{n}] = {r} is not a row of the {}-row table", table.len())));
+                return Err(bad(
+                    "child_row",
+                    format!("child_row[{n}] = {r} is not a row of the {}-row table", table.len()),
+                ));
             }
             match row_of[p] {
                 Some(first) if first != r => {
@@ -333,7 +387,10 @@ impl DraftTree {
         let mut parent = vec![-1i32];
         for (n, &d) in depths.iter().enumerate().skip(1) {
             if d == 0 || d as usize > stack.len() {
-                return Err(bad("dfs_depths", format!("dfs_depths[{n}] = {d} after depth {} (must be in 1..={})", depths[n - 1], stack.len())));
+                return Err(bad(
+                    "dfs_depths",
+                    format!("dfs_depths[{n}] = {d} after depth {} (must be in 1..={})", depths[n - 1], stack.len()),
+                ));
             }
             stack.truncate(d as usize);
             parent.push(stack[d as usize - 1] as i32);
@@ -394,10 +451,16 @@ mod tests {
         assert_eq!(DraftTree::parents_from_dfs_depths(&[0, 1, 1, 2]).unwrap(), want);
         assert_eq!(DraftTree::chain(vec![5, 6], None).parent, vec![-1, 0, 1]);
         // TensorRT-LLM per-child rows: nodes 1, 2 from row 1, node 3 from row 0.
-        let table = vec![DraftDist { ids: vec![3], logprobs: vec![0.0] }, DraftDist { ids: vec![0, 1], logprobs: vec![-0.5, -1.0] }];
+        let table = vec![
+            DraftDist { ids: vec![3], logprobs: vec![0.0] },
+            DraftDist { ids: vec![0, 1], logprobs: vec![-0.5, -1.0] },
+        ];
         let d = DraftTree::dists_from_child_rows(&want, &[-1, 1, 1, 0], &table).unwrap();
         assert_eq!(d, vec![table[1].clone(), table[0].clone()]);
-        assert!(DraftTree::dists_from_child_rows(&want, &[-1, 1, 0, 0], &table).is_err(), "siblings from different rows");
+        assert!(
+            DraftTree::dists_from_child_rows(&want, &[-1, 1, 0, 0], &table).is_err(),
+            "siblings from different rows"
+        );
         assert!(DraftTree::dists_from_child_rows(&want, &[-1, 1, 1, 2], &table).is_err(), "row outside the table");
     }
 

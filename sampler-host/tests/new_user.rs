@@ -6,7 +6,8 @@
 
 use sampler_host::interop::bf16;
 use sampler_host::{
-    BackendKind, BatchError, DraftDist, DraftTree, ParamError, Request, RequestError, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput,
+    BackendKind, BatchError, DraftDist, DraftTree, ParamError, Request, RequestError, RequestKind, Sampler,
+    SamplerConfig, SamplingParams, StepOutput,
 };
 
 const V: u32 = 1000;
@@ -33,7 +34,15 @@ fn logits(rows: usize, salt: u64) -> Vec<f32> {
 }
 
 fn params(seed: u64) -> SamplingParams {
-    SamplingParams { temperature: 0.8, top_p: 0.9, top_k: 40, min_p: 0.01, top_logprobs: 5, seq_seed: Some(seed), ..Default::default() }
+    SamplingParams {
+        temperature: 0.8,
+        top_p: 0.9,
+        top_k: 40,
+        min_p: 0.01,
+        top_logprobs: 5,
+        seq_seed: Some(seed),
+        ..Default::default()
+    }
 }
 
 fn ok(out: &StepOutput) {
@@ -48,7 +57,8 @@ fn engine_batch(s: &mut Sampler) -> (Vec<Request>, usize) {
     let p = params(11);
     let q = params(12);
     // Draft model: 3 draws for request A, whose processed rows feed its verify.
-    let draft = s.request(q.clone(), RequestKind::Draft { seqlen_k: 50, seqlen_q: 1, last_valid_offset: 0, rows: 3 }).unwrap();
+    let draft =
+        s.request(q.clone(), RequestKind::Draft { seqlen_k: 50, seqlen_q: 1, last_valid_offset: 0, rows: 3 }).unwrap();
     let dl = logits(3, 99);
     let (dout, proc_rows) = s.sample_with_processed(&dl, std::slice::from_ref(&draft), &[0, 1, 2]).unwrap();
     ok(&dout);
@@ -60,15 +70,29 @@ fn engine_batch(s: &mut Sampler) -> (Vec<Request>, usize) {
             DraftDist { ids: ids.to_vec(), logprobs: lps.to_vec() }
         })
         .collect();
-    let verify = s.request(q.clone(), RequestKind::Decode { seqlen_k: 53, seqlen_q: 4, drafts: drafts.clone(), draft_dists: dists }).unwrap();
+    let verify = s
+        .request(
+            q.clone(),
+            RequestKind::Decode { seqlen_k: 53, seqlen_q: 4, drafts: drafts.clone(), draft_dists: dists },
+        )
+        .unwrap();
     // n-gram drafts: no distribution (one-hot).
     let ngram = Request::decode(p.clone(), 80, 3, vec![5, 6], vec![DraftDist::default(); 2]);
     let prefill_a = Request::prefill(p.clone(), 41);
     let prefill_b = Request::prefill(SamplingParams { seq_seed: Some(3), top_logprobs: 2, ..Default::default() }, 100);
     let fresh = Request::decode(p.clone(), 60, 1, vec![], vec![]);
     let prompt = s.request(p.clone(), RequestKind::PromptLogprobs { targets: vec![4, 8, 15, 16, -1] }).unwrap();
-    let tree = Request::tree(p.clone(), 70, DraftTree { parent: vec![-1, 0, 0, 1], tokens: vec![7, 14, 21], draft_dists: None, without_replacement: false });
-    let draft2 = Request { params: q, kind: RequestKind::Draft { seqlen_k: 53, seqlen_q: 4, last_valid_offset: 2, rows: 2 }, golden: vec![], masks: None };
+    let tree = Request::tree(
+        p.clone(),
+        70,
+        DraftTree { parent: vec![-1, 0, 0, 1], tokens: vec![7, 14, 21], draft_dists: None, without_replacement: false },
+    );
+    let draft2 = Request {
+        params: q,
+        kind: RequestKind::Draft { seqlen_k: 53, seqlen_q: 4, last_valid_offset: 2, rows: 2 },
+        golden: vec![],
+        masks: None,
+    };
     let reqs = vec![prefill_a, prefill_b, verify, ngram, fresh, prompt, tree, draft2];
     let rows = reqs.iter().map(Request::rows).sum();
     (reqs, rows)
@@ -129,7 +153,10 @@ fn engine_like_program_f32_and_bf16() {
 /// what they are without it.
 fn one_bad_among_good(bad: Request, bad_logits: Option<Vec<f32>>, want: impl Fn(&RequestError) -> bool) {
     let mut s = sampler(64);
-    let good = vec![Request::prefill(params(1), 10), Request::decode(params(2), 20, 3, vec![1, 2], vec![DraftDist::default(); 2])];
+    let good = vec![
+        Request::prefill(params(1), 10),
+        Request::decode(params(2), 20, 3, vec![1, 2], vec![DraftDist::default(); 2]),
+    ];
     let gl = logits(4, 5);
     let base = s.sample(&gl, &good).unwrap();
     ok(&base);
@@ -146,7 +173,11 @@ fn one_bad_among_good(bad: Request, bad_logits: Option<Vec<f32>>, want: impl Fn(
     assert!(out.rows[1..1 + br].iter().all(|r| r.token == -1));
     for (i, j) in [(0, 0), (2, 1)] {
         let (a, b) = (&out.requests[i], &base.requests[j]);
-        assert_eq!((&a.status, &a.emitted, &a.emitted_logprobs, a.accepted), (&b.status, &b.emitted, &b.emitted_logprobs, b.accepted), "good request {j}");
+        assert_eq!(
+            (&a.status, &a.emitted, &a.emitted_logprobs, a.accepted),
+            (&b.status, &b.emitted, &b.emitted_logprobs, b.accepted),
+            "good request {j}"
+        );
     }
     assert_eq!(out.rows[0], base.rows[0]);
     assert_eq!(&out.rows[1 + br..], &base.rows[1..]);
@@ -159,14 +190,22 @@ fn bad_parameters_fail_only_their_request() {
         f(&mut p);
         Request::prefill(p, 5)
     };
-    one_bad_among_good(with(&|p| p.temperature = f32::NAN), None, |e| matches!(e, RequestError::Param(ParamError::Temperature(x)) if x.is_nan()));
-    one_bad_among_good(with(&|p| p.temperature = -0.5), None, |e| *e == RequestError::Param(ParamError::Temperature(-0.5)));
+    one_bad_among_good(
+        with(&|p| p.temperature = f32::NAN),
+        None,
+        |e| matches!(e, RequestError::Param(ParamError::Temperature(x)) if x.is_nan()),
+    );
+    one_bad_among_good(with(&|p| p.temperature = -0.5), None, |e| {
+        *e == RequestError::Param(ParamError::Temperature(-0.5))
+    });
     one_bad_among_good(with(&|p| p.top_p = 0.0), None, |e| *e == RequestError::Param(ParamError::TopP(0.0)));
     one_bad_among_good(with(&|p| p.top_p = 1.0001), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
     one_bad_among_good(with(&|p| p.top_p = f32::NAN), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
     one_bad_among_good(with(&|p| p.top_k = -5), None, |e| *e == RequestError::Param(ParamError::TopK(-5)));
     one_bad_among_good(with(&|p| p.top_k = i64::MAX), None, |e| *e == RequestError::Param(ParamError::TopK(i64::MAX)));
-    one_bad_among_good(with(&|p| p.top_logprobs = u32::MAX), None, |e| matches!(e, RequestError::Param(ParamError::TopLogprobs { .. })));
+    one_bad_among_good(with(&|p| p.top_logprobs = u32::MAX), None, |e| {
+        matches!(e, RequestError::Param(ParamError::TopLogprobs { .. }))
+    });
     one_bad_among_good(with(&|p| p.min_p = -0.1), None, |e| *e == RequestError::Param(ParamError::MinP(-0.1)));
     one_bad_among_good(with(&|p| p.golden_token_ids = vec![1]), None, |e| e.to_string().contains("golden_token_ids"));
     one_bad_among_good(with(&|p| p.prompt_logprobs = true), None, |e| e.to_string().contains("prompt_logprobs"));
@@ -188,7 +227,9 @@ fn bad_logits_fail_only_their_request() {
     one_bad_among_good(Request::prefill(params(3), 4), Some(nan), |e| *e == RequestError::BadLogits { row: 0 });
     let mut inf = logits(2, 3);
     inf[V as usize + 1] = f32::INFINITY;
-    one_bad_among_good(Request::decode(params(3), 9, 2, vec![4], vec![DraftDist::default()]), Some(inf), |e| *e == RequestError::BadLogits { row: 1 });
+    one_bad_among_good(Request::decode(params(3), 9, 2, vec![4], vec![DraftDist::default()]), Some(inf), |e| {
+        *e == RequestError::BadLogits { row: 1 }
+    });
     let ninf = vec![f32::NEG_INFINITY; V as usize];
     one_bad_among_good(Request::prefill(params(3), 4), Some(ninf), |e| *e == RequestError::AllMasked { row: 0 });
     // -inf here and there is fine.
@@ -201,24 +242,73 @@ fn bad_logits_fail_only_their_request() {
 #[test]
 fn bad_drafts_fail_only_their_request() {
     let named = |field: &'static str, value: &'static str| move |e: &RequestError| matches!(e, RequestError::Field { field: f, msg } if *f == field && msg.contains(value));
-    one_bad_among_good(Request::decode(params(4), 30, 3, vec![1, 1000], vec![DraftDist::default(); 2]), None, named("drafts", "1000"));
-    one_bad_among_good(Request::decode(params(4), 30, 3, vec![-7, 1], vec![DraftDist::default(); 2]), None, named("drafts", "-7"));
+    one_bad_among_good(
+        Request::decode(params(4), 30, 3, vec![1, 1000], vec![DraftDist::default(); 2]),
+        None,
+        named("drafts", "1000"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 3, vec![-7, 1], vec![DraftDist::default(); 2]),
+        None,
+        named("drafts", "-7"),
+    );
     // seqlen_q that does not match the drafts.
-    one_bad_among_good(Request::decode(params(4), 30, 4, vec![1, 2], vec![DraftDist::default(); 2]), None, named("drafts", "seqlen_q = 4"));
-    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1, 2], vec![DraftDist::default(); 2]), None, named("drafts", "seqlen_q = 2"));
+    one_bad_among_good(
+        Request::decode(params(4), 30, 4, vec![1, 2], vec![DraftDist::default(); 2]),
+        None,
+        named("drafts", "seqlen_q = 4"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1, 2], vec![DraftDist::default(); 2]),
+        None,
+        named("drafts", "seqlen_q = 2"),
+    );
     // More drafts than nextn.
-    one_bad_among_good(Request::decode(params(4), 30, 7, vec![1; 6], vec![DraftDist::default(); 6]), None, named("drafts", "nextn"));
+    one_bad_among_good(
+        Request::decode(params(4), 30, 7, vec![1; 6], vec![DraftDist::default(); 6]),
+        None,
+        named("drafts", "nextn"),
+    );
     // Draft distributions: count, id range, lengths, NaN / positive logprobs.
-    one_bad_among_good(Request::decode(params(4), 30, 3, vec![1, 2], vec![DraftDist::default()]), None, named("draft_dists", "1 entries"));
+    one_bad_among_good(
+        Request::decode(params(4), 30, 3, vec![1, 2], vec![DraftDist::default()]),
+        None,
+        named("draft_dists", "1 entries"),
+    );
     let d = |ids: Vec<i32>, lps: Vec<f32>| DraftDist { ids, logprobs: lps };
-    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 5000], vec![-0.1, -2.0])]), None, named("draft_dists.ids", "5000"));
-    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 2], vec![-0.1])]), None, named("draft_dists", "2 ids and 1 logprobs"));
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 5000], vec![-0.1, -2.0])]),
+        None,
+        named("draft_dists.ids", "5000"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 2], vec![-0.1])]),
+        None,
+        named("draft_dists", "2 ids and 1 logprobs"),
+    );
     // More ids than V (ids repeat): refused, and it does not widen the other rows' draft arrays.
-    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1; 1001], vec![-7.0; 1001])]), None, named("draft_dists", "1001 ids, more than vocab_size = 1000"));
-    let tree = DraftTree { parent: vec![-1, 0], tokens: vec![1], draft_dists: Some(vec![d(vec![1; 1001], vec![-7.0; 1001])]), without_replacement: false };
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1; 1001], vec![-7.0; 1001])]),
+        None,
+        named("draft_dists", "1001 ids, more than vocab_size = 1000"),
+    );
+    let tree = DraftTree {
+        parent: vec![-1, 0],
+        tokens: vec![1],
+        draft_dists: Some(vec![d(vec![1; 1001], vec![-7.0; 1001])]),
+        without_replacement: false,
+    };
     one_bad_among_good(Request::tree(params(4), 30, tree), None, named("draft_dists", "1001 ids"));
-    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![f32::NAN])]), None, named("draft_dists.logprobs", "NaN"));
-    one_bad_among_good(Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![0.5])]), None, named("draft_dists.logprobs", "0.5"));
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![f32::NAN])]),
+        None,
+        named("draft_dists.logprobs", "NaN"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![0.5])]),
+        None,
+        named("draft_dists.logprobs", "0.5"),
+    );
     // Golden ids.
     let mut g = Request::prefill(params(4), 5);
     g.golden = vec![V as i32];
@@ -227,19 +317,36 @@ fn bad_drafts_fail_only_their_request() {
     g.golden = vec![1, 2];
     one_bad_among_good(g, None, named("golden", "2 entries"));
     // Prompt-logprob targets.
-    let pl = Request { params: params(4), kind: RequestKind::PromptLogprobs { targets: vec![1, 2000] }, golden: vec![], masks: None };
+    let pl = Request {
+        params: params(4),
+        kind: RequestKind::PromptLogprobs { targets: vec![1, 2000] },
+        golden: vec![],
+        masks: None,
+    };
     one_bad_among_good(pl, None, named("targets", "2000"));
     // Draft rows above nextn.
-    let dr = Request { params: params(4), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 6 }, golden: vec![], masks: None };
+    let dr = Request {
+        params: params(4),
+        kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 6 },
+        golden: vec![],
+        masks: None,
+    };
     one_bad_among_good(dr, None, named("rows", "6"));
     // Draft draws for a decode request of seqlen_q 0 (which cannot exist).
-    let dr = Request { params: params(4), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 0, last_valid_offset: 0, rows: 2 }, golden: vec![], masks: None };
+    let dr = Request {
+        params: params(4),
+        kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 0, last_valid_offset: 0, rows: 2 },
+        golden: vec![],
+        masks: None,
+    };
     one_bad_among_good(dr, None, named("seqlen_q", "= 0"));
 }
 
 #[test]
 fn bad_trees_fail_only_their_request() {
-    let t = |parent: Vec<i32>, tokens: Vec<i32>| Request::tree(params(5), 40, DraftTree { parent, tokens, draft_dists: None, without_replacement: false });
+    let t = |parent: Vec<i32>, tokens: Vec<i32>| {
+        Request::tree(params(5), 40, DraftTree { parent, tokens, draft_dists: None, without_replacement: false })
+    };
     let has = |s: &'static str| move |e: &RequestError| e.to_string().contains(s);
     one_bad_among_good(t(vec![-1, 0, 5], vec![1, 2]), None, has("5"));
     one_bad_among_good(t(vec![-1, 0, 0], vec![1, 9999]), None, has("9999"));
@@ -255,7 +362,9 @@ fn bad_masks_fail_only_their_request() {
     one_bad_among_good(m, None, |e| *e == RequestError::AllMasked { row: 0 });
     let mut m = Request::prefill(params(6), 5);
     m.masks = Some(vec![vec![u32::MAX; words - 1]]);
-    one_bad_among_good(m, None, |e| matches!(e, RequestError::BadMask { .. }) && e.to_string().contains(&format!("{}", words - 1)));
+    one_bad_among_good(m, None, |e| {
+        matches!(e, RequestError::BadMask { .. }) && e.to_string().contains(&format!("{}", words - 1))
+    });
     let mut m = Request::prefill(params(6), 5);
     m.masks = Some(vec![]);
     one_bad_among_good(m, None, |e| matches!(e, RequestError::BadMask { got_masks: 0, .. }));
@@ -278,8 +387,18 @@ fn batch_shape_errors_are_typed() {
 fn zero_row_requests_do_not_break_the_batch() {
     // Requests that own no rows (empty prompt-logprob targets, 0 draft rows, seqlen_q 0).
     let mut s = sampler(64);
-    let empty_pl = Request { params: params(1), kind: RequestKind::PromptLogprobs { targets: vec![] }, golden: vec![], masks: None };
-    let zero_draft = Request { params: params(1), kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 0 }, golden: vec![], masks: None };
+    let empty_pl = Request {
+        params: params(1),
+        kind: RequestKind::PromptLogprobs { targets: vec![] },
+        golden: vec![],
+        masks: None,
+    };
+    let zero_draft = Request {
+        params: params(1),
+        kind: RequestKind::Draft { seqlen_k: 5, seqlen_q: 1, last_valid_offset: 0, rows: 0 },
+        golden: vec![],
+        masks: None,
+    };
     let q0 = Request::decode(params(1), 5, 0, vec![], vec![]);
     let good = Request::prefill(params(2), 7);
     let l = logits(1, 2);
@@ -288,7 +407,11 @@ fn zero_row_requests_do_not_break_the_batch() {
     assert_eq!(out.requests[2].emitted, alone.requests[0].emitted);
     assert_eq!(out.rows, alone.rows);
     assert!(out.requests[0].status.is_ok(), "{:?}", out.requests[0].status);
-    assert!(matches!(&out.requests[3].status, Err(RequestError::Field { field: "seqlen_q", .. })), "{:?}", out.requests[3].status);
+    assert!(
+        matches!(&out.requests[3].status, Err(RequestError::Field { field: "seqlen_q", .. })),
+        "{:?}",
+        out.requests[3].status
+    );
 }
 
 #[test]
@@ -307,11 +430,14 @@ fn processed_rows_out_of_range_is_typed() {
 
 #[test]
 fn config_errors_are_typed() {
-    let e = Sampler::new(SamplerConfig { vocab_size: 0, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap_err();
+    let e =
+        Sampler::new(SamplerConfig { vocab_size: 0, force_topk: 0, nextn: 5, backend: BackendKind::Cpu }).unwrap_err();
     assert!(e.to_string().contains("vocab_size = 0"), "{e}");
     // top_logprobs larger than N.
     let s = sampler(64);
-    let e = s.request(SamplingParams { top_logprobs: 65, ..Default::default() }, RequestKind::Prefill { seqlen_k: 1 }).unwrap_err();
+    let e = s
+        .request(SamplingParams { top_logprobs: 65, ..Default::default() }, RequestKind::Prefill { seqlen_k: 1 })
+        .unwrap_err();
     assert!(e.to_string().contains("65") && e.to_string().contains("top_logprobs"), "{e}");
 }
 
@@ -320,7 +446,9 @@ fn config_errors_are_typed() {
 use sampler_host::engine::{Engine, EngineConfig, EngineRequest, SyntheticModel};
 
 fn engine(nextn_sampler: u32, nextn_engine: usize) -> Result<Engine, sampler_host::engine::EngineError> {
-    let s = Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: nextn_sampler, backend: BackendKind::Cpu }).unwrap();
+    let s =
+        Sampler::new(SamplerConfig { vocab_size: V, force_topk: 64, nextn: nextn_sampler, backend: BackendKind::Cpu })
+            .unwrap();
     Engine::new(s, EngineConfig { max_num_seqs: 4, nextn: nextn_engine, prefill_chunk: 16, ..Default::default() })
 }
 
@@ -330,7 +458,8 @@ fn engine_as_documented() {
     let mut model = SyntheticModel::new(V as usize, 1, 0.9);
     for id in 0..6u64 {
         let p = SamplingParams { prompt_logprobs: id % 2 == 0, ..params(id) };
-        e.add_request(EngineRequest::new(id, (0..41).map(|t| (t * 13 + id as i32) % V as i32).collect(), p, 12)).unwrap();
+        e.add_request(EngineRequest::new(id, (0..41).map(|t| (t * 13 + id as i32) % V as i32).collect(), p, 12))
+            .unwrap();
     }
     let mut steps = 0;
     while e.pending() > 0 {
@@ -398,13 +527,24 @@ fn a_decode_request_whose_rows_break_the_layout_is_named() {
     let mut s = sampler(64);
     let l = logits(2, 1);
     for q in [1u64 << 33, u64::MAX, 3] {
-        let e = s.sample(&l, &[Request::prefill(params(1), 3), Request::decode(params(2), 3, q, vec![], vec![])]).unwrap_err();
+        let e = s
+            .sample(&l, &[Request::prefill(params(1), 3), Request::decode(params(2), 3, q, vec![], vec![])])
+            .unwrap_err();
         assert!(matches!(&e, BatchError::Rows { index: 1, rows, .. } if *rows == q), "{e:?}");
         let msg = e.to_string();
         assert!(msg.contains(&format!("seqlen_q = {q}")) && msg.contains("request 1"), "{msg}");
     }
     // A consistent request with the wrong logits is still LogitsShape.
-    let e = s.sample(&l, &[Request::prefill(params(1), 3), Request::decode(params(2), 9, 2, vec![4], vec![DraftDist::default()]), Request::prefill(params(1), 3)]).unwrap_err();
+    let e = s
+        .sample(
+            &l,
+            &[
+                Request::prefill(params(1), 3),
+                Request::decode(params(2), 9, 2, vec![4], vec![DraftDist::default()]),
+                Request::prefill(params(1), 3),
+            ],
+        )
+        .unwrap_err();
     assert!(matches!(e, BatchError::LogitsShape { got: 2000, rows: 4, .. }), "{e:?}");
 }
 
@@ -471,7 +611,10 @@ fn engine_nan_logits_of_one_request_fail_only_it() {
     assert!(matches!(bad[1].status, Err(RequestError::BadLogits { .. })), "{:?}", bad[1].status);
     for i in [0, 2] {
         assert!(bad[i].status.is_ok());
-        assert_eq!((&bad[i].output, &bad[i].output_logprobs, &bad[i].prompt_logprobs), (&clean[i].output, &clean[i].output_logprobs, &clean[i].prompt_logprobs));
+        assert_eq!(
+            (&bad[i].output, &bad[i].output_logprobs, &bad[i].prompt_logprobs),
+            (&clean[i].output, &clean[i].output_logprobs, &clean[i].prompt_logprobs)
+        );
     }
 }
 
@@ -510,8 +653,20 @@ fn engine_bad_golden_ids_fail_only_their_request() {
     let mut model = SyntheticModel::new(V as usize, 1, 0.9);
     let prompt: Vec<i32> = (0..20).collect();
     e.add_request(EngineRequest::new(1, prompt.clone(), params(1), 6)).unwrap();
-    e.add_request(EngineRequest::new(2, prompt.clone(), SamplingParams { golden_token_ids: vec![3, 5000, 4], ..params(2) }, 6)).unwrap();
-    e.add_request(EngineRequest::new(3, prompt.clone(), SamplingParams { golden_token_ids: vec![3, 9, 4, 8, 1, 2], ..params(3) }, 6)).unwrap();
+    e.add_request(EngineRequest::new(
+        2,
+        prompt.clone(),
+        SamplingParams { golden_token_ids: vec![3, 5000, 4], ..params(2) },
+        6,
+    ))
+    .unwrap();
+    e.add_request(EngineRequest::new(
+        3,
+        prompt.clone(),
+        SamplingParams { golden_token_ids: vec![3, 9, 4, 8, 1, 2], ..params(3) },
+        6,
+    ))
+    .unwrap();
     e.run_to_completion(&mut model, 100).unwrap();
     let mut done = e.take_finished();
     done.sort_by_key(|f| f.id);

@@ -113,7 +113,11 @@ pub struct KernelSpec {
 #[cfg(not(target_arch = "nvptx64"))]
 impl core::fmt::Debug for KernelSpec {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KernelSpec").field("name", &self.name).field("params", &self.params).field("variants", &self.variants).finish()
+        f.debug_struct("KernelSpec")
+            .field("name", &self.name)
+            .field("params", &self.params)
+            .field("variants", &self.variants)
+            .finish()
     }
 }
 

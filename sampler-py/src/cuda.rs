@@ -45,10 +45,15 @@ pub fn stream_arg(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
     let py = s.py();
     for attr in [pyo3::intern!(py, "cuda_stream"), pyo3::intern!(py, "ptr")] {
         if let Ok(v) = s.getattr(attr) {
-            return v.extract::<u64>().map(Some).map_err(|_| value_err("stream: .cuda_stream / .ptr is not a non-negative int"));
+            return v
+                .extract::<u64>()
+                .map(Some)
+                .map_err(|_| value_err("stream: .cuda_stream / .ptr is not a non-negative int"));
         }
     }
-    s.extract::<u64>().map(Some).map_err(|_| pyo3::exceptions::PyTypeError::new_err("stream must be an int (cudaStream_t), a torch.cuda.Stream or None"))
+    s.extract::<u64>().map(Some).map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err("stream must be an int (cudaStream_t), a torch.cuda.Stream or None")
+    })
 }
 
 /// Logits on a CUDA device and the stream that orders them.
@@ -67,7 +72,12 @@ impl CudaIn<'_> {
 }
 
 /// `obj` as CUDA logits (`None` when it is not on a CUDA device).
-pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], stream: Option<&Bound<'py, PyAny>>) -> PyResult<Option<CudaIn<'py>>> {
+pub fn import<'py>(
+    obj: &Bound<'py, PyAny>,
+    arg: &str,
+    ndims: &[usize],
+    stream: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Option<CudaIn<'py>>> {
     let explicit = stream_arg(stream)?;
     let Some(t) = dlpack::import_cuda(obj, arg, ndims, explicit.unwrap_or(LEGACY_STREAM))? else {
         if explicit.is_some() && !obj.is_none() {
@@ -135,7 +145,11 @@ pub fn step(
     };
     let ctx = cs.context().clone();
     if c.t.device < 0 || c.t.device as usize != ctx.ordinal() {
-        return Err(value_err(format!("logits: on cuda:{} but the sampler runs on cuda:{}", c.t.device, ctx.ordinal())));
+        return Err(value_err(format!(
+            "logits: on cuda:{} but the sampler runs on cuda:{}",
+            c.t.device,
+            ctx.ordinal()
+        )));
     }
     // SAFETY: the caller's stream of this context, alive during the call (torch's current
     // stream, or the caller's `stream=`); we never destroy it.
@@ -157,7 +171,11 @@ pub fn step(
     // SAFETY: the caller's live stream (above).
     let eager = || matches!(unsafe { cudarc::driver::result::stream::is_capturing(caller.cu_stream()) }, Ok(st) if st == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
     let mut pool = pool.filter(|_| reuse.is_none() && eager());
-    let api = if c.t.torch { dlpack::torch_api(c.t.keep()).expect("torch tensor") } else { dlpack::torch_api_py(py).map_err(|e| value_err(format!("CUDA outputs are torch tensors: {e}")))? };
+    let api = if c.t.torch {
+        dlpack::torch_api(c.t.keep()).expect("torch tensor")
+    } else {
+        dlpack::torch_api_py(py).map_err(|e| value_err(format!("CUDA outputs are torch tensors: {e}")))?
+    };
     // The output buffer is allocated by torch (caching allocator; the graph's pool under
     // capture) once the step's shape is known, inside the sampler's callback.
     let mut made: Option<PyResult<(Bound<'_, PyAny>, [(usize, usize); SEGS], (usize, usize, usize))>> = None;
@@ -213,18 +231,29 @@ pub fn step(
     debug_assert!(enqueued);
     // The pool's own tensor object never reaches the caller (a DLPack export of it would hold
     // the buffer without a view the use count sees): the tokens are handed out as an alias.
-    let flat = if want == Want::Tokens && pool.is_some() { flat.call_method1(pyo3::intern!(py, "view"), (-1,))? } else { flat };
+    let flat = if want == Want::Tokens && pool.is_some() {
+        flat.call_method1(pyo3::intern!(py, "view"), (-1,))?
+    } else {
+        flat
+    };
     if r == 0 && want == Want::All && g > 0 {
         // No rows: no kernel ran. The host knows every status (a request without rows can
         // only fail its host checks); accepted counts are 0.
         let st: Vec<i32> = reqs.iter().map(|q| if s.check(q).is_err() { -1 } else { 0 }).collect();
         let host = pyo3::types::PyList::new(py, &st)?;
-        let t = py.import("torch")?.call_method("tensor", (host,), Some(&[("dtype", api.int32.bind(py))].into_py_dict(py)?))?;
+        let t = py.import("torch")?.call_method(
+            "tensor",
+            (host,),
+            Some(&[("dtype", api.int32.bind(py))].into_py_dict(py)?),
+        )?;
         let (off, n) = segs[6];
-        let dst = flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?.call_method1(pyo3::intern!(py, "view"), (api.int32.bind(py),))?;
+        let dst = flat
+            .call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
+            .call_method1(pyo3::intern!(py, "view"), (api.int32.bind(py),))?;
         dst.call_method1(pyo3::intern!(py, "copy_"), (t,))?;
         let (off, n) = segs[5];
-        flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?.call_method1(pyo3::intern!(py, "zero_"), ())?;
+        flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
+            .call_method1(pyo3::intern!(py, "zero_"), ())?;
     }
     // The caller's next work (reading the outputs, reusing the logits) waits for ours.
     let t_join = crate::api_clock::start();
@@ -274,14 +303,22 @@ const POOL_CAP: usize = 4;
 static USE_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn use_count(py: Python<'_>, cdata: &Bound<'_, PyAny>) -> PyResult<i64> {
-    let f = USE_COUNT.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("torch")?.getattr("_C")?.getattr("_storage_Use_Count")?.unbind()) })?;
+    let f = USE_COUNT.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("torch")?.getattr("_C")?.getattr("_storage_Use_Count")?.unbind())
+    })?;
     f.bind(py).call1((cdata,))?.extract()
 }
 
 impl OutPool {
     /// A kept buffer of `bytes` for `stream` (device, stream) that nothing
     /// else refers to, and its device address.
-    pub(crate) fn take<'py>(&mut self, py: Python<'py>, stream: (i32, u64), bytes: usize, tokens: bool) -> Option<(Bound<'py, PyAny>, u64)> {
+    pub(crate) fn take<'py>(
+        &mut self,
+        py: Python<'py>,
+        stream: (i32, u64),
+        bytes: usize,
+        tokens: bool,
+    ) -> Option<(Bound<'py, PyAny>, u64)> {
         if self.off {
             return None;
         }
@@ -315,7 +352,14 @@ impl OutPool {
 
     /// Keeps a freshly allocated buffer (the first one calibrates the
     /// use-count sensor: it must see a view of it, else the pool turns off).
-    pub(crate) fn keep(&mut self, py: Python<'_>, flat: &Bound<'_, PyAny>, stream: (i32, u64), bytes: usize, tokens: bool) {
+    pub(crate) fn keep(
+        &mut self,
+        py: Python<'_>,
+        flat: &Bound<'_, PyAny>,
+        stream: (i32, u64),
+        bytes: usize,
+        tokens: bool,
+    ) {
         if self.off || bytes == 0 {
             return;
         }
@@ -337,7 +381,16 @@ impl OutPool {
                 }
             }
             let base: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
-            Ok(Some(PoolEntry { flat: flat.clone().unbind(), _storage: storage.unbind(), cdata: cdata.unbind(), free_count, base, stream, bytes, tokens }))
+            Ok(Some(PoolEntry {
+                flat: flat.clone().unbind(),
+                _storage: storage.unbind(),
+                cdata: cdata.unbind(),
+                free_count,
+                base,
+                stream,
+                bytes,
+                tokens,
+            }))
         })();
         match entry {
             Ok(Some(e)) => {
@@ -357,7 +410,14 @@ impl OutPool {
 /// A new output buffer on the logits' device: `[r]` int32 tokens only, or
 /// `bytes` uint8 for every output (torch's caching allocator; the graph's
 /// pool under capture).
-pub(crate) fn alloc_out<'py>(py: Python<'py>, c: &CudaIn<'py>, api: &TorchApi, tokens: bool, r: usize, bytes: usize) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn alloc_out<'py>(
+    py: Python<'py>,
+    c: &CudaIn<'py>,
+    api: &TorchApi,
+    tokens: bool,
+    r: usize,
+    bytes: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     if tokens {
         new_empty(py, c, r, api.kw_int32.bind(py))
     } else {
@@ -367,7 +427,12 @@ pub(crate) fn alloc_out<'py>(py: Python<'py>, c: &CudaIn<'py>, api: &TorchApi, t
 
 /// A 1-D tensor of `n` elements. The size goes as an int, not a 1-tuple: torch
 /// parses it faster (1.5 vs 2.4 us a call from Python on the CPU, `bench/binding_profile.py`).
-fn new_empty<'py>(py: Python<'py>, c: &CudaIn<'py>, n: usize, kw: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {
+fn new_empty<'py>(
+    py: Python<'py>,
+    c: &CudaIn<'py>,
+    n: usize,
+    kw: &Bound<'py, pyo3::types::PyDict>,
+) -> PyResult<Bound<'py, PyAny>> {
     if c.t.torch {
         // Same device as the logits, no device object to build.
         return c.t.keep().call_method(pyo3::intern!(py, "new_empty"), (n,), Some(kw));
@@ -395,7 +460,12 @@ pub struct CudaStepOutput {
 }
 
 impl CudaStepOutput {
-    pub fn new(flat: Py<PyAny>, segs: [(usize, usize); SEGS], rkg: (usize, usize, usize), row_counts: Vec<usize>) -> CudaStepOutput {
+    pub fn new(
+        flat: Py<PyAny>,
+        segs: [(usize, usize); SEGS],
+        rkg: (usize, usize, usize),
+        row_counts: Vec<usize>,
+    ) -> CudaStepOutput {
         let (r, k, g) = rkg;
         CudaStepOutput { flat, segs, r, k, g, row_counts, cache: std::array::from_fn(|_| PyOnceLock::new()) }
     }
@@ -406,7 +476,9 @@ impl CudaStepOutput {
                 let api = dlpack::torch_api(flat).expect("a torch tensor");
                 let (off, n) = self.segs[i];
                 let dt = if float { api.f32.bind(py) } else { api.int32.bind(py) };
-                let v = flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?.call_method1(pyo3::intern!(py, "view"), (dt,))?;
+                let v = flat
+                    .call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
+                    .call_method1(pyo3::intern!(py, "view"), (dt,))?;
                 let v = if two_d { v.call_method1(pyo3::intern!(py, "view"), ((self.r, self.k),))? } else { v };
                 Ok(v.unbind())
             })
@@ -457,7 +529,9 @@ impl CudaStepOutput {
     #[getter]
     fn ok(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.cache[SEGS]
-            .get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(self.status(py)?.bind(py).call_method1(pyo3::intern!(py, "__eq__"), (0,))?.unbind()) })
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                Ok(self.status(py)?.bind(py).call_method1(pyo3::intern!(py, "__eq__"), (0,))?.unbind())
+            })
             .map(|x| x.clone_ref(py))
     }
     /// `B + 1` ints (host): request i owns rows `row_offsets[i]:row_offsets[i+1]`.
@@ -481,7 +555,9 @@ impl CudaStepOutput {
         // An alias, not the tensor object a reused buffer is tracked by (`OutPool`): anything
         // the caller keeps of it, a DLPack export included, counts as a view.
         self.cache[SEGS + 1]
-            .get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(self.flat.bind(py).call_method1(pyo3::intern!(py, "view"), (-1,))?.unbind()) })
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                Ok(self.flat.bind(py).call_method1(pyo3::intern!(py, "view"), (-1,))?.unbind())
+            })
             .map(|x| x.clone_ref(py))
     }
     fn __len__(&self) -> usize {

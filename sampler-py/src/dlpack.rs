@@ -191,7 +191,12 @@ impl Borrowed<'_> {
             Dtype::F64 => b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap()) as f32).collect(),
             Dtype::F16 => b.chunks_exact(2).map(|c| half::f16::from_bits(two(c)).to_f32()).collect(),
             Dtype::Bf16 => b.chunks_exact(2).map(|c| half::bf16::from_bits(two(c)).to_f32()).collect(),
-            d => return Err(PyTypeError::new_err(format!("{arg}: expected a floating-point array, got dtype {}", d.name()))),
+            d => {
+                return Err(PyTypeError::new_err(format!(
+                    "{arg}: expected a floating-point array, got dtype {}",
+                    d.name()
+                )))
+            }
         })
     }
     /// The elements as i64 (integer or bool dtypes; u64 above i64::MAX is an error).
@@ -209,7 +214,10 @@ impl Borrowed<'_> {
                 let mut out = Vec::with_capacity(self.len());
                 for c in b.chunks_exact(8) {
                     let x = u64::from_ne_bytes(c.try_into().unwrap());
-                    out.push(i64::try_from(x).map_err(|_| PyValueError::new_err(format!("{arg}: value {x} does not fit in int64")))?);
+                    out.push(
+                        i64::try_from(x)
+                            .map_err(|_| PyValueError::new_err(format!("{arg}: value {x} does not fit in int64")))?,
+                    );
                 }
                 out
             }
@@ -225,14 +233,21 @@ impl Borrowed<'_> {
         }
         self.to_i64_vec(arg)?
             .into_iter()
-            .map(|x| u64::try_from(x).map_err(|_| PyValueError::new_err(format!("{arg}: expected values >= 0, got {x}"))))
+            .map(|x| {
+                u64::try_from(x).map_err(|_| PyValueError::new_err(format!("{arg}: expected values >= 0, got {x}")))
+            })
             .collect()
     }
     /// 32-bit words (grammar masks): int32 and uint32 reinterpreted as u32 bits.
     pub fn to_u32_words(&self, arg: &str) -> PyResult<Vec<u32>> {
         match self.dtype {
-            Dtype::I32 | Dtype::U32 => Ok(self.raw().chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect()),
-            d => Err(PyTypeError::new_err(format!("{arg}: a bit mask must be int32 or uint32 words, got dtype {}", d.name()))),
+            Dtype::I32 | Dtype::U32 => {
+                Ok(self.raw().chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect())
+            }
+            d => Err(PyTypeError::new_err(format!(
+                "{arg}: a bit mask must be int32 or uint32 words, got dtype {}",
+                d.name()
+            ))),
         }
     }
 }
@@ -243,7 +258,9 @@ fn device_of(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Option<(i32, i32)>> 
         return Ok(None);
     }
     let d = obj.call_method0(pyo3::intern!(obj.py(), "__dlpack_device__"))?;
-    let (t, id): (i32, i32) = d.extract().map_err(|_| PyTypeError::new_err(format!("{arg}: __dlpack_device__() did not return (device_type, device_id)")))?;
+    let (t, id): (i32, i32) = d.extract().map_err(|_| {
+        PyTypeError::new_err(format!("{arg}: __dlpack_device__() did not return (device_type, device_id)"))
+    })?;
     Ok(Some((t, id)))
 }
 
@@ -309,7 +326,9 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
         Ok(m) => m,
         Err(_) => {
             let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-            return Err(PyTypeError::new_err(format!("{arg}: expected an array with __dlpack__ (numpy, torch, ...), got {ty}")));
+            return Err(PyTypeError::new_err(format!(
+                "{arg}: expected an array with __dlpack__ (numpy, torch, ...), got {ty}"
+            )));
         }
     };
     let failed = |e: PyErr| -> PyErr {
@@ -330,14 +349,24 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
         return Err(device_error(arg, dev));
     }
     let dtype = Dtype::from_dl(t.dtype).ok_or_else(|| {
-        PyTypeError::new_err(format!("{arg}: unsupported DLPack dtype (code {}, bits {}, lanes {})", t.dtype.code, t.dtype.bits, t.dtype.lanes))
+        PyTypeError::new_err(format!(
+            "{arg}: unsupported DLPack dtype (code {}, bits {}, lanes {})",
+            t.dtype.code, t.dtype.bits, t.dtype.lanes
+        ))
     })?;
     let (shape_i, strides) = dl_shape(t, arg, ndims)?;
     let shape = check_layout(arg, ndims, shape_i, strides)?;
     let n: usize = shape.iter().product();
-    let ptr = if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { (t.data as *const u8).wrapping_add(t.byte_offset as usize) };
+    let ptr = if n == 0 {
+        std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8
+    } else {
+        (t.data as *const u8).wrapping_add(t.byte_offset as usize)
+    };
     if n > 0 && (ptr.is_null() || (ptr as usize) % dtype.size() != 0) {
-        return Err(ValueError(format!("{arg}: data pointer {ptr:p} is null or not aligned to {} bytes", dtype.size())));
+        return Err(ValueError(format!(
+            "{arg}: data pointer {ptr:p} is null or not aligned to {} bytes",
+            dtype.size()
+        )));
     }
     Ok(Borrowed { _capsule: capsule, ptr, dtype, shape })
 }
@@ -346,7 +375,11 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
 fn dl_shape<'t>(t: &'t DLTensor, arg: &str, ndims: &[usize]) -> PyResult<(&'t [i64], Option<&'t [i64]>)> {
     let ndim = usize::try_from(t.ndim).unwrap_or(usize::MAX);
     if !ndims.contains(&ndim) {
-        return Err(ValueError(format!("{arg}: expected {} dimensions, got {}", ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "), t.ndim)));
+        return Err(ValueError(format!(
+            "{arg}: expected {} dimensions, got {}",
+            ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "),
+            t.ndim
+        )));
     }
     if ndim == 0 {
         return Ok((&[], None));
@@ -361,7 +394,11 @@ fn dl_shape<'t>(t: &'t DLTensor, arg: &str, ndims: &[usize]) -> PyResult<(&'t [i
 /// row-major) are row-major contiguous; returns the shape.
 fn check_layout(arg: &str, ndims: &[usize], shape_i: &[i64], strides: Option<&[i64]>) -> PyResult<Vec<usize>> {
     if !ndims.contains(&shape_i.len()) {
-        return Err(ValueError(format!("{arg}: expected {} dimensions, got {}", ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "), shape_i.len())));
+        return Err(ValueError(format!(
+            "{arg}: expected {} dimensions, got {}",
+            ndims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" or "),
+            shape_i.len()
+        )));
     }
     let shape: Vec<usize> = shape_i
         .iter()
@@ -469,21 +506,20 @@ pub fn torch_api_loaded(py: Python<'_>) -> Option<&'static TorchApi> {
 
 /// The torch objects, importing torch (for outputs of non-torch CUDA inputs).
 pub fn torch_api_py(py: Python<'_>) -> PyResult<&'static TorchApi> {
-    TORCH_API
-        .get_or_try_init(py, || -> PyResult<TorchApi> {
-            let torch = py.import("torch")?;
-            let get = |n: &str| torch.getattr(n).map(Bound::unbind);
-            Ok(TorchApi {
-                tensor: get("Tensor")?,
-                f32: get("float32")?,
-                bf16: get("bfloat16")?,
-                f16: get("float16")?,
-                int32: get("int32")?,
-                raw_stream: torch.getattr("_C")?.getattr("_cuda_getCurrentRawStream")?.unbind(),
-                kw_int32: [("dtype", torch.getattr("int32")?)].into_py_dict(py)?.unbind(),
-                kw_uint8: [("dtype", torch.getattr("uint8")?)].into_py_dict(py)?.unbind(),
-            })
+    TORCH_API.get_or_try_init(py, || -> PyResult<TorchApi> {
+        let torch = py.import("torch")?;
+        let get = |n: &str| torch.getattr(n).map(Bound::unbind);
+        Ok(TorchApi {
+            tensor: get("Tensor")?,
+            f32: get("float32")?,
+            bf16: get("bfloat16")?,
+            f16: get("float16")?,
+            int32: get("int32")?,
+            raw_stream: torch.getattr("_C")?.getattr("_cuda_getCurrentRawStream")?.unbind(),
+            kw_int32: [("dtype", torch.getattr("int32")?)].into_py_dict(py)?.unbind(),
+            kw_uint8: [("dtype", torch.getattr("uint8")?)].into_py_dict(py)?.unbind(),
         })
+    })
 }
 
 fn cuda_dtype_dl(t: DLDataType, arg: &str) -> PyResult<CudaDtype> {
@@ -491,14 +527,22 @@ fn cuda_dtype_dl(t: DLDataType, arg: &str) -> PyResult<CudaDtype> {
         Some(Dtype::F32) => Ok(CudaDtype::F32),
         Some(Dtype::Bf16) => Ok(CudaDtype::Bf16),
         Some(Dtype::F16) => Ok(CudaDtype::F16),
-        Some(d) => Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", d.name()))),
-        None => Err(PyTypeError::new_err(format!("{arg}: unsupported DLPack dtype (code {}, bits {}, lanes {})", t.code, t.bits, t.lanes))),
+        Some(d) => {
+            Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", d.name())))
+        }
+        None => Err(PyTypeError::new_err(format!(
+            "{arg}: unsupported DLPack dtype (code {}, bits {}, lanes {})",
+            t.code, t.bits, t.lanes
+        ))),
     }
 }
 
 fn check_aligned(arg: &str, ptr: u64, n: usize, dtype: CudaDtype) -> PyResult<()> {
     if n > 0 && (ptr == 0 || ptr % dtype.bytes() as u64 != 0) {
-        return Err(ValueError(format!("{arg}: device pointer {ptr:#x} is null or not aligned to {} bytes", dtype.bytes())));
+        return Err(ValueError(format!(
+            "{arg}: device pointer {ptr:#x} is null or not aligned to {} bytes",
+            dtype.bytes()
+        )));
     }
     Ok(())
 }
@@ -525,7 +569,10 @@ fn torch_shape(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 fn torch_float(obj: &Bound<'_, PyAny>, t: &TorchApi) -> PyResult<Option<CudaDtype>> {
     let py = obj.py();
     let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
-    Ok([(&t.f32, CudaDtype::F32), (&t.bf16, CudaDtype::Bf16), (&t.f16, CudaDtype::F16)].into_iter().find(|(d, _)| dt.is(d.bind(py))).map(|(_, c)| c))
+    Ok([(&t.f32, CudaDtype::F32), (&t.bf16, CudaDtype::Bf16), (&t.f16, CudaDtype::F16)]
+        .into_iter()
+        .find(|(d, _)| dt.is(d.bind(py)))
+        .map(|(_, c)| c))
 }
 
 /// A torch tensor's shape, and its strides only when torch says it is not
@@ -568,7 +615,12 @@ pub fn torch_host<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> P
 /// [`torch_host`]'s reads: `Err` for an attribute torch cannot give (then
 /// DLPack decides), `Ok(None)` for a tensor that is not a float CPU one,
 /// `Ok(Some(Err))` for a layout error of ours (naming `arg`).
-fn torch_host_attrs<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<Option<PyResult<Borrowed<'py>>>> {
+fn torch_host_attrs<'py>(
+    obj: &Bound<'py, PyAny>,
+    arg: &str,
+    ndims: &[usize],
+    t: &TorchApi,
+) -> PyResult<Option<PyResult<Borrowed<'py>>>> {
     let py = obj.py();
     if obj.call_method0(pyo3::intern!(py, "get_device"))?.extract::<i64>()? != -1 {
         return Ok(None);
@@ -591,9 +643,13 @@ fn torch_host_attrs<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t:
         Err(e) => return Ok(Some(Err(e))),
     };
     let n: usize = shape.iter().product();
-    let ptr = if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { addr as usize as *const u8 };
+    let ptr =
+        if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { addr as usize as *const u8 };
     if n > 0 && (ptr.is_null() || (ptr as usize) % dtype.size() != 0) {
-        return Ok(Some(Err(ValueError(format!("{arg}: data pointer {ptr:p} is null or not aligned to {} bytes", dtype.size())))));
+        return Ok(Some(Err(ValueError(format!(
+            "{arg}: data pointer {ptr:p} is null or not aligned to {} bytes",
+            dtype.size()
+        )))));
     }
     // The tensor itself keeps the memory alive (as the capsule does on the DLPack path).
     Ok(Some(Ok(Borrowed { _capsule: obj.clone(), ptr, dtype, shape })))
@@ -612,11 +668,19 @@ fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyRes
 
 /// The attribute reads of [`torch_cuda`] once `obj` is known to be a torch
 /// tensor (also timed on a CPU tensor by `_bench_binding_pieces`).
-pub fn read_torch<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &TorchApi) -> PyResult<CudaBorrowed<'py>> {
+pub fn read_torch<'py>(
+    obj: &Bound<'py, PyAny>,
+    arg: &str,
+    ndims: &[usize],
+    t: &TorchApi,
+) -> PyResult<CudaBorrowed<'py>> {
     let py = obj.py();
     let Some(dtype) = torch_float(obj, t)? else {
         let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
-        return Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16 logits, got {}", dt.str()?)));
+        return Err(PyTypeError::new_err(format!(
+            "{arg}: expected float32, bfloat16 or float16 logits, got {}",
+            dt.str()?
+        )));
     };
     let (shape_i, strides) = torch_dims(obj)?;
     let shape = check_layout(arg, ndims, &shape_i, strides.as_deref())?;
@@ -633,7 +697,12 @@ pub fn read_torch<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], t: &
 /// that stream wait for its work). `None` when `obj` is not on a CUDA device.
 /// Checks: dtype float32 / bfloat16 / float16 (TypeError), `ndim` in
 /// `ndims`, row-major contiguous strides, alignment (ValueError).
-pub fn import_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], stream: u64) -> PyResult<Option<CudaBorrowed<'py>>> {
+pub fn import_cuda<'py>(
+    obj: &Bound<'py, PyAny>,
+    arg: &str,
+    ndims: &[usize],
+    stream: u64,
+) -> PyResult<Option<CudaBorrowed<'py>>> {
     if is_numpy(obj) {
         return Ok(None); // host memory, known without the probes below
     }
@@ -657,13 +726,18 @@ pub fn import_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize], str
         Ok(c) => c,
         Err(e) if e.is_instance_of::<PyTypeError>(py) => {
             kwargs.del_item("max_version")?;
-            method.call((), Some(&kwargs)).map_err(|e| ValueError(format!("{arg}: __dlpack__(stream=...) failed: {}", e.value(py))))?
+            method
+                .call((), Some(&kwargs))
+                .map_err(|e| ValueError(format!("{arg}: __dlpack__(stream=...) failed: {}", e.value(py))))?
         }
         Err(e) => return Err(ValueError(format!("{arg}: __dlpack__(stream=...) failed: {}", e.value(py)))),
     };
     let t = capsule_tensor(py, &capsule, arg)?;
     if t.device.device_type != dev.0 {
-        return Err(ValueError(format!("{arg}: __dlpack_device__ said device type {} but the capsule holds {}", dev.0, t.device.device_type)));
+        return Err(ValueError(format!(
+            "{arg}: __dlpack_device__ said device type {} but the capsule holds {}",
+            dev.0, t.device.device_type
+        )));
     }
     let dtype = cuda_dtype_dl(t.dtype, arg)?;
     let (shape_i, strides) = dl_shape(t, arg, ndims)?;
@@ -684,7 +758,9 @@ fn capsule_tensor<'c>(py: Python<'_>, capsule: &'c Bound<'_, PyAny>, arg: &str) 
     let raw = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), want.as_ptr()) };
     if raw.is_null() {
         let _ = PyErr::take(py);
-        return Err(PyTypeError::new_err(format!("{arg}: __dlpack__() did not return a \"dltensor\" or \"dltensor_versioned\" capsule")));
+        return Err(PyTypeError::new_err(format!(
+            "{arg}: __dlpack__() did not return a \"dltensor\" or \"dltensor_versioned\" capsule"
+        )));
     }
     // SAFETY: a live (versioned or legacy) managed tensor owned by the capsule, which outlives 'c.
     if versioned {

@@ -62,16 +62,19 @@ pub(crate) mod api_clock {
 
 use std::sync::{Mutex, OnceLock};
 
+use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::types::{PyList, PyModule, PyTuple};
 
 use sampler_host::engine::{EngineError, MtpInfoPool};
 use sampler_host::error::{BatchError, ConfigError};
 use sampler_host::sampler::ProcessedRows;
-use sampler_host::{BackendKind, DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams, StepOutput};
+use sampler_host::{
+    BackendKind, DraftDist, FilterOrder, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
+    StepOutput,
+};
 
 use dlpack::{Borrowed, Dtype};
 
@@ -153,7 +156,9 @@ fn f32_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<f32> {
         return Err(PyTypeError::new_err(format!("{arg} must be a float, got bool")));
     }
     // Rounded to nearest f32, as SAMPLER.md section 1 does for a caller's f64.
-    obj.extract::<f64>().map(|x| x as f32).map_err(|_| PyTypeError::new_err(format!("{arg} must be a float, got {}", type_name(obj))))
+    obj.extract::<f64>()
+        .map(|x| x as f32)
+        .map_err(|_| PyTypeError::new_err(format!("{arg} must be a float, got {}", type_name(obj))))
 }
 
 /// A 1-D sequence of ints: a DLPack array of any integer dtype, or a list / tuple.
@@ -164,8 +169,10 @@ fn i64_list(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<i64>> {
     if obj.is_instance_of::<pyo3::types::PyString>() {
         return Err(PyTypeError::new_err(format!("{arg} must be a sequence of ints, got str")));
     }
-    let items: Vec<Bound<'_, PyAny>> =
-        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a sequence of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> = obj
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{arg} must be a sequence of ints, got {}", type_name(obj))))?
+        .collect::<PyResult<_>>()?;
     items.iter().enumerate().map(|(i, x)| i64_arg(x, &format!("{arg}[{i}]"))).collect()
 }
 
@@ -183,8 +190,10 @@ fn f32_list(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<f32>> {
     if dlpack::is_dlpack(obj)? {
         return dlpack::import(obj, arg, &[1])?.to_f32_vec(arg);
     }
-    let items: Vec<Bound<'_, PyAny>> =
-        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a sequence of floats, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> = obj
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{arg} must be a sequence of floats, got {}", type_name(obj))))?
+        .collect::<PyResult<_>>()?;
     items.iter().enumerate().map(|(i, x)| f32_arg(x, &format!("{arg}[{i}]"))).collect()
 }
 
@@ -201,8 +210,15 @@ fn masks_arg(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
         }
         return Ok(if w == 0 { vec![Vec::new(); b.shape[0]] } else { words.chunks(w).map(|c| c.to_vec()).collect() });
     }
-    let rows: Vec<Bound<'_, PyAny>> =
-        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a [rows, words] array or a list of lists of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    let rows: Vec<Bound<'_, PyAny>> = obj
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{arg} must be a [rows, words] array or a list of lists of ints, got {}",
+                type_name(obj)
+            ))
+        })?
+        .collect::<PyResult<_>>()?;
     rows.iter()
         .enumerate()
         .map(|(j, row)| {
@@ -248,7 +264,8 @@ fn per_row<T: Clone>(
         }
         return Ok(v);
     }
-    let is_seq = dlpack::is_dlpack(obj)? && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).map_or(true, |n| n > 0)
+    let is_seq = dlpack::is_dlpack(obj)?
+        && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).map_or(true, |n| n > 0)
         || obj.is_instance_of::<PyList>()
         || obj.is_instance_of::<PyTuple>();
     if !is_seq {
@@ -318,11 +335,21 @@ impl PyStepOutput {
     fn new(inner: StepOutput, row_counts: Vec<usize>, torch: bool) -> PyStepOutput {
         PyStepOutput { inner, row_counts, torch, cache: std::array::from_fn(|_| PyOnceLock::new()) }
     }
-    fn cached(&self, py: Python<'_>, slot: usize, make: impl FnOnce(Out<'_>) -> PyResult<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    fn cached(
+        &self,
+        py: Python<'_>,
+        slot: usize,
+        make: impl FnOnce(Out<'_>) -> PyResult<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let out = Out { py, torch: self.torch };
         self.cache[slot].get_or_try_init(py, || make(out)).map(|x| x.clone_ref(py))
     }
-    fn rows_f32(&self, py: Python<'_>, slot: usize, f: impl Fn(&sampler_host::RowOutput) -> f32) -> PyResult<Py<PyAny>> {
+    fn rows_f32(
+        &self,
+        py: Python<'_>,
+        slot: usize,
+        f: impl Fn(&sampler_host::RowOutput) -> f32,
+    ) -> PyResult<Py<PyAny>> {
         self.cached(py, slot, |o| o.arr(self.inner.rows.iter().map(f).collect(), &[self.inner.rows.len()]))
     }
     fn top(&self) -> impl Iterator<Item = (i32, f32)> + '_ {
@@ -332,7 +359,12 @@ impl PyStepOutput {
             (0..k).map(move |c| row.top_logprobs.get(c).copied().unwrap_or((-1, f32::NEG_INFINITY)))
         })
     }
-    fn per_request<T: numpy::Element + Copy>(&self, py: Python<'_>, slot: usize, f: impl Fn(&sampler_host::RequestOutput) -> &[T]) -> PyResult<Py<PyAny>> {
+    fn per_request<T: numpy::Element + Copy>(
+        &self,
+        py: Python<'_>,
+        slot: usize,
+        f: impl Fn(&sampler_host::RequestOutput) -> &[T],
+    ) -> PyResult<Py<PyAny>> {
         self.cached(py, slot, |o| {
             let l = PyList::empty(py);
             for q in &self.inner.requests {
@@ -376,12 +408,16 @@ impl PyStepOutput {
     /// `[B]` int32: drafts accepted per request (verify requests), else 0.
     #[getter]
     fn accepted(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.cached(py, 5, |o| o.arr(self.inner.requests.iter().map(|q| q.accepted as i32).collect(), &[self.inner.requests.len()]))
+        self.cached(py, 5, |o| {
+            o.arr(self.inner.requests.iter().map(|q| q.accepted as i32).collect(), &[self.inner.requests.len()])
+        })
     }
     /// `[B]` bool: whether each request succeeded.
     #[getter]
     fn ok(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.cached(py, 6, |o| o.arr(self.inner.requests.iter().map(|q| q.status.is_ok()).collect(), &[self.inner.requests.len()]))
+        self.cached(py, 6, |o| {
+            o.arr(self.inner.requests.iter().map(|q| q.status.is_ok()).collect(), &[self.inner.requests.len()])
+        })
     }
     /// `[B + 1]` int64: request i owns rows `row_offsets[i]:row_offsets[i+1]`.
     #[getter]
@@ -454,7 +490,13 @@ impl PyStepOutput {
     }
     fn __repr__(&self) -> String {
         let bad = self.inner.requests.iter().filter(|r| r.status.is_err()).count();
-        format!("StepOutput(rows={}, requests={}, failed={}, top_logprobs_width={})", self.inner.rows.len(), self.inner.requests.len(), bad, self.inner.top_logprobs_width)
+        format!(
+            "StepOutput(rows={}, requests={}, failed={}, top_logprobs_width={})",
+            self.inner.rows.len(),
+            self.inner.requests.len(),
+            bad,
+            self.inner.top_logprobs_width
+        )
     }
 }
 
@@ -532,10 +574,14 @@ impl PySamplingParams {
             temperature: temperature.map(|x| f32_arg(x, "temperature")).transpose()?.unwrap_or(1.0),
             top_p: top_p.map(|x| f32_arg(x, "top_p")).transpose()?.unwrap_or(1.0),
             top_k: top_k.map(|x| i64_arg(x, "top_k")).transpose()?.unwrap_or(-1),
-            top_logprobs: u32::try_from(tl).map_err(|_| value_err(format!("top_logprobs must be in 0..=4294967295, got {tl}")))?,
+            top_logprobs: u32::try_from(tl)
+                .map_err(|_| value_err(format!("top_logprobs must be in 0..=4294967295, got {tl}")))?,
             seq_seed: seq_seed.filter(|s| !s.is_none()).map(|s| u64_arg(s, "seq_seed")).transpose()?,
             prompt_logprobs,
-            golden_token_ids: golden_token_ids.map(|g| ids_list(g, "golden_token_ids")).transpose()?.unwrap_or_default(),
+            golden_token_ids: golden_token_ids
+                .map(|g| ids_list(g, "golden_token_ids"))
+                .transpose()?
+                .unwrap_or_default(),
             min_p: min_p.map(|x| f32_arg(x, "min_p")).transpose()?.unwrap_or(0.0),
             filter_order,
             logprobs_mode,
@@ -571,7 +617,9 @@ impl PySamplingParams {
     }
     #[setter]
     fn set_prompt_logprobs(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.prompt_logprobs = v.extract::<bool>().map_err(|_| PyTypeError::new_err(format!("prompt_logprobs must be a bool, got {}", type_name(v))))?;
+        self.prompt_logprobs = v
+            .extract::<bool>()
+            .map_err(|_| PyTypeError::new_err(format!("prompt_logprobs must be a bool, got {}", type_name(v))))?;
         Ok(())
     }
     #[setter]
@@ -672,8 +720,10 @@ impl PyDraftDist {
 
 fn draft_dists_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<DraftDist>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(Vec::new()) };
-    let items: Vec<Bound<'_, PyAny>> =
-        obj.try_iter().map_err(|_| PyTypeError::new_err(format!("draft_dists must be a list of DraftDist, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> = obj
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("draft_dists must be a list of DraftDist, got {}", type_name(obj))))?
+        .collect::<PyResult<_>>()?;
     items
         .iter()
         .enumerate()
@@ -681,8 +731,12 @@ fn draft_dists_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<DraftDist>> {
             if let Ok(d) = d.cast::<PyDraftDist>() {
                 return Ok(d.get().inner.clone());
             }
-            let (ids, lps): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
-                d.extract().map_err(|_| PyTypeError::new_err(format!("draft_dists[{j}] must be a DraftDist or an (ids, logprobs) pair, got {}", type_name(d))))?;
+            let (ids, lps): (Bound<'_, PyAny>, Bound<'_, PyAny>) = d.extract().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "draft_dists[{j}] must be a DraftDist or an (ids, logprobs) pair, got {}",
+                    type_name(d)
+                ))
+            })?;
             let ids = ids_list(&ids, &format!("draft_dists[{j}].ids"))?;
             let logprobs = f32_list(&lps, &format!("draft_dists[{j}].logprobs"))?;
             if ids.len() != logprobs.len() {
@@ -710,12 +764,20 @@ fn tree_err(e: impl std::fmt::Display) -> PyErr {
 }
 
 fn u32_lists(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
-    let items: Vec<Bound<'_, PyAny>> = obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{arg} must be a list of lists of ints, got {}", type_name(obj))))?.collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> = obj
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{arg} must be a list of lists of ints, got {}", type_name(obj))))?
+        .collect::<PyResult<_>>()?;
     items
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            i64_list(p, &format!("{arg}[{i}]"))?.into_iter().map(|x| u32::try_from(x).map_err(|_| value_err(format!("{arg}[{i}]: {x} is not a rank (0..=4294967295)")))).collect()
+            i64_list(p, &format!("{arg}[{i}]"))?
+                .into_iter()
+                .map(|x| {
+                    u32::try_from(x).map_err(|_| value_err(format!("{arg}[{i}]: {x} is not a rank (0..=4294967295)")))
+                })
+                .collect()
         })
         .collect()
 }
@@ -724,12 +786,24 @@ fn u32_lists(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
 impl PyDraftTree {
     #[new]
     #[pyo3(signature = (parent, tokens, draft_dists=None, without_replacement=false))]
-    fn new(parent: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>, draft_dists: Option<&Bound<'_, PyAny>>, without_replacement: bool) -> PyResult<Self> {
+    fn new(
+        parent: &Bound<'_, PyAny>,
+        tokens: &Bound<'_, PyAny>,
+        draft_dists: Option<&Bound<'_, PyAny>>,
+        without_replacement: bool,
+    ) -> PyResult<Self> {
         let draft_dists = match draft_dists.filter(|d| !d.is_none()) {
             None => None,
             Some(d) => Some(draft_dists_arg(Some(d))?),
         };
-        Ok(PyDraftTree { inner: sampler_host::DraftTree { parent: ids_list(parent, "parent")?, tokens: ids_list(tokens, "tokens")?, draft_dists, without_replacement } })
+        Ok(PyDraftTree {
+            inner: sampler_host::DraftTree {
+                parent: ids_list(parent, "parent")?,
+                tokens: ids_list(tokens, "tokens")?,
+                draft_dists,
+                without_replacement,
+            },
+        })
     }
     /// A chain (section 6's verify as a tree): node i+1 is `drafts[i]`, child of node i.
     #[staticmethod]
@@ -760,8 +834,15 @@ impl PyDraftTree {
     }
     /// Parents from first-child / next-sibling arrays (`[M]` each, -1 = none).
     #[staticmethod]
-    fn parents_from_first_child_next_sibling(first_child: &Bound<'_, PyAny>, next_sibling: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
-        sampler_host::DraftTree::parents_from_first_child_next_sibling(&ids_list(first_child, "first_child")?, &ids_list(next_sibling, "next_sibling")?).map_err(tree_err)
+    fn parents_from_first_child_next_sibling(
+        first_child: &Bound<'_, PyAny>,
+        next_sibling: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<i32>> {
+        sampler_host::DraftTree::parents_from_first_child_next_sibling(
+            &ids_list(first_child, "first_child")?,
+            &ids_list(next_sibling, "next_sibling")?,
+        )
+        .map_err(tree_err)
     }
     /// Parents from rank paths (vLLM `speculative_token_tree`, Medusa / EAGLE-1 choices), root excluded.
     #[staticmethod]
@@ -773,24 +854,41 @@ impl PyDraftTree {
     fn parents_from_node_paths(m: &Bound<'_, PyAny>, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
         let m = usize_arg(m, "m")?;
         let items: Vec<Bound<'_, PyAny>> = paths.try_iter()?.collect::<PyResult<_>>()?;
-        let p: Vec<Vec<i32>> = items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
+        let p: Vec<Vec<i32>> =
+            items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
         sampler_host::DraftTree::parents_from_node_paths(m, &p).map_err(tree_err)
     }
     /// Parents from depths in DFS order (FlexFlow).
     #[staticmethod]
     fn parents_from_dfs_depths(depths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
-        let d: Vec<u32> = i64_list(depths, "dfs_depths")?.into_iter().map(|x| u32::try_from(x).map_err(|_| value_err(format!("dfs_depths: {x} is not a depth")))).collect::<PyResult<_>>()?;
+        let d: Vec<u32> = i64_list(depths, "dfs_depths")?
+            .into_iter()
+            .map(|x| u32::try_from(x).map_err(|_| value_err(format!("dfs_depths: {x} is not a depth"))))
+            .collect::<PyResult<_>>()?;
         sampler_host::DraftTree::parents_from_dfs_depths(&d).map_err(tree_err)
     }
     /// One distribution per internal node from per-child table rows (TensorRT-LLM `draftProbIndices`).
     #[staticmethod]
-    fn dists_from_child_rows(parent: &Bound<'_, PyAny>, child_row: &Bound<'_, PyAny>, table: &Bound<'_, PyAny>) -> PyResult<Vec<PyDraftDist>> {
+    fn dists_from_child_rows(
+        parent: &Bound<'_, PyAny>,
+        child_row: &Bound<'_, PyAny>,
+        table: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<PyDraftDist>> {
         let t = draft_dists_arg(Some(table))?;
-        let d = sampler_host::DraftTree::dists_from_child_rows(&ids_list(parent, "parent")?, &ids_list(child_row, "child_row")?, &t).map_err(tree_err)?;
+        let d = sampler_host::DraftTree::dists_from_child_rows(
+            &ids_list(parent, "parent")?,
+            &ids_list(child_row, "child_row")?,
+            &t,
+        )
+        .map_err(tree_err)?;
         Ok(d.into_iter().map(|inner| PyDraftDist { inner }).collect())
     }
     fn __repr__(&self) -> String {
-        format!("DraftTree(nodes={}, proposal={})", self.inner.nodes(), if self.inner.draft_dists.is_some() { "drafted" } else { "fixed" })
+        format!(
+            "DraftTree(nodes={}, proposal={})",
+            self.inner.nodes(),
+            if self.inner.draft_dists.is_some() { "drafted" } else { "fixed" }
+        )
     }
 }
 
@@ -818,7 +916,12 @@ impl PyRequest {
     /// `golden`: `[1]` teacher-forced token (-1 none); `masks`: `[1, ceil(V/32)]` bit mask.
     #[staticmethod]
     #[pyo3(signature = (params, seqlen_k, *, golden=None, masks=None))]
-    fn prefill(params: PyRef<'_, PySamplingParams>, seqlen_k: &Bound<'_, PyAny>, golden: Option<&Bound<'_, PyAny>>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn prefill(
+        params: PyRef<'_, PySamplingParams>,
+        seqlen_k: &Bound<'_, PyAny>,
+        golden: Option<&Bound<'_, PyAny>>,
+        masks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         finish(Request::prefill(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?), golden, masks)
     }
 
@@ -837,7 +940,13 @@ impl PyRequest {
         masks: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let drafts = drafts.filter(|d| !d.is_none()).map(|d| ids_list(d, "drafts")).transpose()?.unwrap_or_default();
-        let r = Request::decode(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, seqlen_q.map_or(Ok(1), |q| u64_arg(q, "seqlen_q"))?, drafts, draft_dists_arg(draft_dists)?);
+        let r = Request::decode(
+            params.to_rust(),
+            u64_arg(seqlen_k, "seqlen_k")?,
+            seqlen_q.map_or(Ok(1), |q| u64_arg(q, "seqlen_q"))?,
+            drafts,
+            draft_dists_arg(draft_dists)?,
+        );
         finish(r, golden, masks)
     }
 
@@ -854,7 +963,13 @@ impl PyRequest {
     ) -> PyResult<Self> {
         let drafts = ids_list(drafts, "drafts")?;
         let q = drafts.len() as u64 + 1;
-        let r = Request::decode(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, q, drafts, draft_dists_arg(Some(draft_dists))?);
+        let r = Request::decode(
+            params.to_rust(),
+            u64_arg(seqlen_k, "seqlen_k")?,
+            q,
+            drafts,
+            draft_dists_arg(Some(draft_dists))?,
+        );
         finish(r, golden, masks)
     }
 
@@ -871,8 +986,14 @@ impl PyRequest {
         masks: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let rows_v = u64_arg(rows, "rows")?;
-        let rows = u32::try_from(rows_v).map_err(|_| value_err(format!("rows must be in 0..=4294967295, got {rows_v}")))?;
-        let kind = RequestKind::Draft { seqlen_k: u64_arg(seqlen_k, "seqlen_k")?, seqlen_q: u64_arg(seqlen_q, "seqlen_q")?, last_valid_offset: u64_arg(last_valid_offset, "last_valid_offset")?, rows };
+        let rows =
+            u32::try_from(rows_v).map_err(|_| value_err(format!("rows must be in 0..=4294967295, got {rows_v}")))?;
+        let kind = RequestKind::Draft {
+            seqlen_k: u64_arg(seqlen_k, "seqlen_k")?,
+            seqlen_q: u64_arg(seqlen_q, "seqlen_q")?,
+            last_valid_offset: u64_arg(last_valid_offset, "last_valid_offset")?,
+            rows,
+        };
         finish(Request { params: params.to_rust(), kind, golden: Vec::new(), masks: None }, None, masks)
     }
 
@@ -880,7 +1001,11 @@ impl PyRequest {
     /// is the next prompt token (-1 = none). No token is drawn.
     #[staticmethod]
     #[pyo3(signature = (params, targets, *, masks=None))]
-    fn prompt_logprobs(params: PyRef<'_, PySamplingParams>, targets: &Bound<'_, PyAny>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn prompt_logprobs(
+        params: PyRef<'_, PySamplingParams>,
+        targets: &Bound<'_, PyAny>,
+        masks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let mut p = params.to_rust();
         p.prompt_logprobs = true;
         let kind = RequestKind::PromptLogprobs { targets: ids_list(targets, "targets")? };
@@ -892,7 +1017,13 @@ impl PyRequest {
     /// (11.7). The accepted path is `StepOutput.paths`.
     #[staticmethod]
     #[pyo3(signature = (params, seqlen_k, tree, *, golden=None, masks=None))]
-    fn tree(params: PyRef<'_, PySamplingParams>, seqlen_k: &Bound<'_, PyAny>, tree: PyRef<'_, PyDraftTree>, golden: Option<&Bound<'_, PyAny>>, masks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn tree(
+        params: PyRef<'_, PySamplingParams>,
+        seqlen_k: &Bound<'_, PyAny>,
+        tree: PyRef<'_, PyDraftTree>,
+        golden: Option<&Bound<'_, PyAny>>,
+        masks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         finish(Request::tree(params.to_rust(), u64_arg(seqlen_k, "seqlen_k")?, tree.inner.clone()), golden, masks)
     }
 
@@ -935,7 +1066,12 @@ impl<'py> Logits<'py> {
             Dtype::F32 => None,
             // Host widening until the device API lands (exact for f16 / bf16).
             Dtype::F16 | Dtype::Bf16 => Some(b.to_f32_vec(arg)?),
-            d => return Err(PyTypeError::new_err(format!("{arg}: expected float32, bfloat16 or float16, got {}", d.name()))),
+            d => {
+                return Err(PyTypeError::new_err(format!(
+                    "{arg}: expected float32, bfloat16 or float16, got {}",
+                    d.name()
+                )))
+            }
         };
         Ok(Logits { b, widened })
     }
@@ -995,7 +1131,8 @@ impl<'py> ReqBatch<'py> {
         // and `Vec`s; keep it so, or clone here), so the
         // originals are never written or dropped while `_keep` holds them; the copies are only
         // read through `&[Request]` and never dropped (`ManuallyDrop`), so nothing is freed twice.
-        let copies = keep.iter().map(|r| std::mem::ManuallyDrop::new(unsafe { std::ptr::read(&r.get().inner) })).collect();
+        let copies =
+            keep.iter().map(|r| std::mem::ManuallyDrop::new(unsafe { std::ptr::read(&r.get().inner) })).collect();
         ReqBatch { _keep: keep, copies }
     }
 }
@@ -1009,7 +1146,9 @@ impl std::ops::Deref for ReqBatch<'_> {
 }
 
 fn requests_arg<'py>(requests: &Bound<'py, PyAny>) -> PyResult<ReqBatch<'py>> {
-    let bad = |i: usize, r: &Bound<'_, PyAny>| PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)));
+    let bad = |i: usize, r: &Bound<'_, PyAny>| {
+        PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)))
+    };
     // Fast path for the usual list.
     if let Ok(list) = requests.cast::<PyList>() {
         let mut keep = Vec::with_capacity(list.len());
@@ -1018,9 +1157,15 @@ fn requests_arg<'py>(requests: &Bound<'py, PyAny>) -> PyResult<ReqBatch<'py>> {
         }
         return Ok(ReqBatch::new(keep));
     }
-    let items: Vec<Bound<'_, PyAny>> =
-        requests.try_iter().map_err(|_| PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests))))?.collect::<PyResult<_>>()?;
-    let keep = items.into_iter().enumerate().map(|(i, r)| r.cast_into::<PyRequest>().map_err(|e| bad(i, &e.into_inner()))).collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> = requests
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests))))?
+        .collect::<PyResult<_>>()?;
+    let keep = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.cast_into::<PyRequest>().map_err(|e| bad(i, &e.into_inner())))
+        .collect::<PyResult<_>>()?;
     Ok(ReqBatch::new(keep))
 }
 
@@ -1057,7 +1202,14 @@ impl PySampler {
     /// when a forced backend is unavailable.
     #[new]
     #[pyo3(signature = (vocab_size, *, force_topk=None, nextn=None, backend="auto", reuse_outputs=false))]
-    fn new(py: Python<'_>, vocab_size: &Bound<'_, PyAny>, force_topk: Option<&Bound<'_, PyAny>>, nextn: Option<&Bound<'_, PyAny>>, backend: &str, reuse_outputs: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        vocab_size: &Bound<'_, PyAny>,
+        force_topk: Option<&Bound<'_, PyAny>>,
+        nextn: Option<&Bound<'_, PyAny>>,
+        backend: &str,
+        reuse_outputs: bool,
+    ) -> PyResult<Self> {
         let cfg = SamplerConfig {
             vocab_size: u32_opt(Some(vocab_size), "vocab_size", 0)?,
             force_topk: u32_opt(force_topk, "force_topk", 0)?,
@@ -1085,16 +1237,27 @@ impl PySampler {
     /// ValueError with host logits.
     /// A bad request only gets an error status.
     #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
-    fn sample(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) -> PyResult<Py<PyAny>> {
+    fn sample(
+        &self,
+        py: Python<'_>,
+        logits: &Bound<'_, PyAny>,
+        requests: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+        out: Option<&Bound<'_, cuda::CudaStepOutput>>,
+    ) -> PyResult<Py<PyAny>> {
         if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
             if c.vocab() != self.cfg.vocab_size as usize {
-                return Err(value_err(format!("logits: expected shape [R, vocab_size = {}], got {:?}", self.cfg.vocab_size, c.t.shape)));
+                return Err(value_err(format!(
+                    "logits: expected shape [R, vocab_size = {}], got {:?}",
+                    self.cfg.vocab_size, c.t.shape
+                )));
             }
             let reqs = requests_arg(requests)?;
             let mut guard = self.lock_gil(py);
             // Never blocks: the GIL is held, so a pool lock held elsewhere is a re-entrant call.
             let mut pool = self.pool.as_ref().and_then(|p| p.try_lock().ok());
-            let (flat, segs, rkg) = cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()), pool.as_deref_mut())?;
+            let (flat, segs, rkg) =
+                cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()), pool.as_deref_mut())?;
             drop(pool);
             drop(guard);
             if let Some(o) = out {
@@ -1135,7 +1298,13 @@ impl PySampler {
     /// the logits rows `rows`: `(output, ids [len(rows), N] int32,
     /// logprobs [len(rows), N] float32)` in the order of section 3.6 (-inf
     /// for removed candidates). Used to fill the MTP info pool from draft draws.
-    fn sample_with_processed(&self, py: Python<'_>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>) -> PyResult<(PyStepOutput, Py<PyAny>, Py<PyAny>)> {
+    fn sample_with_processed(
+        &self,
+        py: Python<'_>,
+        logits: &Bound<'_, PyAny>,
+        requests: &Bound<'_, PyAny>,
+        rows: &Bound<'_, PyAny>,
+    ) -> PyResult<(PyStepOutput, Py<PyAny>, Py<PyAny>)> {
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
         let reqs = requests_arg(requests)?;
@@ -1179,7 +1348,10 @@ impl PySampler {
         self.backend
     }
     fn __repr__(&self) -> String {
-        format!("Sampler(vocab_size={}, force_topk={}, nextn={}, backend={:?})", self.cfg.vocab_size, self.cfg.force_topk, self.cfg.nextn, self.backend)
+        format!(
+            "Sampler(vocab_size={}, force_topk={}, nextn={}, backend={:?})",
+            self.cfg.vocab_size, self.cfg.force_topk, self.cfg.nextn, self.backend
+        )
     }
 }
 
@@ -1197,7 +1369,13 @@ fn cached() -> &'static Mutex<Cached> {
 
 /// The index of the cached sampler for (V, force_topk, backend) in `list`, made when missing
 /// (by `make`, which may release the GIL).
-fn cached_index(list: &mut Cached, vocab: u32, force_topk: u32, kind: BackendKind, make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>) -> PyResult<usize> {
+fn cached_index(
+    list: &mut Cached,
+    vocab: u32,
+    force_topk: u32,
+    kind: BackendKind,
+    make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>,
+) -> PyResult<usize> {
     if let Some(i) = list.iter().position(|(v, n, k, _)| (*v, *n, *k) == (vocab, force_topk, kind)) {
         return Ok(i);
     }
@@ -1207,8 +1385,17 @@ fn cached_index(list: &mut Cached, vocab: u32, force_topk: u32, kind: BackendKin
 }
 
 /// Runs `reqs` on the cached sampler for (V, force_topk, backend) with the GIL released.
-fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data: &[f32], reqs: &[Request], processed: Option<&[usize]>) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
-    let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
+fn run_cached(
+    py: Python<'_>,
+    vocab: usize,
+    force_topk: u32,
+    backend: &str,
+    data: &[f32],
+    reqs: &[Request],
+    processed: Option<&[usize]>,
+) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
+    let vocab = u32::try_from(vocab)
+        .map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
     py.detach(|| -> PyResult<_> {
         let mut list = cached().lock().unwrap_or_else(|p| p.into_inner());
@@ -1230,8 +1417,15 @@ fn run_cached(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, data
 }
 
 /// Runs `f` on the cached sampler for (V, force_topk, backend), holding the GIL (CUDA steps only enqueue).
-fn with_cached<T>(py: Python<'_>, vocab: usize, force_topk: u32, backend: &str, f: impl FnOnce(&mut Sampler) -> PyResult<T>) -> PyResult<T> {
-    let vocab = u32::try_from(vocab).map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
+fn with_cached<T>(
+    py: Python<'_>,
+    vocab: usize,
+    force_topk: u32,
+    backend: &str,
+    f: impl FnOnce(&mut Sampler) -> PyResult<T>,
+) -> PyResult<T> {
+    let vocab = u32::try_from(vocab)
+        .map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
     let m = cached();
     // As `PySampler::lock_gil`: never block on the lock while holding the GIL.
@@ -1285,7 +1479,14 @@ fn row_params(
         temperature: per_row(temperature, 1.0f32, r, "temperature", f32_arg, f32_list)?,
         top_p: per_row(top_p, 1.0f32, r, "top_p", f32_arg, f32_list)?,
         top_k: per_row(top_k, -1i64, r, "top_k", i64_arg, i64_list)?,
-        seed: per_row(seed, None, r, "seed", |o, a| u64_arg(o, a).map(Some), |o, a| u64_list(o, a).map(|v| v.into_iter().map(Some).collect()))?,
+        seed: per_row(
+            seed,
+            None,
+            r,
+            "seed",
+            |o, a| u64_arg(o, a).map(Some),
+            |o, a| u64_list(o, a).map(|v| v.into_iter().map(Some).collect()),
+        )?,
         position: per_row(positions, 0u64, r, "positions", u64_arg, u64_list)?,
     })
 }
@@ -1342,7 +1543,8 @@ fn top_k_top_p_sampling_from_logits(
         let reqs = row_params(r, top_k, top_p, temperature, seed, positions)?.requests(top_logprobs);
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
         // No output pool: its reference checks cost more than torch's allocator (run 13).
-        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None, None))?;
+        let (flat, segs, rkg) =
+            with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None, None))?;
         if return_logprobs {
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
         }
@@ -1408,7 +1610,9 @@ fn verify(
     let ids = d.to_i64_vec("draft_ids")?;
     let want_rows = b * m;
     if lshape.len() == 3 && (lshape[0] != b || lshape[1] != m) {
-        return Err(value_err(format!("target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {lshape:?}")));
+        return Err(value_err(format!(
+            "target_logits: expected shape [B = {b}, m = {m}, V] for draft_ids of shape [{b}, {nd}], got {lshape:?}"
+        )));
     }
     if lrows != want_rows {
         return Err(value_err(format!("target_logits: expected B * m = {b} * {m} = {want_rows} rows for draft_ids of shape [{b}, {nd}], got {lshape:?}")));
@@ -1429,7 +1633,10 @@ fn verify(
         Some(o) => {
             let di = dlpack::import(o, "draft_dist_ids", &[3])?;
             if di.shape != dl.shape {
-                return Err(value_err(format!("draft_dist_ids: expected the shape of draft_logprobs {:?}, got {:?}", dl.shape, di.shape)));
+                return Err(value_err(format!(
+                    "draft_dist_ids: expected the shape of draft_logprobs {:?}, got {:?}",
+                    dl.shape, di.shape
+                )));
             }
             Some(di.to_i64_vec("draft_dist_ids")?)
         }
@@ -1441,7 +1648,10 @@ fn verify(
         let mut dists = Vec::with_capacity(nd);
         for j in 0..nd {
             let x = ids[i * nd + j];
-            drafts.push(i32::try_from(x).map_err(|_| value_err(format!("draft_ids[{i}][{j}] = {x} is not a token id (int32)")))?);
+            drafts.push(
+                i32::try_from(x)
+                    .map_err(|_| value_err(format!("draft_ids[{i}][{j}] = {x} is not a token id (int32)")))?,
+            );
             let base = (i * nd + j) * w;
             let mut dist = DraftDist::default();
             for c in 0..w {
@@ -1453,16 +1663,21 @@ fn verify(
                     None => c as i64,
                     Some(ci) => ci[base + c],
                 };
-                dist.ids.push(i32::try_from(id).map_err(|_| value_err(format!("draft_dist_ids[{i}][{j}][{c}] = {id} is not a token id (int32)")))?);
+                dist.ids.push(i32::try_from(id).map_err(|_| {
+                    value_err(format!("draft_dist_ids[{i}][{j}][{c}] = {id} is not a token id (int32)"))
+                })?);
                 dist.logprobs.push(lp);
             }
             dists.push(dist);
         }
-        let seqlen_k = p.position[i].checked_add(nd as u64).ok_or_else(|| value_err(format!("positions[{i}] = {} is too large", p.position[i])))?;
+        let seqlen_k = p.position[i]
+            .checked_add(nd as u64)
+            .ok_or_else(|| value_err(format!("positions[{i}] = {} is too large", p.position[i])))?;
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
     if let Some(c) = &cl {
-        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None, None))?;
+        let (flat, segs, rkg) =
+            with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None, None))?;
         return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
     }
     let l = hl.expect("host logits");
@@ -1524,7 +1739,13 @@ fn top_k_top_p_renorm_logprobs(
 /// Dense renormalised probabilities `[R, V]` of probs `[R, V]` after top-k /
 /// top-p: section 3 with logits `ln(probs)` and temperature 1, so the order
 /// and ties are the spec's (probs compared via their logs).
-fn renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: Option<&Bound<'_, PyAny>>, top_p: Option<&Bound<'_, PyAny>>, backend: &str) -> PyResult<Py<PyAny>> {
+fn renorm_probs(
+    py: Python<'_>,
+    probs: &Bound<'_, PyAny>,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    backend: &str,
+) -> PyResult<Py<PyAny>> {
     let b = dlpack::import(probs, "probs", &[2])?;
     let mut logs = b.to_f32_vec("probs")?;
     for x in logs.iter_mut() {
@@ -1552,7 +1773,12 @@ fn renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: Option<&Bound<'
 /// section 3 with logits ln(probs)). `top_k`: scalar or `[R]`, -1 = off.
 #[pyfunction]
 #[pyo3(signature = (probs, top_k, *, backend="auto"))]
-fn top_k_renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: &Bound<'_, PyAny>, backend: &str) -> PyResult<Py<PyAny>> {
+fn top_k_renorm_probs(
+    py: Python<'_>,
+    probs: &Bound<'_, PyAny>,
+    top_k: &Bound<'_, PyAny>,
+    backend: &str,
+) -> PyResult<Py<PyAny>> {
     renorm_probs(py, probs, Some(top_k), None, backend)
 }
 
@@ -1561,7 +1787,12 @@ fn top_k_renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_k: &Bound<'_
 /// through SAMPLER.md section 3). `top_p`: scalar or `[R]` in (0, 1].
 #[pyfunction]
 #[pyo3(signature = (probs, top_p, *, backend="auto"))]
-fn top_p_renorm_probs(py: Python<'_>, probs: &Bound<'_, PyAny>, top_p: &Bound<'_, PyAny>, backend: &str) -> PyResult<Py<PyAny>> {
+fn top_p_renorm_probs(
+    py: Python<'_>,
+    probs: &Bound<'_, PyAny>,
+    top_p: &Bound<'_, PyAny>,
+    backend: &str,
+) -> PyResult<Py<PyAny>> {
     renorm_probs(py, probs, None, Some(top_p), backend)
 }
 
@@ -1584,9 +1815,16 @@ impl PyMtpInfoPool {
     /// `n >= vocab` means force top-k off (N = V). Raises ValueError for zero
     /// sizes, negative ints or a pool too large to allocate (naming the argument).
     #[new]
-    fn new(max_num_seqs: &Bound<'_, PyAny>, nextn: &Bound<'_, PyAny>, n: &Bound<'_, PyAny>, vocab: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn new(
+        max_num_seqs: &Bound<'_, PyAny>,
+        nextn: &Bound<'_, PyAny>,
+        n: &Bound<'_, PyAny>,
+        vocab: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         let (m, k) = (usize_arg(max_num_seqs, "max_num_seqs")?, usize_arg(nextn, "nextn")?);
-        Ok(PyMtpInfoPool { inner: MtpInfoPool::new(m, k, usize_arg(n, "n")?, usize_arg(vocab, "vocab")?).map_err(engine_err)? })
+        Ok(PyMtpInfoPool {
+            inner: MtpInfoPool::new(m, k, usize_arg(n, "n")?, usize_arg(vocab, "vocab")?).map_err(engine_err)?,
+        })
     }
     /// A free slot, or None when all are in use.
     fn alloc(&mut self) -> Option<usize> {
@@ -1599,7 +1837,13 @@ impl PyMtpInfoPool {
     }
     /// Stores the processed top-N distribution (`ids`, `logprobs`: N each)
     /// that proposed draft `i` (0-based) of `slot`. ValueError on bad sizes.
-    fn write(&mut self, slot: &Bound<'_, PyAny>, i: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>, logprobs: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn write(
+        &mut self,
+        slot: &Bound<'_, PyAny>,
+        i: &Bound<'_, PyAny>,
+        ids: &Bound<'_, PyAny>,
+        logprobs: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let (slot, i) = (usize_arg(slot, "slot")?, usize_arg(i, "i")?);
         let ids = ids_list(ids, "ids")?;
         let lps = f32_list(logprobs, "logprobs")?;
@@ -1661,7 +1905,13 @@ fn golden_files(dir: std::path::PathBuf) -> Vec<String> {
 /// (`iters` steps, after the import and the request conversion): the Python
 /// call's time minus this is the binding overhead.
 #[pyfunction]
-fn _bench_rust_step(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<f64> {
+fn _bench_rust_step(
+    py: Python<'_>,
+    sampler: &Bound<'_, PySampler>,
+    logits: &Bound<'_, PyAny>,
+    requests: &Bound<'_, PyAny>,
+    iters: usize,
+) -> PyResult<f64> {
     let l = Logits::import(logits, "logits", &[2])?;
     let reqs = requests_arg(requests)?;
     let s = sampler.get();
@@ -1692,7 +1942,12 @@ fn _bench_convert_requests(requests: &Bound<'_, PyAny>, iters: usize) -> PyResul
 /// and argument parsing of a call, timed from Python (`bench/binding_profile.py`).
 #[pyfunction]
 #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
-fn _bench_dispatch(logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>, out: Option<&Bound<'_, cuda::CudaStepOutput>>) {
+fn _bench_dispatch(
+    logits: &Bound<'_, PyAny>,
+    requests: &Bound<'_, PyAny>,
+    stream: Option<&Bound<'_, PyAny>>,
+    out: Option<&Bound<'_, cuda::CudaStepOutput>>,
+) {
     let _ = (logits, requests, stream, out);
 }
 
@@ -1714,7 +1969,13 @@ fn _bench_api_ns() -> u64 {
 /// synchronised between steps, untimed. The Python call's host time minus
 /// this is the binding overhead.
 #[pyfunction]
-fn _bench_rust_step_cuda(py: Python<'_>, sampler: &Bound<'_, PySampler>, logits: &Bound<'_, PyAny>, requests: &Bound<'_, PyAny>, iters: usize) -> PyResult<Vec<f64>> {
+fn _bench_rust_step_cuda(
+    py: Python<'_>,
+    sampler: &Bound<'_, PySampler>,
+    logits: &Bound<'_, PyAny>,
+    requests: &Bound<'_, PyAny>,
+    iters: usize,
+) -> PyResult<Vec<f64>> {
     let c = cuda::import(logits, "logits", &[2], None)?.ok_or_else(|| value_err("logits: expected a CUDA tensor"))?;
     let reqs = requests_arg(requests)?;
     let s = sampler.get();
@@ -1804,10 +2065,14 @@ fn _bench_binding_pieces(
         pool.keep(py, &cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?, (0, 0), bytes.max(16), false);
         let t = std::time::Instant::now();
         for _ in 0..n {
-            let got = pool.take(py, (0, 0), bytes.max(16), false).ok_or_else(|| value_err("the pool gave no buffer back"))?;
+            let got =
+                pool.take(py, (0, 0), bytes.max(16), false).ok_or_else(|| value_err("the pool gave no buffer back"))?;
             std::hint::black_box(got);
         }
-        out.push(("output pool (reuse_outputs=True): a free buffer taken back, its checks (CPU tensor)".into(), per(t)));
+        out.push((
+            "output pool (reuse_outputs=True): a free buffer taken back, its checks (CPU tensor)".into(),
+            per(t),
+        ));
         let flat = cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?;
         let t = std::time::Instant::now();
         for _ in 0..n {
@@ -1818,10 +2083,16 @@ fn _bench_binding_pieces(
         let t = std::time::Instant::now();
         for _ in 0..n {
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-            std::hint::black_box(Py::new(py, cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), counts))?);
+            std::hint::black_box(Py::new(
+                py,
+                cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), counts),
+            )?);
         }
         out.push(("result object (CudaStepOutput)".into(), per(t)));
-        let res = Py::new(py, cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), reqs.iter().map(Request::rows).collect()))?;
+        let res = Py::new(
+            py,
+            cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), reqs.iter().map(Request::rows).collect()),
+        )?;
         let t = std::time::Instant::now();
         for _ in 0..n {
             std::hint::black_box(res.bind(py).clone().into_any().unbind());

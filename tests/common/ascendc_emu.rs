@@ -81,7 +81,9 @@ pub fn cxx_scalar(p: Prim) -> &'static str {
 /// The emulation driver: every kernel source, and a `main` that loads the
 /// arguments from a file, runs `blocks` cores in turn and writes the GM buffers back.
 pub fn driver_source(dir: &Path, kernels: &[&KernelSpec]) -> String {
-    let mut s = String::from("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <vector>\n#include <string>\n");
+    let mut s = String::from(
+        "#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <vector>\n#include <string>\n",
+    );
     for k in kernels {
         let f = dir.join(format!("{}.cpp", k.name));
         std::fs::write(&f, k.ascendc.unwrap()).unwrap();
@@ -133,7 +135,13 @@ int main(int argc, char **argv) {
                 })
                 .chain(std::iter::once(format!("sc<uint32_t>({})", k.params.len())))
                 .collect();
-            s += &format!("    if (name == \"{}\" && tile == {}) {{ found = true; {}({}); }}\n", k.name, v.tile, v.entry, args.join(", "));
+            s += &format!(
+                "    if (name == \"{}\" && tile == {}) {{ found = true; {}({}); }}\n",
+                k.name,
+                v.tile,
+                v.entry,
+                args.join(", ")
+            );
         }
     }
     s += r#"    AscendC::emu::end_block();
@@ -312,18 +320,28 @@ pub fn run_both(name: &str, tile: u32, programs: u32, args: &[Val]) -> Result<(V
 }
 
 /// [`run_both`] in the given numerics mode, on `min(programs, 3)` emulated cores.
-pub fn run_both_in(numerics: Numerics, name: &str, tile: u32, programs: u32, args: &[Val]) -> Result<(Vec<Val>, Vec<Val>), String> {
+pub fn run_both_in(
+    numerics: Numerics,
+    name: &str,
+    tile: u32,
+    programs: u32,
+    args: &[Val],
+) -> Result<(Vec<Val>, Vec<Val>), String> {
     let spec = registry::find(name).ok_or("unknown kernel")?;
     let mut cpu = args.to_vec();
-    let dyn_args: Vec<Arg> =
-        cpu.iter_mut().zip(spec.params).map(|(v, p)| logits_arg(p.kind, v.arg(matches!(p.kind, ParamKind::GmMut(_))))).collect();
+    let dyn_args: Vec<Arg> = cpu
+        .iter_mut()
+        .zip(spec.params)
+        .map(|(v, p)| logits_arg(p.kind, v.arg(matches!(p.kind, ParamKind::GmMut(_)))))
+        .collect();
     for prog in 0..programs {
         // SAFETY: the buffers are sized for the kernel's shapes; one program at a time.
         unsafe { (spec.cpu)(prog, &dyn_args).map_err(|e| e.to_string())? };
     }
     let bin = driver().ok_or("no g++")?;
     let dir = work_dir();
-    let tag = format!("{name}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    let tag =
+        format!("{name}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
     let (fin, fout) = (dir.join(format!("{tag}.in")), dir.join(format!("{tag}.out")));
     let mut bytes = Vec::new();
     bytes.extend_from_slice(&(args.len() as u32 + 1).to_le_bytes());
@@ -343,7 +361,11 @@ pub fn run_both_in(numerics: Numerics, name: &str, tile: u32, programs: u32, arg
         .output()
         .map_err(|e| e.to_string())?;
     if !o.status.success() {
-        return Err(format!("emulated {name} (tile {tile}) failed: {}\n{}", o.status, String::from_utf8_lossy(&o.stderr)));
+        return Err(format!(
+            "emulated {name} (tile {tile}) failed: {}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        ));
     }
     let out = std::fs::read(&fout).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&fin);
@@ -375,7 +397,15 @@ pub fn tile_for(name: &str, n: u32) -> u32 {
 }
 
 /// Runs `kernel` from `bin` on `blocks` emulated cores; (exit code, stderr).
-pub fn run_driver(bin: &Path, dir: &Path, kernel: &str, tile: u32, blocks: u32, args: &[Val], env: &[(&str, &str)]) -> (Option<i32>, String) {
+pub fn run_driver(
+    bin: &Path,
+    dir: &Path,
+    kernel: &str,
+    tile: u32,
+    blocks: u32,
+    args: &[Val],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
     let mut input = Vec::new();
     input.extend_from_slice(&(args.len() as u32).to_le_bytes());
     for a in args {
@@ -383,6 +413,14 @@ pub fn run_driver(bin: &Path, dir: &Path, kernel: &str, tile: u32, blocks: u32, 
     }
     let fin = dir.join(format!("{kernel}.in"));
     std::fs::write(&fin, input).unwrap();
-    let o = Command::new(bin).arg(kernel).arg(tile.to_string()).arg(blocks.to_string()).arg(&fin).arg(dir.join(format!("{kernel}.out"))).envs(env.iter().copied()).output().unwrap();
+    let o = Command::new(bin)
+        .arg(kernel)
+        .arg(tile.to_string())
+        .arg(blocks.to_string())
+        .arg(&fin)
+        .arg(dir.join(format!("{kernel}.out")))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string())
 }

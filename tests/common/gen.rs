@@ -75,7 +75,12 @@ fn draw_child(rng: &mut Rng, v: usize, q: &DraftDist, removed: &[i32]) -> i32 {
     if rng.chance(0.1) {
         return if rng.chance(0.5) { -1 } else { rng.below(v) as i32 };
     }
-    let w: Vec<f64> = q.ids.iter().zip(&q.logprobs).map(|(t, lp)| if removed.contains(t) { 0.0 } else { (*lp as f64).exp() }).collect();
+    let w: Vec<f64> = q
+        .ids
+        .iter()
+        .zip(&q.logprobs)
+        .map(|(t, lp)| if removed.contains(t) { 0.0 } else { (*lp as f64).exp() })
+        .collect();
     let total: f64 = w.iter().sum();
     if total <= 0.0 {
         return rng.below(v) as i32;
@@ -96,10 +101,21 @@ fn draw_child(rng: &mut Rng, v: usize, q: &DraftDist, removed: &[i32]) -> i32 {
 /// placeholders; children drawn from their node's distribution as declared.
 pub fn random_tree(rng: &mut Rng, v: usize, m: usize, rows: &dyn Fn(usize) -> Vec<f32>) -> sampler_host::DraftTree {
     let chain = rng.chance(0.25);
-    let parent: Vec<i32> = (0..m).map(|n| if n == 0 { -1 } else if chain { n as i32 - 1 } else { rng.below(n) as i32 }).collect();
+    let parent: Vec<i32> = (0..m)
+        .map(|n| {
+            if n == 0 {
+                -1
+            } else if chain {
+                n as i32 - 1
+            } else {
+                rng.below(n) as i32
+            }
+        })
+        .collect();
     let mode = rng.below(3);
     let internal: Vec<bool> = (0..m).map(|c| parent.contains(&(c as i32))).collect();
-    let dists: Vec<Option<DraftDist>> = (0..m).map(|c| (mode > 0 && internal[c]).then(|| random_draft_dist(rng, v, &rows(c)).1)).collect();
+    let dists: Vec<Option<DraftDist>> =
+        (0..m).map(|c| (mode > 0 && internal[c]).then(|| random_draft_dist(rng, v, &rows(c)).1)).collect();
     let mut tokens = vec![-1i32; m.saturating_sub(1)];
     for c in 0..m {
         let mut removed = Vec::new();
@@ -114,8 +130,13 @@ pub fn random_tree(rng: &mut Rng, v: usize, m: usize, rows: &dyn Fn(usize) -> Ve
                 None => {
                     let r = rows(c);
                     let mut order: Vec<usize> = (0..v).collect();
-                    order.sort_by(|&a, &b| r[b].partial_cmp(&r[a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
-                    if rng.chance(0.7) { order[removed.len().min(v - 1)] as i32 } else { rng.below(v) as i32 }
+                    order
+                        .sort_by(|&a, &b| r[b].partial_cmp(&r[a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+                    if rng.chance(0.7) {
+                        order[removed.len().min(v - 1)] as i32
+                    } else {
+                        rng.below(v) as i32
+                    }
                 }
             };
             removed.push(t);
@@ -187,7 +208,14 @@ fn random_params(rng: &mut Rng, n: usize, v: usize, err: bool) -> SamplingParams
         }
     };
     let top_logprobs = if rng.chance(0.4) { 0 } else { rng.range(0, n.min(6) as u64 + 1) as u32 };
-    let mut p = SamplingParams { temperature, top_p: top_p.min(1.0), top_k, top_logprobs, seq_seed: Some(rng.next_u64()), ..Default::default() };
+    let mut p = SamplingParams {
+        temperature,
+        top_p: top_p.min(1.0),
+        top_k,
+        top_logprobs,
+        seq_seed: Some(rng.next_u64()),
+        ..Default::default()
+    };
     // Section 10: min-p, the filter order and the logprobs mode.
     if rng.chance(0.35) {
         let free = rng.f64() as f32;
@@ -226,7 +254,13 @@ fn random_draft_dist(rng: &mut Rng, v: usize, target: &[f32]) -> (i32, DraftDist
     let temp = rng.pick(&[0.3, 1.0, 2.0]);
     let x: Vec<f64> = ids
         .iter()
-        .map(|&t| if like_target && target[t].is_finite() { target[t] as f64 / temp + rng.normal() * 0.3 } else { rng.normal() * 2.0 })
+        .map(|&t| {
+            if like_target && target[t].is_finite() {
+                target[t] as f64 / temp + rng.normal() * 0.3
+            } else {
+                rng.normal() * 2.0
+            }
+        })
         .collect();
     let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let lse = m + x.iter().map(|xi| (xi - m).exp()).sum::<f64>().ln();
@@ -309,8 +343,15 @@ pub fn random_step(rng: &mut Rng, vocab: usize, force_topk: usize, max_requests:
                 RequestKind::Decode { seqlen_k, seqlen_q: rows as u64, drafts, draft_dists: dists }
             }
             4 => RequestKind::Tree { seqlen_k, tree: random_tree(rng, v, rows, &|j| row(j, &logits)) },
-            2 => RequestKind::Draft { seqlen_k, seqlen_q: rng.range(1, 7).min(seqlen_k.max(1)), last_valid_offset: rng.range(0, 6), rows: rows as u32 },
-            _ => RequestKind::PromptLogprobs { targets: (0..rows).map(|_| if rng.chance(0.8) { rng.below(v) as i32 } else { -1 }).collect() },
+            2 => RequestKind::Draft {
+                seqlen_k,
+                seqlen_q: rng.range(1, 7).min(seqlen_k.max(1)),
+                last_valid_offset: rng.range(0, 6),
+                rows: rows as u32,
+            },
+            _ => RequestKind::PromptLogprobs {
+                targets: (0..rows).map(|_| if rng.chance(0.8) { rng.below(v) as i32 } else { -1 }).collect(),
+            },
         };
         let mut golden = Vec::new();
         if let RequestKind::Tree { tree, .. } = &kind {

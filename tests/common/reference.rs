@@ -431,7 +431,10 @@ pub fn reference_step(vocab: usize, force_topk: usize, logits: &[f32], requests:
                         || req.golden.iter().any(|&t| t < -1 || t >= vocab as i32)
                         || (tree.without_replacement && tree.draft_dists.is_none())
                         || tree.draft_dists.as_ref().is_some_and(|d| {
-                            d.len() != internal || d.iter().any(|x| x.ids.len() != x.logprobs.len() || x.ids.iter().any(|&t| t < 0 || t >= vocab as i32))
+                            d.len() != internal
+                                || d.iter().any(|x| {
+                                    x.ids.len() != x.logprobs.len() || x.ids.iter().any(|&t| t < 0 || t >= vocab as i32)
+                                })
                         })
                 }
             };
@@ -589,21 +592,41 @@ fn request_outputs(req: &Request, p: &RefParams, dists: &[RowDist], k: usize) ->
         let tok = tokens[j];
         let logprob = tok.map_or(f64::NEG_INFINITY, |t| d.reported(t));
         let top = d.order.iter().take(k).map(|&t| (t as i32, d.reported(t))).collect();
-        rows.push(RefRow { token: tok.map_or(-1, |t| t as i32), logprob, top_logprobs: top, sum_smaller_probs: sum_smaller(d, tok) });
+        rows.push(RefRow {
+            token: tok.map_or(-1, |t| t as i32),
+            logprob,
+            top_logprobs: top,
+            sum_smaller_probs: sum_smaller(d, tok),
+        });
         if let Some(t) = tok {
             emitted.push(t as i32);
             emitted_logprobs.push(logprob);
         }
     }
     let cut_margin = dists.iter().map(|d| d.cut_margin).fold(f64::INFINITY, f64::min);
-    let out = RefRequest { status: Ok(()), accepted, emitted, emitted_logprobs, prompt_logprobs, path, draw_margin, cut_margin };
+    let out = RefRequest {
+        status: Ok(()),
+        accepted,
+        emitted,
+        emitted_logprobs,
+        prompt_logprobs,
+        path,
+        draw_margin,
+        cut_margin,
+    };
     (rows, out)
 }
 
 /// Section 11.4 in f64, straight from the text: the walk over a valid tree
 /// whose rows are processed. `pos[n]` is row n's pos(depth(n), 0). Returns
 /// the token emitted at each row, the path and the smallest decision margin.
-fn tree_walk_ref(req: &Request, tree: &sampler_host::DraftTree, seed: u64, pos: &[u64], dists: &[RowDist]) -> (Vec<Option<usize>>, Vec<u32>, f64) {
+fn tree_walk_ref(
+    req: &Request,
+    tree: &sampler_host::DraftTree,
+    seed: u64,
+    pos: &[u64],
+    dists: &[RowDist],
+) -> (Vec<Option<usize>>, Vec<u32>, f64) {
     let m = dists.len();
     let depth = tree_depths(&tree.parent).unwrap();
     let children = |c: usize| -> Vec<usize> { (1..m).filter(|&n| tree.parent[n] == c as i32).collect() };
@@ -735,7 +758,13 @@ pub fn compare(got: &sampler_host::StepOutput, want: &RefOutput, requests: &[Req
         diffs.push(format!("top_logprobs width {} vs reference {}", got.top_logprobs_width, want.k));
     }
     if got.rows.len() != want.rows.len() || got.requests.len() != want.requests.len() {
-        diffs.push(format!("shape: {} rows {} requests vs reference {} / {}", got.rows.len(), got.requests.len(), want.rows.len(), want.requests.len()));
+        diffs.push(format!(
+            "shape: {} rows {} requests vs reference {} / {}",
+            got.rows.len(),
+            got.requests.len(),
+            want.rows.len(),
+            want.requests.len()
+        ));
         return diffs;
     }
     let mut first = 0usize;
@@ -789,7 +818,10 @@ pub fn compare(got: &sampler_host::StepOutput, want: &RefOutput, requests: &[Req
                         d(format!("row {r}: logprob {} vs reference {}", gr.logprob, wr.logprob));
                     }
                     if !close(gr.sum_smaller_probs as f64, wr.sum_smaller_probs) {
-                        d(format!("row {r}: sum_smaller_probs {} vs reference {}", gr.sum_smaller_probs, wr.sum_smaller_probs));
+                        d(format!(
+                            "row {r}: sum_smaller_probs {} vs reference {}",
+                            gr.sum_smaller_probs, wr.sum_smaller_probs
+                        ));
                     }
                 }
             }
@@ -799,7 +831,10 @@ pub fn compare(got: &sampler_host::StepOutput, want: &RefOutput, requests: &[Req
                 d(format!("path {:?} vs reference {:?}", g.path, w.path));
             }
             if g.accepted != w.accepted || g.emitted != w.emitted {
-                d(format!("accepted/emitted {} {:?} vs reference {} {:?}", g.accepted, g.emitted, w.accepted, w.emitted));
+                d(format!(
+                    "accepted/emitted {} {:?} vs reference {} {:?}",
+                    g.accepted, g.emitted, w.accepted, w.emitted
+                ));
             } else if g.emitted_logprobs.len() != w.emitted_logprobs.len()
                 || !g.emitted_logprobs.iter().zip(&w.emitted_logprobs).all(|(a, b)| close(*a as f64, *b))
             {
@@ -817,12 +852,27 @@ pub fn self_check() {
     let pre = Request::prefill(SamplingParams { seq_seed: Some(1), ..Default::default() }, 41);
     let (_, pos) = seed_and_positions(&pre, 1);
     assert_eq!(seq(pos[0], 0), 123);
-    let dec = Request::decode(SamplingParams { seq_seed: Some(1), ..Default::default() }, 55, 6, vec![1; 5], vec![Default::default(); 5]);
+    let dec = Request::decode(
+        SamplingParams { seq_seed: Some(1), ..Default::default() },
+        55,
+        6,
+        vec![1; 5],
+        vec![Default::default(); 5],
+    );
     let (_, pos) = seed_and_positions(&dec, 1);
     assert_eq!((pos[0], pos[2]), (50, 20_000_088));
     // Section 3: p = [0.50, 0.25, 0.15, 0.06, 0.04], top_p 0.8, top_k 2 -> [2/3, 1/3, 0, 0, 0].
     let logits: Vec<f32> = [0.50f64, 0.25, 0.15, 0.06, 0.04].iter().map(|x| x.ln() as f32).collect();
-    let p = RefParams { temperature: 1.0, top_p: 0.8, top_k: 2, top_logprobs: 0, seed: 0, min_p: 0.0, top_k_first: false, raw: false };
+    let p = RefParams {
+        temperature: 1.0,
+        top_p: 0.8,
+        top_k: 2,
+        top_logprobs: 0,
+        seed: 0,
+        min_p: 0.0,
+        top_k_first: false,
+        raw: false,
+    };
     let d = process_row(logits, 5, &p);
     let probs: Vec<f64> = (0..5).map(|t| d.prob(t)).collect();
     let want = [2.0 / 3.0, 1.0 / 3.0, 0.0, 0.0, 0.0];

@@ -339,8 +339,19 @@ pub fn args_struct(k: &Kernel) -> TokenStream {
     let fields = k.params.iter().map(|p| {
         let f = &p.name;
         let (ty, what) = match &p.ty {
-            Ty::Gm(..) if p.logits => (quote!(B), "`Logits` buffer: f32, bf16 or f16 as the device binds it, read as f32 (read only).".to_string()),
-            Ty::Gm(e, w) => (quote!(B), format!("`{}` buffer, {} ({}).", e.rust_name(), if *w { "written by the kernel" } else { "read only" }, p.ty.describe())),
+            Ty::Gm(..) if p.logits => (
+                quote!(B),
+                "`Logits` buffer: f32, bf16 or f16 as the device binds it, read as f32 (read only).".to_string(),
+            ),
+            Ty::Gm(e, w) => (
+                quote!(B),
+                format!(
+                    "`{}` buffer, {} ({}).",
+                    e.rust_name(),
+                    if *w { "written by the kernel" } else { "read only" },
+                    p.ty.describe()
+                ),
+            ),
             t => {
                 let pr = format_ident!("{}", t.prim().unwrap_or(Prim::U32).rust_name());
                 (quote!(#pr), format!("`{}` scalar.", t.prim().unwrap_or(Prim::U32).rust_name()))

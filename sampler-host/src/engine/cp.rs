@@ -66,7 +66,10 @@ pub trait Collective: Send {
             let mut buf = if root == self.rank() { send.to_vec() } else { Vec::new() };
             self.broadcast_i32(&mut buf, root)?;
             if buf.len() != counts[root] {
-                return Err(CollectiveError::Peer { rank: root, msg: format!("all-gather: sent {} values, counts says {}", buf.len(), counts[root]) });
+                return Err(CollectiveError::Peer {
+                    rank: root,
+                    msg: format!("all-gather: sent {} values, counts says {}", buf.len(), counts[root]),
+                });
             }
             out.extend_from_slice(&buf);
         }
@@ -77,7 +80,14 @@ pub trait Collective: Send {
 /// `counts` has one entry per rank and this rank's entry is `send.len()`.
 fn check_counts(rank: usize, world: usize, send: &[i32], counts: &[usize]) -> Result<(), CollectiveError> {
     if counts.len() != world || counts.get(rank) != Some(&send.len()) {
-        return Err(CollectiveError::Peer { rank, msg: format!("all-gather: {} counts for {world} ranks, this rank sends {} values", counts.len(), send.len()) });
+        return Err(CollectiveError::Peer {
+            rank,
+            msg: format!(
+                "all-gather: {} counts for {world} ranks, this rank sends {} values",
+                counts.len(),
+                send.len()
+            ),
+        });
     }
     Ok(())
 }
@@ -97,8 +107,10 @@ impl LocalCollective {
     /// `world` connected ranks (move each to its thread).
     pub fn group(world: usize) -> Vec<LocalCollective> {
         // chans[i][j]: i -> j.
-        let mut senders: Vec<Vec<Option<Sender<Vec<i32>>>>> = (0..world).map(|_| (0..world).map(|_| None).collect()).collect();
-        let mut receivers: Vec<Vec<Option<Receiver<Vec<i32>>>>> = (0..world).map(|_| (0..world).map(|_| None).collect()).collect();
+        let mut senders: Vec<Vec<Option<Sender<Vec<i32>>>>> =
+            (0..world).map(|_| (0..world).map(|_| None).collect()).collect();
+        let mut receivers: Vec<Vec<Option<Receiver<Vec<i32>>>>> =
+            (0..world).map(|_| (0..world).map(|_| None).collect()).collect();
         for i in 0..world {
             for j in 0..world {
                 let (s, r) = channel();
@@ -157,7 +169,10 @@ impl Collective for LocalCollective {
         if self.rank == 0 {
             for r in 1..self.world_size() {
                 if self.recv(r)? != [TAG] {
-                    return Err(CollectiveError::Peer { rank: r, msg: "collective order mismatch (expected barrier)".into() });
+                    return Err(CollectiveError::Peer {
+                        rank: r,
+                        msg: "collective order mismatch (expected barrier)".into(),
+                    });
                 }
             }
             for r in 1..self.world_size() {
@@ -166,7 +181,10 @@ impl Collective for LocalCollective {
         } else {
             self.send(0, vec![TAG])?;
             if self.recv(0)? != [TAG] {
-                return Err(CollectiveError::Peer { rank: 0, msg: "collective order mismatch (expected barrier)".into() });
+                return Err(CollectiveError::Peer {
+                    rank: 0,
+                    msg: "collective order mismatch (expected barrier)".into(),
+                });
             }
         }
         Ok(())
@@ -185,7 +203,14 @@ impl Collective for LocalCollective {
             }
             let got = self.recv(r)?;
             if got.len() != counts[r] {
-                return Err(CollectiveError::Peer { rank: r, msg: format!("all-gather: sent {} values, counts says {} (collective order mismatch?)", got.len(), counts[r]) });
+                return Err(CollectiveError::Peer {
+                    rank: r,
+                    msg: format!(
+                        "all-gather: sent {} values, counts says {} (collective order mismatch?)",
+                        got.len(),
+                        counts[r]
+                    ),
+                });
             }
             out.extend_from_slice(&got);
         }
@@ -210,7 +235,10 @@ pub struct NcclCollective {
 
 impl std::fmt::Debug for NcclCollective {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NcclCollective").field("rank", &self.comm.rank()).field("world", &self.comm.world_size()).finish()
+        f.debug_struct("NcclCollective")
+            .field("rank", &self.comm.rank())
+            .field("world", &self.comm.world_size())
+            .finish()
     }
 }
 
@@ -332,10 +360,16 @@ impl Collective for NcclCollective {
     fn barrier(&mut self) -> Result<(), CollectiveError> {
         let rank = self.comm.rank();
         let mut one = self.stream.clone_htod(&[1i32]).map_err(|e| nccl_err(rank, "upload", e))?;
-        self.comm.all_reduce_in_place(&mut one, &cudarc::nccl::ReduceOp::Sum).map_err(|e| nccl_err(rank, "ncclAllReduce", e))?;
+        self.comm
+            .all_reduce_in_place(&mut one, &cudarc::nccl::ReduceOp::Sum)
+            .map_err(|e| nccl_err(rank, "ncclAllReduce", e))?;
         let sum = self.stream.clone_dtoh(&one).map_err(|e| nccl_err(rank, "download", e))?;
         if sum[0] as usize != self.comm.world_size() {
-            return Err(nccl_err(rank, "barrier", format!("all-reduce gave {} for {} ranks", sum[0], self.comm.world_size())));
+            return Err(nccl_err(
+                rank,
+                "barrier",
+                format!("all-reduce gave {} for {} ranks", sum[0], self.comm.world_size()),
+            ));
         }
         self.calls.push("barrier");
         Ok(())
@@ -354,7 +388,11 @@ impl Collective for NcclCollective {
             self.comm.all_gather(&sbuf, &mut rbuf).map_err(|e| nccl_err(rank, "ncclAllGather", e))?;
             let all = self.stream.clone_dtoh(&rbuf).map_err(|e| nccl_err(rank, "download", e))?;
             self.calls.push("all_gather");
-            return Ok(counts.iter().enumerate().flat_map(|(r, &c)| all[r * max..r * max + c].iter().copied()).collect());
+            return Ok(counts
+                .iter()
+                .enumerate()
+                .flat_map(|(r, &c)| all[r * max..r * max + c].iter().copied())
+                .collect());
         }
         self.calls.push("all_gather");
         Ok(Vec::new())

@@ -102,7 +102,13 @@ impl StepMasks {
     /// An unconstrained step (all bits set).
     pub fn new(nextn: usize, batch: usize, vocab: usize) -> StepMasks {
         let words = vocab.div_ceil(32);
-        StepMasks { words, batch, masks: vec![vec![u32::MAX; batch * words]; nextn + 1], constrained: vec![false; batch], errors: vec![None; batch] }
+        StepMasks {
+            words,
+            batch,
+            masks: vec![vec![u32::MAX; batch * words]; nextn + 1],
+            constrained: vec![false; batch],
+            errors: vec![None; batch],
+        }
     }
     /// Writes request `b`'s masks (one per row, at most `nextn + 1`).
     pub fn set(&mut self, b: usize, masks: &[Vec<u32>]) {
@@ -131,7 +137,11 @@ impl StepMasks {
         if !self.constrained[b] {
             return None;
         }
-        Some((0..rows).map(|j| self.masks[j.min(self.masks.len() - 1)][b * self.words..(b + 1) * self.words].to_vec()).collect())
+        Some(
+            (0..rows)
+                .map(|j| self.masks[j.min(self.masks.len() - 1)][b * self.words..(b + 1) * self.words].to_vec())
+                .collect(),
+        )
     }
     /// The error of request `b` (a matcher error fails only it).
     pub fn error(&self, b: usize) -> Option<RequestError> {
@@ -203,7 +213,13 @@ impl JsonMatcher {
     /// A matcher over `vocab` (token id = index; the text of each token) with
     /// end-of-sequence token `eos`.
     pub fn new(vocab: Vec<String>, eos: i32, root_object: bool) -> JsonMatcher {
-        JsonMatcher { vocab, eos, root_object, max_depth: 4, history: vec![JsonState { stack: Vec::new(), mode: Mode::Value, root_seen: false }] }
+        JsonMatcher {
+            vocab,
+            eos,
+            root_object,
+            max_depth: 4,
+            history: vec![JsonState { stack: Vec::new(), mode: Mode::Value, root_seen: false }],
+        }
     }
     fn state(&self) -> &JsonState {
         self.history.last().unwrap()

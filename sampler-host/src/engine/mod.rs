@@ -83,7 +83,13 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_num_seqs: 64, nextn: 5, prefill_chunk: 0, max_prompt_rows: MAX_PROMPT_ROWS, role: Role::Driver }
+        EngineConfig {
+            max_num_seqs: 64,
+            nextn: 5,
+            prefill_chunk: 0,
+            max_prompt_rows: MAX_PROMPT_ROWS,
+            role: Role::Driver,
+        }
     }
 }
 
@@ -113,7 +119,12 @@ impl EngineRequest {
 
 impl std::fmt::Debug for EngineRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineRequest").field("id", &self.id).field("prompt_len", &self.prompt.len()).field("max_tokens", &self.max_tokens).field("grammar", &self.grammar.is_some()).finish()
+        f.debug_struct("EngineRequest")
+            .field("id", &self.id)
+            .field("prompt_len", &self.prompt.len())
+            .field("max_tokens", &self.max_tokens)
+            .field("grammar", &self.grammar.is_some())
+            .finish()
     }
 }
 
@@ -349,7 +360,11 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("cfg", &self.cfg).field("running", &self.running.len()).field("waiting", &self.waiting.len()).finish()
+        f.debug_struct("Engine")
+            .field("cfg", &self.cfg)
+            .field("running", &self.running.len())
+            .field("waiting", &self.waiting.len())
+            .finish()
     }
 }
 
@@ -360,12 +375,20 @@ impl Engine {
     }
 
     /// An engine on one rank of a context-parallel group.
-    pub fn with_collective(sampler: Sampler, cfg: EngineConfig, collective: Box<dyn Collective>) -> Result<Engine, EngineError> {
+    pub fn with_collective(
+        sampler: Sampler,
+        cfg: EngineConfig,
+        collective: Box<dyn Collective>,
+    ) -> Result<Engine, EngineError> {
         if cfg.max_num_seqs == 0 {
             return Err(EngineError::Config("max_num_seqs must be at least 1".into()));
         }
         if (cfg.role == Role::Driver) != (collective.rank() == 0) {
-            return Err(EngineError::Config(format!("role {:?} on rank {} (the driver is rank 0)", cfg.role, collective.rank())));
+            return Err(EngineError::Config(format!(
+                "role {:?} on rank {} (the driver is rank 0)",
+                cfg.role,
+                collective.rank()
+            )));
         }
         // The engine's decode and draft requests carry up to `cfg.nextn`
         // drafts; a sampler of smaller nextn would fail every one of them.
@@ -375,7 +398,16 @@ impl Engine {
         }
         let v = sampler.config().vocab_size as usize;
         let pool = MtpInfoPool::new(cfg.max_num_seqs, cfg.nextn, sampler.n() as usize, v)?;
-        Ok(Engine { sampler, cfg, pool, collective, waiting: VecDeque::new(), running: Vec::new(), finished: Vec::new(), step: 0 })
+        Ok(Engine {
+            sampler,
+            cfg,
+            pool,
+            collective,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            finished: Vec::new(),
+            step: 0,
+        })
     }
 
     /// The configuration.
@@ -420,7 +452,10 @@ impl Engine {
     /// [`Finished`] results name requests by id; a finished id may be reused).
     pub fn add_request(&mut self, r: EngineRequest) -> Result<(), EngineError> {
         if self.waiting.iter().chain(&self.running).any(|s| s.id == r.id) {
-            return Err(EngineError::Config(format!("request id {} is already waiting or running (ids must be unique among live requests)", r.id)));
+            return Err(EngineError::Config(format!(
+                "request id {} is already waiting or running (ids must be unique among live requests)",
+                r.id
+            )));
         }
         let v = self.sampler.config().vocab_size as i64;
         if r.prompt.is_empty() {
@@ -514,12 +549,21 @@ impl Engine {
             if driver {
                 let ids: Vec<u64> = job_of.iter().map(|&i| self.running[i].id).collect();
                 let inputs: Vec<&[i32]> = jobs.iter().map(|j| j.prompt).collect();
-                let (res, stats) = compute_prompt_logprobs(&mut self.sampler, &jobs, self.cfg.max_prompt_rows, |rows| {
-                    let q: Vec<RowQuery> = rows.iter().map(|&(j, p)| RowQuery { request: ids[j], role: RowRole::Prompt, input: inputs[j][p], predicts: p as u64 + 1 }).collect();
-                    let l = model.target_logits(&q);
-                    check_len("prompt", &l, q.len(), v)?;
-                    Ok(l)
-                })?;
+                let (res, stats) =
+                    compute_prompt_logprobs(&mut self.sampler, &jobs, self.cfg.max_prompt_rows, |rows| {
+                        let q: Vec<RowQuery> = rows
+                            .iter()
+                            .map(|&(j, p)| RowQuery {
+                                request: ids[j],
+                                role: RowRole::Prompt,
+                                input: inputs[j][p],
+                                predicts: p as u64 + 1,
+                            })
+                            .collect();
+                        let l = model.target_logits(&q);
+                        check_len("prompt", &l, q.len(), v)?;
+                        Ok(l)
+                    })?;
                 report.prompt_stats = stats;
                 drop(jobs);
                 for (r, &i) in res.into_iter().zip(&job_of) {
@@ -541,7 +585,9 @@ impl Engine {
         let mut teacher = vec![false; self.running.len()];
         let mut mask_bytes = 0;
         if driver {
-            let main: Vec<usize> = (0..self.running.len()).filter(|&i| matches!(phases[i], Phase::Decode { .. } | Phase::Prefill { last: true, .. })).collect();
+            let main: Vec<usize> = (0..self.running.len())
+                .filter(|&i| matches!(phases[i], Phase::Decode { .. } | Phase::Prefill { last: true, .. }))
+                .collect();
             // Grammar masks (built on the host while the device would compute logits).
             let mut masks = StepMasks::new(nextn, main.len(), v);
             let any_grammar = main.iter().any(|&i| self.running[i].grammar.is_some());
@@ -562,7 +608,12 @@ impl Engine {
                 let out_len = s.output.len();
                 let (mut req, seqlen_q) = match phases[i] {
                     Phase::Prefill { len, .. } => {
-                        queries.push(RowQuery { request: s.id, role: RowRole::Target, input: s.last_token(), predicts: s.prompt.len() as u64 });
+                        queries.push(RowQuery {
+                            request: s.id,
+                            role: RowRole::Target,
+                            input: s.last_token(),
+                            predicts: s.prompt.len() as u64,
+                        });
                         (Request::prefill(s.params.for_sampler(), s.prompt.len() as u64), len)
                     }
                     _ => {
@@ -570,10 +621,24 @@ impl Engine {
                         let l = s.len();
                         for j in 0..=k {
                             let input = if j == 0 { s.last_token() } else { s.drafts[j - 1] };
-                            queries.push(RowQuery { request: s.id, role: RowRole::Target, input, predicts: l + j as u64 });
+                            queries.push(RowQuery {
+                                request: s.id,
+                                role: RowRole::Target,
+                                input,
+                                predicts: l + j as u64,
+                            });
                         }
                         let dists = (0..k).map(|j| self.pool.read(s.slot, j)).collect();
-                        (Request::decode(s.params.for_sampler(), l + k as u64, k as u64 + 1, s.drafts.clone(), dists), k + 1)
+                        (
+                            Request::decode(
+                                s.params.for_sampler(),
+                                l + k as u64,
+                                k as u64 + 1,
+                                s.drafts.clone(),
+                                dists,
+                            ),
+                            k + 1,
+                        )
                     }
                 };
                 req.golden = golden::step_golden(&s.params.golden_token_ids, out_len, nextn, seqlen_q, req.rows());
@@ -636,10 +701,20 @@ impl Engine {
                 let k_next = nextn.min(s.max_tokens.saturating_sub(new_len + 1));
                 if !u.finished && k_next > 0 {
                     let kind = match phases[i] {
-                        Phase::Prefill { .. } => RequestKind::Draft { seqlen_k: s.prompt.len() as u64, seqlen_q: 1, last_valid_offset: 0, rows: k_next as u32 },
+                        Phase::Prefill { .. } => RequestKind::Draft {
+                            seqlen_k: s.prompt.len() as u64,
+                            seqlen_q: 1,
+                            last_valid_offset: 0,
+                            rows: k_next as u32,
+                        },
                         _ => {
                             let k = s.drafts.len() as u64;
-                            RequestKind::Draft { seqlen_k: s.len() + k, seqlen_q: k + 1, last_valid_offset: u.accepted as u64, rows: k_next as u32 }
+                            RequestKind::Draft {
+                                seqlen_k: s.len() + k,
+                                seqlen_q: k + 1,
+                                last_valid_offset: u.accepted as u64,
+                                rows: k_next as u32,
+                            }
                         }
                     };
                     draft_for.push((i, kind));
@@ -658,7 +733,12 @@ impl Engine {
                         let input = if d == 0 { *u.emitted.last().unwrap() } else { -1 };
                         dq.push(RowQuery { request: s.id, role: RowRole::Draft, input, predicts: base + d });
                     }
-                    dreqs.push(Request { params: s.params.for_sampler(), kind: kind.clone(), golden: Vec::new(), masks: None });
+                    dreqs.push(Request {
+                        params: s.params.for_sampler(),
+                        kind: kind.clone(),
+                        golden: Vec::new(),
+                        masks: None,
+                    });
                 }
                 let dlogits = model.draft_logits(&dq);
                 check_len("draft", &dlogits, dq.len(), v)?;
@@ -687,7 +767,11 @@ impl Engine {
         if !driver {
             updates = decode(&buf)?;
             if updates.len() != self.running.len() {
-                return Err(EngineError::Protocol(format!("driver runs {} requests, this follower {}", updates.len(), self.running.len())));
+                return Err(EngineError::Protocol(format!(
+                    "driver runs {} requests, this follower {}",
+                    updates.len(),
+                    self.running.len()
+                )));
             }
         }
         report.mask_bytes = mask_bytes;
@@ -710,7 +794,10 @@ impl Engine {
             };
             if let Some(u) = u {
                 if !u.ok && s.status.is_ok() {
-                    s.status = Err(RequestError::Field { field: "status", msg: "the request failed on the driver rank".into() });
+                    s.status = Err(RequestError::Field {
+                        field: "status",
+                        msg: "the request failed on the driver rank".into(),
+                    });
                 }
                 if let Phase::Decode { drafts } = phases[i] {
                     s.drafted += drafts as u64;
@@ -751,7 +838,11 @@ impl Engine {
     }
 
     /// Steps until no request is waiting or running (at most `max_steps`).
-    pub fn run_to_completion(&mut self, model: &mut dyn LogitsSource, max_steps: usize) -> Result<Vec<StepReport>, EngineError> {
+    pub fn run_to_completion(
+        &mut self,
+        model: &mut dyn LogitsSource,
+        max_steps: usize,
+    ) -> Result<Vec<StepReport>, EngineError> {
         let mut reports = Vec::new();
         for _ in 0..max_steps {
             if self.pending() == 0 {
@@ -765,7 +856,10 @@ impl Engine {
 
 fn check_len(what: &str, logits: &[f32], rows: usize, v: usize) -> Result<(), EngineError> {
     if logits.len() != rows * v {
-        return Err(EngineError::Model(format!("{what} logits: got {} values for {rows} rows of V = {v}", logits.len())));
+        return Err(EngineError::Model(format!(
+            "{what} logits: got {} values for {rows} rows of V = {v}",
+            logits.len()
+        )));
     }
     Ok(())
 }
@@ -776,7 +870,17 @@ mod tests {
 
     #[test]
     fn broadcast_roundtrip() {
-        let u = vec![None, Some(Update { ok: true, accepted: 2, emitted: vec![3, 4, 5], logprobs: vec![-0.5, f32::NEG_INFINITY, -1.0], drafts: vec![7, 8], finished: false })];
+        let u = vec![
+            None,
+            Some(Update {
+                ok: true,
+                accepted: 2,
+                emitted: vec![3, 4, 5],
+                logprobs: vec![-0.5, f32::NEG_INFINITY, -1.0],
+                drafts: vec![7, 8],
+                finished: false,
+            }),
+        ];
         assert_eq!(decode(&encode(&u)).unwrap(), u);
     }
 }

@@ -71,7 +71,12 @@ impl MtpInfoPool {
     /// order (the order of `DraftTree::draft_dists`); [`Self::write`] and
     /// [`Self::read`] take that index `i`, [`Self::read_tree`] returns a
     /// tree's list. Errors as [`Self::new`].
-    pub fn for_tree(max_num_seqs: usize, internal_nodes: usize, n: usize, vocab: usize) -> Result<MtpInfoPool, EngineError> {
+    pub fn for_tree(
+        max_num_seqs: usize,
+        internal_nodes: usize,
+        n: usize,
+        vocab: usize,
+    ) -> Result<MtpInfoPool, EngineError> {
         MtpInfoPool::new(max_num_seqs, internal_nodes, n, vocab)
     }
 
@@ -88,10 +93,16 @@ impl MtpInfoPool {
     /// Errors: zero `max_num_seqs` or `vocab`, or a pool too large to address.
     pub fn new(max_num_seqs: usize, nextn: usize, n: usize, vocab: usize) -> Result<MtpInfoPool, EngineError> {
         if max_num_seqs == 0 || vocab == 0 {
-            return Err(EngineError::Config(format!("MTP info pool needs max_num_seqs >= 1 and vocab >= 1 (got {max_num_seqs}, {vocab})")));
+            return Err(EngineError::Config(format!(
+                "MTP info pool needs max_num_seqs >= 1 and vocab >= 1 (got {max_num_seqs}, {vocab})"
+            )));
         }
         let n = n.min(vocab);
-        let too_large = || EngineError::Config(format!("MTP info pool too large: (max_num_seqs + 1) * nextn = ({max_num_seqs} + 1) * {nextn} rows of N = {n}"));
+        let too_large = || {
+            EngineError::Config(format!(
+                "MTP info pool too large: (max_num_seqs + 1) * nextn = ({max_num_seqs} + 1) * {nextn} rows of N = {n}"
+            ))
+        };
         let rows = max_num_seqs.checked_add(1).and_then(|s| s.checked_mul(nextn)).ok_or_else(too_large)?;
         let cells = rows.checked_mul(n).ok_or_else(too_large)?;
         // Zeroed by calloc: untouched pages cost nothing until a row is

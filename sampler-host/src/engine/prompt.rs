@@ -81,13 +81,18 @@ pub fn compute_prompt_logprobs(
 ) -> Result<(Vec<Result<Vec<f32>, RequestError>>, PromptStats), EngineError> {
     let max_rows = max_rows.max(1);
     let v = sampler.config().vocab_size as usize;
-    let all: Vec<PromptRow> = jobs.iter().enumerate().flat_map(|(j, job)| job.positions().map(move |p| (j, p))).collect();
+    let all: Vec<PromptRow> =
+        jobs.iter().enumerate().flat_map(|(j, job)| job.positions().map(move |p| (j, p))).collect();
     let mut out: Vec<Result<Vec<f32>, RequestError>> = jobs.iter().map(|_| Ok(Vec::new())).collect();
     let mut stats = PromptStats::default();
     for piece in all.chunks(max_rows) {
         let logits = logits_for(piece)?;
         if logits.len() != piece.len() * v {
-            return Err(EngineError::Model(format!("prompt logits: got {} values for {} rows of V = {v}", logits.len(), piece.len())));
+            return Err(EngineError::Model(format!(
+                "prompt logits: got {} values for {} rows of V = {v}",
+                logits.len(),
+                piece.len()
+            )));
         }
         stats.calls += 1;
         stats.max_rows_per_call = stats.max_rows_per_call.max(piece.len());
@@ -104,7 +109,12 @@ pub fn compute_prompt_logprobs(
             }
             let job = &jobs[j];
             let targets = piece[i..e].iter().map(|&(_, p)| job.prompt[p + 1]).collect();
-            reqs.push(Request { params: job.params.for_sampler(), kind: RequestKind::PromptLogprobs { targets }, golden: Vec::new(), masks: None });
+            reqs.push(Request {
+                params: job.params.for_sampler(),
+                kind: RequestKind::PromptLogprobs { targets },
+                golden: Vec::new(),
+                masks: None,
+            });
             owners.push(j);
             i = e;
         }

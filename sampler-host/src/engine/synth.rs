@@ -59,14 +59,34 @@ pub struct SyntheticModel {
 impl SyntheticModel {
     /// Zipf-shaped rows over `vocab` tokens.
     pub fn new(vocab: usize, seed: u64, agreement: f32) -> SyntheticModel {
-        let profile = (0..vocab).map(|r| -1.1 * ((1 + r) as f32).ln() + 0.05 * ((hash(seed, r as u64, 7) >> 40) as f32 / (1u64 << 24) as f32)).collect();
-        SyntheticModel { vocab, seed, agreement, noise_scale: 4.0, bias: Vec::new(), source: Source::Zipf { profile }, rows_asked: (0, 0) }
+        let profile = (0..vocab)
+            .map(|r| {
+                -1.1 * ((1 + r) as f32).ln() + 0.05 * ((hash(seed, r as u64, 7) >> 40) as f32 / (1u64 << 24) as f32)
+            })
+            .collect();
+        SyntheticModel {
+            vocab,
+            seed,
+            agreement,
+            noise_scale: 4.0,
+            bias: Vec::new(),
+            source: Source::Zipf { profile },
+            rows_asked: (0, 0),
+        }
     }
 
     /// Rows of a real `[count, vocab]` logits tensor.
     pub fn from_rows(rows: Vec<f32>, vocab: usize, seed: u64, agreement: f32) -> SyntheticModel {
         let count = rows.len() / vocab.max(1);
-        SyntheticModel { vocab, seed, agreement, noise_scale: 4.0, bias: Vec::new(), source: Source::Rows { rows, count }, rows_asked: (0, 0) }
+        SyntheticModel {
+            vocab,
+            seed,
+            agreement,
+            noise_scale: 4.0,
+            bias: Vec::new(),
+            source: Source::Rows { rows, count },
+            rows_asked: (0, 0),
+        }
     }
 
     /// Vocabulary size V.

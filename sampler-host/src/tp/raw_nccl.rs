@@ -76,8 +76,10 @@ impl RawNcclCollective {
         {
             let (p, _g) = d.device_ptr_mut(&self.stream);
             // SAFETY: `d` holds `len` i32 on this communicator's device; in-place broadcast.
-            unsafe { result::broadcast(p as _, p as _, len, sys::ncclDataType_t::ncclInt32, root as i32, self.comm, cs as _) }
-                .map_err(|e| err(self.rank, "ncclBroadcast", e))?;
+            unsafe {
+                result::broadcast(p as _, p as _, len, sys::ncclDataType_t::ncclInt32, root as i32, self.comm, cs as _)
+            }
+            .map_err(|e| err(self.rank, "ncclBroadcast", e))?;
         }
         *host = self.download(&d, len)?;
         Ok(())
@@ -108,8 +110,18 @@ impl Collective for RawNcclCollective {
         {
             let (p, _g) = one.device_ptr_mut(&self.stream);
             // SAFETY: one i32 on this device, reduced in place.
-            unsafe { result::all_reduce(p as _, p as _, 1, sys::ncclDataType_t::ncclInt32, sys::ncclRedOp_t::ncclSum, self.comm, cs as _) }
-                .map_err(|e| err(self.rank, "ncclAllReduce", e))?;
+            unsafe {
+                result::all_reduce(
+                    p as _,
+                    p as _,
+                    1,
+                    sys::ncclDataType_t::ncclInt32,
+                    sys::ncclRedOp_t::ncclSum,
+                    self.comm,
+                    cs as _,
+                )
+            }
+            .map_err(|e| err(self.rank, "ncclAllReduce", e))?;
         }
         let sum = self.download(&one, 1)?;
         if sum[0] as usize != self.world {
@@ -119,7 +131,11 @@ impl Collective for RawNcclCollective {
     }
     fn all_gather_i32(&mut self, send: &[i32], counts: &[usize]) -> Result<Vec<i32>, CollectiveError> {
         if counts.len() != self.world || counts.get(self.rank) != Some(&send.len()) {
-            return Err(err(self.rank, "all-gather", format!("{} counts for {} ranks, this rank sends {}", counts.len(), self.world, send.len())));
+            return Err(err(
+                self.rank,
+                "all-gather",
+                format!("{} counts for {} ranks, this rank sends {}", counts.len(), self.world, send.len()),
+            ));
         }
         let max = counts.iter().copied().max().unwrap_or(0);
         if max == 0 {

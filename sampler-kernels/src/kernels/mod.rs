@@ -83,7 +83,15 @@ pub fn mask_check(
             }
         }
     }
-    let st = if bad > 0 { 1i32 } else { if finite == 0 { 2i32 } else { 0i32 } };
+    let st = if bad > 0 {
+        1i32
+    } else {
+        if finite == 0 {
+            2i32
+        } else {
+            0i32
+        }
+    };
     store_scalar(status, r as u64, st);
 }
 
@@ -137,7 +145,8 @@ pub fn mask_check_chunk(
             if write {
                 store(masked, base + (start as u64), xm);
             }
-            let both = reduce_sum(select(is_nan(xm) | is_pos_inf(xm), 65536u32, 0u32) + select(!is_neg_inf(xm), 1u32, 0u32));
+            let both =
+                reduce_sum(select(is_nan(xm) | is_pos_inf(xm), 65536u32, 0u32) + select(!is_neg_inf(xm), 1u32, 0u32));
             nbad += both >> 16;
             nfin += both & 65535u32;
             if want_raw {
@@ -149,7 +158,8 @@ pub fn mask_check_chunk(
             if write {
                 store(masked, base + (start as u64), x);
             }
-            let both = reduce_sum(select(is_nan(x) | is_pos_inf(x), 65536u32, 0u32) + select(!is_neg_inf(x), 1u32, 0u32));
+            let both =
+                reduce_sum(select(is_nan(x) | is_pos_inf(x), 65536u32, 0u32) + select(!is_neg_inf(x), 1u32, 0u32));
             nbad += both >> 16;
             nfin += both & 65535u32;
             if want_raw {
@@ -183,7 +193,15 @@ fn merged_status(bad: Gm<u32>, finite: Gm<u32>, r: u32, chunks: u32, status: GmM
         nbad += load_scalar(bad, (r * chunks + c) as u64);
         nfin += load_scalar(finite, (r * chunks + c) as u64);
     }
-    let st = if nbad > 0 { 1i32 } else { if nfin == 0 { 2i32 } else { 0i32 } };
+    let st = if nbad > 0 {
+        1i32
+    } else {
+        if nfin == 0 {
+            2i32
+        } else {
+            0i32
+        }
+    };
     store_scalar(status, r as u64, st);
 }
 
@@ -222,7 +240,15 @@ pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
-    let st = if nbad > 0 { 1i32 } else { if nfin == 0 { 2i32 } else { 0i32 } };
+    let st = if nbad > 0 {
+        1i32
+    } else {
+        if nfin == 0 {
+            2i32
+        } else {
+            0i32
+        }
+    };
     store_scalar(status, r as u64, st);
 }
 
@@ -338,7 +364,11 @@ fn prefix_mask(x: Tile<f32>, min_p: f32, k: i32, n: u32) -> Tile<bool> {
 /// `total` (the row's).
 #[kernel_fn]
 fn filtered_mass(w: Tile<u64>, pre: Tile<bool>, kfirst: bool, total: u64) -> u64 {
-    if kfirst { reduce_sum(select(pre, w, 0u64)) } else { total }
+    if kfirst {
+        reduce_sum(select(pre, w, 0u64))
+    } else {
+        total
+    }
 }
 
 /// Sections 3.7-3.8 and 10.1-10.2: which candidates are kept, given their
@@ -365,7 +395,11 @@ fn renormalise(x: Tile<f32>, w: Tile<u64>, keep: Tile<bool>) -> Tile<f32> {
 #[kernel_fn]
 fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -> i32 {
     let c = categorical(to_fixed(exp(lp)), uniform53(seed, seq));
-    if c >= 0 { load_scalar(cand_ids, off + (c as u64)) } else { -1i32 }
+    if c >= 0 {
+        load_scalar(cand_ids, off + (c as u64))
+    } else {
+        -1i32
+    }
 }
 
 /// Sections 3.4-3.9 and 10.1-10.2: temperature (`(logit - m) / T`, IEEE
@@ -381,7 +415,16 @@ fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -
     tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
     threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
 )]
-pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_k: Gm<i32>, min_p: Gm<f32>, order: Gm<u32>, logprobs: GmMut<f32>) {
+pub fn process(
+    cand: Gm<f32>,
+    n: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    min_p: Gm<f32>,
+    order: Gm<u32>,
+    logprobs: GmMut<f32>,
+) {
     let r = row();
     let off = (r as u64) * (n as u64);
     let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
@@ -406,7 +449,16 @@ pub fn process(cand: Gm<f32>, n: u32, temperature: Gm<f32>, top_p: Gm<f32>, top_
 ///   `cand`: `[R, n]` f32, the top-`n` candidates.
 /// - `temperature`: `[R]` f32; `mass`: `[R * chunks]` u64 out (fixed point, 2^-44 units).
 #[kernel(tile = [4096], threads = [512])]
-pub fn row_mass(logits: Logits, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f32>, n: u32, temperature: Gm<f32>, mass: GmMut<u64>) {
+pub fn row_mass(
+    logits: Logits,
+    v: u32,
+    chunk_len: u32,
+    chunks: u32,
+    cand: Gm<f32>,
+    n: u32,
+    temperature: Gm<f32>,
+    mass: GmMut<u64>,
+) {
     let p = row();
     let r = p / chunks;
     let cstart = (p % chunks) * chunk_len;
@@ -437,7 +489,8 @@ pub fn row_mass(logits: Logits, v: u32, chunk_len: u32, chunks: u32, cand: Gm<f3
 pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm<u64>, token: GmMut<i32>) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let tok = draw_token(load(logprobs, off, n), cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let tok =
+        draw_token(load(logprobs, off, n), cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
 }
 
@@ -796,7 +849,10 @@ pub fn tree_walk(
                         // 11.7: emit the golden token; follow its first child, if any.
                         for ch in (c + 1)..m {
                             let rc = (first + ch) as u64;
-                            if next == 0 && load_scalar(tree_parent, rc) == (c as i32) && load_scalar(tree_token, rc) == gold {
+                            if next == 0
+                                && load_scalar(tree_parent, rc) == (c as i32)
+                                && load_scalar(tree_token, rc) == gold
+                            {
                                 next = ch;
                             }
                         }
@@ -870,20 +926,32 @@ pub fn tree_walk(
                                     let x = load_scalar(tree_token, rc);
                                     let col = if x >= 0 { first_where(ids == x) } else { -1i32 };
                                     let wx = if col >= 0 { get(w, col as u32) } else { 0.0f32 };
-                                    let qcx = if x >= 0 { exp(reduce_max(select(dids == x, dlps, NEG_INF))) } else { 0.0f32 };
+                                    let qcx =
+                                        if x >= 0 { exp(reduce_max(select(dids == x, dlps, NEG_INF))) } else { 0.0f32 };
                                     // Without replacement: x drawn before among its siblings has q = 0.
                                     let mut dup = false;
                                     if mode == 2 {
                                         for e in (c + 1)..ch {
                                             let re = (first + e) as u64;
-                                            if x >= 0 && load_scalar(tree_parent, re) == (c as i32) && load_scalar(tree_token, re) == x {
+                                            if x >= 0
+                                                && load_scalar(tree_parent, re) == (c as i32)
+                                                && load_scalar(tree_token, re) == x
+                                            {
                                                 dup = true;
                                             }
                                         }
                                     }
                                     let den = 1.0f32 - qsum;
                                     let live = mode == 1 || den > 0.0f32;
-                                    let qkx = if mode == 1 { qcx } else { if live && !dup { qcx / den } else { 0.0f32 } };
+                                    let qkx = if mode == 1 {
+                                        qcx
+                                    } else {
+                                        if live && !dup {
+                                            qcx / den
+                                        } else {
+                                            0.0f32
+                                        }
+                                    };
                                     if accept(uniform53(s, load_scalar(seq_accept, rc)), qkx * sf, wx) {
                                         next = ch;
                                     } else {
@@ -987,7 +1055,15 @@ fn top_row(ids: Tile<i32>, lps: Tile<f32>, r: u32, k: u32, out_ids: GmMut<i32>, 
     tile = [64, 256, 1024, 4096, 16384, 131072, 262144, 524288],
     threads = [64, 256, 512, 512, 1024, 1024, 1024, 1024]
 )]
-pub fn token_info(cand: Gm<f32>, cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, tokens: Gm<i32>, token_lp: GmMut<f32>, sum_smaller: GmMut<f32>) {
+pub fn token_info(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    logprobs: Gm<f32>,
+    n: u32,
+    tokens: Gm<i32>,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+) {
     let r = row();
     let off = (r as u64) * (n as u64);
     let s = load_scalar(tokens, r as u64);
@@ -1079,7 +1155,8 @@ pub fn raw_logprobs(
         let lse = ln_fixed(s);
         let base = (r as u64) * (v as u64);
         let tok = load_scalar(lookup, r as u64);
-        let lp = if tok >= 0 && tok < (v as i32) { (load_scalar(logits, base + (tok as u64)) - m) - lse } else { NEG_INF };
+        let lp =
+            if tok >= 0 && tok < (v as i32) { (load_scalar(logits, base + (tok as u64)) - m) - lse } else { NEG_INF };
         store_scalar(token_lp, r as u64, lp);
         if k > 0 {
             let ooff = (r as u64) * (k as u64);

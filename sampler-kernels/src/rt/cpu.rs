@@ -54,7 +54,10 @@ impl Ctx {
 #[cold]
 #[inline(never)]
 fn too_long(c: &Ctx, op: &str, n: u32) {
-    panic!("kernel `{}` (program {}): `{op}` of {n} elements, past TILE = {} (the GPU has no room for it)", c.kernel, c.program, c.tile);
+    panic!(
+        "kernel `{}` (program {}): `{op}` of {n} elements, past TILE = {} (the GPU has no room for it)",
+        c.kernel, c.program, c.tile
+    );
 }
 
 /// A tile: the valid elements of a row chunk.
@@ -124,7 +127,10 @@ impl<T: Copy + Default> Gm<T> {
     #[cold]
     #[inline(never)]
     fn out_of_range(&self, what: &str, i: u64) {
-        panic!("kernel `{}`: {what} of `{}` at index {i}, out of range (its length is {})", self.kernel, self.arg, self.len);
+        panic!(
+            "kernel `{}`: {what} of `{}` at index {i}, out of range (its length is {})",
+            self.kernel, self.arg, self.len
+        );
     }
 }
 
@@ -546,15 +552,32 @@ pub fn top_n_set(c: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32
 /// logit counts, as the mask check counts them (SAMPLER.md section 3.2),
 /// taken in the top-N's own streaming pass over the row
 /// ([`super::host_algo::top_keys_counted`]): the row is read once.
-pub fn top_n_counted(_: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32) {
+pub fn top_n_counted(
+    _: &Ctx,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32>, Tile<i32>, u32, u32) {
     let (keys, c) = match buf.span(off, v) {
         Some(x) => top_keys_counted(x, n as usize),
         None => top_keys_counted(&buf.tile(off, v), n as usize),
     };
-    (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect(), c.bad, v - c.neg_inf)
+    (
+        keys.iter().map(|&k| key_logit(k)).collect(),
+        keys.iter().map(|&k| key_id(k) as i32).collect(),
+        c.bad,
+        v - c.neg_inf,
+    )
 }
 /// [`top_n_set`] and the counts of [`top_n_counted`].
-pub fn top_n_set_counted(c: &Ctx, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32) {
+pub fn top_n_set_counted(
+    c: &Ctx,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32>, Tile<i32>, u32, u32) {
     let (x, id, bad, fin) = top_n_counted(c, buf, off, v, n);
     let mut pairs: Vec<(f32, i32)> = x.into_iter().zip(id).collect();
     pairs.sort_unstable_by_key(|p| p.1);
@@ -699,7 +722,9 @@ pub enum ArgError {
 impl core::fmt::Display for ArgError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ArgError::Count { kernel, expected, got } => write!(f, "kernel `{kernel}` takes {expected} arguments, got {got}"),
+            ArgError::Count { kernel, expected, got } => {
+                write!(f, "kernel `{kernel}` takes {expected} arguments, got {got}")
+            }
             ArgError::Type { kernel, index, param, expected, got } => {
                 write!(f, "kernel `{kernel}` argument {index} (`{param}`) must be {expected}, got {got}")
             }

@@ -5,13 +5,13 @@
 //! them directly. Integer arithmetic wraps and integer division by zero gives
 //! zero, as on GPU hardware, so no input can make a kernel panic.
 
-pub use super::math::{accept, fixed_to_f32, frac_floor, ln_fixed, rand_u64, uniform53};
 #[cfg(target_arch = "nvptx64")]
 pub use super::math::to_fixed;
 /// [`super::math::to_fixed`]; on the CPU its branch-free twin
 /// [`super::math::to_fixed_flat`] (the same values), so tile maps vectorise.
 #[cfg(not(target_arch = "nvptx64"))]
 pub use super::math::to_fixed_flat as to_fixed;
+pub use super::math::{accept, fixed_to_f32, frac_floor, ln_fixed, rand_u64, uniform53};
 
 /// Arithmetic with the DSL's semantics: IEEE for floats, wrapping for integers.
 pub trait Arith: Copy {
@@ -98,17 +98,29 @@ pub fn exp(x: f32) -> f32 {
 /// The smaller of two values (`a` when unordered).
 #[inline(always)]
 pub fn min<T: PartialOrd>(a: T, b: T) -> T {
-    if b < a { b } else { a }
+    if b < a {
+        b
+    } else {
+        a
+    }
 }
 /// The larger of two values (`a` when unordered).
 #[inline(always)]
 pub fn max<T: PartialOrd>(a: T, b: T) -> T {
-    if b > a { b } else { a }
+    if b > a {
+        b
+    } else {
+        a
+    }
 }
 /// `c ? a : b`.
 #[inline(always)]
 pub fn select<T>(c: bool, a: T, b: T) -> T {
-    if c { a } else { b }
+    if c {
+        a
+    } else {
+        b
+    }
 }
 #[inline(always)]
 pub fn is_nan(x: f32) -> bool {

@@ -161,7 +161,16 @@ const SAMPLE_RUNS: usize = 32;
 /// the threshold rises to the n-th largest key's order bits.
 /// With `COUNT`, also adds the [`Counts`] of `x[from..]` to `counts`.
 #[allow(clippy::too_many_arguments)]
-fn filter_from<const COUNT: bool>(x: &[f32], from: usize, mut thr: u32, n: usize, cap: usize, buf: &mut Vec<u64>, scratch: &mut Vec<u64>, counts: &mut Counts) {
+fn filter_from<const COUNT: bool>(
+    x: &[f32],
+    from: usize,
+    mut thr: u32,
+    n: usize,
+    cap: usize,
+    buf: &mut Vec<u64>,
+    scratch: &mut Vec<u64>,
+    counts: &mut Counts,
+) {
     let mut acc = Acc::new();
     let mut i = from;
     while i < x.len() {
@@ -271,13 +280,15 @@ fn candidates_counted(blk: &[f32], tf: f32, acc: &mut Acc) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if blk.len() == BLOCK {
         use core::arch::x86_64::{
-            _mm_and_si128, _mm_castps_si128, _mm_cmpeq_epi32, _mm_cmpgt_epi32, _mm_cmpnlt_ps, _mm_loadu_ps, _mm_movemask_ps, _mm_set1_epi32, _mm_set1_ps, _mm_sub_epi32,
+            _mm_and_si128, _mm_castps_si128, _mm_cmpeq_epi32, _mm_cmpgt_epi32, _mm_cmpnlt_ps, _mm_loadu_ps,
+            _mm_movemask_ps, _mm_set1_epi32, _mm_set1_ps, _mm_sub_epi32,
         };
         let mut m = 0u64;
         // SAFETY: SSE2 is part of x86-64; the 16 loads of 4 stay inside `blk` (64 elements).
         unsafe {
             let t = _mm_set1_ps(tf);
-            let (abs, max_finite, ninf) = (_mm_set1_epi32(0x7fff_ffff), _mm_set1_epi32(0x7f7f_ffff), _mm_set1_epi32(0xff80_0000u32 as i32));
+            let (abs, max_finite, ninf) =
+                (_mm_set1_epi32(0x7fff_ffff), _mm_set1_epi32(0x7f7f_ffff), _mm_set1_epi32(0xff80_0000u32 as i32));
             let (mut sp, mut ni) = (acc.special, acc.neg_inf);
             for q in 0..BLOCK / 4 {
                 let v = _mm_loadu_ps(blk.as_ptr().add(4 * q));
@@ -381,10 +392,10 @@ mod tests {
         };
         let len = 5000;
         let mut out = vec![
-            vec![1.0f32; len],                                      // all equal
-            (0..len).map(|i| i as f32).collect(),                   // ascending: every element passes
-            (0..len).map(|i| -(i as f32)).collect(),                // descending
-            (0..len).map(|i| (i % 7) as f32).collect(),             // many ties at the boundary
+            vec![1.0f32; len],                                               // all equal
+            (0..len).map(|i| i as f32).collect(),                            // ascending: every element passes
+            (0..len).map(|i| -(i as f32)).collect(),                         // descending
+            (0..len).map(|i| (i % 7) as f32).collect(),                      // many ties at the boundary
             (0..len).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }).collect(), // signed zeros
             (0..len).map(|i| [f32::MAX, f32::MIN, f32::NEG_INFINITY, f32::MIN_POSITIVE, -1e-45][i % 5]).collect(),
         ];
@@ -421,7 +432,10 @@ mod tests {
         }
         let x = &rows[0];
         let t = sampled_threshold(x, 4000).expect("a sample");
-        assert!(x.iter().filter(|&&v| order_bits(v) >= t).count() < 4000, "the first row must defeat the sample at n = 4000");
+        assert!(
+            x.iter().filter(|&&v| order_bits(v) >= t).count() < 4000,
+            "the first row must defeat the sample at n = 4000"
+        );
     }
 
     /// The counts come from the streaming pass (every path: the sampled
@@ -430,7 +444,18 @@ mod tests {
     /// -0.0 and denormals; the keys equal the uncounted ones.
     #[test]
     fn top_keys_counted_counts_every_logit_once() {
-        let specials = [f32::NAN, -f32::NAN, f32::from_bits(0x7f80_0001), f32::from_bits(0xff80_0001), f32::from_bits(0xffff_ffff), f32::INFINITY, f32::NEG_INFINITY, -0.0, f32::from_bits(1), f32::from_bits(0x8000_0001)];
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xff80_0001),
+            f32::from_bits(0xffff_ffff),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            f32::from_bits(1),
+            f32::from_bits(0x8000_0001),
+        ];
         let len = 40_000;
         let step = len / SAMPLE_RUNS;
         let mut rows = rows();

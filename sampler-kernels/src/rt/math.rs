@@ -97,7 +97,7 @@ pub fn accept(k: u64, q: f32, p: f32) -> bool {
     let (mq, eq) = decompose(q);
     let (mp, ep) = decompose(p);
     let lhs = k as u128 * mq as u128; // < 2^77
-    // k*mq*2^(eq-53) < mp*2^ep  <=>  lhs < mp * 2^d
+                                      // k*mq*2^(eq-53) < mp*2^ep  <=>  lhs < mp * 2^d
     let d = ep - eq + 53;
     if lhs == 0 {
         return true;
@@ -180,7 +180,7 @@ pub fn ln_fixed(s: u64) -> f32 {
     let lz = s.leading_zeros() as i32;
     let e = 63 - lz; // floor(log2 s)
     let top = s << lz; // bit 63 set
-    // m in [1, 2): 52 bits of mantissa from the top bits (exact for s < 2^53).
+                       // m in [1, 2): 52 bits of mantissa from the top bits (exact for s < 2^53).
     let mut m = f64::from_bits((1023u64 << 52) | ((top << 1) >> 12));
     let mut e = e - FIX_BITS as i32;
     // The literal (one ulp below SQRT_2) is part of the committed numerics: keep it.

@@ -304,7 +304,10 @@ impl Gen {
         self.line(&format!("{} = {};", dst.n, src.n));
         self.sync(Pipe::V, Touch { ub_reads: vec![src.slot], ub_writes: vec![dst.slot], ..Default::default() });
         let saved = self.open_cond(&format!("if ({} > 0)", dst.n));
-        self.line(&format!("AscendC::DataCopy({}, {}, AscendC::DataCopyParams{{1, (uint16_t)(({} * sizeof({ty}) + 31) / 32), 0, 0}});", dst.t, src.t, dst.n));
+        self.line(&format!(
+            "AscendC::DataCopy({}, {}, AscendC::DataCopyParams{{1, (uint16_t)(({} * sizeof({ty}) + 31) / 32), 0, 0}});",
+            dst.t, src.t, dst.n
+        ));
         self.close_cond(saved);
     }
 

@@ -140,7 +140,14 @@ impl Gen {
                 self.close_cond(saved);
                 res
             }
-            Op::ReduceMax | Op::ReduceMin | Op::ReduceSum | Op::Count | Op::Any | Op::All | Op::FirstWhere | Op::LastWhere => {
+            Op::ReduceMax
+            | Op::ReduceMin
+            | Op::ReduceSum
+            | Op::Count
+            | Op::Any
+            | Op::All
+            | Op::FirstWhere
+            | Op::LastWhere => {
                 let t = self.tile(&args[0]);
                 let res = self.fresh("s");
                 let ty = scalar_type(p);

@@ -110,7 +110,9 @@ pub(super) fn block_has_pipe_work(b: &Block) -> bool {
             return true;
         }
         match &e.kind {
-            ExprKind::Call(op, args) => matches!(op, Op::Store | Op::StoreHead | Op::StoreScalar | Op::Scatter) || args.iter().any(ex),
+            ExprKind::Call(op, args) => {
+                matches!(op, Op::Store | Op::StoreHead | Op::StoreScalar | Op::Scatter) || args.iter().any(ex)
+            }
             ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x),
             ExprKind::Binary(_, a, b) => ex(a) || ex(b),
             ExprKind::If(a, b, c) => ex(a) || ex(b) || ex(c),
@@ -120,7 +122,9 @@ pub(super) fn block_has_pipe_work(b: &Block) -> bool {
     b.stmts.iter().any(|s| match s {
         Stmt::Let { value, .. } | Stmt::Assign { value, .. } => ex(value),
         Stmt::Expr(e) => ex(e),
-        Stmt::If { cond, then, els, .. } => ex(cond) || block_has_pipe_work(then) || els.as_ref().is_some_and(block_has_pipe_work),
+        Stmt::If { cond, then, els, .. } => {
+            ex(cond) || block_has_pipe_work(then) || els.as_ref().is_some_and(block_has_pipe_work)
+        }
         Stmt::For { start, end, body, .. } => ex(start) || ex(end) || block_has_pipe_work(body),
     })
 }

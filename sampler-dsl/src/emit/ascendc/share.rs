@@ -38,7 +38,9 @@ fn tokens(s: &str) -> Vec<(String, bool)> {
 /// The source of every entry of one kernel, sharing bodies where it can.
 pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
     let toks: Vec<Vec<(String, bool)>> = vs.iter().map(|v| tokens(&v.body)).collect();
-    let shape = |t: &[(String, bool)]| t.iter().map(|(s, plain)| if *plain { "#" } else { s.as_str() }).collect::<Vec<_>>().join("");
+    let shape = |t: &[(String, bool)]| {
+        t.iter().map(|(s, plain)| if *plain { "#" } else { s.as_str() }).collect::<Vec<_>>().join("")
+    };
     // Groups of variants with the same shape, in variant order.
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, t) in toks.iter().enumerate() {
@@ -85,14 +87,24 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
         let tiles: Vec<String> = members.iter().map(|&m| vs[m].tile.to_string()).collect();
         let _ = writeln!(s, "\n// The body of tiles {}; `K` holds the numbers of one tile's UB plan.", tiles.join("/"));
         let _ = writeln!(s, "template <typename K>\n__aicore__ inline void {body_name}({}) {{", vs[members[0]].sig);
-        let names: Vec<String> = std::iter::once("TILE".to_string()).chain(consts.iter().map(|(n, _)| n.clone())).collect();
-        let _ = writeln!(s, "  constexpr uint32_t {};", names.iter().map(|n| format!("{n} = K::{n}")).collect::<Vec<_>>().join(", "));
+        let names: Vec<String> =
+            std::iter::once("TILE".to_string()).chain(consts.iter().map(|(n, _)| n.clone())).collect();
+        let _ = writeln!(
+            s,
+            "  constexpr uint32_t {};",
+            names.iter().map(|n| format!("{n} = K::{n}")).collect::<Vec<_>>().join(", ")
+        );
         let _ = writeln!(s, "{body}}}");
         for (mi, &m) in members.iter().enumerate() {
             let v = &vs[m];
             let mut fields = vec![format!("TILE = {}", v.tile)];
             fields.extend(consts.iter().map(|(n, col)| format!("{n} = {}", col[mi])));
-            let _ = writeln!(s, "\nstruct {kernel}_k{} {{\n  static constexpr uint32_t {};\n}};", v.tile, fields.join(", "));
+            let _ = writeln!(
+                s,
+                "\nstruct {kernel}_k{} {{\n  static constexpr uint32_t {};\n}};",
+                v.tile,
+                fields.join(", ")
+            );
             let _ = writeln!(s, "extern \"C\" __global__ __aicore__ void {kernel}_t{}({}) {{", v.tile, v.sig);
             let _ = writeln!(s, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
             let _ = writeln!(s, "  {body_name}<{kernel}_k{}>({});\n}}", v.tile, v.args);

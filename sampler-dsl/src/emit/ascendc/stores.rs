@@ -77,10 +77,14 @@ impl Gen {
                 // (never a scalar SetValue into GM: see StoreScalar).
                 let ty = ub_type(p);
                 let st = self.raw_slot(32);
-                self.sync(Pipe::S, Touch { ub_reads: vec![idx.slot, vals.slot], ub_writes: vec![st], ..Default::default() });
+                self.sync(
+                    Pipe::S,
+                    Touch { ub_reads: vec![idx.slot, vals.slot], ub_writes: vec![st], ..Default::default() },
+                );
                 self.sync(Pipe::Mte3, Touch { ub_reads: vec![st], gm_writes: vec![&g], ..Default::default() });
                 let rd = elem_read(&vals, "i");
-                let saved = self.open_cond(&format!("for (uint32_t i = 0; i < sk::min<uint32_t>({}, {}); ++i)", idx.n, vals.n));
+                let saved =
+                    self.open_cond(&format!("for (uint32_t i = 0; i < sk::min<uint32_t>({}, {}); ++i)", idx.n, vals.n));
                 self.line(&format!("const int32_t j = {}.GetValue(i);", idx.t));
                 self.line("if (j < 0) continue;");
                 self.line(&format!("ub8[{}].ReinterpretCast<{ty}>().SetValue(0, ({ty})({rd}));", st.off));

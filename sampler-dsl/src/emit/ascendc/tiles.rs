@@ -75,7 +75,10 @@ impl Gen {
                 let t = self.alloc_tile(Prim::U32, tile, true);
                 self.line(&format!("const uint32_t {} = sk::min<uint32_t>((uint32_t)({n}), TILE);", t.n));
                 self.sync(Pipe::V, Touch { ub_writes: vec![t.slot], ..Default::default() });
-                self.line(&format!("AscendC::CreateVecIndex({}.ReinterpretCast<int32_t>(), (int32_t)0, {});", t.t, t.n));
+                self.line(&format!(
+                    "AscendC::CreateVecIndex({}.ReinterpretCast<int32_t>(), (int32_t)0, {});",
+                    t.t, t.n
+                ));
                 t
             }
             Op::Full => {
@@ -104,7 +107,15 @@ impl Gen {
                 let offv = self.fresh("off");
                 self.line(&format!("const uint32_t {} = {};", t.n, idx.n));
                 self.line(&format!("const uint64_t {offv} = (uint64_t)({off});"));
-                self.sync(Pipe::S, Touch { ub_reads: vec![idx.slot], ub_writes: vec![t.slot], gm_reads: vec![&g], ..Default::default() });
+                self.sync(
+                    Pipe::S,
+                    Touch {
+                        ub_reads: vec![idx.slot],
+                        ub_writes: vec![t.slot],
+                        gm_reads: vec![&g],
+                        ..Default::default()
+                    },
+                );
                 self.dcci_if_written(&g, gp);
                 let saved = self.open_cond(&format!("for (uint32_t i = 0; i < {}; ++i)", t.n));
                 self.line(&format!("const int32_t j = {}.GetValue(i);", idx.t));

@@ -108,7 +108,12 @@ pub struct Hazards {
 
 impl Default for Hazards {
     fn default() -> Self {
-        Hazards { now: 1, ub: vec![Access::default(); (UB_BUDGET / BLOCK + 64) as usize], gm: Default::default(), synced: [[0; 4]; 4] }
+        Hazards {
+            now: 1,
+            ub: vec![Access::default(); (UB_BUDGET / BLOCK + 64) as usize],
+            gm: Default::default(),
+            synced: [[0; 4]; 4],
+        }
     }
 }
 
@@ -253,9 +258,15 @@ mod tests {
         let b = Slot { id: 1, off: 256, bytes: 256 };
         assert!(h.access(Pipe::V, &Touch { ub_writes: vec![a], ..Default::default() }).is_empty());
         // RAW on the vector pipe: a barrier (V -> V), once.
-        assert_eq!(h.access(Pipe::V, &Touch { ub_reads: vec![a], ub_writes: vec![b], ..Default::default() }), vec![(Pipe::V, Pipe::V)]);
+        assert_eq!(
+            h.access(Pipe::V, &Touch { ub_reads: vec![a], ub_writes: vec![b], ..Default::default() }),
+            vec![(Pipe::V, Pipe::V)]
+        );
         // In place on b, written by the op before: RAW again.
-        assert_eq!(h.access(Pipe::V, &Touch { ub_reads: vec![b], ub_writes: vec![b], ..Default::default() }), vec![(Pipe::V, Pipe::V)]);
+        assert_eq!(
+            h.access(Pipe::V, &Touch { ub_reads: vec![b], ub_writes: vec![b], ..Default::default() }),
+            vec![(Pipe::V, Pipe::V)]
+        );
         // WAR: overwriting a, read two ops ago before the last barrier: nothing.
         assert!(h.access(Pipe::V, &Touch { ub_writes: vec![a], ..Default::default() }).is_empty());
         // The scalar unit is in order with itself.

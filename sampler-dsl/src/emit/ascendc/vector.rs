@@ -33,10 +33,16 @@ impl Gen {
                 let d = self.dest(&[&a], tile);
                 self.line(&format!("const uint32_t {} = {};", d.n, a.n));
                 match (op, tile_left) {
-                    (BinOp::Add, _) => self.vop(&d, &[&a], &format!("AscendC::Adds({}, {}, {sn}, (int32_t){});", d.t, a.t, d.n)),
-                    (BinOp::Mul, _) => self.vop(&d, &[&a], &format!("AscendC::Muls({}, {}, {sn}, (int32_t){});", d.t, a.t, d.n)),
+                    (BinOp::Add, _) => {
+                        self.vop(&d, &[&a], &format!("AscendC::Adds({}, {}, {sn}, (int32_t){});", d.t, a.t, d.n))
+                    }
+                    (BinOp::Mul, _) => {
+                        self.vop(&d, &[&a], &format!("AscendC::Muls({}, {}, {sn}, (int32_t){});", d.t, a.t, d.n))
+                    }
                     // x - s == x + (-s) exactly in IEEE arithmetic.
-                    (BinOp::Sub, true) => self.vop(&d, &[&a], &format!("AscendC::Adds({}, {}, -{sn}, (int32_t){});", d.t, a.t, d.n)),
+                    (BinOp::Sub, true) => {
+                        self.vop(&d, &[&a], &format!("AscendC::Adds({}, {}, -{sn}, (int32_t){});", d.t, a.t, d.n))
+                    }
                     (BinOp::Sub, false) => {
                         self.vop(&d, &[&a], &format!("AscendC::Muls({}, {}, -1.0f, (int32_t){});", d.t, a.t, d.n));
                         self.vop(&d, &[&d], &format!("AscendC::Adds({}, {}, {sn}, (int32_t){});", d.t, d.t, d.n));
@@ -97,7 +103,10 @@ impl Gen {
     }
 
     pub(super) fn vop(&mut self, d: &TileV, srcs: &[&TileV], code: &str) {
-        self.sync(Pipe::V, Touch { ub_reads: srcs.iter().map(|s| s.slot).collect(), ub_writes: vec![d.slot], ..Default::default() });
+        self.sync(
+            Pipe::V,
+            Touch { ub_reads: srcs.iter().map(|s| s.slot).collect(), ub_writes: vec![d.slot], ..Default::default() },
+        );
         self.line(code);
     }
 
@@ -123,7 +132,10 @@ impl Gen {
             _ => leaves.iter().skip(1).fold(leaves[0].n.clone(), |a, l| format!("sk::min<uint32_t>({a}, {})", l.n)),
         };
         self.line(&format!("const uint32_t {} = {n};", d.n));
-        self.sync(Pipe::S, Touch { ub_reads: leaves.iter().map(|l| l.slot).collect(), ub_writes: vec![d.slot], ..Default::default() });
+        self.sync(
+            Pipe::S,
+            Touch { ub_reads: leaves.iter().map(|l| l.slot).collect(), ub_writes: vec![d.slot], ..Default::default() },
+        );
         let saved = self.open_cond("");
         for (i, l) in leaves.iter().enumerate() {
             self.line(&format!("const AscendC::LocalTensor<{}> &L{i} = {};", ub_type(l.prim), l.t));

@@ -96,10 +96,13 @@ mod tests {
     use crate::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
     fn words() -> Vec<Vec<u8>> {
-        let mut w: Vec<Vec<u8>> = ["{", "}", "\"", "a", "b", ":", ",", "1", "2", "0", "\"a\"", "\":", "{\"", "x", "true", "[", "]", " ", "-", "7}"]
-            .iter()
-            .map(|s| s.as_bytes().to_vec())
-            .collect();
+        let mut w: Vec<Vec<u8>> = [
+            "{", "}", "\"", "a", "b", ":", ",", "1", "2", "0", "\"a\"", "\":", "{\"", "x", "true", "[", "]", " ", "-",
+            "7}",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
         w.push(b"\xFF<|end|>".to_vec());
         w
     }
@@ -116,10 +119,12 @@ mod tests {
             "additionalProperties": false
         });
         let v = words.len() as u32;
-        let s = Sampler::new(SamplerConfig { vocab_size: v, force_topk: 0, nextn: 3, backend: BackendKind::Cpu }).unwrap();
+        let s =
+            Sampler::new(SamplerConfig { vocab_size: v, force_topk: 0, nextn: 3, backend: BackendKind::Cpu }).unwrap();
         let mut e = Engine::new(s, EngineConfig { max_num_seqs: 4, nextn: 3, ..Default::default() }).unwrap();
         for id in 0..4 {
-            let mut r = EngineRequest::new(id, vec![0], SamplingParams { seq_seed: Some(id), ..Default::default() }, 24);
+            let mut r =
+                EngineRequest::new(id, vec![0], SamplingParams { seq_seed: Some(id), ..Default::default() }, 24);
             r.eos = Some(eos);
             r.grammar = Some(Box::new(tok.json_schema(schema.clone())));
             e.add_request(r).unwrap();
@@ -132,7 +137,8 @@ mod tests {
         let mut complete = 0;
         for f in fin {
             assert!(f.status.is_ok(), "{:?}", f.status);
-            let text: Vec<u8> = f.output.iter().filter(|&&t| t != eos).flat_map(|&t| words[t as usize].clone()).collect();
+            let text: Vec<u8> =
+                f.output.iter().filter(|&&t| t != eos).flat_map(|&t| words[t as usize].clone()).collect();
             let text = String::from_utf8(text).unwrap();
             // A request ends on EOS or when llguidance stops the grammar (only EOS could follow).
             if f.output.last() == Some(&eos) || f.output.len() < 24 {

@@ -8,7 +8,11 @@ use super::{ix, Ctx, Tile};
 /// Combines every thread's `v` in thread order (`op(lower, higher)`) and
 /// returns the result on every thread.
 #[inline(always)]
-pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(c: &Ctx<TH, I>, mut v: T, op: impl Fn(T, T) -> T) -> T {
+pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    mut v: T,
+    op: impl Fn(T, T) -> T,
+) -> T {
     let width = Ctx::<TH, I>::WIDTH;
     let lane = c.lane();
     let mut d = 1u32;
@@ -123,7 +127,11 @@ pub fn reduce_sum<T: IntSum, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t:
     block_fold(c, a, |a, b| a.wadd(b))
 }
 #[inline(always)]
-pub(super) fn scan<T: IntSum, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t: &Tile<T, I>, inclusive: bool) -> Tile<T, I> {
+pub(super) fn scan<T: IntSum, const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    t: &Tile<T, I>,
+    inclusive: bool,
+) -> Tile<T, I> {
     let mut own = T::default();
     for j in 0..I {
         if c.idx(j) < t.n {

@@ -68,7 +68,10 @@ mod select;
 mod sort;
 mod warp;
 
-pub use block::{all, any, categorical, count, exclusive_scan, first_where, get, inclusive_scan, last_where, reduce_max, reduce_min, reduce_sum, Bounded, IntSum};
+pub use block::{
+    all, any, categorical, count, exclusive_scan, first_where, get, inclusive_scan, last_where, reduce_max, reduce_min,
+    reduce_sum, Bounded, IntSum,
+};
 pub use select::{top_n, top_n_counted, top_n_set, top_n_set_counted};
 pub use sort::sort_desc;
 pub use warp::Shfl;
@@ -238,7 +241,9 @@ fn bf16_to_f32(b: u16) -> f32 {
 fn f16_to_f32(h: u16) -> f32 {
     let f: f32;
     // SAFETY: a register-only conversion.
-    unsafe { core::arch::asm!("cvt.f32.f16 {f}, {h};", f = out(reg32) f, h = in(reg16) h, options(pure, nomem, nostack)) };
+    unsafe {
+        core::arch::asm!("cvt.f32.f16 {f}, {h};", f = out(reg32) f, h = in(reg16) h, options(pure, nomem, nostack))
+    };
     f
 }
 
@@ -274,7 +279,9 @@ impl Source for Logits {
     #[inline(always)]
     fn quad_aligned(&self, off: u64) -> bool {
         match self.dtype {
-            crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => (self.p.wrapping_add(2 * off as usize) as usize) % 8 == 0,
+            crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => {
+                (self.p.wrapping_add(2 * off as usize) as usize) % 8 == 0
+            }
             _ => self.singles().quad_aligned(off),
         }
     }
@@ -424,7 +431,12 @@ pub fn load<B: Source, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: B, 
 
 /// [`load`] of a plain buffer.
 #[inline(always)]
-fn load_gm<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, n: u32) -> Tile<T, I> {
+fn load_gm<T: Copy + Default, const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: Gm<T>,
+    off: u64,
+    n: u32,
+) -> Tile<T, I> {
     let n = n.min(Ctx::<TH, I>::CAP);
     let mut v = [T::default(); I];
     // 16-byte vector loads of 4-byte elements when this thread's run of I is
@@ -469,7 +481,13 @@ pub fn store<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>,
 }
 /// Writes the first `k` elements of the tile at element `off` of `buf`.
 #[inline(always)]
-pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, t: &Tile<T, I>, k: u32) {
+pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: Gm<T>,
+    off: u64,
+    t: &Tile<T, I>,
+    k: u32,
+) {
     let n = t.n.min(k);
     for j in 0..I {
         let e = c.idx(j);
@@ -494,7 +512,12 @@ pub fn store_scalar<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<
 }
 /// Bits `0..n` of the u32 words from word `word_off`.
 #[inline(always)]
-pub fn mask_bits<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool, I> {
+pub fn mask_bits<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: Gm<u32>,
+    word_off: u64,
+    n: u32,
+) -> Tile<bool, I> {
     let n = n.min(Ctx::<TH, I>::CAP);
     let mut v = [false; I];
     for (j, o) in v.iter_mut().enumerate() {
@@ -545,7 +568,13 @@ pub fn gather<B: Source, const TH: usize, const I: usize>(
 }
 /// `buf[off + idx[i]] = vals[i]` for each i with `idx[i] >= 0`.
 #[inline(always)]
-pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, off: u64, idx: &Tile<i32, I>, vals: &Tile<T, I>) {
+pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: Gm<T>,
+    off: u64,
+    idx: &Tile<i32, I>,
+    vals: &Tile<T, I>,
+) {
     let n = idx.n.min(vals.n);
     for j in 0..I {
         if c.idx(j) < n {

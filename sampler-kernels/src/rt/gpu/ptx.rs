@@ -72,7 +72,9 @@ pub(super) fn sts64(a: u64, v: u64) {
 pub(super) fn atoms_add(a: u64, v: u32) -> u32 {
     let r: u32;
     // SAFETY: as `lds32`.
-    unsafe { asm!("atom.shared.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+    unsafe {
+        asm!("atom.shared.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) a, v = in(reg32) v, options(nostack))
+    };
     r
 }
 /// `red.shared.add.u32`: adds `v` at `a`.
@@ -139,7 +141,9 @@ pub(super) fn sts16(a: u64, v: u32) {
 pub(super) fn lds128(a: u64) -> [u32; 4] {
     let (x, y, z, w): (u32, u32, u32, u32);
     // SAFETY: `a` is a 16-byte aligned address inside the launch's shared memory.
-    unsafe { asm!("ld.shared.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];", a = in(reg64) a, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, options(nostack, readonly)) };
+    unsafe {
+        asm!("ld.shared.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];", a = in(reg64) a, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, options(nostack, readonly))
+    };
     [x, y, z, w]
 }
 
@@ -147,7 +151,9 @@ pub(super) fn lds128(a: u64) -> [u32; 4] {
 #[inline(always)]
 pub(super) fn sts128(a: u64, v: [u32; 4]) {
     // SAFETY: `a` is a 16-byte aligned address inside the launch's shared memory.
-    unsafe { asm!("st.shared.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg64) a, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack)) };
+    unsafe {
+        asm!("st.shared.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg64) a, x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack))
+    };
 }
 
 #[inline(always)]

@@ -145,7 +145,12 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
 
 /// The `n` largest keys that `keys` yields, in descending order, as a tile.
 #[inline(always)]
-pub(super) fn sorted_keys<const TH: usize, const I: usize>(c: &Ctx<TH, I>, iters: u32, keys: impl Fn(u32) -> Option<u64>, n: u32) -> Tile<u64, I> {
+pub(super) fn sorted_keys<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    iters: u32,
+    keys: impl Fn(u32) -> Option<u64>,
+    n: u32,
+) -> Tile<u64, I> {
     let n = n.min(Ctx::<TH, I>::CAP);
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let mut out = [0u64; I];
@@ -367,7 +372,13 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
 /// section 3.6 (logit descending, ties by lower id), with their ids.
 #[inline(always)]
-pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn top_n<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>) {
     let (x, id, _) = top_n_impl::<TH, I, false>(c, buf, off, v, n);
     (x, id)
 }
@@ -377,7 +388,13 @@ pub fn top_n<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<E
 /// on every thread: from the staging histogram (no second read of the
 /// logits), else from a counting pass over `buf` when the range is not staged.
 #[inline(always)]
-pub fn top_n_counted<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+pub fn top_n_counted<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
     let (x, id, (bad, fin)) = top_n_impl::<TH, I, true>(c, buf, off, v, n);
     (x, id, bad, fin)
 }
@@ -408,7 +425,12 @@ fn staged_counts<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: 
 /// The bad and finite counts of `buf[off..off+v]` by reading it (the
 /// fallback when the range is not staged); block-uniform.
 #[inline(always)]
-fn direct_counts<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> (u32, u32) {
+fn direct_counts<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+) -> (u32, u32) {
     let (mut bad, mut neg_inf) = (0u32, 0u32);
     // SEL_BATCH loads in flight (as staging's tail loop); past the end: 0.0, counted as neither.
     let iters = v.div_ceil(TH as u32);
@@ -490,7 +512,12 @@ fn top_n_impl<const TH: usize, const I: usize, const COUNT: bool>(
 /// every selection pass then reads shared memory. `None`: no room.
 /// `Some((scratch, staging area))`.
 #[inline(always)]
-pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32) -> Option<(u64, u64)> {
+pub(super) fn stage<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+) -> Option<(u64, u64)> {
     let (scr, st, room) = stagebuf::<TH, I>();
     if v > room {
         return None;
@@ -584,14 +611,26 @@ pub(super) fn stage<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl S
 /// of the warps' counts place the keys in id order. Equal logits come out in
 /// ascending id order, as `top_n` puts them.
 #[inline(always)]
-pub fn top_n_set<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn top_n_set<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>) {
     let (x, id, _) = top_n_set_impl::<TH, I, false>(c, buf, off, v, n);
     (x, id)
 }
 
 /// [`top_n_set`] and the range's bad and finite counts, as [`top_n_counted`].
 #[inline(always)]
-pub fn top_n_set_counted<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: impl Source<Elem = f32>, off: u64, v: u32, n: u32) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+pub fn top_n_set_counted<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
     let (x, id, (bad, fin)) = top_n_set_impl::<TH, I, true>(c, buf, off, v, n);
     (x, id, bad, fin)
 }

@@ -15,7 +15,11 @@ pub(super) fn bitonic_keep(i: u32, stride: u32, size: u32, a: u64, b: u64) -> u6
     let desc = (i & size) == 0;
     let lower = (i & stride) == 0;
     if desc == lower {
-        if a > b { a } else { b }
+        if a > b {
+            a
+        } else {
+            b
+        }
     } else if a < b {
         a
     } else {
@@ -164,7 +168,11 @@ const RUN_MAX: u32 = 32;
 /// memory (its histograms need `16 * TH` bytes).
 #[inline(always)]
 pub(super) fn radix_fits<const TH: usize, const I: usize>(m: u32, tmp_bytes: u32) -> bool {
-    TH % 256 == 0 && (TH / 32).is_power_of_two() && m >= RADIX_MIN && m <= RADIX_E * TH as u32 && tmp_bytes >= 16 * TH as u32
+    TH % 256 == 0
+        && (TH / 32).is_power_of_two()
+        && m >= RADIX_MIN
+        && m <= RADIX_E * TH as u32
+        && tmp_bytes >= 16 * TH as u32
 }
 
 /// Sorts the `m` unique keys `buf[0..m]` descending, in place ([`radix_fits`]
@@ -190,7 +198,9 @@ pub(super) fn radix_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u
         }
     }
     // Low half: OR; high half: AND (one fold, two barriers).
-    let f = block_fold(c, (or as u128) | ((and as u128) << 64), |a, b| ((a | b) & (u64::MAX as u128)) | ((a & b) >> 64 << 64));
+    let f = block_fold(c, (or as u128) | ((and as u128) << 64), |a, b| {
+        ((a | b) & (u64::MAX as u128)) | ((a & b) >> 64 << 64)
+    });
     let diff = (f as u64) ^ ((f >> 64) as u64);
     let mut s = 32u32;
     while s < 64 {
@@ -338,7 +348,11 @@ fn radix_pass<const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: u64, m: u32,
 
 /// Sorts (logit, id) pairs in the order of SAMPLER.md section 3.6.
 #[inline(always)]
-pub fn sort_desc<const TH: usize, const I: usize>(c: &Ctx<TH, I>, vals: &Tile<f32, I>, ids: &Tile<i32, I>) -> (Tile<f32, I>, Tile<i32, I>) {
+pub fn sort_desc<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    vals: &Tile<f32, I>,
+    ids: &Tile<i32, I>,
+) -> (Tile<f32, I>, Tile<i32, I>) {
     let n = vals.n.min(ids.n);
     let base = c.idx(0);
     let (vv, iv) = (vals.v, ids.v);

@@ -9,14 +9,18 @@ use super::ptx::{atoms_add, hist, lds32, misc, reds_add, sts32};
 pub(super) fn shfl_down32(v: u32, d: u32, mask: u32) -> u32 {
     let r: u32;
     // SAFETY: called by every thread of `mask` at the same point (block-uniform code).
-    unsafe { asm!("shfl.sync.down.b32 {r}, {v}, {d}, 31, {m};", r = out(reg32) r, v = in(reg32) v, d = in(reg32) d, m = in(reg32) mask) };
+    unsafe {
+        asm!("shfl.sync.down.b32 {r}, {v}, {d}, 31, {m};", r = out(reg32) r, v = in(reg32) v, d = in(reg32) d, m = in(reg32) mask)
+    };
     r
 }
 #[inline(always)]
 pub(super) fn shfl_up32(v: u32, d: u32, mask: u32) -> u32 {
     let r: u32;
     // SAFETY: as `shfl_down32`.
-    unsafe { asm!("shfl.sync.up.b32 {r}, {v}, {d}, 0, {m};", r = out(reg32) r, v = in(reg32) v, d = in(reg32) d, m = in(reg32) mask) };
+    unsafe {
+        asm!("shfl.sync.up.b32 {r}, {v}, {d}, 0, {m};", r = out(reg32) r, v = in(reg32) v, d = in(reg32) d, m = in(reg32) mask)
+    };
     r
 }
 
@@ -74,7 +78,9 @@ shfl_wide!(u64: 2; i64: 2; u128: 4);
 pub(super) fn warp_claim(tid: u32, take: bool, i: u32) -> u32 {
     let ballot: u32;
     // SAFETY: all 32 lanes are converged here (uniform loop bounds).
-    unsafe { asm!("{{ .reg .pred p; setp.ne.u32 p, {t}, 0; vote.sync.ballot.b32 {b}, p, 0xffffffff; }}", b = out(reg32) ballot, t = in(reg32) take as u32) };
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {t}, 0; vote.sync.ballot.b32 {b}, p, 0xffffffff; }}", b = out(reg32) ballot, t = in(reg32) take as u32)
+    };
     if ballot == 0 {
         return 0;
     }
@@ -87,7 +93,9 @@ pub(super) fn warp_claim(tid: u32, take: bool, i: u32) -> u32 {
     let base: u32 = {
         let r: u32;
         // SAFETY: converged warp, as above.
-        unsafe { asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) base, l = in(reg32) leader) };
+        unsafe {
+            asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) base, l = in(reg32) leader)
+        };
         r
     };
     base + (ballot & ((1u32 << lane) - 1)).count_ones()
@@ -98,7 +106,9 @@ pub(super) fn warp_claim(tid: u32, take: bool, i: u32) -> u32 {
 pub(super) fn ballot(p: bool) -> u32 {
     let b: u32;
     // SAFETY: all 32 lanes are converged here (uniform loop bounds).
-    unsafe { asm!("{{ .reg .pred q; setp.ne.u32 q, {t}, 0; vote.sync.ballot.b32 {b}, q, 0xffffffff; }}", b = out(reg32) b, t = in(reg32) p as u32) };
+    unsafe {
+        asm!("{{ .reg .pred q; setp.ne.u32 q, {t}, 0; vote.sync.ballot.b32 {b}, q, 0xffffffff; }}", b = out(reg32) b, t = in(reg32) p as u32)
+    };
     b
 }
 
@@ -107,7 +117,9 @@ pub(super) fn ballot(p: bool) -> u32 {
 pub(super) fn shfl_idx32(v: u32, src: u32) -> u32 {
     let r: u32;
     // SAFETY: as `ballot`.
-    unsafe { asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) v, l = in(reg32) src) };
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, {l}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) v, l = in(reg32) src)
+    };
     r
 }
 
