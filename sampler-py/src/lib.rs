@@ -1894,7 +1894,7 @@ fn run_case_json(py: Python<'_>, case_json: &str, backend: &str) -> PyResult<Str
     Ok(doc.to_string())
 }
 
-/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// Every golden case file under `dir` (the repository's `conformance/golden`): `dir/*.json`
 /// plus the landed cases of `dir/next/` (`sampler_host::case::golden_files`), sorted.
 #[pyfunction]
 fn golden_files(dir: std::path::PathBuf) -> Vec<String> {
