@@ -749,7 +749,7 @@ pub const GOLDEN_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../conformanc
 
 /// Prefixes of the cases in `golden/next/` whose spec decisions have landed
 /// (issue order): the golden runners read them beside `golden/*.json`.
-pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-"];
+pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-", "decide3-"];
 
 /// Every golden case file under `dir` ([`GOLDEN_DIR`]): `dir/*.json`
 /// plus the landed cases of `dir/next/` ([`LANDED_NEXT`]), sorted by name.
