@@ -478,6 +478,7 @@ def test_issue_24_temperature_inf_minus_zero_min_p_log_and_draft_dists(rng):
     """SAMPLER.md 1, 6 and 10.1 (decided), with the Rust API's error texts."""
     s = sp.Sampler(V, backend="cpu")
     a = logits(rng, 3)
+    a[2] = a[0]
     good = sp.Request.prefill(params(), 9)
     # +inf temperature: an error status naming the field, like NaN; only that request fails.
     out = s.sample(a, [good, sp.Request.prefill(params(temperature=math.inf), 9), good])
