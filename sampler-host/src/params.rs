@@ -198,7 +198,7 @@ impl SamplingParams {
         let t = self.temperature;
         // "Negative" is `< 0` in IEEE order: -0.0 is 0 (clamped below). +inf
         // is an error: (-inf - m) / inf is NaN for a masked logit.
-        if !(t >= 0.0 && t < f32::INFINITY) {
+        if !(0.0..f32::INFINITY).contains(&t) {
             return Err(ParamError::Temperature(t));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {

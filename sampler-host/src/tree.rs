@@ -425,8 +425,8 @@ mod tests {
             (vec![1], vec![2e-6], false),
             (vec![1], vec![1e-6], true),
             (vec![1], vec![f32::INFINITY], false),
-            (vec![1, 2], vec![-0.6931, -0.6], false),
-            (vec![1, 2], vec![-0.6931472, -0.6931472], true),
+            (vec![1, 2], vec![-0.7, -0.6], false),
+            (vec![1, 2], vec![-std::f32::consts::LN_2, -std::f32::consts::LN_2], true),
             (vec![1, 2], vec![-1.0, f32::NEG_INFINITY], true),
         ] {
             let dd = DraftDist { ids: ids.clone(), logprobs: lps.clone() };

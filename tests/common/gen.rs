@@ -547,6 +547,7 @@ pub fn min_p_kept_set(row: &[f32], n: usize, temperature: f32, min_p: f32) -> (V
         (mp as f64).ln() as f32
     };
     let xs: Vec<(i32, f32)> = order.iter().map(|&i| (i as i32, (row[i] - m) / t)).collect();
-    let kept = xs.iter().filter(|&&(_, x)| !(x < l)).map(|&(i, _)| i).collect();
+    // Kept unless x < L (x is never NaN here: finite logits).
+    let kept = xs.iter().filter(|&&(_, x)| x >= l).map(|&(i, _)| i).collect();
     (kept, xs, l)
 }

@@ -253,7 +253,7 @@ pub fn process_row(masked: Vec<f32>, n: usize, p: &RefParams) -> RowDist {
     if p.min_p > 0.0 {
         let l = if p.min_p == 1.0 { 0.0 } else { (p.min_p as f64).ln() as f32 };
         for i in 0..order.len() {
-            min_p_keep[i] = !((x[i] as f32) < l);
+            min_p_keep[i] = (x[i] as f32) >= l; // not x < L (x is never NaN)
         }
     }
     // 3.8: top-k on the ranks of the order (kept tokens are a prefix).
