@@ -62,6 +62,6 @@ pub use sampler::{PendingStep, ProcessedRows};
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 pub use params::{FilterOrder, LogprobsMode, SamplingParams, ValidParams};
-pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput, TokenMask};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};
 pub use tree::DraftTree;
