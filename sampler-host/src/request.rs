@@ -262,17 +262,23 @@ impl Request {
     /// assert_eq!(r.golden, [12, 13, -1]);
     /// ```
     pub fn with_golden_from(mut self, golden_token_ids: &[i32], output_len: usize, nextn: usize) -> Request {
-        let rows = self.rows();
-        let (seqlen_q, slots) = match &self.kind {
+        // Rows 0.. (one per row, seqlen_q of a decode request), or depths 0..=D of a tree.
+        let slots = match &self.kind {
             RequestKind::Tree { tree, .. } => {
-                let depths = crate::tree::shape(&tree.parent).map_or(rows, |sh| sh.max_depth as usize + 1);
-                (depths, depths)
+                crate::tree::shape(&tree.parent).map_or(tree.nodes(), |sh| sh.max_depth as usize + 1)
             }
             // Its rows are scored against `targets`, never drawn.
             RequestKind::PromptLogprobs { .. } => return self,
-            _ => (rows, rows),
+            _ => self.rows(),
         };
-        self.golden = crate::engine::golden::step_golden(golden_token_ids, output_len, nextn, seqlen_q, slots);
+        self.golden = if output_len >= golden_token_ids.len() {
+            Vec::new()
+        } else {
+            let take = slots.min(nextn.saturating_add(1));
+            (0..slots)
+                .map(|j| if j < take { golden_token_ids.get(output_len + j).copied().unwrap_or(-1) } else { -1 })
+                .collect()
+        };
         self
     }
     /// Grammar masks, one per row (for a tree request one per node), each
