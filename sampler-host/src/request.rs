@@ -49,10 +49,10 @@ impl TokenMask {
     /// Every token of `0..vocab_size` allowed (an unconstrained row of a masked request).
     pub fn all(vocab_size: u32) -> TokenMask {
         let mut m = TokenMask { vocab: vocab_size, words: vec![u32::MAX; vocab_size.div_ceil(32) as usize] };
-        if vocab_size % 32 != 0 {
-            if let Some(last) = m.words.last_mut() {
-                *last = (1u32 << (vocab_size % 32)) - 1;
-            }
+        // Bits at ids >= V stay clear.
+        let tail = vocab_size % 32;
+        if let (Some(last), true) = (m.words.last_mut(), tail > 0) {
+            *last = (1u32 << tail) - 1;
         }
         m
     }
