@@ -115,9 +115,11 @@ pub enum RequestKind {
     /// the last row is fresh. `drafts` and `draft_dists` must hold
     /// `seqlen_q - 1` entries, else the request fails (section 6).
     /// `sample_position = seqlen_k - seqlen_q + 1`; row j uses position
-    /// `sample_position + j * 10000019`.
+    /// `sample_position + j * 10000019`. [`Request::verify`] and
+    /// [`Request::fresh`] build one with `seqlen_q` derived.
     Decode {
-        /// Tokens in context, drafts included.
+        /// Tokens in context (the KV cache), drafts included: at least
+        /// `seqlen_q`, else the request fails naming `seqlen_k`.
         seqlen_k: u64,
         /// Rows owned: drafts + 1.
         seqlen_q: u64,
@@ -168,8 +170,11 @@ pub struct Request {
     /// Golden tokens already assigned to this step's rows, one per row (-1 none);
     /// empty = no teacher forcing this step (section 7). Tree requests: one
     /// per depth 0, 1, .. (at most D + 1; section 11.7).
+    /// [`Request::with_golden_from`] assigns them from the whole golden output.
     pub golden: Vec<i32>,
-    /// Grammar masks, one `ceil(V/32)`-word mask per row; `None` = unconstrained.
+    /// Grammar masks, one `ceil(V/32)`-word mask per row (tree: per node);
+    /// bit `t % 32` of word `t / 32` set = token t allowed ([`TokenMask`]
+    /// builds one). `None` = unconstrained. See [`Request::with_masks`].
     pub masks: Option<Vec<Vec<u32>>>,
 }
 
