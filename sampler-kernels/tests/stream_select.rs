@@ -1,0 +1,468 @@
+//! The CPU model of the one-pass selection (`rt::stream_select`, issue 22
+//! items 2 and 4) bitwise against the existing exact CPU top-N
+//! (`host_algo::top_keys_counted`, and the `force_topn` kernel) on
+//! adversarial rows, every split / cap / visiting order, and random rows;
+//! and the force-top-k-off bound (perf-design 3.4 E) against
+//! `process_prefix_draw` run with the true total and with other totals.
+
+use proptest::prelude::*;
+use sampler_kernels::kernels as k;
+use sampler_kernels::rt::cpu::{Gm, Logits};
+use sampler_kernels::rt::host_algo::{top_keys_counted, Counts};
+use sampler_kernels::rt::math::{key_id, key_logit, mix64, order_bits, GAMMA};
+use sampler_kernels::rt::stream_select::{
+    sample_positions, status_of_max, stream_top_n, total_bound, CapScope, Config, Row, RowLogits, Selection, Visit,
+};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(GAMMA);
+        mix64(self.0)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// The benchmark's logits: 3 x N(0, 1) from a centred sum of four uniforms (examples/benchmark.rs).
+    fn bench(&mut self) -> f32 {
+        3.0 * 3.0f32.sqrt() * (self.unit() + self.unit() + self.unit() + self.unit() - 2.0)
+    }
+}
+
+/// A named adversarial row: logits (f32 / bf16 / f16) and an optional mask.
+struct Case {
+    name: String,
+    f32s: Vec<f32>,
+    half: Option<bool>, // Some(true) bf16, Some(false) f16 (from f32s)
+    mask: Option<Vec<u32>>,
+}
+
+impl Case {
+    fn plain(name: &str, f32s: Vec<f32>) -> Case {
+        Case { name: name.into(), f32s, half: None, mask: None }
+    }
+    fn run(&self, n: usize, cfg: &Config) -> (Selection, Vec<f32>) {
+        let bf: Vec<half::bf16>;
+        let hf: Vec<half::f16>;
+        let logits = match self.half {
+            None => RowLogits::F32(&self.f32s),
+            Some(true) => {
+                bf = self.f32s.iter().map(|&x| half::bf16::from_f32(x)).collect();
+                RowLogits::Bf16(&bf)
+            }
+            Some(false) => {
+                hf = self.f32s.iter().map(|&x| half::f16::from_f32(x)).collect();
+                RowLogits::F16(&hf)
+            }
+        };
+        let row = Row { logits, mask: self.mask.as_deref() };
+        (stream_top_n(row, n, cfg).unwrap(), row.widened())
+    }
+}
+
+/// Every check of one (row, N, config): the keys (value order and id
+/// order), the counts, the status (from the counts and from the max) and
+/// the max against the reference on the widened, masked row.
+fn check(sel: &Selection, x: &[f32], n: usize, what: &str) {
+    let (want, counts) = top_keys_counted(x, n);
+    assert_eq!(sel.keys.len(), want.len(), "{what}: length");
+    assert!(sel.keys == want, "{what}: keys differ from top_keys (stats {:?})", sel.stats);
+    let mut by_id = want.clone();
+    by_id.sort_unstable_by_key(|&k| key_id(k));
+    assert_eq!(sel.keys_by_id(), by_id, "{what}: id order");
+    assert_eq!(sel.counts, counts, "{what}: counts");
+    let status = if counts.bad > 0 {
+        1
+    } else if counts.neg_inf as usize == x.len() {
+        2
+    } else {
+        0
+    };
+    assert_eq!(sel.status, status, "{what}: status");
+    if !x.is_empty() {
+        assert_eq!(status_of_max(sel.max), status, "{what}: status from the NaN-propagating max {}", sel.max);
+    }
+    assert_eq!(sel.max.is_nan(), x.iter().any(|v| v.is_nan()), "{what}: max {}", sel.max);
+    if !sel.max.is_nan() && !sel.keys.is_empty() {
+        // m of the tail is key_logit of the first key: the same value (zeros of either sign).
+        assert!(sel.max == key_logit(sel.keys[0]), "{what}: max {} vs first key {}", sel.max, key_logit(sel.keys[0]));
+    }
+    // Bounds the model claims.
+    let st = &sel.stats;
+    assert!(st.merged as u64 <= st.appended, "{what}: {st:?}");
+    if st.fallback {
+        assert!(st.threshold.is_some() && (st.merged as usize) < n, "{what}: {st:?}");
+    }
+}
+
+fn configs() -> Vec<Config> {
+    let mut out = Vec::new();
+    let d = Config::default();
+    for (i, &c) in [1u32, 2, 4, 8, 16].iter().enumerate() {
+        for scope in [CapScope::PerCta, CapScope::PerRow] {
+            let visit = match i % 3 {
+                0 => Visit::Forward,
+                1 => Visit::Backward,
+                _ => Visit::Shuffled { seed: 77 + c as u64, within: true },
+            };
+            out.push(Config { ctas: c, scope, visit, ..d });
+        }
+    }
+    // Tight caps (compactions every few hundred keys), a small sample, short segments, a shuffled order.
+    out.push(Config {
+        ctas: 4,
+        cap_num: 11,
+        cap_den: 10,
+        segment: 256,
+        visit: Visit::Shuffled { seed: 5, within: true },
+        ..d
+    });
+    out.push(Config { ctas: 16, cap_num: 1, cap_den: 1, scope: CapScope::PerRow, segment: 1000, ..d });
+    out.push(Config {
+        ctas: 2,
+        sectors: 16,
+        sector_len: 1,
+        target: 1,
+        visit: Visit::Shuffled { seed: 9, within: false },
+        ..d
+    });
+    out
+}
+
+const V: usize = 129_280;
+
+fn cases(v: usize) -> Vec<Case> {
+    let mut g = Rng(11);
+    let bench: Vec<f32> = (0..v).map(|_| g.bench()).collect();
+    let mut out = vec![
+        Case::plain("ascending", (0..v).map(|i| i as f32 * 1e-3).collect()),
+        Case::plain("descending", (0..v).map(|i| -(i as f32) * 1e-3).collect()),
+        Case::plain("all equal", vec![1.5; v]),
+        Case::plain("quantized 5 values", (0..v).map(|i| (mix64(i as u64) % 5) as f32).collect()),
+        Case::plain(
+            "quantized 2 values, mostly low",
+            (0..v).map(|i| (mix64(i as u64) % 97 == 0) as u32 as f32).collect(),
+        ),
+        Case::plain("benchmark distribution", bench.clone()),
+        Case::plain("id-periodic 64", (0..v).map(|i| (i % 64) as f32).collect()),
+        // Period of the sample's stride: the sample sees only one phase.
+        Case::plain("id-periodic at the sample stride", (0..v).map(|i| ((i % 252) as f32) * 0.5).collect()),
+        Case::plain("signed zeros", (0..v).map(|i| if mix64(i as u64) & 1 == 0 { -0.0 } else { 0.0 }).collect()),
+        Case::plain(
+            "zeros and a few positives",
+            (0..v)
+                .map(|i| {
+                    if i % 1000 == 3 {
+                        1.0
+                    } else if i % 2 == 0 {
+                        -0.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect(),
+        ),
+        Case::plain(
+            "subnormals",
+            (0..v)
+                .map(|i| {
+                    let h = mix64(i as u64 ^ 0xabc);
+                    f32::from_bits(((h & 0xff) as u32) | (((h >> 8) & 1) as u32) << 31)
+                })
+                .collect(),
+        ),
+        Case::plain("all -inf", vec![f32::NEG_INFINITY; v]),
+    ];
+    // The top values in one small region (8 KB = 2048 logits), and in a gap between sampled sectors.
+    let mut r = bench.clone();
+    r[70_000.min(v / 2)..(70_000.min(v / 2) + 2048).min(v)].iter_mut().for_each(|x| *x += 20.0);
+    out.push(Case::plain("top values in one 8 KB region", r));
+    let pos = sample_positions(v, 512, 8);
+    let mut r = bench.clone();
+    if let Some(w) = pos.windows(2).find(|w| w[1] - w[0] > 100) {
+        for x in &mut r[w[0] + 1..w[1]] {
+            *x += 30.0;
+        }
+    }
+    out.push(Case::plain("top values between sampled sectors", r));
+    // The sample sees only large values: few keys pass T (F1 must run for N > the sampled survivors).
+    let mut r: Vec<f32> = (0..v).map(|i| (i % 13) as f32).collect();
+    for &p in &pos {
+        r[p] = 1000.0 + p as f32;
+    }
+    out.push(Case::plain("sample-adversarial (F1)", r));
+    // NaN / +inf rows.
+    let mut r = bench.clone();
+    for (j, sp) in [f32::NAN, -f32::NAN, f32::from_bits(0x7f80_0001), f32::from_bits(0xffff_ffff)].iter().enumerate() {
+        r[(j * 7919 + 5) % v] = *sp;
+    }
+    out.push(Case::plain("NaNs", r));
+    let mut r = bench.clone();
+    r[v / 3] = f32::INFINITY;
+    out.push(Case::plain("+inf", r));
+    let mut r = vec![f32::NEG_INFINITY; v];
+    r[v - 1] = f32::NAN;
+    out.push(Case::plain("-inf and one NaN", r));
+    // Grammar masks: at most 10 allowed (spread, clustered), none allowed.
+    let words = v.div_ceil(32);
+    for (name, ids) in [
+        ("mask: 10 allowed, spread", (0..10).map(|j| (j * 12_911 + 17) % v).collect::<Vec<_>>()),
+        ("mask: 10 allowed, clustered", (0..10).map(|j| (v / 2 + j) % v).collect()),
+        ("mask: 1 allowed", vec![v - 1]),
+        ("mask: none allowed", vec![]),
+    ] {
+        let mut m = vec![0u32; words];
+        for i in ids {
+            m[i / 32] |= 1 << (i % 32);
+        }
+        out.push(Case { name: name.into(), f32s: bench.clone(), half: None, mask: Some(m) });
+    }
+    // Half precision: read in place, widened exactly (bf16 quantises heavily: many ties).
+    out.push(Case { name: "bf16 benchmark".into(), f32s: bench.clone(), half: Some(true), mask: None });
+    out.push(Case { name: "f16 benchmark".into(), f32s: bench.clone(), half: Some(false), mask: None });
+    let mut m = vec![u32::MAX; words];
+    m.iter_mut().step_by(3).for_each(|w| *w = 0);
+    out.push(Case { name: "bf16, a third masked".into(), f32s: bench, half: Some(true), mask: Some(m) });
+    out
+}
+
+/// Every adversarial family at N = 1, 50, 1024, 4096, V and V + 7, under
+/// every config: bitwise the reference; and the families meant to reach
+/// the rare paths do reach them.
+#[test]
+fn adversarial_rows_equal_top_keys_at_every_split_and_order() {
+    let cfgs = configs();
+    let (mut fallbacks, mut compactions) = (0u32, 0u32);
+    for case in cases(V) {
+        for n in [1usize, 50, 1024, 4096, V, V + 7] {
+            for (ci, cfg) in cfgs.iter().enumerate() {
+                let (sel, x) = case.run(n, cfg);
+                check(&sel, &x, n, &format!("{}, n = {n}, config {ci} {cfg:?}", case.name));
+                if case.name.starts_with("sample-adversarial") && (n == 1024 || n == 4096) && cfg.target == 2 {
+                    assert!(sel.stats.fallback, "{}: F1 not reached at n = {n}, config {ci}", case.name);
+                }
+                fallbacks += sel.stats.fallback as u32;
+                compactions += sel.stats.compactions;
+            }
+        }
+    }
+    assert!(
+        fallbacks > 0 && compactions > 0,
+        "rare paths not reached: {fallbacks} fallbacks, {compactions} compactions"
+    );
+}
+
+/// The model's kept set equals the `force_topn` kernel's candidates (logit
+/// bits and ids, in order) on the CPU backend, for f32 and bf16 logits.
+#[test]
+fn equals_the_force_topn_kernel() {
+    let v = 20_000;
+    for case in cases(v).iter().filter(|c| c.mask.is_none()) {
+        for n in [1usize, 50, 1024, 4096] {
+            let cfg = Config {
+                ctas: 8,
+                scope: CapScope::PerRow,
+                visit: Visit::Shuffled { seed: 3, within: true },
+                ..Default::default()
+            };
+            let (sel, _) = case.run(n, &cfg);
+            let (mut cand, mut ids) = (vec![0f32; n], vec![0i32; n]);
+            let bf: Vec<half::bf16> = case.f32s.iter().map(|&x| half::bf16::from_f32(x)).collect();
+            let hf: Vec<half::f16> = case.f32s.iter().map(|&x| half::f16::from_f32(x)).collect();
+            let logits = match case.half {
+                None => Logits::f32(&case.f32s),
+                Some(true) => Logits::bf16(&bf),
+                Some(false) => Logits::f16(&hf),
+            };
+            unsafe { k::force_topn::cpu(0, logits, v as u32, n as u32, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
+            let got: Vec<(u32, i32)> = sel.keys.iter().map(|&k| (key_logit(k).to_bits(), key_id(k) as i32)).collect();
+            let want: Vec<(u32, i32)> = cand.iter().map(|x| x.to_bits()).zip(ids).collect();
+            assert!(got == want, "{}, n = {n}: differs from force_topn", case.name);
+        }
+    }
+}
+
+/// A row from a pool that mixes specials, few distinct values and random bits.
+fn mixed_row(seed: u64, v: usize, style: u8) -> Vec<f32> {
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+        f32::MAX,
+        f32::MIN,
+    ];
+    let mut g = Rng(seed);
+    (0..v)
+        .map(|_| {
+            let h = g.next();
+            match style % 4 {
+                0 => g.bench(),
+                1 => ((h >> 60) as f32) - 8.0,
+                2 if h % 50 == 0 => specials[((h >> 8) % specials.len() as u64) as usize],
+                2 => g.bench(),
+                _ if h % 4 == 0 => specials[((h >> 8) % 10) as usize],
+                _ => f32::from_bits((h >> 16) as u32),
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    /// Random rows, N, splits, caps, samples, segment sizes, visiting orders and masks.
+    #[test]
+    fn random_rows_equal_top_keys(
+        seed in any::<u64>(),
+        v in 1usize..6000,
+        n_frac in 0u32..1100,
+        style in 0u8..4,
+        ctas in 1u32..=16,
+        per_row in any::<bool>(),
+        visit in 0u8..3,
+        cap_extra in 0u32..20,
+        sectors in 1u32..600,
+        sector_len in 1u32..9,
+        target in 1u32..4,
+        segment in 1u32..5000,
+        masked in 0u8..3,
+    ) {
+        let x = mixed_row(seed, v, style);
+        let n = (v as u64 * n_frac as u64 / 1000) as usize; // 0 ..= 1.1 V
+        let cfg = Config {
+            ctas,
+            sectors,
+            sector_len,
+            target,
+            cap_num: 10 + cap_extra,
+            cap_den: 10,
+            scope: if per_row { CapScope::PerRow } else { CapScope::PerCta },
+            segment,
+            visit: match visit { 0 => Visit::Forward, 1 => Visit::Backward, _ => Visit::Shuffled { seed: seed ^ 1, within: seed & 2 == 0 } },
+        };
+        let mask: Option<Vec<u32>> = match masked {
+            0 => None,
+            1 => Some((0..v.div_ceil(32)).map(|w| mix64(seed ^ w as u64) as u32).collect()),
+            _ => Some((0..v.div_ceil(32)).map(|w| if mix64(seed ^ w as u64) % 64 == 0 { 1 } else { 0 }).collect()),
+        };
+        let row = Row { logits: RowLogits::F32(&x), mask: mask.as_deref() };
+        let sel = stream_top_n(row, n, &cfg).unwrap();
+        check(&sel, &row.widened(), n, &format!("v {v}, n {n}, {cfg:?}"));
+    }
+}
+
+/// Perf-design 3.4 E, the exact claim: where [`total_bound`] says decided,
+/// `process_prefix_draw` on the first w candidates gives the same
+/// logprobs, overflow flag and token with the true row total (from
+/// `row_mass`) as with any total >= S_w; and the test can tell totals apart
+/// (some undecided rows do change with the total).
+#[test]
+fn total_bound_decided_rows_do_not_depend_on_the_total() {
+    let mut g = Rng(5);
+    let (mut decided, mut undecided, mut undecided_differs) = (0, 0, 0);
+    for rep in 0..600u64 {
+        let v = [300usize, 3000, 20_000][rep as usize % 3];
+        let style = (rep % 5) as u8;
+        let x: Vec<f32> = match style {
+            0 | 1 => (0..v).map(|_| g.bench()).collect(),
+            2 => (0..v).map(|_| g.bench() * 0.1).collect(), // flat: the prefix holds little mass
+            3 => (0..v).map(|i| ((mix64(i as u64 ^ rep) % 4) as f32) * 2.0).collect(), // ties
+            _ => (0..v).map(|i| if i % 97 == 0 { 10.0 + g.bench() } else { g.bench() }).collect(),
+        };
+        let w = [64usize, 256][rep as usize % 2];
+        let t = [0.3f32, 0.7, 1.0, 1.5][(rep / 2) as usize % 4];
+        let tp = [0.05f32, 0.5, 0.9, 0.99, 1.0][(rep / 8) as usize % 5];
+        let tk = [-1i32, 1, 5, 50, 64, 200, 300][(g.next() % 7) as usize];
+        let mp = [0f32, 0.0, 0.05, 0.3][(g.next() % 4) as usize];
+        let ord = (g.next() % 3 == 0) as u32;
+        let (mut cand, mut ids) = (vec![0f32; w], vec![0i32; w]);
+        unsafe {
+            k::force_topn::cpu(0, Gm::new(&x), v as u32, w as u32, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))
+        };
+        let mut total = [0u64];
+        unsafe {
+            k::row_mass::cpu(
+                0,
+                Gm::new(&x),
+                v as u32,
+                v as u32,
+                1,
+                Gm::new(&cand),
+                w as u32,
+                Gm::new(&[t]),
+                Gm::new_mut(&mut total),
+            )
+        };
+        let b = total_bound(&cand, v as u32, t, tp, tk, mp, ord);
+        assert!(total[0] >= b.s_w, "rep {rep}: the total {} is below S_w {}", total[0], b.s_w);
+        let seed = g.next();
+        let run = |tot: u64| {
+            let (mut lp, mut of, mut tok) = (vec![0f32; w], [0u32], [0i32]);
+            unsafe {
+                k::process_prefix_draw::cpu(
+                    0,
+                    Gm::new(&cand),
+                    Gm::new(&ids),
+                    w as u32,
+                    v as u32,
+                    Gm::new(&[tot]),
+                    1,
+                    Gm::new(&[t]),
+                    Gm::new(&[tp]),
+                    Gm::new(&[tk]),
+                    Gm::new(&[mp]),
+                    Gm::new(&[ord]),
+                    Gm::new(&[seed]),
+                    Gm::new(&[rep]),
+                    Gm::new_mut(&mut lp),
+                    Gm::new_mut(&mut of),
+                    Gm::new_mut(&mut tok),
+                )
+            };
+            (lp.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), of, tok)
+        };
+        let truth = run(total[0]);
+        let others = [b.s_w, b.s_w + 1, (b.s_w + total[0]) / 2, total[0] + 12_345, (v as u64) << 44];
+        if b.decided {
+            decided += 1;
+            for tot in others {
+                assert!(
+                    run(tot) == truth,
+                    "rep {rep}: decided ({b:?}) but total {tot} changes the outputs (true {})",
+                    total[0]
+                );
+            }
+        } else {
+            undecided += 1;
+            undecided_differs += others.iter().any(|&tot| run(tot) != truth) as u32;
+        }
+    }
+    assert!(decided > 50 && undecided > 50, "{decided} decided, {undecided} undecided");
+    assert!(undecided_differs > 0, "no undecided row depends on the total: the comparison cannot fail");
+}
+
+/// The bound on the benchmark's rows (T 0.7, top-p 0.9, top-k 50) decides at w = 256, as perf-design 3.4 E claims.
+#[test]
+fn total_bound_decides_the_benchmark_rows() {
+    let mut g = Rng(1);
+    for _ in 0..3 {
+        let x: Vec<f32> = (0..V).map(|_| g.bench()).collect();
+        let (keys, _) = top_keys_counted(&x, 256);
+        let cand: Vec<f32> = keys.iter().map(|&k| key_logit(k)).collect();
+        let b = total_bound(&cand, V as u32, 0.7, 0.9, 50, 0.0, 0);
+        assert!(b.decided, "{b:?}");
+    }
+}
+
+#[test]
+fn counts_type_is_the_host_algo_one() {
+    // The model reports host_algo's Counts, so a composite op can return it unchanged.
+    let x = [f32::NAN, f32::NEG_INFINITY, 1.0];
+    let s = stream_top_n(Row::f32(&x), 2, &Config::default()).unwrap();
+    assert_eq!(s.counts, Counts { bad: 1, neg_inf: 1 });
+    assert_eq!(order_bits(key_logit(s.keys[0])), order_bits(f32::NAN));
+}
