@@ -6,8 +6,8 @@
 //! ops do, `N`):
 //! 1. **P1**: a threshold `T` on the 32-bit order bits ([`order_bits`]) from a
 //!    fixed sample (`sectors` x `sector_len` logits at fixed positions):
-//!    the sample's `ceil(target * N * S / V)`-th largest, so that about
-//!    `target * N` logits pass it.
+//!    the sample's `max(ceil(target * N * S / V), min_rank)`-th largest, so
+//!    that about `target * N` logits pass it.
 //! 2. **P2**: the row split into `C` slices (cluster CTAs), each streamed in
 //!    segments in an arbitrary order ([`Visit`]). A logit survives when its
 //!    unique key `(order_bits << 32) | !id` ([`order_key`]) is above the
@@ -136,10 +136,15 @@ pub struct Config {
     pub sector_len: u32,
     /// Survivors aimed at, as a multiple of `N` (2: rank `ceil(2 N S / V)`), at least 1.
     pub target: u32,
-    /// Buffer cap `max(ceil(N * cap_num / cap_den), N + 1)` keys.
+    /// Smallest rank taken in the sample (a rank of 1-4 at small N misjudges
+    /// the row often: 22 of 300 benchmark rows fall back at N = 50 with no floor).
+    pub min_rank: u32,
+    /// Buffer cap `max(ceil(N * cap_num / cap_den), cap_min, N + 1)` keys.
     pub cap_num: u32,
     /// Denominator of the cap factor, at least 1.
     pub cap_den: u32,
+    /// Smallest cap (room for a small N's rank floor without compactions).
+    pub cap_min: u32,
     /// Per CTA or per row.
     pub scope: CapScope,
     /// Logits per visited segment (512 threads x 8 on the GPU), at least 1.
@@ -149,15 +154,18 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The design point: 1 CTA, 512 x 8 sample, target 2N, cap 2.5N per CTA, segments of 4096 in order.
+    /// The design point: 1 CTA, 512 x 8 sample, target 2N (rank at least
+    /// 16), cap max(2.5N, 1024) per CTA, segments of 4096 in order.
     fn default() -> Self {
         Config {
             ctas: 1,
             sectors: 512,
             sector_len: 8,
             target: 2,
+            min_rank: 16,
             cap_num: 5,
             cap_den: 2,
+            cap_min: 1024,
             scope: CapScope::PerCta,
             segment: 4096,
             visit: Visit::Forward,
@@ -217,7 +225,7 @@ impl Config {
     /// The buffer cap for `n` kept keys (always more than `n`, so a compaction frees room).
     pub fn cap(&self, n: usize) -> usize {
         let c = (n as u64 * self.cap_num as u64).div_ceil(self.cap_den as u64) as usize;
-        c.max(n + 1)
+        c.max(self.cap_min as usize).max(n + 1)
     }
 }
 
@@ -316,7 +324,7 @@ fn sampled_threshold(row: &Row, n: usize, cfg: &Config) -> (Option<u32>, u32, u3
     let v = row.logits.len();
     let pos = sample_positions(v, cfg.sectors, cfg.sector_len);
     let s = pos.len();
-    let rank = (cfg.target as u128 * n as u128 * s as u128).div_ceil(v as u128);
+    let rank = (cfg.target as u128 * n as u128 * s as u128).div_ceil(v as u128).max(cfg.min_rank as u128);
     if rank > s as u128 {
         return (None, s as u32, rank.min(u32::MAX as u128) as u32);
     }
