@@ -127,6 +127,20 @@ fn main() {
         ratio.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!("| {w} | {dec} / {rows} | {:.3} | {:.3} |", ratio[ratio.len() - 1], ratio[ratio.len() / 2]);
     }
+    println!("\nOther temperatures and top-p (top-k 50, w = 64 | 256; decided rows of {rows}):\n");
+    println!("| T | top-p | w = 64 | w = 256 | max ratio at 256 |");
+    println!("|--:|--:|--:|--:|--:|");
+    let cands: Vec<Vec<f32>> = data.iter().map(|x| top_keys(x, 256).iter().map(|&k| key_logit(k)).collect()).collect();
+    for (t, tp) in [(0.3f32, 0.9f32), (1.0, 0.9), (1.5, 0.9), (0.7, 0.95), (1.0, 0.99), (1.5, 0.99)] {
+        let (mut d64, mut d256, mut worst) = (0, 0, 0f64);
+        for c in &cands {
+            d64 += total_bound(&c[..64], V as u32, t, tp, 50, 0.0, 0).decided as u32;
+            let b = total_bound(c, V as u32, t, tp, 50, 0.0, 0);
+            d256 += b.decided as u32;
+            worst = worst.max(b.excl_last as f64 / b.thr_low as f64);
+        }
+        println!("| {t} | {tp} | {d64} | {d256} | {worst:.3} |");
+    }
     println!("\nSelections differing from top_keys: {mismatches}");
     assert_eq!(mismatches, 0);
 }

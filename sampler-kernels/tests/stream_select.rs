@@ -9,9 +9,9 @@ use proptest::prelude::*;
 use sampler_kernels::kernels as k;
 use sampler_kernels::rt::cpu::{Gm, Logits};
 use sampler_kernels::rt::host_algo::{top_keys_counted, Counts};
-use sampler_kernels::rt::math::{key_id, key_logit, mix64, order_bits, GAMMA};
+use sampler_kernels::rt::math::{key_id, key_logit, mix64, order_bits};
 use sampler_kernels::rt::stream_select::{
-    sample_positions, status_of_max, stream_top_n, total_bound, CapScope, Config, Row, RowLogits, Selection, Visit,
+    status_of_max, stream_top_n, total_bound, CapScope, Config, Row, RowLogits, Selection, Visit,
 };
 
 #[path = "support/rows.rs"]
@@ -21,7 +21,7 @@ use rows::{cases, Rng, V};
 /// Every check of one (row, N, config): the keys (value order and id
 /// order), the counts, the status (from the counts and from the max) and
 /// the max against the reference on the widened, masked row.
-fn check(sel: &Selection, x: &[f32], n: usize, what: &str) {
+fn check(sel: &Selection, x: &[f32], n: usize, cfg: &Config, what: &str) {
     let (want, counts) = top_keys_counted(x, n);
     assert_eq!(sel.keys.len(), want.len(), "{what}: length");
     assert!(sel.keys == want, "{what}: keys differ from top_keys (stats {:?})", sel.stats);
@@ -48,6 +48,7 @@ fn check(sel: &Selection, x: &[f32], n: usize, what: &str) {
     // Bounds the model claims.
     let st = &sel.stats;
     assert!(st.merged as u64 <= st.appended, "{what}: {st:?}");
+    assert!(st.peak as usize <= cfg.cap(n.min(x.len())), "{what}: a buffer past its cap: {st:?}");
     if st.fallback {
         assert!(st.threshold.is_some() && (st.merged as usize) < n, "{what}: {st:?}");
     }
@@ -98,7 +99,7 @@ fn adversarial_rows_equal_top_keys_at_every_split_and_order() {
         for n in [1usize, 50, 1024, 4096, V, V + 7] {
             for (ci, cfg) in cfgs.iter().enumerate() {
                 let (sel, x) = case.run(n, cfg);
-                check(&sel, &x, n, &format!("{}, n = {n}, config {ci} {cfg:?}", case.name));
+                check(&sel, &x, n, cfg, &format!("{}, n = {n}, config {ci} {cfg:?}", case.name));
                 if case.name.starts_with("sample-adversarial") && (n == 1024 || n == 4096) && cfg.target == 2 {
                     assert!(sel.stats.fallback, "{}: F1 not reached at n = {n}, config {ci}", case.name);
                 }
@@ -164,9 +165,9 @@ fn mixed_row(seed: u64, v: usize, style: u8) -> Vec<f32> {
             match style % 4 {
                 0 => g.bench(),
                 1 => ((h >> 60) as f32) - 8.0,
-                2 if h % 50 == 0 => specials[((h >> 8) % specials.len() as u64) as usize],
+                2 if h.is_multiple_of(50) => specials[((h >> 8) % specials.len() as u64) as usize],
                 2 => g.bench(),
-                _ if h % 4 == 0 => specials[((h >> 8) % 10) as usize],
+                _ if h.is_multiple_of(4) => specials[((h >> 8) % 10) as usize],
                 _ => f32::from_bits((h >> 16) as u32),
             }
         })
@@ -212,11 +213,11 @@ proptest! {
         let mask: Option<Vec<u32>> = match masked {
             0 => None,
             1 => Some((0..v.div_ceil(32)).map(|w| mix64(seed ^ w as u64) as u32).collect()),
-            _ => Some((0..v.div_ceil(32)).map(|w| if mix64(seed ^ w as u64) % 64 == 0 { 1 } else { 0 }).collect()),
+            _ => Some((0..v.div_ceil(32)).map(|w| mix64(seed ^ w as u64).is_multiple_of(64) as u32).collect()),
         };
         let row = Row { logits: RowLogits::F32(&x), mask: mask.as_deref() };
         let sel = stream_top_n(row, n, &cfg).unwrap();
-        check(&sel, &row.widened(), n, &format!("v {v}, n {n}, {cfg:?}"));
+        check(&sel, &row.widened(), n, &cfg, &format!("v {v}, n {n}, {cfg:?}"));
     }
 }
 
@@ -243,7 +244,7 @@ fn total_bound_decided_rows_do_not_depend_on_the_total() {
         let tp = [0.05f32, 0.5, 0.9, 0.99, 1.0][(rep / 8) as usize % 5];
         let tk = [-1i32, 1, 5, 50, 64, 200, 300][(g.next() % 7) as usize];
         let mp = [0f32, 0.0, 0.05, 0.3][(g.next() % 4) as usize];
-        let ord = (g.next() % 3 == 0) as u32;
+        let ord = g.next().is_multiple_of(3) as u32;
         let (mut cand, mut ids) = (vec![0f32; w], vec![0i32; w]);
         unsafe {
             k::force_topn::cpu(0, Gm::new(&x), v as u32, w as u32, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))

@@ -65,7 +65,7 @@ pub fn cases(v: usize) -> Vec<Case> {
         Case::plain("quantized 5 values", (0..v).map(|i| (mix64(i as u64) % 5) as f32).collect()),
         Case::plain(
             "quantized 2 values, mostly low",
-            (0..v).map(|i| (mix64(i as u64) % 97 == 0) as u32 as f32).collect(),
+            (0..v).map(|i| mix64(i as u64).is_multiple_of(97) as u32 as f32).collect(),
         ),
         Case::plain("benchmark distribution", bench.clone()),
         Case::plain("id-periodic 64", (0..v).map(|i| (i % 64) as f32).collect()),
