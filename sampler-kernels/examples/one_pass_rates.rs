@@ -50,7 +50,7 @@ fn main() {
     println!("| N | floors | rank in sample | fallbacks | survivors / N (>= T) |");
     println!("|--:|---|--:|--:|---|");
     let mut comp_table = Vec::new();
-    for n in [1usize, 50, 1024, 4096] {
+    for n in [1usize, 50, 1024, 4096, 16384] {
         let (mut fb, mut surv, mut rank) = ([0; 2], [Vec::new(), Vec::new()], [0; 2]);
         let mut comps = vec![(0u32, 0u32, 0u32); splits.len()]; // (total, rows with any, max peak / N * 100)
         for x in &data {
