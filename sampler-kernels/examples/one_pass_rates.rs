@@ -18,7 +18,7 @@ mod rows;
 use rows::{cases, Rng, V};
 use sampler_kernels::rt::host_algo::top_keys;
 use sampler_kernels::rt::math::key_logit;
-use sampler_kernels::rt::stream_select::{stream_top_n, total_bound, CapScope, Config, Row, Visit};
+use sampler_kernels::rt::stream_select::{stream_top_n, total_bound, CapScope, Config, Row, Threshold, Visit};
 
 fn quantiles(mut x: Vec<f64>) -> String {
     x.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -43,33 +43,46 @@ fn main() {
         ),
         ("C=2, cap 2.0N per row", Config { ctas: 2, scope: CapScope::PerRow, cap_num: 2, cap_den: 1, ..d }),
         ("C=1, cap 1.5N per CTA", Config { cap_num: 3, cap_den: 2, ..d }),
+        (
+            "C=16, S mode (1024 bins of 1/64), cap per row",
+            Config {
+                ctas: 16,
+                scope: CapScope::PerRow,
+                threshold: Threshold::Histogram { bins: 1024, per_unit: 64 },
+                ..d
+            },
+        ),
     ];
+    let hist_at = splits.len() - 1;
     let mut mismatches = 0usize;
     println!("## 1. Benchmark rows: {rows} rows, V = {V}, sample 512 x 8, target 2N\n");
-    println!("Floors: rank >= 16 in the sample, cap >= 1024 keys (the defaults); no floors: rank >= 1, cap 2.5N.\n");
-    println!("| N | floors | rank in sample | fallbacks | survivors / N (>= T) |");
+    println!("Floors: rank >= 16 in the sample, cap >= 1024 keys (the defaults); no floors: rank >= 1, cap 2.5N.");
+    println!("S mode: the resident histogram instead of the sample (survivors = bins up to the N-th's).\n");
+    println!("| N | threshold | rank in sample | fallbacks | survivors / N (>= T) |");
     println!("|--:|---|--:|--:|---|");
     let mut comp_table = Vec::new();
     for n in [1usize, 50, 1024, 4096, 16384] {
-        let (mut fb, mut surv, mut rank) = ([0; 2], [Vec::new(), Vec::new()], [0; 2]);
+        let (mut fb, mut surv, mut rank) = ([0; 3], [Vec::new(), Vec::new(), Vec::new()], [0; 3]);
         let mut comps = vec![(0u32, 0u32, 0u32); splits.len()]; // (total, rows with any, max peak / N * 100)
         for x in &data {
             let want = top_keys(x, n);
             for (si, (_, cfg)) in splits.iter().enumerate() {
                 let s = stream_top_n(Row::f32(x), n, cfg).unwrap();
                 mismatches += (s.keys != want) as usize;
-                if si < 2 {
-                    fb[si] += s.stats.fallback as u32;
-                    surv[si].push(s.stats.above_t as f64 / n as f64);
-                    rank[si] = s.stats.rank;
+                let slot = if si == hist_at { Some(2) } else { (si < 2).then_some(si) };
+                if let Some(i) = slot {
+                    fb[i] += s.stats.fallback as u32;
+                    surv[i].push(s.stats.above_t as f64 / n as f64);
+                    rank[i] = s.stats.rank;
                 }
                 comps[si].0 += s.stats.compactions;
                 comps[si].1 += (s.stats.compactions > 0) as u32;
                 comps[si].2 = comps[si].2.max((s.stats.peak as u64 * 100 / n as u64) as u32);
             }
         }
-        for (i, f) in ["yes", "no"].iter().enumerate() {
-            println!("| {n} | {f} | {} | {} / {rows} | {} |", rank[i], fb[i], quantiles(surv[i].clone()));
+        for (i, f) in ["sampled, floors", "sampled, no floors", "S mode histogram"].iter().enumerate() {
+            let r = if i == 2 { "-".to_string() } else { rank[i].to_string() };
+            println!("| {n} | {f} | {r} | {} / {rows} | {} |", fb[i], quantiles(surv[i].clone()));
         }
         comp_table.push((n, comps));
     }
@@ -89,26 +102,30 @@ fn main() {
     }
 
     println!("\n## 2. Adversarial families, V = {V} (default floors; C=1 cap per CTA | C=16 cap per row, shuffled)\n");
-    println!("| family | N | T | survivors / N | compactions C=1 | compactions C=16 row | F1 |");
-    println!("|---|--:|---|--:|--:|--:|---|");
+    println!("| family | N | T | survivors / N | compactions C=1 | compactions C=16 row | F1 | S mode: survivors / N, compactions |");
+    println!("|---|--:|---|--:|--:|--:|---|--:|");
     let c16 = splits[4].1;
+    let smode = splits[hist_at].1;
     for case in cases(V) {
         for n in [1usize, 50, 1024, 4096] {
             let (a, x) = case.run(n, &d);
             let (b, _) = case.run(n, &c16);
+            let (h, _) = case.run(n, &smode);
             let want = top_keys(&x, n);
-            mismatches += (a.keys != want) as usize + (b.keys != want) as usize;
+            mismatches += (a.keys != want) as usize + (b.keys != want) as usize + (h.keys != want) as usize;
             let t = match a.stats.threshold {
                 None => "-inf".to_string(),
                 Some(t) => format!("{:e}", key_logit((t as u64) << 32)),
             };
             println!(
-                "| {} | {n} | {t} | {:.2} | {} | {} | {} |",
+                "| {} | {n} | {t} | {:.2} | {} | {} | {} | {:.2}, {} |",
                 case.name,
                 a.stats.above_t as f64 / n as f64,
                 a.stats.compactions,
                 b.stats.compactions,
-                if a.stats.fallback || b.stats.fallback { "yes" } else { "no" }
+                if a.stats.fallback || b.stats.fallback { "yes" } else { "no" },
+                h.stats.above_t as f64 / n as f64,
+                h.stats.compactions
             );
         }
     }

@@ -11,7 +11,7 @@ use sampler_kernels::rt::cpu::{Gm, Logits};
 use sampler_kernels::rt::host_algo::{top_keys_counted, Counts};
 use sampler_kernels::rt::math::{key_id, key_logit, mix64, order_bits};
 use sampler_kernels::rt::stream_select::{
-    status_of_max, stream_top_n, total_bound, CapScope, Config, Row, RowLogits, Selection, Visit,
+    status_of_max, stream_top_n, total_bound, CapScope, Config, Row, RowLogits, Selection, Threshold, Visit,
 };
 
 #[path = "support/rows.rs"]
@@ -51,6 +51,7 @@ fn check(sel: &Selection, x: &[f32], n: usize, cfg: &Config, what: &str) {
     assert!(st.peak as usize <= cfg.cap(n.min(x.len())), "{what}: a buffer past its cap: {st:?}");
     if st.fallback {
         assert!(st.threshold.is_some() && (st.merged as usize) < n, "{what}: {st:?}");
+        assert!(cfg.threshold == Threshold::Sampled, "{what}: the histogram mode fell back: {st:?}");
     }
 }
 
@@ -77,6 +78,17 @@ fn configs() -> Vec<Config> {
         ..d
     });
     out.push(Config { ctas: 16, cap_num: 1, cap_den: 1, cap_min: 0, scope: CapScope::PerRow, segment: 1000, ..d });
+    // Mode S: the resident histogram (the design's 1024 bins of 1/64), and a coarse one whose boundary bin is crowded.
+    let hist = Threshold::Histogram { bins: 1024, per_unit: 64 };
+    out.push(Config {
+        ctas: 16,
+        scope: CapScope::PerRow,
+        threshold: hist,
+        visit: Visit::Shuffled { seed: 4, within: true },
+        ..d
+    });
+    out.push(Config { ctas: 8, threshold: hist, ..d });
+    out.push(Config { ctas: 1, threshold: Threshold::Histogram { bins: 8, per_unit: 1 }, cap_min: 0, ..d });
     out.push(Config {
         ctas: 2,
         sectors: 16,
@@ -100,7 +112,11 @@ fn adversarial_rows_equal_top_keys_at_every_split_and_order() {
             for (ci, cfg) in cfgs.iter().enumerate() {
                 let (sel, x) = case.run(n, cfg);
                 check(&sel, &x, n, cfg, &format!("{}, n = {n}, config {ci} {cfg:?}", case.name));
-                if case.name.starts_with("sample-adversarial") && (n == 1024 || n == 4096) && cfg.target == 2 {
+                if case.name.starts_with("sample-adversarial")
+                    && (n == 1024 || n == 4096)
+                    && cfg.target == 2
+                    && cfg.threshold == Threshold::Sampled
+                {
                     assert!(sel.stats.fallback, "{}: F1 not reached at n = {n}, config {ci}", case.name);
                 }
                 fallbacks += sel.stats.fallback as u32;
@@ -194,6 +210,9 @@ proptest! {
         cap_min in 0u32..64,
         segment in 1u32..5000,
         masked in 0u8..3,
+        hist in 0u32..3,
+        bins in 1u32..2000,
+        per_unit in 1u32..256,
     ) {
         let x = mixed_row(seed, v, style);
         let n = (v as u64 * n_frac as u64 / 1000) as usize; // 0 ..= 1.1 V
@@ -208,6 +227,7 @@ proptest! {
             cap_min,
             scope: if per_row { CapScope::PerRow } else { CapScope::PerCta },
             segment,
+            threshold: if hist == 0 { Threshold::Histogram { bins, per_unit } } else { Threshold::Sampled },
             visit: match visit { 0 => Visit::Forward, 1 => Visit::Backward, _ => Visit::Shuffled { seed: seed ^ 1, within: seed & 2 == 0 } },
         };
         let mask: Option<Vec<u32>> = match masked {

@@ -113,6 +113,23 @@ pub enum Visit {
     Shuffled { seed: u64, within: bool },
 }
 
+/// How P1 sets the first filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threshold {
+    /// Modes M and L: order bits from the fixed sample ([`Config::sectors`] x [`Config::sector_len`]).
+    Sampled,
+    /// Mode S (the slice resident in shared memory): the row's max `m`
+    /// (a cluster max through DSMEM), then a histogram of
+    /// `bin(x) = min(floor((m - x) * per_unit), bins - 1)` over the row
+    /// (merged over the cluster); survivors are the logits whose bin is at
+    /// most the bin of the N-th largest. `bin` is non-increasing in `x`
+    /// (IEEE subtraction and multiplication round monotonically), so at
+    /// least N survive and every survivor is above every dropped logit.
+    /// A row whose max is NaN, +inf or -inf is not filtered (the running
+    /// threshold still bounds the buffer).
+    Histogram { bins: u32, per_unit: u32 },
+}
+
 /// Where the survivor cap applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CapScope {
@@ -151,6 +168,8 @@ pub struct Config {
     pub segment: u32,
     /// Visiting order.
     pub visit: Visit,
+    /// Sampled threshold or the resident histogram.
+    pub threshold: Threshold,
 }
 
 impl Default for Config {
@@ -169,6 +188,7 @@ impl Default for Config {
             scope: CapScope::PerCta,
             segment: 4096,
             visit: Visit::Forward,
+            threshold: Threshold::Sampled,
         }
     }
 }
@@ -180,6 +200,8 @@ pub enum SelectError {
     Ctas(u32),
     /// A count that must be at least 1 (`sectors`, `sector_len`, `target`, `cap_den`, `segment`) is 0.
     Zero(&'static str),
+    /// Histogram `per_unit` not in 1..=2^24.
+    PerUnit(u32),
     /// `cap_num / cap_den` below 1.
     Cap { num: u32, den: u32 },
     /// The mask has `words` words, the row needs `need`.
@@ -193,6 +215,7 @@ impl core::fmt::Display for SelectError {
         match self {
             SelectError::Ctas(c) => write!(f, "ctas = {c}: must be in 1..=16"),
             SelectError::Zero(name) => write!(f, "{name} = 0: must be at least 1"),
+            SelectError::PerUnit(p) => write!(f, "per_unit = {p}: must be in 1..=2^24"),
             SelectError::Cap { num, den } => write!(f, "cap_num / cap_den = {num}/{den}: must be at least 1"),
             SelectError::MaskLen { words, need } => write!(f, "mask has {words} words, the row needs {need}"),
             SelectError::Vocab(v) => write!(f, "row length {v}: ids must fit in u32"),
@@ -216,6 +239,14 @@ impl Config {
                 return Err(SelectError::Zero(name));
             }
         }
+        if let Threshold::Histogram { bins, per_unit } = self.threshold {
+            if bins == 0 {
+                return Err(SelectError::Zero("bins"));
+            }
+            if per_unit == 0 || per_unit > 1 << 24 {
+                return Err(SelectError::PerUnit(per_unit));
+            }
+        }
         if self.cap_num < self.cap_den {
             return Err(SelectError::Cap { num: self.cap_num, den: self.cap_den });
         }
@@ -232,8 +263,11 @@ impl Config {
 /// What one row's selection did (the instrumentation of issue 22 item 4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// P1's threshold on order bits; `None` = -inf (every logit passes: `target * N` reaches the sample).
+    /// P1's threshold on order bits; `None` = -inf (every logit passes:
+    /// `target * N` reaches the sample) or the histogram mode.
     pub threshold: Option<u32>,
+    /// The histogram mode's boundary bin (`None`: sampled, or a row left unfiltered).
+    pub hist_bin: Option<u32>,
     /// Logits sampled, and the rank (from the top) of the threshold in the sample.
     pub sample: u32,
     pub rank: u32,
@@ -334,6 +368,63 @@ fn sampled_threshold(row: &Row, n: usize, cfg: &Config) -> (Option<u32>, u32, u3
     (if t == 0 { None } else { Some(t) }, s as u32, r as u32)
 }
 
+/// P1's first filter.
+#[derive(Clone, Copy, Debug)]
+enum Filter {
+    All,
+    Order(u32),
+    Bin { m: f32, per_unit: f32, last: u32, b: u32 },
+}
+
+impl Filter {
+    #[inline(always)]
+    fn admits(&self, x: f32, o: u32) -> bool {
+        match *self {
+            Filter::All => true,
+            Filter::Order(t) => o >= t,
+            Filter::Bin { m, per_unit, last, b } => bin_of(x, m, per_unit, last) <= b,
+        }
+    }
+    /// The 64-bit running threshold it starts (keys with order bits `>= T` pass).
+    fn start(&self) -> Option<u64> {
+        match *self {
+            Filter::Order(t) => Some(((t as u64) << 32) - 1),
+            _ => None,
+        }
+    }
+}
+
+/// [`Threshold::Histogram`]'s bin of `x` below the max `m` (finite).
+#[inline(always)]
+fn bin_of(x: f32, m: f32, per_unit: f32, last: u32) -> u32 {
+    let y = ((m - x) * per_unit).floor();
+    if y >= last as f32 {
+        last
+    } else if y > 0.0 {
+        y as u32
+    } else {
+        0
+    }
+}
+
+/// Mode S's filter: the bin of the `n`-th largest logit.
+fn hist_threshold(row: &Row, n: usize, bins: u32, per_unit: u32) -> (Filter, Option<u32>) {
+    let v = row.logits.len();
+    let m = (0..v).fold(f32::NEG_INFINITY, |m, i| max_nan(m, row.at(i)));
+    if m.is_nan() || m.is_infinite() {
+        return (Filter::All, None);
+    }
+    let (pu, last) = (per_unit as f32, bins - 1);
+    let mut hist = alloc::vec![0u32; bins as usize];
+    (0..v).for_each(|i| hist[bin_of(row.at(i), m, pu, last) as usize] += 1);
+    let (mut acc, mut b) = (0usize, 0u32);
+    while acc + (hist[b as usize] as usize) < n {
+        acc += hist[b as usize] as usize;
+        b += 1;
+    }
+    (Filter::Bin { m, per_unit: pu, last, b }, Some(b))
+}
+
 /// A running threshold: a key passes when it is above it (`None`: every key).
 #[inline(always)]
 fn passes(key: u64, t64: Option<u64>) -> bool {
@@ -341,11 +432,6 @@ fn passes(key: u64, t64: Option<u64>) -> bool {
         None => true,
         Some(t) => key > t,
     }
-}
-
-/// The 64-bit running threshold that P1's `T` starts (keys with order bits `>= T` pass).
-fn start_threshold(t: Option<u32>) -> Option<u64> {
-    t.map(|t| ((t as u64) << 32) - 1)
 }
 
 /// Keeps the `n` largest of the unique keys in `buf` (`n < buf.len()`),
@@ -409,13 +495,13 @@ impl StatusAcc {
     }
 }
 
-/// P2: one pass over the row from threshold `t`; returns the merged
+/// P2: one pass over the row from P1's filter; returns the merged
 /// survivors (P3). With `acc`, also takes the status.
 fn pass(
     row: &Row,
     n: usize,
     cfg: &Config,
-    t: Option<u32>,
+    filter: Filter,
     st: &mut Stats,
     mut acc: Option<&mut StatusAcc>,
 ) -> Vec<u64> {
@@ -423,18 +509,19 @@ fn pass(
     let cap = cfg.cap(n);
     let segs = segments(v, cfg);
     let first = acc.is_some();
-    let t0 = start_threshold(t);
+    let t0 = filter.start();
     let mut visit = |i: u32, t64: Option<u64>, buf: &mut Vec<u64>, st: &mut Stats| -> bool {
         let x = row.at(i as usize);
         let o = order_bits(x);
         if let Some(a) = acc.as_deref_mut() {
             a.add(x, o);
         }
-        if first && t.is_none_or(|t| o >= t) {
+        let admit = filter.admits(x, o);
+        if first && admit {
             st.above_t += 1;
         }
         let key = order_key(x, i);
-        if passes(key, t64) {
+        if admit && passes(key, t64) {
             buf.push(key);
             if first {
                 st.appended += 1;
@@ -552,14 +639,25 @@ pub fn stream_top_n(row: Row, n: usize, cfg: &Config) -> Result<Selection, Selec
         });
         Vec::new()
     } else {
-        let (t, s, r) = sampled_threshold(&row, n, cfg);
-        (st.threshold, st.sample, st.rank) = (t, s, r);
-        let m = pass(&row, n, cfg, t, &mut st, Some(&mut acc));
+        let filter = match cfg.threshold {
+            Threshold::Sampled => {
+                let (t, s, r) = sampled_threshold(&row, n, cfg);
+                (st.threshold, st.sample, st.rank) = (t, s, r);
+                t.map_or(Filter::All, Filter::Order)
+            }
+            Threshold::Histogram { bins, per_unit } => {
+                let (f, b) = hist_threshold(&row, n, bins, per_unit);
+                st.hist_bin = b;
+                f
+            }
+        };
+        let m = pass(&row, n, cfg, filter, &mut st, Some(&mut acc));
         st.merged = m.len() as u32;
         if m.len() < n {
-            // F1: only reachable with T > -inf (from -inf every key is seen and at most compacted to n).
+            // F1: only reachable with a sampled T > -inf (from -inf every key
+            // is seen and at most compacted to n; the histogram keeps >= n).
             st.fallback = true;
-            pass(&row, n, cfg, None, &mut st, None)
+            pass(&row, n, cfg, Filter::All, &mut st, None)
         } else {
             m
         }
