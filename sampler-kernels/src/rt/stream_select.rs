@@ -780,6 +780,11 @@ mod tests {
         assert_eq!(e(Config { ctas: 17, ..Default::default() }), SelectError::Ctas(17));
         assert_eq!(e(Config { segment: 0, ..Default::default() }), SelectError::Zero("segment"));
         assert_eq!(e(Config { cap_num: 1, cap_den: 2, ..Default::default() }), SelectError::Cap { num: 1, den: 2 });
+        let hist = |bins, per_unit| Config { threshold: Threshold::Histogram { bins, per_unit }, ..Default::default() };
+        assert_eq!(e(hist(0, 64)), SelectError::Zero("bins"));
+        assert_eq!(e(hist(1024, 0)), SelectError::PerUnit(0));
+        assert_eq!(e(hist(1024, (1 << 24) + 1)), SelectError::PerUnit((1 << 24) + 1));
+        assert!(stream_top_n(Row::f32(&x), 3, &hist(1, 1)).is_ok());
         let m = [0u32; 0];
         let r = Row { logits: RowLogits::F32(&x), mask: Some(&m) };
         assert_eq!(stream_top_n(r, 3, &Config::default()).unwrap_err(), SelectError::MaskLen { words: 0, need: 1 });
