@@ -22,7 +22,7 @@ use sampler_host::pipeline;
 use sampler_host::plan::Backend;
 use sampler_host::BackendKind;
 
-const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+const GOLDEN_DEFAULT: &str = sampler_host::case::GOLDEN_DIR;
 
 fn skip(msg: &str) {
     use std::io::Write;

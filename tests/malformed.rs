@@ -474,18 +474,17 @@ fn at<'a>(v: &'a mut Value, path: &[Value]) -> &'a mut Value {
 #[test]
 fn random_mutations_never_panic() {
     let mut seeds: Vec<Value> = vec![serde_json::from_str(&case_text(&goods())).unwrap()];
-    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
+    let dir = std::path::Path::new(sampler_host::case::GOLDEN_DIR);
     for name in [
         "bug-verify-zero-target.json",
         "bug-mask-wrong-length.json",
         "bug-param-errors.json",
         "bug-prompt-logprobs-filtered.json",
     ] {
-        if let Ok(t) = std::fs::read_to_string(dir.join(name)) {
-            let mut v: Value = serde_json::from_str(&t).unwrap();
-            v.as_object_mut().unwrap().remove("expected");
-            seeds.push(v);
-        }
+        let t = std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name} in {}: {e}", dir.display()));
+        let mut v: Value = serde_json::from_str(&t).unwrap();
+        v.as_object_mut().unwrap().remove("expected");
+        seeds.push(v);
     }
     let pool = [
         json!(null),

@@ -10,6 +10,12 @@ use crate::params::SamplingParams;
 /// model-free proposer) pass an empty `DraftDist` (`DraftDist::default()`):
 /// it counts as one-hot at the draft token, so the draft is accepted with
 /// probability `p(d)` and a rejection draws from the target with `d` removed.
+///
+/// Checked (section 6, decided) for every distribution a verify or tree
+/// request carries, used or not: the ids distinct and in 0..V-1, each
+/// logprob finite or -inf and at most 1e-6, the total probability at most
+/// 1 + 1e-4 (below 1 is a truncated draft, used as given); anything else
+/// fails only that request, `RequestError::Field` naming `draft_dists`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DraftDist {
     /// Vocabulary ids.

@@ -198,6 +198,10 @@ fn bad_parameters_fail_only_their_request() {
     one_bad_among_good(with(&|p| p.temperature = -0.5), None, |e| {
         *e == RequestError::Param(ParamError::Temperature(-0.5))
     });
+    // +inf is an error naming the field (decided), like NaN.
+    one_bad_among_good(with(&|p| p.temperature = f32::INFINITY), None, |e| {
+        *e == RequestError::Param(ParamError::Temperature(f32::INFINITY)) && e.to_string().contains("temperature")
+    });
     one_bad_among_good(with(&|p| p.top_p = 0.0), None, |e| *e == RequestError::Param(ParamError::TopP(0.0)));
     one_bad_among_good(with(&|p| p.top_p = 1.0001), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
     one_bad_among_good(with(&|p| p.top_p = f32::NAN), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
@@ -279,7 +283,7 @@ fn bad_drafts_fail_only_their_request() {
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 5000], vec![-0.1, -2.0])]),
         None,
-        named("draft_dists.ids", "5000"),
+        named("draft_dists", "5000"),
     );
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 2], vec![-0.1])]),
@@ -302,12 +306,29 @@ fn bad_drafts_fail_only_their_request() {
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![f32::NAN])]),
         None,
-        named("draft_dists.logprobs", "NaN"),
+        named("draft_dists", "NaN"),
     );
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![0.5])]),
         None,
-        named("draft_dists.logprobs", "0.5"),
+        named("draft_dists", "0.5"),
+    );
+    // Section 6 (decided): repeated ids, a logprob above 1e-6, a total above
+    // 1 + 1e-4 fail their request alone, also on an unused placeholder row.
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 3, 1], vec![-2.0, -2.0, -2.0])]),
+        None,
+        named("draft_dists", "repeated ids"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![2e-6])]),
+        None,
+        named("draft_dists", "2e-6"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![-1], vec![d(vec![1, 2], vec![-0.1, -1.0])]),
+        None,
+        named("draft_dists", "total probability"),
     );
     // Golden ids.
     let mut g = Request::prefill(params(4), 5);
