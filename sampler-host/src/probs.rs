@@ -91,7 +91,7 @@ impl ProbRow {
 }
 
 /// Why a probability row is invalid (section 12: as 3.2).
-fn check_row(p: &[f32], row: usize) -> Result<(), RequestError> {
+pub fn check_row(p: &[f32], row: usize) -> Result<(), RequestError> {
     if p.iter().any(|x| !x.is_finite() || *x < 0.0) {
         return Err(RequestError::BadLogits { row });
     }

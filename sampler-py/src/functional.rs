@@ -2,9 +2,9 @@
 
 use super::*;
 
-/// Samplers of the functional API, one per (V, force_topk, backend): a short
+/// Samplers of the functional API, one per (V, force_topk, backend, nextn): a short
 /// list searched in order (no hashing, no key string made per call).
-pub(crate) type Cached = Vec<(u32, u32, BackendKind, Sampler)>;
+pub(crate) type Cached = Vec<(u32, u32, BackendKind, u32, Sampler)>;
 
 /// The functional API's samplers, process-wide.
 pub(crate) fn cached() -> &'static Mutex<Cached> {
@@ -19,13 +19,14 @@ pub(crate) fn cached_index(
     vocab: u32,
     force_topk: u32,
     kind: BackendKind,
+    nextn: u32,
     make: impl FnOnce(SamplerConfig) -> Result<Sampler, ConfigError>,
 ) -> PyResult<usize> {
-    if let Some(i) = list.iter().position(|(v, n, k, _)| (*v, *n, *k) == (vocab, force_topk, kind)) {
+    if let Some(i) = list.iter().position(|(v, n, k, d, _)| (*v, *n, *k, *d) == (vocab, force_topk, kind, nextn)) {
         return Ok(i);
     }
-    let s = make(SamplerConfig { vocab_size: vocab, force_topk, nextn: 5, backend: kind }).map_err(config_err)?;
-    list.push((vocab, force_topk, kind, s));
+    let s = make(SamplerConfig { vocab_size: vocab, force_topk, nextn, backend: kind }).map_err(config_err)?;
+    list.push((vocab, force_topk, kind, nextn, s));
     Ok(list.len() - 1)
 }
 
@@ -39,13 +40,31 @@ pub(crate) fn run_cached(
     reqs: &[Request],
     processed: Option<&[usize]>,
 ) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
+    run_cached_n(py, vocab, force_topk, backend, DEFAULT_NEXTN, data, reqs, processed)
+}
+
+/// The functional calls' samplers take `nextn` = 5 (SAMPLER.md's default) unless a call needs more.
+pub(crate) const DEFAULT_NEXTN: u32 = 5;
+
+/// [`run_cached`] on the sampler configured with `nextn` drafts per request.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_cached_n(
+    py: Python<'_>,
+    vocab: usize,
+    force_topk: u32,
+    backend: &str,
+    nextn: u32,
+    data: &[f32],
+    reqs: &[Request],
+    processed: Option<&[usize]>,
+) -> PyResult<(StepOutput, Option<ProcessedRows>)> {
     let vocab = u32::try_from(vocab)
         .map_err(|_| value_err(format!("logits: vocabulary size {vocab} is out of range (1..=524288)")))?;
     let kind = parse_backend(backend)?;
     py.detach(|| -> PyResult<_> {
         let mut list = cached().lock().unwrap_or_else(|p| p.into_inner());
-        let i = cached_index(&mut list, vocab, force_topk, kind, Sampler::new)?;
-        let s = &mut list[i].3;
+        let i = cached_index(&mut list, vocab, force_topk, kind, nextn, Sampler::new)?;
+        let s = &mut list[i].4;
         match processed {
             None => {
                 let t = api_clock::start();
@@ -67,6 +86,7 @@ pub(crate) fn with_cached<T>(
     vocab: usize,
     force_topk: u32,
     backend: &str,
+    nextn: u32,
     f: impl FnOnce(&mut Sampler) -> PyResult<T>,
 ) -> PyResult<T> {
     let vocab = u32::try_from(vocab)
@@ -81,8 +101,8 @@ pub(crate) fn with_cached<T>(
             Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(m.lock())),
         }
     };
-    let i = cached_index(&mut list, vocab, force_topk, kind, |c| py.detach(|| Sampler::new(c)))?;
-    f(&mut list[i].3)
+    let i = cached_index(&mut list, vocab, force_topk, kind, nextn, |c| py.detach(|| Sampler::new(c)))?;
+    f(&mut list[i].4)
 }
 
 /// Per-row parameters of the functional API.
@@ -92,6 +112,22 @@ pub(crate) struct RowParams {
     pub(crate) top_k: Vec<i64>,
     pub(crate) seed: Vec<Option<u64>>,
     pub(crate) position: Vec<u64>,
+    pub(crate) min_p: Vec<f32>,
+    pub(crate) filter_order: FilterOrder,
+}
+
+/// Whether a parameter was given as one value for every row (a Python or 0-d numpy scalar).
+fn is_scalar(o: &Bound<'_, PyAny>) -> bool {
+    o.is_instance_of::<pyo3::types::PyFloat>()
+        || o.is_instance_of::<pyo3::types::PyInt>()
+        || o.cast::<numpy::PyUntypedArray>().is_ok_and(|a| a.ndim() == 0)
+}
+
+/// `filter_order`: `"top_p_then_top_k"` (default) or `"top_k_then_top_p"` (10.2); ValueError otherwise.
+pub(crate) fn filter_order_arg(s: Option<&str>) -> PyResult<FilterOrder> {
+    s.map_or(Ok(FilterOrder::default()), |s| {
+        s.parse::<FilterOrder>().map_err(|e| value_err(format!("filter_order: {e}")))
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -133,7 +169,52 @@ pub(crate) fn row_params(
             |o, a| u64_list(o, a).map(|v| v.into_iter().map(Some).collect()),
         )?,
         position: per_row(positions, 0u64, r, "positions", u64_arg, u64_list)?,
+        min_p: vec![0.0; r],
+        filter_order: FilterOrder::default(),
     })
+}
+
+/// [`row_params`] with min-p (scalar or `[R]`, 10.1) and the filter order
+/// (10.2). An invalid scalar parameter (one value for every row) raises
+/// ValueError naming the argument, before any step runs, as the renorm
+/// calls do; a bad value in a per-row array fails only its row (token -1).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn row_params_full(
+    r: usize,
+    top_k: Option<&Bound<'_, PyAny>>,
+    top_p: Option<&Bound<'_, PyAny>>,
+    temperature: Option<&Bound<'_, PyAny>>,
+    min_p: Option<&Bound<'_, PyAny>>,
+    filter_order: Option<&str>,
+    seed: Option<&Bound<'_, PyAny>>,
+    positions: Option<&Bound<'_, PyAny>>,
+) -> PyResult<RowParams> {
+    let mut p = row_params(r, top_k, top_p, temperature, seed, positions)?;
+    p.min_p = per_row(min_p, 0.0f32, r, "min_p", f32_arg, f32_list)?;
+    p.filter_order = filter_order_arg(filter_order)?;
+    let given = |o: Option<&Bound<'_, PyAny>>| o.is_some_and(|o| !o.is_none() && is_scalar(o));
+    // ParamError's text names the field and the value.
+    let one = |_arg: &str, q: SamplingParams| -> PyResult<()> {
+        q.validate(u32::MAX).map(|_| ()).map_err(|e| value_err(e.to_string()))
+    };
+    let base = SamplingParams { seq_seed: Some(0), ..Default::default() };
+    if given(temperature) {
+        let t = f32_arg(temperature.expect("given"), "temperature")?;
+        if t == f32::INFINITY {
+            return Err(value_err("temperature must be finite (SAMPLER.md section 1), got inf"));
+        }
+        one("temperature", SamplingParams { temperature: t, ..base.clone() })?;
+    }
+    if given(top_p) {
+        one("top_p", SamplingParams { top_p: f32_arg(top_p.expect("given"), "top_p")?, ..base.clone() })?;
+    }
+    if given(top_k) {
+        one("top_k", SamplingParams { top_k: i64_arg(top_k.expect("given"), "top_k")?, ..base.clone() })?;
+    }
+    if given(min_p) {
+        one("min_p", SamplingParams { min_p: f32_arg(min_p.expect("given"), "min_p")?, ..base })?;
+    }
+    Ok(p)
 }
 
 impl RowParams {
@@ -148,6 +229,8 @@ impl RowParams {
             top_k: self.top_k[i],
             top_logprobs,
             seq_seed: self.seed[i],
+            min_p: self.min_p[i],
+            filter_order: self.filter_order,
             ..Default::default()
         }
     }
@@ -165,7 +248,7 @@ impl RowParams {
 /// values (a CUDA tensor parameter is copied to the host: a sync).
 /// Each call allocates its output buffer from torch's caching allocator.
 #[pyfunction]
-#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, min_p=None, filter_order=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn top_k_top_p_sampling_from_logits(
     py: Python<'_>,
@@ -173,6 +256,8 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
     top_k: Option<&Bound<'_, PyAny>>,
     top_p: Option<&Bound<'_, PyAny>>,
     temperature: Option<&Bound<'_, PyAny>>,
+    min_p: Option<&Bound<'_, PyAny>>,
+    filter_order: Option<&str>,
     seed: Option<&Bound<'_, PyAny>>,
     positions: Option<&Bound<'_, PyAny>>,
     force_topk: Option<&Bound<'_, PyAny>>,
@@ -185,11 +270,13 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
     if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
         let r = c.rows();
-        let reqs = row_params(r, top_k, top_p, temperature, seed, positions)?.requests(top_logprobs);
+        let reqs =
+            row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?.requests(top_logprobs);
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
         // No output pool: its reference checks cost more than torch's allocator (run 13).
-        let (flat, segs, rkg) =
-            with_cached(py, c.vocab(), force_topk, backend, |s| cuda::step(py, s, &c, &reqs, want, None, None))?;
+        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, DEFAULT_NEXTN, |s| {
+            cuda::step(py, s, &c, &reqs, want, None, None)
+        })?;
         if return_logprobs {
             return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
         }
@@ -197,7 +284,8 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
     }
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
-    let reqs = row_params(r, top_k, top_p, temperature, seed, positions)?.requests(top_logprobs);
+    let reqs =
+        row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?.requests(top_logprobs);
     let (res, _) = run_cached(py, l.vocab(), force_topk, backend, l.data(), &reqs, None)?;
     let out = Out::for_input(logits);
     if return_logprobs {
@@ -219,7 +307,7 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
 /// each request's sample position (row j uses position + j * 10000019).
 /// Returns a `StepOutput` (`accepted`, `emitted` per request).
 #[pyfunction]
-#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, backend="auto", stream=None))]
+#[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, min_p=None, filter_order=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, nextn=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn verify(
     py: Python<'_>,
@@ -229,11 +317,14 @@ pub(crate) fn verify(
     top_k: Option<&Bound<'_, PyAny>>,
     top_p: Option<&Bound<'_, PyAny>>,
     temperature: Option<&Bound<'_, PyAny>>,
+    min_p: Option<&Bound<'_, PyAny>>,
+    filter_order: Option<&str>,
     seed: Option<&Bound<'_, PyAny>>,
     positions: Option<&Bound<'_, PyAny>>,
     draft_dist_ids: Option<&Bound<'_, PyAny>>,
     force_topk: Option<&Bound<'_, PyAny>>,
     top_logprobs: Option<&Bound<'_, PyAny>>,
+    nextn: Option<&Bound<'_, PyAny>>,
     backend: &str,
     stream: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
@@ -286,7 +377,12 @@ pub(crate) fn verify(
             Some(di.to_i64_vec("draft_dist_ids")?)
         }
     };
-    let p = row_params(b, top_k, top_p, temperature, seed, positions)?;
+    // The cached sampler takes as many drafts as this call has (`nextn` at least that).
+    let nextn = u32_opt(nextn, "nextn", (nd as u32).max(1))?;
+    if (nextn as usize) < nd {
+        return Err(value_err(format!("nextn: {nextn} is smaller than the {nd} drafts per request of draft_ids")));
+    }
+    let p = row_params_full(b, top_k, top_p, temperature, min_p, filter_order, seed, positions)?;
     let mut reqs = Vec::with_capacity(b);
     for i in 0..b {
         let mut drafts = Vec::with_capacity(nd);
@@ -321,12 +417,13 @@ pub(crate) fn verify(
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
     if let Some(c) = &cl {
-        let (flat, segs, rkg) =
-            with_cached(py, v, force_topk, backend, |s| cuda::step(py, s, c, &reqs, cuda::Want::All, None, None))?;
+        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, nextn, |s| {
+            cuda::step(py, s, c, &reqs, cuda::Want::All, None, None)
+        })?;
         return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
     }
     let l = hl.expect("host logits");
-    let (res, _) = run_cached(py, v, force_topk, backend, l.data(), &reqs, None)?;
+    let (res, _) = run_cached_n(py, v, force_topk, backend, nextn, l.data(), &reqs, None)?;
     Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, &vec![m; b])?)?.into_any())
 }
 
@@ -362,19 +459,22 @@ pub(crate) fn processed_all<'py>(
 /// the order of section 3.6, -inf for removed ones. Raises ValueError for a
 /// row with invalid parameters or logits.
 #[pyfunction]
-#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, force_topk=None, backend="auto"))]
+#[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, min_p=None, filter_order=None, force_topk=None, backend="auto"))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn top_k_top_p_renorm_logprobs(
     py: Python<'_>,
     logits: &Bound<'_, PyAny>,
     top_k: Option<&Bound<'_, PyAny>>,
     top_p: Option<&Bound<'_, PyAny>>,
     temperature: Option<&Bound<'_, PyAny>>,
+    min_p: Option<&Bound<'_, PyAny>>,
+    filter_order: Option<&str>,
     force_topk: Option<&Bound<'_, PyAny>>,
     backend: &str,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let force_topk = u32_opt(force_topk, "force_topk", 0)?;
     let l = Logits::import(logits, "logits", &[2])?;
-    let p = row_params(l.rows(), top_k, top_p, temperature, None, None)?;
+    let p = row_params_full(l.rows(), top_k, top_p, temperature, min_p, filter_order, None, None)?;
     let pr = processed_all(py, &l, "logits", &p, force_topk, backend)?;
     let out = Out::for_input(logits);
     let (nr, n) = (pr.rows.len(), pr.n);
@@ -382,32 +482,32 @@ pub(crate) fn top_k_top_p_renorm_logprobs(
 }
 
 /// Dense renormalised probabilities `[R, V]` of probs `[R, V]` after top-k /
-/// top-p: section 3 with logits `ln(probs)` and temperature 1, so the order
-/// and ties are the spec's (probs compared via their logs).
+/// top-p / min-p: SAMPLER.md section 12 (probabilities ordered by p, ties by
+/// lower id; p itself renormalised), on the host whatever `backend` says.
+/// ValueError naming the row for an invalid row or parameter.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn renorm_probs(
-    py: Python<'_>,
     probs: &Bound<'_, PyAny>,
     top_k: Option<&Bound<'_, PyAny>>,
     top_p: Option<&Bound<'_, PyAny>>,
+    min_p: Option<&Bound<'_, PyAny>>,
+    filter_order: Option<&str>,
     backend: &str,
 ) -> PyResult<Py<PyAny>> {
+    parse_backend(backend)?;
     let b = dlpack::import(probs, "probs", &[2])?;
-    let mut logs = b.to_f32_vec("probs")?;
-    for x in logs.iter_mut() {
-        // ln(0) = -inf (removed); a negative or NaN prob becomes NaN: an invalid row.
-        *x = x.ln();
-    }
-    let l = Logits { b, widened: Some(logs) };
-    let (r, v) = (l.rows(), l.vocab());
-    let p = row_params(r, top_k, top_p, None, None, None)?;
-    let pr = processed_all(py, &l, "probs", &p, 0, backend)?;
+    let data = b.to_f32_vec("probs")?;
+    let (r, v) = (b.shape[0], b.shape[1]);
+    let p = row_params_full(r, top_k, top_p, None, min_p, filter_order, None, None)?;
     let mut dense = vec![0f32; r * v];
     for i in 0..r {
-        let (ids, lps) = pr.row(i).map_err(|e| value_err(e.to_string()))?;
-        for (&id, &lp) in ids.iter().zip(lps) {
-            if id >= 0 && (id as usize) < v {
-                dense[i * v + id as usize] = lp.exp();
-            }
+        let row = &data[i * v..(i + 1) * v];
+        let bad = |e: &dyn std::fmt::Display| value_err(format!("probs: row {i}: {e}"));
+        let vp = p.params(i, 0).validate(v as u32).map_err(|e| bad(&e))?;
+        sampler_host::probs::check_row(row, 0).map_err(|e| bad(&e))?;
+        let pr = sampler_host::probs::process_row(row, &vp, v);
+        for c in 0..pr.kept {
+            dense[i * v + pr.order[c] as usize] = pr.prob(c) as f32;
         }
     }
     Out::for_input(probs).arr(dense, &[r, v])
@@ -424,7 +524,8 @@ pub(crate) fn top_k_renorm_probs(
     top_k: &Bound<'_, PyAny>,
     backend: &str,
 ) -> PyResult<Py<PyAny>> {
-    renorm_probs(py, probs, Some(top_k), None, backend)
+    let _ = py;
+    renorm_probs(probs, Some(top_k), None, None, None, backend)
 }
 
 /// Keeps the smallest prefix of each row of probs `[R, V]` whose mass
@@ -438,5 +539,6 @@ pub(crate) fn top_p_renorm_probs(
     top_p: &Bound<'_, PyAny>,
     backend: &str,
 ) -> PyResult<Py<PyAny>> {
-    renorm_probs(py, probs, None, Some(top_p), backend)
+    let _ = py;
+    renorm_probs(probs, None, Some(top_p), None, None, backend)
 }

@@ -22,6 +22,7 @@ mod cuda;
 mod dlpack;
 mod functional;
 mod output;
+mod probs;
 mod requests;
 mod sampler;
 
@@ -96,6 +97,7 @@ use args::*;
 use conformance::*;
 use functional::*;
 use output::*;
+use probs::*;
 use requests::*;
 use sampler::*;
 
@@ -137,6 +139,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(top_k_top_p_renorm_logprobs, m)?)?;
     m.add_function(wrap_pyfunction!(top_k_renorm_probs, m)?)?;
     m.add_function(wrap_pyfunction!(top_p_renorm_probs, m)?)?;
+    m.add_function(wrap_pyfunction!(probs_sample, m)?)?;
+    m.add_function(wrap_pyfunction!(probs_verify, m)?)?;
     m.add_function(wrap_pyfunction!(run_case_json, m)?)?;
     m.add_function(wrap_pyfunction!(_dlpack_data_ptr, m)?)?;
     m.add_function(wrap_pyfunction!(golden_files, m)?)?;

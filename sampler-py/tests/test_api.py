@@ -295,7 +295,7 @@ def test_renorm_helpers_follow_section_3():
     ids, lps = sp.top_k_top_p_renorm_logprobs(np.log(p), top_k=2, top_p=0.8, backend="cpu")
     assert ids.tolist() == [[0, 1, 2, 3, 4]]
     np.testing.assert_allclose(np.exp(lps), [[2 / 3, 1 / 3, 0, 0, 0]], atol=1e-6)
-    with pytest.raises(ValueError, match=r"probs: row 0: top_p must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"^top_p must be in \(0, 1\], got 1.5"):
         sp.top_p_renorm_probs(p, 1.5, backend="cpu")
     with pytest.raises(ValueError, match="probs: row 0: invalid logits"):
         sp.top_k_renorm_probs(-p, 2, backend="cpu")
@@ -451,7 +451,7 @@ def test_stub_covers_every_public_name():
             m.target.id for m in cls.body if isinstance(m, ast.AnnAssign)}
         real = {m for m in dir(getattr(sp._native, cls.name)) if not m.startswith("_")}
         assert real - members == set(), cls.name
-    assert set(sp.__all__) <= defined
+    assert set(sp.__all__) - {"flashinfer"} <= defined  # flashinfer: a submodule (flashinfer.py)
 
 
 def test_section_10_parameters():
