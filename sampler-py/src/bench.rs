@@ -150,7 +150,7 @@ pub(crate) fn _bench_binding_pieces(
             std::hint::black_box(analogue.call0()?);
         }
         out.push(("current stream (analogue: one torch._C call, torch._C._cuda_getDeviceCount())".into(), per(t)));
-        let (_, bytes, _) = cuda::layout(r, k, g, cuda::Want::All);
+        let (_, bytes, _) = cuda::layout(r, k, g, cuda::Want::All, false);
         let t = std::time::Instant::now();
         for _ in 0..n {
             std::hint::black_box(cuda::alloc_out(py, &c, api, false, r, bytes.max(16))?);
@@ -181,7 +181,7 @@ pub(crate) fn _bench_binding_pieces(
             std::hint::black_box(flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract::<u64>()?);
         }
         out.push(("the buffer's data_ptr()".into(), per(t)));
-        let (segs, _, _) = cuda::layout(r, k, g, cuda::Want::All);
+        let (segs, _, _) = cuda::layout(r, k, g, cuda::Want::All, false);
         let t = std::time::Instant::now();
         for _ in 0..n {
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();

@@ -216,7 +216,7 @@ impl PySampler {
                 return Ok(o.clone().into_any().unbind());
             }
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts))?.into_any());
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts).with_trees(&reqs))?.into_any());
         }
         if out.is_some() {
             // Host logits return a new host StepOutput: an ignored `out=` would look written.

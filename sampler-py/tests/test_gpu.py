@@ -41,9 +41,10 @@ def host_doc(out, case):
     """The comparable part of a host StepOutput: rows and outputs of ok requests."""
     offs = out.row_offsets.tolist()
     prompt = lambda q: [fval(x) for x in np.asarray(out.prompt_logprobs[q])]
+    paths = [None if p is None else np.asarray(p).tolist() for p in out.paths]
     return _doc(offs, [e is None for e in out.errors], np.asarray(out.tokens), np.asarray(out.logprobs),
                 np.asarray(out.top_ids), np.asarray(out.top_logprobs), np.asarray(out.sum_smaller_probs),
-                np.asarray(out.accepted), case, prompt)
+                np.asarray(out.accepted), case, prompt, paths)
 
 
 def device_doc(out, case):
@@ -52,11 +53,21 @@ def device_doc(out, case):
     offs, lps = out.row_offsets, c(out.logprobs)
     # As sampler_host's `assemble`: prompt logprobs are the logprobs of the rows with a target.
     prompt = lambda q: [fval(lps[offs[q] + j]) for j, t in enumerate(case["requests"][q]["targets"]) if t >= 0]
-    return _doc(offs, (c(out.status) == 0).tolist(), c(out.tokens), lps, c(out.top_ids),
-                c(out.top_logprobs), c(out.sum_smaller_probs), c(out.accepted), case, prompt)
+    acc, ok = c(out.accepted), (c(out.status) == 0).tolist()
+    paths = []
+    for q, p in enumerate(out.paths):
+        if p is None:
+            paths.append(None)
+            continue
+        p = c(p).tolist()
+        n = int(acc[q]) + 1 if ok[q] else 0
+        assert all(x == -1 for x in p[n:]), p  # the rows past the path hold -1
+        paths.append(p[:n] if ok[q] else None)
+    return _doc(offs, ok, c(out.tokens), lps, c(out.top_ids),
+                c(out.top_logprobs), c(out.sum_smaller_probs), acc, case, prompt, paths)
 
 
-def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of):
+def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of, paths):
     # As sampler_host's `assemble`: a row without a token has logprob -inf and sum_smaller_probs 0.
     rows, reqs = [], []
     for q, r in enumerate(case["requests"]):
@@ -71,7 +82,8 @@ def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of
             if t >= 0:
                 emitted.append(t)
         prompt = prompt_of(q) if r["kind"] == "prompt_logprobs" else []
-        reqs.append({"ok": True, "accepted": int(accepted[q]), "emitted": emitted, "prompt_logprobs": prompt})
+        reqs.append({"ok": True, "accepted": int(accepted[q]), "emitted": emitted, "prompt_logprobs": prompt,
+                     "path": paths[q]})
     return {"rows": rows, "requests": reqs}
 
 
@@ -82,8 +94,9 @@ def _sampler(case):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_golden_torch_cuda_tensors(dtype):
     tdt = getattr(torch, dtype)
-    assert len(NOT_TREE) >= 80
-    for path in NOT_TREE:
+    # Tree requests too: their paths come back on the device (CudaStepOutput.paths).
+    assert len(PATHS) >= 80 and len(PATHS) > len(NOT_TREE)
+    for path in PATHS:
         case = json.loads(path.read_text())
         x = torch.from_numpy(case_logits(case)).to(tdt)
         # Reference: the CPU on the dtype-rounded values widened to float32.

@@ -170,6 +170,7 @@ class CudaStepOutput:
     accepted: Array  # [B] int32
     status: Array  # [B] int32: 0 ok, -1 rejected on the host (Sampler.check), 1 bad logit value, 2 all masked
     ok: Array  # [B] bool (status == 0)
+    paths: list[Optional[Array]]  # B: tree requests' [M] int32 device views (path root first, then -1), else None
     row_offsets: list[int]  # B + 1 (host)
     top_logprobs_width: int
     buffer: Array  # the one uint8 device tensor holding them
