@@ -259,6 +259,24 @@ pub(crate) fn tree_err(e: impl std::fmt::Display) -> PyErr {
     value_err(e.to_string())
 }
 
+/// Renumbers a rooted tree (node 0 the root; `children[c]` in draw order) in
+/// depth-first preorder: `(parent, perm)` with new node n = input node `perm[n]`,
+/// so every child follows its parent and siblings keep their order (11.1).
+pub(crate) fn preorder(children: &[Vec<usize>]) -> (Vec<i32>, Vec<i32>) {
+    let m = children.len();
+    let (mut perm, mut new_of, mut parent) = (Vec::with_capacity(m), vec![0usize; m], Vec::with_capacity(m));
+    let mut stack = vec![(0usize, -1i32)];
+    while let Some((old, par)) = stack.pop() {
+        new_of[old] = perm.len();
+        perm.push(old as i32);
+        parent.push(par);
+        for &c in children[old].iter().rev() {
+            stack.push((c, new_of[old] as i32));
+        }
+    }
+    (parent, perm)
+}
+
 pub(crate) fn u32_lists(obj: &Bound<'_, PyAny>, arg: &str) -> PyResult<Vec<Vec<u32>>> {
     let items: Vec<Bound<'_, PyAny>> = obj
         .try_iter()
@@ -328,31 +346,135 @@ impl PyDraftTree {
     pub(crate) fn nodes(&self) -> usize {
         self.inner.nodes()
     }
-    /// Parents from first-child / next-sibling arrays (`[M]` each, -1 = none).
+    /// Parents from first-child / next-sibling arrays (`[M]` each, -1 = none;
+    /// SGLang `retrive_next_token` / `retrive_next_sibling`). Without
+    /// `renumber`: nodes must already be in 11.1's order (every child after its
+    /// parent, a sibling list in increasing index), else ValueError. With
+    /// `renumber=True`, any numbering and sibling order (the list order is the
+    /// draw order) is accepted and `(parent, perm)` is returned: new node n is
+    /// input node `perm[n]` (identity when the input was in order; else nodes in
+    /// depth-first preorder, siblings in list order). Reorder the request's
+    /// logits rows and `tokens` by `perm` (row n = input row `perm[n]`), and map
+    /// `StepOutput.paths` back through it.
     #[staticmethod]
+    #[pyo3(signature = (first_child, next_sibling, *, renumber=false))]
     pub(crate) fn parents_from_first_child_next_sibling(
+        py: Python<'_>,
         first_child: &Bound<'_, PyAny>,
         next_sibling: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<i32>> {
-        sampler_host::DraftTree::parents_from_first_child_next_sibling(
-            &ids_list(first_child, "first_child")?,
-            &ids_list(next_sibling, "next_sibling")?,
-        )
-        .map_err(tree_err)
+        renumber: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let fc = ids_list(first_child, "first_child")?;
+        let ns = ids_list(next_sibling, "next_sibling")?;
+        let strict = sampler_host::DraftTree::parents_from_first_child_next_sibling(&fc, &ns);
+        if !renumber {
+            return Ok(strict.map_err(tree_err)?.into_pyobject(py)?.into_any().unbind());
+        }
+        if let Ok(parent) = strict {
+            let perm: Vec<i32> = (0..parent.len() as i32).collect();
+            return Ok((parent, perm).into_pyobject(py)?.into_any().unbind());
+        }
+        let m = fc.len();
+        if ns.len() != m {
+            return Err(value_err(format!("next_sibling: has {} entries, first_child has {m}", ns.len())));
+        }
+        if m == 0 {
+            return Err(value_err("first_child: is empty; a tree has at least its root"));
+        }
+        if ns[0] != -1 {
+            return Err(value_err(format!("next_sibling: next_sibling[0] = {} (the root has no sibling)", ns[0])));
+        }
+        // Children in list order, each node reached exactly once from the root.
+        let mut children = vec![Vec::new(); m];
+        let mut seen = vec![false; m];
+        seen[0] = true;
+        let mut queue = vec![0usize];
+        while let Some(c) = queue.pop() {
+            let (mut x, mut field) = (fc[c], "first_child");
+            while x != -1 {
+                if x <= 0 || x as usize >= m {
+                    return Err(value_err(format!("{field}: node {x} (a child of {c}) is not a node in 1..{m}")));
+                }
+                if seen[x as usize] {
+                    return Err(value_err(format!("{field}: node {x} is reached twice (a child of {c})")));
+                }
+                seen[x as usize] = true;
+                children[c].push(x as usize);
+                queue.push(x as usize);
+                field = "next_sibling";
+                x = ns[x as usize];
+            }
+        }
+        if let Some(n) = seen.iter().position(|&s| !s) {
+            return Err(value_err(format!("first_child: node {n} is not reached from the root")));
+        }
+        Ok(preorder(&children).into_pyobject(py)?.into_any().unbind())
     }
     /// Parents from rank paths (vLLM `speculative_token_tree`, Medusa / EAGLE-1 choices), root excluded.
     #[staticmethod]
     pub(crate) fn parents_from_rank_paths(paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
         sampler_host::DraftTree::parents_from_rank_paths(&u32_lists(paths, "rank_paths")?).map_err(tree_err)
     }
-    /// Parents of nodes `0..m` from root-to-leaf node paths (EAGLE-2 `retrieve_indices`; -1 padded).
+    /// Parents of nodes `0..m` from root-to-leaf node paths (EAGLE-2
+    /// `retrieve_indices`; -1 padded). Without `renumber` the nodes must be in
+    /// 11.1's order; with `renumber=True` any numbering is accepted and
+    /// `(parent, perm)` is returned as by `parents_from_first_child_next_sibling`
+    /// (siblings keep their input index order).
     #[staticmethod]
-    pub(crate) fn parents_from_node_paths(m: &Bound<'_, PyAny>, paths: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    #[pyo3(signature = (m, paths, *, renumber=false))]
+    pub(crate) fn parents_from_node_paths(
+        py: Python<'_>,
+        m: &Bound<'_, PyAny>,
+        paths: &Bound<'_, PyAny>,
+        renumber: bool,
+    ) -> PyResult<Py<PyAny>> {
         let m = usize_arg(m, "m")?;
         let items: Vec<Bound<'_, PyAny>> = paths.try_iter()?.collect::<PyResult<_>>()?;
         let p: Vec<Vec<i32>> =
             items.iter().enumerate().map(|(i, x)| ids_list(x, &format!("node_paths[{i}]"))).collect::<PyResult<_>>()?;
-        sampler_host::DraftTree::parents_from_node_paths(m, &p).map_err(tree_err)
+        let strict = sampler_host::DraftTree::parents_from_node_paths(m, &p);
+        if !renumber {
+            return Ok(strict.map_err(tree_err)?.into_pyobject(py)?.into_any().unbind());
+        }
+        if let Ok(parent) = strict {
+            let perm: Vec<i32> = (0..parent.len() as i32).collect();
+            return Ok((parent, perm).into_pyobject(py)?.into_any().unbind());
+        }
+        if m == 0 {
+            return Err(value_err("node_paths: a tree has at least its root (m >= 1)"));
+        }
+        let mut parent = vec![-2i64; m];
+        parent[0] = -1;
+        for (i, path) in p.iter().enumerate() {
+            let len = path.iter().position(|&x| x == -1).unwrap_or(path.len());
+            if path[len..].iter().any(|&x| x != -1) || len == 0 || path[0] != 0 {
+                return Err(value_err(format!(
+                    "node_paths: node_paths[{i}] = {path:?} must start at the root 0, -1 padded"
+                )));
+            }
+            for j in 1..len {
+                let (a, b) = (path[j - 1] as i64, path[j]);
+                if b <= 0 || b as usize >= m {
+                    return Err(value_err(format!("node_paths: node_paths[{i}][{j}] = {b} is not a node in 1..{m}")));
+                }
+                let cur = &mut parent[b as usize];
+                if *cur != -2 && *cur != a {
+                    return Err(value_err(format!(
+                        "node_paths: node {b} has parent {} in one path and {a} in node_paths[{i}]",
+                        *cur
+                    )));
+                }
+                *cur = a;
+            }
+        }
+        if let Some(n) = parent.iter().position(|&x| x == -2) {
+            return Err(value_err(format!("node_paths: node {n} lies on no path")));
+        }
+        let mut children = vec![Vec::new(); m];
+        for (n, &a) in parent.iter().enumerate().skip(1) {
+            children[a as usize].push(n); // increasing input index
+        }
+        Ok(preorder(&children).into_pyobject(py)?.into_any().unbind())
     }
     /// Parents from depths in DFS order (FlexFlow).
     #[staticmethod]

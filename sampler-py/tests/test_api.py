@@ -572,3 +572,30 @@ def test_requests_replaced_by_another_thread_during_a_step(rng):
     finally:
         stop.set()
         t.join()
+
+
+def test_tree_converters_renumber_sglang_and_eagle_layouts():
+    # SGLang lists the root's children out of index order: node 2 is drawn before node 1.
+    fc, ns = [2, 3, -1, -1], [-1, -1, 1, -1]
+    with pytest.raises(ValueError, match="first_child|next_sibling"):
+        sp.DraftTree.parents_from_first_child_next_sibling(fc, ns)
+    parent, perm = sp.DraftTree.parents_from_first_child_next_sibling(fc, ns, renumber=True)
+    assert perm == [0, 2, 1, 3] and parent == [-1, 0, 0, 2]
+    # Already in order: the identity, the same parents as without renumber.
+    assert sp.DraftTree.parents_from_first_child_next_sibling([1, 3, -1, -1], [-1, 2, -1, -1], renumber=True) == ([-1, 0, 0, 1], [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="reached twice"):
+        sp.DraftTree.parents_from_first_child_next_sibling([1, -1], [-1, 1], renumber=True)
+    # EAGLE-2 retrieve_indices with a child numbered before its parent (node 1 under node 2).
+    parent, perm = sp.DraftTree.parents_from_node_paths(4, [[0, 2, 1], [0, 3, -1]], renumber=True)
+    assert perm == [0, 2, 1, 3] and parent == [-1, 0, 1, 0]
+    # The renumbered tree verifies: the target's argmax path, mapped back through perm.
+    v = 8
+    old_tokens = {1: 5, 2: 6, 3: 7}
+    old_rows = np.full((4, v), -30.0, np.float32)
+    old_rows[0, 5] = old_rows[1, 7] = old_rows[2, 1] = old_rows[3, 2] = 30.0
+    parent, perm = sp.DraftTree.parents_from_first_child_next_sibling(fc, ns, renumber=True)
+    tree = sp.DraftTree(parent, [old_tokens[perm[n]] for n in range(1, 4)])
+    out = sp.Sampler(v, nextn=3, backend="cpu").sample(np.ascontiguousarray(old_rows[perm]), [sp.Request.tree(sp.SamplingParams(seq_seed=1), 10, tree)])
+    assert out.errors == [None]
+    assert [perm[n] for n in out.paths[0].tolist()] == [0, 1, 3]  # old nodes: root, token 5, token 7
+    assert out.emitted[0].tolist()[:2] == [5, 7]

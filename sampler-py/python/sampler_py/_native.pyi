@@ -87,11 +87,14 @@ class DraftTree:
     @property
     def nodes(self) -> int: ...
     @staticmethod
-    def parents_from_first_child_next_sibling(first_child: IntSeq, next_sibling: IntSeq) -> list[int]: ...
+    def parents_from_first_child_next_sibling(first_child: IntSeq, next_sibling: IntSeq, *, renumber: bool = False) -> Union[list[int], Tuple[list[int], list[int]]]:
+        """Parents (11.1 order required), or with renumber=True any order (SGLang) and
+        (parent, perm): new node n is input node perm[n] (identity when already in order)."""
     @staticmethod
     def parents_from_rank_paths(paths: Sequence[IntSeq]) -> list[int]: ...
     @staticmethod
-    def parents_from_node_paths(m: int, paths: Sequence[IntSeq]) -> list[int]: ...
+    def parents_from_node_paths(m: int, paths: Sequence[IntSeq], *, renumber: bool = False) -> Union[list[int], Tuple[list[int], list[int]]]:
+        """As parents_from_first_child_next_sibling, from EAGLE-2 retrieve_indices (-1 padded)."""
     @staticmethod
     def parents_from_dfs_depths(depths: IntSeq) -> list[int]: ...
     @staticmethod
