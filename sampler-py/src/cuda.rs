@@ -108,6 +108,10 @@ pub enum Want {
 
 /// Offsets (bytes) and element counts of the outputs in the flat buffer.
 pub(crate) const SEGS: usize = 8;
+/// The segment table of one step's flat buffer.
+pub(crate) type Segs = [(usize, usize); SEGS];
+/// A step's flat output tensor, its segments and (R, k, G).
+pub(crate) type StepBuf = (Py<PyAny>, Segs, (usize, usize, usize));
 const ALIGN: usize = 16;
 
 /// The output segments `(byte offset, elements)` of a step of R rows, width
@@ -141,7 +145,7 @@ pub fn step(
     want: Want,
     reuse: Option<&CudaStepOutput>,
     pool: Option<&mut OutPool>,
-) -> PyResult<(Py<PyAny>, [(usize, usize); SEGS], (usize, usize, usize))> {
+) -> PyResult<StepBuf> {
     let Some(cs) = s.cuda_stream() else {
         return Err(value_err("logits: a CUDA tensor needs a sampler on the CUDA backend (backend=\"cuda\", or \"auto\" with a GPU); this one runs on the CPU"));
     };
@@ -180,7 +184,8 @@ pub fn step(
     };
     // The output buffer is allocated by torch (caching allocator; the graph's pool under
     // capture) once the step's shape is known, inside the sampler's callback.
-    let mut made: Option<PyResult<(Bound<'_, PyAny>, [(usize, usize); SEGS], (usize, usize, usize))>> = None;
+    type Made<'py> = PyResult<(Bound<'py, PyAny>, Segs, (usize, usize, usize))>;
+    let mut made: Option<Made<'_>> = None;
     // Tree requests' paths (section 11.9) get a segment of their own, written by the kernels.
     let tree = want == Want::All && reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }));
     let enqueued = s

@@ -239,7 +239,15 @@ impl RowParams {
 /// Samples one token per row of `logits` `[R, V]` (FlashInfer's convention,
 /// SAMPLER.md sections 3-5): each row is its own request at `positions[i]`
 /// (default 0) with seed `seed[i]` (None: 64 random bits per row).
-/// `top_k`, `top_p`, `temperature`, `seed`, `positions`: a scalar or `[R]`.
+/// `top_k`, `top_p`, `temperature`, `min_p`, `seed`, `positions`: a scalar or `[R]`;
+/// `filter_order`: `"top_p_then_top_k"` (default) or `"top_k_then_top_p"`
+/// (vLLM / Hugging Face / FlashInfer's `"top_k_first"`, SAMPLER.md 10.2).
+/// An invalid scalar (`top_k=0`, `top_p=0`, a negative or infinite
+/// temperature, `min_p` outside [0, 1]) raises ValueError naming it; a bad
+/// value in a per-row array gives -1 for that row only. A scalar `seed` is
+/// every row's seed (documented, not refused): rows at one position then draw
+/// the same u, so pass `positions` or per-row seeds for independent rows and
+/// advance the positions between calls (`sampler_py.flashinfer` does both).
 /// Returns `[R]` int32 tokens (-1 for a row whose parameters or logits are
 /// invalid), or with `return_logprobs=True` the full `StepOutput`.
 /// CUDA `logits` (f32 / bf16 / f16): the step runs on `stream` (default
@@ -305,6 +313,9 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
 /// model's processed logprobs `[B, D, V]` (dense), or `[B, D, W]` with
 /// `draft_dist_ids` `[B, D, W]` naming the columns (force top-k). `positions`:
 /// each request's sample position (row j uses position + j * 10000019).
+/// Any number of drafts D: the call's sampler is configured with `nextn` = D
+/// (`nextn=` may ask for more; fewer than D raises ValueError). `min_p` and
+/// `filter_order` as in `top_k_top_p_sampling_from_logits`.
 /// Returns a `StepOutput` (`accepted`, `emitted` per request).
 #[pyfunction]
 #[pyo3(signature = (target_logits, draft_ids, draft_logprobs, top_k=None, top_p=None, *, temperature=None, min_p=None, filter_order=None, seed=None, positions=None, draft_dist_ids=None, force_topk=None, top_logprobs=None, nextn=None, backend="auto", stream=None))]
