@@ -239,6 +239,33 @@ impl PySampler {
         Ok(Py::new(py, step_output(&Out::for_input(logits), res, &counts)?)?.into_any())
     }
 
+    /// Samples one step from probability rows (SAMPLER.md section 12):
+    /// `probs` `[R, V]` host float32 (or f16 / bf16, widened), each row valid
+    /// when finite, non-negative and not all zero; prefill and decode
+    /// (verify) requests, whose temperature must be 1 (the rows take none).
+    /// Computed on the host whatever the backend (section 12's order is not
+    /// any logit row's); returns a `StepOutput`. ValueError for CUDA tensors.
+    fn sample_probs(
+        &self,
+        py: Python<'_>,
+        probs: &Bound<'_, PyAny>,
+        requests: &Bound<'_, PyAny>,
+    ) -> PyResult<PyStepOutput> {
+        if dlpack::is_cuda(probs) {
+            return Err(value_err(
+                "probs: probability rows are sampled on the host (SAMPLER.md section 12); pass a host array",
+            ));
+        }
+        let l = Logits::import(probs, "probs", &[2])?;
+        check_vocab(&l, "probs", self.cfg.vocab_size)?;
+        let reqs = requests_arg(requests)?;
+        let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
+        let (v, n, nextn) = (self.cfg.vocab_size, self.n, self.cfg.nextn);
+        let (res, _) = py.detach(|| sampler_host::probs::sample(v, n, nextn, data, rs)).map_err(batch_err)?;
+        let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
+        step_output(&Out::for_input(probs), res, &counts)
+    }
+
     /// The host-side error text of `request` on this sampler (its
     /// parameters, kind and shape; section 1), or None when it is valid.
     /// A `CudaStepOutput` status of -1 means this check failed.

@@ -323,3 +323,25 @@ def test_case_runner_reads_probability_rows():
     assert [x[0] for x in doc["rows"][0]["top_logprobs"]] == [2, 1, 0]
     assert doc["rows"][0]["top_logprobs"][2][1] is None  # removed: -inf
     assert doc["rows"][0]["token"] in (1, 2)
+
+
+def test_sampler_sample_probs_equals_the_case_runner():
+    import json
+
+    a, b, c = same_ln_pair()
+    case = {"vocab_size": 3, "input": "probs", "logits": [[float(a), float(b), float(c)], [0.5, 0.25, 0.25], [0.0, 0.0, 0.0]],
+            "requests": [{"kind": "sample", "phase": "prefill", "rows": 1, "seqlen_k": 4, "seq_seed": 7,
+                          "temperature": 1.0, "top_p": 1.0, "top_k": 2, "top_logprobs": 3},
+                         {"kind": "sample", "phase": "prefill", "rows": 1, "seqlen_k": 9, "seq_seed": 8,
+                          "temperature": 1.0, "top_p": 0.6, "top_k": -1, "top_logprobs": 2, "min_p": 0.5},
+                         {"kind": "sample", "phase": "prefill", "rows": 1, "seqlen_k": 9, "seq_seed": 8,
+                          "temperature": 1.0, "top_p": 1.0, "top_k": -1, "top_logprobs": 0}]}
+    from conftest import canon, run_case_python
+
+    out, doc = run_case_python(case)
+    assert canon(doc) == canon(json.loads(sp.run_case_json(json.dumps(case))))
+    assert out.errors[:2] == [None, None] and "no allowed token" in out.errors[2]
+    s = sp.Sampler(3, backend="cpu")
+    # A temperature fails only its request (the rows take none, section 12).
+    bad = s.sample_probs(np.array([[0.5, 0.5, 0.0]], np.float32), [sp.Request.prefill(sp.SamplingParams(temperature=0.5), 1)])
+    assert "temperature" in bad.errors[0] and bad.tokens.tolist() == [-1]

@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 PATHS = golden_paths()
 NOT_TREE = [p for p in PATHS if '"tree"' not in p.read_text()]
+# Probability cases (SAMPLER.md section 12) are computed on the host: not CUDA logits.
+LOGIT_CASES = [p for p in PATHS if json.loads(p.read_text()).get("input", "logits") == "logits"]
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
@@ -95,8 +97,8 @@ def _sampler(case):
 def test_golden_torch_cuda_tensors(dtype):
     tdt = getattr(torch, dtype)
     # Tree requests too: their paths come back on the device (CudaStepOutput.paths).
-    assert len(PATHS) >= 80 and len(PATHS) > len(NOT_TREE)
-    for path in PATHS:
+    assert len(LOGIT_CASES) >= 80 and len(PATHS) > len(NOT_TREE)
+    for path in LOGIT_CASES:
         case = json.loads(path.read_text())
         x = torch.from_numpy(case_logits(case)).to(tdt)
         # Reference: the CPU on the dtype-rounded values widened to float32.

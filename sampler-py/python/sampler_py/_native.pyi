@@ -193,6 +193,8 @@ class Sampler:
         the GIL released while it runs. CUDA logits: enqueued on `stream`, a
         CudaStepOutput without waiting (`out`: an earlier one of the same shape,
         written again instead of a new allocation; see also `reuse_outputs`)."""
+    def sample_probs(self, probs: ArrayLike, requests: Sequence[Request]) -> StepOutput:
+        """SAMPLER.md section 12: probability rows [R, V] (host), prefill / decode requests at temperature 1."""
     def check(self, request: Request) -> Optional[str]:
         """The host-side error text of `request` (section 1), or None when valid."""
     def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
