@@ -1,4 +1,4 @@
-//! Conformance cases (shared/spec/CONFORMANCE.md): one JSON case in, one
+//! Conformance cases (docs/spec/CONFORMANCE.md): one JSON case in, one
 //! JSON result document out.
 //!
 //! Parsing is in two levels so that bad input never panics and stays confined:
