@@ -116,6 +116,19 @@ pub(crate) struct RowParams {
     pub(crate) filter_order: FilterOrder,
 }
 
+/// Decode sample positions (`seqlen_k - seqlen_q + 1`, SAMPLER.md section 2)
+/// are at least 1: the default is 1, and a given 0 raises ValueError naming
+/// `positions` (it would be `seqlen_k < seqlen_q`, an error status).
+pub(crate) fn sample_positions(p: &mut RowParams, positions: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    if positions.is_none_or(|o| o.is_none()) {
+        p.position.iter_mut().for_each(|x| *x = 1);
+    }
+    if let Some(i) = p.position.iter().position(|&x| x == 0) {
+        return Err(value_err(format!("positions[{i}] = 0: a decode request's sample position is at least 1")));
+    }
+    Ok(())
+}
+
 /// Whether a parameter was given as one value for every row (a Python or 0-d numpy scalar).
 fn is_scalar(o: &Bound<'_, PyAny>) -> bool {
     o.is_instance_of::<pyo3::types::PyFloat>()
@@ -312,8 +325,8 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
 /// `draft_ids`: `[B, D]` int (-1 = placeholder); `draft_logprobs`: the draft
 /// model's processed logprobs `[B, D, V]` (dense), or `[B, D, W]` with
 /// `draft_dist_ids` `[B, D, W]` naming the columns (force top-k). `positions`:
-/// each request's sample position (row j uses position + j * 10000019).
-/// Any number of drafts D: the call's sampler is configured with `nextn` = D
+/// each request's sample position, at least 1 (default 1; row j uses
+/// position + j * 10000019). Any number of drafts D: the call's sampler is configured with `nextn` = D
 /// (`nextn=` may ask for more; fewer than D raises ValueError). `min_p` and
 /// `filter_order` as in `top_k_top_p_sampling_from_logits`.
 /// Returns a `StepOutput` (`accepted`, `emitted` per request).
@@ -393,7 +406,8 @@ pub(crate) fn verify(
     if (nextn as usize) < nd {
         return Err(value_err(format!("nextn: {nextn} is smaller than the {nd} drafts per request of draft_ids")));
     }
-    let p = row_params_full(b, top_k, top_p, temperature, min_p, filter_order, seed, positions)?;
+    let mut p = row_params_full(b, top_k, top_p, temperature, min_p, filter_order, seed, positions)?;
+    sample_positions(&mut p, positions)?;
     let mut reqs = Vec::with_capacity(b);
     for i in 0..b {
         let mut drafts = Vec::with_capacity(nd);

@@ -1,5 +1,5 @@
 //! Python bindings of the sampler (`sampler_py._native`, re-exported by the
-//! `sampler_py` package). Spec: `../shared/spec/SAMPLER.md`.
+//! `sampler_py` package). Spec: `docs/spec/SAMPLER.md` (the in-repo contract).
 //!
 //! - Tensors in through DLPack without copies ([`dlpack`]): host f32 is
 //!   borrowed, host f16 / bf16 are widened to f32 on the host (a copy).

@@ -37,7 +37,7 @@ pub(crate) fn probs_sample(
 /// Chain speculative verification from probabilities (section 6 on section
 /// 12's rows): `draft_probs` `[B, D, V]`, `draft_ids` `[B, D]`,
 /// `target_probs` `[B, D + 1, V]`; request i at `positions[i]` (its sample
-/// position) with seed `seed[i]`. Returns `(tokens [B, D + 1] int32, -1
+/// position, at least 1; default 1) with seed `seed[i]`. Returns `(tokens [B, D + 1] int32, -1
 /// after the stop; independent [B] int32: drafts whose acceptance test
 /// passes on its own; accepted [B] int32)`. A request that fails gives -1
 /// tokens and 0 counts.
@@ -66,7 +66,8 @@ pub(crate) fn probs_verify(
     let target = t.to_f32_vec("target_probs")?;
     let qv = q.to_f32_vec("draft_probs")?;
     let vocab = u32::try_from(v).map_err(|_| value_err(format!("target_probs: {v} columns is too many")))?;
-    let p = row_params(b, None, None, None, seed, positions)?;
+    let mut p = row_params(b, None, None, None, seed, positions)?;
+    sample_positions(&mut p, positions)?;
     let mut reqs = Vec::with_capacity(b);
     for i in 0..b {
         let mut drafts = Vec::with_capacity(nd);

@@ -345,3 +345,18 @@ def test_sampler_sample_probs_equals_the_case_runner():
     # A temperature fails only its request (the rows take none, section 12).
     bad = s.sample_probs(np.array([[0.5, 0.5, 0.0]], np.float32), [sp.Request.prefill(sp.SamplingParams(temperature=0.5), 1)])
     assert "temperature" in bad.errors[0] and bad.tokens.tolist() == [-1]
+
+
+def test_verify_default_sample_position_is_one():
+    # A decode request's sample position is seqlen_k - seqlen_q + 1 >= 1: the default is 1
+    # (position 0 would be seqlen_k < seqlen_q, an error status on every request), 0 raises.
+    rng = np.random.default_rng(2)
+    t = (rng.standard_normal((2, 3, 16)) * 2).astype(np.float32)
+    lp = t - np.log(np.exp(t).sum(-1, keepdims=True))
+    drafts = lp[:, :2].argmax(-1).astype(np.int32)
+    out = sp.verify(t, drafts, np.ascontiguousarray(lp[:, :2]), seed=1, backend="cpu")
+    assert out.errors == [None, None] and (out.tokens >= 0).sum() == 6
+    same = sp.verify(t, drafts, np.ascontiguousarray(lp[:, :2]), seed=1, positions=1, backend="cpu")
+    assert out.tokens.tolist() == same.tokens.tolist()
+    with pytest.raises(ValueError, match="positions"):
+        sp.verify(t, drafts, np.ascontiguousarray(lp[:, :2]), seed=1, positions=[3, 0], backend="cpu")

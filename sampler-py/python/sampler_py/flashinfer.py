@@ -366,11 +366,13 @@ def chain_speculative_sampling(
     output_accepted_token_num [B] int32: drafts whose acceptance test passes on its own;
     output_emitted_draft_token_num [B] int32)``; the two counts are also added in place to
     the ``maybe_output_*`` tensors when given. Ours: request i's test of draft j uses
-    uniform(seed_i, 3 * (offset + j * 10000019) + 1); a failed request gives -1 tokens."""
+    uniform(seed_i, 3 * (offset + 1 + j * 10000019) + 1); a failed request gives -1 tokens."""
     q = _host(draft_probs)
     d = _host(draft_token_ids, dtype=np.int64)
     t = _host(target_probs)
     seeds, pos = _seeds(seed, offset, d.shape[0] if d.ndim == 2 else 0)
+    # A decode request's sample position is at least 1 (SAMPLER.md section 2): offset + 1.
+    pos = pos + 1 if isinstance(pos, int) else pos + np.uint64(1)
     tokens, independent, accepted = _native.probs_verify(q, d, t, seed=seeds, positions=pos)
     outs = [_like(tokens, target_probs), _like(independent, target_probs), _like(accepted, target_probs)]
     for dst, src in ((maybe_output_accepted_token_num, 1), (maybe_output_emitted_draft_token_num, 2)):
