@@ -478,12 +478,15 @@ impl CudaStepOutput {
         row_counts: Vec<usize>,
     ) -> CudaStepOutput {
         let (r, k, g) = rkg;
-        let trees = vec![false; row_counts.len()];
+        let trees = Vec::new();
         CudaStepOutput { flat, segs, r, k, g, row_counts, trees, cache: std::array::from_fn(|_| PyOnceLock::new()) }
     }
     /// Marks the tree requests of `reqs` (the step's requests), whose `paths` entries are views.
     pub fn with_trees(mut self, reqs: &[Request]) -> CudaStepOutput {
-        self.trees = reqs.iter().map(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. })).collect();
+        // Only a step with a tree request has a path segment (no allocation otherwise).
+        if self.segs[SEGS - 1].1 > 0 {
+            self.trees = reqs.iter().map(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. })).collect();
+        }
         self
     }
     fn view(&self, py: Python<'_>, i: usize, float: bool, two_d: bool) -> PyResult<Py<PyAny>> {

@@ -68,6 +68,7 @@ def test_signatures_and_defaults_are_flashinfers():
     sig = lambda f: list(inspect.signature(f).parameters)
     common = ["indices", "deterministic", "generator", "check_nan", "seed", "offset"]
     assert sig(fi.sampling_from_probs) == ["probs"] + common + ["return_valid"]
+    assert sig(fi.sampling_from_logits) == ["logits"] + common
     assert sig(fi.top_p_sampling_from_probs) == ["probs", "top_p"] + common + ["return_valid"]
     assert sig(fi.top_k_sampling_from_probs) == ["probs", "top_k"] + common + ["return_valid"]
     assert sig(fi.min_p_sampling_from_probs) == ["probs", "min_p"] + common + ["return_valid"]
@@ -151,6 +152,15 @@ def test_filter_apply_order_top_k_first_is_flashinfers(kind):
     assert set(joint.tolist()) == {0, 1}
     with pytest.raises(ValueError, match="filter_apply_order"):
         fi.top_k_top_p_sampling_from_probs(p, 2, 0.6, filter_apply_order="top_p_first")
+
+
+def test_sampling_from_logits(kind):
+    x = np.array([[-np.inf, 0.0, -np.inf], np.log([0.25, 0.25, 0.5])] * 500, np.float32)
+    s = fi.sampling_from_logits(arr(x, kind), seed=2)
+    check_kind(s, kind)
+    s = host(s)
+    assert s.dtype == np.int32 and set(s[0::2].tolist()) == {1} and set(s[1::2].tolist()) == {0, 1, 2}
+    assert abs((s[1::2] == 2).mean() - 0.5) < 0.08
 
 
 def test_top_k_top_p_sampling_from_logits_indices_and_seeds(kind):

@@ -9,7 +9,9 @@ Where the contract differs from FlashInfer, each docstring says so in one line. 
   row ``i`` uses seed ``seed + i`` (a scalar or 1-element ``seed``) or ``seed[i]`` (a ``[B]``
   tensor) at position ``offset`` (or ``offset[i]``): the same seed and offset give the same
   tokens, so advance ``offset`` (or the seed) between calls. ``seed`` and ``offset`` may be
-  tensors (as FlashInfer takes them for CUDA-graph capture); they are read on the host.
+  tensors (as FlashInfer takes them for CUDA-graph capture); they are read on the host (a
+  CUDA tensor is a synchronisation), so a CUDA graph captured around
+  ``top_k_top_p_sampling_from_logits`` replays the seeds and offsets it was captured with.
   Without ``seed``, each row draws 64 random bits from the OS. ``generator`` and
   ``deterministic`` are accepted and unused (every call is deterministic given its seed).
 - An invalid row (NaN, a negative probability, nothing allowed) gives token ``-1``
@@ -35,6 +37,7 @@ from . import _native
 __all__ = [
     "chain_speculative_sampling",
     "min_p_sampling_from_probs",
+    "sampling_from_logits",
     "sampling_from_probs",
     "softmax",
     "top_k",
@@ -238,6 +241,20 @@ def top_k_top_p_sampling_from_probs(
     the same probabilities (``"joint"``) from ``probs`` ``[B, V]``. Ours: ``"joint"`` is
     SAMPLER.md's default order (top_p_then_top_k); ``"top_k_first"`` is its 10.2."""
     return _from_probs(probs, indices, check_nan, seed, offset, return_valid, top_k=top_k, top_p=top_p, order=filter_apply_order)
+
+
+def sampling_from_logits(
+    logits,
+    indices=None,
+    deterministic: bool = True,
+    generator=None,
+    check_nan: bool = False,
+    seed=None,
+    offset=None,
+):
+    """One token per row of ``logits`` ``[B, V]`` from softmax(logits) (no filter), on the
+    kernels: ``[B]`` int32 on the logits' device. Ours: SplitMix64 per row (module docstring)."""
+    return top_k_top_p_sampling_from_logits(logits, -1, 1.0, indices, "joint", deterministic, generator, check_nan, seed, offset)
 
 
 def top_k_top_p_sampling_from_logits(
