@@ -353,3 +353,31 @@ def test_output_buffer_reused_only_when_nothing_refers_to_it():
     # Off: every step has a buffer of its own while results are held, as before.
     s2 = sp.Sampler(v, force_topk=1024, backend="cuda", reuse_outputs=False)
     assert torch.equal(s2.sample(x, reqs(0)).tokens, want[0])
+
+
+def test_tree_paths_through_torch_cuda_tensors():
+    # CudaStepOutput.paths: each tree request's rows of the device path buffer, equal to the
+    # host's path then -1; a failed tree request's rows are all -1, also when no tree request
+    # of the step passed the host checks (no tree walk ran); other requests give None.
+    v = 64
+    rng = np.random.default_rng(5)
+    good = sp.DraftTree([-1, 0, 0, 1], [5, 6, 7])
+    bad = sp.DraftTree([-1, 2, 0, 1], [5, 6, 7])  # parent[1] = 2 > 1: fails its own request
+    p = sp.SamplingParams(seq_seed=3)
+    for reqs in ([sp.Request.prefill(p, 4), sp.Request.tree(p, 10, good), sp.Request.tree(p, 10, bad)],
+                 [sp.Request.prefill(p, 4), sp.Request.tree(p, 10, bad)]):
+        r = sum(q.rows for q in reqs)
+        x = (rng.standard_normal((r, v)) * 3).astype(np.float32)
+        want = sp.Sampler(v, nextn=8, backend="cpu").sample(x, reqs)
+        out = sp.Sampler(v, nextn=8, backend="cuda").sample(torch.from_numpy(x).cuda(), reqs)
+        assert out.paths[0] is None and want.paths[0] is None
+        for q in range(1, len(reqs)):
+            dev = out.paths[q]
+            assert dev.is_cuda and dev.dtype == torch.int32
+            dev = dev.cpu().tolist()
+            if want.errors[q] is None:
+                n = len(want.paths[q])
+                assert dev[:n] == np.asarray(want.paths[q]).tolist() and all(t == -1 for t in dev[n:])
+            else:
+                assert want.paths[q] is None and dev == [-1] * reqs[q].rows
+        assert torch.equal(out.tokens.cpu(), torch.from_numpy(np.asarray(want.tokens)))

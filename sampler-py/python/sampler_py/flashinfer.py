@@ -9,9 +9,10 @@ Where the contract differs from FlashInfer, each docstring says so in one line. 
   row ``i`` uses seed ``seed + i`` (a scalar or 1-element ``seed``) or ``seed[i]`` (a ``[B]``
   tensor) at position ``offset`` (or ``offset[i]``): the same seed and offset give the same
   tokens, so advance ``offset`` (or the seed) between calls. ``seed`` and ``offset`` may be
-  tensors (as FlashInfer takes them for CUDA-graph capture); they are read on the host (a
-  CUDA tensor is a synchronisation), so a CUDA graph captured around
-  ``top_k_top_p_sampling_from_logits`` replays the seeds and offsets it was captured with.
+  tensors (as FlashInfer takes them for CUDA-graph capture), but they are read on the host:
+  a CUDA tensor is a synchronisation, which a capture does not allow; with ints (or host
+  tensors) a CUDA graph captured around ``top_k_top_p_sampling_from_logits`` replays the
+  seeds and offsets it was captured with (the kernels take them from the step's metadata).
   Without ``seed``, each row draws 64 random bits from the OS. ``generator`` and
   ``deterministic`` are accepted and unused (every call is deterministic given its seed).
 - An invalid row (NaN, a negative probability, nothing allowed) gives token ``-1``
