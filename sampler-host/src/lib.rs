@@ -21,6 +21,7 @@ pub mod engine;
 pub mod error;
 pub mod interop;
 pub mod params;
+pub mod probs;
 pub mod request;
 pub mod sampler;
 pub mod tp;

@@ -458,8 +458,11 @@ impl CudaDevice {
             if let (pipeline::Upload::Fill(x, len), Some((off, _))) = (u, self.input_at[*b as usize]) {
                 if class(*b, u) == 2 && *len > 0 {
                     let bits = x.scalar_bits().unwrap_or(0) as u32;
-                    // SAFETY: `len` 4-byte elements at `off` lie in the arena (laid out above).
-                    unsafe { cudarc::driver::sys::cuMemsetD32Async(base + off as u64, bits, *len, self.stream.cu_stream()) }.result().map_err(dev)?;
+                    // The caller's buffer when the step writes into it (`enqueue_into`), else ours.
+                    let dst = self.ext_out[*b as usize].unwrap_or(base + off as u64);
+                    // SAFETY: `len` 4-byte elements at `dst`: in the arena (laid out above), or
+                    // the caller's `[R]` buffer of `OutputPtrs`.
+                    unsafe { cudarc::driver::sys::cuMemsetD32Async(dst, bits, *len, self.stream.cu_stream()) }.result().map_err(dev)?;
                 }
             }
         }
@@ -1077,12 +1080,22 @@ impl CudaBackend {
             (Buf::SumSmaller, out.sum_smaller_probs),
             (Buf::Accepted, out.accepted),
             (Buf::GroupStatus, out.status),
+            (Buf::Path, out.path),
         ] {
             self.d.ext_out[b as usize] = x.filter(|&a| a != 0);
         }
         let r = self.enqueue(p);
         self.d.ext_out.iter_mut().for_each(|x| *x = None);
-        r.map(|_| ())
+        r?;
+        // A step without a tree walk (no tree request passed the host checks) writes no path:
+        // the caller's buffer still gets its -1s.
+        if let (Some(path), false) = (out.path.filter(|&a| a != 0), p.any_tree) {
+            // SAFETY: the caller's `[R]` i32 buffer of `OutputPtrs`, on the sampler's stream.
+            unsafe { cudarc::driver::sys::cuMemsetD32Async(path, u32::MAX, p.rows as usize, self.d.stream.cu_stream()) }
+                .result()
+                .map_err(dev)?;
+        }
+        Ok(())
     }
 
     /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]
@@ -1117,6 +1130,10 @@ pub struct OutputPtrs {
     pub accepted: Option<u64>,
     /// `[G]` i32 request status (0 ok, -1 failed on the host, 1 bad logit value, 2 all masked).
     pub status: Option<u64>,
+    /// `[R]` i32 tree paths (section 11.9; written only when the step has a
+    /// tree request): a tree request's rows get its accepted path's node
+    /// indices, root first, then -1; every other row -1.
+    pub path: Option<u64>,
 }
 
 /// The outputs of the last enqueued step, still on the device (stream
