@@ -15,7 +15,8 @@
 #
 # What the device part runs, most important first (each step under its own timeout, so a
 # slow one cannot eat the rest; logs and JSON under $OUT):
-#   1. pytest sampler-py/tests: the CPU suite plus tests/test_gpu.py: the golden cases through
+#   1. pytest sampler-py/tests: the CPU suite, tests/test_flashinfer_api.py (sampler_py.flashinfer
+#      on numpy, torch CPU and torch CUDA tensors), plus tests/test_gpu.py: the golden cases through
 #      torch CUDA tensors in float32 / bfloat16 / float16 bitwise equal to the CPU on the
 #      rounded values, zero copy by data pointers, the caller-stream ordering, CUDA-graph
 #      capture of a Python call (torch.cuda.graph), the README snippets, and the golden cases
@@ -36,8 +37,8 @@ case "${1:-}" in
 build)
     set -e
     rm -rf .gpu-py && mkdir -p .gpu-py/wheel .gpu-py/golden/next
-    # manylinux off: the wheel only has to install on the device image.
-    python3 -m maturin build --release --compatibility linux --out .gpu-py/wheel -m sampler-py/Cargo.toml
+    # manylinux off: the wheel only has to install on the device image; `bench`: the _bench_* hooks of bench/*.py.
+    python3 -m maturin build --release --features bench --compatibility linux --out .gpu-py/wheel -m sampler-py/Cargo.toml
     cp "${GOLDEN_DIR:-$here/conformance/golden}"/*.json .gpu-py/golden/
     cp "${GOLDEN_DIR:-$here/conformance/golden}"/next/*.json .gpu-py/golden/next/
     git rev-parse HEAD > .gpu-py/commit 2>/dev/null || true
@@ -81,6 +82,9 @@ device)
             -p no:cacheprovider --junitxml="$out/pytest-gpu.xml" || rc=1
         SAMPLER_GOLDEN_DIR=.gpu-py/golden timeout 30 python3 -m pytest -q -rs sampler-py/tests/test_api.py sampler-py/tests/test_golden.py \
             -p no:cacheprovider --junitxml="$out/pytest-cpu.xml" || rc=1
+        echo "== pytest: tests/test_flashinfer_api.py (numpy, torch CPU and torch CUDA tensors)"
+        SAMPLER_GOLDEN_DIR=.gpu-py/golden timeout ${FIAPI_S:-60} python3 -m pytest -q -rs sampler-py/tests/test_flashinfer_api.py \
+            -p no:cacheprovider --junitxml="$out/pytest-flashinfer-api.xml" || rc=1
         echo "== binding overhead, torch CUDA tensors, R = 64, V = 129280 (host time per call)"
         timeout ${OVH_S:-45} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
         if [ -n "$fi" ]; then

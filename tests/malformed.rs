@@ -295,7 +295,7 @@ fn bad_requests_are_confined_and_named() {
 fn huge_but_valid_numbers_are_fine() {
     let mut g = goods();
     g[0].v = with(sample(), json!({"seq_seed": u64::MAX, "seqlen_k": u64::MAX, "seqlen_q": 1, "top_k": i32::MAX}));
-    g[3].v = with(g[3].v.clone(), json!({"seqlen_k": 0, "seqlen_q": u64::MAX, "last_valid_offset": u64::MAX}));
+    g[3].v = with(g[3].v.clone(), json!({"seqlen_k": u64::MAX, "seqlen_q": u64::MAX, "last_valid_offset": u64::MAX}));
     g[1].rows[0] = json!([1e38, -1e38, 0, 0, 0, 0, 0, 0]);
     let out = run("huge", &case_text(&g)).expect("runs");
     for (i, (_, o)) in split(&out, &g).iter().enumerate() {

@@ -192,6 +192,7 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
             return Err(RequestError::BadMask { need: rows, words, got_masks: masks.len(), detail });
         }
     }
+    req.check_seqlen()?;
     match &req.kind {
         RequestKind::Decode { drafts, draft_dists, seqlen_q, .. } => {
             // Section 6: m = seqlen_q rows, m - 1 drafts (-1 = placeholder) and draft distributions.

@@ -207,9 +207,11 @@ impl Program {
 pub trait Device {
     /// Short name (`"cpu"`, `"cuda"`, ...).
     fn name(&self) -> &'static str;
-    /// Capabilities for vocabulary `v` and candidate width `n` (by V and N only,
-    /// never R, so a row's results do not depend on its batch).
-    fn caps(&self, v: u32, n: u32) -> Caps;
+    /// Capabilities for vocabulary `v`, candidate width `n` and a batch of
+    /// `rows` rows. R may change the configuration (CUDA's chunk count,
+    /// SAMPLER.md section 9, decided), never the results: every choice of
+    /// caps gives the same bits.
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps;
     /// Makes `buf` hold at least `len` elements (contents undefined after growing).
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError>;
     /// Copies `data` to the start of `buf` (allocated first).
@@ -691,7 +693,7 @@ pub fn choose(p: &StepPlan, full_row: bool) -> Option<u32> {
 
 /// Builds the program of `p` for `dev` (prefix path of width `prefix`, or the full-row path).
 pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<Program, BackendError> {
-    let caps = dev.caps(p.vocab, prefix.unwrap_or(p.n));
+    let caps = dev.caps(p.vocab, prefix.unwrap_or(p.n), p.rows);
     build(p, prefix, &caps)
 }
 
@@ -800,7 +802,7 @@ pub fn run_from_candidates(dev: &mut dyn Device, p: &StepPlan, row_status: &[i32
     if row_status.len() != r || cand.len() != rn || cand_ids.len() != rn || mass.is_some_and(|m| m.len() != r) {
         return Err(BackendError::Device { backend: "pipeline", msg: format!("candidates for R = {r}, n = {n}: got {} statuses, {} candidates, {} ids", row_status.len(), cand.len(), cand_ids.len()) });
     }
-    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n))?;
+    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n, p.rows))?;
     if r > 0 {
         let mut extra = vec![(Buf::RowStatus, HostSlice::I32(row_status)), (Buf::Cand, HostSlice::F32(cand)), (Buf::CandIds, HostSlice::I32(cand_ids))];
         if let Some(m) = mass {
@@ -994,8 +996,8 @@ mod tests {
         fn name(&self) -> &'static str {
             "cpu-counts-as"
         }
-        fn caps(&self, v: u32, n: u32) -> Caps {
-            Caps { counts_in_topn: self.1, ..self.0.caps(v, n) }
+        fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+            Caps { counts_in_topn: self.1, ..self.0.caps(v, n, rows) }
         }
         fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
             self.0.alloc(buf, len)

@@ -86,7 +86,8 @@ def run_case_python(case, logits_dtype=np.float32, backend="cpu", convert=None):
     if convert is not None:
         logits = convert(logits)
     reqs = [build_request(r) for r in case["requests"]]
-    out = sampler.sample(logits, reqs)
+    # `"input": "probs"` (CONFORMANCE.md): the rows are probabilities (SAMPLER.md section 12).
+    out = sampler.sample_probs(logits, reqs) if case.get("input", "logits") == "probs" else sampler.sample(logits, reqs)
     return out, document(out)
 
 
