@@ -5,8 +5,7 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void exp_div_probe(GM_ADDR px, GM_ADDR py, GM_ADDR pe, GM_ADDR pd, uint32_t n, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void exp_div_probe(GM_ADDR px, GM_ADDR py, GM_ADDR pe, GM_ADDR pd, uint32_t n, uint32_t programs) {
   const uint32_t C = 2048;
   AscendC::TPipe pipe;
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;

@@ -1,6 +1,6 @@
 //! Emit AscendC C++ (Ascend 910B/910C, dav-2201, AIV only) from the tile IR.
 //!
-//! One source per kernel, one `extern "C" __global__ __aicore__` entry per
+//! One source per kernel, one `extern "C" __global__ __vector__` entry per
 //! tile variant with `TILE <= 4096` (`{kernel}_t{tile}`, as on NVIDIA), plus a
 //! trailing `uint32_t programs` argument: blocks stride over programs
 //! (`GetBlockIdx/GetBlockNum`). Scalar parameters are passed by value.
@@ -150,7 +150,7 @@ pub fn why_not(k: &Kernel) -> Option<String> {
 
 /// One tile variant: its entry's parameter list, the argument list that
 /// forwards them, and the body of the entry (everything after
-/// `KERNEL_TASK_TYPE_DEFAULT`), which [`share`] turns into one template per
+/// the entry line), which [`share`] turns into one template per
 /// kernel where the variants differ only in numbers.
 struct VariantCode {
     tile: u32,
