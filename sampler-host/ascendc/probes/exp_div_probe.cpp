@@ -1,6 +1,6 @@
 // Hardware probe (hand-written, not a sampler kernel): the vector unit's Exp
 // and Div over n inputs, for an ulp histogram against rt::math::exp_f32 and
-// IEEE division on the host (docs/ASCEND.md, first hardware run, step 6).
+// IEEE division on the host (docs/ASCEND.md, first hour on a 910B, step 9).
 // e[i] = Exp(x[i]), d[i] = Div(x[i], y[i]); programs of 2048 elements.
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
