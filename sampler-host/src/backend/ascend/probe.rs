@@ -146,9 +146,9 @@ pub fn scalar_inputs(n: usize) -> (Vec<f32>, Vec<f32>, Vec<u64>) {
         88.72283,
         -103.97208,
         -87.33655,
-        5.684341886080802e-14,
+        f32::from_bits(0x2980_0000), // 2^-44, the fixed-point unit
         0.5,
-        0.69314718,
+        std::f32::consts::LN_2,
     ];
     let h = |i: usize, k: u64| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(k).rotate_left(17);
     let x = (0..n)
