@@ -36,7 +36,7 @@ macro_rules! bufs {
 bufs! {
     Logits: F32, Masked: F32, Masks: U32, HasMask: U32, RowStatus: I32,
     Cand: F32, CandIds: I32, Logprobs: F32,
-    Temperature: F32, TopP: F32, TopK: I32, MinP: F32, FilterOrder: U32,
+    Temperature: F32, TopP: F32, TopK: I32, LogMinP: F32, FilterOrder: U32,
     Raw: U32, RawMax: F32, RawSum: U64,
     Seed: U64, SeqDraw: U64, SeqAccept: U64, SeqResidual: U64,
     Fresh: I32, Golden: I32, Drafts: I32,
@@ -207,9 +207,11 @@ impl Program {
 pub trait Device {
     /// Short name (`"cpu"`, `"cuda"`, ...).
     fn name(&self) -> &'static str;
-    /// Capabilities for vocabulary `v` and candidate width `n` (by V and N only,
-    /// never R, so a row's results do not depend on its batch).
-    fn caps(&self, v: u32, n: u32) -> Caps;
+    /// Capabilities for vocabulary `v`, candidate width `n` and a batch of
+    /// `rows` rows. R may change the configuration (CUDA's chunk count,
+    /// SAMPLER.md section 9, decided), never the results: every choice of
+    /// caps gives the same bits.
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps;
     /// Makes `buf` hold at least `len` elements (contents undefined after growing).
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError>;
     /// Copies `data` to the start of `buf` (allocated first).
@@ -280,7 +282,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     let rn = r * n as usize;
     let mut bufs = Vec::new();
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    for b in [Masks, HasMask, Temperature, TopP, TopK, MinP, FilterOrder, Raw, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+    for b in [Masks, HasMask, Temperature, TopP, TopK, LogMinP, FilterOrder, Raw, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     add(Logits, r * v as usize, Init::Input);
@@ -438,7 +440,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
             temperature: Temperature,
             top_p: TopP,
             top_k: TopK,
-            min_p: MinP,
+            log_min_p: LogMinP,
             order: FilterOrder,
             seed: Seed,
             seq: SeqDraw,
@@ -455,7 +457,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
             temperature: Temperature,
             top_p: TopP,
             top_k: TopK,
-            min_p: MinP,
+            log_min_p: LogMinP,
             order: FilterOrder,
             seed: Seed,
             seq: SeqDraw,
@@ -464,7 +466,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
         };
         launch(&mut ls, k::process_draw::NAME, n, rows, 0, a.list())?;
     } else {
-        let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, min_p: MinP, order: FilterOrder, logprobs: Logprobs };
+        let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, log_min_p: LogMinP, order: FilterOrder, logprobs: Logprobs };
         launch(&mut ls, k::process::NAME, n, rows, 0, a.list())?;
         let a = k::draw::Args { logprobs: Logprobs, cand_ids: CandIds, n, seed: Seed, seq: SeqDraw, token: Fresh };
         launch(&mut ls, k::draw::NAME, n, rows, 0, a.list())?;
@@ -625,7 +627,7 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     let rn = r * n as usize;
     let mut bufs = Vec::new();
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    for b in [Temperature, TopP, TopK, MinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+    for b in [Temperature, TopP, TopK, LogMinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn)] {
@@ -661,7 +663,7 @@ pub fn host_input<'p>(p: &'p StepPlan<'_>, buf: Buf) -> Option<HostSlice<'p>> {
         Temperature => HostSlice::F32(&p.temperature),
         TopP => HostSlice::F32(&p.top_p),
         TopK => HostSlice::I32(&p.top_k),
-        MinP => HostSlice::F32(&p.min_p),
+        LogMinP => HostSlice::F32(&p.log_min_p),
         FilterOrder => HostSlice::U32(&p.filter_order),
         Raw => HostSlice::U32(&p.raw_logprobs),
         TreeParent => HostSlice::I32(&p.tree_parent),
@@ -691,7 +693,7 @@ pub fn choose(p: &StepPlan, full_row: bool) -> Option<u32> {
 
 /// Builds the program of `p` for `dev` (prefix path of width `prefix`, or the full-row path).
 pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<Program, BackendError> {
-    let caps = dev.caps(p.vocab, prefix.unwrap_or(p.n));
+    let caps = dev.caps(p.vocab, prefix.unwrap_or(p.n), p.rows);
     build(p, prefix, &caps)
 }
 
@@ -800,7 +802,7 @@ pub fn run_from_candidates(dev: &mut dyn Device, p: &StepPlan, row_status: &[i32
     if row_status.len() != r || cand.len() != rn || cand_ids.len() != rn || mass.is_some_and(|m| m.len() != r) {
         return Err(BackendError::Device { backend: "pipeline", msg: format!("candidates for R = {r}, n = {n}: got {} statuses, {} candidates, {} ids", row_status.len(), cand.len(), cand_ids.len()) });
     }
-    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n))?;
+    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n, p.rows))?;
     if r > 0 {
         let mut extra = vec![(Buf::RowStatus, HostSlice::I32(row_status)), (Buf::Cand, HostSlice::F32(cand)), (Buf::CandIds, HostSlice::I32(cand_ids))];
         if let Some(m) = mass {
@@ -891,7 +893,7 @@ mod tests {
         use crate::request::{DraftDist, RequestKind};
         let v = 3000u32;
         let p0 = SamplingParams { temperature: 0.8, top_k: 40, top_p: 0.9, top_logprobs: 3, seq_seed: Some(9), ..Default::default() };
-        let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.3, -1.6, -2.5] };
+        let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.4, -1.6, -2.5] };
         let reqs = vec![
             Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
             Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),
@@ -994,8 +996,8 @@ mod tests {
         fn name(&self) -> &'static str {
             "cpu-counts-as"
         }
-        fn caps(&self, v: u32, n: u32) -> Caps {
-            Caps { counts_in_topn: self.1, ..self.0.caps(v, n) }
+        fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+            Caps { counts_in_topn: self.1, ..self.0.caps(v, n, rows) }
         }
         fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
             self.0.alloc(buf, len)
