@@ -264,9 +264,14 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let name = path.file_name().unwrap().to_string_lossy().to_string();
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
     let topn_chunks = if v - v.div_ceil(2) >= n { 2 } else { 1 };
-    let cuda = Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false };
+    let cuda =
+        Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false, stream_select: false };
     let configs = [
-        ("cpu order", Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false }, Numerics::Exact),
+        (
+            "cpu order",
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+            Numerics::Exact,
+        ),
         // Ascend's own caps count in the top-N (force_topn_counted) on steps without masks
         // or raw rows; the mask check's order too, for those steps.
         ("ascend order, perturbed", ascend_caps(), Numerics::Perturb),
