@@ -279,6 +279,8 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
         ("cuda order, perturbed", cuda, Numerics::Perturb),
         // topn_chunk_counted's counts in place of the mask check (CUDA's SAMPLER_COUNTS_IN_TOPN=1).
         ("cuda order, counts in top-N, perturbed", Caps { counts_in_topn: true, ..cuda }, Numerics::Perturb),
+        // force_topn_stream (CUDA's SAMPLER_STREAM_SELECT=1): its AscendC lowering is the counted top-N's.
+        ("cuda order, stream select, perturbed", Caps { stream_select: true, ..cuda }, Numerics::Perturb),
     ];
     let mut kernels = Vec::new();
     for (what, caps, numerics) in configs {
