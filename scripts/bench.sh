@@ -38,8 +38,8 @@ build)
     mkdir -p .gpu/bin .gpu/golden
     for e in benchmark autotune gpu_suite conformance; do cp "$CARGO_TARGET_DIR/release/examples/$e" .gpu/bin/; done
     strip .gpu/bin/* 2>/dev/null || true
-    cp "${GOLDEN_DIR:-$here/../shared/golden}"/*.json .gpu/golden/
-    mkdir -p .gpu/golden/next && cp "${GOLDEN_DIR:-$here/../shared/golden}"/next/*.json .gpu/golden/next/
+    cp "${GOLDEN_DIR:-$here/conformance/golden}"/*.json .gpu/golden/
+    mkdir -p .gpu/golden/next && cp "${GOLDEN_DIR:-$here/conformance/golden}"/next/*.json .gpu/golden/next/
     git rev-parse HEAD > .gpu/commit 2>/dev/null || true
     du -sh .gpu
     ;;

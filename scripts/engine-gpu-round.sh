@@ -31,7 +31,7 @@ build)
     tc=$(cargo test --release --test cuda_counts --no-run --message-format=json 2>/dev/null | grep -o '"executable":"[^"]*cuda_counts[^"]*"' | tail -1 | cut -d'"' -f4)
     cp "$tc" $d/bin/cuda_counts
     strip $d/bin/* 2>/dev/null || true
-    golden="${GOLDEN_DIR:-$here/../shared/golden}"
+    golden="${GOLDEN_DIR:-$here/conformance/golden}"
     cp "$golden"/*.json $d/golden/ && cp "$golden"/next/*.json $d/golden/next/
     git rev-parse HEAD > $d/commit
     du -sh $d

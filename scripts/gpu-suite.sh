@@ -28,7 +28,7 @@ build)
     mkdir -p .gpu/bin .gpu/golden
     cp "$CARGO_TARGET_DIR/release/examples/gpu_suite" "$CARGO_TARGET_DIR/release/examples/conformance" .gpu/bin/
     strip .gpu/bin/* 2>/dev/null || true
-    golden="${GOLDEN_DIR:-$here/../shared/golden}"
+    golden="${GOLDEN_DIR:-$here/conformance/golden}"
     cp "$golden"/*.json .gpu/golden/
     mkdir -p .gpu/golden/next && cp "$golden"/next/*.json .gpu/golden/next/
     git rev-parse HEAD > .gpu/commit 2>/dev/null || true

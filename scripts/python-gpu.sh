@@ -38,8 +38,8 @@ build)
     rm -rf .gpu-py && mkdir -p .gpu-py/wheel .gpu-py/golden/next
     # manylinux off: the wheel only has to install on the device image.
     python3 -m maturin build --release --compatibility linux --out .gpu-py/wheel -m sampler-py/Cargo.toml
-    cp "${GOLDEN_DIR:-$here/../shared/golden}"/*.json .gpu-py/golden/
-    cp "${GOLDEN_DIR:-$here/../shared/golden}"/next/*.json .gpu-py/golden/next/
+    cp "${GOLDEN_DIR:-$here/conformance/golden}"/*.json .gpu-py/golden/
+    cp "${GOLDEN_DIR:-$here/conformance/golden}"/next/*.json .gpu-py/golden/next/
     git rev-parse HEAD > .gpu-py/commit 2>/dev/null || true
     du -sh .gpu-py
     ;;

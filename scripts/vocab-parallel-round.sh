@@ -30,7 +30,7 @@ build)
     mkdir -p .vpx/bin .vpx/golden/next
     cp "$CARGO_TARGET_DIR/release/examples/vocab_parallel" .vpx/bin/
     strip .vpx/bin/* 2>/dev/null || true
-    golden="${GOLDEN_DIR:-$here/../shared/golden}"
+    golden="${GOLDEN_DIR:-$here/conformance/golden}"
     cp "$golden"/*.json .vpx/golden/
     cp "$golden"/next/*.json .vpx/golden/next/
     git rev-parse HEAD > .vpx/commit 2>/dev/null || true

@@ -14,9 +14,9 @@ use sampler_host::case::run_case_str;
 use sampler_host::compare::compare_results;
 use sampler_host::{BackendKind, ConfigError, Sampler, SamplerConfig};
 
-const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+const GOLDEN_DEFAULT: &str = sampler_host::case::GOLDEN_DIR;
 
-/// The golden cases: `SAMPLER_GOLDEN_DIR` (the GPU round carries them), else beside the repository.
+/// The golden cases: `SAMPLER_GOLDEN_DIR` (the GPU round carries them), else the in-tree `conformance/golden`.
 fn golden_dir() -> String {
     std::env::var("SAMPLER_GOLDEN_DIR").unwrap_or_else(|_| GOLDEN_DEFAULT.to_string())
 }

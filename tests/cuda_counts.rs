@@ -29,7 +29,7 @@ use sampler_host::{BackendKind, Request, SamplingParams};
 use sampler_kernels::rt::host_algo::top_keys_counted;
 use sampler_kernels::rt::math::{key_id, key_logit};
 
-const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+const GOLDEN_DEFAULT: &str = sampler_host::case::GOLDEN_DIR;
 
 fn skip(msg: &str) {
     use std::io::Write;

@@ -13,14 +13,17 @@ use crate::request::{Request, RequestKind};
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
 pub const DRAFT_SEED_OFFSET: u64 = 1_000_000_007;
-/// How far above 0 a draft distribution's logprob may lie: the processed
-/// logprob of a sole or dominant token is 0 up to rounding (the golden
-/// generator's float64 evaluation writes e.g. 1.1e-16), and a conforming
-/// backend's logprobs are only held to 1e-4 (CONFORMANCE.md), so such
-/// distributions must be accepted. The kernels use `q = exp(logprob)`,
-/// which these values leave at 1 or a hair above; the accept test and the
-/// residual `max(p - q, 0)` stay well defined.
-pub const DRAFT_LOGPROB_SLACK: f32 = 1e-4;
+/// How far above 0 a draft distribution's logprob may lie (SAMPLER.md 6,
+/// decided): the processed logprob of a sole or dominant token is 0 up to
+/// rounding (the golden generator's float64 evaluation writes e.g.
+/// 1.1e-16). The kernels use `q = exp(logprob)`, which these values leave
+/// at 1 or a hair above; the accept test and the residual `max(p - q, 0)`
+/// stay well defined.
+pub const DRAFT_LOGPROB_SLACK: f32 = 1e-6;
+/// How far above 1 a draft distribution's total probability (the f64 sum
+/// of `exp(logprob)`) may lie (SAMPLER.md 6, decided); a total below 1 is
+/// a truncated draft (zero mass outside its ids) and valid.
+pub const DRAFT_MASS_SLACK: f64 = 1e-4;
 /// Stride between the random streams of a decode request's rows (section 2).
 pub const ROW_POSITION_STRIDE: u64 = 10_000_019;
 
@@ -101,6 +104,53 @@ fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> 
     Ok(())
 }
 
+/// Section 6 (decided): checks draft distribution `j` of a request for
+/// vocabulary `vocab`: as many logprobs as ids, at most `vocab` ids, each
+/// id in 0..V-1 and none repeated, each logprob finite or -inf and at most
+/// [`DRAFT_LOGPROB_SLACK`], the total probability at most 1 +
+/// [`DRAFT_MASS_SLACK`]. Used for every distribution a verify or tree
+/// request carries, whether the step uses it or not.
+///
+/// Errors: `RequestError::Field` naming `draft_dists`, with `draft_dists[j]` and the value.
+pub(crate) fn check_draft_dist(j: usize, d: &crate::request::DraftDist, vocab: u32) -> Result<(), RequestError> {
+    let err = |msg: String| Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}]: {msg}") });
+    if d.ids.len() != d.logprobs.len() {
+        return err(format!("has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()));
+    }
+    // More ids than V must repeat one; the step's draft arrays are as wide
+    // as the widest distribution, so one would widen every row's.
+    if d.ids.len() > vocab as usize {
+        return err(format!("has {} ids, more than vocab_size = {vocab}", d.ids.len()));
+    }
+    let mut seen = vec![0u64; if d.ids.len() > 16 { vocab.div_ceil(64) as usize } else { 0 }];
+    for (i, &t) in d.ids.iter().enumerate() {
+        if t < 0 || t as u32 >= vocab {
+            return err(format!("id {t} (entry {i}) is outside 0..{vocab}"));
+        }
+        let repeated = if seen.is_empty() {
+            d.ids[..i].contains(&t)
+        } else {
+            let (w, b) = (t as usize / 64, 1u64 << (t % 64));
+            let old = seen[w];
+            seen[w] |= b;
+            old & b != 0
+        };
+        if repeated {
+            return err(format!("repeated ids: {t} again at entry {i}"));
+        }
+    }
+    if let Some((i, x)) = d.logprobs.iter().enumerate().find(|(_, x)| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
+        return err(format!(
+            "a logprob that is NaN or above {DRAFT_LOGPROB_SLACK:e}: {x:?} (entry {i}; must be <= 0 up to rounding, or -inf)"
+        ));
+    }
+    let total: f64 = d.logprobs.iter().map(|&x| (x as f64).exp()).sum();
+    if total > 1.0 + DRAFT_MASS_SLACK {
+        return err(format!("total probability {total} above 1 + {DRAFT_MASS_SLACK:e}"));
+    }
+    Ok(())
+}
+
 /// Validates everything about a request except its logits (checked on the device).
 pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<ValidParams, RequestError> {
     let vp = req.params.validate(n)?;
@@ -142,6 +192,7 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
             return Err(RequestError::BadMask { need: rows, words, got_masks: masks.len(), detail });
         }
     }
+    req.check_seqlen()?;
     match &req.kind {
         RequestKind::Decode { drafts, draft_dists, seqlen_q, .. } => {
             // Section 6: m = seqlen_q rows, m - 1 drafts (-1 = placeholder) and draft distributions.
@@ -160,21 +211,7 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
                 return Err(RequestError::Field { field: "draft_dists", msg: format!("has {} entries, but seqlen_q = {seqlen_q} needs {need}", draft_dists.len()) });
             }
             for (j, d) in draft_dists.iter().enumerate() {
-                if d.ids.len() != d.logprobs.len() {
-                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()) });
-                }
-                // More ids than V must repeat one; the step's draft arrays are
-                // as wide as the widest distribution, so one would widen every row's.
-                if d.ids.len() > vocab as usize {
-                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", d.ids.len()) });
-                }
-                check_ids("draft_dists.ids", &d.ids, vocab, false)?;
-                if let Some(x) = d.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
-                    return Err(RequestError::Field {
-                        field: "draft_dists.logprobs",
-                        msg: format!("draft_dists[{j}] has logprob {x:?} (must be <= 0, up to rounding {DRAFT_LOGPROB_SLACK:e}, or -inf)"),
-                    });
-                }
+                check_draft_dist(j, d, vocab)?;
             }
         }
         RequestKind::PromptLogprobs { targets } => check_ids("targets", targets, vocab, true)?,
@@ -299,7 +336,7 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
             p.temperature.push(vp.map_or(1.0, |v| v.temperature));
             p.top_p.push(vp.map_or(1.0, |v| v.top_p));
             p.top_k.push(vp.map_or(-1, |v| v.top_k));
-            p.min_p.push(vp.map_or(0.0, |v| v.min_p));
+            p.log_min_p.push(vp.map_or(f32::NEG_INFINITY, |v| v.log_min_p));
             let top_k_first = vp.is_some_and(|v| v.filter_order == FilterOrder::TopKThenTopP);
             p.filter_order.push(if top_k_first { ORDER_TOP_K_FIRST } else { ORDER_TOP_P_FIRST });
             let raw = vp.is_some_and(|v| v.logprobs_mode == LogprobsMode::Raw);

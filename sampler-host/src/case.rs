@@ -1,4 +1,4 @@
-//! Conformance cases (shared/spec/CONFORMANCE.md): one JSON case in, one
+//! Conformance cases (docs/spec/CONFORMANCE.md): one JSON case in, one
 //! JSON result document out.
 //!
 //! Parsing is in two levels so that bad input never panics and stays confined:
@@ -741,11 +741,17 @@ pub fn exit_code(res: &Result<Value, CaseError>) -> i32 {
     }
 }
 
+/// The repository's own copy of the conformance cases, `conformance/golden`
+/// (absolute, from this crate's source directory): `*.json` plus `next/`,
+/// refreshed from `../shared/golden` by `scripts/sync-golden.sh`. Every
+/// golden runner reads it, so a clone runs every case without `../shared`.
+pub const GOLDEN_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../conformance/golden");
+
 /// Prefixes of the cases in `golden/next/` whose spec decisions have landed
 /// (issue order): the golden runners read them beside `golden/*.json`.
-pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-"];
+pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-", "decide3-"];
 
-/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// Every golden case file under `dir` ([`GOLDEN_DIR`]): `dir/*.json`
 /// plus the landed cases of `dir/next/` ([`LANDED_NEXT`]), sorted by name.
 /// Empty when `dir` does not exist.
 pub fn golden_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

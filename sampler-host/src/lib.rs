@@ -61,7 +61,12 @@ pub use sampler::{PendingStep, ProcessedRows};
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+/// docs/ENGINE.md's complete program runs as a doctest (its fragments are
+/// `ignore`; `tests/new_user.rs` runs the SGLang tree one).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/ENGINE.md")]
+pub struct EngineDoctests;
 pub use params::{FilterOrder, LogprobsMode, SamplingParams, ValidParams};
-pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput, TokenMask};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};
 pub use tree::DraftTree;

@@ -36,7 +36,7 @@ macro_rules! bufs {
 bufs! {
     Logits: F32, Masked: F32, Masks: U32, HasMask: U32, RowStatus: I32,
     Cand: F32, CandIds: I32, Logprobs: F32,
-    Temperature: F32, TopP: F32, TopK: I32, MinP: F32, FilterOrder: U32,
+    Temperature: F32, TopP: F32, TopK: I32, LogMinP: F32, FilterOrder: U32,
     Raw: U32, RawMax: F32, RawSum: U64,
     Seed: U64, SeqDraw: U64, SeqAccept: U64, SeqResidual: U64,
     Fresh: I32, Golden: I32, Drafts: I32,
@@ -299,7 +299,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     let rn = r * n as usize;
     let mut bufs = Vec::new();
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    for b in [Masks, HasMask, Temperature, TopP, TopK, MinP, FilterOrder, Raw, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+    for b in [Masks, HasMask, Temperature, TopP, TopK, LogMinP, FilterOrder, Raw, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     add(Logits, r * v as usize, Init::Input);
@@ -463,7 +463,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
             temperature: Temperature,
             top_p: TopP,
             top_k: TopK,
-            min_p: MinP,
+            log_min_p: LogMinP,
             order: FilterOrder,
             seed: Seed,
             seq: SeqDraw,
@@ -480,7 +480,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
             temperature: Temperature,
             top_p: TopP,
             top_k: TopK,
-            min_p: MinP,
+            log_min_p: LogMinP,
             order: FilterOrder,
             seed: Seed,
             seq: SeqDraw,
@@ -489,7 +489,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
         };
         launch(&mut ls, k::process_draw::NAME, n, rows, 0, a.list())?;
     } else {
-        let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, min_p: MinP, order: FilterOrder, logprobs: Logprobs };
+        let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, log_min_p: LogMinP, order: FilterOrder, logprobs: Logprobs };
         launch(&mut ls, k::process::NAME, n, rows, 0, a.list())?;
         let a = k::draw::Args { logprobs: Logprobs, cand_ids: CandIds, n, seed: Seed, seq: SeqDraw, token: Fresh };
         launch(&mut ls, k::draw::NAME, n, rows, 0, a.list())?;
@@ -650,7 +650,7 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     let rn = r * n as usize;
     let mut bufs = Vec::new();
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    for b in [Temperature, TopP, TopK, MinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+    for b in [Temperature, TopP, TopK, LogMinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn)] {
@@ -686,7 +686,7 @@ pub fn host_input<'p>(p: &'p StepPlan<'_>, buf: Buf) -> Option<HostSlice<'p>> {
         Temperature => HostSlice::F32(&p.temperature),
         TopP => HostSlice::F32(&p.top_p),
         TopK => HostSlice::I32(&p.top_k),
-        MinP => HostSlice::F32(&p.min_p),
+        LogMinP => HostSlice::F32(&p.log_min_p),
         FilterOrder => HostSlice::U32(&p.filter_order),
         Raw => HostSlice::U32(&p.raw_logprobs),
         TreeParent => HostSlice::I32(&p.tree_parent),
@@ -916,7 +916,7 @@ mod tests {
         use crate::request::{DraftDist, RequestKind};
         let v = 3000u32;
         let p0 = SamplingParams { temperature: 0.8, top_k: 40, top_p: 0.9, top_logprobs: 3, seq_seed: Some(9), ..Default::default() };
-        let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.3, -1.6, -2.5] };
+        let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.4, -1.6, -2.5] };
         let reqs = vec![
             Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
             Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),

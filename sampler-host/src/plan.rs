@@ -199,8 +199,11 @@ pub struct StepPlan<'a> {
     pub top_p: Vec<f32>,
     /// `[R]` i32 top-k (-1 = off).
     pub top_k: Vec<i32>,
-    /// `[R]` f32 min-p in [0, 1] (0 = off; section 10.1).
-    pub min_p: Vec<f32>,
+    /// `[R]` f32 min-p threshold `L = ln(min_p)` of section 10.1
+    /// ([`crate::params::log_min_p`]: f64 `ln` rounded to f32 once per
+    /// request; `-inf` = off, 0 for min_p = 1): the kernels remove candidate
+    /// i when `x_i < L`.
+    pub log_min_p: Vec<f32>,
     /// `[R]` u32 filter order (section 10.2): [`ORDER_TOP_P_FIRST`] or [`ORDER_TOP_K_FIRST`].
     pub filter_order: Vec<u32>,
     /// `[R]` u32 nonzero when the row reports raw logprobs (section 10.3).
@@ -256,14 +259,14 @@ pub struct StepPlan<'a> {
 impl StepPlan<'_> {
     /// The same plan owning its logits (f32, widened): for plans kept past the caller's buffer.
     pub fn into_owned(self) -> StepPlan<'static> {
-        let StepPlan { rows, vocab, n, k, logits, has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
-        StepPlan { rows, vocab, n, k, logits: logits.into_owned(), has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
+        let StepPlan { rows, vocab, n, k, logits, has_mask, masks, temperature, top_p, top_k, log_min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
+        StepPlan { rows, vocab, n, k, logits: logits.into_owned(), has_mask, masks, temperature, top_p, top_k, log_min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
     }
 
     /// The plan's metadata without its logits (to keep past the caller's buffer).
     pub fn without_logits(self) -> StepPlan<'static> {
-        let StepPlan { rows, vocab, n, k, logits: _, has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
-        StepPlan { rows, vocab, n, k, logits: Logits::default(), has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
+        let StepPlan { rows, vocab, n, k, logits: _, has_mask, masks, temperature, top_p, top_k, log_min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
+        StepPlan { rows, vocab, n, k, logits: Logits::default(), has_mask, masks, temperature, top_p, top_k, log_min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
     }
 
     /// Whether the prefix path of this step can never ask for the full-row
@@ -311,8 +314,8 @@ impl StepPlan<'_> {
         for (i, (&tk, &tp)) in self.top_k.iter().zip(&self.top_p).enumerate() {
             // Min-p cuts a prefix too: such a row takes the prefix path
             // (and overflows to the full row when min-p keeps past it).
-            let mp = self.min_p.get(i).copied().unwrap_or(0.0);
-            if tk < 0 && tp >= 1.0 && mp <= 0.0 {
+            let lmp = self.log_min_p.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+            if tk < 0 && tp >= 1.0 && lmp == f32::NEG_INFINITY {
                 return None;
             }
             need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });
@@ -468,7 +471,7 @@ impl<'p> StepPlan<'p> {
             temperature: self.temperature[r.clone()].to_vec(),
             top_p: self.top_p[r.clone()].to_vec(),
             top_k: self.top_k[r.clone()].to_vec(),
-            min_p: self.min_p[r.clone()].to_vec(),
+            log_min_p: self.log_min_p[r.clone()].to_vec(),
             filter_order: self.filter_order[r.clone()].to_vec(),
             raw_logprobs: self.raw_logprobs[r.clone()].to_vec(),
             tree_parent: self.tree_parent[r.clone()].to_vec(),

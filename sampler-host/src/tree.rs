@@ -174,31 +174,10 @@ impl DraftTree {
                         format!("has {} distributions; the tree has {need} internal nodes", d.len()),
                     ));
                 }
+                // Section 6's rules, for every distribution (used or not).
                 for (j, dd) in d.iter().enumerate() {
-                    if dd.ids.len() != dd.logprobs.len() {
-                        return Err(bad(
-                            "draft_dists",
-                            format!("draft_dists[{j}] has {} ids and {} logprobs", dd.ids.len(), dd.logprobs.len()),
-                        ));
-                    }
-                    if dd.ids.len() > vocab as usize {
-                        return Err(bad(
-                            "draft_dists",
-                            format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", dd.ids.len()),
-                        ));
-                    }
-                    if let Some(t) = dd.ids.iter().find(|&&t| t < 0 || t as u32 >= vocab) {
-                        return Err(bad(
-                            "draft_dists.ids",
-                            format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}"),
-                        ));
-                    }
-                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > crate::batch::DRAFT_LOGPROB_SLACK)
-                    {
-                        return Err(bad(
-                            "draft_dists.logprobs",
-                            format!("draft_dists[{j}] has logprob {x:?} (must be <= 0 up to rounding, or -inf)"),
-                        ));
+                    if let Err(RequestError::Field { field, msg }) = crate::batch::check_draft_dist(j, dd, vocab) {
+                        return Err(bad(field, msg));
                     }
                 }
             }
@@ -438,7 +417,26 @@ mod tests {
         assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone()]), ..t.clone() }), "draft_dists");
         assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone(), d.clone()]), ..t.clone() }), "ok");
         let bad_id = DraftDist { ids: vec![9], logprobs: vec![0.0] };
-        assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone(), bad_id]), ..t.clone() }), "draft_dists.ids");
+        assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone(), bad_id]), ..t.clone() }), "draft_dists");
+        // Section 6 (decided): repeated ids, a logprob above 1e-6, a total
+        // above 1 + 1e-4 fail; a total below 1 (truncated) does not.
+        for (ids, lps, ok) in [
+            (vec![1, 1], vec![-1.0f32, -1.0], false),
+            (vec![1], vec![2e-6], false),
+            (vec![1], vec![1e-6], true),
+            (vec![1], vec![f32::INFINITY], false),
+            (vec![1, 2], vec![-0.6931, -0.6], false),
+            (vec![1, 2], vec![-0.6931472, -0.6931472], true),
+            (vec![1, 2], vec![-1.0, f32::NEG_INFINITY], true),
+        ] {
+            let dd = DraftDist { ids: ids.clone(), logprobs: lps.clone() };
+            let want = if ok { "ok" } else { "draft_dists" };
+            assert_eq!(
+                field(&DraftTree { draft_dists: Some(vec![d.clone(), dd]), ..t.clone() }),
+                want,
+                "{ids:?} {lps:?}"
+            );
+        }
     }
 
     #[test]

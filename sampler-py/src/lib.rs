@@ -513,7 +513,7 @@ fn step_output(out: &Out<'_>, s: StepOutput, row_counts: &[usize]) -> PyResult<P
 #[pyclass(name = "SamplingParams", module = "sampler_py")]
 #[derive(Clone)]
 struct PySamplingParams {
-    /// Softmax temperature (f32); error status if negative or NaN; below 1e-5 = greedy-like clamp.
+    /// Softmax temperature (f32); error status if negative, NaN or +inf (-0.0 is 0); below 1e-5 = greedy-like clamp.
     #[pyo3(get)]
     temperature: f32,
     /// Nucleus mass in (0, 1] (f32); 1 = off.
@@ -1894,7 +1894,7 @@ fn run_case_json(py: Python<'_>, case_json: &str, backend: &str) -> PyResult<Str
     Ok(doc.to_string())
 }
 
-/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// Every golden case file under `dir` (the repository's `conformance/golden`): `dir/*.json`
 /// plus the landed cases of `dir/next/` (`sampler_host::case::golden_files`), sorted.
 #[pyfunction]
 fn golden_files(dir: std::path::PathBuf) -> Vec<String> {

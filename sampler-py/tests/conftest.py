@@ -11,8 +11,8 @@ import pytest
 import sampler_py as sp
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# ../shared/golden beside the repository (SAMPLER_GOLDEN_DIR overrides).
-GOLDEN_DIR = pathlib.Path(os.environ.get("SAMPLER_GOLDEN_DIR", REPO.parent / "shared" / "golden"))
+# The repository's own copy, conformance/golden (SAMPLER_GOLDEN_DIR overrides).
+GOLDEN_DIR = pathlib.Path(os.environ.get("SAMPLER_GOLDEN_DIR", REPO / "conformance" / "golden"))
 
 
 def golden_paths():

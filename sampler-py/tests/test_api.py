@@ -474,6 +474,54 @@ def test_section_10_parameters():
     assert not out.ok[0] and "min_p" in out.errors[0]
 
 
+def test_issue_24_temperature_inf_minus_zero_min_p_log_and_draft_dists(rng):
+    """SAMPLER.md 1, 6 and 10.1 (decided), with the Rust API's error texts."""
+    s = sp.Sampler(V, backend="cpu")
+    a = logits(rng, 3)
+    a[2] = a[0]
+    good = sp.Request.prefill(params(), 9)
+    # +inf temperature: an error status naming the field, like NaN; only that request fails.
+    out = s.sample(a, [good, sp.Request.prefill(params(temperature=math.inf), 9), good])
+    assert out.errors == [None, "temperature must be finite and >= 0, got inf", None]
+    assert out.tokens[1] == -1 and out.tokens[0] == out.tokens[2]
+    # -0.0 counts as 0: clamped like it (top-p, top-k and min-p off), bitwise the same outputs.
+    z = [s.sample(a[:1], [sp.Request.prefill(params(temperature=t, min_p=0.5, top_k=1), 9)]) for t in (-0.0, 0.0)]
+    assert z[0].errors == [None] and int(z[0].tokens[0]) == int(z[1].tokens[0])
+    assert np.array_equal(z[0].top_logprobs.view(np.uint32), z[1].top_logprobs.view(np.uint32))
+    # min-p tests x < f32(ln min_p): with logits [0, f32(-ln 2)] and min_p 0.5, token 1 is kept.
+    s2 = sp.Sampler(2, backend="cpu")
+    x = np.array([[0.0, -math.log(2.0)]], np.float32)
+    out = s2.sample(x, [sp.Request.prefill(sp.SamplingParams(min_p=0.5, top_logprobs=2, seq_seed=3), 4)])
+    assert np.isfinite(out.top_logprobs[0]).all()
+    below = np.array([[0.0, np.nextafter(np.float32(-math.log(2.0)), np.float32(-1))]], np.float32)
+    out = s2.sample(below, [sp.Request.prefill(sp.SamplingParams(min_p=0.5, top_logprobs=2, seq_seed=3), 4)])
+    assert np.isfinite(out.top_logprobs[0]).tolist() == [True, False]
+    # Draft distributions: repeated ids, a logprob above 1e-6, a total above 1 + 1e-4 fail
+    # only their request (naming draft_dists); a truncated one (total .7) is valid.
+    t = logits(rng, 2)
+    lp = np.log(np.array([0.5, 0.2], np.float32))
+    cases = [
+        (sp.DraftDist([1, 2], lp), None),
+        (sp.DraftDist([1, 1], lp), "bad request field `draft_dists`: draft_dists[0]: repeated ids: 1 again at entry 1"),
+        (sp.DraftDist([1], np.array([2e-6], np.float32)), "draft_dists[0]: a logprob that is NaN or above 1e-6"),
+        (sp.DraftDist([1, 2], np.log(np.array([0.6, 0.5], np.float32))), "draft_dists[0]: total probability"),
+        (sp.DraftDist([1, V], lp), "draft_dists[0]: id 1000 (entry 1) is outside 0..1000"),
+    ]
+    for dist, err in cases:
+        for draft in (1, -1):  # used, and on a placeholder draft
+            out = s.sample(np.concatenate([a[:1], t]), [good, sp.Request.verify(params(), 30, [draft], [dist])])
+            assert out.errors[0] is None
+            if err is None:
+                assert out.errors[1] is None
+            else:
+                assert out.errors[1] is not None and err in out.errors[1], out.errors[1]
+                assert (out.tokens[1:] == -1).all()
+    # The same rule on a tree's distributions, used or not.
+    tree = sp.DraftTree([-1, 0], [3], [sp.DraftDist([3, 3], lp)])
+    out = s.sample(t, [sp.Request.tree(params(), 30, tree)])
+    assert out.errors[0] is not None and "draft_dists" in out.errors[0] and "repeated ids" in out.errors[0]
+
+
 # ---------------------------------------------------------------- trees (section 11)
 
 

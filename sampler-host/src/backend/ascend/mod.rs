@@ -213,10 +213,10 @@ mod tests {
     fn hardware_golden_cases_match_cpu() {
         use crate::plan::Backend;
         let mut backend = AscendBackend::new().expect("CANN and a device");
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden");
+        let dir = std::path::Path::new(crate::case::GOLDEN_DIR);
         let only = std::env::var("ASCEND_CASE").ok();
         let (mut ran, mut bad) = (0, Vec::new());
-        for f in crate::case::golden_files(&dir) {
+        for f in crate::case::golden_files(dir) {
             if only.as_ref().is_some_and(|o| !f.to_string_lossy().contains(o.as_str())) {
                 continue;
             }
