@@ -184,11 +184,13 @@ pub struct Caps {
 /// Widest N `force_topn_stream` runs at (its largest tile variant).
 pub const STREAM_MAX_N: u32 = 4096;
 
-/// Survivor buffer keys of `force_topn_stream` at width `n`: 4n (at least
-/// 1024, for the sample's floor of about V/4096 keys above its largest),
-/// at most 9472 (2.3n at n = 4096: two blocks per SM fit in shared memory).
+/// Survivor buffer keys of `force_topn_stream` at width `n`: 4n, at least
+/// 2048 (the sampled threshold keeps about (mu + 4 sqrt(mu) + 5) V / 4096
+/// keys, mu = 4096 n / V: 760 at n = 256, V = 129280), at most 9472 (2.3n
+/// at n = 4096, where about 1.4n survive: two blocks per SM fit in shared
+/// memory).
 pub fn stream_buffer_keys(n: u32) -> u32 {
-    (4 * n).clamp(1024, 9472)
+    (4 * n).clamp(2048, 9472)
 }
 
 /// A step's buffers and ordered launches.

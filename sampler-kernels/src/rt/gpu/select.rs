@@ -727,9 +727,9 @@ const STREAM_SAMPLE: u32 = 4096;
 pub const STREAM_STREAMED: u32 = 0;
 
 /// [`top_n_counted`] in one read of the row (no staging of all `v` keys):
-/// P1 a threshold `T` on the order bits, the `ceil(w * S / v)`-th largest
-/// of `S` = 4096 logits sampled at fixed positions (about `w` = min(2n, 4/5
-/// of the buffer) logits of a typical row reach it); P2 one pass of 16-byte non-caching loads over the
+/// P1 a threshold `T` on the order bits, the k-th largest of `S` = 4096
+/// logits sampled at fixed positions (k = mu + 4 sqrt(mu) + 5 with
+/// mu = n S / v: about k v / S logits of a typical row reach it); P2 one pass of 16-byte non-caching loads over the
 /// row, where a logit below `T` costs a float compare (the rare ones at or
 /// above it, and the NaN / +-inf ones, are classified for the counts and
 /// appended as 64-bit order keys to a shared-memory buffer with a shared
@@ -761,9 +761,18 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
         sts32(misc(5), 0);
     }
     // P1: the threshold (0: every key survives, when the buffer holds the row).
-    // Aim at 2n survivors, or 4/5 of the buffer when that is less.
-    let want = (2 * n).min(bcap / 5 * 4).max(n) as u64;
-    let k = ((want * STREAM_SAMPLE as u64).div_ceil(v.max(1) as u64)) as u32;
+    // The sample holds about mu = n * S / v of the row's top n: T at the
+    // k-th largest sample, k = mu + 4 sqrt(mu) + 5, keeps the top n unless
+    // the sample is 4 standard deviations off (then the exact fallback), and
+    // about k * v / S keys survive (1.4-1.9 n at v = 129280, n >= 1024).
+    let mu = ((n as u64 * STREAM_SAMPLE as u64) / v.max(1) as u64) as u32;
+    // floor(sqrt(mu)), mu < 4096 here or k is past the sample anyway (a
+    // loop: core's isqrt brings a lookup table into the module).
+    let mut root = 0u32;
+    while root < 64 && (root + 1) * (root + 1) <= mu {
+        root += 1;
+    }
+    let k = mu + 4 * root + 5;
     let t_ord = if v <= bcap || k >= STREAM_SAMPLE {
         sync();
         0u32
