@@ -865,15 +865,28 @@ fn stream_pass<const TH: usize, const I: usize>(
     // and for NaN; -inf is tested apart (counted, never above a finite T).
     let tf = f32::from_bits(if t_ord & 0x8000_0000 != 0 { t_ord & 0x7fff_ffff } else { !t_ord });
     let (mut bad, mut neg) = (0u32, 0u32);
-    // One logit at or above T, NaN or -inf (lane-level: no warp-wide op).
+    // A finite logit is at or above T exactly when `x >= tf`, or, for a NaN
+    // `tf`, when T is below -inf's order bits (T = 0 or a negative NaN's).
+    let fin_all = tf.is_nan() && t_ord < NEG_INF_ORDER;
+    let append = |o: u32, i: u32| {
+        let pos = atoms_add(misc(5), 1);
+        if pos < bcap {
+            sts64(st + 8 * pos as u64, key_of_bits(o, i));
+        }
+    };
+    // One logit at or above T, NaN or +-inf (lane-level: no warp-wide op):
+    // a finite one is appended without classifying; the rest are counted.
     let mut visit = |x: f32, i: u32| {
-        let o = order_bits(x);
-        bad += order_is_bad(o) as u32;
-        neg += (o == NEG_INF_ORDER) as u32;
-        if o >= t_ord {
-            let pos = atoms_add(misc(5), 1);
-            if pos < bcap {
-                sts64(st + 8 * pos as u64, key_of_bits(o, i));
+        if x.abs() < f32::INFINITY {
+            if (x >= tf) | fin_all {
+                append(order_bits(x), i);
+            }
+        } else {
+            let o = order_bits(x);
+            bad += order_is_bad(o) as u32;
+            neg += (o == NEG_INF_ORDER) as u32;
+            if o >= t_ord {
+                append(o, i);
             }
         }
     };
