@@ -5,6 +5,7 @@
 #   run(command="bash scripts/final-round.sh check", carry=[".gpux-final", ".whl/fi066"], timeout_s=600)
 #   run(command="bash scripts/final-round.sh speed", carry=[".gpux-final", ".gpux-anchors/anchors.tgz", ".whl/fi066", ".peers"], timeout_s=600)
 #   run(command="bash scripts/final-round.sh counts", carry=[".gpux-final"], timeout_s=600)
+#   run(command="bash scripts/final-round.sh stream", carry=[".gpux-final"], timeout_s=600)
 #
 # counts: Caps::counts_in_topn on CUDA (off by default; SAMPLER_COUNTS_IN_TOPN=1) beside off, in
 #        one call: tests/cuda_counts (every golden case, counts on, vs the CPU: public API and backend
@@ -12,6 +13,11 @@
 #        `benchmark run` with 0 and 1 on the same shapes (ours only; per-kernel times, node counts)
 #        -> $OUT/counts.log, ours-counts0.json, ours-counts1.json. COUNTS_ROWS / COUNTS_NS: the shapes.
 #
+# stream: Caps::stream_select (force_topn_stream, off by default; SAMPLER_STREAM_SELECT=1) beside
+#        off, in one call: tests/cuda_counts (golden cases and adversarial rows at N = 1/50/1024/4096
+#        with the stream select on, vs the CPU, with each row's fallback code), gpu_suite golden +
+#        adversarial with the variable 0 and 1, then `benchmark run` with 0 and 1 (ours only)
+#        -> $OUT/stream.log, ours-stream0.json, ours-stream1.json. STREAM_ROWS / STREAM_NS: the shapes.
 # check: tests/cuda_backend (public device API, graphs, bf16/f16 device logits), gpu_suite golden
 #        (f32, then bf16/f16 device logits), gpu_suite adversarial (selection edge cases),
 #        sample --backend cuda, compute-sanitizer memcheck + racecheck on representative steps,
@@ -96,6 +102,31 @@ counts)
     } 2>&1 | tee "$out/counts.log"
     exit "${PIPESTATUS[0]}"
     ;;
+stream)
+    out="${OUT:-/tmp/final-out}"
+    mkdir -p "$out" && tar xzf $f/tree.tgz
+    rc=0
+    {
+        echo "== stream select (SAMPLER_STREAM_SELECT) at $(date -u +%FT%TZ), commit $(cat .gpu/commit)"
+        d=.gpu-engine
+        echo "== tests/cuda_counts (golden + adversarial, stream select on, vs CPU)"
+        SAMPLER_GOLDEN_DIR=$d/golden timeout 240 $d/bin/cuda_counts --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -25 || rc=1
+        for c in 1 0; do
+            echo "== gpu_suite golden, SAMPLER_STREAM_SELECT=$c"
+            SAMPLER_STREAM_SELECT=$c timeout 200 .gpu/bin/gpu_suite golden .gpu/golden 2>&1 | grep -v -E "^  ok |: ok" | tail -8 || rc=1
+        done
+        echo "== gpu_suite adversarial (the environment's setting, then the other)"
+        SAMPLER_STREAM_SELECT=1 timeout 120 .gpu/bin/gpu_suite adversarial 2>&1 | tail -12 || rc=1
+        for c in 1 0; do
+            echo "== ours, SAMPLER_STREAM_SELECT=$c"
+            SAMPLER_STREAM_SELECT=$c timeout 200 .gpu/bin/benchmark run --rows "${STREAM_ROWS:-1,16,64,256,384}" --n "${STREAM_NS:-1024,4096,0}" \
+                --json "$out/ours-stream$c.json" || rc=1
+        done
+        echo "== stream rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/stream.log"
+    exit "${PIPESTATUS[0]}"
+    ;;
 speed)
     out="${OUT:-/tmp/final-out}"
     mkdir -p "$out" && tar xzf $f/tree.tgz
@@ -103,7 +134,7 @@ speed)
         ROWS=${ROWS:-1,16,64,256,384} BF16_ROWS=${BF16_ROWS:-1,64,384} bash scripts/bench.sh device
     ;;
 *)
-    echo "usage: $0 build|check|speed|counts" >&2
+    echo "usage: $0 build|check|speed|counts|stream" >&2
     exit 2
     ;;
 esac

@@ -270,9 +270,14 @@ fn run_plan(name: &str, p: &sampler_host::plan::StepPlan<'_>) -> Result<String, 
     let want = CpuBackend::default().run(p).map_err(|e| e.to_string())?;
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
     let topn_chunks = if v - v.div_ceil(2) >= n { 2 } else { 1 };
-    let cuda = Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false };
+    let cuda =
+        Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false, stream_select: false };
     let configs = [
-        ("cpu order", Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false }, Numerics::Exact),
+        (
+            "cpu order",
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+            Numerics::Exact,
+        ),
         // Ascend's own caps count in the top-N (force_topn_counted) on steps without masks
         // or raw rows; the mask check's order too, for those steps.
         ("ascend order, perturbed", ascend_caps(), Numerics::Perturb),
@@ -280,6 +285,8 @@ fn run_plan(name: &str, p: &sampler_host::plan::StepPlan<'_>) -> Result<String, 
         ("cuda order, perturbed", cuda, Numerics::Perturb),
         // topn_chunk_counted's counts in place of the mask check (CUDA's SAMPLER_COUNTS_IN_TOPN=1).
         ("cuda order, counts in top-N, perturbed", Caps { counts_in_topn: true, ..cuda }, Numerics::Perturb),
+        // force_topn_stream (CUDA's SAMPLER_STREAM_SELECT=1): its AscendC lowering is the counted top-N's.
+        ("cuda order, stream select, perturbed", Caps { stream_select: true, ..cuda }, Numerics::Perturb),
     ];
     let mut kernels = Vec::new();
     for (what, caps, numerics) in configs {

@@ -252,6 +252,46 @@ pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand
     store_scalar(status, r as u64, st);
 }
 
+/// `force_topn_counted` in one read of each row (issue 22): the
+/// `top_n_stream_counted` selection (on NVIDIA a threshold from a fixed
+/// sample of the row, one pass of 16-byte loads appending the logits at or
+/// above it to a small shared-memory buffer, an exact fallback when too few
+/// or too many survive), so several blocks fit on an SM and no `topn_merge`
+/// runs. The same results as `force_topn_counted`, for a step with no
+/// grammar mask and no raw-logprobs row.
+///
+/// - `logits`, `cand`, `cand_ids`, `status`: as `force_topn_counted`.
+/// - `fallback`: `[R]` u32 out, why row r's device selection fell back
+///   (0 it did not; 1 no survivor buffer; 2 the buffer overflowed; 3 fewer
+///   than `n` survived): a diagnostic, never an input of a later kernel.
+#[kernel(tile = [256, 1024, 4096], threads = [256, 512, 512])]
+pub fn force_topn_stream(
+    logits: Logits,
+    v: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    status: GmMut<i32>,
+    fallback: GmMut<u32>,
+) {
+    let r = row();
+    let (x, id, nbad, nfin, fell) = top_n_stream_counted(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let st = if nbad > 0 {
+        1i32
+    } else {
+        if nfin == 0 {
+            2i32
+        } else {
+            0i32
+        }
+    };
+    store_scalar(status, r as u64, st);
+    store_scalar(fallback, r as u64, fell);
+}
+
 /// Section 3.3 for many blocks per row (stage 1 of 2): program
 /// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
 /// (logits `c * chunk_len ..`, the last chunk shorter) with vocabulary ids,
