@@ -427,8 +427,23 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         Some(_) => {
             let mc = mass_chunks(v);
             add(Mass, r * mc as usize, Init::Scratch);
-            let a = k::row_mass::Args { logits: src, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
-            launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
+            // The bounded variant leaves the row's read out where no output depends on its total
+            // (perf-design 3.4 E); process_prefix_draw re-checks that claim.
+            let a = k::row_mass_bounded::Args {
+                logits: src,
+                v,
+                chunk_len: MASS_CHUNK,
+                chunks: mc,
+                cand: Cand,
+                n,
+                temperature: Temperature,
+                top_p: TopP,
+                top_k: TopK,
+                log_min_p: LogMinP,
+                order: FilterOrder,
+                mass: Mass,
+            };
+            launch(&mut ls, k::row_mass_bounded::NAME, 1, rows * mc, 0, a.list())?;
             Some(mc)
         }
         None => None,
