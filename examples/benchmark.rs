@@ -40,10 +40,10 @@
 use std::process::ExitCode;
 
 use cudarc::driver::sys::CUevent_flags;
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::CudaBackend;
-use sampler_host::batch::build_plan;
-use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::layout::build_plan;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::device::cuda::CudaBackend;
+use sampler_host::runtime::plan::{Backend, StepPlan, StepResult};
 use sampler_host::{
     BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
 };
@@ -98,7 +98,7 @@ impl HostLogits {
             Dt::F16 => HostLogits::F16(l.iter().map(|&x| half::f16::from_f32(x)).collect()),
         }
     }
-    pub fn plan_logits(&self) -> sampler_host::plan::Logits<'_> {
+    pub fn plan_logits(&self) -> sampler_host::runtime::plan::Logits<'_> {
         match self {
             HostLogits::F32(v) => v.into(),
             HostLogits::Bf16(v) => v.into(),
@@ -1030,10 +1030,14 @@ fn cpu(args: &[String]) -> ExitCode {
             let count = |reqs: &[Request]| -> Res<usize> {
                 let width = if n == 0 { v } else { n };
                 let (p, _) =
-                    sampler_host::batch::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
-                let dev = sampler_host::backend::cpu::CpuDevice::default();
-                let prog = sampler_host::pipeline::build_for(&dev, &p, sampler_host::pipeline::choose(&p, false))
-                    .map_err(|e| e.to_string())?;
+                    sampler_host::layout::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
+                let dev = sampler_host::runtime::device::cpu::CpuDevice::default();
+                let prog = sampler_host::runtime::pipeline::build_for(
+                    &dev,
+                    &p,
+                    sampler_host::runtime::pipeline::choose(&p, false),
+                )
+                .map_err(|e| e.to_string())?;
                 Ok(prog.launches.len())
             };
             Ok((count(&vreqs)?, count(&preqs)?))

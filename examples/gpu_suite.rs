@@ -29,12 +29,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::CudaBackend;
-use sampler_host::batch::build_plan;
-use sampler_host::case::{parse_case, result_document, run_case};
-use sampler_host::compare::compare_results;
-use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::conformance::case::{parse_case, result_document, run_case};
+use sampler_host::conformance::compare::compare_results;
+use sampler_host::layout::build_plan;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::device::cuda::CudaBackend;
+use sampler_host::runtime::plan::{Backend, StepPlan, StepResult};
 use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, SamplingParams};
 use serde_json::Value;
 
@@ -88,7 +88,7 @@ fn golden(dir: &Path) -> ExitCode {
     if let Err(c) = cuda_or_exit() {
         return c;
     }
-    let files: Vec<PathBuf> = sampler_host::case::golden_files(dir);
+    let files: Vec<PathBuf> = sampler_host::conformance::case::golden_files(dir);
     if files.is_empty() {
         println!("FAILED: no golden cases in {}", dir.display());
         return ExitCode::from(1);

@@ -383,7 +383,7 @@ pub mod ptx {
 }
 
 /// The AscendC part: one source per kernel under `sampler-host/ascendc/`,
-/// written by `sampler_host::backend::ascend::write_sources` from the
+/// written by `sampler_host::runtime::device::ascend::write_sources` from the
 /// sources the DSL's AscendC emitter embeds in each kernel module.
 mod ascendc {
     use super::*;
@@ -426,7 +426,7 @@ mod ascendc {
         if check {
             return Ok(Outcome::Stale(changed.join("\n    ")));
         }
-        sampler_host::backend::ascend::write_sources(&dir())
+        sampler_host::runtime::device::ascend::write_sources(&dir())
             .map_err(|e| Fail::Other(format!("{}: {e}", dir().display())))?;
         Ok(Outcome::Written(changed.join("\n    ")))
     }

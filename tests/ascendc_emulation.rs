@@ -18,11 +18,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sampler_host::backend::ascend::{ascend_caps, probe};
-use sampler_host::backend::cpu::{CpuBackend, CpuDevice};
 use sampler_host::error::BackendError;
-use sampler_host::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
-use sampler_host::plan::Backend;
+use sampler_host::runtime::device::ascend::{ascend_caps, probe};
+use sampler_host::runtime::device::cpu::{CpuBackend, CpuDevice};
+use sampler_host::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
+use sampler_host::runtime::plan::Backend;
 use sampler_kernels::registry;
 use sampler_kernels::spec::{KernelSpec, LaunchArg, ParamKind, Prim};
 
@@ -253,13 +253,13 @@ impl Device for EmuDevice {
 /// the CPU program's and the final results equal the CPU backend's.
 fn run_case(path: &Path) -> Result<Option<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let case = sampler_host::case::parse_case(&text).map_err(|e| e.to_string())?;
+    let case = sampler_host::conformance::case::parse_case(&text).map_err(|e| e.to_string())?;
     let (v, n) = (case.vocab_size, case.width());
     if n > sampler_kernels::codes::MAX_N_ASCEND {
         return Ok(None);
     }
     let (reqs, logits) = case.well_formed();
-    let (p, _) = sampler_host::batch::build_plan(v, n, case.nextn, &logits, &reqs).map_err(|e| e.to_string())?;
+    let (p, _) = sampler_host::layout::build_plan(v, n, case.nextn, &logits, &reqs).map_err(|e| e.to_string())?;
     let want = CpuBackend::default().run(&p).map_err(|e| e.to_string())?;
     let name = path.file_name().unwrap().to_string_lossy().to_string();
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
@@ -330,7 +330,7 @@ fn golden_cases_match_cpu_under_emulation() {
         eprintln!("skipping: g++ not found");
         return;
     }
-    let paths: Vec<PathBuf> = sampler_host::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
+    let paths: Vec<PathBuf> = sampler_host::conformance::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
     assert!(!paths.is_empty(), "golden cases not found beside the repository");
     let only = std::env::var("ASCENDC_EMU_CASE").ok();
     let mut ran = 0;
@@ -409,14 +409,14 @@ impl Device for CpuInAscendOrder {
 #[test]
 fn the_ascend_launch_order_reproduces_the_cpu_backend_on_golden_cases() {
     let dir = Path::new(ROOT).join("../shared/golden");
-    let files = sampler_host::case::golden_files(&dir);
+    let files = sampler_host::conformance::case::golden_files(&dir);
     assert!(!files.is_empty(), "golden cases not found at {}", dir.display());
     let mut ran = 0;
     for f in files {
-        let case = sampler_host::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let case = sampler_host::conformance::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
         let (v, n) = (case.vocab_size, case.width());
         let (reqs, logits) = case.well_formed();
-        let Ok((p, _)) = sampler_host::batch::build_plan(v, n, case.nextn, &logits, &reqs) else { continue };
+        let Ok((p, _)) = sampler_host::layout::build_plan(v, n, case.nextn, &logits, &reqs) else { continue };
         if p.n > sampler_kernels::codes::MAX_N_ASCEND {
             continue;
         }

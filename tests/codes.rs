@@ -2,9 +2,9 @@
 //! and the host use (issue 11 item 4): the DSL spells them as literals, so
 //! this runs the kernels and checks each code where it is produced.
 
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::plan::{build_plan, Backend};
 use sampler_host::request::RequestKind;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::plan::{build_plan, Backend};
 use sampler_host::{BackendKind, ConfigError, Request, Sampler, SamplerConfig, SamplingParams};
 use sampler_kernels::codes::*;
 
@@ -56,7 +56,7 @@ fn force_topk_limits_are_the_config_limits() {
         sampler_host::sampler::check_force_topk(MAX_N_NVIDIA + 1, 129280, "nvidia"),
         Err(ConfigError::ForceTopkTooLarge { n: MAX_N_NVIDIA + 1, platform: "nvidia", limit: MAX_N_NVIDIA })
     );
-    assert_eq!(sampler_host::backend::cuda::FUSED_MAX, MAX_N_NVIDIA);
+    assert_eq!(sampler_host::runtime::device::cuda::FUSED_MAX, MAX_N_NVIDIA);
     assert_eq!(sampler_kernels::spec::GPU_SORT_CAP, MAX_N_NVIDIA);
 }
 

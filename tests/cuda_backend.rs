@@ -9,9 +9,9 @@ mod common;
 
 use std::path::Path;
 
-use sampler_host::backend::cuda::{driver_present, CudaBackend};
-use sampler_host::case::run_case_str;
-use sampler_host::compare::compare_results;
+use sampler_host::conformance::case::run_case_str;
+use sampler_host::conformance::compare::compare_results;
+use sampler_host::runtime::device::cuda::{driver_present, CudaBackend};
 use sampler_host::{BackendKind, ConfigError, Sampler, SamplerConfig};
 
 const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
@@ -57,7 +57,7 @@ fn golden_cases_on_cuda_equal_cpu() {
         return;
     }
     let mut fails = Vec::new();
-    let files = sampler_host::case::golden_files(dir);
+    let files = sampler_host::conformance::case::golden_files(dir);
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         let cpu = run_case_str(&text, BackendKind::Cpu).expect("cpu");
@@ -86,8 +86,8 @@ fn device_logits_through_the_public_api_equal_cpu() {
     }
     let mut checked = 0;
     let mut fails = Vec::new();
-    for f in sampler_host::case::golden_files(Path::new(&golden_dir())) {
-        let case = sampler_host::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    for f in sampler_host::conformance::case::golden_files(Path::new(&golden_dir())) {
+        let case = sampler_host::conformance::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
         if case.force_topk > sampler_kernels::codes::MAX_N_NVIDIA && case.force_topk < case.vocab_size {
             continue;
         }
@@ -178,8 +178,8 @@ struct HalfCase {
 fn half_cases() -> Vec<HalfCase> {
     use common::gen::{random_step, GenOpts, Rng};
     let mut out = Vec::new();
-    for f in sampler_host::case::golden_files(Path::new(&golden_dir())) {
-        let case = sampler_host::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    for f in sampler_host::conformance::case::golden_files(Path::new(&golden_dir())) {
+        let case = sampler_host::conformance::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
         if case.force_topk > sampler_kernels::codes::MAX_N_NVIDIA && case.force_topk < case.vocab_size {
             continue;
         }
@@ -302,9 +302,9 @@ fn half_device_logits_equal_their_widening() {
 #[test]
 fn half_device_logits_at_the_backend_level() {
     use half::bf16;
-    use sampler_host::batch::build_plan;
     use sampler_host::interop::CudaLogits;
-    use sampler_host::plan::Backend;
+    use sampler_host::layout::build_plan;
+    use sampler_host::runtime::plan::Backend;
     if !driver_present() || CudaBackend::new().is_err() {
         skip("no CUDA GPU: bf16 device logits at the backend level are not run");
         return;

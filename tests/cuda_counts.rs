@@ -12,13 +12,13 @@
 
 use std::path::Path;
 
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::{driver_present, CudaBackend};
-use sampler_host::batch::build_plan;
-use sampler_host::case::{golden_files, parse_case, run_case_str};
-use sampler_host::compare::compare_results;
-use sampler_host::pipeline;
-use sampler_host::plan::Backend;
+use sampler_host::conformance::case::{golden_files, parse_case, run_case_str};
+use sampler_host::conformance::compare::compare_results;
+use sampler_host::layout::build_plan;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::device::cuda::{driver_present, CudaBackend};
+use sampler_host::runtime::pipeline;
+use sampler_host::runtime::plan::Backend;
 use sampler_host::BackendKind;
 
 const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use sampler_host::engine::cp::{Collective, CollectiveError, LocalCollective, NcclCollective, Role};
+use sampler_host::dist::collective::{Collective, CollectiveError, LocalCollective, NcclCollective, Role};
 use sampler_host::engine::{Engine, EngineConfig, EngineError, EngineRequest, Finished, NoModel, SyntheticModel};
 use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
@@ -145,7 +145,7 @@ fn roles_and_nccl_stub() {
         Engine::with_collective(s(), EngineConfig { role: Role::Driver, nextn: 1, ..Default::default() }, Box::new(c1));
     assert!(matches!(&e, Err(EngineError::Config(m)) if m.contains("rank 1")), "{e:?}");
     // Without a CUDA driver (or libnccl) NCCL is a typed error, no panic.
-    if !sampler_host::backend::cuda::driver_present() {
+    if !sampler_host::runtime::device::cuda::driver_present() {
         assert!(matches!(NcclCollective::unique_id(), Err(CollectiveError::Unavailable("nccl", _))));
         assert!(matches!(NcclCollective::new(0, 2, 0, &[0; 128]), Err(CollectiveError::Unavailable("nccl", _))));
     } else {

@@ -13,7 +13,7 @@ mod common;
 use common::gen::{random_step, GenOpts, Rng, Step};
 use common::reference::{compare, reference_step};
 use proptest::prelude::*;
-use sampler_host::case::result_document;
+use sampler_host::conformance::case::result_document;
 use sampler_host::{BackendKind, RequestKind, Sampler, SamplerConfig, StepOutput};
 
 const TEMPERATURES: &[f32] = &[0.0, 1e-6, 1e-5, 1.000_001e-5, 1e-4, 0.01, 0.5, 1.0, 3.0, 7.0, 100.0];

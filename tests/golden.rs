@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use sampler_host::case::run_case_str;
-use sampler_host::compare::compare_results;
+use sampler_host::conformance::case::run_case_str;
+use sampler_host::conformance::compare::compare_results;
 use sampler_host::BackendKind;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
@@ -16,7 +16,7 @@ fn golden_cases_on_cpu() {
         eprintln!("\n{0}\n!!! SKIPPED: golden cases not found at {GOLDEN}\n!!! (clone the shared/ directory beside the repository to run them)\n{0}\n", "!".repeat(78));
         return;
     }
-    let files = sampler_host::case::golden_files(dir);
+    let files = sampler_host::conformance::case::golden_files(dir);
     let mut run = 0usize;
     let mut failures = Vec::new();
     for f in &files {
@@ -69,7 +69,7 @@ fn golden_cases_with_explicit_defaults_are_bitwise_unchanged() {
         ("logprobs_mode", serde_json::json!("processed")),
     ];
     let mut changed = 0usize;
-    let files = sampler_host::case::golden_files(dir);
+    let files = sampler_host::conformance::case::golden_files(dir);
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(f).unwrap();

@@ -8,19 +8,22 @@ mod common;
 use std::path::Path;
 
 use half::{bf16, f16};
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::batch::build_plan;
-use sampler_host::plan::Backend;
+use sampler_host::layout::build_plan;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::plan::Backend;
 use sampler_host::{BackendKind, Sampler, SamplerConfig};
 
 use common::gen::{random_step, GenOpts, Rng};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-fn cases() -> Vec<sampler_host::case::Case> {
-    let files = sampler_host::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
+fn cases() -> Vec<sampler_host::conformance::case::Case> {
+    let files = sampler_host::conformance::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
     assert!(!files.is_empty(), "golden cases not found beside the repository");
-    files.iter().map(|f| sampler_host::case::parse_case(&std::fs::read_to_string(f).unwrap()).unwrap()).collect()
+    files
+        .iter()
+        .map(|f| sampler_host::conformance::case::parse_case(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect()
 }
 
 #[test]
@@ -161,7 +164,7 @@ fn logits_shape_errors_are_typed() {
 
 /// One backend configuration of [`half_steps`]: the default (prefix path
 /// where the step allows it), the full-row path, or blocks of `rows` rows.
-fn backends(p: &sampler_host::plan::StepPlan<'_>) -> Vec<(&'static str, CpuBackend)> {
+fn backends(p: &sampler_host::runtime::plan::StepPlan<'_>) -> Vec<(&'static str, CpuBackend)> {
     let mut blocks = CpuBackend::default();
     blocks.set_block_bytes(2 * (16 * p.n as usize + 8 * p.vocab as usize));
     vec![("default", CpuBackend::default()), ("full-row", CpuBackend::full_row()), ("blocks of 2 rows", blocks)]
@@ -176,7 +179,7 @@ fn backends(p: &sampler_host::plan::StepPlan<'_>) -> Vec<(&'static str, CpuBacke
 /// chains and trees, raw logprobs, bad values, all-masked rows, force top-k
 /// on and off, and rows scaled into f16's subnormal and overflow ranges.
 fn half_steps(seed: u64) -> Result<(usize, usize, usize), String> {
-    use sampler_host::plan::StepResult;
+    use sampler_host::runtime::plan::StepResult;
     let mut rng = Rng::new(seed);
     let v = rng.pick(&[64usize, 300, 1000, 4099]);
     let force = rng.pick(&[0usize, 16, 64]);

@@ -5,7 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use sampler_host::case::{exit_code, parse_case, run_case_str, CaseError};
+use sampler_host::conformance::case::{exit_code, parse_case, run_case_str, CaseError};
 use sampler_host::BackendKind;
 use serde_json::{json, Value};
 

@@ -178,13 +178,13 @@ fn generator_coverage() {
 }
 
 /// The reference itself reproduces every golden case of `../shared/golden`
-/// (parsed with `sampler_host::case`, compared with CONFORMANCE.md's rule):
+/// (parsed with `sampler_host::conformance::case`, compared with CONFORMANCE.md's rule):
 /// a check on the reference, independent of the kernels.
 #[test]
 fn reference_passes_golden_cases() {
     use common::reference::RefOutput;
-    use sampler_host::case::parse_case;
-    use sampler_host::compare::compare_results;
+    use sampler_host::conformance::case::parse_case;
+    use sampler_host::conformance::compare::compare_results;
     use serde_json::{json, Value};
 
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
@@ -193,7 +193,7 @@ fn reference_passes_golden_cases() {
         return;
     }
     let fl = |x: f64| if x == f64::NEG_INFINITY { Value::Null } else { json!(x) };
-    let files = sampler_host::case::golden_files(dir);
+    let files = sampler_host::conformance::case::golden_files(dir);
     let mut failures = Vec::new();
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();

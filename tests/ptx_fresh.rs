@@ -28,7 +28,7 @@ fn committed_ptx_is_well_formed() {
         panic!("committed PTX {} fails its checks:\n{e}", path.display());
     }
     assert!(text.contains(".target sm_90"), "PTX must target sm_90");
-    assert_eq!(text, sampler_host::backend::cuda::PTX, "the CUDA backend must embed the committed PTX");
+    assert_eq!(text, sampler_host::runtime::device::cuda::PTX, "the CUDA backend must embed the committed PTX");
 }
 
 #[test]

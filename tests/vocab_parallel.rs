@@ -1,4 +1,4 @@
-//! Vocabulary-parallel sampling (`sampler_host::tp`, issue 15) with threads
+//! Vocabulary-parallel sampling (`sampler_host::dist::vocab`, issue 15) with threads
 //! standing in for ranks (`LocalCollective`): every layout (equal shards with
 //! a padded tail, explicit uneven ranges in any rank order, empty shards) for
 //! TP = 2, 4 and 8, bitwise against the single-rank `Sampler` on the gathered
@@ -10,8 +10,8 @@
 mod common;
 
 use common::gen::{random_step, GenOpts, Rng, Step};
-use sampler_host::engine::cp::LocalCollective;
-use sampler_host::tp::{
+use sampler_host::dist::collective::LocalCollective;
+use sampler_host::dist::vocab::{
     shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, Shard, ShardLayout, VocabParallelConfig,
     VocabParallelSampler,
 };
@@ -179,7 +179,7 @@ fn layouts(rng: &mut Rng, v: u32) -> Vec<ShardLayout> {
 #[test]
 fn golden_cases_bitwise_on_every_layout() {
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
-    let files = sampler_host::case::golden_files(dir);
+    let files = sampler_host::conformance::case::golden_files(dir);
     if files.is_empty() {
         eprintln!("SKIPPED: no golden cases at {}", dir.display());
         return;
@@ -188,7 +188,7 @@ fn golden_cases_bitwise_on_every_layout() {
     let mut run = 0;
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
-        let Ok(case) = sampler_host::case::parse_case(&text) else { continue };
+        let Ok(case) = sampler_host::conformance::case::parse_case(&text) else { continue };
         let mut requests = Vec::new();
         let mut logits = Vec::new();
         for (req, l) in case.requests.iter().flatten() {

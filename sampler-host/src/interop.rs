@@ -119,4 +119,4 @@ impl<'a> CudaLogits<'a> {
 }
 
 /// Where a step's outputs go on the device ([`crate::Sampler::sample_async_into`]).
-pub use crate::backend::cuda::OutputPtrs;
+pub use crate::runtime::device::cuda::OutputPtrs;

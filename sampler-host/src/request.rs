@@ -70,7 +70,7 @@ pub enum RequestKind {
         /// Tokens in the KV cache, the M tree nodes included.
         seqlen_k: u64,
         /// The draft tree (parents, tokens, proposal law).
-        tree: crate::tree::DraftTree,
+        tree: crate::draft::DraftTree,
     },
 }
 
@@ -122,7 +122,7 @@ impl Request {
         }
     }
     /// A decode request verifying the draft tree `tree` (section 11).
-    pub fn tree(params: SamplingParams, seqlen_k: u64, tree: crate::tree::DraftTree) -> Request {
+    pub fn tree(params: SamplingParams, seqlen_k: u64, tree: crate::draft::DraftTree) -> Request {
         Request { params, kind: RequestKind::Tree { seqlen_k, tree }, golden: Vec::new(), masks: None }
     }
 }

@@ -1,12 +1,12 @@
 //! The `Sampler`: configuration, backend choice, and assembly of the
 //! per-row and per-request outputs (SAMPLER.md sections 5-9).
 
-use crate::backend::cpu::CpuBackend;
-use crate::batch::{build_plan, RequestInfo};
 use crate::error::{BatchError, ConfigError, RequestError};
+use crate::layout::{build_plan, RequestInfo};
 use crate::params::SamplingParams;
-use crate::plan::{Backend, Logits, StepResult};
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+use crate::runtime::device::cpu::CpuBackend;
+use crate::runtime::plan::{Backend, Logits, StepResult};
 
 pub use sampler_kernels::codes::{MAX_N_ASCEND, MAX_N_NVIDIA};
 /// Largest vocabulary the kernels' fixed-point sums support.
@@ -112,7 +112,7 @@ impl Sampler {
             }
             BackendKind::Ascend => {
                 check_force_topk(cfg.force_topk, cfg.vocab_size, "ascend")?;
-                Box::new(crate::backend::ascend::AscendBackend::new()?)
+                Box::new(crate::runtime::device::ascend::AscendBackend::new()?)
             }
             BackendKind::Auto => match cuda_backend() {
                 Ok(b) => {
@@ -129,7 +129,7 @@ impl Sampler {
     /// vocabulary ids, draft counts within `nextn`, masks): the error a step
     /// would give it, now. Only its logits are left to check at `sample`.
     pub fn check(&self, req: &Request) -> Result<(), RequestError> {
-        crate::batch::validate(req, self.cfg.vocab_size, self.n, self.cfg.nextn).map(|_| ())
+        crate::layout::validate(req, self.cfg.vocab_size, self.n, self.cfg.nextn).map(|_| ())
     }
 
     /// Builds a request and checks it ([`Sampler::check`]).
@@ -268,7 +268,7 @@ impl Sampler {
         &mut self,
         logits: impl Into<Logits<'a>>,
         requests: &[Request],
-    ) -> Result<crate::backend::cuda::StepGraph, BatchError> {
+    ) -> Result<crate::runtime::device::cuda::StepGraph, BatchError> {
         let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
         let Some(cuda) = self.backend.as_cuda() else {
             return Err(BatchError::Backend(crate::error::BackendError::Device {
@@ -285,7 +285,7 @@ impl Sampler {
     /// [`Sampler::sample`].
     pub fn replay<'a, 'r>(
         &mut self,
-        graph: &crate::backend::cuda::StepGraph,
+        graph: &crate::runtime::device::cuda::StepGraph,
         logits: impl Into<Logits<'a>>,
         requests: &'r [Request],
     ) -> Result<PendingStep<'_, 'r>, BatchError> {
@@ -343,7 +343,7 @@ impl Sampler {
 /// the per-request outputs.
 pub struct PendingStep<'s, 'r> {
     sampler: &'s mut Sampler,
-    plan: crate::plan::StepPlan<'static>,
+    plan: crate::runtime::plan::StepPlan<'static>,
     infos: Vec<RequestInfo>,
     requests: &'r [Request],
     done: Option<StepResult>,
@@ -360,7 +360,7 @@ impl PendingStep<'_, '_> {
     /// step has already finished): tokens `[R]` i32, logprobs `[R]` f32,
     /// top ids / logprobs `[R, k]`, `sum_smaller_probs` `[R]` f32, accepted
     /// and status `[G]` per request, ordered on [`Sampler::cuda_stream`].
-    pub fn device_outputs(&mut self) -> Option<crate::backend::cuda::DeviceOutputs<'_>> {
+    pub fn device_outputs(&mut self) -> Option<crate::runtime::device::cuda::DeviceOutputs<'_>> {
         if self.done.is_some() {
             return None;
         }
@@ -408,7 +408,7 @@ impl ProcessedRows {
 }
 
 fn cuda_backend() -> Result<Box<dyn Backend>, ConfigError> {
-    crate::backend::make_cuda()
+    crate::runtime::device::make_cuda()
 }
 
 /// Why a group failed on the device, from the rows' status codes.

@@ -483,7 +483,7 @@ impl PyStepOutput {
     }
     /// The CONFORMANCE.md result document of this step, as JSON text.
     fn result_json(&self) -> String {
-        sampler_host::case::result_document(&self.inner).to_string()
+        sampler_host::conformance::case::result_document(&self.inner).to_string()
     }
     fn __len__(&self) -> usize {
         self.inner.requests.len()
@@ -1890,15 +1890,17 @@ impl PyMtpInfoPool {
 #[pyo3(signature = (case_json, backend="cpu"))]
 fn run_case_json(py: Python<'_>, case_json: &str, backend: &str) -> PyResult<String> {
     let kind = parse_backend(backend)?;
-    let doc = py.detach(|| sampler_host::case::run_case_str(case_json, kind)).map_err(|e| value_err(e.to_string()))?;
+    let doc = py
+        .detach(|| sampler_host::conformance::case::run_case_str(case_json, kind))
+        .map_err(|e| value_err(e.to_string()))?;
     Ok(doc.to_string())
 }
 
 /// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
-/// plus the landed cases of `dir/next/` (`sampler_host::case::golden_files`), sorted.
+/// plus the landed cases of `dir/next/` (`sampler_host::conformance::case::golden_files`), sorted.
 #[pyfunction]
 fn golden_files(dir: std::path::PathBuf) -> Vec<String> {
-    sampler_host::case::golden_files(&dir).into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    sampler_host::conformance::case::golden_files(&dir).into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
 }
 
 /// Seconds per step of `sampler.sample(logits, requests)` timed inside Rust

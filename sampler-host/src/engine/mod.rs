@@ -20,7 +20,6 @@
 //!    rank applies them, so a follower's state matches the driver's while it
 //!    returns an empty report.
 
-pub mod cp;
 pub mod golden;
 pub mod grammar;
 pub mod pool;
@@ -31,13 +30,13 @@ use std::collections::VecDeque;
 
 use thiserror::Error;
 
-use crate::batch::DRAFT_SEED_OFFSET;
 use crate::error::{BatchError, RequestError};
+use crate::layout::DRAFT_SEED_OFFSET;
 use crate::params::{random_seed, SamplingParams};
 use crate::request::{Request, RequestKind};
 use crate::sampler::Sampler;
 
-pub use cp::{Collective, CollectiveError, LocalCollective, NcclCollective, Role, SoloCollective};
+pub use crate::dist::collective::{Collective, CollectiveError, LocalCollective, NcclCollective, Role, SoloCollective};
 pub use grammar::{GrammarMatcher, JsonMatcher, StepMasks};
 pub use pool::{pool_bytes, tree_pool_bytes, MtpInfoPool};
 pub use prompt::{compute_prompt_logprobs, PromptJob, PromptStats, MAX_PROMPT_ROWS};

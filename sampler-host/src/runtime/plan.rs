@@ -52,8 +52,10 @@ pub fn raw_tiles(v: u32) -> u32 {
     v.div_ceil(RAW_TILE).max(1)
 }
 
-pub use crate::batch::build_plan;
-pub use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT};
+pub use crate::layout::build_plan;
+pub use sampler_kernels::codes::{
+    GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT,
+};
 
 /// A step's `[R, V]` logits as the host hands them over: borrowed (f32,
 /// bf16 or f16, never copied by the plan) or owned f32. Half-precision
@@ -256,14 +258,150 @@ pub struct StepPlan<'a> {
 impl StepPlan<'_> {
     /// The same plan owning its logits (f32, widened): for plans kept past the caller's buffer.
     pub fn into_owned(self) -> StepPlan<'static> {
-        let StepPlan { rows, vocab, n, k, logits, has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
-        StepPlan { rows, vocab, n, k, logits: logits.into_owned(), has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
+        let StepPlan {
+            rows,
+            vocab,
+            n,
+            k,
+            logits,
+            has_mask,
+            masks,
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            filter_order,
+            raw_logprobs,
+            seed,
+            seq_draw,
+            seq_accept,
+            seq_residual,
+            golden,
+            drafts,
+            any_raw,
+            any_verify,
+            draft_width,
+            draft_ids,
+            draft_lps,
+            group_first,
+            group_rows,
+            group_kind,
+            group_status,
+            any_tree,
+            tree_parent,
+            tree_token,
+            tree_mode,
+            processed_rows,
+        } = self;
+        StepPlan {
+            rows,
+            vocab,
+            n,
+            k,
+            logits: logits.into_owned(),
+            has_mask,
+            masks,
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            filter_order,
+            raw_logprobs,
+            seed,
+            seq_draw,
+            seq_accept,
+            seq_residual,
+            golden,
+            drafts,
+            any_raw,
+            any_verify,
+            draft_width,
+            draft_ids,
+            draft_lps,
+            group_first,
+            group_rows,
+            group_kind,
+            group_status,
+            any_tree,
+            tree_parent,
+            tree_token,
+            tree_mode,
+            processed_rows,
+        }
     }
 
     /// The plan's metadata without its logits (to keep past the caller's buffer).
     pub fn without_logits(self) -> StepPlan<'static> {
-        let StepPlan { rows, vocab, n, k, logits: _, has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows } = self;
-        StepPlan { rows, vocab, n, k, logits: Logits::default(), has_mask, masks, temperature, top_p, top_k, min_p, filter_order, raw_logprobs, seed, seq_draw, seq_accept, seq_residual, golden, drafts, any_raw, any_verify, draft_width, draft_ids, draft_lps, group_first, group_rows, group_kind, group_status, any_tree, tree_parent, tree_token, tree_mode, processed_rows }
+        let StepPlan {
+            rows,
+            vocab,
+            n,
+            k,
+            logits: _,
+            has_mask,
+            masks,
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            filter_order,
+            raw_logprobs,
+            seed,
+            seq_draw,
+            seq_accept,
+            seq_residual,
+            golden,
+            drafts,
+            any_raw,
+            any_verify,
+            draft_width,
+            draft_ids,
+            draft_lps,
+            group_first,
+            group_rows,
+            group_kind,
+            group_status,
+            any_tree,
+            tree_parent,
+            tree_token,
+            tree_mode,
+            processed_rows,
+        } = self;
+        StepPlan {
+            rows,
+            vocab,
+            n,
+            k,
+            logits: Logits::default(),
+            has_mask,
+            masks,
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            filter_order,
+            raw_logprobs,
+            seed,
+            seq_draw,
+            seq_accept,
+            seq_residual,
+            golden,
+            drafts,
+            any_raw,
+            any_verify,
+            draft_width,
+            draft_ids,
+            draft_lps,
+            group_first,
+            group_rows,
+            group_kind,
+            group_status,
+            any_tree,
+            tree_parent,
+            tree_token,
+            tree_mode,
+            processed_rows,
+        }
     }
 
     /// Whether the prefix path of this step can never ask for the full-row
@@ -279,9 +417,15 @@ impl StepPlan<'_> {
         self.group_first.len()
     }
     /// The rows of [`Self::processed_rows`], checked to be below R.
-    pub fn processed_rows_checked(&self, backend: &'static str) -> Result<impl Iterator<Item = usize> + '_, crate::error::BackendError> {
+    pub fn processed_rows_checked(
+        &self,
+        backend: &'static str,
+    ) -> Result<impl Iterator<Item = usize> + '_, crate::error::BackendError> {
         match self.processed_rows.iter().find(|&&r| r >= self.rows) {
-            Some(bad) => Err(crate::error::BackendError::Device { backend, msg: format!("processed_rows has row {bad} of {}", self.rows) }),
+            Some(bad) => Err(crate::error::BackendError::Device {
+                backend,
+                msg: format!("processed_rows has row {bad} of {}", self.rows),
+            }),
             None => Ok(self.processed_rows.iter().map(|&r| r as usize)),
         }
     }
@@ -389,7 +533,7 @@ pub trait Backend: Send {
         Err(crate::error::BackendError::Device { backend: self.name(), msg: "no enqueued step to collect".into() })
     }
     /// The CUDA backend behind this one, for device-resident outputs and graphs.
-    fn as_cuda(&mut self) -> Option<&mut crate::backend::cuda::CudaBackend> {
+    fn as_cuda(&mut self) -> Option<&mut crate::runtime::device::cuda::CudaBackend> {
         None
     }
 }
@@ -448,7 +592,11 @@ impl<'p> StepPlan<'p> {
         let r0 = pieces[0].1;
         let rows = pieces.iter().map(|p| p.2).sum::<usize>();
         let r = r0..r0 + rows;
-        let (v, wd, words) = (self.vocab as usize, self.draft_width as usize, if self.masks.is_empty() { 0 } else { self.mask_words() as usize });
+        let (v, wd, words) = (
+            self.vocab as usize,
+            self.draft_width as usize,
+            if self.masks.is_empty() { 0 } else { self.mask_words() as usize },
+        );
         let lr = r.start * v..r.end * v;
         let logits = match &self.logits {
             Logits::F32(s) => Logits::F32(&s[lr]),

@@ -2,9 +2,9 @@
 //! CI (`tests/ascendc_emulation.rs`) and by the `hardware_*` tests on a
 //! 910B, and the device-vs-CPU comparison the hardware golden run uses.
 //! The step itself runs only through the shared launch list
-//! ([`crate::pipeline`]).
+//! ([`crate::runtime::pipeline`]).
 
-use crate::plan::StepResult;
+use crate::runtime::plan::StepResult;
 
 /// Compares a device result with the CPU backend's: statuses, tokens,
 /// accepted counts, tree paths and top ids identical; on rows with status 0, token
@@ -28,7 +28,10 @@ pub fn compare(got: &StepResult, cpu: &StepResult) -> Result<(), String> {
     let k = if cpu.row_status.is_empty() { 0 } else { cpu.top_ids.len() / cpu.row_status.len() };
     for r in (0..cpu.row_status.len()).filter(|&r| cpu.row_status[r] == 0) {
         if !close(got.token_lp[r], cpu.token_lp[r]) || !close(got.sum_smaller[r], cpu.sum_smaller[r]) {
-            return Err(format!("row {r}: token_lp {} / {}, sum_smaller {} / {} (device / cpu)", got.token_lp[r], cpu.token_lp[r], got.sum_smaller[r], cpu.sum_smaller[r]));
+            return Err(format!(
+                "row {r}: token_lp {} / {}, sum_smaller {} / {} (device / cpu)",
+                got.token_lp[r], cpu.token_lp[r], got.sum_smaller[r], cpu.sum_smaller[r]
+            ));
         }
         let s = r * k..(r + 1) * k;
         same(&format!("row {r} top_ids"), &got.top_ids[s.clone()].to_vec(), &cpu.top_ids[s.clone()].to_vec())?;
@@ -75,14 +78,17 @@ pub fn sort_ties() -> SortTies {
 
 /// The hand-written probe kernel `exp_div_probe` (vector `Exp` and
 /// `Div` over GM buffers, `sampler-host/ascendc/probes/exp_div_probe.cpp`).
-pub const EXP_DIV_SOURCE: &str = include_str!("../../../ascendc/probes/exp_div_probe.cpp");
+pub const EXP_DIV_SOURCE: &str = include_str!("../../../../ascendc/probes/exp_div_probe.cpp");
 
 /// `n` probe inputs: `x` evenly over [-104, 89] (the whole range where
 /// `exp` is finite and not flushed), divisors `y` spread over
 /// [0.05, 10.05) by a multiplicative hash.
 pub fn exp_div_inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
     let x = (0..n).map(|i| -104.0 + 193.0 * (i as f64 / n.max(1) as f64)).map(|v| v as f32).collect();
-    let y = (0..n).map(|i| 0.05 + 10.0 * (((i as u64).wrapping_mul(2654435761) % (1 << 20)) as f64 / (1 << 20) as f64)).map(|v| v as f32).collect();
+    let y = (0..n)
+        .map(|i| 0.05 + 10.0 * (((i as u64).wrapping_mul(2654435761) % (1 << 20)) as f64 / (1 << 20) as f64))
+        .map(|v| v as f32)
+        .collect();
     (x, y)
 }
 

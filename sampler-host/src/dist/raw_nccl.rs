@@ -1,14 +1,14 @@
 //! A [`Collective`] over an NCCL communicator the engine already has (its
 //! tensor-parallel group's raw `ncclComm_t`), so the vocabulary-parallel
 //! step needs no second communicator. NCCL and the CUDA driver are loaded
-//! at run time through cudarc, as for [`crate::engine::cp::NcclCollective`].
+//! at run time through cudarc, as for [`crate::dist::collective::NcclCollective`].
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nccl::{result, sys};
 
-use crate::engine::cp::{Collective, CollectiveError};
+use crate::dist::collective::{Collective, CollectiveError};
 
 /// The engine's NCCL communicator, used on the engine's CUDA stream.
 ///

@@ -42,8 +42,16 @@ struct Api {
     binary_get_function: unsafe extern "C" fn(Handle, *const c_char, *mut Handle) -> AclError,
     /// `aclrtLaunchKernelWithHostArgs(funcHandle, numBlocks, stream, cfg,
     /// hostArgs, argsSize, placeHolderArray, placeHolderNum)`.
-    launch_kernel: unsafe extern "C" fn(Handle, u32, Handle, *mut c_void, *mut c_void, usize, *mut c_void, usize) -> AclError,
-    rtc_create_prog: unsafe extern "C" fn(*mut Handle, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> AclError,
+    launch_kernel:
+        unsafe extern "C" fn(Handle, u32, Handle, *mut c_void, *mut c_void, usize, *mut c_void, usize) -> AclError,
+    rtc_create_prog: unsafe extern "C" fn(
+        *mut Handle,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> AclError,
     rtc_compile_prog: unsafe extern "C" fn(Handle, c_int, *const *const c_char) -> AclError,
     rtc_get_bin_data_size: unsafe extern "C" fn(Handle, *mut usize) -> AclError,
     rtc_get_bin_data: unsafe extern "C" fn(Handle, *mut c_char) -> AclError,
@@ -140,7 +148,12 @@ pub fn pack_args(args: &[KernelArg]) -> Vec<u8> {
 /// or they stop matching the CPU bit for bit). aclrtc adds the AscendC
 /// language switch (`-xasc`) itself.
 pub fn compile_options(auto_sync: bool) -> [&'static str; 4] {
-    ["--npu-arch=dav-2201", "-O2", if auto_sync { "--cce-auto-sync=on" } else { "--cce-auto-sync=off" }, "-ffp-contract=off"]
+    [
+        "--npu-arch=dav-2201",
+        "-O2",
+        if auto_sync { "--cce-auto-sync=on" } else { "--cce-auto-sync=off" },
+        "-ffp-contract=off",
+    ]
 }
 
 /// `SAMPLER_ASCEND_AUTO_SYNC=off` compiles without the compiler's auto-sync
@@ -165,12 +178,15 @@ impl Runtime {
     /// # Safety
     /// Loads and runs code from the CANN installation at `home`.
     pub unsafe fn open(home: &Path, device: i32) -> Result<Runtime, String> {
-        let rtc_path = super::aclrtc_library(home).ok_or_else(|| format!("{}: no aclrtc library (CANN >= 8.5 needed)", home.display()))?;
-        let acl = unsafe { Library::new(home.join("lib64/libascendcl.so")) }.map_err(|e| format!("libascendcl: {e}"))?;
+        let rtc_path = super::aclrtc_library(home)
+            .ok_or_else(|| format!("{}: no aclrtc library (CANN >= 8.5 needed)", home.display()))?;
+        let acl =
+            unsafe { Library::new(home.join("lib64/libascendcl.so")) }.map_err(|e| format!("libascendcl: {e}"))?;
         let rtc = unsafe { Library::new(&rtc_path) }.map_err(|e| format!("{}: {e}", rtc_path.display()))?;
         macro_rules! sym {
             ($lib:expr, $name:literal) => {
-                *unsafe { $lib.get($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy(&$name[..$name.len() - 1])))?
+                *unsafe { $lib.get($name) }
+                    .map_err(|e| format!("{}: {e}", String::from_utf8_lossy(&$name[..$name.len() - 1])))?
             };
         }
         let api = Api {
@@ -211,7 +227,8 @@ impl Runtime {
     pub fn compile(&self, name: &str, src: &str) -> Result<Vec<u8>, String> {
         let c_src = CString::new(src).map_err(|e| e.to_string())?;
         let c_name = CString::new(name).map_err(|e| e.to_string())?;
-        let opts: Vec<CString> = compile_options(auto_sync_from_env()).iter().map(|o| CString::new(*o).unwrap()).collect();
+        let opts: Vec<CString> =
+            compile_options(auto_sync_from_env()).iter().map(|o| CString::new(*o).unwrap()).collect();
         let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let hdr_src: Vec<CString> = super::HEADERS.iter().map(|(_, s)| CString::new(*s).unwrap()).collect();
         let hdr_name: Vec<CString> = super::HEADERS.iter().map(|(n, _)| CString::new(*n).unwrap()).collect();
@@ -219,7 +236,17 @@ impl Runtime {
         let hn: Vec<*const c_char> = hdr_name.iter().map(|h| h.as_ptr()).collect();
         unsafe {
             let mut prog: Handle = std::ptr::null_mut();
-            check("aclrtcCreateProg", (self.api.rtc_create_prog)(&mut prog, c_src.as_ptr(), c_name.as_ptr(), hs.len() as c_int, hs.as_ptr(), hn.as_ptr()))?;
+            check(
+                "aclrtcCreateProg",
+                (self.api.rtc_create_prog)(
+                    &mut prog,
+                    c_src.as_ptr(),
+                    c_name.as_ptr(),
+                    hs.len() as c_int,
+                    hs.as_ptr(),
+                    hn.as_ptr(),
+                ),
+            )?;
             let r = (self.api.rtc_compile_prog)(prog, opt_ptrs.len() as c_int, opt_ptrs.as_ptr());
             if r != 0 {
                 let mut n = 0usize;
@@ -246,7 +273,9 @@ impl Runtime {
     /// Loads a device binary (`aclrtBinaryLoadFromData`, default options).
     pub fn load(&self, bin: &[u8]) -> Result<Binary, String> {
         let mut h: Handle = std::ptr::null_mut();
-        check("aclrtBinaryLoadFromData", unsafe { (self.api.binary_load_from_data)(bin.as_ptr() as *const c_void, bin.len(), std::ptr::null(), &mut h) })?;
+        check("aclrtBinaryLoadFromData", unsafe {
+            (self.api.binary_load_from_data)(bin.as_ptr() as *const c_void, bin.len(), std::ptr::null(), &mut h)
+        })?;
         Ok(Binary { handle: h })
     }
 
@@ -279,7 +308,9 @@ impl Runtime {
     /// # Safety
     /// `dst` is a live device buffer of at least `dst_bytes` bytes.
     pub unsafe fn copy_h2d(&self, dst: *mut c_void, dst_bytes: usize, src: &[u8]) -> Result<(), String> {
-        check("aclrtMemcpy(H2D)", unsafe { (self.api.memcpy)(dst, dst_bytes, src.as_ptr() as *const c_void, src.len(), ACL_MEMCPY_HOST_TO_DEVICE) })
+        check("aclrtMemcpy(H2D)", unsafe {
+            (self.api.memcpy)(dst, dst_bytes, src.as_ptr() as *const c_void, src.len(), ACL_MEMCPY_HOST_TO_DEVICE)
+        })
     }
 
     /// Device -> host copy of `out.len()` bytes from `src`.
@@ -287,7 +318,9 @@ impl Runtime {
     /// # Safety
     /// `src` is a live device buffer holding at least `out.len()` bytes.
     pub unsafe fn copy_d2h(&self, out: &mut [u8], src: *const c_void) -> Result<(), String> {
-        check("aclrtMemcpy(D2H)", unsafe { (self.api.memcpy)(out.as_mut_ptr() as *mut c_void, out.len(), src, out.len(), ACL_MEMCPY_DEVICE_TO_HOST) })
+        check("aclrtMemcpy(D2H)", unsafe {
+            (self.api.memcpy)(out.as_mut_ptr() as *mut c_void, out.len(), src, out.len(), ACL_MEMCPY_DEVICE_TO_HOST)
+        })
     }
 
     /// A device buffer of `bytes` bytes (`aclrtMalloc`, huge pages first).
@@ -334,14 +367,30 @@ impl DeviceBuffer<'_> {
         if data.len() > self.bytes {
             return Err(format!("upload of {} bytes into a {}-byte buffer", data.len(), self.bytes));
         }
-        check("aclrtMemcpy(H2D)", unsafe { (self.rt.api.memcpy)(self.ptr, self.bytes, data.as_ptr() as *const c_void, data.len(), ACL_MEMCPY_HOST_TO_DEVICE) })
+        check("aclrtMemcpy(H2D)", unsafe {
+            (self.rt.api.memcpy)(
+                self.ptr,
+                self.bytes,
+                data.as_ptr() as *const c_void,
+                data.len(),
+                ACL_MEMCPY_HOST_TO_DEVICE,
+            )
+        })
     }
     /// Device -> host copy of the first `out.len()` bytes.
     pub fn download(&self, out: &mut [u8]) -> Result<(), String> {
         if out.len() > self.bytes {
             return Err(format!("download of {} bytes from a {}-byte buffer", out.len(), self.bytes));
         }
-        check("aclrtMemcpy(D2H)", unsafe { (self.rt.api.memcpy)(out.as_mut_ptr() as *mut c_void, out.len(), self.ptr, out.len(), ACL_MEMCPY_DEVICE_TO_HOST) })
+        check("aclrtMemcpy(D2H)", unsafe {
+            (self.rt.api.memcpy)(
+                out.as_mut_ptr() as *mut c_void,
+                out.len(),
+                self.ptr,
+                out.len(),
+                ACL_MEMCPY_DEVICE_TO_HOST,
+            )
+        })
     }
 }
 

@@ -1,11 +1,11 @@
 //! The pipeline [`Device`] over the ACL runtime ([`super::acl`]): the
-//! shared launch list ([`crate::pipeline`]) runs on a 910B through it.
+//! shared launch list ([`crate::runtime::pipeline`]) runs on a 910B through it.
 
 use sampler_kernels::spec::LaunchArg;
 
 use super::{acl, MAX_N_ASCEND};
 use crate::error::BackendError;
-use crate::pipeline::{Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
+use crate::runtime::pipeline::{Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
 
 /// The arguments of `l` as its AscendC entry takes them: the kernel's
 /// parameters in signature order (buffers as `GM_ADDR` from `addr`), then
@@ -14,7 +14,10 @@ use crate::pipeline::{Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
 /// device binds host bf16 / f16 logits widened on the host (the default
 /// [`Device::bind_logits`]). Errors: a scalar type the AscendC entries do
 /// not take.
-pub fn launch_args(l: &Launch, addr: &dyn Fn(Buf) -> *mut std::ffi::c_void) -> Result<Vec<acl::KernelArg>, BackendError> {
+pub fn launch_args(
+    l: &Launch,
+    addr: &dyn Fn(Buf) -> *mut std::ffi::c_void,
+) -> Result<Vec<acl::KernelArg>, BackendError> {
     use acl::KernelArg as K;
     let mut out = Vec::with_capacity(l.args.len() + 1);
     for a in &l.args {
@@ -24,7 +27,12 @@ pub fn launch_args(l: &Launch, addr: &dyn Fn(Buf) -> *mut std::ffi::c_void) -> R
             LaunchArg::I32(x) => K::I32(x),
             LaunchArg::U64(x) => K::U64(x),
             LaunchArg::F32(x) => K::F32(x),
-            other => return Err(BackendError::Device { backend: "ascend", msg: format!("kernel `{}`: argument {other:?} has no AscendC form", l.spec.name) }),
+            other => {
+                return Err(BackendError::Device {
+                    backend: "ascend",
+                    msg: format!("kernel `{}`: argument {other:?} has no AscendC form", l.spec.name),
+                })
+            }
         });
     }
     out.push(K::U32(l.grid));
@@ -150,7 +158,8 @@ impl Device for AscendDevice {
         unsafe { self.rt.copy_h2d(p, have, &bytes) }.map_err(ae)
     }
     fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
-        let f = *self.funcs.get(l.variant.entry).ok_or_else(|| ae(format!("no AscendC entry `{}`", l.variant.entry)))?;
+        let f =
+            *self.funcs.get(l.variant.entry).ok_or_else(|| ae(format!("no AscendC entry `{}`", l.variant.entry)))?;
         let bufs = &self.bufs;
         let args = launch_args(l, &|b| bufs[b as usize].0)?;
         // SAFETY: the arguments follow the kernel's generated Args (its signature) plus
@@ -171,7 +180,8 @@ impl Device for AscendDevice {
         }
         let mut bytes = vec![0u8; n * w];
         // SAFETY: range checked above.
-        unsafe { self.rt.copy_d2h(&mut bytes, (p as *const u8).add(offset * w) as *const std::ffi::c_void) }.map_err(ae)?;
+        unsafe { self.rt.copy_d2h(&mut bytes, (p as *const u8).add(offset * w) as *const std::ffi::c_void) }
+            .map_err(ae)?;
         macro_rules! put {
             ($o:expr, $t:ty) => {
                 for (x, c) in $o.iter_mut().zip(bytes.chunks_exact(w)) {
@@ -188,4 +198,3 @@ impl Device for AscendDevice {
         Ok(())
     }
 }
-

@@ -14,7 +14,7 @@ use sampler_kernels::registry;
 use sampler_kernels::spec::{KernelSpec, LaunchArg, Prim, Variant};
 
 use crate::error::BackendError;
-use crate::plan::{mass_chunks, raw_tiles, StepPlan, StepResult, MASS_CHUNK};
+use crate::runtime::plan::{mass_chunks, raw_tiles, StepPlan, StepResult, MASS_CHUNK};
 
 macro_rules! bufs {
     ($($name:ident: $prim:ident),* $(,)?) => {
@@ -193,7 +193,13 @@ impl Program {
     pub fn same_launches(&self, other: &Program) -> bool {
         self.width == other.width
             && self.launches.len() == other.launches.len()
-            && self.launches.iter().zip(&other.launches).all(|(a, b)| a.spec.name == b.spec.name && a.variant == b.variant && a.grid == b.grid && a.stage == b.stage && a.args == b.args)
+            && self.launches.iter().zip(&other.launches).all(|(a, b)| {
+                a.spec.name == b.spec.name
+                    && a.variant == b.variant
+                    && a.grid == b.grid
+                    && a.stage == b.stage
+                    && a.args == b.args
+            })
             && self.bufs == other.bufs
     }
 
@@ -255,13 +261,23 @@ pub trait Device {
 
 /// The kernel's registration (every kernel of `sampler_kernels::kernels` is registered).
 fn spec(name: &'static str) -> Result<&'static KernelSpec, BackendError> {
-    registry::find(name).ok_or_else(|| BackendError::Device { backend: "pipeline", msg: format!("kernel `{name}` is not registered") })
+    registry::find(name)
+        .ok_or_else(|| BackendError::Device { backend: "pipeline", msg: format!("kernel `{name}` is not registered") })
 }
 
-fn launch<const P: usize>(out: &mut Vec<Launch>, name: &'static str, n: u32, grid: u32, stage: u32, args: [LaunchArg<Buf>; P]) -> Result<(), BackendError> {
+fn launch<const P: usize>(
+    out: &mut Vec<Launch>,
+    name: &'static str,
+    n: u32,
+    grid: u32,
+    stage: u32,
+    args: [LaunchArg<Buf>; P],
+) -> Result<(), BackendError> {
     let spec = spec(name)?;
-    let variant = Variant::pick(spec.variants, n)
-        .ok_or_else(|| BackendError::Device { backend: "pipeline", msg: format!("kernel `{name}` has no tile variant for {n} elements per row") })?;
+    let variant = Variant::pick(spec.variants, n).ok_or_else(|| BackendError::Device {
+        backend: "pipeline",
+        msg: format!("kernel `{name}` has no tile variant for {n} elements per row"),
+    })?;
     out.push(Launch { spec, variant, grid, stage, args: args.to_vec() });
     Ok(())
 }
@@ -280,7 +296,24 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     let rn = r * n as usize;
     let mut bufs = Vec::new();
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    for b in [Masks, HasMask, Temperature, TopP, TopK, MinP, FilterOrder, Raw, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+    for b in [
+        Masks,
+        HasMask,
+        Temperature,
+        TopP,
+        TopK,
+        MinP,
+        FilterOrder,
+        Raw,
+        Seed,
+        SeqDraw,
+        Golden,
+        Drafts,
+        GroupFirst,
+        GroupRows,
+        GroupKind,
+        GroupStatusIn,
+    ] {
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     add(Logits, r * v as usize, Init::Input);
@@ -291,7 +324,18 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     let masked = any_mask(p);
     add(Masked, if masked { r * v as usize } else { 0 }, Init::Scratch);
     let src = if masked { Masked } else { Logits };
-    for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn), (Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r)] {
+    for (b, len) in [
+        (RowStatus, r),
+        (Cand, rn),
+        (CandIds, rn),
+        (Logprobs, rn),
+        (Tokens, r),
+        (Lookup, r),
+        (Accepted, g),
+        (GroupStatus, g),
+        (TokenLp, r),
+        (SumSmaller, r),
+    ] {
         add(b, len, Init::Scratch);
     }
     // Written for every row (and all k columns) by the last kernel.
@@ -362,7 +406,17 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         let mchunks = if counted {
             add(ChunkBad, r * chunks as usize, Init::Scratch);
             add(ChunkFinite, r * chunks as usize, Init::Scratch);
-            let a = k::topn_chunk_counted::Args { logits: src, v, chunk_len, chunks, n, cand: ChunkCand, cand_ids: ChunkIds, bad: ChunkBad, finite: ChunkFinite };
+            let a = k::topn_chunk_counted::Args {
+                logits: src,
+                v,
+                chunk_len,
+                chunks,
+                n,
+                cand: ChunkCand,
+                cand_ids: ChunkIds,
+                bad: ChunkBad,
+                finite: ChunkFinite,
+            };
             launch(&mut ls, k::topn_chunk_counted::NAME, n, rows * chunks, chunk_len, a.list())?;
             chunks
         } else {
@@ -400,7 +454,16 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         Some(_) => {
             let mc = mass_chunks(v);
             add(Mass, r * mc as usize, Init::Scratch);
-            let a = k::row_mass::Args { logits: src, v, chunk_len: MASS_CHUNK, chunks: mc, cand: Cand, n, temperature: Temperature, mass: Mass };
+            let a = k::row_mass::Args {
+                logits: src,
+                v,
+                chunk_len: MASS_CHUNK,
+                chunks: mc,
+                cand: Cand,
+                n,
+                temperature: Temperature,
+                mass: Mass,
+            };
             launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
             Some(mc)
         }
@@ -416,7 +479,15 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
 /// per row of `Mass`), remap + verify, finalize, tree_walk, token info + top
 /// logprobs, and raw logprobs when `logits` names the buffer they read the
 /// logits from ([`Buf::Logits`], or [`Buf::Masked`] in a masked step).
-fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf>, bufs: &mut Vec<BufSpec>, out: &mut Vec<Launch>) -> Result<(), BackendError> {
+fn tail(
+    p: &StepPlan,
+    n: u32,
+    mass: Option<u32>,
+    caps: &Caps,
+    logits: Option<Buf>,
+    bufs: &mut Vec<BufSpec>,
+    out: &mut Vec<Launch>,
+) -> Result<(), BackendError> {
     use Buf::*;
     let (r, v, kk) = (p.rows as usize, p.vocab, p.k);
     let g = p.groups();
@@ -464,7 +535,16 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
         };
         launch(&mut ls, k::process_draw::NAME, n, rows, 0, a.list())?;
     } else {
-        let a = k::process::Args { cand: Cand, n, temperature: Temperature, top_p: TopP, top_k: TopK, min_p: MinP, order: FilterOrder, logprobs: Logprobs };
+        let a = k::process::Args {
+            cand: Cand,
+            n,
+            temperature: Temperature,
+            top_p: TopP,
+            top_k: TopK,
+            min_p: MinP,
+            order: FilterOrder,
+            logprobs: Logprobs,
+        };
         launch(&mut ls, k::process::NAME, n, rows, 0, a.list())?;
         let a = k::draw::Args { logprobs: Logprobs, cand_ids: CandIds, n, seed: Seed, seq: SeqDraw, token: Fresh };
         launch(&mut ls, k::draw::NAME, n, rows, 0, a.list())?;
@@ -584,10 +664,25 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
         };
         launch(&mut ls, k::token_info_top::NAME, n, rows, 0, a.list())?;
     } else {
-        let a = k::token_info::Args { cand: Cand, cand_ids: CandIds, logprobs: Logprobs, n, tokens: Lookup, token_lp: TokenLp, sum_smaller: SumSmaller };
+        let a = k::token_info::Args {
+            cand: Cand,
+            cand_ids: CandIds,
+            logprobs: Logprobs,
+            n,
+            tokens: Lookup,
+            token_lp: TokenLp,
+            sum_smaller: SumSmaller,
+        };
         launch(&mut ls, k::token_info::NAME, n, rows, 0, a.list())?;
         if kk > 0 {
-            let a = k::top_logprobs::Args { cand_ids: CandIds, logprobs: Logprobs, n, k: kk, out_ids: TopIds, out_lps: TopLps };
+            let a = k::top_logprobs::Args {
+                cand_ids: CandIds,
+                logprobs: Logprobs,
+                n,
+                k: kk,
+                out_ids: TopIds,
+                out_lps: TopLps,
+            };
             launch(&mut ls, k::top_logprobs::NAME, n, rows, 0, a.list())?;
         }
     }
@@ -613,7 +708,7 @@ fn tail(p: &StepPlan, n: u32, mass: Option<u32>, caps: &Caps, logits: Option<Buf
 }
 
 /// The launch list of a step that starts from merged candidates (the
-/// vocabulary-parallel finish, `crate::tp`): `[R, n]` candidates and ids and
+/// vocabulary-parallel finish, `crate::dist::vocab`): `[R, n]` candidates and ids and
 /// the `[R]` row statuses are inputs ([`run_from_candidates`] uploads them),
 /// then steps 3-9 as in [`build`] (`process_prefix_draw` with one mass per
 /// row when `mass`). No raw-logprob step: it reads the whole logits rows.
@@ -625,7 +720,21 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     let rn = r * n as usize;
     let mut bufs = Vec::new();
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
-    for b in [Temperature, TopP, TopK, MinP, FilterOrder, Seed, SeqDraw, Golden, Drafts, GroupFirst, GroupRows, GroupKind, GroupStatusIn] {
+    for b in [
+        Temperature,
+        TopP,
+        TopK,
+        MinP,
+        FilterOrder,
+        Seed,
+        SeqDraw,
+        Golden,
+        Drafts,
+        GroupFirst,
+        GroupRows,
+        GroupKind,
+        GroupStatusIn,
+    ] {
         add(b, host_input(p, b).map_or(0, |s| s.len()), Init::Input);
     }
     for (b, len) in [(RowStatus, r), (Cand, rn), (CandIds, rn)] {
@@ -634,7 +743,17 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     if mass {
         add(Mass, r, Init::Input);
     }
-    for (b, len) in [(Logprobs, rn), (Tokens, r), (Lookup, r), (Accepted, g), (GroupStatus, g), (TokenLp, r), (SumSmaller, r), (TopIds, r * kk), (TopLps, r * kk)] {
+    for (b, len) in [
+        (Logprobs, rn),
+        (Tokens, r),
+        (Lookup, r),
+        (Accepted, g),
+        (GroupStatus, g),
+        (TokenLp, r),
+        (SumSmaller, r),
+        (TopIds, r * kk),
+        (TopLps, r * kk),
+    ] {
         add(b, len, Init::Scratch);
     }
     add(Fresh, r, Init::Fill(LaunchArg::I32(-1)));
@@ -704,7 +823,12 @@ pub fn prepare(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(),
 
 /// [`prepare`], with the contents of inputs the plan does not hold (the
 /// candidates of [`build_from_candidates`]) given in `extra`.
-pub fn prepare_with(dev: &mut dyn Device, p: &StepPlan, prog: &Program, extra: &[(Buf, HostSlice<'_>)]) -> Result<(), BackendError> {
+pub fn prepare_with(
+    dev: &mut dyn Device,
+    p: &StepPlan,
+    prog: &Program,
+    extra: &[(Buf, HostSlice<'_>)],
+) -> Result<(), BackendError> {
     let mut inputs = Vec::new();
     for s in &prog.bufs {
         match s.init {
@@ -762,7 +886,9 @@ pub fn collect(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(St
     // Sized before any download: the buffers must not move until `finish`.
     res.processed_ids = vec![0; rows.len() * nn];
     res.processed_lps = vec![0.0; rows.len() * nn];
-    for ((row, ids), lps) in rows.iter().zip(res.processed_ids.chunks_mut(nn.max(1))).zip(res.processed_lps.chunks_mut(nn.max(1))) {
+    for ((row, ids), lps) in
+        rows.iter().zip(res.processed_ids.chunks_mut(nn.max(1))).zip(res.processed_lps.chunks_mut(nn.max(1)))
+    {
         dev.download(Buf::CandIds, row * nn, HostSliceMut::I32(ids))?;
         dev.download(Buf::Logprobs, row * nn, HostSliceMut::F32(lps))?;
     }
@@ -779,7 +905,11 @@ pub fn collect(dev: &mut dyn Device, p: &StepPlan, prog: &Program) -> Result<(St
 }
 
 /// Runs one program of `p` (no fallback): prepare, launch, collect.
-pub fn run_program(dev: &mut dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<(StepResult, Vec<u32>), BackendError> {
+pub fn run_program(
+    dev: &mut dyn Device,
+    p: &StepPlan,
+    prefix: Option<u32>,
+) -> Result<(StepResult, Vec<u32>), BackendError> {
     let prog = build_for(dev, p, prefix)?;
     if p.rows > 0 {
         prepare(dev, p, &prog)?;
@@ -795,14 +925,34 @@ pub fn run_program(dev: &mut dyn Device, p: &StepPlan, prefix: Option<u32>) -> R
 /// overflow flags (zeros without `mass`), as [`run_program`].
 ///
 /// Errors: inputs of the wrong length, or as [`build_from_candidates`].
-pub fn run_from_candidates(dev: &mut dyn Device, p: &StepPlan, row_status: &[i32], cand: &[f32], cand_ids: &[i32], n: u32, mass: Option<&[u64]>) -> Result<(StepResult, Vec<u32>), BackendError> {
+pub fn run_from_candidates(
+    dev: &mut dyn Device,
+    p: &StepPlan,
+    row_status: &[i32],
+    cand: &[f32],
+    cand_ids: &[i32],
+    n: u32,
+    mass: Option<&[u64]>,
+) -> Result<(StepResult, Vec<u32>), BackendError> {
     let (r, rn) = (p.rows as usize, p.rows as usize * n as usize);
     if row_status.len() != r || cand.len() != rn || cand_ids.len() != rn || mass.is_some_and(|m| m.len() != r) {
-        return Err(BackendError::Device { backend: "pipeline", msg: format!("candidates for R = {r}, n = {n}: got {} statuses, {} candidates, {} ids", row_status.len(), cand.len(), cand_ids.len()) });
+        return Err(BackendError::Device {
+            backend: "pipeline",
+            msg: format!(
+                "candidates for R = {r}, n = {n}: got {} statuses, {} candidates, {} ids",
+                row_status.len(),
+                cand.len(),
+                cand_ids.len()
+            ),
+        });
     }
     let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n))?;
     if r > 0 {
-        let mut extra = vec![(Buf::RowStatus, HostSlice::I32(row_status)), (Buf::Cand, HostSlice::F32(cand)), (Buf::CandIds, HostSlice::I32(cand_ids))];
+        let mut extra = vec![
+            (Buf::RowStatus, HostSlice::I32(row_status)),
+            (Buf::Cand, HostSlice::F32(cand)),
+            (Buf::CandIds, HostSlice::I32(cand_ids)),
+        ];
         if let Some(m) = mass {
             extra.push((Buf::Mass, HostSlice::U64(m)));
         }
@@ -829,10 +979,10 @@ pub fn run_step(dev: &mut dyn Device, p: &StepPlan, full_row: bool) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::draft::DraftTree;
     use crate::params::{LogprobsMode, SamplingParams};
-    use crate::plan::build_plan;
     use crate::request::Request;
-    use crate::tree::DraftTree;
+    use crate::runtime::plan::build_plan;
 
     /// The logits every kernel reads: the caller's ([`Buf::Logits`], read
     /// only, any element type) without a grammar mask; with one, the mask
@@ -849,7 +999,10 @@ mod tests {
             Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false },
             Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn: false },
         ];
-        for (with_mask, reqs) in [(false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]), (true, vec![Request::prefill(p.clone(), 5), masked])] {
+        for (with_mask, reqs) in [
+            (false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]),
+            (true, vec![Request::prefill(p.clone(), 5), masked]),
+        ] {
             let (plan, _) = build_plan(v, v, 5, &logits, &reqs).unwrap();
             for c in &caps {
                 for prefix in [None, plan.prefix_width()] {
@@ -862,7 +1015,13 @@ mod tests {
                         for (a, ps) in l.args.iter().zip(l.spec.params) {
                             if ps.kind == sampler_kernels::spec::ParamKind::Logits {
                                 let first = l.spec.name.starts_with("mask_check");
-                                assert_eq!(*a, LaunchArg::Buf(if first { Buf::Logits } else { want }), "{}.{}", l.spec.name, ps.name);
+                                assert_eq!(
+                                    *a,
+                                    LaunchArg::Buf(if first { Buf::Logits } else { want }),
+                                    "{}.{}",
+                                    l.spec.name,
+                                    ps.name
+                                );
                                 readers += 1;
                             }
                             if ps.name == "copy" {
@@ -887,15 +1046,27 @@ mod tests {
     /// prompt-logprobs request, top logprobs and processed rows included).
     #[test]
     fn from_candidates_equals_the_full_program() {
-        use crate::backend::cpu::CpuDevice;
         use crate::request::{DraftDist, RequestKind};
+        use crate::runtime::device::cpu::CpuDevice;
         let v = 3000u32;
-        let p0 = SamplingParams { temperature: 0.8, top_k: 40, top_p: 0.9, top_logprobs: 3, seq_seed: Some(9), ..Default::default() };
+        let p0 = SamplingParams {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.9,
+            top_logprobs: 3,
+            seq_seed: Some(9),
+            ..Default::default()
+        };
         let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.3, -1.6, -2.5] };
         let reqs = vec![
             Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
             Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),
-            Request { params: p0, kind: RequestKind::PromptLogprobs { targets: vec![3, -1] }, golden: vec![], masks: None },
+            Request {
+                params: p0,
+                kind: RequestKind::PromptLogprobs { targets: vec![3, -1] },
+                golden: vec![],
+                masks: None,
+            },
         ];
         let rows: usize = reqs.iter().map(|r| r.rows()).sum();
         let logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
@@ -910,7 +1081,8 @@ mod tests {
         dev.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
         dev.download(Buf::RowStatus, 0, HostSliceMut::I32(&mut status)).unwrap();
         dev.finish().unwrap();
-        let (got, overflow) = run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand, &ids, 256, None).unwrap();
+        let (got, overflow) =
+            run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand, &ids, 256, None).unwrap();
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
         assert_eq!(overflow, vec![0; rows]);
         assert!(want.tokens.iter().any(|&t| t >= 0) && !want.processed_ids.is_empty());
@@ -927,7 +1099,12 @@ mod tests {
     fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
         let v = 5000u32;
         let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
-        let raw = SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+        let raw = SamplingParams {
+            logprobs_mode: LogprobsMode::Raw,
+            top_logprobs: 2,
+            seq_seed: Some(3),
+            ..Default::default()
+        };
         let mut masked = Request::prefill(plain.clone(), 5);
         masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
         let mut caps = Vec::new();
@@ -988,7 +1165,7 @@ mod tests {
     }
 
     /// The CPU device with its caps but `counts_in_topn` as given.
-    struct CountsAs(crate::backend::cpu::CpuDevice, bool);
+    struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool);
 
     impl Device for CountsAs {
         fn name(&self) -> &'static str {
@@ -1024,12 +1201,21 @@ mod tests {
     #[test]
     fn counted_steps_equal_mask_checked_steps() {
         let v = 3000u32;
-        let specials = [f32::NAN, -f32::NAN, f32::from_bits(0xff80_0001), f32::INFINITY, f32::NEG_INFINITY, -0.0, f32::from_bits(1)];
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0xff80_0001),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            f32::from_bits(1),
+        ];
         let mut seen = [0usize; 3];
         for (force, top_k) in [(v, 20), (64, 20), (v, -1), (1024, 50)] {
             let p = SamplingParams { top_k, seq_seed: Some(7), top_logprobs: 3, ..Default::default() };
             let rows = 8usize;
-            let mut logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1009) as f32 * 0.01 - 5.0).collect();
+            let mut logits: Vec<f32> =
+                (0..rows * v as usize).map(|i| ((i * 7919) % 1009) as f32 * 0.01 - 5.0).collect();
             for r in 0..rows {
                 let row = &mut logits[r * v as usize..(r + 1) * v as usize];
                 match r {
@@ -1041,7 +1227,10 @@ mod tests {
                         row.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
                         row[5] = f32::from_bits(0xff80_0001); // a NaN in -inf's 12-bit bin
                     }
-                    5 => row.iter_mut().enumerate().for_each(|(i, x)| *x = if i % 2 == 0 { -0.0 } else { f32::from_bits(1) }),
+                    5 => row
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(i, x)| *x = if i % 2 == 0 { -0.0 } else { f32::from_bits(1) }),
                     6 => row.iter_mut().take(2000).for_each(|x| *x = f32::NEG_INFINITY),
                     _ => {}
                 }
@@ -1064,9 +1253,19 @@ mod tests {
     #[test]
     fn tree_and_raw_launches_follow_the_plan() {
         let v = 5000u32;
-        let raw = SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+        let raw = SamplingParams {
+            logprobs_mode: LogprobsMode::Raw,
+            top_logprobs: 2,
+            seq_seed: Some(3),
+            ..Default::default()
+        };
         let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
-        let tree = DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: None, without_replacement: false };
+        let tree = DraftTree {
+            parent: vec![-1, 0, 0, 2],
+            tokens: vec![0, 1, 3],
+            draft_dists: None,
+            without_replacement: false,
+        };
         let caps = [
             Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false },
             Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn: false },

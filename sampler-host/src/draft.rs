@@ -193,7 +193,7 @@ impl DraftTree {
                             format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}"),
                         ));
                     }
-                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > crate::batch::DRAFT_LOGPROB_SLACK)
+                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > crate::layout::DRAFT_LOGPROB_SLACK)
                     {
                         return Err(bad(
                             "draft_dists.logprobs",

@@ -5,11 +5,14 @@
 //! kernels (so shapes stay fixed) but its group is marked failed and its
 //! outputs are discarded.
 
+use crate::draft::{TreeShape, SIBLING_POSITION_STRIDE};
 use crate::error::{BatchError, RequestError};
 use crate::params::{FilterOrder, LogprobsMode, ValidParams};
-use crate::plan::{Logits, StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT};
-use crate::tree::{TreeShape, SIBLING_POSITION_STRIDE};
 use crate::request::{Request, RequestKind};
+use crate::runtime::plan::{
+    Logits, StepPlan, GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, ORDER_TOP_K_FIRST, ORDER_TOP_P_FIRST,
+    TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT,
+};
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
 pub const DRAFT_SEED_OFFSET: u64 = 1_000_000_007;
@@ -78,8 +81,10 @@ pub fn row_positions(kind: &RequestKind) -> Vec<u64> {
         // ([`tree_position`]); this is the rank-0 position of each row.
         RequestKind::Tree { seqlen_k, tree } => {
             let sp = sample_position(*seqlen_k, tree.nodes() as u64);
-            match crate::tree::shape(&tree.parent) {
-                Ok(sh) => sh.depth.iter().map(|&d| sp.wrapping_add((d as u64).wrapping_mul(ROW_POSITION_STRIDE))).collect(),
+            match crate::draft::shape(&tree.parent) {
+                Ok(sh) => {
+                    sh.depth.iter().map(|&d| sp.wrapping_add((d as u64).wrapping_mul(ROW_POSITION_STRIDE))).collect()
+                }
                 Err(_) => vec![0; tree.nodes()],
             }
         }
@@ -88,14 +93,22 @@ pub fn row_positions(kind: &RequestKind) -> Vec<u64> {
 
 /// Section 11.5: `pos(j, k) = sample_position + j * 10000019 + k * 1000000009`.
 pub fn tree_position(sample_position: u64, depth: u32, rank: u32) -> u64 {
-    sample_position.wrapping_add((depth as u64).wrapping_mul(ROW_POSITION_STRIDE)).wrapping_add((rank as u64).wrapping_mul(SIBLING_POSITION_STRIDE))
+    sample_position
+        .wrapping_add((depth as u64).wrapping_mul(ROW_POSITION_STRIDE))
+        .wrapping_add((rank as u64).wrapping_mul(SIBLING_POSITION_STRIDE))
 }
 
 fn check_ids(field: &'static str, ids: &[i32], vocab: u32, allow_none: bool) -> Result<(), RequestError> {
     for (i, &t) in ids.iter().enumerate() {
         let ok = (t >= 0 && (t as u32) < vocab) || (allow_none && t == -1);
         if !ok {
-            return Err(RequestError::Field { field, msg: format!("{field}[{i}] = {t} is not a vocabulary id in 0..{vocab}{}", if allow_none { " or -1" } else { "" }) });
+            return Err(RequestError::Field {
+                field,
+                msg: format!(
+                    "{field}[{i}] = {t} is not a vocabulary id in 0..{vocab}{}",
+                    if allow_none { " or -1" } else { "" }
+                ),
+            });
         }
     }
     Ok(())
@@ -122,12 +135,22 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
         // Section 11.10; golden is one id per depth (11.7), so checked here.
         let sh = tree.validate(vocab)?;
         if req.golden.len() > sh.max_depth as usize + 1 {
-            return Err(RequestError::Field { field: "golden", msg: format!("has {} entries for a tree of depth {} (at most one per depth)", req.golden.len(), sh.max_depth) });
+            return Err(RequestError::Field {
+                field: "golden",
+                msg: format!(
+                    "has {} entries for a tree of depth {} (at most one per depth)",
+                    req.golden.len(),
+                    sh.max_depth
+                ),
+            });
         }
         check_ids("golden", &req.golden, vocab, true)?;
     } else if !req.golden.is_empty() {
         if req.golden.len() != rows {
-            return Err(RequestError::Field { field: "golden", msg: format!("has {} entries for {rows} rows", req.golden.len()) });
+            return Err(RequestError::Field {
+                field: "golden",
+                msg: format!("has {} entries for {rows} rows", req.golden.len()),
+            });
         }
         check_ids("golden", &req.golden, vocab, true)?;
     }
@@ -146,27 +169,45 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
         RequestKind::Decode { drafts, draft_dists, seqlen_q, .. } => {
             // Section 6: m = seqlen_q rows, m - 1 drafts (-1 = placeholder) and draft distributions.
             if *seqlen_q == 0 {
-                return Err(RequestError::Field { field: "seqlen_q", msg: "= 0, but a decode request owns at least one row".into() });
+                return Err(RequestError::Field {
+                    field: "seqlen_q",
+                    msg: "= 0, but a decode request owns at least one row".into(),
+                });
             }
             let need = seqlen_q - 1;
             if drafts.len() as u64 != need {
-                return Err(RequestError::Field { field: "drafts", msg: format!("has {} ids, but seqlen_q = {seqlen_q} needs seqlen_q - 1 = {need}", drafts.len()) });
+                return Err(RequestError::Field {
+                    field: "drafts",
+                    msg: format!("has {} ids, but seqlen_q = {seqlen_q} needs seqlen_q - 1 = {need}", drafts.len()),
+                });
             }
             if drafts.len() > nextn as usize {
-                return Err(RequestError::Field { field: "drafts", msg: format!("has {} ids, more than nextn = {nextn}", drafts.len()) });
+                return Err(RequestError::Field {
+                    field: "drafts",
+                    msg: format!("has {} ids, more than nextn = {nextn}", drafts.len()),
+                });
             }
             check_ids("drafts", drafts, vocab, true)?;
             if draft_dists.len() != drafts.len() {
-                return Err(RequestError::Field { field: "draft_dists", msg: format!("has {} entries, but seqlen_q = {seqlen_q} needs {need}", draft_dists.len()) });
+                return Err(RequestError::Field {
+                    field: "draft_dists",
+                    msg: format!("has {} entries, but seqlen_q = {seqlen_q} needs {need}", draft_dists.len()),
+                });
             }
             for (j, d) in draft_dists.iter().enumerate() {
                 if d.ids.len() != d.logprobs.len() {
-                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()) });
+                    return Err(RequestError::Field {
+                        field: "draft_dists",
+                        msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()),
+                    });
                 }
                 // More ids than V must repeat one; the step's draft arrays are
                 // as wide as the widest distribution, so one would widen every row's.
                 if d.ids.len() > vocab as usize {
-                    return Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", d.ids.len()) });
+                    return Err(RequestError::Field {
+                        field: "draft_dists",
+                        msg: format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", d.ids.len()),
+                    });
                 }
                 check_ids("draft_dists.ids", &d.ids, vocab, false)?;
                 if let Some(x) = d.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
@@ -180,12 +221,18 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
         RequestKind::PromptLogprobs { targets } => check_ids("targets", targets, vocab, true)?,
         RequestKind::Tree { .. } => {}
         RequestKind::Draft { rows, .. } if *rows > nextn => {
-            return Err(RequestError::Field { field: "rows", msg: format!("{rows} draft draws, more than nextn = {nextn}") });
+            return Err(RequestError::Field {
+                field: "rows",
+                msg: format!("{rows} draft draws, more than nextn = {nextn}"),
+            });
         }
         // `seqlen_q` is the decode request's the drafts are for (section 2),
         // which owns at least one row: 0 would shift every draft position.
         RequestKind::Draft { seqlen_q: 0, .. } => {
-            return Err(RequestError::Field { field: "seqlen_q", msg: "= 0, but the decode request the drafts are for owns at least one row".into() });
+            return Err(RequestError::Field {
+                field: "seqlen_q",
+                msg: "= 0, but the decode request the drafts are for owns at least one row".into(),
+            });
         }
         RequestKind::Prefill { .. } | RequestKind::Draft { .. } => {}
     }
@@ -197,7 +244,13 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
 ///
 /// Errors: [`BatchError`] only for the batch's own shape (logits length);
 /// everything about one request lands in its [`RequestInfo::params`].
-pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'a>>, requests: &[Request]) -> Result<(StepPlan<'a>, Vec<RequestInfo>), BatchError> {
+pub fn build_plan<'a>(
+    vocab: u32,
+    n: u32,
+    nextn: u32,
+    logits: impl Into<Logits<'a>>,
+    requests: &[Request],
+) -> Result<(StepPlan<'a>, Vec<RequestInfo>), BatchError> {
     let logits: Logits<'a> = logits.into();
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     let expected = total_rows.checked_mul(vocab as usize);
@@ -220,7 +273,12 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
                 }
             }
         }
-        return Err(BatchError::LogitsShape { got: logits.len(), rows: total_rows, vocab: vocab as usize, expected: expected.unwrap_or(usize::MAX) });
+        return Err(BatchError::LogitsShape {
+            got: logits.len(),
+            rows: total_rows,
+            vocab: vocab as usize,
+            expected: expected.unwrap_or(usize::MAX),
+        });
     }
     // The metadata plan has no logits ('static): it narrows to 'a.
     let (meta, infos) = build_plan_meta(vocab, n, nextn, requests)?;
@@ -230,14 +288,22 @@ pub fn build_plan<'a>(vocab: u32, n: u32, nextn: u32, logits: impl Into<Logits<'
 }
 
 /// [`build_plan`] without the logits: the plan's metadata only
-/// (`StepPlan::logits` empty). The vocabulary-parallel step (`crate::tp`)
+/// (`StepPlan::logits` empty). The vocabulary-parallel step (`crate::dist::vocab`)
 /// uses it, since no rank holds a whole `[R, V]` row.
 ///
 /// Errors: [`BatchError::Field`] when the batch has too many rows.
-pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> Result<(StepPlan<'static>, Vec<RequestInfo>), BatchError> {
+pub fn build_plan_meta(
+    vocab: u32,
+    n: u32,
+    nextn: u32,
+    requests: &[Request],
+) -> Result<(StepPlan<'static>, Vec<RequestInfo>), BatchError> {
     let total_rows: usize = requests.iter().fold(0usize, |a, r| a.saturating_add(r.rows()));
     if total_rows > u32::MAX as usize / 2 {
-        return Err(BatchError::Field { field: "requests", msg: format!("the requests own {total_rows} rows, more than one step runs ({})", u32::MAX / 2) });
+        return Err(BatchError::Field {
+            field: "requests",
+            msg: format!("the requests own {total_rows} rows, more than one step runs ({})", u32::MAX / 2),
+        });
     }
     let words = vocab.div_ceil(32) as usize;
     let any_mask = requests.iter().any(|r| r.masks.is_some());
@@ -247,8 +313,12 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
             // An empty distribution (an n-gram draft) is one-hot: one column.
             // Valid distributions have at most V ids (`validate`); only valid
             // requests' are copied, so a longer invalid one cannot widen the step.
-            RequestKind::Decode { draft_dists, .. } => draft_dists.iter().map(|d| d.ids.len().clamp(1, vocab as usize)).max(),
-            RequestKind::Tree { tree, .. } => tree.draft_dists.iter().flatten().map(|d| d.ids.len().min(vocab as usize)).max(),
+            RequestKind::Decode { draft_dists, .. } => {
+                draft_dists.iter().map(|d| d.ids.len().clamp(1, vocab as usize)).max()
+            }
+            RequestKind::Tree { tree, .. } => {
+                tree.draft_dists.iter().flatten().map(|d| d.ids.len().min(vocab as usize)).max()
+            }
             _ => None,
         })
         .max()
@@ -268,11 +338,14 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
         let vp = params.as_ref().ok().copied();
         let positions = row_positions(&req.kind);
         // A valid tree's shape (None when the request failed validation).
-        let tree: Option<(&crate::tree::DraftTree, TreeShape, u64)> = match &req.kind {
-            RequestKind::Tree { seqlen_k, tree } if ok => tree.validate(vocab).ok().map(|sh| (tree, sh, sample_position(*seqlen_k, tree.nodes() as u64))),
+        let tree: Option<(&crate::draft::DraftTree, TreeShape, u64)> = match &req.kind {
+            RequestKind::Tree { seqlen_k, tree } if ok => {
+                tree.validate(vocab).ok().map(|sh| (tree, sh, sample_position(*seqlen_k, tree.nodes() as u64)))
+            }
             _ => None,
         };
-        let tree_dists: Vec<Option<&crate::request::DraftDist>> = tree.as_ref().map(|(t, sh, _)| t.dist_of_node(sh)).unwrap_or_default();
+        let tree_dists: Vec<Option<&crate::request::DraftDist>> =
+            tree.as_ref().map(|(t, sh, _)| t.dist_of_node(sh)).unwrap_or_default();
         let (kind, seed) = match &req.kind {
             RequestKind::Tree { .. } => (GROUP_TREE, vp.map_or(0, |v| v.seed)),
             RequestKind::Decode { drafts, .. } if !drafts.is_empty() => (GROUP_VERIFY, vp.map_or(0, |v| v.seed)),
@@ -312,7 +385,9 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
             // node j at pos(depth j, 0); the accept test of node j (case 1,
             // stored at the child's own row) at pos(depth of its parent, its rank).
             match &tree {
-                Some((_, sh, sp)) if j > 0 => p.seq_accept.push(seq(tree_position(*sp, sh.depth[j] - 1, sh.rank[j]), 1)),
+                Some((_, sh, sp)) if j > 0 => {
+                    p.seq_accept.push(seq(tree_position(*sp, sh.depth[j] - 1, sh.rank[j]), 1))
+                }
                 _ => p.seq_accept.push(seq(pos, 1)),
             }
             p.seq_residual.push(seq(pos, 2));
@@ -336,7 +411,9 @@ pub fn build_plan_meta(vocab: u32, n: u32, nextn: u32, requests: &[Request]) -> 
             }
             p.golden.push(if ok { golden } else { -1 });
             let (draft, dist) = match &req.kind {
-                RequestKind::Decode { drafts, draft_dists, .. } if ok && j < drafts.len() => (drafts[j], Some(&draft_dists[j])),
+                RequestKind::Decode { drafts, draft_dists, .. } if ok && j < drafts.len() => {
+                    (drafts[j], Some(&draft_dists[j]))
+                }
                 // Row j of a tree holds node j's distribution (it proposed node j's children).
                 RequestKind::Tree { .. } => (-1, tree_dists.get(j).copied().flatten()),
                 _ => (-1, None),
@@ -398,7 +475,12 @@ mod tests {
         // Prefill of a 41-token prompt: position 41, seq 123.
         assert_eq!(seq(row_positions(&RequestKind::Prefill { seqlen_k: 41 })[0], 0), 123);
         // Decode seqlen_k 55, seqlen_q 6: sample_position 50, row 2 at 20000088.
-        let k = RequestKind::Decode { seqlen_k: 55, seqlen_q: 6, drafts: vec![1; 5], draft_dists: vec![Default::default(); 5] };
+        let k = RequestKind::Decode {
+            seqlen_k: 55,
+            seqlen_q: 6,
+            drafts: vec![1; 5],
+            draft_dists: vec![Default::default(); 5],
+        };
         let pos = row_positions(&k);
         assert_eq!(pos[0], 50);
         assert_eq!(pos[2], 20_000_088);

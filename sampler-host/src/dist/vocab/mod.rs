@@ -37,8 +37,7 @@
 //! The local stage and the finish run the kernels' CPU programs; docs/ENGINE.md
 //! says what a device-resident (CUDA) path still needs.
 
-mod raw_nccl;
-pub use raw_nccl::RawNcclCollective;
+pub use crate::dist::raw_nccl::RawNcclCollective;
 
 use sampler_kernels::kernels as k;
 use sampler_kernels::rt::cpu::Gm;
@@ -47,13 +46,13 @@ use sampler_kernels::rt::math::{order_bits, order_key};
 use rayon::prelude::*;
 use thiserror::Error;
 
-use crate::backend::cpu::{CpuBackend, CpuDevice};
-use crate::batch::{build_plan_meta, RequestInfo};
-use crate::engine::cp::{Collective, CollectiveError};
+use crate::dist::collective::{Collective, CollectiveError};
 use crate::error::{BackendError, BatchError, ConfigError, RequestError};
-use crate::pipeline;
-use crate::plan::{mass_chunks, Backend, Logits, StepPlan, StepResult, MASS_CHUNK};
+use crate::layout::{build_plan_meta, RequestInfo};
 use crate::request::{Request, StepOutput};
+use crate::runtime::device::cpu::{CpuBackend, CpuDevice};
+use crate::runtime::pipeline;
+use crate::runtime::plan::{mass_chunks, Backend, Logits, StepPlan, StepResult, MASS_CHUNK};
 use crate::sampler::{assemble, ProcessedRows, MAX_VOCAB};
 
 /// How the vocabulary is split across the ranks.

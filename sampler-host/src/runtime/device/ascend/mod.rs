@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{BackendError, ConfigError};
-use crate::plan::{Backend, StepPlan, StepResult};
+use crate::runtime::plan::{Backend, StepPlan, StepResult};
 
 pub use sampler_kernels::codes::MAX_N_ASCEND;
 
@@ -25,8 +25,8 @@ pub fn sources() -> Vec<(&'static str, &'static str)> {
 /// `(include name, contents)`: passed to aclrtc in memory and written beside
 /// the sources by [`write_sources`].
 pub const HEADERS: &[(&str, &str)] = &[
-    ("sampler_prelude.h", include_str!("../../../ascendc/include/sampler_prelude.h")),
-    ("sampler_top_n.h", include_str!("../../../ascendc/include/sampler_top_n.h")),
+    ("sampler_prelude.h", include_str!("../../../../ascendc/include/sampler_prelude.h")),
+    ("sampler_top_n.h", include_str!("../../../../ascendc/include/sampler_top_n.h")),
 ];
 
 /// Writes one `<kernel>.cpp` per kernel into `dir` (created if needed),
@@ -83,7 +83,7 @@ pub fn max_blocks() -> u32 {
     std::env::var("SAMPLER_ASCEND_BLOCKS").ok().and_then(|v| v.parse().ok()).filter(|&b: &u32| b > 0).unwrap_or(40)
 }
 
-/// The Ascend backend: the shared launch list ([`crate::pipeline`]) on an
+/// The Ascend backend: the shared launch list ([`crate::runtime::pipeline`]) on an
 /// [`AscendDevice`]. Construction fails with [`ConfigError::BackendUnavailable`]
 /// when CANN (libascendcl, aclrtc) is absent, its entry points do not
 /// resolve, or a kernel source does not compile or load. **Not yet run on
@@ -118,7 +118,7 @@ impl Backend for AscendBackend {
     }
 
     fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, BackendError> {
-        crate::pipeline::run_step(&mut self.dev, plan, false)
+        crate::runtime::pipeline::run_step(&mut self.dev, plan, false)
     }
 }
 
@@ -151,7 +151,10 @@ mod tests {
         use crate::sampler::{BackendKind, Sampler, SamplerConfig};
         assert_eq!("ascend".parse::<BackendKind>().unwrap(), BackendKind::Ascend);
         let cfg = |n| SamplerConfig { force_topk: n, backend: BackendKind::Ascend, ..SamplerConfig::new(152064) };
-        assert!(matches!(Sampler::new(cfg(8192)), Err(ConfigError::ForceTopkTooLarge { n: 8192, platform: "ascend", limit: 4096 })));
+        assert!(matches!(
+            Sampler::new(cfg(8192)),
+            Err(ConfigError::ForceTopkTooLarge { n: 8192, platform: "ascend", limit: 4096 })
+        ));
         if cann_home().is_none() {
             assert!(matches!(Sampler::new(cfg(4096)), Err(ConfigError::BackendUnavailable("ascend", _))));
         }
@@ -162,9 +165,9 @@ mod tests {
     /// and every entry it names exists in the kernel's AscendC variants.
     #[test]
     fn pipeline_launches_map_to_ascendc_entries() {
-        use crate::plan::build_plan;
-        use crate::request::Request;
         use crate::params::SamplingParams;
+        use crate::request::Request;
+        use crate::runtime::plan::build_plan;
         let v = 3000u32;
         let p = SamplingParams { top_k: 50, top_p: 0.9, top_logprobs: 3, seq_seed: Some(1), ..Default::default() };
         let logits = vec![0.1f32; 3 * v as usize];
@@ -172,7 +175,7 @@ mod tests {
         for n in [1024, v] {
             let (plan, _) = build_plan(v, n, 5, &logits, &reqs).unwrap();
             for prefix in [None, plan.prefix_width()] {
-                let prog = crate::pipeline::build(&plan, prefix, &ascend_caps()).unwrap();
+                let prog = crate::runtime::pipeline::build(&plan, prefix, &ascend_caps()).unwrap();
                 for l in &prog.launches {
                     let args = launch_args(l, &|b| (b as usize * 16 + 16) as *mut std::ffi::c_void).unwrap();
                     assert_eq!(args.len(), l.spec.params.len() + 1, "{}", l.spec.name);
@@ -183,7 +186,12 @@ mod tests {
                         assert_eq!(matches!(a, acl::KernelArg::Gm(_)), gm, "{}.{}", l.spec.name, p.name);
                     }
                     assert!(l.variant.tile <= MAX_N_ASCEND, "{} tile {}", l.spec.name, l.variant.tile);
-                    assert!(l.spec.ascendc.is_some_and(|s| s.contains(l.variant.entry)), "{} has no AscendC entry {}", l.spec.name, l.variant.entry);
+                    assert!(
+                        l.spec.ascendc.is_some_and(|s| s.contains(l.variant.entry)),
+                        "{} has no AscendC entry {}",
+                        l.spec.name,
+                        l.variant.entry
+                    );
                 }
             }
         }
@@ -211,27 +219,32 @@ mod tests {
     #[cfg(feature = "conformance")]
     #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
     fn hardware_golden_cases_match_cpu() {
-        use crate::plan::Backend;
+        use crate::runtime::plan::Backend;
         let mut backend = AscendBackend::new().expect("CANN and a device");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden");
         let only = std::env::var("ASCEND_CASE").ok();
         let (mut ran, mut bad) = (0, Vec::new());
-        for f in crate::case::golden_files(&dir) {
+        for f in crate::conformance::case::golden_files(&dir) {
             if only.as_ref().is_some_and(|o| !f.to_string_lossy().contains(o.as_str())) {
                 continue;
             }
-            let case = crate::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
+            let case = crate::conformance::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();
             let (v, n) = (case.vocab_size, case.width());
             let (reqs, logits) = case.well_formed();
-            let Ok((p, _)) = crate::batch::build_plan(v, n, case.nextn, &logits, &reqs) else { continue };
+            let Ok((p, _)) = crate::layout::build_plan(v, n, case.nextn, &logits, &reqs) else { continue };
             if p.n > MAX_N_ASCEND {
                 continue;
             }
-            let want = crate::backend::cpu::CpuBackend::default().run(&p).unwrap();
+            let want = crate::runtime::device::cpu::CpuBackend::default().run(&p).unwrap();
             let t = std::time::Instant::now();
             let got = backend.run(&p);
             let verdict = got.map_err(|e| e.to_string()).and_then(|g| probe::compare(&g, &want));
-            eprintln!("{} {} ({:.1} ms)", if verdict.is_ok() { "ok  " } else { "FAIL" }, f.display(), t.elapsed().as_secs_f64() * 1e3);
+            eprintln!(
+                "{} {} ({:.1} ms)",
+                if verdict.is_ok() { "ok  " } else { "FAIL" },
+                f.display(),
+                t.elapsed().as_secs_f64() * 1e3
+            );
             if let Err(e) = verdict {
                 bad.push(format!("{}: {e}", f.display()));
             }
@@ -262,7 +275,14 @@ mod tests {
         let (bx, by, be, bd) = (up(&x), up(&y), up(&vec![0.0; n]), up(&vec![0.0; n]));
         let programs = (n / 2048) as u32;
         use acl::KernelArg::U32;
-        unsafe { rt.launch(f, programs.min(max_blocks()), &[bx.arg(), by.arg(), be.arg(), bd.arg(), U32(n as u32), U32(programs)]) }.unwrap();
+        unsafe {
+            rt.launch(
+                f,
+                programs.min(max_blocks()),
+                &[bx.arg(), by.arg(), be.arg(), bd.arg(), U32(n as u32), U32(programs)],
+            )
+        }
+        .unwrap();
         let down = |d: &acl::DeviceBuffer| {
             let mut b = vec![0u8; n * 4];
             d.download(&mut b).unwrap();
@@ -319,7 +339,8 @@ mod tests {
         b_seq.upload(&0u64.to_le_bytes()).unwrap();
         let b_tok = rt.alloc(4).unwrap();
         use acl::KernelArg::*;
-        unsafe { rt.launch(f, 1, &[b_lp.arg(), b_ids.arg(), U32(n), b_seed.arg(), b_seq.arg(), b_tok.arg(), U32(1)]) }.unwrap();
+        unsafe { rt.launch(f, 1, &[b_lp.arg(), b_ids.arg(), U32(n), b_seed.arg(), b_seq.arg(), b_tok.arg(), U32(1)]) }
+            .unwrap();
         let mut out = [0u8; 4];
         b_tok.download(&mut out).unwrap();
         assert_eq!(i32::from_le_bytes(out), 105);

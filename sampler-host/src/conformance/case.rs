@@ -549,7 +549,7 @@ fn parse_request(
             };
             RequestKind::Tree {
                 seqlen_k,
-                tree: crate::tree::DraftTree { parent, tokens, draft_dists, without_replacement },
+                tree: crate::draft::DraftTree { parent, tokens, draft_dists, without_replacement },
             }
         }
         "draft" => {

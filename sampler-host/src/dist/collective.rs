@@ -56,7 +56,7 @@ pub trait Collective: Send {
     /// All-gather: rank r contributes `send` (`counts[r]` values; every rank
     /// passes the same `counts`, `world_size()` of them) and every rank gets
     /// all contributions concatenated in rank order. The vocabulary-parallel
-    /// step (`crate::tp`) exchanges its candidates with it. The default runs
+    /// step (`crate::dist::vocab`) exchanges its candidates with it. The default runs
     /// one broadcast per rank. Errors: a peer failure, or a contribution
     /// whose length is not its `counts` entry.
     fn all_gather_i32(&mut self, send: &[i32], counts: &[usize]) -> Result<Vec<i32>, CollectiveError> {

@@ -1,14 +1,14 @@
 //! The CPU backend: a [`Device`] that runs the kernels' host programs, one
 //! program per row (rayon over rows), in the launch order of
-//! [`crate::pipeline`].
+//! [`crate::runtime::pipeline`].
 
 use rayon::prelude::*;
 use sampler_kernels::rt::cpu::{self, Arg, Gm};
 use sampler_kernels::spec::{LaunchArg, ParamKind, Prim};
 
 use crate::error::BackendError;
-use crate::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
-use crate::plan::{Backend, StepPlan, StepResult};
+use crate::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
+use crate::runtime::plan::{Backend, StepPlan, StepResult};
 
 /// Runs every kernel on the host CPU with rayon.
 ///
@@ -63,7 +63,7 @@ impl Backend for CpuBackend {
     }
 
     fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
-        if matches!(p.logits, crate::plan::Logits::Cuda(_)) {
+        if matches!(p.logits, crate::runtime::plan::Logits::Cuda(_)) {
             return Err(err("CUDA device logits given to the CPU backend: pass host logits".into()));
         }
         // Bytes per row of the [R, N] and [R, V] scratch the step keeps
@@ -204,7 +204,7 @@ impl Device for CpuDevice {
     }
 
     fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
-        use crate::plan::Logits as L;
+        use crate::runtime::plan::Logits as L;
         // No kernel writes Buf::Logits (a mask goes to Buf::Masked): read the caller's buffer.
         self.borrowed = Some(match &plan.logits {
             L::F32(s) => cpu::Logits::f32(s),
@@ -222,7 +222,9 @@ impl Device for CpuDevice {
             let write = matches!(p.kind, ParamKind::GmMut(_));
             args.push(match *a {
                 // The plan that bound these logits outlives the step; no kernel writes them.
-                LaunchArg::Buf(Buf::Logits) if p.kind == ParamKind::Logits && self.borrowed.is_some() => Arg::Logits(self.borrowed.unwrap()),
+                LaunchArg::Buf(Buf::Logits) if p.kind == ParamKind::Logits && self.borrowed.is_some() => {
+                    Arg::Logits(self.borrowed.unwrap())
+                }
                 // Any other buffer a `Logits` parameter reads is ours, in f32 (Buf::Masked).
                 LaunchArg::Buf(b) if p.kind == ParamKind::Logits => match self.bufs[b as usize].arg(false) {
                     Arg::GmF32(g) => Arg::Logits(g.into()),
@@ -245,7 +247,13 @@ impl Device for CpuDevice {
     }
 
     fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
-        let range = |n: usize, have: usize| if offset + n <= have { Ok(offset..offset + n) } else { Err(err(format!("download of {buf:?} past its end"))) };
+        let range = |n: usize, have: usize| {
+            if offset + n <= have {
+                Ok(offset..offset + n)
+            } else {
+                Err(err(format!("download of {buf:?} past its end")))
+            }
+        };
         match (&self.bufs[buf as usize], out) {
             (Store::F32(v), HostSliceMut::F32(o)) => o.copy_from_slice(&v[range(o.len(), v.len())?]),
             (Store::I32(v), HostSliceMut::I32(o)) => o.copy_from_slice(&v[range(o.len(), v.len())?]),

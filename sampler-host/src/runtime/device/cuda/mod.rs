@@ -1,7 +1,7 @@
 //! The CUDA backend: the kernels' PTX entry points (committed PTX, built
 //! from the same DSL source by rustc's nvptx64 target: `examples/regenerate.rs`),
 //! launched through `cudarc` (driver API, loaded at run time: no CUDA at
-//! build time), in the kernel sequence of [`crate::plan`].
+//! build time), in the kernel sequence of [`crate::runtime::plan`].
 //!
 //! - One context and one module load per process (shared by every backend);
 //!   each backend has its own stream and device buffers, kept across steps
@@ -17,19 +17,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute_enum;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice,
+    PushKernelArg, ValidAsZeroBits,
+};
 use sampler_kernels::codes::MAX_N_NVIDIA;
 use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, ParamKind, Prim, Variant, GPU_SMEM_BASE};
 
 use crate::error::{BackendError, ConfigError};
 use crate::interop::Dtype;
-use crate::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch, Program};
-use crate::plan::{Backend, Logits, StepPlan, StepResult};
+use crate::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch, Program};
+use crate::runtime::plan::{Backend, Logits, StepPlan, StepResult};
 
 /// Committed tuning tables, `(file name, JSON)`: the one whose `"device"`
 /// equals the device's name is used (`examples/autotune.rs` writes them;
 /// `SAMPLER_CUDA_TUNING=path` overrides). Unknown devices: [`default_chunks`].
-pub const TUNING_TABLES: &[(&str, &str)] = &[("nvidia-h200.json", include_str!("../../tuning/nvidia-h200.json"))];
+pub const TUNING_TABLES: &[(&str, &str)] = &[("nvidia-h200.json", include_str!("../../../../tuning/nvidia-h200.json"))];
 
 /// Logits per block of the multi-block mask/bad-value check (a multiple of
 /// its tile, 4096, so mask words stay aligned).
@@ -64,7 +67,12 @@ pub fn chunks_valid(v: u32, n: u32, chunks: u32) -> bool {
 /// The chunk count without a tuning entry: the most chunks whose candidates
 /// (chunks x N) still fit one 16384-key tile of the merge.
 pub fn default_chunks(v: u32, n: u32) -> u32 {
-    CHUNK_CANDIDATES.iter().copied().filter(|&c| c * n.max(1) <= MAX_N_NVIDIA && chunks_valid(v, n, c)).max().unwrap_or(1)
+    CHUNK_CANDIDATES
+        .iter()
+        .copied()
+        .filter(|&c| c * n.max(1) <= MAX_N_NVIDIA && chunks_valid(v, n, c))
+        .max()
+        .unwrap_or(1)
 }
 
 /// The tuning table of one device: chunk counts by (V, N).
@@ -117,7 +125,7 @@ impl Tuning {
 }
 
 /// The committed PTX of every kernel (`cargo run --example regenerate`).
-pub const PTX: &str = include_str!("../../ptx/sampler_kernels.ptx");
+pub const PTX: &str = include_str!("../../../../ptx/sampler_kernels.ptx");
 
 /// Whether a CUDA driver library can be loaded on this machine.
 pub fn driver_present() -> bool {
@@ -144,7 +152,9 @@ fn shared() -> Result<&'static Shared, ConfigError> {
             // One stream per backend, no multi-stream sharing of buffers: no event tracking needed.
             // SAFETY: called before any buffer exists.
             unsafe { ctx.disable_event_tracking() };
-            let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(PTX)).map_err(|e| format!("loading the embedded PTX failed: {e:?}"))?;
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_src(PTX))
+                .map_err(|e| format!("loading the embedded PTX failed: {e:?}"))?;
             let device = ctx.name().unwrap_or_else(|_| "CUDA device".into());
             Ok(Shared { ctx, module, device })
         });
@@ -165,7 +175,11 @@ enum DStore {
 }
 
 /// Grows `s` to hold `len` (by half again at least); true when it moved.
-fn grow<T: DeviceRepr + ValidAsZeroBits>(s: &mut CudaSlice<T>, stream: &Arc<CudaStream>, len: usize) -> Result<Option<CudaSlice<T>>, BackendError> {
+fn grow<T: DeviceRepr + ValidAsZeroBits>(
+    s: &mut CudaSlice<T>,
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> Result<Option<CudaSlice<T>>, BackendError> {
     if s.len() < len.max(1) {
         let want = len.max(1).max(s.len() + s.len() / 2);
         return Ok(Some(std::mem::replace(s, stream.alloc_zeros::<T>(want).map_err(dev)?)));
@@ -179,7 +193,12 @@ const CAPTURE_POOL_BYTES: usize = 4 << 20;
 
 /// Writes a step's uploaded inputs (data, and fills of classes 0-1 of
 /// `upload_inputs`) into the host staging `host` at their arena offsets.
-fn pack_inputs(list: &[(Buf, pipeline::Upload<'_>)], class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32, input_at: &[Option<(usize, usize)>], host: &mut [u8]) {
+fn pack_inputs(
+    list: &[(Buf, pipeline::Upload<'_>)],
+    class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32,
+    input_at: &[Option<(usize, usize)>],
+    host: &mut [u8],
+) {
     use pipeline::Upload;
     for (b, u) in list {
         let Some((off, bytes)) = input_at[*b as usize] else { continue };
@@ -375,7 +394,8 @@ impl CudaDevice {
         // Selection kernels may get top_n's staging area on top of v.shared.
         let most = if v.shared > GPU_SMEM_BASE { 227 * 1024 } else { v.shared };
         if most > 48 * 1024 {
-            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32).map_err(dev)?;
+            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32)
+                .map_err(dev)?;
         }
         self.funcs.insert(v.entry, f.clone());
         Ok(f)
@@ -404,14 +424,22 @@ impl CudaDevice {
     }
 
     /// Sets the filled outputs (class 2 of `upload_inputs`) by device memsets on our stream.
-    fn fill_outputs(&self, list: &[(Buf, pipeline::Upload<'_>)], class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32) -> Result<(), BackendError> {
+    fn fill_outputs(
+        &self,
+        list: &[(Buf, pipeline::Upload<'_>)],
+        class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32,
+    ) -> Result<(), BackendError> {
         let base = self.arena.as_ref().expect("sized by upload_inputs").device_ptr(&self.stream).0;
         for (b, u) in list {
             if let (pipeline::Upload::Fill(x, len), Some((off, _))) = (u, self.input_at[*b as usize]) {
                 if class(*b, u) == 2 && *len > 0 {
                     let bits = x.scalar_bits().unwrap_or(0) as u32;
                     // SAFETY: `len` 4-byte elements at `off` lie in the arena (laid out above).
-                    unsafe { cudarc::driver::sys::cuMemsetD32Async(base + off as u64, bits, *len, self.stream.cu_stream()) }.result().map_err(dev)?;
+                    unsafe {
+                        cudarc::driver::sys::cuMemsetD32Async(base + off as u64, bits, *len, self.stream.cu_stream())
+                    }
+                    .result()
+                    .map_err(dev)?;
                 }
             }
         }
@@ -424,7 +452,13 @@ impl CudaDevice {
     /// stream, without waiting, allocating or recording a shared event.
     /// Errors: no pool yet (no step ran before the capture), a full pool, or
     /// an arena too small for the step.
-    fn upload_captured(&mut self, list: &[(Buf, pipeline::Upload<'_>)], class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32, total: usize, up: usize) -> Result<(), BackendError> {
+    fn upload_captured(
+        &mut self,
+        list: &[(Buf, pipeline::Upload<'_>)],
+        class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32,
+        total: usize,
+        up: usize,
+    ) -> Result<(), BackendError> {
         let Some((_, pool)) = self.capture_pool.as_ref() else {
             return Err(dev("a step captured into a CUDA graph needs one step run before the capture (it reserves the capture pool)"));
         };
@@ -464,7 +498,12 @@ impl Device for CudaDevice {
     }
 
     fn caps(&self, v: u32, n: u32) -> Caps {
-        Caps { mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK), topn_chunks: self.chunks_for(v, n), fused_max: FUSED_MAX, counts_in_topn: self.counts_in_topn }
+        Caps {
+            mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
+            topn_chunks: self.chunks_for(v, n),
+            fused_max: FUSED_MAX,
+            counts_in_topn: self.counts_in_topn,
+        }
     }
 
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
@@ -574,7 +613,8 @@ impl Device for CudaDevice {
             }
             self.copy_stream.wait(&self.arena_free).map_err(dev)?;
             // SAFETY: `up` bytes fit both the staging and the arena (sized above).
-            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }.map_err(dev)?;
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }
+                .map_err(dev)?;
             self.staging_copied.record(&self.copy_stream).map_err(dev)?;
             self.stream.wait(&self.staging_copied).map_err(dev)?;
         }
@@ -632,8 +672,10 @@ impl Device for CudaDevice {
                     self.stream.wait(&self.logits_ready).map_err(dev)?;
                     // When that stream is capturing a graph, the wait made ours join the capture.
                     // SAFETY: our own live stream.
-                    let status = unsafe { cudarc::driver::result::stream::is_capturing(self.stream.cu_stream()) }.map_err(dev)?;
-                    self.capturing = status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                    let status = unsafe { cudarc::driver::result::stream::is_capturing(self.stream.cu_stream()) }
+                        .map_err(dev)?;
+                    self.capturing =
+                        status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
                     self.graph_held |= self.capturing;
                 }
                 self.ext_logits = Some((c.ptr(), c.dtype().code()));
@@ -685,10 +727,13 @@ impl Device for CudaDevice {
         };
         let mut ptrs = std::mem::take(&mut self.ptrs);
         ptrs.clear();
-        ptrs.extend(args.iter().map(|a| match a {
-            // The caller's output buffer this step, else the arena's range.
-            LaunchArg::Buf(b) => self.ext_out[*b as usize].unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64)),
-            _ => 0,
+        ptrs.extend(args.iter().map(|a| {
+            match a {
+                // The caller's output buffer this step, else the arena's range.
+                LaunchArg::Buf(b) => self.ext_out[*b as usize]
+                    .unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64)),
+                _ => 0,
+            }
         }));
         let mut lb = self.stream.launch_builder(&f);
         for ((a, ptr), prm) in args.iter().zip(&ptrs).zip(l.spec.params) {
@@ -738,7 +783,11 @@ impl Device for CudaDevice {
             }
             // A `Logits` parameter takes its pointer, then its element type code.
             if prm.kind == ParamKind::Logits {
-                lb.arg(if matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some() { &ext_dtype } else { &f32_code });
+                lb.arg(if matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some() {
+                    &ext_dtype
+                } else {
+                    &f32_code
+                });
             }
         }
         // SAFETY: the arguments come from the kernel's generated `Args` (its
@@ -787,13 +836,18 @@ impl Device for CudaDevice {
             let want = need.max(self.out_staging.as_ref().map_or(0, |s| s.len() * 3 / 2)).max(1 << 16);
             // SAFETY: plain bytes, written by the device before the host reads them; default
             // flags (not write-combined): the host reads this memory.
-            self.out_staging = Some(unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?);
+            self.out_staging =
+                Some(unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?);
         }
         let at = self.out_used.div_ceil(16) * 16;
         let host = self.out_staging.as_mut().expect("sized above").as_mut_ptr().map_err(dev)?;
         // SAFETY: `at + bytes` is inside the pinned buffer; the device range was checked above.
         unsafe {
-            cudarc::driver::result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host.add(at), bytes), src + (offset * w) as u64, self.stream.cu_stream())
+            cudarc::driver::result::memcpy_dtoh_async(
+                std::slice::from_raw_parts_mut(host.add(at), bytes),
+                src + (offset * w) as u64,
+                self.stream.cu_stream(),
+            )
         }
         .map_err(dev)?;
         self.pending.push((at, dst, bytes));
@@ -814,9 +868,17 @@ impl Device for CudaDevice {
                 self.out_region = Some((r, ptr));
             }
             let (r, ptr) = self.out_region.as_ref().expect("sized above");
-            let src = self.arena.as_ref().expect("arena buffers were downloaded").device_ptr(&self.stream).0 + lo as u64;
+            let src =
+                self.arena.as_ref().expect("arena buffers were downloaded").device_ptr(&self.stream).0 + lo as u64;
             // SAFETY: `hi - lo` bytes fit the pinned region and lie in the arena (checked at `download`).
-            unsafe { cudarc::driver::result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(*ptr, (hi - lo).min(r.len())), src, self.stream.cu_stream()) }.map_err(dev)?;
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    std::slice::from_raw_parts_mut(*ptr, (hi - lo).min(r.len())),
+                    src,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(dev)?;
         }
         self.stream.synchronize().map_err(dev)?;
         if let Some((_, host)) = &self.out_region {
@@ -839,7 +901,7 @@ impl Device for CudaDevice {
     }
 }
 
-/// Runs every kernel on the first CUDA device, through [`crate::pipeline`].
+/// Runs every kernel on the first CUDA device, through [`crate::runtime::pipeline`].
 pub struct CudaBackend {
     d: CudaDevice,
     device: String,
@@ -867,7 +929,14 @@ impl CudaBackend {
     pub fn new() -> Result<CudaBackend, ConfigError> {
         let sh = shared()?;
         let d = CudaDevice::new(sh).map_err(|e| ConfigError::BackendUnavailable("cuda", e.to_string()))?;
-        Ok(CudaBackend { d, device: sh.device.clone(), timing: false, last_kernel_ms: None, full_row: false, prog: None })
+        Ok(CudaBackend {
+            d,
+            device: sh.device.clone(),
+            timing: false,
+            last_kernel_ms: None,
+            full_row: false,
+            prog: None,
+        })
     }
 
     /// The device's name.
@@ -988,7 +1057,10 @@ impl CudaBackend {
         // One eager launch first: functions are loaded and attributes set outside the capture.
         self.launch_step(p)?;
         self.d.stream.synchronize().map_err(dev)?;
-        self.d.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
+        self.d
+            .stream
+            .begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(dev)?;
         let r = self.launch_step(p);
         let g = self.d.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
         r?;
@@ -1123,7 +1195,12 @@ impl CudaBackend {
         let (r, k, g) = (p.rows as usize, p.k as usize, p.groups());
         let prog = self.prog.as_ref()?;
         let arena = self.d.arena.as_ref()?;
-        fn view<'a, T>(d: &'a CudaDevice, arena: &'a CudaSlice<u8>, b: Buf, len: usize) -> Option<cudarc::driver::CudaView<'a, T>> {
+        fn view<'a, T>(
+            d: &'a CudaDevice,
+            arena: &'a CudaSlice<u8>,
+            b: Buf,
+            len: usize,
+        ) -> Option<cudarc::driver::CudaView<'a, T>> {
             let (off, bytes) = d.input_at[b as usize]?;
             // SAFETY: the buffer holds `bytes / size_of::<T>()` elements of T (its Buf::prim()).
             unsafe { arena.slice(off..off + bytes).transmute::<T>(len.min(bytes / std::mem::size_of::<T>())) }
@@ -1150,7 +1227,10 @@ impl CudaBackend {
         let prog = self.device_program(p)?;
         pipeline::prepare(&mut self.d, p, &prog)?;
         let generation = self.d.generation;
-        self.d.stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev)?;
+        self.d
+            .stream
+            .begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(dev)?;
         let r = pipeline::launch_all(&mut self.d, &prog);
         let g = self.d.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(dev)?;
         r?;
@@ -1166,7 +1246,9 @@ impl CudaBackend {
     pub fn replay(&mut self, graph: &StepGraph, p: &StepPlan<'_>) -> Result<(), BackendError> {
         let prog = self.device_program(p)?;
         if !prog.same_launches(&graph.prog) {
-            return Err(dev("this step's shape differs from the captured graph's (rows, requests, widths): capture one for it"));
+            return Err(dev(
+                "this step's shape differs from the captured graph's (rows, requests, widths): capture one for it",
+            ));
         }
         pipeline::prepare(&mut self.d, p, &prog)?;
         if self.d.generation != graph.generation || self.d.ext_logits != graph.ext_logits {
