@@ -43,7 +43,7 @@ use cudarc::driver::sys::CUevent_flags;
 use sampler_host::layout::build_plan;
 use sampler_host::runtime::device::cpu::CpuBackend;
 use sampler_host::runtime::device::cuda::CudaBackend;
-use sampler_host::runtime::plan::{Backend, StepPlan, StepResult};
+use sampler_host::runtime::plan::{StepPlan, StepResult};
 use sampler_host::{
     BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
 };
@@ -1035,7 +1035,7 @@ fn cpu(args: &[String]) -> ExitCode {
                 let prog = sampler_host::runtime::pipeline::build_for(
                     &dev,
                     &p,
-                    sampler_host::runtime::pipeline::choose(&p, false),
+                    sampler_host::runtime::pipeline::PrefixPolicy::Eager.width(&p),
                 )
                 .map_err(|e| e.to_string())?;
                 Ok(prog.launches.len())

@@ -34,7 +34,7 @@ use sampler_host::conformance::compare::compare_results;
 use sampler_host::layout::build_plan;
 use sampler_host::runtime::device::cpu::CpuBackend;
 use sampler_host::runtime::device::cuda::CudaBackend;
-use sampler_host::runtime::plan::{Backend, StepPlan, StepResult};
+use sampler_host::runtime::plan::{StepPlan, StepResult};
 use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, SamplingParams};
 use serde_json::Value;
 

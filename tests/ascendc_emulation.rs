@@ -22,7 +22,6 @@ use sampler_host::error::BackendError;
 use sampler_host::runtime::device::ascend::{ascend_caps, probe};
 use sampler_host::runtime::device::cpu::{CpuBackend, CpuDevice};
 use sampler_host::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
-use sampler_host::runtime::plan::Backend;
 use sampler_kernels::registry;
 use sampler_kernels::spec::{KernelSpec, LaunchArg, ParamKind, Prim};
 

@@ -2,9 +2,9 @@
 //! and the host use (issue 11 item 4): the DSL spells them as literals, so
 //! this runs the kernels and checks each code where it is produced.
 
+use sampler_host::layout::build_plan;
 use sampler_host::request::RequestKind;
 use sampler_host::runtime::device::cpu::CpuBackend;
-use sampler_host::runtime::plan::{build_plan, Backend};
 use sampler_host::{BackendKind, ConfigError, Request, Sampler, SamplerConfig, SamplingParams};
 use sampler_kernels::codes::*;
 

@@ -304,7 +304,6 @@ fn half_device_logits_at_the_backend_level() {
     use half::bf16;
     use sampler_host::interop::CudaLogits;
     use sampler_host::layout::build_plan;
-    use sampler_host::runtime::plan::Backend;
     if !driver_present() || CudaBackend::new().is_err() {
         skip("no CUDA GPU: bf16 device logits at the backend level are not run");
         return;

@@ -18,7 +18,6 @@ use sampler_host::layout::build_plan;
 use sampler_host::runtime::device::cpu::CpuBackend;
 use sampler_host::runtime::device::cuda::{driver_present, CudaBackend};
 use sampler_host::runtime::pipeline;
-use sampler_host::runtime::plan::Backend;
 use sampler_host::BackendKind;
 
 const GOLDEN_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
@@ -61,8 +60,9 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
             for chunks in [None, Some(1), Some(2), Some(4)] {
                 be.set_full_row(full_row);
                 be.set_chunks_override(chunks);
-                let names =
-                    pipeline::build_for(be.device(), &p, pipeline::choose(&p, full_row)).unwrap().kernel_names();
+                let names = pipeline::build_for(be.device(), &p, pipeline::PrefixPolicy::eager(full_row).width(&p))
+                    .unwrap()
+                    .kernel_names();
                 counted += names.iter().any(|n| n.ends_with("_counted")) as usize;
                 let got = be.run(&p).unwrap();
                 if format!("{got:?}") != format!("{want:?}") {

@@ -10,7 +10,6 @@ use std::path::Path;
 use half::{bf16, f16};
 use sampler_host::layout::build_plan;
 use sampler_host::runtime::device::cpu::CpuBackend;
-use sampler_host::runtime::plan::Backend;
 use sampler_host::{BackendKind, Sampler, SamplerConfig};
 
 use common::gen::{random_step, GenOpts, Rng};

@@ -12,7 +12,7 @@ mod common;
 use common::gen::{random_step, GenOpts, Rng};
 use sampler_host::layout::build_plan;
 use sampler_host::runtime::device::cpu::CpuBackend;
-use sampler_host::runtime::plan::{Backend, StepPlan, StepResult};
+use sampler_host::runtime::plan::{StepPlan, StepResult};
 use sampler_host::FilterOrder;
 
 /// A result as bits (f32 compared by bit pattern), with the rows of failed
@@ -127,13 +127,13 @@ fn prefix_width_rules() {
     assert_eq!(p.prefix_width(), Some(128));
     p.top_k[0] = -1;
     p.top_p[0] = 0.9;
-    assert_eq!(p.prefix_width(), Some(sampler_host::runtime::plan::PREFIX_TOPK_OFF));
+    assert_eq!(p.prefix_width(), Some(sampler_host::runtime::pipeline::PREFIX_TOPK_OFF));
     // A row that keeps every token: full-row path.
     p.top_p[0] = 1.0;
     assert_eq!(p.prefix_width(), None);
     // ... unless min-p cuts it (section 10.1).
     p.min_p[0] = 0.05;
-    assert_eq!(p.prefix_width(), Some(sampler_host::runtime::plan::PREFIX_TOPK_OFF));
+    assert_eq!(p.prefix_width(), Some(sampler_host::runtime::pipeline::PREFIX_TOPK_OFF));
     p.min_p[0] = 0.0;
     p.top_p[0] = 0.9;
     // Force top-k on, or too wide a top-k: full-row path.

@@ -1,4 +1,5 @@
-//! Draft trees (SAMPLER.md section 11): the request's tree, its validation
+//! Drafts: the draft model's distributions ([`DraftDist`], section 6) and
+//! draft trees (SAMPLER.md section 11): the request's tree, its validation
 //! (11.10), the per-node metadata the walk needs (depth, sibling rank), and
 //! converters from the encodings engines already produce.
 //!
@@ -12,7 +13,30 @@
 use thiserror::Error;
 
 use crate::error::RequestError;
-use crate::request::DraftDist;
+
+/// The draft model's processed distribution that proposed one draft token
+/// (ids not listed have logprob -inf). SAMPLER.md section 6.
+///
+/// Drafts without a distribution (n-gram lookup, prompt lookup, any
+/// model-free proposer) pass an empty `DraftDist` (`DraftDist::default()`):
+/// it counts as one-hot at the draft token, so the draft is accepted with
+/// probability `p(d)` and a rejection draws from the target with `d` removed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DraftDist {
+    /// Vocabulary ids.
+    pub ids: Vec<i32>,
+    /// Processed logprobs of `ids` (natural log).
+    pub logprobs: Vec<f32>,
+}
+
+/// How far above 0 a draft distribution's logprob may lie: the processed
+/// logprob of a sole or dominant token is 0 up to rounding (the golden
+/// generator's float64 evaluation writes e.g. 1.1e-16), and a conforming
+/// backend's logprobs are only held to 1e-4 (CONFORMANCE.md), so such
+/// distributions must be accepted. The kernels use `q = exp(logprob)`,
+/// which these values leave at 1 or a hair above; the accept test and the
+/// residual `max(p - q, 0)` stay well defined.
+pub const DRAFT_LOGPROB_SLACK: f32 = 1e-4;
 
 /// Most nodes of a tree, root included (11.10, decided).
 pub const MAX_TREE_NODES: usize = 256;
@@ -193,8 +217,7 @@ impl DraftTree {
                             format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}"),
                         ));
                     }
-                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > crate::layout::DRAFT_LOGPROB_SLACK)
-                    {
+                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
                         return Err(bad(
                             "draft_dists.logprobs",
                             format!("draft_dists[{j}] has logprob {x:?} (must be <= 0 up to rounding, or -inf)"),

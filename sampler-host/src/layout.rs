@@ -16,14 +16,7 @@ use crate::runtime::plan::{
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
 pub const DRAFT_SEED_OFFSET: u64 = 1_000_000_007;
-/// How far above 0 a draft distribution's logprob may lie: the processed
-/// logprob of a sole or dominant token is 0 up to rounding (the golden
-/// generator's float64 evaluation writes e.g. 1.1e-16), and a conforming
-/// backend's logprobs are only held to 1e-4 (CONFORMANCE.md), so such
-/// distributions must be accepted. The kernels use `q = exp(logprob)`,
-/// which these values leave at 1 or a hair above; the accept test and the
-/// residual `max(p - q, 0)` stay well defined.
-pub const DRAFT_LOGPROB_SLACK: f32 = 1e-4;
+pub use crate::draft::DRAFT_LOGPROB_SLACK;
 /// Stride between the random streams of a decode request's rows (section 2).
 pub const ROW_POSITION_STRIDE: u64 = 10_000_019;
 

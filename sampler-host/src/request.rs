@@ -3,20 +3,7 @@
 use crate::error::RequestError;
 use crate::params::SamplingParams;
 
-/// The draft model's processed distribution that proposed one draft token
-/// (ids not listed have logprob -inf). SAMPLER.md section 6.
-///
-/// Drafts without a distribution (n-gram lookup, prompt lookup, any
-/// model-free proposer) pass an empty `DraftDist` (`DraftDist::default()`):
-/// it counts as one-hot at the draft token, so the draft is accepted with
-/// probability `p(d)` and a rejection draws from the target with `d` removed.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DraftDist {
-    /// Vocabulary ids.
-    pub ids: Vec<i32>,
-    /// Processed logprobs of `ids` (natural log).
-    pub logprobs: Vec<f32>,
-}
+pub use crate::draft::DraftDist;
 
 /// One request's role in the step; it owns consecutive rows of the logits.
 #[derive(Clone, Debug, PartialEq)]

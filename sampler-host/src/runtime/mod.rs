@@ -5,5 +5,6 @@
 //! `sampler-kernels`.
 
 pub mod device;
+pub mod logits;
 pub mod pipeline;
 pub mod plan;

@@ -21,13 +21,9 @@
 //!     `top_lps` of the raw rows with raw logprobs (section 10.3)
 //!
 //! Without force top-k, steps 2-3 are usually the prefix path instead
-//! ([`StepPlan::prefix_width`]): `force_topn` with N = w, `row_mass`,
-//! `process_prefix_draw`, and every later kernel on w columns.
-
-/// Prefix width asked for a row without top-k on the prefix path
-/// ([`StepPlan::prefix_width`]): top-p 0.9 keeps fewer tokens than this on
-/// typical LLM logits; rows that keep more are rerun on the full-row path.
-pub const PREFIX_TOPK_OFF: u32 = 1024;
+//! (`StepPlan::prefix_width`, decided in `runtime::pipeline::PrefixPolicy`):
+//! `force_topn` with N = w, `row_mass`, `process_prefix_draw`, and every
+//! later kernel on w columns.
 
 /// Blocks per row of `row_mass` (by V only; the sum is exact in any split).
 pub fn mass_chunks(v: u32) -> u32 {
@@ -52,131 +48,11 @@ pub fn raw_tiles(v: u32) -> u32 {
     v.div_ceil(RAW_TILE).max(1)
 }
 
-pub use crate::layout::build_plan;
 pub use sampler_kernels::codes::{
     GROUP_FRESH, GROUP_NO_DRAW, GROUP_TREE, GROUP_VERIFY, TREE_FIXED, TREE_WITHOUT_REPLACEMENT, TREE_WITH_REPLACEMENT,
 };
 
-/// A step's `[R, V]` logits as the host hands them over: borrowed (f32,
-/// bf16 or f16, never copied by the plan) or owned f32. Half-precision
-/// logits are widened to f32 when the kernels load them (the CPU and CUDA
-/// devices bind them in their own element type; the Ascend device widens
-/// them on the host); the widening is exact, so results equal those of the
-/// widened f32 logits.
-#[derive(Clone, Debug)]
-pub enum Logits<'a> {
-    /// Borrowed f32.
-    F32(&'a [f32]),
-    /// Borrowed bfloat16.
-    Bf16(&'a [half::bf16]),
-    /// Borrowed IEEE half.
-    F16(&'a [half::f16]),
-    /// Owned f32 (tests and tools that build plans without a caller's buffer).
-    Owned(Vec<f32>),
-    /// Device memory on the CUDA engine stream ([`crate::interop::CudaLogits`]).
-    Cuda(crate::interop::CudaLogits<'a>),
-}
-
-impl Default for Logits<'_> {
-    fn default() -> Self {
-        Logits::Owned(Vec::new())
-    }
-}
-
-impl<'a> Logits<'a> {
-    /// Number of logits (R x V).
-    pub fn len(&self) -> usize {
-        match self {
-            Logits::F32(s) => s.len(),
-            Logits::Bf16(s) => s.len(),
-            Logits::F16(s) => s.len(),
-            Logits::Owned(v) => v.len(),
-            Logits::Cuda(c) => c.len(),
-        }
-    }
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The host logits as f32, borrowed when they already are (half
-    /// precision widened: exact). Device logits give an empty slice.
-    pub fn to_f32_cow(&self) -> std::borrow::Cow<'_, [f32]> {
-        use std::borrow::Cow;
-        match self {
-            Logits::F32(s) => Cow::Borrowed(s),
-            Logits::Owned(v) => Cow::Borrowed(v),
-            Logits::Bf16(s) => Cow::Owned(s.iter().map(|x| x.to_f32()).collect()),
-            Logits::F16(s) => Cow::Owned(s.iter().map(|x| x.to_f32()).collect()),
-            Logits::Cuda(_) => Cow::Owned(Vec::new()),
-        }
-    }
-    /// Widens host logits `range` into `out` (same length). Device logits: no-op.
-    pub fn widen_into(&self, range: std::ops::Range<usize>, out: &mut [f32]) {
-        match self {
-            Logits::F32(s) => out.copy_from_slice(&s[range]),
-            Logits::Owned(v) => out.copy_from_slice(&v[range]),
-            Logits::Bf16(s) => out.iter_mut().zip(&s[range]).for_each(|(o, x)| *o = x.to_f32()),
-            Logits::F16(s) => out.iter_mut().zip(&s[range]).for_each(|(o, x)| *o = x.to_f32()),
-            Logits::Cuda(_) => {}
-        }
-    }
-    /// The f32 host slice when the logits are f32 on the host (no copy).
-    pub fn as_f32(&self) -> Option<&[f32]> {
-        match self {
-            Logits::F32(s) => Some(s),
-            Logits::Owned(v) => Some(v),
-            _ => None,
-        }
-    }
-    /// An owned copy (f32, widened), for plans that outlive the caller's buffer.
-    pub fn into_owned(self) -> Logits<'static> {
-        match self {
-            Logits::Owned(v) => Logits::Owned(v),
-            other => Logits::Owned(other.to_f32_cow().into_owned()),
-        }
-    }
-}
-
-impl<'a> From<&'a [f32]> for Logits<'a> {
-    fn from(s: &'a [f32]) -> Self {
-        Logits::F32(s)
-    }
-}
-impl<'a> From<&'a Vec<f32>> for Logits<'a> {
-    fn from(s: &'a Vec<f32>) -> Self {
-        Logits::F32(s)
-    }
-}
-impl<'a, const N: usize> From<&'a [f32; N]> for Logits<'a> {
-    fn from(s: &'a [f32; N]) -> Self {
-        Logits::F32(s)
-    }
-}
-impl<'a> From<&'a [half::bf16]> for Logits<'a> {
-    fn from(s: &'a [half::bf16]) -> Self {
-        Logits::Bf16(s)
-    }
-}
-impl<'a> From<&'a Vec<half::bf16>> for Logits<'a> {
-    fn from(s: &'a Vec<half::bf16>) -> Self {
-        Logits::Bf16(s)
-    }
-}
-impl<'a> From<&'a [half::f16]> for Logits<'a> {
-    fn from(s: &'a [half::f16]) -> Self {
-        Logits::F16(s)
-    }
-}
-impl<'a> From<&'a Vec<half::f16>> for Logits<'a> {
-    fn from(s: &'a Vec<half::f16>) -> Self {
-        Logits::F16(s)
-    }
-}
-impl<'a> From<crate::interop::CudaLogits<'a>> for Logits<'a> {
-    fn from(c: crate::interop::CudaLogits<'a>) -> Self {
-        Logits::Cuda(c)
-    }
-}
+pub use crate::runtime::logits::Logits;
 
 /// Everything a backend needs for one step, as flat arrays.
 #[derive(Clone, Debug, Default)]
@@ -404,14 +280,6 @@ impl StepPlan<'_> {
         }
     }
 
-    /// Whether the prefix path of this step can never ask for the full-row
-    /// rerun: every row has a top-k (a kept set within top-k fits the prefix,
-    /// `tests/prefix_path.rs`). The device-resident path takes the prefix
-    /// path only then, so it never waits on the device mid-step.
-    pub fn prefix_never_reruns(&self) -> bool {
-        self.top_k.iter().all(|&k| k > 0)
-    }
-
     /// Number of groups G.
     pub fn groups(&self) -> usize {
         self.group_first.len()
@@ -429,56 +297,6 @@ impl StepPlan<'_> {
             None => Ok(self.processed_rows.iter().map(|&r| r as usize)),
         }
     }
-    /// Candidate width of the prefix path for this step, or `None` for the
-    /// full-row path.
-    ///
-    /// Without force top-k (N = V) the kept set of SAMPLER.md 3.7-3.8 is
-    /// usually a short prefix of the order of 3.6. The prefix path selects
-    /// only the first `w` candidates (`force_topn` / `topn_*` with N = `w`),
-    /// takes the softmax total over all V from `row_mass`, and runs every
-    /// later kernel on `w` columns (`process_prefix_draw`). Its outputs equal the
-    /// full-row path's bit for bit whenever each row's kept set and the
-    /// top-logprobs width fit in `w`; `process_prefix_draw` flags the rows where
-    /// they may not, and backends then rerun the step on the full-row path
-    /// ([`Self::prefix_overflowed`]). Results never depend on `w`.
-    ///
-    /// `w` is the next power of two (at least 64) of the largest top-k of
-    /// the batch ([`PREFIX_TOPK_OFF`] for a row without top-k) and of k.
-    /// `None` when force top-k is on, processed distributions are asked for
-    /// (they are V wide), a row keeps every token (top-p 1, top-k off and
-    /// min-p 0, greedy rows included), or `w` would exceed 16384 or reach V.
-    pub fn prefix_width(&self) -> Option<u32> {
-        if self.n < self.vocab || !self.processed_rows.is_empty() || self.rows == 0 {
-            return None;
-        }
-        let mut need = self.k.max(1);
-        for (i, (&tk, &tp)) in self.top_k.iter().zip(&self.top_p).enumerate() {
-            // Min-p cuts a prefix too: such a row takes the prefix path
-            // (and overflows to the full row when min-p keeps past it).
-            let mp = self.min_p.get(i).copied().unwrap_or(0.0);
-            if tk < 0 && tp >= 1.0 && mp <= 0.0 {
-                return None;
-            }
-            need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });
-        }
-        let w = need.next_power_of_two().max(64);
-        (w <= sampler_kernels::codes::MAX_N_NVIDIA && w < self.vocab).then_some(w)
-    }
-
-    /// Whether a prefix-path step (see [`Self::prefix_width`]) must be rerun
-    /// on the full-row path: some row of a group that did not fail has its
-    /// `overflow` flag (`[R]` u32 from `process_prefix_draw`) set.
-    pub fn prefix_overflowed(&self, group_status: &[i32], overflow: &[u32]) -> bool {
-        let mut failed = vec![false; self.rows as usize];
-        for g in 0..self.groups() {
-            if group_status.get(g).copied().unwrap_or(0) != 0 {
-                let (f, m) = (self.group_first[g] as usize, self.group_rows[g] as usize);
-                failed.iter_mut().skip(f).take(m).for_each(|x| *x = true);
-            }
-        }
-        overflow.iter().zip(&failed).any(|(&o, &bad)| o != 0 && !bad)
-    }
-
     /// Words per mask row, `ceil(V / 32)`.
     pub fn mask_words(&self) -> u32 {
         self.vocab.div_ceil(32)
@@ -513,29 +331,6 @@ pub struct StepResult {
     /// `path[f + j]` is the accepted node at depth j (-1 past the path);
     /// -1 elsewhere. Empty when the step has no tree.
     pub path: Vec<i32>,
-}
-
-/// A backend runs a [`StepPlan`] through the kernel sequence.
-pub trait Backend: Send {
-    /// Short name (`"cpu"`, `"cuda"`).
-    fn name(&self) -> &'static str;
-    /// Runs one step. Errors are device failures, never bad requests.
-    fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, crate::error::BackendError>;
-    /// Starts one step without waiting for it: `Some(result)` when the
-    /// backend ran it to the end (the CPU), `None` when it is enqueued on a
-    /// device ([`Backend::collect`] reads it back). The default runs it.
-    fn enqueue(&mut self, plan: &StepPlan<'_>) -> Result<Option<StepResult>, crate::error::BackendError> {
-        self.run(plan).map(Some)
-    }
-    /// Reads back the step [`Backend::enqueue`] left on the device (waits for it).
-    fn collect(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, crate::error::BackendError> {
-        let _ = plan;
-        Err(crate::error::BackendError::Device { backend: self.name(), msg: "no enqueued step to collect".into() })
-    }
-    /// The CUDA backend behind this one, for device-resident outputs and graphs.
-    fn as_cuda(&mut self) -> Option<&mut crate::runtime::device::cuda::CudaBackend> {
-        None
-    }
 }
 
 /// A block of consecutive rows of a step ([`StepPlan::row_blocks`]).

@@ -39,11 +39,8 @@
 
 pub use crate::dist::raw_nccl::RawNcclCollective;
 
-use sampler_kernels::kernels as k;
-use sampler_kernels::rt::cpu::Gm;
 use sampler_kernels::rt::math::{order_bits, order_key};
 
-use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::dist::collective::{Collective, CollectiveError};
@@ -51,8 +48,10 @@ use crate::error::{BackendError, BatchError, ConfigError, RequestError};
 use crate::layout::{build_plan_meta, RequestInfo};
 use crate::request::{Request, StepOutput};
 use crate::runtime::device::cpu::{CpuBackend, CpuDevice};
-use crate::runtime::pipeline;
-use crate::runtime::plan::{mass_chunks, Backend, Logits, StepPlan, StepResult, MASS_CHUNK};
+use crate::runtime::pipeline::{
+    self, build_local, run_local, After, Buf, HostSlice, HostSliceMut, LocalStage, PrefixPolicy,
+};
+use crate::runtime::plan::{mass_chunks, Logits, StepPlan, StepResult};
 use crate::sampler::{assemble, ProcessedRows, MAX_VOCAB};
 
 /// How the vocabulary is split across the ranks.
@@ -235,11 +234,6 @@ struct Gathered {
 const NEXT_DONE: i32 = 0;
 const NEXT_FULL: i32 = -1;
 
-/// Runs `f(program)` for every program in `0..count`, in parallel.
-fn launch(count: usize, f: impl Fn(u32) + Sync + Send) {
-    (0..count as u32).into_par_iter().for_each(f);
-}
-
 /// Rank `shard`'s mask cut from a global mask row (`ceil(V / 32)` words):
 /// `ceil(width / 32)` words, bit `j` = global id `lo + j` (0 past the global mask).
 pub fn shard_mask(global: &[u32], shard: Shard) -> Vec<u32> {
@@ -379,7 +373,7 @@ impl<C: Collective> VocabParallelSampler<C> {
             return self.sub_step(shard_logits, requests, proc_rows, 0);
         }
         let (plan, _) = self.meta(requests)?;
-        if prefix_width(&plan).is_some() {
+        if PrefixPolicy::Widening.width(&plan).is_some() {
             return self.sub_step(shard_logits, requests, proc_rows, 0);
         }
         // Requests that keep every token (valid, some row with top-p 1 and top-k off).
@@ -475,24 +469,29 @@ impl<C: Collective> VocabParallelSampler<C> {
         let (local_masks, has_mask, mask_err) = self.local_masks(&plan, &infos, requests);
         let real = me.real as usize;
         // This rank's real columns, masked and checked.
-        let mut lg = vec![0f32; rows * real];
-        for (dst, src) in lg.chunks_mut(real.max(1)).zip(shard_logits.chunks(me.width.max(1) as usize)) {
+        let mut cols = vec![0f32; rows * real];
+        for (dst, src) in cols.chunks_mut(real.max(1)).zip(shard_logits.chunks(me.width.max(1) as usize)) {
             dst.copy_from_slice(&src[..real]);
         }
+        let mut lg = vec![0f32; rows * real];
         let mut status = vec![2i32; rows];
         if real > 0 {
             // Raw logprobs (section 10.3) take the full-row path below: no shard partials here.
-            let no_raw = vec![0u32; rows];
-            let (mut raw_max, mut raw_sum) = (vec![0f32; 0], vec![0u64; 0]);
-            let (l, st) = (Gm::new_mut(&mut lg), Gm::new_mut(&mut status));
-            let (ms, has, raw) = (Gm::new(&local_masks), Gm::new(&has_mask), Gm::new(&no_raw));
-            let (rm, rs) = (Gm::new_mut(&mut raw_max), Gm::new_mut(&mut raw_sum));
-            // SAFETY (all launches): each program writes only its own row's elements.
-            // Masked in place: `l` is both the logits read and the `masked` output (copy = 1).
-            launch(rows, |i| unsafe { k::mask_check::cpu(i, l, me.real, ms, has, 1, l, raw, rm, rs, st) });
+            let view = StepPlan {
+                rows: rows as u32,
+                vocab: me.real,
+                logits: Logits::F32(&cols),
+                masks: local_masks,
+                has_mask,
+                ..Default::default()
+            };
+            let prog = build_local(&view, LocalStage::Mask)?;
+            let mut out = [(Buf::Masked, HostSliceMut::F32(&mut lg)), (Buf::RowStatus, HostSliceMut::I32(&mut status))];
+            run_local(&mut CpuDevice::default(), &view, &prog, &[], &mut out)?;
         }
+        drop(cols);
         // Section 5 / 9: a prefix-path step, a force top-k step, or the full rows.
-        let prefix = prefix_width(&plan);
+        let prefix = PrefixPolicy::Widening.width(&plan);
         // Raw logprobs need the full-row normaliser over the global tiles, and
         // a tree walk runs after `finalize` on the full-row path: gather the rows.
         let result = if plan.any_raw || plan.any_tree {
@@ -612,7 +611,7 @@ impl<C: Collective> VocabParallelSampler<C> {
         let rows = plan.rows as usize;
         let me = self.shard();
         let nr = take(&me) as usize;
-        let (cand, ids) = local_topn(lg, rows, me, nr as u32);
+        let (cand, ids) = local_topn(lg, rows, me, nr as u32)?;
         let mut send = Vec::with_capacity(rows * (1 + 2 * nr + 2) + mask_err.len());
         send.extend_from_slice(status);
         send.extend_from_slice(mask_err);
@@ -680,7 +679,7 @@ impl<C: Collective> VocabParallelSampler<C> {
         let rows = plan.rows as usize;
         let me = self.shard();
         // The row's m (3.4): the largest of the shards' largest logits.
-        let (top1, _) = local_topn(lg, rows, me, me.real.min(1));
+        let (top1, _) = local_topn(lg, rows, me, me.real.min(1))?;
         let local_m: Vec<i32> =
             (0..rows).map(|i| if me.real > 0 { top1[i] } else { f32::NEG_INFINITY }.to_bits() as i32).collect();
         let all = self.gather(&local_m, &vec![rows; self.shards.len()])?;
@@ -697,12 +696,16 @@ impl<C: Collective> VocabParallelSampler<C> {
         if me.real > 0 {
             let chunks = mass_chunks(me.real);
             let mut part = vec![0u64; rows * chunks as usize];
-            {
-                let (l, c, t, ms) = (Gm::new(lg), Gm::new(&m), Gm::new(&plan.temperature), Gm::new_mut(&mut part));
-                launch(rows * chunks as usize, |i| unsafe {
-                    k::row_mass::cpu(i, l, me.real, MASS_CHUNK, chunks, c, 1, t, ms)
-                });
-            }
+            let view = StepPlan {
+                rows: rows as u32,
+                vocab: me.real,
+                logits: Logits::F32(lg),
+                temperature: plan.temperature.clone(),
+                ..Default::default()
+            };
+            let prog = build_local(&view, LocalStage::Mass)?;
+            let mut out = [(Buf::Mass, HostSliceMut::U64(&mut part))];
+            run_local(&mut CpuDevice::default(), &view, &prog, &[(Buf::Cand, HostSlice::F32(&m))], &mut out)?;
             for (i, x) in mass.iter_mut().enumerate() {
                 *x = part[i * chunks as usize..(i + 1) * chunks as usize].iter().sum();
             }
@@ -725,11 +728,10 @@ impl<C: Collective> VocabParallelSampler<C> {
             let mut res = None;
             if self.finishes() {
                 let (r, overflow) = finish_prefix(plan, g, w)?;
-                if plan.prefix_overflowed(&r.group_status, &overflow) {
-                    let wider = w.saturating_mul(8);
-                    next = if wider <= 16384 && wider < plan.vocab { wider as i32 } else { NEXT_FULL };
-                } else {
-                    res = Some(r);
+                match PrefixPolicy::Widening.after(plan, w, &r.group_status, &overflow) {
+                    After::Done => res = Some(r),
+                    After::Widen(wider) => next = wider as i32,
+                    After::FullRow => next = NEXT_FULL,
                 }
             }
             if self.cfg.finish == FinishOn::Driver {
@@ -794,31 +796,6 @@ impl<C: Collective> VocabParallelSampler<C> {
     }
 }
 
-/// [`StepPlan::prefix_width`] ignoring the rows of requests that already
-/// failed on the host (their outputs are discarded, and their default
-/// top-p 1 / top-k off would otherwise force the full rows for everyone).
-fn prefix_width(plan: &StepPlan) -> Option<u32> {
-    // Top-k 1 asks for no width beyond k (always at least 64).
-    let mut top_k = plan.top_k.clone();
-    for g in 0..plan.groups() {
-        if plan.group_status[g] != 0 {
-            let (f, m) = (plan.group_first[g] as usize, plan.group_rows[g] as usize);
-            top_k[f..f + m].iter_mut().for_each(|k| *k = 1);
-        }
-    }
-    let view = StepPlan {
-        rows: plan.rows,
-        vocab: plan.vocab,
-        n: plan.n,
-        k: plan.k,
-        top_p: plan.top_p.clone(),
-        top_k,
-        processed_rows: plan.processed_rows.clone(),
-        ..Default::default()
-    };
-    view.prefix_width()
-}
-
 /// Whether a first round (each shard's top `first(s)` of `full(s)`) already
 /// holds every valid row's global top `sel`: for each truncated shard, its
 /// last sent key must not rank above the `sel`-th key of the gathered union
@@ -881,28 +858,30 @@ fn merge_status(a: i32, b: i32) -> i32 {
 
 /// The top-`nr` of each row of this shard's masked `[R, real]` logits, as
 /// logits and *global* ids, in the order of SAMPLER.md 3.6.
-fn local_topn(lg: &[f32], rows: usize, me: Shard, nr: u32) -> (Vec<f32>, Vec<i32>) {
+fn local_topn(lg: &[f32], rows: usize, me: Shard, nr: u32) -> Result<(Vec<f32>, Vec<i32>), BackendError> {
     let mut cand = vec![0f32; rows * nr as usize];
     let mut ids = vec![0i32; rows * nr as usize];
     if nr > 0 {
-        let (l, c, ci) = (Gm::new(lg), Gm::new_mut(&mut cand), Gm::new_mut(&mut ids));
-        launch(rows, |i| unsafe { k::force_topn::cpu(i, l, me.real, nr, c, ci) });
+        let view = StepPlan { rows: rows as u32, vocab: me.real, logits: Logits::F32(lg), ..Default::default() };
+        let prog = build_local(&view, LocalStage::TopN(nr))?;
+        let mut out = [(Buf::Cand, HostSliceMut::F32(&mut cand)), (Buf::CandIds, HostSliceMut::I32(&mut ids))];
+        run_local(&mut CpuDevice::default(), &view, &prog, &[], &mut out)?;
         ids.iter_mut().for_each(|x| *x += me.lo as i32);
     }
-    (cand, ids)
+    Ok((cand, ids))
 }
 
 /// Merges the gathered candidates to the global top-`n` (`topn_merge`:
 /// ties by position, which is id order since the shards are concatenated by lo).
-fn merge(g: &Gathered, rows: usize, n: u32) -> (Vec<f32>, Vec<i32>) {
+fn merge(g: &Gathered, rows: usize, n: u32) -> Result<(Vec<f32>, Vec<i32>), BackendError> {
     let mut cand = vec![0f32; rows * n as usize];
     let mut ids = vec![0i32; rows * n as usize];
-    // No status merge here (mchunks = 0: the counts and status are not read).
-    let (zero, mut st) = ([0u32; 1], [0i32; 1]);
-    let (ci, ii, c, i2) = (Gm::new(&g.cand), Gm::new(&g.cand_ids), Gm::new_mut(&mut cand), Gm::new_mut(&mut ids));
-    let (z, s) = (Gm::new(&zero), Gm::new_mut(&mut st));
-    launch(rows, |i| unsafe { k::topn_merge::cpu(i, ci, ii, g.m, n, c, i2, z, z, 0, s) });
-    (cand, ids)
+    let view = StepPlan { rows: rows as u32, ..Default::default() };
+    let prog = build_local(&view, LocalStage::Merge { m: g.m, n })?;
+    let extra = [(Buf::ChunkCand, HostSlice::F32(&g.cand)), (Buf::ChunkIds, HostSlice::I32(&g.cand_ids))];
+    let mut out = [(Buf::Cand, HostSliceMut::F32(&mut cand)), (Buf::CandIds, HostSliceMut::I32(&mut ids))];
+    run_local(&mut CpuDevice::default(), &view, &prog, &extra, &mut out)?;
+    Ok((cand, ids))
 }
 
 /// Force top-k on: merge to N and finish. Applies the shard-mask errors first.
@@ -916,7 +895,7 @@ fn finish(
 ) -> Result<StepResult, BackendError> {
     apply_mask_errors(shards, plan, infos, &errs);
     let rows = plan.rows as usize;
-    let (cand, ids) = merge(&g, rows, n);
+    let (cand, ids) = merge(&g, rows, n)?;
     Ok(finish_steps(plan, &g.row_status, cand, ids, n, None)?.0)
 }
 
@@ -948,7 +927,7 @@ fn apply_mask_errors(shards: &[Shard], plan: &mut StepPlan, infos: &mut [Request
 /// `process_prefix_draw`'s overflow flags.
 fn finish_prefix(plan: &StepPlan, g: Gathered, w: u32) -> Result<(StepResult, Vec<u32>), BackendError> {
     let rows = plan.rows as usize;
-    let (cand, ids) = merge(&g, rows, w);
+    let (cand, ids) = merge(&g, rows, w)?;
     finish_steps(plan, &g.row_status, cand, ids, w, g.mass)
 }
 

@@ -8,7 +8,7 @@ use sampler_kernels::spec::{LaunchArg, ParamKind, Prim};
 
 use crate::error::BackendError;
 use crate::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
-use crate::runtime::plan::{Backend, StepPlan, StepResult};
+use crate::runtime::plan::{StepPlan, StepResult};
 
 /// Runs every kernel on the host CPU with rayon.
 ///
@@ -49,7 +49,7 @@ impl CpuBackend {
     }
 
     /// One step on the prefix path of width `w` only (no fallback), with
-    /// `process_prefix_draw`'s `[R]` overflow flags: what [`Backend::run`] does
+    /// `process_prefix_draw`'s `[R]` overflow flags: what [`CpuBackend::run`] does
     /// before it checks [`StepPlan::prefix_overflowed`]. For tests and
     /// benchmarks; `w` must be a tile size of `process_prefix_draw` below V.
     pub fn run_prefix(&mut self, p: &StepPlan<'_>, w: u32) -> Result<(StepResult, Vec<u32>), BackendError> {
@@ -57,12 +57,15 @@ impl CpuBackend {
     }
 }
 
-impl Backend for CpuBackend {
-    fn name(&self) -> &'static str {
+impl CpuBackend {
+    /// Short name.
+    pub fn name(&self) -> &'static str {
         "cpu"
     }
 
-    fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+    /// Runs one step (in blocks of rows when it is large). Errors: CUDA
+    /// device logits, or a kernel without a tile variant.
+    pub fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
         if matches!(p.logits, crate::runtime::plan::Logits::Cuda(_)) {
             return Err(err("CUDA device logits given to the CPU backend: pass host logits".into()));
         }

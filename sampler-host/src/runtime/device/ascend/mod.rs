@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{BackendError, ConfigError};
-use crate::runtime::plan::{Backend, StepPlan, StepResult};
+use crate::runtime::plan::{StepPlan, StepResult};
 
 pub use sampler_kernels::codes::MAX_N_ASCEND;
 
@@ -112,12 +112,14 @@ impl AscendBackend {
     }
 }
 
-impl Backend for AscendBackend {
-    fn name(&self) -> &'static str {
+impl AscendBackend {
+    /// Short name.
+    pub fn name(&self) -> &'static str {
         "ascend"
     }
 
-    fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+    /// Runs one step through the shared pipeline. Errors: device failures.
+    pub fn run(&mut self, plan: &StepPlan<'_>) -> Result<StepResult, BackendError> {
         crate::runtime::pipeline::run_step(&mut self.dev, plan, false)
     }
 }
@@ -165,9 +167,9 @@ mod tests {
     /// and every entry it names exists in the kernel's AscendC variants.
     #[test]
     fn pipeline_launches_map_to_ascendc_entries() {
+        use crate::layout::build_plan;
         use crate::params::SamplingParams;
         use crate::request::Request;
-        use crate::runtime::plan::build_plan;
         let v = 3000u32;
         let p = SamplingParams { top_k: 50, top_p: 0.9, top_logprobs: 3, seq_seed: Some(1), ..Default::default() };
         let logits = vec![0.1f32; 3 * v as usize];
@@ -219,7 +221,6 @@ mod tests {
     #[cfg(feature = "conformance")]
     #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
     fn hardware_golden_cases_match_cpu() {
-        use crate::runtime::plan::Backend;
         let mut backend = AscendBackend::new().expect("CANN and a device");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden");
         let only = std::env::var("ASCEND_CASE").ok();
