@@ -4,15 +4,17 @@
 //! `SAMPLER_CUDA_TUNING=path`).
 //!
 //! ```text
-//! autotune [--v 129280] [--n 64,128,256,512,1024,2048,4096,8192,16384] [--rows 1,64,256] [--reps 30]
+//! autotune [--v 129280] [--n 64,128,256,512,1024,2048,4096,8192,16384] [--rows 1,16,64,256,384] [--reps 30]
 //!          [--driver STR] [--out sampler-host/tuning/nvidia-h200.json]
 //! ```
 //! For each N and each valid candidate in `CHUNK_CANDIDATES` it times the
 //! whole step as a CUDA-graph replay (median, L2 flushed) at each R and keeps
-//! the candidate with the least total time over the R's. The choice depends
-//! on V and N only (one number per (V, N) for every R), so batch invariance
-//! holds. The table keeps every candidate's timings, the candidate set's
-//! checksum and the driver, one entry per line (human-diffable).
+//! the candidate with the least total time over the R's as the entry's
+//! `chunks`; the backend picks per batch the candidate fastest at the
+//! measured R nearest its own (`Tuning::chunks_for_rows`, from `graph_us`).
+//! Only speed depends on R (SAMPLER.md section 9, decided): every chunk count
+//! gives the same bits. The table keeps every candidate's timings, the
+//! candidate set's checksum and the driver, one entry per line (human-diffable).
 #[allow(dead_code)]
 #[path = "benchmark.rs"]
 mod bench;
@@ -33,7 +35,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let v: u32 = arg(&args, "--v").map(|s| s.parse().unwrap()).unwrap_or(129_280);
     let ns = list(&arg(&args, "--n").unwrap_or("64,128,256,512,1024,2048,4096,8192,16384".into()));
-    let rows = list(&arg(&args, "--rows").unwrap_or("1,64,256".into()));
+    let rows = list(&arg(&args, "--rows").unwrap_or("1,16,64,256,384".into()));
     let reps: usize = arg(&args, "--reps").map(|s| s.parse().unwrap()).unwrap_or(30);
     let out = arg(&args, "--out").unwrap_or("sampler-host/tuning/nvidia-h200.json".into());
     let mut cuda = match CudaBackend::new() {

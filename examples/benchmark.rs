@@ -357,7 +357,7 @@ pub fn time_shape_mode(
     cuda.prepare_step(&plan).map_err(e)?;
     // Force top-k off: the prefix path's width (StepPlan::prefix_width), else N.
     let (width, prefix) = cuda.width(&plan);
-    let chunks = cuda.chunks_for(v, width);
+    let chunks = cuda.chunks_for(v, width, plan.rows);
     // Warm-up, then the check against the CPU.
     for _ in 0..3 {
         cuda.launch_step(&plan).map_err(e)?;

@@ -162,7 +162,7 @@ impl Device for EmuDevice {
     fn name(&self) -> &'static str {
         "ascendc-emu"
     }
-    fn caps(&self, _v: u32, _n: u32) -> Caps {
+    fn caps(&self, _v: u32, _n: u32, _rows: u32) -> Caps {
         self.caps
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
@@ -381,7 +381,7 @@ impl Device for CpuInAscendOrder {
     fn name(&self) -> &'static str {
         "cpu-as-ascend"
     }
-    fn caps(&self, _v: u32, _n: u32) -> Caps {
+    fn caps(&self, _v: u32, _n: u32, _rows: u32) -> Caps {
         ascend_caps()
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {

@@ -1,12 +1,13 @@
-//! The CUDA backend with `SAMPLER_COUNTS_IN_TOPN=1` (issue 12: each row's
-//! bad / finite counts taken from the top-N kernels' own read of the
-//! logits, `Caps::counts_in_topn`, no mask check launch on steps without
-//! masks or raw rows): every golden case bitwise equal to the CPU backend,
-//! through the public API and at the backend level on both paths and at
-//! several chunk counts (`force_topn_counted` at one chunk,
-//! `topn_chunk_counted` + `topn_merge` above). A test binary of its own:
-//! the variable is read when a backend is created, so it is set once here,
-//! before any, and no other test shares the process.
+//! The CUDA backend's two ways to take each row's bad / finite counts
+//! (issue 12, 22): from the top-N kernels' own read of the logits
+//! (`Caps::counts_in_topn`, the default since issue 22, no mask check launch
+//! on steps without masks or raw rows) and from the mask check
+//! (`SAMPLER_COUNTS_IN_TOPN=0`, `set_counts_in_topn(false)`): every golden
+//! case bitwise equal to the CPU backend, through the public API and at the
+//! backend level on both, on both paths and at several chunk counts
+//! (`force_topn_counted` at one chunk, `topn_chunk_counted` + `topn_merge`
+//! above). A test binary of its own: the variable is read when a backend is
+//! created, so it is left unset here and no other test shares the process.
 //!
 //! Without a CUDA driver (CI) it skips, saying so.
 
@@ -29,8 +30,8 @@ fn skip(msg: &str) {
 
 #[test]
 fn golden_cases_with_counts_in_top_n_equal_cpu() {
-    // Before any backend exists (read once, at creation).
-    std::env::set_var("SAMPLER_COUNTS_IN_TOPN", "1");
+    // Read once, at creation: the default must be on.
+    std::env::remove_var("SAMPLER_COUNTS_IN_TOPN");
     if !driver_present() || CudaBackend::new().is_err() {
         skip("no CUDA GPU: the counted top-N on CUDA is not run (scripts/final-round.sh counts runs it on the H200)");
         return;
@@ -39,7 +40,7 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
     let files = golden_files(Path::new(&g));
     assert!(!files.is_empty(), "golden cases not found at {g}");
     let mut be = CudaBackend::new().unwrap();
-    assert!(be.counts_in_topn(), "SAMPLER_COUNTS_IN_TOPN=1 must switch the counted top-N on");
+    assert!(be.counts_in_topn(), "the counted top-N must be on by default on CUDA");
     let mut fails = Vec::new();
     let (mut runs, mut counted) = (0, 0);
     for f in &files {
@@ -55,8 +56,9 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
         let case = parse_case(&text).unwrap();
         let (reqs, logits) = case.well_formed();
         let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else { continue };
-        for full_row in [false, true] {
+        for (full_row, counts) in [(false, true), (true, true), (false, false), (true, false)] {
             let want = if full_row { CpuBackend::full_row() } else { CpuBackend::default() }.run(&p).unwrap();
+            be.set_counts_in_topn(counts);
             for chunks in [None, Some(1), Some(2), Some(4)] {
                 be.set_full_row(full_row);
                 be.set_chunks_override(chunks);
@@ -67,7 +69,7 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
                 let got = be.run(&p).unwrap();
                 if format!("{got:?}") != format!("{want:?}") {
                     fails.push(format!(
-                        "{} (full_row {full_row}, chunks {chunks:?}, {names:?}): differs from the CPU",
+                        "{} (full_row {full_row}, counts {counts}, chunks {chunks:?}, {names:?}): differs from the CPU",
                         f.display()
                     ));
                 }
@@ -76,7 +78,7 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
         }
     }
     eprintln!(
-        "counts in top-N on CUDA: {} golden cases, {runs} backend runs ({counted} with a counted top-N), {} failures",
+        "counts on CUDA: {} golden cases, {runs} backend runs ({counted} with a counted top-N), {} failures",
         files.len(),
         fails.len()
     );

@@ -164,7 +164,7 @@ impl Device for CpuDevice {
         "cpu"
     }
 
-    fn caps(&self, v: u32, _n: u32) -> Caps {
+    fn caps(&self, v: u32, _n: u32, _rows: u32) -> Caps {
         // The mask check as mask_check_chunk with one chunk per row (+
         // status_merge): the same statuses and masked logits as mask_check,
         // with one fused count per tile (bad and finite together), faster here;

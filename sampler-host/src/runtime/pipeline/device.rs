@@ -34,9 +34,11 @@ pub struct Caps {
 pub trait Device {
     /// Short name (`"cpu"`, `"cuda"`, ...).
     fn name(&self) -> &'static str;
-    /// Capabilities for vocabulary `v` and candidate width `n` (by V and N only,
-    /// never R, so a row's results do not depend on its batch).
-    fn caps(&self, v: u32, n: u32) -> Caps;
+    /// Capabilities for vocabulary `v`, candidate width `n` and a batch of
+    /// `rows` rows. R may change the configuration (CUDA's chunk count,
+    /// SAMPLER.md section 9, decided), never the results: every choice of
+    /// caps gives the same bits.
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps;
     /// Makes `buf` hold at least `len` elements (contents undefined after growing).
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError>;
     /// Copies `data` to the start of `buf` (allocated first).

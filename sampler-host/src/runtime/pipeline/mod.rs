@@ -30,7 +30,7 @@ use crate::runtime::plan::{StepPlan, StepResult};
 
 /// Builds the program of `p` for `dev` (prefix path of width `prefix`, or the full-row path).
 pub fn build_for(dev: &dyn Device, p: &StepPlan, prefix: Option<u32>) -> Result<Program, BackendError> {
-    let caps = dev.caps(p.vocab, prefix.unwrap_or(p.n));
+    let caps = dev.caps(p.vocab, prefix.unwrap_or(p.n), p.rows);
     build(p, prefix, &caps)
 }
 
@@ -177,7 +177,7 @@ pub fn run_from_candidates(
             ),
         });
     }
-    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n))?;
+    let prog = build_from_candidates(p, n, mass.is_some(), &dev.caps(p.vocab, n, p.rows))?;
     if r > 0 {
         let mut extra = vec![
             (Buf::RowStatus, HostSlice::I32(row_status)),

@@ -184,8 +184,8 @@ impl Device for CountsAs {
     fn name(&self) -> &'static str {
         "cpu-counts-as"
     }
-    fn caps(&self, v: u32, n: u32) -> Caps {
-        Caps { counts_in_topn: self.1, ..self.0.caps(v, n) }
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+        Caps { counts_in_topn: self.1, ..self.0.caps(v, n, rows) }
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         self.0.alloc(buf, len)

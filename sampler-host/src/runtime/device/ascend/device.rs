@@ -126,7 +126,7 @@ impl Device for AscendDevice {
     fn name(&self) -> &'static str {
         "ascend"
     }
-    fn caps(&self, _v: u32, _n: u32) -> Caps {
+    fn caps(&self, _v: u32, _n: u32, _rows: u32) -> Caps {
         ascend_caps()
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {

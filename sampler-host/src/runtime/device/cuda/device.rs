@@ -33,10 +33,9 @@ pub struct CudaDevice {
     pub(super) bufs: Vec<DStore>,
     pub(super) tuning: Tuning,
     pub(super) chunks_override: Option<u32>,
-    /// [`Caps::counts_in_topn`]: off by default until a GPU round confirms
-    /// it pays (GPU_NOTES "pending GPU": counts from the staging histogram);
-    /// `SAMPLER_COUNTS_IN_TOPN=1` at backend creation, or
-    /// [`CudaBackend::set_counts_in_topn`], switches it on.
+    /// [`Caps::counts_in_topn`]: on by default (bitwise and faster at every
+    /// shape on the H200, issue 22); `SAMPLER_COUNTS_IN_TOPN=0` at backend
+    /// creation, or [`CudaBackend::set_counts_in_topn`], switches it off.
     pub(super) counts_in_topn: bool,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
@@ -106,11 +105,11 @@ pub struct CudaDevice {
     pub(super) ext_out: Vec<Option<u64>>,
 }
 
-/// `SAMPLER_COUNTS_IN_TOPN` (read once per backend, at its creation): `1`
-/// switches [`Caps::counts_in_topn`] on for CUDA; unset, empty or `0`
-/// leaves it off.
+/// `SAMPLER_COUNTS_IN_TOPN` (read once per backend, at its creation): `0`
+/// switches [`Caps::counts_in_topn`] off for CUDA (the mask check's second
+/// read of the logits comes back); unset, empty or anything else leaves it on.
 fn counts_in_topn_env() -> bool {
-    std::env::var("SAMPLER_COUNTS_IN_TOPN").is_ok_and(|x| !matches!(x.trim(), "" | "0"))
+    std::env::var("SAMPLER_COUNTS_IN_TOPN").map_or(true, |x| x.trim() != "0")
 }
 
 impl CudaDevice {
@@ -178,10 +177,10 @@ impl CudaDevice {
     }
 
     /// Blocks per row of the top-N selection for (V, N) (by V and N only).
-    pub fn chunks_for(&self, v: u32, n: u32) -> u32 {
+    pub fn chunks_for(&self, v: u32, n: u32, rows: u32) -> u32 {
         match self.chunks_override {
             Some(c) if chunks_valid(v, n, c) => c,
-            _ => self.tuning.chunks(v, n),
+            _ => self.tuning.chunks_for_rows(v, n, rows),
         }
     }
 
@@ -214,10 +213,10 @@ impl Device for CudaDevice {
         "cuda"
     }
 
-    fn caps(&self, v: u32, n: u32) -> Caps {
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
-            topn_chunks: self.chunks_for(v, n),
+            topn_chunks: self.chunks_for(v, n, rows),
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
         }
