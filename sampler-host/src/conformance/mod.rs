@@ -4,3 +4,4 @@
 
 pub mod case;
 pub mod compare;
+mod requests;
