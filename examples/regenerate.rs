@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --example regenerate                 # every part: writes the files, prints what changed
 //! cargo run --example regenerate -- --ptx        # only the PTX part
-//! cargo run --example regenerate -- --check      # compare only; exit 1 when stale (tests/ptx_fresh.rs)
+//! cargo run --example regenerate -- --check      # compare only; exit 1 when stale (tests/ptx/fresh.rs)
 //! ```
 //!
 //! Parts (one module each, so more targets can sit beside them):

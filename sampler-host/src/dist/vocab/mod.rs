@@ -21,7 +21,7 @@
 //!    (process / draw, remap + verify, finalize, token info, top logprobs).
 //!
 //! The result equals [`crate::Sampler::sample`] on the gathered `[R, V]`
-//! logits bit for bit, for every row kind (tests/vocab_parallel.rs). Where
+//! logits bit for bit, for every row kind (tests/engine/vocab_parallel.rs). Where
 //! the kept set can exceed what was gathered, the step falls back exactly:
 //! a prefix overflow first gathers a wider prefix (the masses are reused),
 //! then the full masked rows; requests the prefix path cannot serve (top-p 1

@@ -166,7 +166,7 @@ impl StepPlan<'_> {
 
     /// Whether the prefix path of this step can never ask for the full-row
     /// rerun: every row has a top-k (a kept set within top-k fits the prefix,
-    /// `tests/prefix_path.rs`). The device-resident path takes the prefix
+    /// `tests/devices/prefix_path.rs`). The device-resident path takes the prefix
     /// path only then, so it never waits on the device mid-step.
     pub fn prefix_never_reruns(&self) -> bool {
         self.top_k.iter().all(|&k| k > 0)

@@ -1,5 +1,5 @@
 //! Hardware probes with a stated expected outcome, run by the emulator in
-//! CI (`tests/ascendc_emulation.rs`) and by the `hardware_*` tests on a
+//! CI (`tests/ascend/emulation.rs`) and by the `hardware_*` tests on a
 //! 910B, and the device-vs-CPU comparison the hardware golden run uses.
 //! The step itself runs only through the shared launch list
 //! ([`crate::runtime::pipeline`]).

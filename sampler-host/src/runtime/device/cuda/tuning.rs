@@ -52,7 +52,7 @@ pub fn default_chunks(v: u32, n: u32) -> u32 {
 /// The tuning table of one device: chunk counts by (V, N), and by the
 /// batch's row count R where the table measured several (SAMPLER.md section
 /// 9, decided: configuration may depend on R where results cannot; every
-/// chunk count gives the same bits, `tests/cuda_counts.rs`).
+/// chunk count gives the same bits, `tests/devices/cuda_counts.rs`).
 #[derive(Debug, Clone, Default)]
 pub struct Tuning {
     /// Where it came from (file name, or "defaults").

@@ -7,7 +7,7 @@
 //! - `top_k_renorm`: per row, the `k` largest logits (ids and probabilities
 //!   renormalised over those `k`, summed exactly in fixed point).
 
-mod common;
+use crate::common;
 
 use common::ascendc_emu::{gxx, run_both, Val};
 use sampler_kernels::rt::cpu::{self, Gm, Logits};

@@ -9,7 +9,7 @@
 //! - `min_p = 1` keeps exactly the tokens tied with the largest logit, even
 //!   where `exp(x)` of the next token rounds to 1 in f32.
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng};
 use sampler_host::{BackendKind, LogprobsMode, Request, Sampler, SamplerConfig, SamplingParams, StepOutput};

@@ -8,7 +8,7 @@
 //! - no output float is NaN or +inf (-inf only where documented);
 //! - the result document never contains `"nan"` or `"inf"`.
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng, Step};
 use common::reference::{compare, reference_step};

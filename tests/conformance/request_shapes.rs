@@ -6,7 +6,7 @@
 //! error status with token -1 on all its rows, and every other request is
 //! bitwise identical to running it alone.
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng};
 use proptest::prelude::*;

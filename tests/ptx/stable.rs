@@ -8,7 +8,7 @@
 //! with rust-src; skips, loudly, without them (or when the committed PTX was
 //! built by another nightly, whose LLVM output cannot be compared).
 
-#[path = "../examples/regenerate.rs"]
+#[path = "../../examples/regenerate.rs"]
 #[allow(dead_code)]
 mod regenerate;
 
@@ -42,7 +42,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 const THROWAWAY: &str = r#"
 
-/// A throwaway kernel added by tests/ptx_stable.rs.
+/// A throwaway kernel added by tests/ptx/stable.rs.
 #[kernel(tile = [256], threads = [128])]
 pub fn zz_throwaway(x: Gm<f32>, n: u32, y: GmMut<f32>) {
     let r = row();

@@ -20,7 +20,7 @@
 //! expected count below 5 are pooled. The p-value is the upper regularised
 //! incomplete gamma function Q(df/2, chi2/2).
 
-mod common;
+use crate::common;
 
 use common::gen::Rng;
 use common::reference::{check_params, mask_row, process_row};

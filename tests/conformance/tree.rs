@@ -4,7 +4,7 @@
 //! - a malformed tree fails only its own request (11.10);
 //! - random trees against the f64 reference (`tests/common/reference.rs`).
 
-mod common;
+use crate::common;
 
 use common::gen::{random_row, random_tree, Rng};
 use common::reference::{compare, reference_step};

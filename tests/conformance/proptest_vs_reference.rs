@@ -6,7 +6,7 @@
 //! an accept test u1*q vs p, a top-p cut); floats within
 //! `1e-4 + 1e-5 |b|` (CONFORMANCE.md).
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng};
 use common::reference::{compare, reference_step, self_check};

@@ -4,7 +4,7 @@
 //! bit for bit, on the CPU (same DSL source as the PTX). The GPU round also
 //! compares the CUDA results (fused) with the CPU backend (unfused).
 
-mod common;
+use crate::common;
 
 use common::gen::{random_row, Rng};
 use sampler_kernels::kernels as k;

@@ -7,7 +7,7 @@
 //! - Rows whose kept set does not fit are flagged, and `Backend::run` (with
 //!   its fallback) still equals the full-row path.
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng};
 use sampler_host::layout::build_plan;

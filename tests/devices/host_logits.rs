@@ -3,7 +3,7 @@
 //! f32 widening; large steps run in blocks of rows with results identical to
 //! one pass (batch invariance), the host buffer borrowed, not copied.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! `sampler-kernels/src/kernels/mod.rs` is tested the same way (then
 //! `cargo run --example regenerate` writes its PTX and AscendC).
 
-mod common;
+use crate::common;
 
 use common::ascendc_emu::{gxx, run_both, Val};
 use sampler_kernels::rt::cpu::{self, Gm};

@@ -5,7 +5,7 @@
 //! and the GPU comparisons skip saying so. With a GPU: every golden case on
 //! CUDA equals the CPU backend (CONFORMANCE.md rule) and the expected document.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -47,7 +47,7 @@ fn no_driver_is_a_typed_error() {
 #[test]
 fn golden_cases_on_cuda_equal_cpu() {
     if !driver_present() || CudaBackend::new().is_err() {
-        skip("no CUDA GPU: golden cases on CUDA not run (scripts/gpu-suite.sh runs them on the H200)");
+        skip("no CUDA GPU: golden cases on CUDA not run (scripts/gpu/round.sh check runs them on the H200)");
         return;
     }
     let g = golden_dir();
@@ -79,9 +79,7 @@ fn device_logits_through_the_public_api_equal_cpu() {
     use half::{bf16, f16};
     use sampler_host::interop::CudaLogits;
     if !driver_present() || CudaBackend::new().is_err() {
-        skip(
-            "no CUDA GPU: the device-resident public API is not run (scripts/engine-gpu-round.sh runs it on the H200)",
-        );
+        skip("no CUDA GPU: the device-resident public API is not run (scripts/gpu/round.sh check runs it on the H200)");
         return;
     }
     let mut checked = 0;
@@ -236,7 +234,7 @@ fn half_device_logits_equal_their_widening() {
         assert!(Sampler::new(cfg).is_ok(), "{}: config refused", c.name);
     }
     if !driver_present() || CudaBackend::new().is_err() {
-        skip("no CUDA GPU: bf16/f16 device logits are not run (scripts/gpu-suite.sh and the final GPU round run them on the H200)");
+        skip("no CUDA GPU: bf16/f16 device logits are not run (scripts/gpu/round.sh check runs them on the H200)");
         return;
     }
     let (mut checked, mut masked) = (0, 0);

@@ -9,7 +9,7 @@
 //!   the common prefix must be identical.
 //! - A request without `seq_seed` draws a fresh seed, so two runs differ.
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng, Step};
 use sampler_host::{

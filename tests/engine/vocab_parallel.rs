@@ -7,7 +7,7 @@
 //! or per shard, bad rows). Padding columns hold NaN: reading one would fail
 //! its row, so equality also proves they are never read.
 
-mod common;
+use crate::common;
 
 use common::gen::{random_step, GenOpts, Rng, Step};
 use sampler_host::dist::collective::LocalCollective;

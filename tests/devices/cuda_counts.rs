@@ -33,7 +33,7 @@ fn golden_cases_with_counts_in_top_n_equal_cpu() {
     // Read once, at creation: the default must be on.
     std::env::remove_var("SAMPLER_COUNTS_IN_TOPN");
     if !driver_present() || CudaBackend::new().is_err() {
-        skip("no CUDA GPU: the counted top-N on CUDA is not run (scripts/final-round.sh counts runs it on the H200)");
+        skip("no CUDA GPU: the counted top-N on CUDA is not run (scripts/gpu/round.sh counts runs it on the H200)");
         return;
     }
     let g = std::env::var("SAMPLER_GOLDEN_DIR").unwrap_or_else(|_| GOLDEN_DEFAULT.to_string());

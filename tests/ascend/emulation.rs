@@ -25,7 +25,7 @@ use sampler_host::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSl
 use sampler_kernels::registry;
 use sampler_kernels::spec::{KernelSpec, LaunchArg, ParamKind, Prim};
 
-mod common;
+use crate::common;
 
 use common::ascendc_emu::*;
 
