@@ -23,7 +23,7 @@
 //!     the bf16 rows beside the f32 ones, floor at 2 bytes per logit).
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
 //!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
-//!     torch; SVG (`scripts/bench.sh chart` renders the PNG).
+//!     torch; SVG (`scripts/gpu/round.sh chart` renders the PNG).
 //! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1] [--clock cpu|wall]
 //!               [--peer ../shared/peers/numpy_sampler.py] [--python python3] [--json F]
 //!     the CPU backend beside the numpy peer (issue 12 item 7), ms per row
@@ -756,7 +756,7 @@ fn table(args: &[String]) -> ExitCode {
 
 /// The chart: time vs R (log-log), one panel per N: ours (graph), floor,
 /// FlashInfer (graph), torch peer. Writes SVG (text as SVG text: no fonts
-/// needed at write time); `scripts/bench.sh chart` turns it into PNG.
+/// needed at write time); `scripts/gpu/round.sh chart` turns it into PNG.
 fn chart(args: &[String]) -> ExitCode {
     let ours = load(&args[0]);
     // A peer's file may be missing (PEERS=0): its columns are NaN then.

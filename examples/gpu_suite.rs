@@ -1,4 +1,4 @@
-//! The GPU suite (run on a machine with a CUDA GPU; `scripts/gpu-suite.sh`
+//! The GPU suite (run on a machine with a CUDA GPU; `scripts/gpu/round.sh check`
 //! builds it here and runs it there in one call).
 //!
 //! ```text

@@ -220,7 +220,7 @@ def torch_case(r, v, force_topk, iters, flashinfer):
 
 
 def overhead_lines(out):
-    """The lines docs/GPU_NOTES.md records: binding overhead (python - rust, median us) per call."""
+    """The lines the runs' NOTES.md (docs/bench/<run>/) record: binding overhead (python - rust, median us) per call."""
     lines = []
     for name, r in out.items():
         if not isinstance(r, dict):

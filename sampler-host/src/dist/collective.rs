@@ -9,7 +9,7 @@
 //! [`LocalCollective`] runs ranks as threads of one process (channels); it is
 //! what the tests use. [`NcclCollective`] is the multi-GPU path: NCCL
 //! through cudarc's bindings loaded at run time (`examples/cp_nccl.rs` runs
-//! two ranks on two GPUs; see docs/GPU_NOTES.md for whether it has run).
+//! two ranks on two GPUs; see docs/bench/run3/NOTES.md for its run).
 
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;

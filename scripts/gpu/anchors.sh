@@ -10,17 +10,17 @@
 # graph replay (and eager); GB/s = R * V * 4 bytes (one read of the logits) / median.
 # benches/anchors/harness.cuh says what is checked (exact top-k set, lower-id ties, a tie row).
 #
-#   scripts/anchors.sh build    # here: stage CCCL + CUTLASS headers, the DeepSelect sources and
-#                               # the drivers into .gpux-anchors/anchors.tgz (git-ignored, ~6 MB)
-#   scripts/anchors.sh device   # there: compile with the device's nvcc (sm_90a, -O3, all builds in
+#   scripts/gpu/anchors.sh build    # here: stage CCCL + CUTLASS headers, the DeepSelect sources and
+#                               # the drivers into .gpu/anchors/anchors.tgz (git-ignored, ~6 MB)
+#   scripts/gpu/anchors.sh device   # there: compile with the device's nvcc (sm_90a, -O3, all builds in
 #                               # parallel), run each binary, write $OUT/anchors.json + anchors.md
-#   scripts/anchors.sh check    # here: compile every build with NVCC (e.g. pip's nvidia-cuda-nvcc)
+#   scripts/gpu/anchors.sh check    # here: compile every build with NVCC (e.g. pip's nvidia-cuda-nvcc)
 #                               # and run benches/anchors/harness_test.cu (host-only test of the checks)
 #
 # The device call (this workplace's `run` tool), from /work/main with .gpux-anchors carried; the
 # script runs from the tarball, so it works whether or not this branch is merged:
-#   run(command="mkdir -p /tmp/anc && tar xzf .gpux-anchors/anchors.tgz -C /tmp/anc && bash /tmp/anc/scripts/anchors.sh device",
-#       carry=[".gpux-anchors"], timeout_s=300)
+#   run(command="mkdir -p /tmp/anc && tar xzf .gpu/anchors/anchors.tgz -C /tmp/anc && bash /tmp/anc/scripts/gpu/anchors.sh device",
+#       carry=[".gpu/anchors"], timeout_s=300)
 #
 # Sources (build):
 #   CCCL     the search tool's `fetch github:NVIDIA/cccl` git dir (CCCL_GIT, default
@@ -31,18 +31,18 @@
 #            deepseek-ai/DeepSelect commit 0f03b68 for the fp32 kernel (cuda_kernels/v3_fp32/topk_select.cuh,
 #            cuda_kernels/common_parts.cuh less its bf16 base class), the small headers it includes, and
 #            kerutils reduced to what the kernel uses; see its PROVENANCE file. Its code is MIT-licensed
-#            and stays out of this repository (only .gpux-anchors, git-ignored, holds it).
+#            and stays out of this repository (only .gpu/anchors, git-ignored, holds it).
 set -u
-here="$(cd "$(dirname "$0")/.." && pwd)"
+here="$(cd "$(dirname "$0")/../.." && pwd)"
 ROWS="${ROWS:-1,16,64,256,384}"
 REPS="${REPS:-30}"
 KS="${KS:-1024 4096}"
-# Where the tarball goes (and DeepSelect's staged sources are): .gpux-anchors of the checkout that
-# the `run` tool sends, i.e. /work/main; from another worktree set ANCHORS_DIR=/work/main/.gpux-anchors.
-ANCHORS_DIR="${ANCHORS_DIR:-$here/.gpux-anchors}"
+# Where the tarball goes (and DeepSelect's staged sources are): .gpu/anchors of the checkout
+# (git-ignored); `scripts/gpu/round.sh build` copies the tarball into the round's staging.
+ANCHORS_DIR="${ANCHORS_DIR:-$here/.gpu/anchors}"
 
 # The builds: name, source, extra flags. CUB needs CUB_DISABLE_TOPK_UNSUPPORTED_ARCH_ASSERT with
-# nvcc 13.0 (see docs/GPU_NOTES.md "Selection anchors"); its runtime dispatch still picks the
+# nvcc 13.0 (see docs/gpu/HOWTO.md "Selection anchors"); its runtime dispatch still picks the
 # cluster backend on sm_90 for these requests.
 builds() {
     for k in $KS; do
@@ -118,7 +118,7 @@ build)
     [ -f "$ds/csrc/cuda_kernels/v3_fp32/topk_select.cuh" ] || { echo "missing DeepSelect sources in $ds (DEEPSELECT_SRC)" >&2; exit 1; }
     cccl_rev="${CCCL_REV:-$(git --git-dir="$cccl_git" rev-parse HEAD)}"
     cutlass_rev="${CUTLASS_REV:-$(git --git-dir="$cutlass_git" rev-parse HEAD)}"
-    mkdir -p "$stage/cccl" "$stage/cutlass" "$stage/deepselect" "$stage/benches" "$stage/scripts"
+    mkdir -p "$stage/cccl" "$stage/cutlass" "$stage/deepselect" "$stage/benches" "$stage/scripts/gpu"
     git --git-dir="$cccl_git" archive "$cccl_rev" cub/cub libcudacxx/include thrust/thrust LICENSE | tar x -C "$stage/cccl"
     # cutlass's archive of the whole tree trips on LFS media; take only the headers.
     # (git archive still reports the missing LFS media objects of the snapshot on stderr: noise.)
@@ -127,7 +127,7 @@ build)
     cp -r "$ds/csrc" "$stage/deepselect/"
     for f in PROVENANCE LICENSE; do [ -f "$ds/$f" ] && cp "$ds/$f" "$stage/deepselect/"; done
     cp -r "$here/benches/anchors" "$stage/benches/"
-    cp "$here/scripts/anchors.sh" "$stage/scripts/"
+    cp "$here/scripts/gpu/anchors.sh" "$stage/scripts/gpu/"
     {
         echo "cccl $cccl_rev"
         echo "cutlass $cutlass_rev"
@@ -140,7 +140,7 @@ build)
     du -sh "$dest/anchors.tgz"
     ;;
 check)
-    # Compile everything here (no GPU): NVCC=/path/to/nvcc scripts/anchors.sh check
+    # Compile everything here (no GPU): NVCC=/path/to/nvcc scripts/gpu/anchors.sh check
     work="$(mktemp -d)"
     mkdir -p "$work/src"
     tar xzf "$ANCHORS_DIR/anchors.tgz" -C "$work/src"
