@@ -1,4 +1,4 @@
-//! Conformance runner (shared/spec/CONFORMANCE.md): reads a case file and
+//! Conformance runner (docs/spec/CONFORMANCE.md): reads a case file and
 //! prints the result document (pretty JSON) on stdout.
 //!
 //! ```text

@@ -388,7 +388,7 @@ fn timing(quick: bool) -> ExitCode {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("golden") => golden(Path::new(args.get(1).map(String::as_str).unwrap_or("../shared/golden"))),
+        Some("golden") => golden(Path::new(args.get(1).map(String::as_str).unwrap_or("conformance/golden"))),
         Some("step") => step(&args[1..].iter().map(PathBuf::from).collect::<Vec<_>>()),
         Some("timing") => timing(args.iter().any(|a| a == "--quick")),
         Some("tree") => tree_timing(),

@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! cargo run --release --example vocab_parallel -- [--tp 2] [--rows 1,64,384] [--reps 5]
-//!     [--vocab 129280] [--golden ../shared/golden] [--collective auto|local|nccl|nccl-raw] [--skip-check] [--skip-table] [--first-round C]
+//!     [--vocab 129280] [--golden conformance/golden] [--collective auto|local|nccl|nccl-raw] [--skip-check] [--skip-table] [--first-round C]
 //! ```
 //! `nccl-raw` makes each rank's communicator outside the sampler (as an
 //! engine's TP group has one) and wraps it in `tp::RawNcclCollective`.

@@ -21,6 +21,12 @@ use crate::error::RequestError;
 /// model-free proposer) pass an empty `DraftDist` (`DraftDist::default()`):
 /// it counts as one-hot at the draft token, so the draft is accepted with
 /// probability `p(d)` and a rejection draws from the target with `d` removed.
+///
+/// Checked (section 6, decided) for every distribution a verify or tree
+/// request carries, used or not: the ids distinct and in 0..V-1, each
+/// logprob finite or -inf and at most 1e-6, the total probability at most
+/// 1 + 1e-4 (below 1 is a truncated draft, used as given); anything else
+/// fails only that request, `RequestError::Field` naming `draft_dists`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DraftDist {
     /// Vocabulary ids.
@@ -29,14 +35,64 @@ pub struct DraftDist {
     pub logprobs: Vec<f32>,
 }
 
-/// How far above 0 a draft distribution's logprob may lie: the processed
-/// logprob of a sole or dominant token is 0 up to rounding (the golden
-/// generator's float64 evaluation writes e.g. 1.1e-16), and a conforming
-/// backend's logprobs are only held to 1e-4 (CONFORMANCE.md), so such
-/// distributions must be accepted. The kernels use `q = exp(logprob)`,
-/// which these values leave at 1 or a hair above; the accept test and the
-/// residual `max(p - q, 0)` stay well defined.
-pub const DRAFT_LOGPROB_SLACK: f32 = 1e-4;
+/// How far above 0 a draft distribution's logprob may lie (SAMPLER.md 6,
+/// decided): the processed logprob of a sole or dominant token is 0 up to
+/// rounding (the golden generator's float64 evaluation writes e.g.
+/// 1.1e-16). The kernels use `q = exp(logprob)`, which these values leave
+/// at 1 or a hair above; the accept test and the residual `max(p - q, 0)`
+/// stay well defined.
+pub const DRAFT_LOGPROB_SLACK: f32 = 1e-6;
+/// How far above 1 a draft distribution's total probability (the f64 sum
+/// of `exp(logprob)`) may lie (SAMPLER.md 6, decided); a total below 1 is
+/// a truncated draft (zero mass outside its ids) and valid.
+pub const DRAFT_MASS_SLACK: f64 = 1e-4;
+
+/// Section 6 (decided): checks draft distribution `j` of a request for
+/// vocabulary `vocab`: as many logprobs as ids, at most `vocab` ids, each
+/// id in 0..V-1 and none repeated, each logprob finite or -inf and at most
+/// [`DRAFT_LOGPROB_SLACK`], the total probability at most 1 +
+/// [`DRAFT_MASS_SLACK`]. Used for every distribution a verify or tree
+/// request carries, whether the step uses it or not.
+///
+/// Errors: `RequestError::Field` naming `draft_dists`, with `draft_dists[j]` and the value.
+pub(crate) fn check_draft_dist(j: usize, d: &DraftDist, vocab: u32) -> Result<(), RequestError> {
+    let err = |msg: String| Err(RequestError::Field { field: "draft_dists", msg: format!("draft_dists[{j}]: {msg}") });
+    if d.ids.len() != d.logprobs.len() {
+        return err(format!("has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()));
+    }
+    // More ids than V must repeat one; the step's draft arrays are as wide
+    // as the widest distribution, so one would widen every row's.
+    if d.ids.len() > vocab as usize {
+        return err(format!("has {} ids, more than vocab_size = {vocab}", d.ids.len()));
+    }
+    let mut seen = vec![0u64; if d.ids.len() > 16 { vocab.div_ceil(64) as usize } else { 0 }];
+    for (i, &t) in d.ids.iter().enumerate() {
+        if t < 0 || t as u32 >= vocab {
+            return err(format!("id {t} (entry {i}) is outside 0..{vocab}"));
+        }
+        let repeated = if seen.is_empty() {
+            d.ids[..i].contains(&t)
+        } else {
+            let (w, b) = (t as usize / 64, 1u64 << (t % 64));
+            let old = seen[w];
+            seen[w] |= b;
+            old & b != 0
+        };
+        if repeated {
+            return err(format!("repeated ids: {t} again at entry {i}"));
+        }
+    }
+    if let Some((i, x)) = d.logprobs.iter().enumerate().find(|(_, x)| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
+        return err(format!(
+            "a logprob that is NaN or above {DRAFT_LOGPROB_SLACK:e}: {x:?} (entry {i}; must be <= 0 up to rounding, or -inf)"
+        ));
+    }
+    let total: f64 = d.logprobs.iter().map(|&x| (x as f64).exp()).sum();
+    if total > 1.0 + DRAFT_MASS_SLACK {
+        return err(format!("total probability {total} above 1 + {DRAFT_MASS_SLACK:e}"));
+    }
+    Ok(())
+}
 
 /// Most nodes of a tree, root included (11.10, decided).
 pub const MAX_TREE_NODES: usize = 256;
@@ -198,30 +254,10 @@ impl DraftTree {
                         format!("has {} distributions; the tree has {need} internal nodes", d.len()),
                     ));
                 }
+                // Section 6's rules, for every distribution (used or not).
                 for (j, dd) in d.iter().enumerate() {
-                    if dd.ids.len() != dd.logprobs.len() {
-                        return Err(bad(
-                            "draft_dists",
-                            format!("draft_dists[{j}] has {} ids and {} logprobs", dd.ids.len(), dd.logprobs.len()),
-                        ));
-                    }
-                    if dd.ids.len() > vocab as usize {
-                        return Err(bad(
-                            "draft_dists",
-                            format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", dd.ids.len()),
-                        ));
-                    }
-                    if let Some(t) = dd.ids.iter().find(|&&t| t < 0 || t as u32 >= vocab) {
-                        return Err(bad(
-                            "draft_dists.ids",
-                            format!("draft_dists[{j}] has id {t}, not a vocabulary id in 0..{vocab}"),
-                        ));
-                    }
-                    if let Some(x) = dd.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
-                        return Err(bad(
-                            "draft_dists.logprobs",
-                            format!("draft_dists[{j}] has logprob {x:?} (must be <= 0 up to rounding, or -inf)"),
-                        ));
+                    if let Err(RequestError::Field { field, msg }) = check_draft_dist(j, dd, vocab) {
+                        return Err(bad(field, msg));
                     }
                 }
             }
@@ -461,7 +497,26 @@ mod tests {
         assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone()]), ..t.clone() }), "draft_dists");
         assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone(), d.clone()]), ..t.clone() }), "ok");
         let bad_id = DraftDist { ids: vec![9], logprobs: vec![0.0] };
-        assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone(), bad_id]), ..t.clone() }), "draft_dists.ids");
+        assert_eq!(field(&DraftTree { draft_dists: Some(vec![d.clone(), bad_id]), ..t.clone() }), "draft_dists");
+        // Section 6 (decided): repeated ids, a logprob above 1e-6, a total
+        // above 1 + 1e-4 fail; a total below 1 (truncated) does not.
+        for (ids, lps, ok) in [
+            (vec![1, 1], vec![-1.0f32, -1.0], false),
+            (vec![1], vec![2e-6], false),
+            (vec![1], vec![1e-6], true),
+            (vec![1], vec![f32::INFINITY], false),
+            (vec![1, 2], vec![-0.7, -0.6], false),
+            (vec![1, 2], vec![-std::f32::consts::LN_2, -std::f32::consts::LN_2], true),
+            (vec![1, 2], vec![-1.0, f32::NEG_INFINITY], true),
+        ] {
+            let dd = DraftDist { ids: ids.clone(), logprobs: lps.clone() };
+            let want = if ok { "ok" } else { "draft_dists" };
+            assert_eq!(
+                field(&DraftTree { draft_dists: Some(vec![d.clone(), dd]), ..t.clone() }),
+                want,
+                "{ids:?} {lps:?}"
+            );
+        }
     }
 
     #[test]

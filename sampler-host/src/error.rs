@@ -5,8 +5,8 @@ use thiserror::Error;
 /// A bad sampling parameter (SAMPLER.md section 1). Fails only its request.
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum ParamError {
-    /// `temperature` is negative (sign bit set) or NaN.
-    #[error("temperature must be >= 0, got {0:?}")]
+    /// `temperature` is negative (`< 0`; -0.0 is 0), NaN or +inf.
+    #[error("temperature must be finite and >= 0, got {0:?}")]
     Temperature(f32),
     /// `top_p` is outside (0, 1] (or NaN).
     #[error("top_p must be in (0, 1], got {0:?}")]

@@ -16,7 +16,8 @@ use crate::runtime::plan::{
 
 /// Seed offset of draft-model draws (tag "mtp", section 2).
 pub const DRAFT_SEED_OFFSET: u64 = 1_000_000_007;
-pub use crate::draft::DRAFT_LOGPROB_SLACK;
+use crate::draft::check_draft_dist;
+pub use crate::draft::{DRAFT_LOGPROB_SLACK, DRAFT_MASS_SLACK};
 /// Stride between the random streams of a decode request's rows (section 2).
 pub const ROW_POSITION_STRIDE: u64 = 10_000_019;
 
@@ -158,6 +159,7 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
             return Err(RequestError::BadMask { need: rows, words, got_masks: masks.len(), detail });
         }
     }
+    req.check_seqlen()?;
     match &req.kind {
         RequestKind::Decode { drafts, draft_dists, seqlen_q, .. } => {
             // Section 6: m = seqlen_q rows, m - 1 drafts (-1 = placeholder) and draft distributions.
@@ -188,27 +190,7 @@ pub(crate) fn validate(req: &Request, vocab: u32, n: u32, nextn: u32) -> Result<
                 });
             }
             for (j, d) in draft_dists.iter().enumerate() {
-                if d.ids.len() != d.logprobs.len() {
-                    return Err(RequestError::Field {
-                        field: "draft_dists",
-                        msg: format!("draft_dists[{j}] has {} ids and {} logprobs", d.ids.len(), d.logprobs.len()),
-                    });
-                }
-                // More ids than V must repeat one; the step's draft arrays are
-                // as wide as the widest distribution, so one would widen every row's.
-                if d.ids.len() > vocab as usize {
-                    return Err(RequestError::Field {
-                        field: "draft_dists",
-                        msg: format!("draft_dists[{j}] has {} ids, more than vocab_size = {vocab}", d.ids.len()),
-                    });
-                }
-                check_ids("draft_dists.ids", &d.ids, vocab, false)?;
-                if let Some(x) = d.logprobs.iter().find(|x| x.is_nan() || **x > DRAFT_LOGPROB_SLACK) {
-                    return Err(RequestError::Field {
-                        field: "draft_dists.logprobs",
-                        msg: format!("draft_dists[{j}] has logprob {x:?} (must be <= 0, up to rounding {DRAFT_LOGPROB_SLACK:e}, or -inf)"),
-                    });
-                }
+                check_draft_dist(j, d, vocab)?;
             }
         }
         RequestKind::PromptLogprobs { targets } => check_ids("targets", targets, vocab, true)?,
@@ -365,7 +347,7 @@ pub fn build_plan_meta(
             p.temperature.push(vp.map_or(1.0, |v| v.temperature));
             p.top_p.push(vp.map_or(1.0, |v| v.top_p));
             p.top_k.push(vp.map_or(-1, |v| v.top_k));
-            p.min_p.push(vp.map_or(0.0, |v| v.min_p));
+            p.log_min_p.push(vp.map_or(f32::NEG_INFINITY, |v| v.log_min_p));
             let top_k_first = vp.is_some_and(|v| v.filter_order == FilterOrder::TopKThenTopP);
             p.filter_order.push(if top_k_first { ORDER_TOP_K_FIRST } else { ORDER_TOP_P_FIRST });
             let raw = vp.is_some_and(|v| v.logprobs_mode == LogprobsMode::Raw);

@@ -25,6 +25,7 @@ pub mod error;
 pub mod interop;
 pub mod layout;
 pub mod params;
+pub mod probs;
 pub mod request;
 pub mod sampler;
 
@@ -51,6 +52,12 @@ pub use sampler::{PendingStep, ProcessedRows};
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 pub use draft::DraftTree;
+
+/// docs/ENGINE.md's complete program runs as a doctest (its fragments are
+/// `ignore`; `tests/new_user.rs` runs the SGLang tree one).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/ENGINE.md")]
+pub struct EngineDoctests;
 pub use params::{FilterOrder, LogprobsMode, SamplingParams, ValidParams};
-pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+pub use request::{DraftDist, Request, RequestKind, RequestOutput, RowOutput, StepOutput, TokenMask};
 pub use sampler::{BackendKind, Sampler, SamplerConfig};

@@ -9,7 +9,8 @@ pub const SAMPLING_EPS: f32 = 1e-5;
 /// Per-request sampling parameters, as an engine receives them (raw).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingParams {
-    /// Softmax temperature; error if negative (sign bit set) or NaN.
+    /// Softmax temperature; error if negative (`< 0`; -0.0 counts as 0 and
+    /// is clamped like it), NaN or +inf ([`ParamError::Temperature`]).
     pub temperature: f32,
     /// Nucleus mass in (0, 1]; 1 = off.
     pub top_p: f32,
@@ -28,9 +29,10 @@ pub struct SamplingParams {
     /// golden ids in `Request::golden`, and refuses this field.
     pub golden_token_ids: Vec<i32>,
     /// Min-p (section 10.1): remove a candidate whose probability is below
-    /// `min_p` times the largest one (`exp(x_i) < min_p`, x from section 3.4).
-    /// f32 in `[0, 1]`, 0 = off (the default); NaN or out of range is
-    /// [`ParamError::MinP`]. Turned off by the temperature clamp of section 1.
+    /// `min_p` times the largest one, tested as `x_i < L` with x from
+    /// section 3.4 and `L = ln(min_p)` ([`ValidParams::log_min_p`]).
+    /// f32 in `[0, 1]`, 0 (or -0.0) = off (the default); NaN or out of range
+    /// is [`ParamError::MinP`]. Turned off by the temperature clamp of section 1.
     pub min_p: f32,
     /// Which of top-k and top-p applies first (section 10.2); the default is the seed's.
     pub filter_order: FilterOrder,
@@ -174,8 +176,12 @@ pub struct ValidParams {
     pub top_logprobs: u32,
     /// The seed (drawn from the OS when absent).
     pub seed: u64,
-    /// Min-p in [0, 1], 0 = off (also after the temperature clamp).
+    /// Min-p in [0, 1], 0 = off (also after the temperature clamp; -0.0 is stored as 0).
     pub min_p: f32,
+    /// Section 10.1's `L = ln(min_p)`: computed in f64 and rounded to f32
+    /// once here ([`log_min_p`]); `-inf` when min-p is off, 0 for min_p = 1.
+    /// Every backend removes candidate i when `x_i < L` (one f32 comparison).
+    pub log_min_p: f32,
     /// Order of the top-p and top-k cuts (section 10.2).
     pub filter_order: FilterOrder,
     /// Reported logprobs (section 10.3).
@@ -190,7 +196,9 @@ impl SamplingParams {
     /// Errors: [`ParamError`] naming the field and its value.
     pub fn validate(&self, n: u32) -> Result<ValidParams, ParamError> {
         let t = self.temperature;
-        if t.is_nan() || t.is_sign_negative() {
+        // "Negative" is `< 0` in IEEE order: -0.0 is 0 (clamped below). +inf
+        // is an error: (-inf - m) / inf is NaN for a masked logit.
+        if !(0.0..f32::INFINITY).contains(&t) {
             return Err(ParamError::Temperature(t));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
@@ -209,7 +217,8 @@ impl SamplingParams {
         let (temperature, top_p, top_k, min_p) = if t < SAMPLING_EPS {
             (SAMPLING_EPS, 1.0, -1, 0.0)
         } else {
-            (t, self.top_p, self.top_k as i32, self.min_p)
+            // -0.0 is 0 (off).
+            (t, self.top_p, self.top_k as i32, if self.min_p == 0.0 { 0.0 } else { self.min_p })
         };
         Ok(ValidParams {
             temperature,
@@ -218,9 +227,32 @@ impl SamplingParams {
             top_logprobs: self.top_logprobs,
             seed,
             min_p,
+            log_min_p: log_min_p(min_p),
             filter_order: self.filter_order,
             logprobs_mode: self.logprobs_mode,
         })
+    }
+}
+
+/// Section 10.1's min-p threshold `L = ln(min_p)` for a valid `min_p` in
+/// [0, 1]: `ln` in f64, rounded to f32 once; `-inf` for 0 (off, -0.0
+/// included), exactly 0 for 1. Every backend compares the f32 `x_i < L`, so
+/// the boundary is the same bits everywhere: with logits `[0, f32(-ln 2)]`
+/// and min_p 0.5, `x_1 == L` and token 1 is kept.
+///
+/// ```
+/// use sampler_host::params::log_min_p;
+/// assert_eq!(log_min_p(0.0), f32::NEG_INFINITY);
+/// assert_eq!(log_min_p(1.0), 0.0);
+/// assert_eq!(log_min_p(0.5), (-std::f64::consts::LN_2) as f32);
+/// ```
+pub fn log_min_p(min_p: f32) -> f32 {
+    if min_p == 0.0 {
+        f32::NEG_INFINITY
+    } else if min_p == 1.0 {
+        0.0
+    } else {
+        (min_p as f64).ln() as f32
     }
 }
 
@@ -246,8 +278,21 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(p(-1.0, 1.0, -1).validate(8), Err(ParamError::Temperature(-1.0)));
-        assert!(matches!(p(-0.0, 1.0, -1).validate(8), Err(ParamError::Temperature(_))));
+        assert_eq!(p(-1e-30, 1.0, -1).validate(8), Err(ParamError::Temperature(-1e-30)));
+        assert_eq!(p(f32::NEG_INFINITY, 1.0, -1).validate(8), Err(ParamError::Temperature(f32::NEG_INFINITY)));
         assert!(matches!(p(f32::NAN, 1.0, -1).validate(8), Err(ParamError::Temperature(_))));
+        // +inf is an error (decided), the largest finite value is not.
+        assert_eq!(p(f32::INFINITY, 1.0, -1).validate(8), Err(ParamError::Temperature(f32::INFINITY)));
+        assert_eq!(ParamError::Temperature(f32::INFINITY).to_string(), "temperature must be finite and >= 0, got inf");
+        assert_eq!(p(f32::MAX, 1.0, -1).validate(8).unwrap().temperature, f32::MAX);
+        // -0.0 counts as 0: clamped like it, top-p, top-k and min-p off.
+        let mut z = p(-0.0, 0.5, 3);
+        z.min_p = 0.5;
+        let v = z.validate(8).unwrap();
+        assert_eq!((v.temperature, v.top_p, v.top_k, v.min_p, v.log_min_p), (1e-5, 1.0, -1, 0.0, f32::NEG_INFINITY));
+        assert_eq!(p(-0.0, 0.5, 3).validate(8), p(0.0, 0.5, 3).validate(8));
+        // top_p -0.0 is 0, outside (0, 1].
+        assert!(matches!(p(1.0, -0.0, -1).validate(8), Err(ParamError::TopP(x)) if x == 0.0));
         assert_eq!(p(1.0, 0.0, -1).validate(8), Err(ParamError::TopP(0.0)));
         assert_eq!(p(1.0, 1.5, -1).validate(8), Err(ParamError::TopP(1.5)));
         assert_eq!(p(1.0, 1.0, 0).validate(8), Err(ParamError::TopK(0)));
@@ -270,6 +315,16 @@ mod tests {
         assert!(matches!(p(1.0, f32::NAN).validate(8), Err(ParamError::MinP(x)) if x.is_nan()));
         assert_eq!(p(1.0, 0.0).validate(8).unwrap().min_p, 0.0);
         assert_eq!(p(1.0, 1.0).validate(8).unwrap().min_p, 1.0);
+        // -0.0 is 0: off, stored as +0.
+        let v = p(1.0, -0.0).validate(8).unwrap();
+        assert_eq!((v.min_p.to_bits(), v.log_min_p), (0, f32::NEG_INFINITY));
+        // L = ln(min_p) in f64, rounded once; 0 for 1, -inf for 0.
+        for mp in [1e-45f32, 1e-4, 0.05, 0.1, 0.2, 0.3, 0.5, 0.9, 0.99999994, 1.0] {
+            assert_eq!(p(1.0, mp).validate(8).unwrap().log_min_p, (mp as f64).ln() as f32, "{mp}");
+        }
+        assert_eq!(p(1.0, 1.0).validate(8).unwrap().log_min_p.to_bits(), 0);
+        assert_eq!(p(1.0, 0.0).validate(8).unwrap().log_min_p, f32::NEG_INFINITY);
+        assert_eq!(p(0.0, 0.5).validate(8).unwrap().log_min_p, f32::NEG_INFINITY);
         // The temperature clamp turns min-p off, like top-p and top-k.
         assert_eq!(p(0.0, 0.5).validate(8).unwrap().min_p, 0.0);
         assert_eq!(p(1e-5, 0.5).validate(8).unwrap().min_p, 0.5);

@@ -7,7 +7,7 @@
 use sampler_host::interop::bf16;
 use sampler_host::{
     BackendKind, BatchError, DraftDist, DraftTree, ParamError, Request, RequestError, RequestKind, Sampler,
-    SamplerConfig, SamplingParams, StepOutput,
+    SamplerConfig, SamplingParams, StepOutput, TokenMask,
 };
 
 const V: u32 = 1000;
@@ -198,6 +198,10 @@ fn bad_parameters_fail_only_their_request() {
     one_bad_among_good(with(&|p| p.temperature = -0.5), None, |e| {
         *e == RequestError::Param(ParamError::Temperature(-0.5))
     });
+    // +inf is an error naming the field (decided), like NaN.
+    one_bad_among_good(with(&|p| p.temperature = f32::INFINITY), None, |e| {
+        *e == RequestError::Param(ParamError::Temperature(f32::INFINITY)) && e.to_string().contains("temperature")
+    });
     one_bad_among_good(with(&|p| p.top_p = 0.0), None, |e| *e == RequestError::Param(ParamError::TopP(0.0)));
     one_bad_among_good(with(&|p| p.top_p = 1.0001), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
     one_bad_among_good(with(&|p| p.top_p = f32::NAN), None, |e| matches!(e, RequestError::Param(ParamError::TopP(_))));
@@ -279,7 +283,7 @@ fn bad_drafts_fail_only_their_request() {
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 5000], vec![-0.1, -2.0])]),
         None,
-        named("draft_dists.ids", "5000"),
+        named("draft_dists", "5000"),
     );
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 2], vec![-0.1])]),
@@ -302,12 +306,29 @@ fn bad_drafts_fail_only_their_request() {
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![f32::NAN])]),
         None,
-        named("draft_dists.logprobs", "NaN"),
+        named("draft_dists", "NaN"),
     );
     one_bad_among_good(
         Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![0.5])]),
         None,
-        named("draft_dists.logprobs", "0.5"),
+        named("draft_dists", "0.5"),
+    );
+    // Section 6 (decided): repeated ids, a logprob above 1e-6, a total above
+    // 1 + 1e-4 fail their request alone, also on an unused placeholder row.
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1, 3, 1], vec![-2.0, -2.0, -2.0])]),
+        None,
+        named("draft_dists", "repeated ids"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![1], vec![d(vec![1], vec![2e-6])]),
+        None,
+        named("draft_dists", "2e-6"),
+    );
+    one_bad_among_good(
+        Request::decode(params(4), 30, 2, vec![-1], vec![d(vec![1, 2], vec![-0.1, -1.0])]),
+        None,
+        named("draft_dists", "total probability"),
     );
     // Golden ids.
     let mut g = Request::prefill(params(4), 5);
@@ -673,4 +694,130 @@ fn engine_bad_golden_ids_fail_only_their_request() {
     assert!(done[0].status.is_ok() && done[2].status.is_ok(), "{:?} {:?}", done[0].status, done[2].status);
     assert!(matches!(&done[1].status, Err(e) if e.to_string().contains("5000")), "{:?}", done[1].status);
     assert_eq!(done[2].output, [3, 9, 4, 8, 1, 2], "teacher forcing follows the golden ids");
+}
+
+// ---- The builders of issue 26 item 9: seqlen_q derived, golden and mask helpers.
+
+#[test]
+fn verify_derives_seqlen_q_and_equals_decode() {
+    let mut s = sampler(64);
+    let dists = vec![DraftDist::default(); 3];
+    let built = Request::verify(params(4), 30, vec![1, 2, 3], dists.clone());
+    let spelled = Request::decode(params(4), 30, 4, vec![1, 2, 3], dists);
+    assert_eq!(built, spelled);
+    assert_eq!(built.rows(), 4);
+    let l = logits(4, 8);
+    let a = s.sample(&l, &[built]).unwrap();
+    ok(&a);
+    assert_eq!(a, s.sample(&l, &[spelled]).unwrap());
+    // No drafts: one fresh row, as `fresh`.
+    let one = Request::verify(params(4), 30, vec![], vec![]);
+    assert_eq!(one, Request::fresh(params(4), 30));
+    assert_eq!(one.rows(), 1);
+    ok(&s.sample(&logits(1, 8), &[one]).unwrap());
+}
+
+#[test]
+fn seqlen_k_below_seqlen_q_fails_only_its_request_naming_seqlen_k() {
+    let named =
+        |e: &RequestError| matches!(e, RequestError::Field { field: "seqlen_k", msg } if msg.contains("= 2 is below"));
+    one_bad_among_good(Request::verify(params(4), 2, vec![1, 2], vec![DraftDist::default(); 2]), None, named);
+    let draft = Request {
+        params: params(4),
+        kind: RequestKind::Draft { seqlen_k: 2, seqlen_q: 4, last_valid_offset: 0, rows: 2 },
+        golden: vec![],
+        masks: None,
+    };
+    one_bad_among_good(draft, None, named);
+    let tree = DraftTree { parent: vec![-1, 0, 0], tokens: vec![1, 2], draft_dists: None, without_replacement: false };
+    one_bad_among_good(Request::tree(params(4), 2, tree.clone()), None, named);
+    // Sampler::request reports it when the request is built.
+    let s = sampler(64);
+    let kind = RequestKind::Decode { seqlen_k: 0, seqlen_q: 1, drafts: vec![], draft_dists: vec![] };
+    let e = s.request(params(4), kind).unwrap_err();
+    assert!(e.to_string().contains("seqlen_k") && e.to_string().contains("= 0"), "{e}");
+    // Equal is the smallest valid value (sample_position 1), for every kind.
+    assert!(s.check(&Request::verify(params(4), 3, vec![1, 2], vec![DraftDist::default(); 2])).is_ok());
+    assert!(s.check(&Request::tree(params(4), 3, tree)).is_ok());
+    assert!(s.check(&Request::fresh(params(4), 1)).is_ok());
+}
+
+#[test]
+fn token_mask_bit_order_is_what_the_sampler_reads() {
+    // V = 1000 is not a multiple of 32: 32 words, the last with 8 valid bits.
+    let mut s = sampler(64);
+    let allowed = [3u32, 31, 32, 64, 999];
+    let m = TokenMask::from_allowed(V, allowed).unwrap();
+    assert_eq!(m.words().len(), 32);
+    assert_eq!(&m.words()[..3], [(1 << 3) | (1 << 31), 1, 1]);
+    assert_eq!(m.words()[31], 1 << (999 % 32));
+    let flat = SamplingParams { temperature: 1.0, top_logprobs: 8, seq_seed: Some(3), ..Default::default() };
+    let l = vec![0.0f32; V as usize]; // every token equally likely: only the mask decides
+    let out = s.sample(&l, &[Request::prefill(flat.clone(), 5).with_masks([m.clone()])]).unwrap();
+    ok(&out);
+    let kept: Vec<i32> =
+        out.rows[0].top_logprobs.iter().filter(|(_, lp)| *lp > f32::NEG_INFINITY).map(|(id, _)| *id).collect();
+    assert_eq!(kept, allowed.iter().map(|&t| t as i32).collect::<Vec<_>>());
+    // The raw words give the same step bit for bit.
+    let raw = Request::prefill(flat.clone(), 5).with_masks([m.words().to_vec()]);
+    assert_eq!(s.sample(&l, &[raw]).unwrap(), out);
+    // all(): the valid bits only, and it changes nothing against no mask.
+    let all = TokenMask::all(V);
+    assert_eq!(all.words()[31], (1 << 8) - 1);
+    assert!(all.is_allowed(999) && !all.is_allowed(1000));
+    let logits1 = logits(1, 4);
+    let masked = s.sample(&logits1, &[Request::prefill(params(5), 5).with_masks([all])]).unwrap();
+    assert_eq!(masked, s.sample(&logits1, &[Request::prefill(params(5), 5)]).unwrap());
+    // forbid, and ids outside the vocabulary are typed errors naming `masks`.
+    let mut m2 = m.clone();
+    m2.forbid(3).unwrap();
+    assert!(!m2.is_allowed(3) && m2.is_allowed(31));
+    let e = TokenMask::from_allowed(V, [1000]).unwrap_err();
+    assert!(matches!(&e, RequestError::Field { field: "masks", msg } if msg.contains("1000")), "{e:?}");
+    // A mask per row of a verify request; a wrong count fails only it.
+    let two = Request::verify(params(6), 20, vec![3], vec![DraftDist::default()]).with_masks([m.clone(), m.clone()]);
+    ok(&s.sample(&logits(2, 9), &[two]).unwrap());
+    let short = Request::verify(params(6), 20, vec![3], vec![DraftDist::default()]).with_masks([m]);
+    one_bad_among_good(short, None, |e| matches!(e, RequestError::BadMask { need: 2, got_masks: 1, .. }));
+}
+
+#[test]
+fn golden_builders_follow_the_golden_output() {
+    let mut s = sampler(64);
+    let golden = [7, 11, 13, 17, 19];
+    // Nothing emitted yet: a prefill row takes golden[0].
+    let pre = Request::prefill(params(1), 12).with_golden_from(&golden, 0, 5);
+    assert_eq!(pre.golden, [7]);
+    let out = s.sample(&logits(1, 2), &[pre]).unwrap();
+    ok(&out);
+    assert_eq!(out.requests[0].emitted, [7]);
+    // One emitted: a verify request whose drafts agree with the golden text emits it all.
+    let v = Request::verify(params(1), 15, vec![11, 13], vec![DraftDist::default(); 2]).with_golden_from(&golden, 1, 5);
+    assert_eq!(v.golden, [11, 13, 17]);
+    let out = s.sample(&logits(3, 3), &[v]).unwrap();
+    ok(&out);
+    assert_eq!((out.requests[0].accepted, &out.requests[0].emitted[..]), (2, &[11, 13, 17][..]));
+    // A draft that disagrees stops at the golden token; past the end nothing is forced.
+    let v = Request::verify(params(1), 15, vec![11, 2], vec![DraftDist::default(); 2]).with_golden_from(&golden, 1, 5);
+    let out = s.sample(&logits(3, 3), &[v]).unwrap();
+    assert_eq!(out.requests[0].emitted, [11, 13]);
+    assert!(Request::fresh(params(1), 20).with_golden_from(&golden, 5, 5).golden.is_empty());
+    // Tail shorter than the rows: -1 pads; nextn caps what one step takes.
+    let v = Request::verify(params(1), 15, vec![19, 2], vec![DraftDist::default(); 2]).with_golden_from(&golden, 4, 5);
+    assert_eq!(v.golden, [19, -1, -1]);
+    let v = Request::verify(params(1), 15, vec![7, 11], vec![DraftDist::default(); 2]).with_golden_from(&golden, 0, 1);
+    assert_eq!(v.golden, [7, 11, -1]);
+    // A tree: one per depth (depths 0..=2 here); the golden token of depth j is
+    // emitted at the depth-j node and selects its child of that token (11.7).
+    let tree =
+        DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![1, 7, 11], draft_dists: None, without_replacement: false };
+    let t = Request::tree(params(1), 40, tree).with_golden_from(&golden, 0, 5);
+    assert_eq!(t.golden, [7, 11, 13]);
+    let out = s.sample(&logits(4, 4), &[t]).unwrap();
+    ok(&out);
+    assert_eq!(out.requests[0].path.as_deref(), Some(&[0, 2, 3][..]));
+    assert_eq!(out.requests[0].emitted, [7, 11, 13]);
+    // with_golden takes this step's ids as they are; a wrong count fails only the request.
+    let bad = Request::verify(params(1), 15, vec![11], vec![DraftDist::default()]).with_golden(vec![11]);
+    one_bad_among_good(bad, None, |e| matches!(e, RequestError::Field { field: "golden", .. }));
 }

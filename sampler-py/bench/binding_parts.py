@@ -1,5 +1,9 @@
 """The binding's own argument handling at R rows, without a step (CPU, numpy; low noise).
 
+Needs the wheel built with the `bench` cargo feature (the `_native._bench_*` hooks; off in the
+default wheel): `MATURIN_PEP517_ARGS="--features bench" pip install ./sampler-py`, or
+`maturin build --release --features bench -m sampler-py/Cargo.toml` (scripts/gpu/round.sh build does).
+
     python sampler-py/bench/binding_parts.py [--rows 64]
 
 `overhead.py` on a loaded CPU machine drowns these microseconds in the step's jitter, so each

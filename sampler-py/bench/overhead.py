@@ -1,5 +1,9 @@
 """Binding overhead of sampler_py at R rows (issue 14: at most 5 us per call at R = 64).
 
+Needs the wheel built with the `bench` cargo feature (the `_native._bench_*` hooks; off in the
+default wheel): `MATURIN_PEP517_ARGS="--features bench" pip install ./sampler-py`, or
+`maturin build --release --features bench -m sampler-py/Cargo.toml` (scripts/gpu/round.sh build does).
+
     python sampler-py/bench/overhead.py [--rows 64] [--vocab 129280] [--backend cpu|cuda] [--torch] [--flashinfer] [--json OUT]
 
 Times, on the same inputs, in one run:

@@ -107,13 +107,19 @@ pub enum Want {
 }
 
 /// Offsets (bytes) and element counts of the outputs in the flat buffer.
-pub(crate) const SEGS: usize = 7;
+pub(crate) const SEGS: usize = 8;
+/// The segment table of one step's flat buffer.
+pub(crate) type Segs = [(usize, usize); SEGS];
+/// A step's flat output tensor, its segments and (R, k, G).
+pub(crate) type StepBuf = (Py<PyAny>, Segs, (usize, usize, usize));
 const ALIGN: usize = 16;
 
 /// The output segments `(byte offset, elements)` of a step of R rows, width
 /// k and G requests, the buffer's bytes, and how many segments `want` fills.
-pub(crate) fn layout(r: usize, k: usize, g: usize, want: Want) -> ([(usize, usize); SEGS], usize, usize) {
-    let counts = [r, r, r * k, r * k, r, g, g];
+/// The last segment, the tree paths `[R]`, is empty unless `tree` (a step with
+/// a tree request).
+pub(crate) fn layout(r: usize, k: usize, g: usize, want: Want, tree: bool) -> ([(usize, usize); SEGS], usize, usize) {
+    let counts = [r, r, r * k, r * k, r, g, g, if tree { r } else { 0 }];
     let mut segs = [(0usize, 0usize); SEGS];
     let mut total = 0;
     let n_seg = if want == Want::All { SEGS } else { 1 };
@@ -139,7 +145,7 @@ pub fn step(
     want: Want,
     reuse: Option<&CudaStepOutput>,
     pool: Option<&mut OutPool>,
-) -> PyResult<(Py<PyAny>, [(usize, usize); SEGS], (usize, usize, usize))> {
+) -> PyResult<StepBuf> {
     let Some(cs) = s.cuda_stream() else {
         return Err(value_err("logits: a CUDA tensor needs a sampler on the CUDA backend (backend=\"cuda\", or \"auto\" with a GPU); this one runs on the CPU"));
     };
@@ -178,13 +184,16 @@ pub fn step(
     };
     // The output buffer is allocated by torch (caching allocator; the graph's pool under
     // capture) once the step's shape is known, inside the sampler's callback.
-    let mut made: Option<PyResult<(Bound<'_, PyAny>, [(usize, usize); SEGS], (usize, usize, usize))>> = None;
+    type Made<'py> = PyResult<(Bound<'py, PyAny>, Segs, (usize, usize, usize))>;
+    let mut made: Option<Made<'_>> = None;
+    // Tree requests' paths (section 11.9) get a segment of their own, written by the kernels.
+    let tree = want == Want::All && reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }));
     let enqueued = s
         .sample_async_into(logits, reqs, |r, k, g| {
             // Our own work inside the Rust API's call (the output buffer): binding time.
             let t_cb = crate::api_clock::start();
             let res = (|| -> PyResult<_> {
-                let (segs, total, n_seg) = layout(r, k, g, want);
+                let (segs, total, n_seg) = layout(r, k, g, want, tree);
                 // The buffer and its device address (known already for a pooled one).
                 let (flat, base) = if let Some(o) = reuse {
                     // The caller's earlier output of this shape: its buffer is written again.
@@ -217,7 +226,7 @@ pub fn step(
                 Ok((flat, segs, rkg, base, n_seg)) => {
                     let at = |i: usize| (i < n_seg && segs[i].1 > 0).then(|| base + segs[i].0 as u64);
                     made = Some(Ok((flat, segs, rkg)));
-                    Some(OutputPtrs { tokens: at(0), logprobs: at(1), top_ids: at(2), top_logprobs: at(3), sum_smaller_probs: at(4), accepted: at(5), status: at(6) })
+                    Some(OutputPtrs { tokens: at(0), logprobs: at(1), top_ids: at(2), top_logprobs: at(3), sum_smaller_probs: at(4), accepted: at(5), status: at(6), path: at(7) })
                 }
                 Err(e) => {
                     made = Some(Err(e));
@@ -455,6 +464,8 @@ pub struct CudaStepOutput {
     k: usize,
     g: usize,
     row_counts: Vec<usize>,
+    /// Which requests are tree requests (their `paths` entry is a view).
+    trees: Vec<bool>,
     /// Typed views, `ok`, and the `buffer` alias.
     cache: [PyOnceLock<Py<PyAny>>; SEGS + 2],
 }
@@ -467,7 +478,16 @@ impl CudaStepOutput {
         row_counts: Vec<usize>,
     ) -> CudaStepOutput {
         let (r, k, g) = rkg;
-        CudaStepOutput { flat, segs, r, k, g, row_counts, cache: std::array::from_fn(|_| PyOnceLock::new()) }
+        let trees = Vec::new();
+        CudaStepOutput { flat, segs, r, k, g, row_counts, trees, cache: std::array::from_fn(|_| PyOnceLock::new()) }
+    }
+    /// Marks the tree requests of `reqs` (the step's requests), whose `paths` entries are views.
+    pub fn with_trees(mut self, reqs: &[Request]) -> CudaStepOutput {
+        // Only a step with a tree request has a path segment (no allocation otherwise).
+        if self.segs[SEGS - 1].1 > 0 {
+            self.trees = reqs.iter().map(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. })).collect();
+        }
+        self
     }
     fn view(&self, py: Python<'_>, i: usize, float: bool, two_d: bool) -> PyResult<Py<PyAny>> {
         self.cache[i]
@@ -533,6 +553,24 @@ impl CudaStepOutput {
                 Ok(self.status(py)?.bind(py).call_method1(pyo3::intern!(py, "__eq__"), (0,))?.unbind())
             })
             .map(|x| x.clone_ref(py))
+    }
+    /// B entries: for a tree request, its rows of the device path buffer
+    /// (`[M]` int32 view, no copy): the accepted path's node indices, root
+    /// first (`accepted + 1` of them, section 11.9), then -1 (all -1 when the
+    /// request failed); None for every other request.
+    #[getter]
+    fn paths(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let l = pyo3::types::PyList::empty(py);
+        let mut first = 0usize;
+        let all = if self.segs[SEGS - 1].1 > 0 { Some(self.view(py, SEGS - 1, false, false)?) } else { None };
+        for (q, &n) in self.row_counts.iter().enumerate() {
+            match (&all, self.trees.get(q).copied().unwrap_or(false)) {
+                (Some(a), true) => l.append(a.bind(py).call_method1(pyo3::intern!(py, "narrow"), (0, first, n))?)?,
+                _ => l.append(py.None())?,
+            }
+            first += n;
+        }
+        Ok(l.into_any().unbind())
     }
     /// `B + 1` ints (host): request i owns rows `row_offsets[i]:row_offsets[i+1]`.
     #[getter]

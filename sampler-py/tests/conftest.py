@@ -11,8 +11,8 @@ import pytest
 import sampler_py as sp
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# ../shared/golden beside the repository (SAMPLER_GOLDEN_DIR overrides).
-GOLDEN_DIR = pathlib.Path(os.environ.get("SAMPLER_GOLDEN_DIR", REPO.parent / "shared" / "golden"))
+# The repository's own copy, conformance/golden (SAMPLER_GOLDEN_DIR overrides).
+GOLDEN_DIR = pathlib.Path(os.environ.get("SAMPLER_GOLDEN_DIR", REPO / "conformance" / "golden"))
 
 
 def golden_paths():
@@ -86,7 +86,8 @@ def run_case_python(case, logits_dtype=np.float32, backend="cpu", convert=None):
     if convert is not None:
         logits = convert(logits)
     reqs = [build_request(r) for r in case["requests"]]
-    out = sampler.sample(logits, reqs)
+    # `"input": "probs"` (CONFORMANCE.md): the rows are probabilities (SAMPLER.md section 12).
+    out = sampler.sample_probs(logits, reqs) if case.get("input", "logits") == "probs" else sampler.sample(logits, reqs)
     return out, document(out)
 
 

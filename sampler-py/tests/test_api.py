@@ -295,7 +295,7 @@ def test_renorm_helpers_follow_section_3():
     ids, lps = sp.top_k_top_p_renorm_logprobs(np.log(p), top_k=2, top_p=0.8, backend="cpu")
     assert ids.tolist() == [[0, 1, 2, 3, 4]]
     np.testing.assert_allclose(np.exp(lps), [[2 / 3, 1 / 3, 0, 0, 0]], atol=1e-6)
-    with pytest.raises(ValueError, match=r"probs: row 0: top_p must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"^top_p must be in \(0, 1\], got 1.5"):
         sp.top_p_renorm_probs(p, 1.5, backend="cpu")
     with pytest.raises(ValueError, match="probs: row 0: invalid logits"):
         sp.top_k_renorm_probs(-p, 2, backend="cpu")
@@ -411,6 +411,7 @@ def test_torch_cpu_logits_are_read_in_place_through_attributes(rng):
         s.sample(a.to_sparse(), greedy)
 
 
+@pytest.mark.skipif(not hasattr(sp._native, "_bench_api_clock"), reason="built without the bench feature (bench/overhead.py says how)")
 def test_api_clock_times_the_rust_api_inside_a_call(rng):
     # The overhead benchmark's clock: each step records the host time it spent inside the Rust
     # API, so that the Python call minus it is that call's binding overhead.
@@ -450,7 +451,7 @@ def test_stub_covers_every_public_name():
             m.target.id for m in cls.body if isinstance(m, ast.AnnAssign)}
         real = {m for m in dir(getattr(sp._native, cls.name)) if not m.startswith("_")}
         assert real - members == set(), cls.name
-    assert set(sp.__all__) <= defined
+    assert set(sp.__all__) - {"flashinfer"} <= defined  # flashinfer: a submodule (flashinfer.py)
 
 
 def test_section_10_parameters():
@@ -472,6 +473,54 @@ def test_section_10_parameters():
     s = sp.Sampler(3, backend="cpu")
     out = s.sample(logits, [sp.Request.prefill(sp.SamplingParams(min_p=1.5, seq_seed=1), 5)])
     assert not out.ok[0] and "min_p" in out.errors[0]
+
+
+def test_issue_24_temperature_inf_minus_zero_min_p_log_and_draft_dists(rng):
+    """SAMPLER.md 1, 6 and 10.1 (decided), with the Rust API's error texts."""
+    s = sp.Sampler(V, backend="cpu")
+    a = logits(rng, 3)
+    a[2] = a[0]
+    good = sp.Request.prefill(params(), 9)
+    # +inf temperature: an error status naming the field, like NaN; only that request fails.
+    out = s.sample(a, [good, sp.Request.prefill(params(temperature=math.inf), 9), good])
+    assert out.errors == [None, "temperature must be finite and >= 0, got inf", None]
+    assert out.tokens[1] == -1 and out.tokens[0] == out.tokens[2]
+    # -0.0 counts as 0: clamped like it (top-p, top-k and min-p off), bitwise the same outputs.
+    z = [s.sample(a[:1], [sp.Request.prefill(params(temperature=t, min_p=0.5, top_k=1), 9)]) for t in (-0.0, 0.0)]
+    assert z[0].errors == [None] and int(z[0].tokens[0]) == int(z[1].tokens[0])
+    assert np.array_equal(z[0].top_logprobs.view(np.uint32), z[1].top_logprobs.view(np.uint32))
+    # min-p tests x < f32(ln min_p): with logits [0, f32(-ln 2)] and min_p 0.5, token 1 is kept.
+    s2 = sp.Sampler(2, backend="cpu")
+    x = np.array([[0.0, -math.log(2.0)]], np.float32)
+    out = s2.sample(x, [sp.Request.prefill(sp.SamplingParams(min_p=0.5, top_logprobs=2, seq_seed=3), 4)])
+    assert np.isfinite(out.top_logprobs[0]).all()
+    below = np.array([[0.0, np.nextafter(np.float32(-math.log(2.0)), np.float32(-1))]], np.float32)
+    out = s2.sample(below, [sp.Request.prefill(sp.SamplingParams(min_p=0.5, top_logprobs=2, seq_seed=3), 4)])
+    assert np.isfinite(out.top_logprobs[0]).tolist() == [True, False]
+    # Draft distributions: repeated ids, a logprob above 1e-6, a total above 1 + 1e-4 fail
+    # only their request (naming draft_dists); a truncated one (total .7) is valid.
+    t = logits(rng, 2)
+    lp = np.log(np.array([0.5, 0.2], np.float32))
+    cases = [
+        (sp.DraftDist([1, 2], lp), None),
+        (sp.DraftDist([1, 1], lp), "bad request field `draft_dists`: draft_dists[0]: repeated ids: 1 again at entry 1"),
+        (sp.DraftDist([1], np.array([2e-6], np.float32)), "draft_dists[0]: a logprob that is NaN or above 1e-6"),
+        (sp.DraftDist([1, 2], np.log(np.array([0.6, 0.5], np.float32))), "draft_dists[0]: total probability"),
+        (sp.DraftDist([1, V], lp), "draft_dists[0]: id 1000 (entry 1) is outside 0..1000"),
+    ]
+    for dist, err in cases:
+        for draft in (1, -1):  # used, and on a placeholder draft
+            out = s.sample(np.concatenate([a[:1], t]), [good, sp.Request.verify(params(), 30, [draft], [dist])])
+            assert out.errors[0] is None
+            if err is None:
+                assert out.errors[1] is None
+            else:
+                assert out.errors[1] is not None and err in out.errors[1], out.errors[1]
+                assert (out.tokens[1:] == -1).all()
+    # The same rule on a tree's distributions, used or not.
+    tree = sp.DraftTree([-1, 0], [3], [sp.DraftDist([3, 3], lp)])
+    out = s.sample(t, [sp.Request.tree(params(), 30, tree)])
+    assert out.errors[0] is not None and "draft_dists" in out.errors[0] and "repeated ids" in out.errors[0]
 
 
 # ---------------------------------------------------------------- trees (section 11)
@@ -571,3 +620,30 @@ def test_requests_replaced_by_another_thread_during_a_step(rng):
     finally:
         stop.set()
         t.join()
+
+
+def test_tree_converters_renumber_sglang_and_eagle_layouts():
+    # SGLang lists the root's children out of index order: node 2 is drawn before node 1.
+    fc, ns = [2, 3, -1, -1], [-1, -1, 1, -1]
+    with pytest.raises(ValueError, match="first_child|next_sibling"):
+        sp.DraftTree.parents_from_first_child_next_sibling(fc, ns)
+    parent, perm = sp.DraftTree.parents_from_first_child_next_sibling(fc, ns, renumber=True)
+    assert perm == [0, 2, 1, 3] and parent == [-1, 0, 0, 2]
+    # Already in order: the identity, the same parents as without renumber.
+    assert sp.DraftTree.parents_from_first_child_next_sibling([1, 3, -1, -1], [-1, 2, -1, -1], renumber=True) == ([-1, 0, 0, 1], [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="reached twice"):
+        sp.DraftTree.parents_from_first_child_next_sibling([1, -1], [-1, 1], renumber=True)
+    # EAGLE-2 retrieve_indices with a child numbered before its parent (node 1 under node 2).
+    parent, perm = sp.DraftTree.parents_from_node_paths(4, [[0, 2, 1], [0, 3, -1]], renumber=True)
+    assert perm == [0, 2, 1, 3] and parent == [-1, 0, 1, 0]
+    # The renumbered tree verifies: the target's argmax path, mapped back through perm.
+    v = 8
+    old_tokens = {1: 5, 2: 6, 3: 7}
+    old_rows = np.full((4, v), -30.0, np.float32)
+    old_rows[0, 5] = old_rows[1, 7] = old_rows[2, 1] = old_rows[3, 2] = 30.0
+    parent, perm = sp.DraftTree.parents_from_first_child_next_sibling(fc, ns, renumber=True)
+    tree = sp.DraftTree(parent, [old_tokens[perm[n]] for n in range(1, 4)])
+    out = sp.Sampler(v, nextn=3, backend="cpu").sample(np.ascontiguousarray(old_rows[perm]), [sp.Request.tree(sp.SamplingParams(seq_seed=1), 10, tree)])
+    assert out.errors == [None]
+    assert [perm[n] for n in out.paths[0].tolist()] == [0, 1, 3]  # old nodes: root, token 5, token 7
+    assert out.emitted[0].tolist()[:2] == [5, 7]

@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 PATHS = golden_paths()
 NOT_TREE = [p for p in PATHS if '"tree"' not in p.read_text()]
+# Probability cases (SAMPLER.md section 12) are computed on the host: not CUDA logits.
+LOGIT_CASES = [p for p in PATHS if json.loads(p.read_text()).get("input", "logits") == "logits"]
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
@@ -41,9 +43,10 @@ def host_doc(out, case):
     """The comparable part of a host StepOutput: rows and outputs of ok requests."""
     offs = out.row_offsets.tolist()
     prompt = lambda q: [fval(x) for x in np.asarray(out.prompt_logprobs[q])]
+    paths = [None if p is None else np.asarray(p).tolist() for p in out.paths]
     return _doc(offs, [e is None for e in out.errors], np.asarray(out.tokens), np.asarray(out.logprobs),
                 np.asarray(out.top_ids), np.asarray(out.top_logprobs), np.asarray(out.sum_smaller_probs),
-                np.asarray(out.accepted), case, prompt)
+                np.asarray(out.accepted), case, prompt, paths)
 
 
 def device_doc(out, case):
@@ -52,11 +55,21 @@ def device_doc(out, case):
     offs, lps = out.row_offsets, c(out.logprobs)
     # As sampler_host's `assemble`: prompt logprobs are the logprobs of the rows with a target.
     prompt = lambda q: [fval(lps[offs[q] + j]) for j, t in enumerate(case["requests"][q]["targets"]) if t >= 0]
-    return _doc(offs, (c(out.status) == 0).tolist(), c(out.tokens), lps, c(out.top_ids),
-                c(out.top_logprobs), c(out.sum_smaller_probs), c(out.accepted), case, prompt)
+    acc, ok = c(out.accepted), (c(out.status) == 0).tolist()
+    paths = []
+    for q, p in enumerate(out.paths):
+        if p is None:
+            paths.append(None)
+            continue
+        p = c(p).tolist()
+        n = int(acc[q]) + 1 if ok[q] else 0
+        assert all(x == -1 for x in p[n:]), p  # the rows past the path hold -1
+        paths.append(p[:n] if ok[q] else None)
+    return _doc(offs, ok, c(out.tokens), lps, c(out.top_ids),
+                c(out.top_logprobs), c(out.sum_smaller_probs), acc, case, prompt, paths)
 
 
-def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of):
+def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of, paths):
     # As sampler_host's `assemble`: a row without a token has logprob -inf and sum_smaller_probs 0.
     rows, reqs = [], []
     for q, r in enumerate(case["requests"]):
@@ -71,7 +84,8 @@ def _doc(offs, ok, tokens, lps, top_ids, top_lps, ssp, accepted, case, prompt_of
             if t >= 0:
                 emitted.append(t)
         prompt = prompt_of(q) if r["kind"] == "prompt_logprobs" else []
-        reqs.append({"ok": True, "accepted": int(accepted[q]), "emitted": emitted, "prompt_logprobs": prompt})
+        reqs.append({"ok": True, "accepted": int(accepted[q]), "emitted": emitted, "prompt_logprobs": prompt,
+                     "path": paths[q]})
     return {"rows": rows, "requests": reqs}
 
 
@@ -82,8 +96,9 @@ def _sampler(case):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_golden_torch_cuda_tensors(dtype):
     tdt = getattr(torch, dtype)
-    assert len(NOT_TREE) >= 80
-    for path in NOT_TREE:
+    # Tree requests too: their paths come back on the device (CudaStepOutput.paths).
+    assert len(LOGIT_CASES) >= 80 and len(PATHS) > len(NOT_TREE)
+    for path in LOGIT_CASES:
         case = json.loads(path.read_text())
         x = torch.from_numpy(case_logits(case)).to(tdt)
         # Reference: the CPU on the dtype-rounded values widened to float32.
@@ -338,3 +353,31 @@ def test_output_buffer_reused_only_when_nothing_refers_to_it():
     # Off: every step has a buffer of its own while results are held, as before.
     s2 = sp.Sampler(v, force_topk=1024, backend="cuda", reuse_outputs=False)
     assert torch.equal(s2.sample(x, reqs(0)).tokens, want[0])
+
+
+def test_tree_paths_through_torch_cuda_tensors():
+    # CudaStepOutput.paths: each tree request's rows of the device path buffer, equal to the
+    # host's path then -1; a failed tree request's rows are all -1, also when no tree request
+    # of the step passed the host checks (no tree walk ran); other requests give None.
+    v = 64
+    rng = np.random.default_rng(5)
+    good = sp.DraftTree([-1, 0, 0, 1], [5, 6, 7])
+    bad = sp.DraftTree([-1, 2, 0, 1], [5, 6, 7])  # parent[1] = 2 > 1: fails its own request
+    p = sp.SamplingParams(seq_seed=3)
+    for reqs in ([sp.Request.prefill(p, 4), sp.Request.tree(p, 10, good), sp.Request.tree(p, 10, bad)],
+                 [sp.Request.prefill(p, 4), sp.Request.tree(p, 10, bad)]):
+        r = sum(q.rows for q in reqs)
+        x = (rng.standard_normal((r, v)) * 3).astype(np.float32)
+        want = sp.Sampler(v, nextn=8, backend="cpu").sample(x, reqs)
+        out = sp.Sampler(v, nextn=8, backend="cuda").sample(torch.from_numpy(x).cuda(), reqs)
+        assert out.paths[0] is None and want.paths[0] is None
+        for q in range(1, len(reqs)):
+            dev = out.paths[q]
+            assert dev.is_cuda and dev.dtype == torch.int32
+            dev = dev.cpu().tolist()
+            if want.errors[q] is None:
+                n = len(want.paths[q])
+                assert dev[:n] == np.asarray(want.paths[q]).tolist() and all(t == -1 for t in dev[n:])
+            else:
+                assert want.paths[q] is None and dev == [-1] * reqs[q].rows
+        assert torch.equal(out.tokens.cpu(), torch.from_numpy(np.asarray(want.tokens)))

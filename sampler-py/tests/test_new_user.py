@@ -136,7 +136,7 @@ def test_one_bad_request_among_good_ones():
     good = lambda seed: sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=20, top_logprobs=3, seq_seed=seed)
     a = rng.standard_normal((6, V)).astype(np.float32)
     bads = [
-        (sp.Request.prefill(sp.SamplingParams(temperature=float("nan")), 5), "temperature must be >= 0, got NaN"),
+        (sp.Request.prefill(sp.SamplingParams(temperature=float("nan")), 5), "temperature must be finite and >= 0, got NaN"),
         (sp.Request.prefill(sp.SamplingParams(top_p=0.0), 5), "top_p must be in (0, 1], got 0.0"),
         (sp.Request.prefill(sp.SamplingParams(top_k=-4), 5), "top_k must be -1 or in 1..=2147483647, got -4"),
         (sp.Request.prefill(sp.SamplingParams(top_logprobs=65), 5), "top_logprobs = 65, N = 64"),

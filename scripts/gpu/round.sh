@@ -28,8 +28,8 @@
 #          torch side by side, the CUB / DeepSelect anchors; knobs ROWS, NS, RAW, RAW_ROWS, BF16,
 #          BF16_ROWS, GOLDEN, AUTOTUNE, BASELINE, PROFILE, PEERS, ANCHORS (see speed() below)
 #          -> bench.log, ours.json, ours.csv, table.md, fi.json, torch.json, raw.json, bf16.json.
-# python:  the wheel offline on the device: pytest (tests/test_gpu.py on torch CUDA tensors, then the
-#          CPU suite), the binding overhead beside the Rust API and FlashInfer, the host profile.
+# python:  the wheel offline on the device: pytest (tests/test_gpu.py on torch CUDA tensors, the
+#          CPU suite, tests/test_flashinfer_api.py on numpy / torch CPU / torch CUDA), the binding overhead beside the Rust API and FlashInfer, the host profile.
 # nccl:    two GPUs: examples/cp_nccl (context parallelism over NCCL) and the engine tests on the
 #          CUDA backend, then examples/vocab_parallel TP = 2 over NCCL (bitwise vs one GPU, the
 #          golden cases, the exchange table) and over communicators made outside the sampler.
@@ -86,7 +86,8 @@ build() {
     # The wheel (manylinux off: it only has to install on the device image). PY=0 skips it.
     if [ "${PY:-1}" = 1 ]; then
         python3 -m maturin --version >/dev/null 2>&1 || python3 -m pip install -q "maturin>=1.5,<2"
-        python3 -m maturin build --release --compatibility linux --out $s/wheel -m sampler-py/Cargo.toml
+        # `bench`: the _bench_* hooks of sampler-py/bench/*.py.
+        python3 -m maturin build --release --features bench --compatibility linux --out $s/wheel -m sampler-py/Cargo.toml
     fi
     # The anchors' sources (CCCL, CUTLASS, DeepSelect): built once, kept in .gpu/anchors.tgz.
     # ANCHORS=0 skips them (the speed and anchors rounds then skip the anchors).
@@ -283,6 +284,9 @@ python_round() {
             -p no:cacheprovider --junitxml="$out/pytest-gpu.xml" || rc=1
         SAMPLER_GOLDEN_DIR=$gd timeout 30 python3 -m pytest -q -rs sampler-py/tests/test_api.py sampler-py/tests/test_golden.py \
             -p no:cacheprovider --junitxml="$out/pytest-cpu.xml" || rc=1
+        echo "== pytest: tests/test_flashinfer_api.py (numpy, torch CPU and torch CUDA tensors)"
+        SAMPLER_GOLDEN_DIR=$gd timeout ${FIAPI_S:-60} python3 -m pytest -q -rs sampler-py/tests/test_flashinfer_api.py \
+            -p no:cacheprovider --junitxml="$out/pytest-flashinfer-api.xml" || rc=1
         echo "== binding overhead, torch CUDA tensors, R = 64, V = 129280 (host time per call)"
         timeout ${OVH_S:-45} python3 sampler-py/bench/overhead.py --torch --rows 64 --iters 50 --json "$out/overhead-torch.json" || rc=1
         if [ -n "$fi" ]; then

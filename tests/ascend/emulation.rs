@@ -259,8 +259,14 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     }
     let (reqs, logits) = case.well_formed();
     let (p, _) = sampler_host::layout::build_plan(v, n, case.nextn, &logits, &reqs).map_err(|e| e.to_string())?;
-    let want = CpuBackend::default().run(&p).map_err(|e| e.to_string())?;
-    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    run_plan(&path.file_name().unwrap().to_string_lossy(), &p).map(Some)
+}
+
+/// [`run_case`] on a step plan: every launch order and numerics mode on the
+/// emulator equals the CPU backend's results; a one-line summary.
+fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result<String, String> {
+    let (v, n) = (p.vocab, p.n);
+    let want = CpuBackend::default().run(p).map_err(|e| e.to_string())?;
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
     let topn_chunks = if v - v.div_ceil(2) >= n { 2 } else { 1 };
     let cuda = Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false };
@@ -277,7 +283,7 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     let mut kernels = Vec::new();
     for (what, caps, numerics) in configs {
         let mut emu = EmuDevice::new(caps, numerics, p.rows as usize);
-        let got = pipeline::run_step(&mut emu, &p, false).map_err(|e| format!("{name} ({what}): {e}"))?;
+        let got = pipeline::run_step(&mut emu, p, false).map_err(|e| format!("{name} ({what}): {e}"))?;
         if let Some(e) = emu.err {
             return Err(format!("{name} ({what}): {e} (launches {:?})", emu.launched));
         }
@@ -288,12 +294,48 @@ fn run_case(path: &Path) -> Result<Option<String>, String> {
     }
     kernels.sort_unstable();
     kernels.dedup();
-    Ok(Some(format!(
+    Ok(format!(
         "{name}: V={v} N={n} R={} verify={} kernels={kernels:?} tokens={:?} -> identical",
         p.rows,
         p.any_verify,
         &want.tokens[..want.tokens.len().min(8)]
-    )))
+    ))
+}
+
+/// Issue 24 item 3 (SAMPLER.md 10.1): random min-p steps with tokens on and
+/// next to the boundary `x == L` (tests/common/gen.rs), full-row path,
+/// force top-k and the prefix path, give the CPU backend's results under
+/// emulation in every launch order (the CPU's kept set is checked against
+/// `x < f32(ln min_p)` by tests/proptest_vs_reference.rs).
+#[test]
+fn min_p_boundary_steps_match_cpu_under_emulation() {
+    if gxx().is_none() {
+        eprintln!("skipping: g++ not found");
+        return;
+    }
+    let mut failures = Vec::new();
+    let mut kernels = std::collections::BTreeSet::new();
+    for (seed, (vocab, force, far)) in
+        [(40, 0, false), (300, 64, false), (200, 0, false), (3000, 0, true), (64, 16, true)].into_iter().enumerate()
+    {
+        let mut rng = common::gen::Rng::new(2400 + seed as u64);
+        let step = common::gen::min_p_boundary_step(&mut rng, vocab, force, 4, far);
+        let n = if force == 0 { vocab as u32 } else { force as u32 };
+        let (p, _) = sampler_host::layout::build_plan(vocab as u32, n, 5, &step.logits, &step.requests).unwrap();
+        match run_plan(&format!("min-p seed {seed}"), &p) {
+            Ok(line) => {
+                eprintln!("ok   {line}");
+                kernels.extend(
+                    ["process_prefix_draw", "process_draw", "process"]
+                        .into_iter()
+                        .filter(|k| line.contains(&format!("\"{k}\""))),
+                );
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(kernels.len() == 3, "min-p kernels run: {kernels:?}");
 }
 
 #[test]
@@ -329,8 +371,9 @@ fn golden_cases_match_cpu_under_emulation() {
         eprintln!("skipping: g++ not found");
         return;
     }
-    let paths: Vec<PathBuf> = sampler_host::conformance::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
-    assert!(!paths.is_empty(), "golden cases not found beside the repository");
+    let paths: Vec<PathBuf> =
+        sampler_host::conformance::case::golden_files(Path::new(sampler_host::conformance::case::GOLDEN_DIR));
+    assert!(paths.len() >= 50, "golden cases not found at {}", sampler_host::conformance::case::GOLDEN_DIR);
     let only = std::env::var("ASCENDC_EMU_CASE").ok();
     let mut ran = 0;
     let mut failures = Vec::new();
@@ -407,9 +450,9 @@ impl Device for CpuInAscendOrder {
 /// case with N <= 4096 (prefix path and fallback included).
 #[test]
 fn the_ascend_launch_order_reproduces_the_cpu_backend_on_golden_cases() {
-    let dir = Path::new(ROOT).join("../shared/golden");
-    let files = sampler_host::conformance::case::golden_files(&dir);
-    assert!(!files.is_empty(), "golden cases not found at {}", dir.display());
+    let dir = Path::new(sampler_host::conformance::case::GOLDEN_DIR);
+    let files = sampler_host::conformance::case::golden_files(dir);
+    assert!(files.len() >= 50, "golden cases not found at {}", dir.display());
     let mut ran = 0;
     for f in files {
         let case = sampler_host::conformance::case::parse_case(&std::fs::read_to_string(&f).unwrap()).unwrap();

@@ -422,3 +422,132 @@ pub fn random_step(rng: &mut Rng, vocab: usize, force_topk: usize, max_requests:
     }
     Step { vocab, force_topk, logits, requests }
 }
+
+/// Issue 24 item 3 (SAMPLER.md 10.1, decided): a step of `rows` prefill
+/// requests (one row each) with min-p on and top-p / top-k off, whose
+/// logits put tokens on the min-p boundary: besides random ones, several
+/// logits `l` for which `(l - m) / T` in f32 operations is `L =
+/// f32(ln min_p)` or a few ulps from it (m the row's largest logit), and
+/// sometimes ties with m. With `far_tail`, all but a few logits sit far
+/// below every min-p cut (the kept set stays short: the prefix path).
+/// `top_logprobs` is `min(N, 64)`.
+pub fn min_p_boundary_step(rng: &mut Rng, vocab: usize, force_topk: usize, rows: usize, far_tail: bool) -> Step {
+    let n = if force_topk == 0 || force_topk >= vocab { vocab } else { force_topk };
+    let mut logits = Vec::with_capacity(rows * vocab);
+    let mut requests = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let temperature: f32 = if rng.chance(0.7) {
+            rng.pick(&[1e-5f32, 0.3, 0.5, 0.7, 0.8, 1.0, 1.3, 2.0, 10.0, 1e3])
+        } else {
+            (1e-5 + rng.f64() * 5.0) as f32
+        };
+        let min_p: f32 = if rng.chance(0.7) {
+            rng.pick(&[1e-4f32, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.9, 0.999, 1.0])
+        } else {
+            (rng.f64() as f32).max(1e-30)
+        };
+        let l = if min_p == 1.0 { 0.0 } else { (min_p as f64).ln() as f32 };
+        let scale = rng.pick(&[0.5, 2.0, 5.0]);
+        let offset = rng.pick(&[0.0, 10.0, -30.0]);
+        let mut row: Vec<f32> = (0..vocab).map(|_| (offset + rng.normal() * scale) as f32).collect();
+        let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        if far_tail {
+            let head = rng.range(1, 9.min(vocab as u64) + 1) as usize;
+            for (i, x) in row.iter_mut().enumerate() {
+                if i >= head {
+                    *x = m - 1000.0 * temperature.max(1.0);
+                }
+            }
+            if row.iter().all(|&x| x < m) {
+                row[0] = m;
+            }
+        }
+        // Boundary logits: x targets L + k ulps (k in -2..=2, never above 0).
+        let boundary = rng.range(1, (vocab as u64 / 4).clamp(1, 12) + 1) as usize;
+        for _ in 0..boundary {
+            let k = rng.range(0, 5) as i32 - 2;
+            let mut xt = l;
+            for _ in 0..k.abs() {
+                xt = if k > 0 { next_up(xt) } else { next_down(xt) };
+            }
+            if xt > 0.0 {
+                continue;
+            }
+            let t = temperature.max(1e-5);
+            let l0 = (m as f64 + xt as f64 * t as f64) as f32;
+            // The f32 logit nearest l0 whose f32 x is exactly xt, if any within 8 ulps.
+            let mut cand = l0;
+            let mut down = l0;
+            let mut up = l0;
+            for _ in 0..8 {
+                if (up - m) / t == xt {
+                    cand = up;
+                    break;
+                }
+                if (down - m) / t == xt {
+                    cand = down;
+                    break;
+                }
+                up = next_up(up);
+                down = next_down(down);
+            }
+            if cand <= m && cand.is_finite() {
+                row[rng.below(vocab)] = cand;
+            }
+        }
+        if rng.chance(0.2) {
+            row[rng.below(vocab)] = m;
+        }
+        logits.extend_from_slice(&row);
+        let params = SamplingParams {
+            temperature,
+            min_p,
+            top_logprobs: n.min(64) as u32,
+            seq_seed: Some(rng.next_u64()),
+            ..Default::default()
+        };
+        requests.push(Request::prefill(params, 10 + r as u64));
+    }
+    Step { vocab, force_topk, logits, requests }
+}
+
+/// The next f32 above `x` (finite x).
+pub fn next_up(x: f32) -> f32 {
+    if x == 0.0 {
+        f32::from_bits(1)
+    } else if x > 0.0 {
+        f32::from_bits(x.to_bits() + 1)
+    } else {
+        f32::from_bits(x.to_bits() - 1)
+    }
+}
+
+/// The next f32 below `x` (finite x).
+pub fn next_down(x: f32) -> f32 {
+    -next_up(-x)
+}
+
+/// Section 10.1's kept set of one row of a [`min_p_boundary_step`] request
+/// (top-p and top-k off), computed independently of the sampler: the
+/// candidates (the N largest logits, ties by lower id) in the order of
+/// section 3.6 whose f32 `x = (l - m) / T` is not below `L = ln(min_p)` in
+/// f64 rounded to f32 (0 for min_p = 1); all candidates when the
+/// temperature clamp turns min-p off. Also returns the candidates' x and L.
+pub fn min_p_kept_set(row: &[f32], n: usize, temperature: f32, min_p: f32) -> (Vec<i32>, Vec<(i32, f32)>, f32) {
+    let mut order: Vec<usize> = (0..row.len()).collect();
+    order.sort_by(|&a, &b| row[b].partial_cmp(&row[a]).unwrap().then(a.cmp(&b)));
+    order.truncate(n);
+    let (t, mp) = if temperature < 1e-5 { (1e-5f32, 0.0f32) } else { (temperature, min_p) };
+    let m = row[order[0]];
+    let l = if mp == 0.0 {
+        f32::NEG_INFINITY
+    } else if mp == 1.0 {
+        0.0
+    } else {
+        (mp as f64).ln() as f32
+    };
+    let xs: Vec<(i32, f32)> = order.iter().map(|&i| (i as i32, (row[i] - m) / t)).collect();
+    // Kept unless x < L (x is never NaN here: finite logits).
+    let kept = xs.iter().filter(|&&(_, x)| x >= l).map(|&(i, _)| i).collect();
+    (kept, xs, l)
+}

@@ -104,6 +104,17 @@ fn rows_of(req: &Request) -> usize {
 
 // ---------------------------------------------------------------- section 1
 
+/// Section 6 (decided): a draft distribution fails its request unless its
+/// ids are distinct and in 0..V-1, its logprobs finite or -inf and at most
+/// 1e-6, and its total probability at most 1 + 1e-4 (below 1 is valid).
+pub fn bad_draft_dist(d: &sampler_host::DraftDist, vocab: usize) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    d.ids.len() != d.logprobs.len()
+        || d.ids.iter().any(|&t| t < 0 || t as usize >= vocab || !seen.insert(t))
+        || d.logprobs.iter().any(|&x| x.is_nan() || x > 1e-6)
+        || d.logprobs.iter().map(|&x| (x as f64).exp()).sum::<f64>() > 1.0 + 1e-4
+}
+
 /// Parameters after section 1's checks and clamp.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RefParams {
@@ -122,7 +133,8 @@ pub struct RefParams {
 
 /// Section 1: validation against candidate width `n`, then the temperature clamp.
 pub fn check_params(p: &SamplingParams, n: usize) -> Result<RefParams, String> {
-    if p.temperature.is_nan() || p.temperature < 0.0 {
+    // Section 1: NaN, < 0 (-0.0 is 0) and +inf are errors.
+    if !(p.temperature >= 0.0 && p.temperature < f32::INFINITY) {
         return Err(format!("temperature {}", p.temperature));
     }
     if !(p.top_p > 0.0 && p.top_p <= 1.0) {
@@ -235,15 +247,13 @@ pub fn process_row(masked: Vec<f32>, n: usize, p: &RefParams) -> RowDist {
     let prob: Vec<f64> = e.iter().map(|&ei| ei / z).collect();
     let mut keep = vec![true; order.len()];
     let mut cut_margin = f64::INFINITY;
-    // 10.1: min-p, remove i if exp(x_i) = p_i / p_max < min_p.
+    // 10.1: min-p, remove i if x_i < L, L = ln(min_p) in f64 rounded to
+    // f32 (0 for min_p = 1): an exact f32 comparison, so no margin.
     let mut min_p_keep = vec![true; order.len()];
     if p.min_p > 0.0 {
+        let l = if p.min_p == 1.0 { 0.0 } else { (p.min_p as f64).ln() as f32 };
         for i in 0..order.len() {
-            let r = x[i].exp();
-            if x[i] != 0.0 {
-                cut_margin = cut_margin.min((r - p.min_p as f64).abs());
-            }
-            min_p_keep[i] = r >= p.min_p as f64;
+            min_p_keep[i] = (x[i] as f32) >= l; // not x < L (x is never NaN)
         }
     }
     // 3.8: top-k on the ranks of the order (kept tokens are a prefix).
@@ -410,7 +420,7 @@ pub fn reference_step(vocab: usize, force_topk: usize, logits: &[f32], requests:
         // Section 6: m - 1 drafts (each -1 or a vocabulary id) and draft distributions.
         if let RequestKind::Decode { drafts, draft_dists, .. } = &req.kind {
             let bad_id = drafts.iter().any(|&d| d < -1 || d >= vocab as i32);
-            let bad_dist = draft_dists.iter().any(|d| d.ids.iter().any(|&t| t < 0 || t >= vocab as i32));
+            let bad_dist = draft_dists.iter().any(|d| bad_draft_dist(d, vocab));
             if m == 0 || drafts.len() != m - 1 || draft_dists.len() != m - 1 || bad_id || bad_dist {
                 let (r, o) = failed(m, "bad drafts".into());
                 rows.extend(r);
@@ -430,12 +440,10 @@ pub fn reference_step(vocab: usize, force_topk: usize, logits: &[f32], requests:
                         || req.golden.len() > dp.iter().max().unwrap() + 1
                         || req.golden.iter().any(|&t| t < -1 || t >= vocab as i32)
                         || (tree.without_replacement && tree.draft_dists.is_none())
-                        || tree.draft_dists.as_ref().is_some_and(|d| {
-                            d.len() != internal
-                                || d.iter().any(|x| {
-                                    x.ids.len() != x.logprobs.len() || x.ids.iter().any(|&t| t < 0 || t >= vocab as i32)
-                                })
-                        })
+                        || tree
+                            .draft_dists
+                            .as_ref()
+                            .is_some_and(|d| d.len() != internal || d.iter().any(|x| bad_draft_dist(x, vocab)))
                 }
             };
             if bad {

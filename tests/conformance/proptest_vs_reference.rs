@@ -177,7 +177,7 @@ fn generator_coverage() {
     assert!(skipped * 50 < c["requests"], "margins hide too much: {c:#?}");
 }
 
-/// The reference itself reproduces every golden case of `../shared/golden`
+/// The reference itself reproduces every golden case of `conformance/golden`
 /// (parsed with `sampler_host::conformance::case`, compared with CONFORMANCE.md's rule):
 /// a check on the reference, independent of the kernels.
 #[test]
@@ -187,11 +187,7 @@ fn reference_passes_golden_cases() {
     use sampler_host::conformance::compare::compare_results;
     use serde_json::{json, Value};
 
-    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden"));
-    if !dir.is_dir() {
-        eprintln!("!!! SKIPPED: golden cases not found at {}", dir.display());
-        return;
-    }
+    let dir = std::path::Path::new(sampler_host::conformance::case::GOLDEN_DIR);
     let fl = |x: f64| if x == f64::NEG_INFINITY { Value::Null } else { json!(x) };
     let files = sampler_host::conformance::case::golden_files(dir);
     let mut failures = Vec::new();
@@ -270,4 +266,96 @@ fn top_logprobs_width_counts_requests_failing_on_their_mask() {
     assert_eq!(got.rows[1].top_logprobs.len(), 4);
     assert!(got.rows[0].top_logprobs.is_empty());
     assert!(compare(&got, &reference_step(v, 0, &logits, &reqs), &reqs).is_empty());
+}
+
+/// Issue 24 item 3: runs a [`common::gen::min_p_boundary_step`] on the CPU
+/// and checks each row against [`common::gen::min_p_kept_set`] (section
+/// 10.1, `x < L` with L in f64 rounded to f32): the visible candidates
+/// (`top_logprobs`, the first `min(N, 64)`) are kept exactly when the rule
+/// keeps them, and the drawn token is a kept one. Returns how many rows had
+/// a candidate exactly on the boundary (`x == L`) and how many rows the
+/// f32 `exp(x) < min_p` rule would have cut differently.
+fn check_min_p_step(seed: u64, vocab: usize, force: usize, rows: usize, far_tail: bool) -> (usize, usize) {
+    use common::gen::{min_p_boundary_step, min_p_kept_set};
+    let mut rng = Rng::new(seed);
+    let step = min_p_boundary_step(&mut rng, vocab, force, rows, far_tail);
+    let n = if force == 0 || force >= vocab { vocab } else { force };
+    let cfg = SamplerConfig { vocab_size: vocab as u32, force_topk: force as u32, nextn: 5, backend: BackendKind::Cpu };
+    let out = Sampler::new(cfg).unwrap().sample(&step.logits, &step.requests).unwrap();
+    if far_tail && vocab > 1100 && force == 0 {
+        let (p, _) = sampler_host::layout::build_plan(vocab as u32, n as u32, 5, &step.logits, &step.requests).unwrap();
+        assert!(p.prefix_width().is_some(), "seed {seed}: the prefix path is not taken");
+    }
+    let (mut on_boundary, mut exp_rule_differs) = (0, 0);
+    for (r, req) in step.requests.iter().enumerate() {
+        let row = &step.logits[r * vocab..(r + 1) * vocab];
+        let (kept, xs, l) = min_p_kept_set(row, n, req.params.temperature, req.params.min_p);
+        let o = &out.rows[r];
+        assert!(out.requests[r].status.is_ok(), "seed {seed} row {r}: {:?}", out.requests[r].status);
+        let shown: Vec<i32> = o.top_logprobs.iter().map(|t| t.0).collect();
+        let want_shown: Vec<i32> = xs.iter().take(shown.len()).map(|t| t.0).collect();
+        assert_eq!(shown, want_shown, "seed {seed} row {r}: candidate order");
+        let got_kept: Vec<i32> = o.top_logprobs.iter().filter(|t| t.1 > f32::NEG_INFINITY).map(|t| t.0).collect();
+        let want_kept: Vec<i32> = kept.iter().copied().take(shown.len()).collect();
+        assert_eq!(
+            got_kept,
+            want_kept,
+            "seed {seed} row {r} (V={vocab} N={n}): T={} min_p={} L={l}; x of the shown: {:?}",
+            req.params.temperature,
+            req.params.min_p,
+            &xs[..shown.len()]
+        );
+        assert!(kept.contains(&o.token), "seed {seed} row {r}: token {} not kept", o.token);
+        if req.params.temperature >= 1e-5 {
+            on_boundary += xs.iter().any(|&(_, x)| x == l) as usize;
+            let by_exp: Vec<i32> = xs.iter().filter(|&&(_, x)| x.exp() >= req.params.min_p).map(|&(i, _)| i).collect();
+            exp_rule_differs += (by_exp != kept) as usize;
+        }
+    }
+    (on_boundary, exp_rule_differs)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, max_shrink_iters: 100, ..ProptestConfig::default() })]
+
+    /// Issue 24 item 3 (SAMPLER.md 10.1, decided): for random logits (with
+    /// tokens placed on and next to the boundary), temperatures and min_p,
+    /// the CPU's kept set is the one of `x < L` with `L = f32(ln min_p)`,
+    /// computed in f64: full-row path, force top-k, and (`far_tail`, V
+    /// above the prefix width) the prefix path.
+    #[test]
+    fn min_p_kept_set_is_x_below_f32_ln_min_p(
+        vocab in 2usize..=300,
+        force_sel in 0usize..3,
+        rows in 1usize..=6,
+        far_tail in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let force = [0, vocab / 2, 64][force_sel];
+        let _ = check_min_p_step(seed, vocab, if force < vocab { force } else { 0 }, rows, far_tail);
+    }
+
+    #[test]
+    fn min_p_kept_set_on_the_prefix_path(vocab in 1100usize..=5000, rows in 1usize..=4, seed in any::<u64>()) {
+        let _ = check_min_p_step(seed, vocab, 0, rows, true);
+    }
+}
+
+/// The min-p property test has teeth: over fixed seeds, many rows have a
+/// candidate exactly on the boundary (`x == L`), and the f32 `exp(x) <
+/// min_p` rule (the kernels' rule before issue 24) cuts differently on
+/// some of them, while the CPU follows `x < L` on every row.
+#[test]
+fn min_p_boundary_rows_are_hit_and_discriminate() {
+    let (mut hit, mut differ, mut total) = (0, 0, 0);
+    for seed in 0..60u64 {
+        let (vocab, force, far) = [(8, 0, false), (40, 0, false), (300, 64, false), (2000, 0, true)][seed as usize % 4];
+        let (h, d) = check_min_p_step(seed, vocab, force, 4, far);
+        hit += h;
+        differ += d;
+        total += 4;
+    }
+    eprintln!("min-p boundary: {hit} of {total} rows with x == L, {differ} where exp(x) < min_p cuts differently");
+    assert!(hit * 5 >= total, "only {hit} of {total} rows put a candidate on the boundary");
+    assert!(differ >= 5, "only {differ} rows tell x < L from exp(x) < min_p");
 }

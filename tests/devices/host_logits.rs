@@ -14,11 +14,9 @@ use sampler_host::{BackendKind, Sampler, SamplerConfig};
 
 use common::gen::{random_step, GenOpts, Rng};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
 fn cases() -> Vec<sampler_host::conformance::case::Case> {
-    let files = sampler_host::conformance::case::golden_files(&Path::new(ROOT).join("../shared/golden"));
-    assert!(!files.is_empty(), "golden cases not found beside the repository");
+    let files = sampler_host::conformance::case::golden_files(Path::new(sampler_host::conformance::case::GOLDEN_DIR));
+    assert!(files.len() >= 50, "golden cases not found at {}", sampler_host::conformance::case::GOLDEN_DIR);
     files
         .iter()
         .map(|f| sampler_host::conformance::case::parse_case(&std::fs::read_to_string(f).unwrap()).unwrap())

@@ -120,7 +120,7 @@ fn prefix_width_rules() {
     let mut rng = Rng::new(42);
     let mut p = plan(&mut rng, 20000, 0);
     p.top_k.iter_mut().for_each(|k| *k = 50);
-    p.min_p.iter_mut().for_each(|m| *m = 0.0);
+    p.log_min_p.iter_mut().for_each(|m| *m = f32::NEG_INFINITY);
     p.k = 5;
     assert_eq!(p.prefix_width(), Some(64));
     p.top_k[0] = 100;
@@ -132,9 +132,12 @@ fn prefix_width_rules() {
     p.top_p[0] = 1.0;
     assert_eq!(p.prefix_width(), None);
     // ... unless min-p cuts it (section 10.1).
-    p.min_p[0] = 0.05;
+    p.log_min_p[0] = sampler_host::params::log_min_p(0.05);
     assert_eq!(p.prefix_width(), Some(sampler_host::runtime::pipeline::PREFIX_TOPK_OFF));
-    p.min_p[0] = 0.0;
+    // min_p 1 (L = 0) cuts too.
+    p.log_min_p[0] = 0.0;
+    assert_eq!(p.prefix_width(), Some(sampler_host::runtime::pipeline::PREFIX_TOPK_OFF));
+    p.log_min_p[0] = f32::NEG_INFINITY;
     p.top_p[0] = 0.9;
     // Force top-k on, or too wide a top-k: full-row path.
     p.top_k[0] = 20000;

@@ -1,4 +1,4 @@
-//! Conformance cases (shared/spec/CONFORMANCE.md): one JSON case in, one
+//! Conformance cases (docs/spec/CONFORMANCE.md): one JSON case in, one
 //! JSON result document out.
 //!
 //! Parsing is in two levels so that bad input never panics and stays confined:
@@ -83,6 +83,8 @@ pub struct Case {
     pub force_topk: u32,
     /// Most drafts per request.
     pub nextn: u32,
+    /// `"input": "probs"`: `logits` holds probability rows (SAMPLER.md section 12).
+    pub probs: bool,
     /// Per request: rows owned (attributed from `rows`).
     pub rows: Vec<usize>,
     /// Per request: the request and its `[rows, V]` logits, or its error.
@@ -139,7 +141,7 @@ pub fn parse_case(json: &str) -> Result<Case, CaseError> {
     })?;
     let obj = top.as_object().ok_or_else(|| top_err("(case)", &top, "a case must be a JSON object"))?;
     for (k, v) in obj {
-        if !matches!(k.as_str(), "vocab_size" | "force_topk" | "nextn" | "logits" | "requests")
+        if !matches!(k.as_str(), "vocab_size" | "force_topk" | "nextn" | "input" | "logits" | "requests")
             && !IGNORED_TOP.contains(&k.as_str())
         {
             return Err(top_err(k, v, "unknown top-level field"));
@@ -155,6 +157,12 @@ pub fn parse_case(json: &str) -> Result<Case, CaseError> {
     }
     let force_topk = top_uint(obj, "force_topk", Some(0))?;
     let nextn = top_uint(obj, "nextn", Some(5))?;
+    let probs = match obj.get("input") {
+        None => false,
+        Some(Value::String(s)) if s == "logits" => false,
+        Some(Value::String(s)) if s == "probs" => true,
+        Some(v) => return Err(top_err("input", v, "expected \"logits\" or \"probs\"")),
+    };
     let logits = match obj.get("logits") {
         None => return Err(top_err("logits", &Value::Null, "missing (required)")),
         Some(Value::Array(a)) => a,
@@ -216,7 +224,7 @@ pub fn parse_case(json: &str) -> Result<Case, CaseError> {
         out.push(parse_request(i, r, own, first, vocab_size));
         first += rows[i];
     }
-    Ok(Case { vocab_size, force_topk, nextn, rows, requests: out })
+    Ok(Case { vocab_size, force_topk, nextn, probs, rows, requests: out })
 }
 
 /// Runs a parsed case on `backend`; the malformed requests get an error
@@ -225,7 +233,12 @@ pub fn run_case(case: &Case, backend: BackendKind) -> Result<StepOutput, CaseErr
     let cfg = SamplerConfig { vocab_size: case.vocab_size, force_topk: case.force_topk, nextn: case.nextn, backend };
     let mut sampler = Sampler::new(cfg)?;
     let (reqs, logits) = case.well_formed();
-    let got = sampler.sample(&logits, &reqs)?;
+    let got = if case.probs {
+        // Section 12: probability rows are computed on the host whatever the backend.
+        crate::probs::sample(case.vocab_size, sampler.n(), case.nextn, &logits, &reqs)?.0
+    } else {
+        sampler.sample(&logits, &reqs)?
+    };
     // Splice the malformed requests back in, in order.
     let mut rows = Vec::new();
     let mut outs = Vec::new();
@@ -335,11 +348,17 @@ pub fn exit_code(res: &Result<Value, CaseError>) -> i32 {
     }
 }
 
+/// The repository's own copy of the conformance cases, `conformance/golden`
+/// (absolute, from this crate's source directory): `*.json` plus `next/`,
+/// refreshed from `../shared/golden` by `scripts/sync-golden.sh`. Every
+/// golden runner reads it, so a clone runs every case without `../shared`.
+pub const GOLDEN_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../conformance/golden");
+
 /// Prefixes of the cases in `golden/next/` whose spec decisions have landed
 /// (issue order): the golden runners read them beside `golden/*.json`.
-pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-"];
+pub const LANDED_NEXT: &[&str] = &["bug2-", "case-301-", "tree-501-", "decide3-"];
 
-/// Every golden case file under `dir` (`../shared/golden`): `dir/*.json`
+/// Every golden case file under `dir` ([`GOLDEN_DIR`]): `dir/*.json`
 /// plus the landed cases of `dir/next/` ([`LANDED_NEXT`]), sorted by name.
 /// Empty when `dir` does not exist.
 pub fn golden_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

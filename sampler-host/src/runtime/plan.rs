@@ -77,8 +77,11 @@ pub struct StepPlan<'a> {
     pub top_p: Vec<f32>,
     /// `[R]` i32 top-k (-1 = off).
     pub top_k: Vec<i32>,
-    /// `[R]` f32 min-p in [0, 1] (0 = off; section 10.1).
-    pub min_p: Vec<f32>,
+    /// `[R]` f32 min-p threshold `L = ln(min_p)` of section 10.1
+    /// ([`crate::params::log_min_p`]: f64 `ln` rounded to f32 once per
+    /// request; `-inf` = off, 0 for min_p = 1): the kernels remove candidate
+    /// i when `x_i < L`.
+    pub log_min_p: Vec<f32>,
     /// `[R]` u32 filter order (section 10.2): [`ORDER_TOP_P_FIRST`] or [`ORDER_TOP_K_FIRST`].
     pub filter_order: Vec<u32>,
     /// `[R]` u32 nonzero when the row reports raw logprobs (section 10.3).
@@ -145,7 +148,7 @@ impl StepPlan<'_> {
             temperature,
             top_p,
             top_k,
-            min_p,
+            log_min_p,
             filter_order,
             raw_logprobs,
             seed,
@@ -180,7 +183,7 @@ impl StepPlan<'_> {
             temperature,
             top_p,
             top_k,
-            min_p,
+            log_min_p,
             filter_order,
             raw_logprobs,
             seed,
@@ -219,7 +222,7 @@ impl StepPlan<'_> {
             temperature,
             top_p,
             top_k,
-            min_p,
+            log_min_p,
             filter_order,
             raw_logprobs,
             seed,
@@ -254,7 +257,7 @@ impl StepPlan<'_> {
             temperature,
             top_p,
             top_k,
-            min_p,
+            log_min_p,
             filter_order,
             raw_logprobs,
             seed,
@@ -411,7 +414,7 @@ impl<'p> StepPlan<'p> {
             temperature: self.temperature[r.clone()].to_vec(),
             top_p: self.top_p[r.clone()].to_vec(),
             top_k: self.top_k[r.clone()].to_vec(),
-            min_p: self.min_p[r.clone()].to_vec(),
+            log_min_p: self.log_min_p[r.clone()].to_vec(),
             filter_order: self.filter_order[r.clone()].to_vec(),
             raw_logprobs: self.raw_logprobs[r.clone()].to_vec(),
             tree_parent: self.tree_parent[r.clone()].to_vec(),

@@ -350,13 +350,13 @@ fn scaled_logits(cand: Gm<f32>, off: u64, n: u32, temperature: f32) -> Tile<f32>
 }
 
 /// Sections 10.1 and 3.8: the prefix min-p and top-k keep, of the scaled
-/// logits `x` (`[n]` f32, in order): `exp(x) >= min_p` and the first `k`
+/// logits `x` (`[n]` f32, in order): not `x < log_min_p` (min-p's one f32
+/// comparison with the host's `L = ln(min_p)`, `-inf` off, 0 for min_p = 1,
+/// which keeps exactly the ties with the largest logit) and the first `k`
 /// (`k < 0`: off); `[n]` bool.
 #[kernel_fn]
-fn prefix_mask(x: Tile<f32>, min_p: f32, k: i32, n: u32) -> Tile<bool> {
-    // x is 0 only on ties with the largest logit, so min_p = 1 keeps
-    // exactly those whatever exp rounds to.
-    (exp(x) >= min_p) & ((x == 0.0) | (min_p < 1.0)) & ((iota(n) < (k as u32)) | (k < 0))
+fn prefix_mask(x: Tile<f32>, log_min_p: f32, k: i32, n: u32) -> Tile<bool> {
+    (x >= log_min_p) & ((iota(n) < (k as u32)) | (k < 0))
 }
 
 /// Section 10.2: the mass top-p is a fraction of (2^-44 units): the mass
@@ -408,7 +408,8 @@ fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -
 ///
 /// - `cand`: `[R, n]` f32 candidate logits in order.
 /// - `temperature`, `top_p`: `[R]` f32 (already clamped, section 1); `top_k`: `[R]` i32 (-1 off).
-/// - `min_p`: `[R]` f32 in [0, 1] (0 off); `order`: `[R]` u32, 0 top-p then
+/// - `log_min_p`: `[R]` f32 min-p threshold `L = ln(min_p)` (section 10.1,
+///   rounded to f32 on the host; `-inf` off); `order`: `[R]` u32, 0 top-p then
 ///   top-k (the seed), 1 top-k then top-p (section 10.2).
 /// - `logprobs`: `[R, n]` f32 out; `-inf` for removed candidates.
 #[kernel(
@@ -421,7 +422,7 @@ pub fn process(
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
-    min_p: Gm<f32>,
+    log_min_p: Gm<f32>,
     order: Gm<u32>,
     logprobs: GmMut<f32>,
 ) {
@@ -429,7 +430,7 @@ pub fn process(
     let off = (r as u64) * (n as u64);
     let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
-    let pre = prefix_mask(x, load_scalar(min_p, r as u64), load_scalar(top_k, r as u64), n);
+    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), n);
     let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
     let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
     let lp = renormalise(x, w, keep);
@@ -497,7 +498,7 @@ pub fn draw(logprobs: Gm<f32>, cand_ids: Gm<i32>, n: u32, seed: Gm<u64>, seq: Gm
 /// `process` then `draw` in one program per row (one launch, the logprobs
 /// kept in registers for the draw): bit for bit the two kernels' outputs.
 ///
-/// - As `process` (`cand`, `n`, `temperature`, `top_p`, `top_k`, `min_p`,
+/// - As `process` (`cand`, `n`, `temperature`, `top_p`, `top_k`, `log_min_p`,
 ///   `order` -> `logprobs`) and `draw` (`cand_ids`, `seed`, `seq` -> `token`).
 #[kernel(
     tile = [64, 256, 1024, 4096, 16384],
@@ -510,7 +511,7 @@ pub fn process_draw(
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
-    min_p: Gm<f32>,
+    log_min_p: Gm<f32>,
     order: Gm<u32>,
     seed: Gm<u64>,
     seq: Gm<u64>,
@@ -521,7 +522,7 @@ pub fn process_draw(
     let off = (r as u64) * (n as u64);
     let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
     let w = to_fixed(exp(x));
-    let pre = prefix_mask(x, load_scalar(min_p, r as u64), load_scalar(top_k, r as u64), n);
+    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), n);
     let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
     let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
     let lp = renormalise(x, w, keep);
@@ -544,7 +545,7 @@ pub fn process_draw(
 ///
 /// - `cand`: `[R, n]` f32 candidate logits in order, `cand_ids`: `[R, n]` i32; `v`: the vocabulary size.
 /// - `mass`: `[R * chunks]` u64 from `row_mass`.
-/// - `temperature`, `top_p`, `min_p`: `[R]` f32; `top_k`: `[R]` i32 (-1 off);
+/// - `temperature`, `top_p`, `log_min_p` (as `process`): `[R]` f32; `top_k`: `[R]` i32 (-1 off);
 ///   `order`: `[R]` u32 (as `process`); `seed`, `seq`: `[R]` u64.
 /// - `logprobs`: `[R, n]` f32 out (`-inf` removed); `overflow`: `[R]` u32 out; `token`: `[R]` i32 out.
 #[kernel(
@@ -561,7 +562,7 @@ pub fn process_prefix_draw(
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
-    min_p: Gm<f32>,
+    log_min_p: Gm<f32>,
     order: Gm<u32>,
     seed: Gm<u64>,
     seq: Gm<u64>,
@@ -580,17 +581,17 @@ pub fn process_prefix_draw(
         total += load_scalar(mass, (r * chunks + c) as u64);
     }
     let k = load_scalar(top_k, r as u64);
-    let mp = load_scalar(min_p, r as u64);
-    let pre = prefix_mask(x, mp, k, n);
+    let lmp = load_scalar(log_min_p, r as u64);
+    let pre = prefix_mask(x, lmp, k, n);
     // Whether min-p keeps the last column (then it may keep past the prefix).
     let xl = (load_scalar(cand, off + ((n - 1) as u64)) - m) / t;
-    let last_in = exp(xl) >= mp && (xl == 0.0 || mp < 1.0);
+    let last_in = xl >= lmp;
     let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
     let kfirst = load_scalar(order, r as u64) != 0;
     // 10.2: the min-p and top-k mass; past the prefix it is the row's total
     // when both are off, else unknown here (the row overflows).
     let base = filtered_mass(w, pre, kfirst && k_inside, total);
-    let base_unknown = kfirst && !k_inside && (k > 0 || mp > 0.0);
+    let base_unknown = kfirst && !k_inside && (k > 0 || lmp > NEG_INF);
     let (keep, thr) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
     let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);

@@ -10,6 +10,8 @@ pub mod math;
 pub mod cpu;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host_algo;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod stream_select;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod gpu;

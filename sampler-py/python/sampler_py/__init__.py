@@ -5,6 +5,8 @@ Two layers:
 - the functional API, shaped like FlashInfer's: ``top_k_top_p_sampling_from_logits``,
   ``top_k_renorm_probs`` / ``top_p_renorm_probs``, ``top_k_top_p_renorm_logprobs``
   and ``verify`` (speculative decoding);
+- ``sampler_py.flashinfer``: FlashInfer's sampling functions with its signatures and
+  defaults, on this project's kernels and contract (each difference stated in its docstring);
 - ``Sampler``, mirroring the Rust ``sampler_host::Sampler``: ``Request`` objects
   (prefill / decode / verify / draft / prompt-logprobs / tree with a ``DraftTree``) with ``SamplingParams``,
   grammar bit masks, and the ``MtpInfoPool``.
@@ -39,6 +41,8 @@ from ._native import (
     verify as verify,
 )
 
+from . import flashinfer as flashinfer
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -51,6 +55,7 @@ __all__ = [
     "Sampler",
     "SamplingParams",
     "StepOutput",
+    "flashinfer",
     "golden_files",
     "is_cuda_tensor",
     "run_case_json",

@@ -87,11 +87,14 @@ class DraftTree:
     @property
     def nodes(self) -> int: ...
     @staticmethod
-    def parents_from_first_child_next_sibling(first_child: IntSeq, next_sibling: IntSeq) -> list[int]: ...
+    def parents_from_first_child_next_sibling(first_child: IntSeq, next_sibling: IntSeq, *, renumber: bool = False) -> Union[list[int], Tuple[list[int], list[int]]]:
+        """Parents (11.1 order required), or with renumber=True any order (SGLang) and
+        (parent, perm): new node n is input node perm[n] (identity when already in order)."""
     @staticmethod
     def parents_from_rank_paths(paths: Sequence[IntSeq]) -> list[int]: ...
     @staticmethod
-    def parents_from_node_paths(m: int, paths: Sequence[IntSeq]) -> list[int]: ...
+    def parents_from_node_paths(m: int, paths: Sequence[IntSeq], *, renumber: bool = False) -> Union[list[int], Tuple[list[int], list[int]]]:
+        """As parents_from_first_child_next_sibling, from EAGLE-2 retrieve_indices (-1 padded)."""
     @staticmethod
     def parents_from_dfs_depths(depths: IntSeq) -> list[int]: ...
     @staticmethod
@@ -170,6 +173,7 @@ class CudaStepOutput:
     accepted: Array  # [B] int32
     status: Array  # [B] int32: 0 ok, -1 rejected on the host (Sampler.check), 1 bad logit value, 2 all masked
     ok: Array  # [B] bool (status == 0)
+    paths: list[Optional[Array]]  # B: tree requests' [M] int32 device views (path root first, then -1), else None
     row_offsets: list[int]  # B + 1 (host)
     top_logprobs_width: int
     buffer: Array  # the one uint8 device tensor holding them
@@ -189,6 +193,8 @@ class Sampler:
         the GIL released while it runs. CUDA logits: enqueued on `stream`, a
         CudaStepOutput without waiting (`out`: an earlier one of the same shape,
         written again instead of a new allocation; see also `reuse_outputs`)."""
+    def sample_probs(self, probs: ArrayLike, requests: Sequence[Request]) -> StepOutput:
+        """SAMPLER.md section 12: probability rows [R, V] (host), prefill / decode requests at temperature 1."""
     def check(self, request: Request) -> Optional[str]:
         """The host-side error text of `request` (section 1), or None when valid."""
     def sample_with_processed(self, logits: ArrayLike, requests: Sequence[Request], rows: IntSeq) -> Tuple[StepOutput, Array, Array]:
@@ -229,6 +235,8 @@ def top_k_top_p_sampling_from_logits(
     top_p: PerRowFloat = None,
     *,
     temperature: PerRowFloat = None,
+    min_p: PerRowFloat = None,
+    filter_order: Optional[str] = None,
     seed: PerRowInt = None,
     positions: PerRowInt = None,
     force_topk: int = 0,
@@ -237,8 +245,13 @@ def top_k_top_p_sampling_from_logits(
     backend: str = "auto",
     stream: StreamLike = None,
 ) -> Union[Array, StepOutput, CudaStepOutput]:
-    """[R] int32 tokens (-1 for a bad row); StepOutput with return_logprobs=True.
-    Defaults: top_k -1 (off), top_p 1 (off), temperature 1, seed random, positions 0.
+    """[R] int32 tokens (-1 for a bad row of a per-row array); StepOutput with return_logprobs=True.
+    Defaults: top_k -1 (off), top_p 1 (off), temperature 1, min_p 0 (off),
+    filter_order "top_p_then_top_k" (or "top_k_then_top_p", SAMPLER.md 10.2), seed random, positions 0.
+    An invalid scalar (top_k=0, top_p=0, a negative or infinite temperature, min_p
+    outside [0, 1]) raises ValueError naming it. A scalar seed is every row's seed: rows
+    at the same position then draw the same u, so pass positions (or per-row seeds) for
+    independent rows, and advance positions between calls.
     CUDA logits: each call allocates its outputs from torch's caching allocator."""
 
 def verify(
@@ -249,16 +262,21 @@ def verify(
     top_p: PerRowFloat = None,
     *,
     temperature: PerRowFloat = None,
+    min_p: PerRowFloat = None,
+    filter_order: Optional[str] = None,
     seed: PerRowInt = None,
     positions: PerRowInt = None,
     draft_dist_ids: Optional[ArrayLike] = None,
     force_topk: int = 0,
     top_logprobs: int = 0,
+    nextn: Optional[int] = None,
     backend: str = "auto",
     stream: StreamLike = None,
 ) -> Union[StepOutput, CudaStepOutput]:
     """Section 6: target_logits [B, m, V] or [B*m, V], draft_ids [B, m-1],
-    draft_logprobs [B, m-1, V] (or [B, m-1, W] with draft_dist_ids [B, m-1, W])."""
+    draft_logprobs [B, m-1, V] (or [B, m-1, W] with draft_dist_ids [B, m-1, W]).
+    Any number of drafts m-1: the cached sampler takes nextn = m-1 (``nextn`` may
+    ask for more; fewer than m-1 raises ValueError)."""
 
 def top_k_top_p_renorm_logprobs(
     logits: ArrayLike,
@@ -266,16 +284,42 @@ def top_k_top_p_renorm_logprobs(
     top_p: PerRowFloat = None,
     *,
     temperature: PerRowFloat = None,
+    min_p: PerRowFloat = None,
+    filter_order: Optional[str] = None,
     force_topk: int = 0,
     backend: str = "auto",
 ) -> Tuple[Array, Array]:
     """Processed distribution (section 3): (ids [R, N] int32, logprobs [R, N] float32)."""
 
 def top_k_renorm_probs(probs: ArrayLike, top_k: PerRowInt, *, backend: str = "auto") -> Array:
-    """[R, V] float32 renormalised probs after top-k (section 3 on ln(probs))."""
+    """[R, V] float32 renormalised probs after top-k (SAMPLER.md section 12: ordered by p, ties
+    by lower id; computed on the host whatever backend says)."""
 
 def top_p_renorm_probs(probs: ArrayLike, top_p: PerRowFloat, *, backend: str = "auto") -> Array:
-    """[R, V] float32 renormalised probs after top-p (section 3 on ln(probs))."""
+    """[R, V] float32 renormalised probs after top-p (SAMPLER.md section 12, on the host)."""
+
+def probs_sample(
+    probs: ArrayLike,
+    top_k: PerRowInt = None,
+    top_p: PerRowFloat = None,
+    min_p: PerRowFloat = None,
+    *,
+    filter_order: Optional[str] = None,
+    seed: PerRowInt = None,
+    positions: PerRowInt = None,
+) -> Tuple[Array, Array]:
+    """Section 12: one draw per row of probs [R, V] float32 (host): (tokens [R] int32, valid [R] bool)."""
+
+def probs_verify(
+    draft_probs: ArrayLike,
+    draft_ids: ArrayLike,
+    target_probs: ArrayLike,
+    *,
+    seed: PerRowInt = None,
+    positions: PerRowInt = None,
+) -> Tuple[Array, Array, Array]:
+    """Section 6 on section 12's rows (host): (tokens [B, D+1] int32, independently
+    accepted drafts [B] int32, accepted [B] int32)."""
 
 def run_case_json(case_json: str, backend: str = "cpu") -> str:
     """A CONFORMANCE.md case run in Rust: its result document (JSON text)."""

@@ -26,7 +26,7 @@ macro_rules! bufs {
 bufs! {
     Logits: F32, Masked: F32, Masks: U32, HasMask: U32, RowStatus: I32,
     Cand: F32, CandIds: I32, Logprobs: F32,
-    Temperature: F32, TopP: F32, TopK: I32, MinP: F32, FilterOrder: U32,
+    Temperature: F32, TopP: F32, TopK: I32, LogMinP: F32, FilterOrder: U32,
     Raw: U32, RawMax: F32, RawSum: U64,
     Seed: U64, SeqDraw: U64, SeqAccept: U64, SeqResidual: U64,
     Fresh: I32, Golden: I32, Drafts: I32,
@@ -136,7 +136,7 @@ pub fn host_input<'p>(p: &'p StepPlan<'_>, buf: Buf) -> Option<HostSlice<'p>> {
         Temperature => HostSlice::F32(&p.temperature),
         TopP => HostSlice::F32(&p.top_p),
         TopK => HostSlice::I32(&p.top_k),
-        MinP => HostSlice::F32(&p.min_p),
+        LogMinP => HostSlice::F32(&p.log_min_p),
         FilterOrder => HostSlice::U32(&p.filter_order),
         Raw => HostSlice::U32(&p.raw_logprobs),
         TreeParent => HostSlice::I32(&p.tree_parent),

@@ -140,8 +140,8 @@ impl StepPlan<'_> {
         for (i, (&tk, &tp)) in self.top_k.iter().zip(&self.top_p).enumerate() {
             // Min-p cuts a prefix too: such a row takes the prefix path
             // (and overflows to the full row when min-p keeps past it).
-            let mp = self.min_p.get(i).copied().unwrap_or(0.0);
-            if tk < 0 && tp >= 1.0 && mp <= 0.0 {
+            let lmp = self.log_min_p.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+            if tk < 0 && tp >= 1.0 && lmp == f32::NEG_INFINITY {
                 return None;
             }
             need = need.max(if tk > 0 { tk as u32 } else { PREFIX_TOPK_OFF });

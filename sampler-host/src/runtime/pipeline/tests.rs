@@ -80,7 +80,7 @@ fn from_candidates_equals_the_full_program() {
         seq_seed: Some(9),
         ..Default::default()
     };
-    let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.3, -1.6, -2.5] };
+    let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.4, -1.6, -2.5] };
     let reqs = vec![
         Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
         Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),

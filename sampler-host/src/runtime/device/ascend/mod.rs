@@ -222,10 +222,10 @@ mod tests {
     #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
     fn hardware_golden_cases_match_cpu() {
         let mut backend = AscendBackend::new().expect("CANN and a device");
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden");
+        let dir = std::path::Path::new(crate::conformance::case::GOLDEN_DIR);
         let only = std::env::var("ASCEND_CASE").ok();
         let (mut ran, mut bad) = (0, Vec::new());
-        for f in crate::conformance::case::golden_files(&dir) {
+        for f in crate::conformance::case::golden_files(dir) {
             if only.as_ref().is_some_and(|o| !f.to_string_lossy().contains(o.as_str())) {
                 continue;
             }

@@ -629,12 +629,13 @@ impl CudaDevice {
             if let (pipeline::Upload::Fill(x, len), Some((off, _))) = (u, self.input_at[*b as usize]) {
                 if class(*b, u) == 2 && *len > 0 {
                     let bits = x.scalar_bits().unwrap_or(0) as u32;
-                    // SAFETY: `len` 4-byte elements at `off` lie in the arena (laid out above).
-                    unsafe {
-                        cudarc::driver::sys::cuMemsetD32Async(base + off as u64, bits, *len, self.stream.cu_stream())
-                    }
-                    .result()
-                    .map_err(dev)?;
+                    // The caller's buffer when the step writes into it (`enqueue_into`), else ours.
+                    let dst = self.ext_out[*b as usize].unwrap_or(base + off as u64);
+                    // SAFETY: `len` 4-byte elements at `dst`: in the arena (laid out above), or
+                    // the caller's `[R]` buffer of `OutputPtrs`.
+                    unsafe { cudarc::driver::sys::cuMemsetD32Async(dst, bits, *len, self.stream.cu_stream()) }
+                        .result()
+                        .map_err(dev)?;
                 }
             }
         }

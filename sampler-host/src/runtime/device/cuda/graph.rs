@@ -32,6 +32,10 @@ pub struct OutputPtrs {
     pub accepted: Option<u64>,
     /// `[G]` i32 request status (0 ok, -1 failed on the host, 1 bad logit value, 2 all masked).
     pub status: Option<u64>,
+    /// `[R]` i32 tree paths (section 11.9; written only when the step has a
+    /// tree request): a tree request's rows get its accepted path's node
+    /// indices, root first, then -1; every other row -1.
+    pub path: Option<u64>,
 }
 
 /// The outputs of the last enqueued step, still on the device (stream

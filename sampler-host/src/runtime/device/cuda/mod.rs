@@ -220,12 +220,24 @@ impl CudaBackend {
             (Buf::SumSmaller, out.sum_smaller_probs),
             (Buf::Accepted, out.accepted),
             (Buf::GroupStatus, out.status),
+            (Buf::Path, out.path),
         ] {
             self.d.ext_out[b as usize] = x.filter(|&a| a != 0);
         }
         let r = self.enqueue(p);
         self.d.ext_out.iter_mut().for_each(|x| *x = None);
-        r.map(|_| ())
+        r?;
+        // A step without a tree walk (no tree request passed the host checks) writes no path:
+        // the caller's buffer still gets its -1s.
+        if let (Some(path), false) = (out.path.filter(|&a| a != 0), p.any_tree) {
+            // SAFETY: the caller's `[R]` i32 buffer of `OutputPtrs`, on the sampler's stream.
+            unsafe {
+                cudarc::driver::sys::cuMemsetD32Async(path, u32::MAX, p.rows as usize, self.d.stream.cu_stream())
+            }
+            .result()
+            .map_err(dev)?;
+        }
+        Ok(())
     }
 
     /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]
