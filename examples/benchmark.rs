@@ -454,6 +454,9 @@ pub fn time_shape_mode(
         "kernels_us": kernels,
         // Launches of the step (= kernel nodes of its graph) and whether the top-N counted (SAMPLER_COUNTS_IN_TOPN).
         "nodes": per.len(), "counts_in_topn": cuda.counts_in_topn(),
+        // Which top-N ran: "stream" (force_topn_stream, SAMPLER_STREAM_SELECT=1), "chunked" (topn_chunk + topn_merge) or "one block".
+        "select": if per.iter().any(|(k, _)| k.starts_with("force_topn_stream")) { "stream" } else if per.iter().any(|(k, _)| k.starts_with("topn_merge")) { "chunked" } else { "one block" },
+        "stream_select": cuda.stream_select(),
         "check_cpu_bitwise": checked, "graph_check_cpu_bitwise": graph_checked,
     }))
 }
@@ -517,9 +520,10 @@ fn run(args: &[String]) -> ExitCode {
                 Ok(j) => {
                     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
                     let mut ks: Vec<String> = vec![format!(
-                        "{} nodes{}",
+                        "{} nodes{}, select {}",
                         j["nodes"],
-                        if j["counts_in_topn"] == true { " (counts in top-N)" } else { "" }
+                        if j["counts_in_topn"] == true { " (counts in top-N)" } else { "" },
+                        j["select"].as_str().unwrap_or("?")
                     )];
                     ks.extend(
                         j["kernels_us"]

@@ -459,6 +459,22 @@ fn adversarial_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
     rows
 }
 
+/// Each row's `force_topn_stream` fallback code of the last step, if that
+/// step ran it (`Buf::SelFallback`).
+fn stream_fallback_codes(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
+    use sampler_host::runtime::pipeline::{self, Buf, Device, HostSliceMut};
+    let names =
+        pipeline::build_for(cuda.device(), plan, pipeline::PrefixPolicy::Eager.width(plan)).ok()?.kernel_names();
+    if !names.contains(&"force_topn_stream") {
+        return None;
+    }
+    let mut fb = vec![0u32; plan.rows as usize];
+    let d = cuda.device();
+    d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut fb)).ok()?;
+    d.finish().ok()?;
+    Some(fb)
+}
+
 /// `adversarial_rows` on CUDA and on the CPU backend, bitwise, N in 1, 50,
 /// 1024, 4096 and off; top-p 1 and top-k off, so every candidate's logit
 /// enters the normaliser.
@@ -484,45 +500,56 @@ fn adversarial() -> ExitCode {
         })
         .collect();
     let mut bad = 0;
-    for n in [1u32, 50, 1024, 4096, v] {
-        let plan = match build_plan(v, n, u32::MAX, &logits, &requests) {
-            Ok(p) => p.0.into_owned(),
-            Err(e) => {
-                println!("adversarial N={n}: plan error {e}");
-                bad += 1;
-                continue;
-            }
-        };
-        let gpu = cuda.run(&plan);
-        let cpu = CpuBackend::full_row().run(&plan);
-        let verdict = match (&gpu, &cpu) {
-            (Ok(a), Ok(b)) if bits_eq(a, b) => "bitwise ok".to_string(),
-            (Ok(a), Ok(b)) => {
-                bad += 1;
-                let diff: Vec<&str> = rows
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| {
-                        a.tokens.get(*i) != b.tokens.get(*i)
-                            || a.token_lp.get(*i).map(|x| x.to_bits()) != b.token_lp.get(*i).map(|x| x.to_bits())
-                            || a.row_status.get(*i) != b.row_status.get(*i)
-                    })
-                    .map(|(_, (name, _))| *name)
-                    .collect();
-                format!("MISMATCH vs cpu (rows: {diff:?})")
-            }
-            (Err(e), _) => {
-                bad += 1;
-                format!("cuda error {e}")
-            }
-            (_, Err(e)) => format!("cpu error {e}"),
-        };
-        println!(
-            "adversarial N={n}: {} rows ({}): {verdict}",
-            rows.len(),
-            rows.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
-        );
+    // The streaming top-N (force_topn_stream, N <= 4096) as the environment
+    // set it, then the other way round.
+    let env_stream = cuda.stream_select();
+    for stream in [env_stream, !env_stream] {
+        cuda.set_stream_select(stream);
+        for n in [1u32, 50, 1024, 4096, v] {
+            let plan = match build_plan(v, n, u32::MAX, &logits, &requests) {
+                Ok(p) => p.0.into_owned(),
+                Err(e) => {
+                    println!("adversarial N={n}: plan error {e}");
+                    bad += 1;
+                    continue;
+                }
+            };
+            let gpu = cuda.run(&plan);
+            let fell = stream_fallback_codes(&mut cuda, &plan);
+            let cpu = CpuBackend::full_row().run(&plan);
+            let verdict = match (&gpu, &cpu) {
+                (Ok(a), Ok(b)) if bits_eq(a, b) => "bitwise ok".to_string(),
+                (Ok(a), Ok(b)) => {
+                    bad += 1;
+                    let diff: Vec<&str> = rows
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| {
+                            a.tokens.get(*i) != b.tokens.get(*i)
+                                || a.token_lp.get(*i).map(|x| x.to_bits()) != b.token_lp.get(*i).map(|x| x.to_bits())
+                                || a.row_status.get(*i) != b.row_status.get(*i)
+                        })
+                        .map(|(_, (name, _))| *name)
+                        .collect();
+                    format!("MISMATCH vs cpu (rows: {diff:?})")
+                }
+                (Err(e), _) => {
+                    bad += 1;
+                    format!("cuda error {e}")
+                }
+                (_, Err(e)) => format!("cpu error {e}"),
+            };
+            println!(
+                "adversarial N={n}, stream select {stream}: {} rows ({}): {verdict}{}",
+                rows.len(),
+                rows.iter().map(|r| r.0).collect::<Vec<_>>().join(", "),
+                fell.map_or(String::new(), |f| format!(
+                    "; stream fallback codes per row (0 streamed, 2 overflow, 3 too few) {f:?}"
+                ))
+            );
+        }
     }
+    cuda.set_stream_select(env_stream);
     if bad == 0 {
         ExitCode::SUCCESS
     } else {

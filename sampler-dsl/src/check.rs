@@ -936,7 +936,7 @@ fn literal_lengths(b: &Block, min_tile: u32, errs: &mut Errors) {
                 let at = match op {
                     Op::Load | Op::MaskBits => Some(2),
                     Op::Full | Op::Iota => Some(0),
-                    Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted => Some(3),
+                    Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => Some(3),
                     _ => None,
                 };
                 if let Some(a) = at.and_then(|i| args.get(i)) {

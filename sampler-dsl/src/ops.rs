@@ -38,6 +38,7 @@ pub enum Op {
     TopNSet,
     TopNCounted,
     TopNSetCounted,
+    TopNStreamCounted,
     SortDesc,
     Categorical,
     // --- element functions (tiles elementwise, or scalars) ---
@@ -88,6 +89,7 @@ pub const OPS: &[(&str, Op)] = &[
     ("top_n_set", Op::TopNSet),
     ("top_n_counted", Op::TopNCounted),
     ("top_n_set_counted", Op::TopNSetCounted),
+    ("top_n_stream_counted", Op::TopNStreamCounted),
     ("sort_desc", Op::SortDesc),
     ("categorical", Op::Categorical),
     ("exp", Op::Exp),
@@ -168,6 +170,7 @@ impl Op {
             | Op::TopNSet
             | Op::TopNCounted
             | Op::TopNSetCounted
+            | Op::TopNStreamCounted
             | Op::Gather
             | Op::Scatter => 4,
         }
@@ -205,6 +208,9 @@ impl Op {
             }
             Op::TopNSetCounted => {
                 "top_n_set_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
+            }
+            Op::TopNStreamCounted => {
+                "top_n_stream_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32, u32)"
             }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
@@ -266,7 +272,7 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
         Op::ReduceSum | Op::ExclusiveScan | Op::InclusiveScan => &[Tile(None)],
         Op::Count | Op::Any | Op::All | Op::FirstWhere | Op::LastWhere => &[Tile(Some(Bool))],
         Op::Get => &[Tile(None), Scalar(U32)],
-        Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted => {
+        Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => {
             &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32)]
         }
         Op::SortDesc => &[Tile(Some(F32)), Tile(Some(I32))],
@@ -296,6 +302,10 @@ pub fn result_type(op: Op, elem: Option<Prim>) -> Ty {
         // (values, ids, bad, finite): the range's NaN-or-+inf and not--inf counts (SAMPLER.md 3.2).
         Op::TopNCounted | Op::TopNSetCounted => {
             Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32)])
+        }
+        // top_n_counted's, and why the device's one-pass stream fell back (0: it did not).
+        Op::TopNStreamCounted => {
+            Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32), Ty::Scalar(U32)])
         }
         Op::FixedToF32 | Op::LnFixed => Ty::Scalar(F32),
         Op::FracFloor | Op::Uniform53 | Op::RandU64 => Ty::Scalar(U64),

@@ -76,31 +76,27 @@ __aicore__ inline void draw_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_
 struct draw_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 512;
 };
-extern "C" __global__ __aicore__ void draw_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void draw_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   draw_body<draw_k64>(p_logprobs, p_cand_ids, p_n, p_seed, p_seq, p_token, programs);
 }
 
 struct draw_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 2048;
 };
-extern "C" __global__ __aicore__ void draw_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void draw_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   draw_body<draw_k256>(p_logprobs, p_cand_ids, p_n, p_seed, p_seq, p_token, programs);
 }
 
 struct draw_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 8192;
 };
-extern "C" __global__ __aicore__ void draw_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void draw_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   draw_body<draw_k1024>(p_logprobs, p_cand_ids, p_n, p_seed, p_seq, p_token, programs);
 }
 
 struct draw_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 32768;
 };
-extern "C" __global__ __aicore__ void draw_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void draw_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_token, uint32_t programs) {
   draw_body<draw_k4096>(p_logprobs, p_cand_ids, p_n, p_seed, p_seq, p_token, programs);
 }

@@ -5,8 +5,7 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void finalize_t1(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_drafts, GM_ADDR p_accept_flags, GM_ADDR p_residual, GM_ADDR p_fresh, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void finalize_t1(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_drafts, GM_ADDR p_accept_flags, GM_ADDR p_residual, GM_ADDR p_fresh, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t programs) {
   const uint32_t TILE = 1;
   AscendC::TPipe pipe;
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;

@@ -61,31 +61,27 @@ __aicore__ inline void force_topn_body(GM_ADDR p_logits, uint32_t p_v, uint32_t 
 struct force_topn_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 2304, U2 = 512, U3 = 1024, U4 = 1792, U5 = 2048;
 };
-extern "C" __global__ __aicore__ void force_topn_t64(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void force_topn_t64(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   force_topn_body<force_topn_k64>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }
 
 struct force_topn_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192;
 };
-extern "C" __global__ __aicore__ void force_topn_t256(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void force_topn_t256(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   force_topn_body<force_topn_k256>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }
 
 struct force_topn_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768;
 };
-extern "C" __global__ __aicore__ void force_topn_t1024(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void force_topn_t1024(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   force_topn_body<force_topn_k1024>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }
 
 struct force_topn_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 147456, U2 = 32768, U3 = 65536, U4 = 114688, U5 = 131072;
 };
-extern "C" __global__ __aicore__ void force_topn_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void force_topn_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t programs) {
   force_topn_body<force_topn_k4096>(p_logits, p_v, p_n, p_cand, p_cand_ids, programs);
 }

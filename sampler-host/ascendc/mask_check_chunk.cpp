@@ -5,8 +5,7 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void mask_check_chunk_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, GM_ADDR p_masks, GM_ADDR p_has_mask, uint32_t p_copy, GM_ADDR p_masked, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void mask_check_chunk_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, GM_ADDR p_masks, GM_ADDR p_has_mask, uint32_t p_copy, GM_ADDR p_masked, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t programs) {
   const uint32_t TILE = 4096;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
@@ -226,6 +225,7 @@ extern "C" __global__ __aicore__ void mask_check_chunk_t4096(GM_ADDR p_logits, u
           }
           const uint64_t off51 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_2, v_rtiles_10), sk::div<uint32_t>(v_start_16, TILE)))));
           ub8[49152].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(s50));
+          sk::sync<AscendC::HardEvent::MTE3_S>();
           sk::sync<AscendC::HardEvent::S_MTE3>();
           AscendC::DataCopyPad(g_raw_sum[off51], ub8[49152].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
           AscendC::PipeBarrier<PIPE_ALL>();

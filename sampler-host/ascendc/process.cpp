@@ -161,31 +161,27 @@ __aicore__ inline void process_body(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temp
 struct process_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 768, U4 = 1024, U5 = 768;
 };
-extern "C" __global__ __aicore__ void process_t64(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_t64(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
   process_body<process_k64>(p_cand, p_n, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_logprobs, programs);
 }
 
 struct process_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 2304;
 };
-extern "C" __global__ __aicore__ void process_t256(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_t256(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
   process_body<process_k256>(p_cand, p_n, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_logprobs, programs);
 }
 
 struct process_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 9216;
 };
-extern "C" __global__ __aicore__ void process_t1024(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_t1024(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
   process_body<process_k1024>(p_cand, p_n, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_logprobs, programs);
 }
 
 struct process_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 36864;
 };
-extern "C" __global__ __aicore__ void process_t4096(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_t4096(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_logprobs, uint32_t programs) {
   process_body<process_k4096>(p_cand, p_n, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_logprobs, programs);
 }

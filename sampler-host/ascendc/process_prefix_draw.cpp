@@ -8,7 +8,7 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
   pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
@@ -76,180 +76,235 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
       const AscendC::LocalTensor<float> &L0 = t12;
       for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t v_total_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end15 = (uint32_t)(p_chunks);
-    for (uint32_t v_c_16 = (uint32_t)(((uint32_t)0ull)); v_c_16 < end15; ++v_c_16) {
-      v_total_14 = (uint64_t)(sk::add<uint64_t>(v_total_14, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_16)))))));
-    }
-    const int32_t v_k_17 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_lmp_18 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v___kf2_log_min_p_19 = (float)(v_lmp_18);
-    const int32_t v___kf2_k_20 = (int32_t)(v_k_17);
-    const uint32_t v___kf2_n_21 = (uint32_t)(p_n);
-    AscendC::LocalTensor<uint32_t> t22 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_21), TILE);
-    AscendC::CreateVecIndex(t22.ReinterpretCast<int32_t>(), (int32_t)0, t22_n);
-    const uint32_t s23 = (uint32_t)(((uint32_t)(v___kf2_k_20)));
-    const bool s24 = (bool)(((int32_t)(v___kf2_k_20) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t25 = ub8[U3].ReinterpretCast<uint8_t>();
-    const uint32_t t25_n = sk::min<uint32_t>(t12_n, t22_n);
+    const int32_t v_k_14 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float v_lmp_15 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const float v___kf2_log_min_p_16 = (float)(v_lmp_15);
+    const int32_t v___kf2_k_17 = (int32_t)(v_k_14);
+    const uint32_t v___kf2_n_18 = (uint32_t)(p_n);
+    AscendC::LocalTensor<uint32_t> t19 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_18), TILE);
+    AscendC::CreateVecIndex(t19.ReinterpretCast<int32_t>(), (int32_t)0, t19_n);
+    const uint32_t s20 = (uint32_t)(((uint32_t)(v___kf2_k_17)));
+    const bool s21 = (bool)(((int32_t)(v___kf2_k_17) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t22 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t22_n = sk::min<uint32_t>(t12_n, t19_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
       const AscendC::LocalTensor<float> &L0 = t12;
-      const AscendC::LocalTensor<uint32_t> &L1 = t22;
-      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf2_log_min_p_19))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s23))) | (bool)(s24))))))));
+      const AscendC::LocalTensor<uint32_t> &L1 = t19;
+      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf2_log_min_p_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s20))) | (bool)(s21))))))));
     }
-    const float v_xl_26 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(sk::sub<uint32_t>(p_n, ((uint32_t)1ull))))))), v_m_3), v_t_4));
-    const bool v_last_in_27 = (bool)(((float)(v_xl_26) >= (float)(v_lmp_18)));
-    const bool v_k_inside_28 = (bool)(((((((int32_t)(v_k_17) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v_k_17))) <= (uint32_t)(p_n))))) || ((!(v_last_in_27)))));
-    const bool v_kfirst_29 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
-    const bool v___kf3_kfirst_30 = (bool)(((v_kfirst_29) && (v_k_inside_28)));
-    const uint64_t v___kf3_total_31 = (uint64_t)(v_total_14);
-    AscendC::LocalTensor<uint64_t> t32 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t32_n = sk::min<uint32_t>(t25_n, t13_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t25;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    const float v_xl_23 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(sk::sub<uint32_t>(p_n, ((uint32_t)1ull))))))), v_m_3), v_t_4));
+    const bool v_last_in_24 = (bool)(((float)(v_xl_23) >= (float)(v_lmp_15)));
+    const bool v_k_inside_25 = (bool)(((((((int32_t)(v_k_14) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v_k_14))) <= (uint32_t)(p_n))))) || ((!(v_last_in_24)))));
+    const bool v_kfirst_26 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
+    const bool v_skipped_27 = (bool)(((uint64_t)(g_mass.GetValue((uint64_t)(((uint64_t)(sk::mul<uint32_t>(v_r_1, p_chunks)))))) == (uint64_t)(((uint64_t)18446744073709551615ull))));
+    uint64_t v_total_28 = (uint64_t)(((uint64_t)0ull));
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (v_skipped_27) {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      uint64_t s29 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t13_n; ++i) {
+        s29 = sk::add<uint64_t>(s29, t13.GetValue(i));
+      }
+      v_total_28 = (uint64_t)(s29);
+      AscendC::PipeBarrier<PIPE_ALL>();
+    } else {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      const uint32_t end30 = (uint32_t)(p_chunks);
+      for (uint32_t v_c_31 = (uint32_t)(((uint32_t)0ull)); v_c_31 < end30; ++v_c_31) {
+        v_total_28 = (uint64_t)(sk::add<uint64_t>(v_total_28, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_31)))))));
+      }
+      AscendC::PipeBarrier<PIPE_ALL>();
     }
-    uint64_t s33 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t32_n; ++i) {
-      s33 = sk::add<uint64_t>(s33, t32.GetValue(i));
+    AscendC::PipeBarrier<PIPE_ALL>();
+    const bool v___kf3_last_in_32 = (bool)(v_last_in_24);
+    const int32_t v___kf3_k_33 = (int32_t)(v_k_14);
+    const uint32_t v___kf3_n_34 = (uint32_t)(p_n);
+    const bool v___kf3_kfirst_35 = (bool)(v_kfirst_26);
+    const float v___kf3_top_p_36 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const bool v___kf3_k_inside_37 = (bool)(((((((int32_t)(v___kf3_k_33) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf3_k_33))) <= (uint32_t)(v___kf3_n_34))))) || ((!(v___kf3_last_in_32)))));
+    const bool v___kf3_last_pre_38 = (bool)(((v___kf3_last_in_32) && (((((int32_t)(v___kf3_k_33) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf3_k_33))) >= (uint32_t)(v___kf3_n_34)))))));
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t13_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t13.GetValue(i));
     }
-    const uint64_t v_base_34 = (uint64_t)(((v___kf3_kfirst_30) ? (uint64_t)(s33) : (uint64_t)(v___kf3_total_31)));
-    const bool v_base_unknown_35 = (bool)(((((v_kfirst_29) && ((!(v_k_inside_28))))) && (((((int32_t)(v_k_17) > (int32_t)(((int32_t)0ull)))) || (((float)(v_lmp_18) > (float)(sk::bits_f32(0xff800000u))))))));
-    const uint64_t v___kf4_base_36 = (uint64_t)(v_base_34);
-    const float v___kf4_top_p_37 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf4_thr_38 = (uint64_t)(sk::frac_floor(v___kf4_base_36, v___kf4_top_p_37));
-    AscendC::LocalTensor<uint64_t> t39 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t39_n = t13_n;
+    const uint64_t v___kf4_base_40 = (uint64_t)(s39);
+    const float v___kf4_top_p_41 = (float)(v___kf3_top_p_36);
+    const uint64_t v___kf4_thr_42 = (uint64_t)(sk::frac_floor(v___kf4_base_40, v___kf4_top_p_41));
+    AscendC::LocalTensor<uint64_t> t43 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t43_n = t13_n;
      {
       uint64_t acc = 0;
       for (uint32_t i = 0; i < t13_n; ++i) {
         const uint64_t x = t13.GetValue(i);
-        t39.SetValue(i, acc);
+        t43.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t40 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t40_n = sk::min<uint32_t>(t39_n, t25_n);
+    AscendC::LocalTensor<uint8_t> t44 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t44_n = sk::min<uint32_t>(t43_n, t22_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t39;
-      const AscendC::LocalTensor<uint8_t> &L1 = t25;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf4_thr_38))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t43;
+      const AscendC::LocalTensor<uint8_t> &L1 = t22;
+      for (uint32_t i = 0; i < t44_n; ++i) t44.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf4_thr_42))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    const uint64_t v_thr_41 = (uint64_t)(v___kf4_thr_38);
-    AscendC::LocalTensor<uint64_t> t42 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t42_n = sk::min<uint32_t>(t40_n, t13_n);
+    AscendC::LocalTensor<uint8_t> t45 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t45_n = sk::min<uint32_t>(t44_n, t22_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t40;
+      const AscendC::LocalTensor<uint8_t> &L0 = t44;
+      const AscendC::LocalTensor<uint8_t> &L1 = t22;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint8_t)(((bool)((bool)((L0.GetValue(i) != 0)) | (bool)((!((L1.GetValue(i) != 0))))))));
+    }
+    bool s46 = (bool)(true);
+    for (uint32_t i = 0; i < t45_n; ++i) {
+      if (!((t45.GetValue(i) != 0))) { s46 = false; break; }
+    }
+    const bool v_decided_47 = (bool)(((((v___kf3_kfirst_35) && (v___kf3_k_inside_37))) || ((((!(v___kf3_last_pre_38))) && (s46)))));
+    const bool v_unsure_48 = (bool)(((v_skipped_27) && ((!(v_decided_47)))));
+    const bool v___kf5_kfirst_49 = (bool)(((v_kfirst_26) && (v_k_inside_25)));
+    const uint64_t v___kf5_total_50 = (uint64_t)(v_total_28);
+    AscendC::LocalTensor<uint64_t> t51 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t51_n = sk::min<uint32_t>(t22_n, t13_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t22;
       const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t42_n; ++i) t42.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s43 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t42_n; ++i) {
-      s43 = sk::add<uint64_t>(s43, t42.GetValue(i));
+    uint64_t s52 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t51_n; ++i) {
+      s52 = sk::add<uint64_t>(s52, t51.GetValue(i));
     }
-    const float v___kf5_lse_44 = (float)(sk::ln_fixed(s43));
-    const float s45 = (float)(v___kf5_lse_44);
-    AscendC::LocalTensor<float> t46 = ub8[U5].ReinterpretCast<float>();
-    const uint32_t t46_n = t12_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t46, t12, -s45, (int32_t)t46_n);
-    AscendC::LocalTensor<float> t47 = t46.ReinterpretCast<float>();
-    const uint32_t t47_n = sk::min<uint32_t>(t40_n, t46_n);
-    sk::sync<AscendC::HardEvent::V_S>();
+    const uint64_t v_base_53 = (uint64_t)(((v___kf5_kfirst_49) ? (uint64_t)(s52) : (uint64_t)(v___kf5_total_50)));
+    const bool v_base_unknown_54 = (bool)(((((v_kfirst_26) && ((!(v_k_inside_25))))) && (((((int32_t)(v_k_14) > (int32_t)(((int32_t)0ull)))) || (((float)(v_lmp_15) > (float)(sk::bits_f32(0xff800000u))))))));
+    const uint64_t v___kf6_base_55 = (uint64_t)(v_base_53);
+    const float v___kf6_top_p_56 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf6_thr_57 = (uint64_t)(sk::frac_floor(v___kf6_base_55, v___kf6_top_p_56));
+    AscendC::LocalTensor<uint64_t> t58 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t58_n = t13_n;
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t40;
-      const AscendC::LocalTensor<float> &L1 = t46;
-      for (uint32_t i = 0; i < t47_n; ++i) t47.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t8);
-    const uint32_t n48 = t47_n;
-    const uint64_t off49 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o50 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n48 > 0) {
-      AscendC::DataCopy(o50, t47, AscendC::DataCopyParams{1, (uint16_t)((n48 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o50); o50 = qout.DeQue<float>();
-    if (n48 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off49], o50, AscendC::DataCopyExtParams{1, (uint32_t)(n48 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o50);
-    uint64_t s51 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s51 = sk::add<uint64_t>(s51, t13.GetValue(i));
-    }
-    const bool v_next_kept_52 = (bool)(((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((v_base_unknown_35) || (((((v_last_in_27) && (((uint64_t)(s51) <= (uint64_t)(v_thr_41))))) && (((((int32_t)(v_k_17) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_17))) > (uint32_t)(p_n)))))))))));
-    const uint64_t off53 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_next_kept_52) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_overflow[off53], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t v___kf6_off_54 = (uint64_t)(v_off_2);
-    const uint64_t v___kf6_seed_55 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf6_seq_56 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint64_t> t57 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t57_n = t47_n;
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t47;
-      for (uint32_t i = 0; i < t57_n; ++i) t57.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    const uint64_t s59 = (uint64_t)(sk::uniform53(v___kf6_seed_55, v___kf6_seq_56));
-    int32_t s58 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t57_n; ++i) tot = sk::add128(tot, t57.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s59, tot.lo);
-        thr.hi += s59 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t57_n; ++i) {
-          acc = sk::add128(acc, t57.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s58 = (int32_t)i; break; }
-        }
-        if (s58 < 0) for (uint32_t i = t57_n; i-- > 0;) if (t57.GetValue(i) > 0) { s58 = (int32_t)i; break; }
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t13_n; ++i) {
+        const uint64_t x = t13.GetValue(i);
+        t58.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const int32_t v___kf6_c_60 = (int32_t)(s58);
-    const int32_t v_tok_61 = (int32_t)(((((int32_t)(v___kf6_c_60) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf6_off_54, ((uint64_t)(v___kf6_c_60)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off62 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_61));
+    AscendC::LocalTensor<uint8_t> t59 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t59_n = sk::min<uint32_t>(t58_n, t22_n);
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t58;
+      const AscendC::LocalTensor<uint8_t> &L1 = t22;
+      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_57))) & (bool)((L1.GetValue(i) != 0))))));
+    }
+    const uint64_t v_thr_60 = (uint64_t)(v___kf6_thr_57);
+    AscendC::LocalTensor<uint64_t> t61 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t61_n = sk::min<uint32_t>(t59_n, t13_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t59;
+      const AscendC::LocalTensor<uint64_t> &L1 = t13;
+      for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s62 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t61_n; ++i) {
+      s62 = sk::add<uint64_t>(s62, t61.GetValue(i));
+    }
+    const float v___kf7_lse_63 = (float)(sk::ln_fixed(s62));
+    const float s64 = (float)(v___kf7_lse_63);
+    AscendC::LocalTensor<float> t65 = ub8[U6].ReinterpretCast<float>();
+    const uint32_t t65_n = t12_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t65, t12, -s64, (int32_t)t65_n);
+    AscendC::LocalTensor<float> t66 = t65.ReinterpretCast<float>();
+    const uint32_t t66_n = sk::min<uint32_t>(t59_n, t65_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t59;
+      const AscendC::LocalTensor<float> &L1 = t65;
+      for (uint32_t i = 0; i < t66_n; ++i) t66.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t8);
+    const uint32_t n67 = t66_n;
+    const uint64_t off68 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o69 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n67 > 0) {
+      AscendC::DataCopy(o69, t66, AscendC::DataCopyParams{1, (uint16_t)((n67 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o69); o69 = qout.DeQue<float>();
+    if (n67 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off68], o69, AscendC::DataCopyExtParams{1, (uint32_t)(n67 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o69);
+    uint64_t s70 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t13_n; ++i) {
+      s70 = sk::add<uint64_t>(s70, t13.GetValue(i));
+    }
+    const bool v_next_kept_71 = (bool)(((v_unsure_48) || (((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((v_base_unknown_54) || (((((v_last_in_24) && (((uint64_t)(s70) <= (uint64_t)(v_thr_60))))) && (((((int32_t)(v_k_14) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_14))) > (uint32_t)(p_n)))))))))))));
+    const uint64_t off72 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_next_kept_71) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off62], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_overflow[off72], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t v___kf8_off_73 = (uint64_t)(v_off_2);
+    const uint64_t v___kf8_seed_74 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf8_seq_75 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint64_t> t76 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t76_n = t66_n;
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t66;
+      for (uint32_t i = 0; i < t76_n; ++i) t76.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s78 = (uint64_t)(sk::uniform53(v___kf8_seed_74, v___kf8_seq_75));
+    int32_t s77 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t76_n; ++i) tot = sk::add128(tot, t76.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s78, tot.lo);
+        thr.hi += s78 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t76_n; ++i) {
+          acc = sk::add128(acc, t76.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s77 = (int32_t)i; break; }
+        }
+        if (s77 < 0) for (uint32_t i = t76_n; i-- > 0;) if (t76.GetValue(i) > 0) { s77 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v___kf8_c_79 = (int32_t)(s77);
+    const int32_t v_tok_80 = (int32_t)(((((int32_t)(v___kf8_c_79) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf8_off_73, ((uint64_t)(v___kf8_c_79)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off81 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_80));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_token[off81], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
 struct process_prefix_draw_k64 {
-  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 768, U4 = 1024, U5 = 768;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 768, U4 = 1024, U5 = 1024, U6 = 768;
 };
-extern "C" __global__ __aicore__ void process_prefix_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_prefix_draw_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   process_prefix_draw_body<process_prefix_draw_k64>(p_cand, p_cand_ids, p_n, p_v, p_mass, p_chunks, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_overflow, p_token, programs);
 }
 
 struct process_prefix_draw_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 2304;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 5376, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 2304, U6 = 2304;
 };
-extern "C" __global__ __aicore__ void process_prefix_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_prefix_draw_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   process_prefix_draw_body<process_prefix_draw_k256>(p_cand, p_cand_ids, p_n, p_v, p_mass, p_chunks, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_overflow, p_token, programs);
 }
 
 struct process_prefix_draw_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 9216;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 21504, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 9216, U6 = 9216;
 };
-extern "C" __global__ __aicore__ void process_prefix_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_prefix_draw_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   process_prefix_draw_body<process_prefix_draw_k1024>(p_cand, p_cand_ids, p_n, p_v, p_mass, p_chunks, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_overflow, p_token, programs);
 }
 
 struct process_prefix_draw_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 36864;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 86016, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 36864, U6 = 36864;
 };
-extern "C" __global__ __aicore__ void process_prefix_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void process_prefix_draw_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_mass, uint32_t p_chunks, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_overflow, GM_ADDR p_token, uint32_t programs) {
   process_prefix_draw_body<process_prefix_draw_k4096>(p_cand, p_cand_ids, p_n, p_v, p_mass, p_chunks, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_overflow, p_token, programs);
 }

@@ -113,31 +113,27 @@ __aicore__ inline void raw_logprobs_body(GM_ADDR p_logits, uint32_t p_v, GM_ADDR
 struct raw_logprobs_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 512;
 };
-extern "C" __global__ __aicore__ void raw_logprobs_t64(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void raw_logprobs_t64(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   raw_logprobs_body<raw_logprobs_k64>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }
 
 struct raw_logprobs_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 2048;
 };
-extern "C" __global__ __aicore__ void raw_logprobs_t256(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void raw_logprobs_t256(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   raw_logprobs_body<raw_logprobs_k256>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }
 
 struct raw_logprobs_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 8192;
 };
-extern "C" __global__ __aicore__ void raw_logprobs_t1024(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void raw_logprobs_t1024(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   raw_logprobs_body<raw_logprobs_k1024>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }
 
 struct raw_logprobs_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 32768;
 };
-extern "C" __global__ __aicore__ void raw_logprobs_t4096(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void raw_logprobs_t4096(GM_ADDR p_logits, uint32_t p_v, GM_ADDR p_raw, GM_ADDR p_raw_max, GM_ADDR p_raw_sum, uint32_t p_tiles, GM_ADDR p_lookup, uint32_t p_k, GM_ADDR p_top_ids, GM_ADDR p_token_lp, GM_ADDR p_top_lps, uint32_t programs) {
   raw_logprobs_body<raw_logprobs_k4096>(p_logits, p_v, p_raw, p_raw_max, p_raw_sum, p_tiles, p_lookup, p_k, p_top_ids, p_token_lp, p_top_lps, programs);
 }

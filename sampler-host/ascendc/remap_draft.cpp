@@ -58,7 +58,6 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
     }
     const uint64_t off9 = (uint64_t)(v_voff_3);
     sk::sync<AscendC::HardEvent::MTE2_S>();
-    sk::sync<AscendC::HardEvent::S_MTE3>();
     for (uint32_t i = 0; i < sk::min<uint32_t>(t5_n, t8_n); ++i) {
       const int32_t j = t5.GetValue(i);
       if (j < 0) continue;
@@ -151,7 +150,7 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
     qout.FreeTensor(o30);
     const uint64_t off31 = (uint64_t)(v_off_2);
     sk::sync<AscendC::HardEvent::V_S>();
-    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::PipeBarrier<PIPE_MTE3>();
     for (uint32_t i = 0; i < sk::min<uint32_t>(t26_n, t12_n); ++i) {
       const int32_t j = t26.GetValue(i);
       if (j < 0) continue;
@@ -197,31 +196,27 @@ __aicore__ inline void remap_draft_body(GM_ADDR p_cand_ids, uint32_t p_n, uint32
 struct remap_draft_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1024, U2 = 256, U3 = 512, U4 = 768, U5 = 512, U6 = 768;
 };
-extern "C" __global__ __aicore__ void remap_draft_t64(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void remap_draft_t64(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   remap_draft_body<remap_draft_k64>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }
 
 struct remap_draft_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3328, U2 = 256, U3 = 1280, U4 = 2304, U5 = 1280, U6 = 1536;
 };
-extern "C" __global__ __aicore__ void remap_draft_t256(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void remap_draft_t256(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   remap_draft_body<remap_draft_k256>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }
 
 struct remap_draft_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 13312, U2 = 1024, U3 = 5120, U4 = 9216, U5 = 4352, U6 = 4608;
 };
-extern "C" __global__ __aicore__ void remap_draft_t1024(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void remap_draft_t1024(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   remap_draft_body<remap_draft_k1024>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }
 
 struct remap_draft_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 53248, U2 = 4096, U3 = 20480, U4 = 36864, U5 = 16640, U6 = 17152;
 };
-extern "C" __global__ __aicore__ void remap_draft_t4096(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void remap_draft_t4096(GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_draft_tok, GM_ADDR p_col_of, GM_ADDR p_q_logprobs, GM_ADDR p_draft_col, GM_ADDR p_draft_q, uint32_t programs) {
   remap_draft_body<remap_draft_k4096>(p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_draft_tok, p_col_of, p_q_logprobs, p_draft_col, p_draft_q, programs);
 }

@@ -5,8 +5,7 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void row_mass_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_mass, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void row_mass_t4096(GM_ADDR p_logits, uint32_t p_v, uint32_t p_chunk_len, uint32_t p_chunks, GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temperature, GM_ADDR p_mass, uint32_t programs) {
   const uint32_t TILE = 4096;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;

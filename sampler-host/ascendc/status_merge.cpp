@@ -5,8 +5,7 @@
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void status_merge_t1(GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_chunks, GM_ADDR p_status, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void status_merge_t1(GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_chunks, GM_ADDR p_status, uint32_t programs) {
   const uint32_t TILE = 1;
   AscendC::TPipe pipe;
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;

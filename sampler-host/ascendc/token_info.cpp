@@ -114,31 +114,27 @@ __aicore__ inline void token_info_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_AD
 struct token_info_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1024, U2 = 512;
 };
-extern "C" __global__ __aicore__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void token_info_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
   token_info_body<token_info_k64>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_token_lp, p_sum_smaller, programs);
 }
 
 struct token_info_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3328, U2 = 1280;
 };
-extern "C" __global__ __aicore__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void token_info_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
   token_info_body<token_info_k256>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_token_lp, p_sum_smaller, programs);
 }
 
 struct token_info_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 13312, U2 = 5120;
 };
-extern "C" __global__ __aicore__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void token_info_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
   token_info_body<token_info_k1024>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_token_lp, p_sum_smaller, programs);
 }
 
 struct token_info_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 53248, U2 = 20480;
 };
-extern "C" __global__ __aicore__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void token_info_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, GM_ADDR p_tokens, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, uint32_t programs) {
   token_info_body<token_info_k4096>(p_cand, p_cand_ids, p_logprobs, p_n, p_tokens, p_token_lp, p_sum_smaller, programs);
 }

@@ -77,31 +77,27 @@ __aicore__ inline void top_logprobs_body(GM_ADDR p_cand_ids, GM_ADDR p_logprobs,
 struct top_logprobs_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256;
 };
-extern "C" __global__ __aicore__ void top_logprobs_t64(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void top_logprobs_t64(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   top_logprobs_body<top_logprobs_k64>(p_cand_ids, p_logprobs, p_n, p_k, p_out_ids, p_out_lps, programs);
 }
 
 struct top_logprobs_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024;
 };
-extern "C" __global__ __aicore__ void top_logprobs_t256(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void top_logprobs_t256(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   top_logprobs_body<top_logprobs_k256>(p_cand_ids, p_logprobs, p_n, p_k, p_out_ids, p_out_lps, programs);
 }
 
 struct top_logprobs_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096;
 };
-extern "C" __global__ __aicore__ void top_logprobs_t1024(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void top_logprobs_t1024(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   top_logprobs_body<top_logprobs_k1024>(p_cand_ids, p_logprobs, p_n, p_k, p_out_ids, p_out_lps, programs);
 }
 
 struct top_logprobs_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384;
 };
-extern "C" __global__ __aicore__ void top_logprobs_t4096(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void top_logprobs_t4096(GM_ADDR p_cand_ids, GM_ADDR p_logprobs, uint32_t p_n, uint32_t p_k, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   top_logprobs_body<top_logprobs_k4096>(p_cand_ids, p_logprobs, p_n, p_k, p_out_ids, p_out_lps, programs);
 }

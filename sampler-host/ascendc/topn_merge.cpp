@@ -98,23 +98,20 @@ __aicore__ inline void topn_merge_body(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint
 struct topn_merge_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192;
 };
-extern "C" __global__ __aicore__ void topn_merge_t256(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_mchunks, GM_ADDR p_status, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void topn_merge_t256(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_mchunks, GM_ADDR p_status, uint32_t programs) {
   topn_merge_body<topn_merge_k256>(p_cand_in, p_ids_in, p_m, p_n, p_cand, p_cand_ids, p_bad, p_finite, p_mchunks, p_status, programs);
 }
 
 struct topn_merge_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768;
 };
-extern "C" __global__ __aicore__ void topn_merge_t1024(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_mchunks, GM_ADDR p_status, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void topn_merge_t1024(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_mchunks, GM_ADDR p_status, uint32_t programs) {
   topn_merge_body<topn_merge_k1024>(p_cand_in, p_ids_in, p_m, p_n, p_cand, p_cand_ids, p_bad, p_finite, p_mchunks, p_status, programs);
 }
 
 struct topn_merge_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 147456, U2 = 32768, U3 = 65536, U4 = 114688, U5 = 131072;
 };
-extern "C" __global__ __aicore__ void topn_merge_t4096(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_mchunks, GM_ADDR p_status, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void topn_merge_t4096(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint32_t p_m, uint32_t p_n, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_bad, GM_ADDR p_finite, uint32_t p_mchunks, GM_ADDR p_status, uint32_t programs) {
   topn_merge_body<topn_merge_k4096>(p_cand_in, p_ids_in, p_m, p_n, p_cand, p_cand_ids, p_bad, p_finite, p_mchunks, p_status, programs);
 }

@@ -291,7 +291,6 @@ __aicore__ inline void tree_walk_body(GM_ADDR p_group_first, GM_ADDR p_group_row
                   for (uint32_t i = 0; i < t63_n; ++i) t63.SetValue(i, (int32_t)(((int32_t)(L0.GetValue(i)))));
                 }
                 const uint64_t off64 = (uint64_t)(v_voff_53);
-                sk::sync<AscendC::HardEvent::S_MTE3>();
                 for (uint32_t i = 0; i < sk::min<uint32_t>(t61_n, t63_n); ++i) {
                   const int32_t j = t61.GetValue(i);
                   if (j < 0) continue;
@@ -602,31 +601,27 @@ __aicore__ inline void tree_walk_body(GM_ADDR p_group_first, GM_ADDR p_group_row
 struct tree_walk_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1792, U2 = 512, U3 = 768, U4 = 1024, U5 = 1280, U6 = 1536, U7 = 1024, U8 = 1280, U9 = 1536;
 };
-extern "C" __global__ __aicore__ void tree_walk_t64(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void tree_walk_t64(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   tree_walk_body<tree_walk_k64>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }
 
 struct tree_walk_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 7168, U2 = 2048, U3 = 3072, U4 = 3328, U5 = 4352, U6 = 5376, U7 = 4096, U8 = 5120, U9 = 5376;
 };
-extern "C" __global__ __aicore__ void tree_walk_t256(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void tree_walk_t256(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   tree_walk_body<tree_walk_k256>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }
 
 struct tree_walk_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 28672, U2 = 8192, U3 = 12288, U4 = 13312, U5 = 17408, U6 = 21504, U7 = 16384, U8 = 20480, U9 = 20736;
 };
-extern "C" __global__ __aicore__ void tree_walk_t1024(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void tree_walk_t1024(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   tree_walk_body<tree_walk_k1024>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }
 
 struct tree_walk_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 114688, U2 = 32768, U3 = 49152, U4 = 53248, U5 = 69632, U6 = 86016, U7 = 65536, U8 = 81920, U9 = 82176;
 };
-extern "C" __global__ __aicore__ void tree_walk_t4096(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void tree_walk_t4096(GM_ADDR p_group_first, GM_ADDR p_group_rows, GM_ADDR p_group_kind, GM_ADDR p_tree_mode, GM_ADDR p_status, GM_ADDR p_tree_parent, GM_ADDR p_tree_token, GM_ADDR p_golden, GM_ADDR p_fresh, GM_ADDR p_logprobs, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_v, GM_ADDR p_draft_ids, GM_ADDR p_draft_lps, uint32_t p_wd, GM_ADDR p_dpos, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_path, uint32_t programs) {
   tree_walk_body<tree_walk_k4096>(p_group_first, p_group_rows, p_group_kind, p_tree_mode, p_status, p_tree_parent, p_tree_token, p_golden, p_fresh, p_logprobs, p_cand_ids, p_n, p_v, p_draft_ids, p_draft_lps, p_wd, p_dpos, p_seed, p_seq_accept, p_seq_residual, p_tokens, p_lookup, p_accepted, p_path, programs);
 }

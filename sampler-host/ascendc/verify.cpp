@@ -147,31 +147,27 @@ __aicore__ inline void verify_body(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_AD
 struct verify_k64 {
   static constexpr uint32_t TILE = 64, U0 = 256, U1 = 768;
 };
-extern "C" __global__ __aicore__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void verify_t64(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   verify_body<verify_k64>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }
 
 struct verify_k256 {
   static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 3072;
 };
-extern "C" __global__ __aicore__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void verify_t256(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   verify_body<verify_k256>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }
 
 struct verify_k1024 {
   static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 12288;
 };
-extern "C" __global__ __aicore__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void verify_t1024(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   verify_body<verify_k1024>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }
 
 struct verify_k4096 {
   static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 49152;
 };
-extern "C" __global__ __aicore__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void verify_t4096(GM_ADDR p_logprobs, GM_ADDR p_cand_ids, GM_ADDR p_q_logprobs, uint32_t p_n, GM_ADDR p_draft_col, GM_ADDR p_draft_q, GM_ADDR p_seed, GM_ADDR p_seq_accept, GM_ADDR p_seq_residual, GM_ADDR p_accepted, GM_ADDR p_residual, uint32_t programs) {
   verify_body<verify_k4096>(p_logprobs, p_cand_ids, p_q_logprobs, p_n, p_draft_col, p_draft_q, p_seed, p_seq_accept, p_seq_residual, p_accepted, p_residual, programs);
 }

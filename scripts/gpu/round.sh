@@ -8,6 +8,7 @@
 #   run(command="bash scripts/gpu/round.sh check",  carry=[".gpu/round.tgz", ".whl/fi066"], timeout_s=600)
 #   run(command="bash scripts/gpu/round.sh speed",  carry=[".gpu/round.tgz", ".whl/fi066", ".peers"], timeout_s=600)
 #   run(command="bash scripts/gpu/round.sh counts", carry=[".gpu/round.tgz"], timeout_s=600)
+#   run(command="bash scripts/gpu/round.sh stream", carry=[".gpu/round.tgz"], timeout_s=600)
 #   run(command="bash scripts/gpu/round.sh python", carry=[".gpu/round.tgz", ".whl/fi066"], timeout_s=300)
 #   run(command="bash scripts/gpu/round.sh nccl",   carry=[".gpu/round.tgz"], kind="nvidia-h200-x2", timeout_s=600)
 #   run(command="bash scripts/gpu/round.sh anchors", carry=[".gpu/round.tgz"], timeout_s=300)
@@ -24,6 +25,11 @@
 #          golden case vs the CPU, on and off, chunks 1/2/4), gpu_suite golden + adversarial with the
 #          variable 0 and 1, then `benchmark run` with 0 and 1 on COUNTS_ROWS x COUNTS_NS
 #          -> counts.log, ours-counts0.json, ours-counts1.json.
+# stream:  Caps::stream_select (force_topn_stream, off by default; SAMPLER_STREAM_SELECT) beside off:
+#          tests/devices cuda_counts (golden cases and adversarial rows at N = 1/50/1024/4096 with the
+#          stream select on, vs the CPU, with each row's fallback code), gpu_suite golden + adversarial
+#          with the variable 1 and 0, then `benchmark run` with 1 and 0 on STREAM_ROWS x STREAM_NS
+#          -> stream.log, ours-stream0.json, ours-stream1.json.
 # speed:   ours (f32, bf16, raw logprobs; backend level and through Sampler), FlashInfer 0.6.6 and
 #          torch side by side, the CUB / DeepSelect anchors; knobs ROWS, NS, RAW, RAW_ROWS, BF16,
 #          BF16_ROWS, GOLDEN, AUTOTUNE, BASELINE, PROFILE, PEERS, ANCHORS (see speed() below)
@@ -170,6 +176,30 @@ counts() {
         echo "== counts rc=$rc"
         exit $rc
     } 2>&1 | tee "$out/counts.log"
+    return "${PIPESTATUS[0]}"
+}
+
+stream() {
+    local b=$s/bin gd=$s/golden
+    {
+        local rc=0
+        echo "== stream select (SAMPLER_STREAM_SELECT) at $(date -u +%FT%TZ), commit $(cat $s/commit)"
+        echo "== tests/devices/cuda_counts (golden + adversarial, stream select on, vs CPU)"
+        SAMPLER_GOLDEN_DIR=$gd timeout 240 $b/devices cuda_counts:: --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -25 || rc=1
+        for c in 1 0; do
+            echo "== gpu_suite golden, SAMPLER_STREAM_SELECT=$c"
+            SAMPLER_STREAM_SELECT=$c timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -8 || rc=1
+        done
+        echo "== gpu_suite adversarial (the environment's setting, then the other)"
+        SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -12 || rc=1
+        for c in 1 0; do
+            echo "== ours, SAMPLER_STREAM_SELECT=$c"
+            SAMPLER_STREAM_SELECT=$c timeout 200 $b/benchmark run --rows "${STREAM_ROWS:-1,16,64,256,384}" --n "${STREAM_NS:-1024,4096,0}" \
+                --json "$out/ours-stream$c.json" || rc=1
+        done
+        echo "== stream rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/stream.log"
     return "${PIPESTATUS[0]}"
 }
 
@@ -338,6 +368,7 @@ case "${1:-}" in
 build) build ;;
 check) unpack; check ;;
 counts) unpack; counts ;;
+stream) unpack; stream ;;
 speed) unpack; speed ;;
 python) unpack; python_round ;;
 nccl) unpack; nccl ;;

@@ -6,7 +6,7 @@
 //!
 //! Skips (passing) only when g++ is absent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -134,6 +134,7 @@ static void run(const std::string &c) {
     CreateVecIndex(t[64].ReinterpretCast<int32_t>(), 0, 32);
     PipeBarrier<PIPE_V>();
     Sort32(t[256], t, t[64].ReinterpretCast<uint32_t>(), 1);
+    SYNC(V_S);  // V has run its WaitFlag<S_V>(0) before S sets that flag again
     // Two lists of equal scores: list 0 ids 100.., list 1 ids 200..
     for (int i = 0; i < 4; ++i) {
       t.SetValue(512 + 2 * i, 7.0f); t[512 + 2 * i + 1].ReinterpretCast<uint32_t>().SetValue(0, 100 + i);
@@ -285,6 +286,54 @@ static void run(const std::string &c) {
     SYNC(MTE2_V);
     PipeBarrier<PIPE_V>();
   }
+  // ---- same-pipe DMA write-after-write (PipeBarrier<PIPE_MTE3/MTE2>; N3) ----
+  else if (c == "mte3_gm_waw" || c == "mte3_gm_waw_barrier" || c == "mte3_gm_waw_chain") {
+    // remap_draft's shape: a row written as -inf by one MTE3 DMA, then one
+    // element of it scattered by another MTE3 DMA.
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> row = b.Get<float>(), one = row[64];
+    Duplicate(row, -INFINITY, 16);
+    SYNC(V_MTE3);
+    DataCopyPad(go, row, DataCopyExtParams{1, 64, 0, 0, 0});
+    if (c == "mte3_gm_waw_barrier") PipeBarrier<PIPE_MTE3>();
+    if (c == "mte3_gm_waw_chain") SYNC(MTE3_S);  // the scalar waits for the row DMA
+    one.SetValue(0, 5.0f);
+    SYNC(S_MTE3);
+    DataCopyPad(go[3], one, DataCopyExtParams{1, 4, 0, 0, 0});
+    SYNC(MTE3_S);
+  } else if (c == "mte2_ub_waw" || c == "mte2_ub_waw_barrier") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> t = b.Get<float>();
+    DataCopyPad(t, g, DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    if (c == "mte2_ub_waw_barrier") PipeBarrier<PIPE_MTE2>();
+    DataCopyPad(t, g[16], DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+    SYNC(MTE2_S);
+    std::printf("%f\n", t.GetValue(0));
+  }
+  // ---- a fetched event ID set again before its WaitFlag ran (N4) ----
+  else if (c == "flag_reset_busy" || c == "flag_reset_drained" || c == "flag_reset_scalar_wait") {
+    TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 512);
+    LocalTensor<float> s0 = b.Get<float>(), s1 = s0[64];
+    auto sync = [&](HardEvent e) {  // the prelude's sk::sync: FetchEventID returns the same ID each time
+      event_t id = static_cast<event_t>(GetTPipePtr()->FetchEventID(e));
+      if (e == HardEvent::S_MTE3) { SetFlag<HardEvent::S_MTE3>(id); WaitFlag<HardEvent::S_MTE3>(id); }
+      if (e == HardEvent::MTE3_S) { SetFlag<HardEvent::MTE3_S>(id); WaitFlag<HardEvent::MTE3_S>(id); }
+      if (e == HardEvent::V_S) { SetFlag<HardEvent::V_S>(id); WaitFlag<HardEvent::V_S>(id); }
+    };
+    if (c == "flag_reset_scalar_wait") {  // X_S twice: the scalar unit blocked on the first wait
+      sync(HardEvent::V_S);
+      sync(HardEvent::V_S);
+    } else {
+      s0.SetValue(0, 1.0f);
+      sync(HardEvent::S_MTE3);
+      DataCopyPad(go, s0, DataCopyExtParams{1, 4, 0, 0, 0});
+      if (c == "flag_reset_drained") sync(HardEvent::MTE3_S);
+      s1.SetValue(0, 2.0f);
+      sync(HardEvent::S_MTE3);  // MTE3 may still hold the first WaitFlag<S_MTE3>
+      DataCopyPad(go[8], s1, DataCopyExtParams{1, 4, 0, 0, 0});
+      sync(HardEvent::MTE3_S);
+    }
+  }
   // ---- single-bit flags; TQue holds IDs of the same pool ----
   else if (c == "flag_set_twice") {
     SetFlag<HardEvent::V_S>(EVENT_ID0);
@@ -367,6 +416,7 @@ static void run(const std::string &c) {
     CreateVecIndex(t[64].ReinterpretCast<int32_t>(), 0, 32);
     PipeBarrier<PIPE_V>();
     Sort32(t[256], t, t[64].ReinterpretCast<uint32_t>(), 1);
+    SYNC(V_S);  // V has run its WaitFlag<S_V>(0) before S sets that flag again
     // MrgSort: list 0 = (-0.0, id 10), (NaN, 11) sorted as NaN first; list 1 = (NaN, 20), (+0.0, 21).
     t.SetValue(512, qnan); t[513].ReinterpretCast<uint32_t>().SetValue(0, 11);
     t.SetValue(514, -0.0f); t[515].ReinterpretCast<uint32_t>().SetValue(0, 10);
@@ -480,6 +530,25 @@ fn fails_env(name: &str, env: &[(&str, &str)], kind: &str, detail: &str) {
     assert_eq!(code, 3, "case {name} must be stopped by the emulator ({kind}), got status {code}:\n{err}");
     assert!(err.contains(&format!("ascendc-emu: {kind}:")), "case {name}: expected {kind}, got:\n{err}");
     assert!(err.contains(detail), "case {name}: expected `{detail}` in:\n{err}");
+}
+
+#[test]
+fn same_pipe_dma_write_after_write_needs_a_pipe_barrier() {
+    // N3: remap_draft's -inf row, then a scattered element of it, both on MTE3.
+    fails("mte3_gm_waw", "HAZARD", "written by an earlier MTE3 DMA");
+    fails("mte3_gm_waw", "HAZARD", "without PipeBarrier<PIPE_MTE3>");
+    passes("mte3_gm_waw_barrier");
+    passes("mte3_gm_waw_chain");
+    fails("mte2_ub_waw", "HAZARD", "without PipeBarrier<PIPE_MTE2>");
+    passes("mte2_ub_waw_barrier");
+}
+
+#[test]
+fn a_fetched_event_id_set_again_before_its_wait_ran_is_flagged() {
+    // N4: SetFlag<S_MTE3> twice on the fetched ID with no MTE3 -> S between.
+    fails("flag_reset_busy", "FLAG", "SetFlag<S_MTE3>(0) again while pipe MTE3 may not have run the previous WaitFlag");
+    passes("flag_reset_drained");
+    passes("flag_reset_scalar_wait");
 }
 
 #[test]
@@ -644,4 +713,85 @@ fn sort32_and_mrgsort_order_nan_and_signed_zero_by_the_stated_total_order() {
     assert!(out.contains("sort32: 2 6 4 5 1 3 8 7 0\n"), "{out}");
     // Equal keys (NaN, NaN) and (-0.0, +0.0): the lower list first.
     assert!(out.contains("mrgsort: 11 20 10 21\n"), "{out}");
+}
+
+/// Every generated source, the probes and the two headers they include,
+/// checked with `g++ -fsyntax-only` against `sampler-host/ascendc/decl/`
+/// (declarations only, taken from the public asc-devkit headers) instead of
+/// the emulator: a name in the wrong namespace, a missing overload or a call
+/// that does not deduce fails here as under bisheng.
+fn decl_check(include: &Path, sources: &[PathBuf]) -> Option<(bool, String)> {
+    let cxx = gxx()?;
+    let decl = Path::new(ROOT).join("sampler-host/ascendc/decl");
+    let o = Command::new(cxx)
+        .args(["-std=c++17", "-fsyntax-only", "-Werror=return-type"])
+        .arg("-I")
+        .arg(&decl)
+        .arg("-I")
+        .arg(include)
+        .args(sources)
+        .output()
+        .unwrap();
+    Some((o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned()))
+}
+
+fn ascendc_sources() -> Vec<PathBuf> {
+    let dir = Path::new(ROOT).join("sampler-host/ascendc");
+    let mut v: Vec<PathBuf> = Vec::new();
+    for d in [dir.clone(), dir.join("probes")] {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "cpp") {
+                v.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn generated_sources_compile_against_the_cann_declarations() {
+    let srcs = ascendc_sources();
+    assert!(srcs.len() >= 22, "{} sources", srcs.len());
+    let include = Path::new(ROOT).join("sampler-host/ascendc/include");
+    let Some((ok, err)) = decl_check(&include, &srcs) else {
+        eprintln!("skipping: g++ not found");
+        return;
+    };
+    assert!(ok, "the AscendC sources do not compile against the CANN declarations:\n{err}");
+}
+
+/// N1: the prelude calling `AscendC::GetTPipePtr()` (CANN declares it in the
+/// global namespace) fails the declaration check, and the emulator as well.
+#[test]
+fn a_planted_ascendc_qualified_get_tpipe_ptr_fails_the_declaration_check() {
+    let Some(cxx) = gxx() else {
+        eprintln!("skipping: g++ not found");
+        return;
+    };
+    let inc = Path::new(ROOT).join("sampler-host/ascendc/include");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ascendc-planted-n1");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prelude = std::fs::read_to_string(inc.join("sampler_prelude.h")).unwrap();
+    assert_eq!(prelude.matches("::GetTPipePtr()").count(), 1, "the prelude calls ::GetTPipePtr() once");
+    std::fs::write(dir.join("sampler_prelude.h"), prelude.replace("::GetTPipePtr()", "AscendC::GetTPipePtr()"))
+        .unwrap();
+    std::fs::copy(inc.join("sampler_top_n.h"), dir.join("sampler_top_n.h")).unwrap();
+    let draw = Path::new(ROOT).join("sampler-host/ascendc/draw.cpp");
+    let (ok, err) = decl_check(&dir, std::slice::from_ref(&draw)).unwrap();
+    let named = err.contains("'GetTPipePtr' is not a member of 'AscendC'")
+        || err.contains("‘GetTPipePtr’ is not a member of ‘AscendC’");
+    assert!(!ok && named, "{err}");
+    let emu = Path::new(ROOT).join("sampler-host/ascendc/emu");
+    let o = Command::new(cxx)
+        .args(["-std=c++17", "-fsyntax-only", "-I"])
+        .arg(&emu)
+        .arg("-I")
+        .arg(&dir)
+        .arg(&draw)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the emulator must reject AscendC::GetTPipePtr() too");
 }

@@ -269,9 +269,14 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
     let want = CpuBackend::default().run(p).map_err(|e| e.to_string())?;
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
     let topn_chunks = if v - v.div_ceil(2) >= n { 2 } else { 1 };
-    let cuda = Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false };
+    let cuda =
+        Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false, stream_select: false };
     let configs = [
-        ("cpu order", Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false }, Numerics::Exact),
+        (
+            "cpu order",
+            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+            Numerics::Exact,
+        ),
         // Ascend's own caps count in the top-N (force_topn_counted) on steps without masks
         // or raw rows; the mask check's order too, for those steps.
         ("ascend order, perturbed", ascend_caps(), Numerics::Perturb),
@@ -279,6 +284,8 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         ("cuda order, perturbed", cuda, Numerics::Perturb),
         // topn_chunk_counted's counts in place of the mask check (CUDA's SAMPLER_COUNTS_IN_TOPN=1).
         ("cuda order, counts in top-N, perturbed", Caps { counts_in_topn: true, ..cuda }, Numerics::Perturb),
+        // force_topn_stream (CUDA's SAMPLER_STREAM_SELECT=1): its AscendC lowering is the counted top-N's.
+        ("cuda order, stream select, perturbed", Caps { stream_select: true, ..cuda }, Numerics::Perturb),
     ];
     let mut kernels = Vec::new();
     for (what, caps, numerics) in configs {
@@ -550,6 +557,86 @@ int main(int argc, char **argv) {{
     );
 }
 
+/// The two first-run probes under the emulator (3 cores): `scalar_probe`
+/// matches the CPU bit for bit (x86 IEEE with `-ffp-contract=off`, as the
+/// 910B's scalar unit is expected to), and `abi_probe` echoes its arguments
+/// (the emulator calls the entry directly: this checks the probe, the
+/// layout itself only hardware can).
+#[test]
+fn scalar_and_abi_probes_run_under_emulation() {
+    let Some(cxx) = gxx() else {
+        eprintln!("skipping: g++ not found");
+        return;
+    };
+    let dir = work_dir().join("probe2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let main = dir.join("probe2.cpp");
+    let n = 3000usize;
+    let probes = Path::new(ROOT).join("sampler-host/ascendc/probes");
+    std::fs::write(
+        &main,
+        format!(
+            r#"#include <cstdio>
+#include "{}"
+#include "{}"
+int main(int argc, char **argv) {{
+  static float x[{n}], y[{n}];
+  static uint64_t u[{n}], q[2 * {n}];
+  static uint32_t f[8 * {n}], echo[8];
+  FILE *fi = std::fopen(argv[1], "rb");
+  if (!fi || std::fread(x, 4, {n}, fi) != {n} || std::fread(y, 4, {n}, fi) != {n} || std::fread(u, 8, {n}, fi) != {n}) return 2;
+  std::fclose(fi);
+  const uint32_t programs = ({n} + {c} - 1) / {c};
+  for (int b = 0; b < 3; ++b) {{
+    AscendC::emu::begin_block(b, 3);
+    scalar_probe((GM_ADDR)x, (GM_ADDR)y, (GM_ADDR)u, (GM_ADDR)f, (GM_ADDR)q, {n}, programs);
+    AscendC::emu::end_block();
+  }}
+  AscendC::emu::begin_block(0, 1);
+  abi_probe((GM_ADDR)echo, {a}u, {b}u, {cc}ull, {d}u, {e:?}f, {p}u);
+  AscendC::emu::end_block();
+  FILE *fo = std::fopen(argv[2], "wb");
+  std::fwrite(f, 4, 8 * {n}, fo);
+  std::fwrite(q, 8, 2 * {n}, fo);
+  std::fwrite(echo, 4, 8, fo);
+  std::fclose(fo);
+  return 0;
+}}
+"#,
+            probes.join("scalar_probe.cpp").display(),
+            probes.join("abi_probe.cpp").display(),
+            c = probe::SCALAR_CHUNK,
+            a = probe::ABI_ARGS.0,
+            b = probe::ABI_ARGS.1,
+            cc = probe::ABI_ARGS.2,
+            d = probe::ABI_ARGS.3,
+            e = probe::ABI_ARGS.4,
+            p = probe::ABI_ARGS.5,
+        ),
+    )
+    .unwrap();
+    let bin = dir.join("probe2");
+    compile(&cxx, &main, &bin, false).unwrap();
+    let (x, y, u) = probe::scalar_inputs(n);
+    let input: Vec<u8> = x
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .chain(y.iter().flat_map(|v| v.to_le_bytes()))
+        .chain(u.iter().flat_map(|v| v.to_le_bytes()))
+        .collect();
+    let (fin, fout) = (dir.join("in.bin"), dir.join("out.bin"));
+    std::fs::write(&fin, input).unwrap();
+    let o = Command::new(&bin).arg(&fin).arg(&fout).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = std::fs::read(&fout).unwrap();
+    let w32 = |b: &[u8]| b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<u32>>();
+    let f = w32(&out[..32 * n]);
+    let q: Vec<u64> = out[32 * n..48 * n].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let bad = probe::scalar_mismatches(&x, &y, &u, &f, &q);
+    assert!(bad.is_empty(), "emulated scalar numerics differ from the CPU: {bad:?}");
+    assert_eq!(w32(&out[48 * n..]), probe::abi_expected());
+}
+
 /// Removes the first `qin.EnQue(t); t = qin.DeQue<T>();` of a kernel body:
 /// the tile is still staged through the queue's buffer, but nothing orders
 /// the MTE2 copy before the vector pipe's read.
@@ -582,7 +669,9 @@ fn scalar_token_store(src: &str) -> Option<String> {
 /// - `verify` without its `PipeBarrier<PIPE_V>` (Sub then Maxs in place):
 ///   strict vector pipe, quiet only with `ASCENDC_EMU_AUTO_SYNC=1`;
 /// - `draw` writing its token with a scalar `SetValue` into GM: two rows on
-///   two cores share a 64-byte DataCache line.
+///   two cores share a 64-byte DataCache line;
+/// - `remap_draft` without its `PipeBarrier<PIPE_MTE3>` between the -inf
+///   `q_logprobs` row and the scatter into it (N3): same-pipe GM WAW.
 #[test]
 fn planted_bugs_in_generated_kernels_are_caught() {
     let Some(cxx) = gxx() else {
@@ -607,6 +696,11 @@ fn planted_bugs_in_generated_kernels_are_caught() {
             drop_line(src("verify"), "AscendC::PipeBarrier<PIPE_V>();").expect("verify has a V -> V dependency"),
         ),
         ("draw", scalar_token_store(src("draw")).expect("draw stores its token by DMA")),
+        (
+            "remap_draft",
+            drop_line(src("remap_draft"), "AscendC::PipeBarrier<PIPE_MTE3>();")
+                .expect("remap_draft orders its -inf row before the scatter into it"),
+        ),
     ];
     let specs: Vec<KernelSpec> = planted
         .iter()
@@ -658,10 +752,26 @@ fn planted_bugs_in_generated_kernels_are_caught() {
         Val::I32(vec![-1; ru]),
         Val::SU32(rows),
     ];
-    let cases: [(&str, &[Val], &str, &str); 3] = [
+    // One row per core: candidates 7 i mod 64, two drafts (ids 3 and 9) scattered into the -inf q row.
+    let remap = [
+        Val::I32((0..nn as i32).map(|i| (i % 64) * 7 % 64).collect()),
+        Val::SU32(n),
+        Val::SU32(64),
+        Val::I32([3, 9].repeat(ru)),
+        Val::F32([-0.5, -1.0].repeat(ru)),
+        Val::SU32(2),
+        Val::I32(vec![3; ru]),
+        Val::I32(vec![-1; 64 * ru]),
+        Val::F32(vec![0.0; nn]),
+        Val::I32(vec![-1; ru]),
+        Val::F32(vec![0.0; ru]),
+        Val::SU32(rows),
+    ];
+    let cases: [(&str, &[Val], &str, &str); 4] = [
         ("process", &process, "HAZARD", "written by pipe MTE2"),
         ("verify", &verify, "HAZARD", "without PipeBarrier<PIPE_V>"),
         ("draw", &draw, "CACHE", "written by a scalar SetValue in block 1 and also by block 0"),
+        ("remap_draft", &remap, "HAZARD", "written by an earlier MTE3 DMA"),
     ];
     for (k, args, kind, detail) in cases {
         let (code, err) = run_driver(good, &dir, k, 64, 2, args, &[]);

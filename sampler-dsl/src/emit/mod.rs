@@ -64,8 +64,15 @@ fn uses_sort(b: &Block) -> bool {
         match &x.kind {
             ExprKind::Call(op, args) => {
                 use crate::ops::Op;
-                matches!(op, Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::SortDesc)
-                    || args.iter().any(e)
+                matches!(
+                    op,
+                    Op::TopN
+                        | Op::TopNSet
+                        | Op::TopNCounted
+                        | Op::TopNSetCounted
+                        | Op::TopNStreamCounted
+                        | Op::SortDesc
+                ) || args.iter().any(e)
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => e(a),
             ExprKind::Binary(_, a, c) => e(a) || e(c),

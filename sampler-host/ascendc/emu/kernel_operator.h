@@ -72,6 +72,7 @@
 
 #define __global__
 #define __aicore__
+#define __vector__
 #define __gm__
 typedef uint8_t *GM_ADDR;
 #define KERNEL_TYPE_AIV_ONLY 1
@@ -82,12 +83,18 @@ typedef int32_t event_t;
 static const event_t EVENT_ID0 = 0, EVENT_ID1 = 1, EVENT_ID2 = 2, EVENT_ID3 = 3;
 
 namespace AscendC {
+class TPipe;
+}
+// As in CANN (include/basic_api/kernel_common.h): declared in the global
+// namespace, not in AscendC, so `AscendC::GetTPipePtr()` fails here as there.
+inline AscendC::TPipe *GetTPipePtr();
+
+namespace AscendC {
 
 enum class HardEvent { MTE2_V, V_MTE2, V_MTE3, MTE3_V, MTE2_S, S_MTE2, MTE3_S, S_MTE3, V_S, S_V, MTE2_MTE3, MTE3_MTE2 };
 enum class CacheLine { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
 enum class DcciDst { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
 typedef int8_t TEventID;
-class TPipe;
 enum class TPosition { VECIN, VECOUT, VECCALC };
 using QuePosition = TPosition;
 
@@ -131,7 +138,9 @@ struct Core {
   uint64_t now = 1;
   uint64_t vc[4][4] = {};  // vc[p][q]: pipe p has seen pipe q's work up to this time
   uint64_t vbar = 0;       // time of the last PipeBarrier<PIPE_V> (or PIPE_ALL)
+  uint64_t mbar[4] = {};   // time of the last PipeBarrier<PIPE_MTE2>/<PIPE_MTE3> (or PIPE_ALL), per pipe
   std::map<std::pair<int, int>, std::vector<uint64_t>> flags;  // (event, id) -> the set flag's snapshot (single-bit)
+  std::map<std::pair<int, int>, uint64_t> waited;  // (event, id) -> time of its last WaitFlag on the destination pipe
   uint32_t event_alloc[12] = {};  // AllocEventID bit masks per HardEvent
   TPipe *pipe = nullptr;
   std::unordered_map<uintptr_t, uint64_t> cache;  // DataCache: line -> time it was filled
@@ -181,7 +190,9 @@ inline void begin_block(int64_t idx, int64_t num) {
   c.now = 1;
   std::memset(c.vc, 0, sizeof(c.vc));
   c.vbar = 0;
+  std::memset(c.mbar, 0, sizeof(c.mbar));
   c.flags.clear();
+  c.waited.clear();
   std::memset(c.event_alloc, 0, sizeof(c.event_alloc));
   c.pipe = nullptr;
   c.cache.clear();
@@ -203,6 +214,11 @@ inline uint64_t tick() { return ++core().now; }
 /// Whether a vector op at time `t` is complete for later vector ops: a
 /// PipeBarrier<PIPE_V>/<PIPE_ALL> since, or a flag chain back to V (V -> MTE3 -> V).
 inline bool v_ordered(uint64_t t) { return core().vbar >= t || core().vc[PIPE_V][PIPE_V] >= t; }
+/// Whether a DMA on `pipe` (MTE2 or MTE3) at time `t` is complete for later
+/// DMAs of the same pipe: PipeBarrier<PIPE_MTE2/3>/<PIPE_ALL> since, or a
+/// flag chain back to the pipe (MTE3 -> S -> MTE3). The PipeBarrier page:
+/// same-pipe DMAs with overlapping destinations need the barrier.
+inline bool mte_ordered(int pipe, uint64_t t) { return core().mbar[pipe] >= t || core().vc[pipe][pipe] >= t; }
 
 inline void check_read(int pipe, const Stamp &s, const char *where, uintptr_t addr) {
   if (s.time == 0) return;
@@ -238,6 +254,10 @@ inline void check_write(int pipe, uint32_t i, uint64_t t) {
     if (q == pipe && pipe == PIPE_V && !auto_sync() && !v_ordered(r))
       fail("HAZARD", "pipe V overwrites UB byte %u read by an earlier vector op (t=%llu) without PipeBarrier<PIPE_V> in between (WAR)", i, (unsigned long long)r);
   }
+  // Same-pipe DMA write-after-write (after the WAR checks, which name the other pipe).
+  if (w.time != 0 && w.pipe == pipe && pipe == PIPE_MTE2 && !mte_ordered(pipe, w.time) && w.time != t)
+    fail("HAZARD", "pipe MTE2 overwrites UB byte %u written by an earlier MTE2 DMA (t=%llu) without PipeBarrier<PIPE_MTE2> in between (WAW)", i,
+         (unsigned long long)w.time);
 }
 
 inline void ub_range(uint32_t off, uint64_t bytes, uint32_t limit) {
@@ -323,11 +343,27 @@ inline void gm_read(int pipe, const void *p, uint64_t bytes) {
   }
 }
 
+/// A GM write at time `t`: write-after-write on this core needs the earlier
+/// write complete, across pipes (a flag chain) and on one DMA pipe
+/// (PipeBarrier<PIPE_MTE3>: DMAs of one pipe may complete out of order when
+/// their GM destinations overlap, PipeBarrier page).
 inline void gm_write(int pipe, const void *p, uint64_t bytes, uint64_t t) {
   Core &c = core();
   uintptr_t a = (uintptr_t)p;
   cache_access(pipe, a, bytes, true);
-  for (uint64_t i = 0; i < bytes; ++i) c.gm[a + i] = Stamp{(uint8_t)pipe, t};
+  for (uint64_t i = 0; i < bytes; ++i) {
+    auto it = c.gm.find(a + i);
+    if (it != c.gm.end() && it->second.time != 0 && it->second.time != t) {
+      const Stamp &w = it->second;
+      if (w.pipe == pipe && pipe != PIPE_S && !mte_ordered(pipe, w.time))
+        fail("HAZARD", "pipe %s writes GM 0x%llx written by an earlier %s DMA (t=%llu) without PipeBarrier<PIPE_%s> in between (WAW)", PIPE_NAMES[pipe],
+             (unsigned long long)(a + i), PIPE_NAMES[pipe], (unsigned long long)w.time, PIPE_NAMES[pipe]);
+      if (w.pipe != pipe && c.vc[pipe][w.pipe] < w.time)
+        fail("HAZARD", "pipe %s writes GM 0x%llx written by pipe %s (t=%llu) without SetFlag/WaitFlag or PipeBarrier in between (WAW)", PIPE_NAMES[pipe],
+             (unsigned long long)(a + i), PIPE_NAMES[w.pipe], (unsigned long long)w.time);
+    }
+    c.gm[a + i] = Stamp{(uint8_t)pipe, t};
+  }
 }
 
 /// Cleans (writes back) and invalidates DataCache lines: all, or the one holding `a`.
@@ -425,6 +461,19 @@ inline void set_flag(HardEvent e, event_t id) {
     fail("FLAG", "SetFlag<%s>(%d) while that flag is still set (no WaitFlag since): flags are single-bit, one of the two waits would hang or pass early",
          EVENT_NAMES[(int)e], (int)id);
   int s = event_src(e);
+  // The emulator pairs SetFlag and WaitFlag in program order, but the
+  // destination pipe runs its WaitFlag only when its queue reaches it. A
+  // second SetFlag of the same (event, id) is defined only once the source
+  // pipe knows that WaitFlag ran (a flag chain back, or PipeBarrier<PIPE_ALL>);
+  // a scalar-side wait blocks the scalar unit, so it has run (SetFlag-WaitFlag
+  // and FetchEventID pages: same pipe pair, same ID, set twice in a row).
+  auto w = c.waited.find(key);
+  int d = event_dst(e);
+  if (w != c.waited.end() && d != PIPE_S && s != d && c.vc[s][d] < w->second)
+    fail("FLAG",
+         "SetFlag<%s>(%d) again while pipe %s may not have run the previous WaitFlag<%s>(%d) yet (no %s -> %s sync or PipeBarrier<PIPE_ALL> since): "
+         "same pipe pair, same ID, set twice in a row is undefined and can hang",
+         EVENT_NAMES[(int)e], (int)id, PIPE_NAMES[d], EVENT_NAMES[(int)e], (int)id, PIPE_NAMES[d], PIPE_NAMES[s]);
   std::vector<uint64_t> snap(c.vc[s], c.vc[s] + 4);
   snap[s] = tick();  // all of the source pipe's earlier work
   c.flags[key] = snap;
@@ -437,6 +486,7 @@ inline void wait_flag(HardEvent e, event_t id) {
   c.flags.erase(it);
   int d = event_dst(e);
   for (int i = 0; i < 4; ++i) c.vc[d][i] = std::max(c.vc[d][i], snap[i]);
+  c.waited[std::make_pair((int)e, (int)id)] = tick();  // the wait's own time on pipe d
 }
 }  // namespace emu
 
@@ -459,6 +509,8 @@ inline void PipeBarrier() {
       for (int j = 0; j < 4; ++j) c.vc[i][j] = t;
   }
   if (P == PIPE_ALL || P == PIPE_V) c.vbar = t;
+  if (P == PIPE_ALL || P == PIPE_MTE2) c.mbar[PIPE_MTE2] = t;
+  if (P == PIPE_ALL || P == PIPE_MTE3) c.mbar[PIPE_MTE3] = t;
 }
 
 template <typename T>
@@ -529,8 +581,6 @@ template <typename T, CacheLine L>
 inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &g) {
   emu::dcci(L == CacheLine::ENTIRE_DATA_CACHE, (uintptr_t)g.p);
 }
-
-inline TPipe *GetTPipePtr();
 
 template <TPosition P>
 class TBuf {
@@ -689,15 +739,19 @@ class TPipe {
   }
 };
 
-inline TPipe *GetTPipePtr() {
-  if (!emu::core().pipe) emu::fail("FLAG", "GetTPipePtr() with no TPipe alive");
-  return emu::core().pipe;
+}  // namespace AscendC
+
+inline AscendC::TPipe *GetTPipePtr() {
+  if (!AscendC::emu::core().pipe) AscendC::emu::fail("FLAG", "GetTPipePtr() with no TPipe alive");
+  return AscendC::emu::core().pipe;
 }
+
+namespace AscendC {
 
 template <TPosition P, int32_t DEPTH>
 void TQue<P, DEPTH>::hold(uint32_t i) {
   // As the TQue implementation: FreeTensor sets the reuse flag on an allocated ID.
-  TPipe *pipe = GetTPipePtr();
+  TPipe *pipe = ::GetTPipePtr();
   TEventID id = P == TPosition::VECIN ? pipe->AllocEventID<HardEvent::V_MTE2>() : pipe->AllocEventID<HardEvent::MTE3_V>();
   emu::set_flag(reuse_event(), id);
   held[i] = id;

@@ -13,9 +13,10 @@
 namespace sk {
 // A SetFlag/WaitFlag pair on an event ID the pipe does not hold: TQue keeps
 // flags of its own on IDs of the same pool, so a fixed EVENT_ID0 could set a
-// flag that is already set (flags are single-bit).
+// flag that is already set (flags are single-bit). CANN declares GetTPipePtr
+// in the global namespace (kernel_common.h), hence `::`.
 template <AscendC::HardEvent E> __aicore__ inline void sync() {
-  const event_t id = static_cast<event_t>(AscendC::GetTPipePtr()->FetchEventID(E));
+  const event_t id = static_cast<event_t>(::GetTPipePtr()->FetchEventID(E));
   AscendC::SetFlag<E>(id);
   AscendC::WaitFlag<E>(id);
 }

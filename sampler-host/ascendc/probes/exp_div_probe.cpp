@@ -1,12 +1,11 @@
 // Hardware probe (hand-written, not a sampler kernel): the vector unit's Exp
 // and Div over n inputs, for an ulp histogram against rt::math::exp_f32 and
-// IEEE division on the host (docs/ASCEND.md, first hardware run, step 6).
+// IEEE division on the host (docs/ASCEND.md, first hour on a 910B, step 9).
 // e[i] = Exp(x[i]), d[i] = Div(x[i], y[i]); programs of 2048 elements.
 #include "kernel_operator.h"
 #include "sampler_prelude.h"
 
-extern "C" __global__ __aicore__ void exp_div_probe(GM_ADDR px, GM_ADDR py, GM_ADDR pe, GM_ADDR pd, uint32_t n, uint32_t programs) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+extern "C" __global__ __vector__ void exp_div_probe(GM_ADDR px, GM_ADDR py, GM_ADDR pe, GM_ADDR pd, uint32_t n, uint32_t programs) {
   const uint32_t C = 2048;
   AscendC::TPipe pipe;
   AscendC::TBuf<AscendC::TPosition::VECCALC> ub;

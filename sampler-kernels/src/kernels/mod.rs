@@ -252,6 +252,46 @@ pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand
     store_scalar(status, r as u64, st);
 }
 
+/// `force_topn_counted` in one read of each row (issue 22): the
+/// `top_n_stream_counted` selection (on NVIDIA a threshold from a fixed
+/// sample of the row, one pass of 16-byte loads appending the logits at or
+/// above it to a small shared-memory buffer, an exact fallback when too few
+/// or too many survive), so several blocks fit on an SM and no `topn_merge`
+/// runs. The same results as `force_topn_counted`, for a step with no
+/// grammar mask and no raw-logprobs row.
+///
+/// - `logits`, `cand`, `cand_ids`, `status`: as `force_topn_counted`.
+/// - `fallback`: `[R]` u32 out, why row r's device selection fell back
+///   (0 it did not; 1 no survivor buffer; 2 the buffer overflowed; 3 fewer
+///   than `n` survived): a diagnostic, never an input of a later kernel.
+#[kernel(tile = [256, 1024, 4096], threads = [256, 512, 512])]
+pub fn force_topn_stream(
+    logits: Logits,
+    v: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    status: GmMut<i32>,
+    fallback: GmMut<u32>,
+) {
+    let r = row();
+    let (x, id, nbad, nfin, fell) = top_n_stream_counted(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let st = if nbad > 0 {
+        1i32
+    } else {
+        if nfin == 0 {
+            2i32
+        } else {
+            0i32
+        }
+    };
+    store_scalar(status, r as u64, st);
+    store_scalar(fallback, r as u64, fell);
+}
+
 /// Section 3.3 for many blocks per row (stage 1 of 2): program
 /// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
 /// (logits `c * chunk_len ..`, the last chunk shorter) with vocabulary ids,
@@ -478,6 +518,84 @@ pub fn row_mass(
     store_scalar(mass, p as u64, s);
 }
 
+/// `mass[r * chunks]` of a row whose softmax total `row_mass_bounded` did not
+/// sum because no output can depend on it (a real sum of at most 2^20
+/// weights of at most 2^44 never reaches it).
+pub const MASS_UNNEEDED: u64 = u64::MAX;
+
+/// Perf-design 3.4 E (issue 22): whether no output of `process_prefix_draw`
+/// can depend on the row's softmax total, given the candidates' weights `w`
+/// (`[n]` u64, in order), the min-p and top-k prefix `pre`, whether min-p
+/// keeps the last column (`last_in`), top-k `k` and the filter order
+/// (`kfirst`). Top-k first and ending inside the prefix: the total is never
+/// read. Otherwise it is unneeded when every candidate `pre` keeps passes
+/// top-p already at the smallest total the row can have (its candidates'
+/// own sum, since every weight is >= 0) and the last column is outside
+/// `pre`: `frac_floor` is monotone in the total, so at the true total the
+/// kept set, the logprobs, the token and the overflow flag are the same.
+#[kernel_fn]
+fn total_unneeded(w: Tile<u64>, pre: Tile<bool>, last_in: bool, k: i32, n: u32, kfirst: bool, top_p: f32) -> bool {
+    let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
+    let last_pre = last_in && (k < 0 || (k as u32) >= n);
+    let (keep, _) = keep_mask(w, pre, reduce_sum(w), top_p);
+    (kfirst && k_inside) || (!last_pre && all(keep | !pre))
+}
+
+/// [`row_mass`] for the prefix path, skipping the row's read when
+/// [`total_unneeded`] says no output can depend on the total (perf-design
+/// 3.4 E; the benchmark's rows: temperature 0.7, top-p 0.9, top-k 50): then
+/// program `r * chunks` writes [`MASS_UNNEEDED`] and the others 0, and
+/// `process_prefix_draw` checks the claim on its own values (a backend whose
+/// two kernels disagreed would flag the row for the full-row rerun, never
+/// give a different result). Rows with `n` above the tile are always summed.
+///
+/// - As `row_mass`, plus `top_p`: `[R]` f32, `top_k`: `[R]` i32 (-1 off),
+///   `log_min_p`: `[R]` f32 (`-inf` off), `order`: `[R]` u32 (as `process`).
+#[kernel(tile = [4096], threads = [512])]
+pub fn row_mass_bounded(
+    logits: Logits,
+    v: u32,
+    chunk_len: u32,
+    chunks: u32,
+    cand: Gm<f32>,
+    n: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    mass: GmMut<u64>,
+) {
+    let p = row();
+    let r = p / chunks;
+    let cstart = (p % chunks) * chunk_len;
+    let cend = min(cstart + chunk_len, v);
+    let base = (r as u64) * (v as u64);
+    let t = load_scalar(temperature, r as u64);
+    let off = (r as u64) * (n as u64);
+    let m = load_scalar(cand, off);
+    // The decision on at most a tile of candidates (wider prefixes are summed).
+    let nb = min(n, TILE);
+    let x = scaled_logits(cand, off, nb, t);
+    let k = load_scalar(top_k, r as u64);
+    let lmp = load_scalar(log_min_p, r as u64);
+    let xl = (load_scalar(cand, off + ((nb - 1) as u64)) - m) / t;
+    let pre = prefix_mask(x, lmp, k, nb);
+    let kfirst = load_scalar(order, r as u64) != 0;
+    let decided = total_unneeded(to_fixed(exp(x)), pre, xl >= lmp, k, nb, kfirst, load_scalar(top_p, r as u64));
+    let unneeded = n <= TILE && decided;
+    let ntiles = if unneeded { 0u32 } else { (cend - cstart + TILE - 1) / TILE };
+    // MASS_UNNEEDED (kernels take literals, not constants).
+    let mut s = if unneeded && p % chunks == 0 { 18446744073709551615u64 } else { 0u64 };
+    for i in 0..ntiles {
+        let start = cstart + i * TILE;
+        let len = min(TILE, cend - start);
+        let x = (load(logits, base + (start as u64), len) - m) / t;
+        s += reduce_sum(to_fixed(exp(x)));
+    }
+    store_scalar(mass, p as u64, s);
+}
+
 /// Section 4: a draw from the processed distribution with
 /// `u = uniform(seed, seq)` (case 0 rows: prefill, fresh, draft).
 ///
@@ -576,10 +694,6 @@ pub fn process_prefix_draw(
     let t = load_scalar(temperature, r as u64);
     let x = scaled_logits(cand, off, n, t);
     let w = to_fixed(exp(x));
-    let mut total = 0u64;
-    for c in 0..chunks {
-        total += load_scalar(mass, (r * chunks + c) as u64);
-    }
     let k = load_scalar(top_k, r as u64);
     let lmp = load_scalar(log_min_p, r as u64);
     let pre = prefix_mask(x, lmp, k, n);
@@ -588,6 +702,19 @@ pub fn process_prefix_draw(
     let last_in = xl >= lmp;
     let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
     let kfirst = load_scalar(order, r as u64) != 0;
+    // row_mass_bounded left the total out: any total >= the candidates' own
+    // sum gives the same outputs, if the claim holds on these values too.
+    let skipped = load_scalar(mass, (r * chunks) as u64) == 18446744073709551615u64; // MASS_UNNEEDED
+    let mut total = 0u64;
+    if skipped {
+        total = reduce_sum(w);
+    } else {
+        for c in 0..chunks {
+            total += load_scalar(mass, (r * chunks + c) as u64);
+        }
+    }
+    let decided = total_unneeded(w, pre, last_in, k, n, kfirst, load_scalar(top_p, r as u64));
+    let unsure = skipped && !decided;
     // 10.2: the min-p and top-k mass; past the prefix it is the row's total
     // when both are off, else unknown here (the row overflows).
     let base = filtered_mass(w, pre, kfirst && k_inside, total);
@@ -595,7 +722,8 @@ pub fn process_prefix_draw(
     let (keep, thr) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
     let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
-    let next_kept = n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n)));
+    let next_kept =
+        unsure || (n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n))));
     store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
     let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);

@@ -570,6 +570,21 @@ pub fn top_n_counted(
         v - c.neg_inf,
     )
 }
+/// [`top_n_counted`] as the one-pass streaming selection computes it on
+/// NVIDIA (a sampled threshold, survivors in shared memory, an exact
+/// fallback): the same results by construction (the exact op), and the
+/// fifth value, why the device kept its survivors or not (0 here: nothing
+/// to fall back from).
+pub fn top_n_stream_counted(
+    c: &Ctx,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32>, Tile<i32>, u32, u32, u32) {
+    let (x, id, bad, fin) = top_n_counted(c, buf, off, v, n);
+    (x, id, bad, fin, 0)
+}
 /// [`top_n_set`] and the counts of [`top_n_counted`].
 pub fn top_n_set_counted(
     c: &Ctx,

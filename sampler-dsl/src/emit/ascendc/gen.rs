@@ -51,13 +51,27 @@ impl Gen {
     /// Emits the syncs an op on `pipe` needs before it, and records it.
     pub(super) fn sync(&mut self, pipe: Pipe, t: Touch) {
         for (w, p) in self.hz.access(pipe, &t) {
-            if w == p {
-                self.line("AscendC::PipeBarrier<PIPE_V>();");
-            } else {
-                // An ID from the pipe's pool (TQue holds IDs of the same pool).
-                self.line(&format!("sk::sync<AscendC::HardEvent::{}_{}>();", w.event_name(), p.event_name()));
-            }
+            self.emit_sync(w, p);
         }
+    }
+
+    /// One `w -> p` ordering: `PipeBarrier<PIPE_{w}>` on one pipe, else an
+    /// `sk::sync` flag pair (an ID from the pipe's pool; TQue holds IDs of
+    /// the same pool). `FetchEventID` returns the same ID each time, so a
+    /// flag whose previous WaitFlag may still sit in `p`'s queue is preceded
+    /// by a `p -> w` sync (SetFlag twice in a row is undefined).
+    pub(super) fn emit_sync(&mut self, w: Pipe, p: Pipe) {
+        if w == p {
+            self.line(&format!("AscendC::PipeBarrier<PIPE_{}>();", w.event_name()));
+            return;
+        }
+        if self.hz.must_drain(w, p) {
+            self.line(&format!("sk::sync<AscendC::HardEvent::{}_{}>();", p.event_name(), w.event_name()));
+            self.hz.flag_set(p, w);
+            self.hz.queue_sync(p, w);
+        }
+        self.line(&format!("sk::sync<AscendC::HardEvent::{}_{}>();", w.event_name(), p.event_name()));
+        self.hz.flag_set(w, p);
     }
 
     /// Before a scalar read of GM that this kernel also writes (by DMA):

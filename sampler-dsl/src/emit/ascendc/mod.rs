@@ -1,6 +1,6 @@
 //! Emit AscendC C++ (Ascend 910B/910C, dav-2201, AIV only) from the tile IR.
 //!
-//! One source per kernel, one `extern "C" __global__ __aicore__` entry per
+//! One source per kernel, one `extern "C" __global__ __vector__` entry per
 //! tile variant with `TILE <= 4096` (`{kernel}_t{tile}`, as on NVIDIA), plus a
 //! trailing `uint32_t programs` argument: blocks stride over programs
 //! (`GetBlockIdx/GetBlockNum`). Scalar parameters are passed by value.
@@ -27,8 +27,11 @@
 //! - `top_n` is `Sort32` + `MrgSort` (lists of at most 4095) over chunks of
 //!   `TILE / 2` logits (`sampler_top_n.h`);
 //! - syncs are explicit: the tracker emits `sk::sync<E>()` (a flag pair on
-//!   an ID from `FetchEventID`) before any cross-pipe RAW, WAR or WAW,
-//!   `PipeBarrier<PIPE_V>` between dependent vector ops, and
+//!   an ID from `FetchEventID`) before any cross-pipe RAW, WAR or WAW (and
+//!   a reverse one first where the same flag could still be waiting),
+//!   `PipeBarrier<PIPE_V>` between dependent vector ops,
+//!   `PipeBarrier<PIPE_MTE3>`/`<PIPE_MTE2>` between DMAs of one pipe writing
+//!   the same GM buffer / UB bytes, and
 //!   `PipeBarrier<PIPE_ALL>` around control flow that holds pipe work and at
 //!   the end of each program;
 //! - the variants of a kernel share one templated body ([`share`]).
@@ -150,7 +153,7 @@ pub fn why_not(k: &Kernel) -> Option<String> {
 
 /// One tile variant: its entry's parameter list, the argument list that
 /// forwards them, and the body of the entry (everything after
-/// `KERNEL_TASK_TYPE_DEFAULT`), which [`share`] turns into one template per
+/// the entry line), which [`share`] turns into one template per
 /// kernel where the variants differ only in numbers.
 struct VariantCode {
     tile: u32,
@@ -368,6 +371,8 @@ mod tests {
             assert!(src.contains(&format!("soft_body<soft_k{t}>(p_x, p_n, p_t, p_y, p_s, programs);")), "{src}");
         }
         assert!(src.contains("#include \"sampler_prelude.h\""), "{src}");
+        assert!(src.contains("extern \"C\" __global__ __vector__ void soft_t64("), "{src}");
+        assert!(!src.contains("KERNEL_TASK_TYPE_DEFAULT"), "{src}");
     }
 
     #[test]
@@ -383,5 +388,28 @@ mod tests {
         assert_eq!(src.matches("qin.AllocTensor<float>()").count(), 2, "{src}");
         assert_eq!(src.matches("qin.FreeTensor(").count(), 2, "{src}");
         assert_eq!(src.matches("qout.AllocTensor<float>()").count(), 1, "{src}");
+    }
+
+    /// N3 and N4 in remap_draft's shape: a row stored by one MTE3 DMA, then
+    /// scattered into on the same pipe: `PipeBarrier<PIPE_MTE3>` between, and
+    /// no `S_MTE3` before the scatter loop (the loop sets its own).
+    #[test]
+    fn a_scatter_into_a_stored_row_gets_an_mte3_barrier_and_one_flag_per_element() {
+        let item = quote! {
+            fn rowfill(ids: Gm<i32>, vals: Gm<f32>, n: u32, q: GmMut<f32>) {
+                let r = row();
+                let off = (r as u64) * (n as u64);
+                store(q, off, full(n, 0.0f32));
+                scatter(q, off, load(ids, off, n), load(vals, off, n));
+            }
+        };
+        let k = crate::compile(quote!(tile = [64]), item).expect("compiles");
+        let src = super::emit(&k).unwrap();
+        let store = src.find("AscendC::DataCopyPad(g_q[").expect("the row store");
+        let lp = src.find("for (uint32_t i = 0; i < sk::min<uint32_t>(").expect("the scatter loop");
+        let between = &src[store..lp];
+        assert!(between.contains("AscendC::PipeBarrier<PIPE_MTE3>();"), "{src}");
+        assert!(!between.contains("sk::sync<AscendC::HardEvent::S_MTE3>();"), "{src}");
+        assert_eq!(src[lp..].matches("sk::sync<AscendC::HardEvent::S_MTE3>();").count(), 1, "{src}");
     }
 }

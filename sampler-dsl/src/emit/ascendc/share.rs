@@ -13,6 +13,13 @@ use std::fmt::Write as _;
 
 use super::VariantCode;
 
+/// The entry's declaration: `__global__ __vector__` (AIV only) as the
+/// runnable aclrtc samples of asc-devkit mark theirs (`rtc_hello_world`,
+/// `rtc_template_add`). `KERNEL_TASK_TYPE_DEFAULT` expands to nothing
+/// outside the operator-project builds, so it cannot set the kernel type
+/// under aclrtc (docs/ASCEND.md, "Entries").
+pub(super) const ENTRY: &str = "extern \"C\" __global__ __vector__";
+
 /// A token: `(text, plain)`, plain for a decimal literal standing alone
 /// (not part of an identifier, a suffixed or a floating literal).
 fn tokens(s: &str) -> Vec<(String, bool)> {
@@ -55,8 +62,7 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
     for (_, members) in &groups {
         if members.len() == 1 {
             let v = &vs[members[0]];
-            let _ = writeln!(s, "\nextern \"C\" __global__ __aicore__ void {kernel}_t{}({}) {{", v.tile, v.sig);
-            let _ = writeln!(s, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
+            let _ = writeln!(s, "\n{ENTRY} void {kernel}_t{}({}) {{", v.tile, v.sig);
             let _ = writeln!(s, "  const uint32_t TILE = {};", v.tile);
             let _ = writeln!(s, "{}}}", v.body);
             continue;
@@ -105,8 +111,7 @@ pub(super) fn entries(kernel: &str, vs: &[VariantCode]) -> String {
                 v.tile,
                 fields.join(", ")
             );
-            let _ = writeln!(s, "extern \"C\" __global__ __aicore__ void {kernel}_t{}({}) {{", v.tile, v.sig);
-            let _ = writeln!(s, "  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);");
+            let _ = writeln!(s, "{ENTRY} void {kernel}_t{}({}) {{", v.tile, v.sig);
             let _ = writeln!(s, "  {body_name}<{kernel}_k{}>({});\n}}", v.tile, v.args);
         }
     }

@@ -81,7 +81,21 @@ impl Gen {
                     Pipe::S,
                     Touch { ub_reads: vec![idx.slot, vals.slot], ub_writes: vec![st], ..Default::default() },
                 );
-                self.sync(Pipe::Mte3, Touch { ub_reads: vec![st], gm_writes: vec![&g], ..Default::default() });
+                // The loop's own S_MTE3 covers the staging slot, so no S -> MTE3
+                // before it (a second SetFlag of that ID while MTE3 may still
+                // hold the first WaitFlag is undefined); an earlier MTE3 write of
+                // the buffer (a bulk row store) needs PipeBarrier<PIPE_MTE3>.
+                for (w, p) in
+                    self.hz.access(Pipe::Mte3, &Touch { ub_reads: vec![st], gm_writes: vec![&g], ..Default::default() })
+                {
+                    if (w, p) != (Pipe::S, Pipe::Mte3) {
+                        self.emit_sync(w, p);
+                    }
+                }
+                if self.hz.must_drain(Pipe::S, Pipe::Mte3) {
+                    self.emit_sync(Pipe::Mte3, Pipe::S);
+                    self.hz.queue_sync(Pipe::Mte3, Pipe::S);
+                }
                 let rd = elem_read(&vals, "i");
                 let saved =
                     self.open_cond(&format!("for (uint32_t i = 0; i < sk::min<uint32_t>({}, {}); ++i)", idx.n, vals.n));
@@ -96,6 +110,7 @@ impl Gen {
                 self.line("sk::sync<AscendC::HardEvent::MTE3_S>();");
                 self.close_cond(saved);
                 // Every DMA of the loop was followed by MTE3 -> S.
+                self.hz.flag_set(Pipe::S, Pipe::Mte3);
                 self.hz.queue_sync(Pipe::Mte3, Pipe::S);
             }
             _ => {

@@ -162,11 +162,17 @@ impl Gen {
     pub(super) fn tuple(&mut self, e: &Expr) -> (Vec<TileV>, Vec<String>) {
         // top_n_set: top_n's order also keeps equal logits in ascending id order,
         // which is all its consumers (topn_merge) rely on.
-        let ExprKind::Call(op @ (Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted), args) = &e.kind else {
+        let ExprKind::Call(
+            op @ (Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted),
+            args,
+        ) = &e.kind
+        else {
             self.unsupported("a tuple-valued op other than `top_n`");
             return (vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)], Vec::new());
         };
-        let counted = matches!(op, Op::TopNCounted | Op::TopNSetCounted);
+        let counted = matches!(op, Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted);
+        // The streaming form's fifth value: this lowering never falls back (0).
+        let stream = matches!(op, Op::TopNStreamCounted);
         let tile = self.tile;
         if tile < 64 {
             self.unsupported("top_n needs TILE >= 64 (Sort32 runs of 32)");
@@ -203,6 +209,12 @@ impl Gen {
         ));
         self.line(&format!("const uint32_t {} = {};", id.n, x.n));
         self.barrier();
-        (vec![x, id], counts.map_or(Vec::new(), |(bad, fin)| vec![bad, fin]))
+        let mut scalars = counts.map_or(Vec::new(), |(bad, fin)| vec![bad, fin]);
+        if stream {
+            let fb = self.fresh("s");
+            self.line(&format!("const uint32_t {fb} = 0;"));
+            scalars.push(fb);
+        }
+        (vec![x, id], scalars)
     }
 }

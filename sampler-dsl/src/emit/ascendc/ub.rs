@@ -4,7 +4,11 @@
 //! fit, 256-byte aligned so Compare/Sort inputs are always legal), freed at
 //! its last use. The tracker mirrors what the hardware needs: an access on
 //! one pipe of bytes last written (or read) on another pipe gets a
-//! `SetFlag/WaitFlag` pair first (RAW, WAR and WAW).
+//! `SetFlag/WaitFlag` pair first (RAW, WAR and WAW). Same-pipe pairs need
+//! `PipeBarrier<PIPE_{pipe}>`: on V for RAW, WAR and WAW, and on MTE2 (UB)
+//! and MTE3 (GM) for write-after-write, since DMAs of one pipe with
+//! overlapping destinations are not ordered (PipeBarrier page). GM is
+//! tracked per buffer, so two writes of one buffer count as overlapping.
 
 /// Usable UB per AI vector core on dav-2201 (192 KB minus 8 KB kept free).
 pub const UB_BUDGET: u32 = 184 * 1024;
@@ -104,6 +108,8 @@ pub struct Hazards {
     gm: std::collections::HashMap<String, Access>,
     /// `synced[w][p]`: stamp of the last `w -> p` sync.
     pub synced: [[u64; 4]; 4],
+    /// `set_at[w][p]`: stamp of the last `sk::sync<w_p>` (a SetFlag on `w`).
+    set_at: [[u64; 4]; 4],
 }
 
 impl Default for Hazards {
@@ -113,6 +119,7 @@ impl Default for Hazards {
             ub: vec![Access::default(); (UB_BUDGET / BLOCK + 64) as usize],
             gm: Default::default(),
             synced: [[0; 4]; 4],
+            set_at: [[0; 4]; 4],
         }
     }
 }
@@ -147,12 +154,18 @@ impl Hazards {
             self.ub.resize(end, Access::default());
         }
         let mut need: Vec<(Pipe, Pipe)> = Vec::new();
+        let mut dma_waw: Vec<u64> = Vec::new();
         let p = pipe as usize;
         let mut want = |acc: &Access, write: bool, synced: &[[u64; 4]; 4]| {
-            // Same-pipe pairs matter on V only (vector ops may overlap
-            // without PipeBarrier<PIPE_V>); S, MTE2 and MTE3 run in order.
+            // Same-pipe pairs: on V always (vector ops may overlap without
+            // PipeBarrier<PIPE_V>); on MTE2/MTE3 for write-after-write
+            // (DMAs with overlapping destinations); S runs in order.
             if let Some((w, st)) = acc.writer {
-                if (w != pipe || pipe == Pipe::V) && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
+                if w == pipe && write && matches!(pipe, Pipe::Mte2 | Pipe::Mte3) {
+                    if st > synced[p][p] {
+                        dma_waw.push(st);
+                    }
+                } else if (w != pipe || pipe == Pipe::V) && st > synced[w as usize][p] && !need.contains(&(w, pipe)) {
                     need.push((w, pipe));
                 }
             }
@@ -185,6 +198,19 @@ impl Hazards {
                 want(a, true, &self.synced);
             }
         }
+        // An earlier DMA of this pipe is complete if its pipe handed over to
+        // another pipe q after it (a flag waits for the DMA) and q has since
+        // handed back (or does so now): MTE2 load, V reads, V -> MTE2, load.
+        let sy = &self.synced;
+        let done = |st: u64| {
+            Pipe::ALL.iter().any(|&q| {
+                let q = q as usize;
+                q != p && sy[p][q] >= st && (need.contains(&(Pipe::ALL[q], pipe)) || sy[q][p] > sy[p][q])
+            })
+        };
+        if dma_waw.iter().any(|&st| !done(st)) {
+            need.push((pipe, pipe));
+        }
         for &(w, q) in &need {
             self.synced[w as usize][q as usize] = self.now;
         }
@@ -208,6 +234,20 @@ impl Hazards {
         }
         self.now += 1;
         need
+    }
+
+    /// Whether a flag `w -> p` set now could meet the previous one of the
+    /// same ID still waiting in `p`'s queue: no `p -> w` sync (or barrier)
+    /// since it was set. A wait on S blocks the scalar unit, so `p == S`
+    /// never does (SetFlag/WaitFlag and FetchEventID pages).
+    pub fn must_drain(&self, w: Pipe, p: Pipe) -> bool {
+        p != Pipe::S && w != p && self.set_at[w as usize][p as usize] > self.synced[p as usize][w as usize]
+    }
+
+    /// Records an `sk::sync<w_p>` (its SetFlag on `w`).
+    pub fn flag_set(&mut self, w: Pipe, p: Pipe) {
+        self.set_at[w as usize][p as usize] = self.now;
+        self.now += 1;
     }
 
     /// A `PipeBarrier<PIPE_ALL>`: every earlier access is complete.
@@ -272,6 +312,42 @@ mod tests {
         // The scalar unit is in order with itself.
         assert!(h.access(Pipe::S, &Touch { ub_writes: vec![b], ..Default::default() }) == vec![(Pipe::V, Pipe::S)]);
         assert!(h.access(Pipe::S, &Touch { ub_reads: vec![b], ..Default::default() }).is_empty());
+    }
+
+    #[test]
+    fn same_pipe_dma_writes_to_one_buffer_need_a_barrier() {
+        let mut h = Hazards::default();
+        let s = Slot { id: 0, off: 0, bytes: 256 };
+        let t = |g| Touch { ub_reads: vec![s], gm_writes: vec![g], ..Default::default() };
+        // MTE3 writes a row, then MTE3 writes into the same GM buffer: PipeBarrier<PIPE_MTE3>.
+        assert!(h.access(Pipe::Mte3, &t("q")).is_empty());
+        assert_eq!(h.access(Pipe::Mte3, &t("q")), vec![(Pipe::Mte3, Pipe::Mte3)]);
+        // Another buffer: nothing; reading the same UB again on MTE3: nothing.
+        assert!(h.access(Pipe::Mte3, &t("other")).is_empty());
+        // MTE2 loads twice into the same UB bytes: PipeBarrier<PIPE_MTE2>.
+        let w =
+            Touch { ub_writes: vec![Slot { id: 1, off: 512, bytes: 256 }], gm_reads: vec!["x"], ..Default::default() };
+        assert!(h.access(Pipe::Mte2, &w).is_empty());
+        assert_eq!(h.access(Pipe::Mte2, &w), vec![(Pipe::Mte2, Pipe::Mte2)]);
+        // A PIPE_ALL barrier orders everything.
+        h.barrier();
+        assert!(h.access(Pipe::Mte3, &t("q")).is_empty());
+    }
+
+    #[test]
+    fn a_flag_set_twice_needs_the_waiting_pipe_drained_first() {
+        let mut h = Hazards::default();
+        h.flag_set(Pipe::S, Pipe::Mte3);
+        // No MTE3 -> S since: MTE3 may still hold the first WaitFlag.
+        assert!(h.must_drain(Pipe::S, Pipe::Mte3));
+        h.queue_sync(Pipe::Mte3, Pipe::S);
+        assert!(!h.must_drain(Pipe::S, Pipe::Mte3));
+        // A wait on S blocks the scalar unit: never a drain.
+        h.flag_set(Pipe::V, Pipe::S);
+        assert!(!h.must_drain(Pipe::V, Pipe::S));
+        h.flag_set(Pipe::S, Pipe::V);
+        h.barrier();
+        assert!(!h.must_drain(Pipe::S, Pipe::V));
     }
 
     #[test]

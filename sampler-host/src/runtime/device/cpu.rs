@@ -171,7 +171,13 @@ impl Device for CpuDevice {
         // and on a step without masks or raw rows, none at all: the top-N's
         // streaming pass counts (`force_topn_counted`, docs/CPU_NOTES.md).
         let tile = sampler_kernels::kernels::mask_check_chunk::VARIANTS.iter().map(|x| x.tile).max().unwrap_or(1);
-        Caps { mask_chunk: Some(v.div_ceil(tile).max(1) * tile), topn_chunks: 1, fused_max: 0, counts_in_topn: true }
+        Caps {
+            mask_chunk: Some(v.div_ceil(tile).max(1) * tile),
+            topn_chunks: 1,
+            fused_max: 0,
+            counts_in_topn: true,
+            stream_select: false,
+        }
     }
 
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {

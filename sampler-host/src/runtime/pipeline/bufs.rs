@@ -36,7 +36,7 @@ bufs! {
     Tokens: I32, Lookup: I32, Accepted: U32, GroupStatus: I32,
     TokenLp: F32, SumSmaller: F32, TopIds: I32, TopLps: F32,
     ChunkCand: F32, ChunkIds: I32, ChunkBad: U32, ChunkFinite: U32,
-    Mass: U64, Overflow: U32,
+    Mass: U64, Overflow: U32, SelFallback: U32,
     TreeParent: I32, TreeToken: I32, TreeMode: U32, Path: I32,
 }
 

@@ -6,7 +6,7 @@ use sampler_kernels::kernels as k;
 use sampler_kernels::registry;
 use sampler_kernels::spec::{KernelSpec, LaunchArg, Variant};
 
-use super::{host_input, Buf, BufSpec, Caps, Init};
+use super::{host_input, stream_buffer_keys, Buf, BufSpec, Caps, Init, STREAM_MAX_N};
 use crate::error::BackendError;
 use crate::runtime::plan::{mass_chunks, raw_tiles, StepPlan, MASS_CHUNK};
 
@@ -154,7 +154,8 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
 
     // 1. mask check (3.1-3.2). With nothing to mask and no raw-logprob sums
     // to take, only the counts are left: the top-N may take them over.
-    let counted = caps.counts_in_topn && !masked && !p.any_raw;
+    let stream = caps.stream_select && !masked && !p.any_raw && n <= STREAM_MAX_N;
+    let counted = (caps.counts_in_topn || stream) && !masked && !p.any_raw;
     if counted {
         // The top-N writes the status (one chunk) or its chunks' counts.
     } else if let Some(clen) = caps.mask_chunk {
@@ -199,7 +200,20 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     }
     // 2. top-N (3.3, 3.6)
     let chunks = caps.topn_chunks.max(1);
-    if chunks > 1 {
+    if stream {
+        add(SelFallback, r, Init::Scratch);
+        let a = k::force_topn_stream::Args {
+            logits: src,
+            v,
+            n,
+            cand: Cand,
+            cand_ids: CandIds,
+            status: RowStatus,
+            fallback: SelFallback,
+        };
+        // The survivor buffer is the launch's staging room: 8 bytes a key.
+        launch(&mut ls, k::force_topn_stream::NAME, n, rows, 2 * stream_buffer_keys(n), a.list())?;
+    } else if chunks > 1 {
         let chunk_len = v.div_ceil(chunks);
         let m = chunks * n;
         add(ChunkCand, rn * chunks as usize, Init::Scratch);
@@ -255,7 +269,9 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         Some(_) => {
             let mc = mass_chunks(v);
             add(Mass, r * mc as usize, Init::Scratch);
-            let a = k::row_mass::Args {
+            // The bounded variant leaves the row's read out where no output depends on its total
+            // (perf-design 3.4 E); process_prefix_draw re-checks that claim.
+            let a = k::row_mass_bounded::Args {
                 logits: src,
                 v,
                 chunk_len: MASS_CHUNK,
@@ -263,9 +279,13 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
                 cand: Cand,
                 n,
                 temperature: Temperature,
+                top_p: TopP,
+                top_k: TopK,
+                log_min_p: LogMinP,
+                order: FilterOrder,
                 mass: Mass,
             };
-            launch(&mut ls, k::row_mass::NAME, 1, rows * mc, 0, a.list())?;
+            launch(&mut ls, k::row_mass_bounded::NAME, 1, rows * mc, 0, a.list())?;
             Some(mc)
         }
         None => None,

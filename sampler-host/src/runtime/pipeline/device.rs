@@ -28,6 +28,25 @@ pub struct Caps {
     /// `topn_chunk_counted` the chunk counts `topn_merge` merges. No mask
     /// check runs: the step reads the logits once, one or two launches fewer.
     pub counts_in_topn: bool,
+    /// On such a step (no grammar mask, no raw-logprobs row) with N at most
+    /// [`STREAM_MAX_N`], the top-N is `force_topn_stream`: one block per
+    /// row reading it once with a sampled threshold and a small survivor
+    /// buffer (no staging of the row, no `topn_merge`, no mask check; it
+    /// writes the status, and why a row fell back to the exact re-read in
+    /// [`Buf::SelFallback`]). Wins over `topn_chunks` and `counts_in_topn`.
+    pub stream_select: bool,
+}
+
+/// Widest N `force_topn_stream` runs at (its largest tile variant).
+pub const STREAM_MAX_N: u32 = 4096;
+
+/// Survivor buffer keys of `force_topn_stream` at width `n`: 4n, at least
+/// 2048 (the sampled threshold keeps about (mu + 4 sqrt(mu) + 5) V / 4096
+/// keys, mu = 4096 n / V: 760 at n = 256, V = 129280), at most 9472 (2.3n
+/// at n = 4096, where about 1.4n survive: two blocks per SM fit in shared
+/// memory).
+pub fn stream_buffer_keys(n: u32) -> u32 {
+    (4 * n).clamp(2048, 9472)
 }
 
 /// A device that runs [`Program`]s: allocates, uploads, launches, downloads.

@@ -19,8 +19,14 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
     let mut masked = Request::prefill(p.clone(), 5);
     masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
     let caps = [
-        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false },
-        Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn: false },
+        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps {
+            mask_chunk: Some(4096),
+            topn_chunks: 2,
+            fused_max: u32::MAX,
+            counts_in_topn: false,
+            stream_select: false,
+        },
     ];
     for (with_mask, reqs) in [
         (false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]),
@@ -122,10 +128,16 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
     masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
     let mut caps = Vec::new();
     for counts_in_topn in [false, true] {
-        caps.push(Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn });
-        caps.push(Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn });
-        caps.push(Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn });
-        caps.push(Caps { mask_chunk: None, topn_chunks: 3, fused_max: u32::MAX, counts_in_topn });
+        caps.push(Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn, stream_select: false });
+        caps.push(Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn, stream_select: false });
+        caps.push(Caps {
+            mask_chunk: Some(4096),
+            topn_chunks: 2,
+            fused_max: u32::MAX,
+            counts_in_topn,
+            stream_select: false,
+        });
+        caps.push(Caps { mask_chunk: None, topn_chunks: 3, fused_max: u32::MAX, counts_in_topn, stream_select: false });
     }
     for (reqs, mask, any_raw) in [
         (vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)], false, false),
@@ -177,15 +189,82 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
     }
 }
 
-/// The CPU device with its caps but `counts_in_topn` as given.
-struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool);
+/// `Caps::stream_select`: `force_topn_stream` (status and fallback codes
+/// written, survivor room asked for as staging) replaces the mask check
+/// and every other top-N kernel on steps without a grammar mask or a raw
+/// row and N <= STREAM_MAX_N; otherwise the launch list is unchanged.
+#[test]
+fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
+    let v = 9000u32;
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let raw =
+        SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+    let mut masked = Request::prefill(plain.clone(), 5);
+    masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+    for (reqs, plain_step) in [
+        (vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)], true),
+        (vec![Request::prefill(plain.clone(), 5), masked.clone()], false),
+        (vec![Request::prefill(plain.clone(), 5), Request::prefill(raw.clone(), 9)], false),
+    ] {
+        let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+        let logits: Vec<f32> = (0..rows * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+        for width in [64u32, 1024, 4096, 8192] {
+            let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
+            for c in [
+                Caps {
+                    mask_chunk: Some(4096),
+                    topn_chunks: 2,
+                    fused_max: u32::MAX,
+                    counts_in_topn: false,
+                    stream_select: true,
+                },
+                Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: true, stream_select: true },
+            ] {
+                for prefix in [None, p.prefix_width()] {
+                    let prog = build(&p, prefix, &c).unwrap();
+                    let n = prog.width;
+                    let names = prog.kernel_names();
+                    let what = format!("{c:?} width {width} prefix {prefix:?}: {names:?}");
+                    let streamed = plain_step && n <= STREAM_MAX_N;
+                    assert_eq!(!any_mask(&p) && !p.any_raw, plain_step, "{what}");
+                    assert_eq!(names.contains(&"force_topn_stream"), streamed, "{what}");
+                    if streamed {
+                        for k in [
+                            "mask_check",
+                            "mask_check_chunk",
+                            "status_merge",
+                            "force_topn",
+                            "force_topn_counted",
+                            "topn_chunk",
+                            "topn_chunk_counted",
+                            "topn_merge",
+                        ] {
+                            assert!(!names.contains(&k), "{what}");
+                        }
+                        let l = prog.launches.iter().find(|l| l.spec.name == "force_topn_stream").unwrap();
+                        assert_eq!(l.stage, 2 * stream_buffer_keys(n), "{what}");
+                        assert_eq!(l.grid, rows as u32, "{what}");
+                        let len = prog.bufs.iter().find(|b| b.buf == Buf::SelFallback).map(|b| b.len);
+                        assert_eq!(len, Some(rows), "{what}");
+                    } else {
+                        let off = build(&p, prefix, &Caps { stream_select: false, ..c }).unwrap();
+                        assert_eq!(off.kernel_names(), names, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The CPU device with its caps but `counts_in_topn` (and `stream_select`) as given.
+struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool);
 
 impl Device for CountsAs {
     fn name(&self) -> &'static str {
         "cpu-counts-as"
     }
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
-        Caps { counts_in_topn: self.1, ..self.0.caps(v, n, rows) }
+        Caps { counts_in_topn: self.1, stream_select: self.2, ..self.0.caps(v, n, rows) }
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         self.0.alloc(buf, len)
@@ -241,9 +320,12 @@ fn counted_steps_equal_mask_checked_steps() {
         }
         let reqs: Vec<Request> = (0..rows).map(|_| Request::prefill(p.clone(), 4)).collect();
         let (plan, _) = build_plan(v, force, 5, &logits, &reqs).unwrap();
-        let on = run_step(&mut CountsAs(Default::default(), true), &plan, false).unwrap();
-        let off = run_step(&mut CountsAs(Default::default(), false), &plan, false).unwrap();
+        let on = run_step(&mut CountsAs(Default::default(), true, false), &plan, false).unwrap();
+        let off = run_step(&mut CountsAs(Default::default(), false, false), &plan, false).unwrap();
         assert_eq!(format!("{on:?}"), format!("{off:?}"), "force {force}, top_k {top_k}");
+        // The streaming top-N (its CPU lowering is the exact op): the same steps.
+        let stream = run_step(&mut CountsAs(Default::default(), false, true), &plan, false).unwrap();
+        assert_eq!(format!("{stream:?}"), format!("{off:?}"), "stream select, force {force}, top_k {top_k}");
         for &s in &on.row_status {
             seen[s as usize] += 1;
         }
@@ -263,9 +345,15 @@ fn tree_and_raw_launches_follow_the_plan() {
     let tree =
         DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: None, without_replacement: false };
     let caps = [
-        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false },
-        Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn: false },
-        Caps { mask_chunk: Some(4096), topn_chunks: 2, fused_max: u32::MAX, counts_in_topn: false },
+        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps {
+            mask_chunk: Some(4096),
+            topn_chunks: 2,
+            fused_max: u32::MAX,
+            counts_in_topn: false,
+            stream_select: false,
+        },
     ];
     for (reqs, any_tree, any_raw) in [
         (vec![Request::prefill(plain.clone(), 5)], false, false),

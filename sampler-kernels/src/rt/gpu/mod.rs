@@ -72,7 +72,7 @@ pub use block::{
     all, any, categorical, count, exclusive_scan, first_where, get, inclusive_scan, last_where, reduce_max, reduce_min,
     reduce_sum, Bounded, IntSum,
 };
-pub use select::{top_n, top_n_counted, top_n_set, top_n_set_counted};
+pub use select::{top_n, top_n_counted, top_n_set, top_n_set_counted, top_n_stream_counted};
 pub use sort::sort_desc;
 pub use warp::Shfl;
 
@@ -181,6 +181,23 @@ pub trait Source: Copy {
     /// # Safety
     /// In bounds, and `quad_aligned(i)`.
     unsafe fn quad(&self, i: u64) -> [Self::Elem; 4];
+    /// [`Source::quad`] for a one-pass stream over read-only logits: f32
+    /// logits through `ld.global.nc.L1::no_allocate.v4` (no L1 allocation).
+    ///
+    /// # Safety
+    /// As [`Source::quad`], and nothing writes the buffer during the launch.
+    #[inline(always)]
+    unsafe fn quad_stream(&self, i: u64) -> [Self::Elem; 4] {
+        // SAFETY: the caller's contract.
+        unsafe { self.quad(i) }
+    }
+    /// The buffer as plain f32 when it holds f32 elements behind a run-time
+    /// element type (`Logits`), so a hot loop can leave the per-element
+    /// type branch out; `None` otherwise.
+    #[inline(always)]
+    fn as_f32(&self) -> Option<Gm<f32>> {
+        None
+    }
 }
 
 impl<T: Copy + Default> Source for Gm<T> {
@@ -201,6 +218,14 @@ impl<T: Copy + Default> Source for Gm<T> {
     unsafe fn quad(&self, i: u64) -> [T; 4] {
         // SAFETY: the caller's contract (4-byte elements, 16-byte aligned, in bounds).
         unsafe { *(self.p.add(i as usize) as *const V4<T>) }.0
+    }
+    #[inline(always)]
+    unsafe fn quad_stream(&self, i: u64) -> [T; 4] {
+        // SAFETY: the caller's contract (4-byte elements, 16-byte aligned, in bounds, read-only).
+        let w = unsafe { ptx::ldg_nc_v4(self.p.add(i as usize) as *const f32) };
+        // SAFETY: T is 4 bytes (quad's contract) and plain data (Copy): any bits are a value
+        // of the element types the kernels read (f32, i32, u32).
+        unsafe { core::mem::transmute_copy::<[f32; 4], [T; 4]>(&w) }
     }
 }
 
@@ -298,6 +323,24 @@ impl Source for Logits {
             crate::codes::LOGITS_F16 => h(true),
             // SAFETY: the caller's contract.
             _ => unsafe { self.singles().quad(i) },
+        }
+    }
+    #[inline(always)]
+    unsafe fn quad_stream(&self, i: u64) -> [f32; 4] {
+        match self.dtype {
+            crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => {
+                // SAFETY: the caller's contract.
+                unsafe { self.quad(i) }
+            }
+            // SAFETY: the caller's contract.
+            _ => unsafe { self.singles().quad_stream(i) },
+        }
+    }
+    #[inline(always)]
+    fn as_f32(&self) -> Option<Gm<f32>> {
+        match self.dtype {
+            crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => None,
+            _ => Some(self.singles()),
         }
     }
 }

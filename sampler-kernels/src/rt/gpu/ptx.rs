@@ -162,3 +162,20 @@ pub(super) fn sync() {
     // (tile ops are called from block-uniform scalar code).
     unsafe { _syncthreads() }
 }
+
+/// `ld.global.nc.L1::no_allocate.v4.f32`: four f32 at the 16-byte aligned
+/// global `p`, through the non-coherent path without allocating in L1 (a
+/// one-pass stream).
+///
+/// # Safety
+/// `p` is a 16-byte aligned, in-bounds global address nothing writes
+/// during the launch.
+#[inline(always)]
+pub(super) unsafe fn ldg_nc_v4(p: *const f32) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.L1::no_allocate.v4.f32 {{{x}, {y}, {z}, {w}}}, [g]; }}", p = in(reg64) p as u64, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, options(pure, readonly, nostack))
+    };
+    [x, y, z, w]
+}

@@ -6,7 +6,7 @@
 
 use super::super::math::{counts_from_bins, key_of_bits, order_bits, order_is_bad, order_key, NEG_INF_ORDER};
 use super::block::{block_excl_scan, block_fold};
-use super::ptx::{hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
+use super::ptx::{atoms_add, hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, radix_desc, radix_fits, split_keys};
 use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
 use super::{Ctx, Source, Tile, SORT_CAP};
@@ -714,4 +714,239 @@ fn top_n_set_impl<const TH: usize, const I: usize, const COUNT: bool>(
     sync();
     let (x, id) = split_keys(&Tile { v: out, n });
     (x, id, counts)
+}
+
+/// Logits of the row sampled for the threshold of [`top_n_stream_counted`]
+/// (at fixed positions `s * v / STREAM_SAMPLE`, a power of two).
+const STREAM_SAMPLE: u32 = 4096;
+
+/// Why [`top_n_stream_counted`] did not keep its streamed survivors (its
+/// fifth result): 0 streamed; 1 not applicable (no survivor buffer in this
+/// launch, or `n` above the tile); 2 the buffer overflowed (ties, quantized
+/// or all-equal rows); 3 fewer than `n` survived (a miscalibrated sample).
+pub const STREAM_STREAMED: u32 = 0;
+
+/// [`top_n_counted`] in one read of the row (no staging of all `v` keys):
+/// P1 a threshold `T` on the order bits, the k-th largest of `S` = 4096
+/// logits sampled at fixed positions (k = mu + 4 sqrt(mu) + 5 with
+/// mu = n S / v: about k v / S logits of a typical row reach it); P2 one pass of 16-byte non-caching loads over the
+/// row, where a logit below `T` costs a float compare (the rare ones at or
+/// above it, and the NaN / +-inf ones, are classified for the counts and
+/// appended as 64-bit order keys to a shared-memory buffer with a shared
+/// atomic); P3 if the buffer overflowed or fewer than `n` survived, the exact
+/// unstreamed selection re-reads the row (never a dropped candidate); P4 the
+/// radix select and sort of the survivors in shared memory. The survivor
+/// buffer is the launch's staging room (`spec::gpu_stage_bytes`: 8 bytes a
+/// key), so the host sizes it. Results equal [`top_n_counted`]'s for any
+/// buffer size (the keys are unique, and any `T` keeping at least `n` keys
+/// keeps the top `n`), plus the reason code above (5th value).
+#[inline(always)]
+pub fn top_n_stream_counted<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>, u32, u32, u32) {
+    let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    let n = n.min(v);
+    let (scr, st, room) = stagebuf::<TH, I>();
+    let bcap = room / 2;
+    if n == 0 || n > cap || TH % 32 != 0 || bcap < n {
+        let (x, id, (bad, fin)) = top_n_impl::<TH, I, true>(c, buf, off, v, n);
+        return (x, id, bad, fin, 1);
+    }
+    let tid = c.tid;
+    if tid == 0 {
+        sts32(misc(5), 0);
+    }
+    // P1: the threshold (0: every key survives, when the buffer holds the row).
+    // The sample holds about mu = n * S / v of the row's top n: T at the
+    // k-th largest sample, k = mu + 4 sqrt(mu) + 5, keeps the top n unless
+    // the sample is 4 standard deviations off (then the exact fallback), and
+    // about k * v / S keys survive (1.4-1.9 n at v = 129280, n >= 1024).
+    let mu = ((n as u64 * STREAM_SAMPLE as u64) / v.max(1) as u64) as u32;
+    // floor(sqrt(mu)), mu < 4096 here or k is past the sample anyway (a
+    // loop: core's isqrt brings a lookup table into the module).
+    let mut root = 0u32;
+    while root < 64 && (root + 1) * (root + 1) <= mu {
+        root += 1;
+    }
+    let k = mu + 4 * root + 5;
+    let t_ord = if v <= bcap || k >= STREAM_SAMPLE {
+        sync();
+        0u32
+    } else {
+        // The sample's order bits in the scratch (16 KB, free until the sort).
+        let mut base = 0u32;
+        let iters = STREAM_SAMPLE / TH as u32;
+        while base < iters {
+            let at = |j: u32| (base + j) * TH as u32 + tid;
+            let ld = |j: u32| {
+                let s = at(j);
+                if j < iters - base {
+                    order_bits(buf.read(off + ((s as u64 * v as u64) >> 12)))
+                } else {
+                    0
+                }
+            };
+            let (a0, a1, a2, a3) = (ld(0), ld(1), ld(2), ld(3));
+            let (a4, a5, a6, a7) = (ld(4), ld(5), ld(6), ld(7));
+            let put = |j: u32, o: u32| {
+                if j < iters - base {
+                    sts32(scr + 4 * at(j) as u64, o);
+                }
+            };
+            put(0, a0);
+            put(1, a1);
+            put(2, a2);
+            put(3, a3);
+            put(4, a4);
+            put(5, a5);
+            put(6, a6);
+            put(7, a7);
+            base += SEL_BATCH as u32;
+        }
+        sync();
+        let keys = move |it: u32| {
+            let s = it * TH as u32 + tid;
+            Some(key_of_bits(lds32(scr + 4 * s as u64), s))
+        };
+        (radix_select(c, iters, &keys, false, 0, k) >> 32) as u32
+    };
+    // P2, with the element type branch out of the loop for f32 logits.
+    let (bad, neg) = match buf.as_f32() {
+        Some(g) => stream_pass(c, g, off, v, t_ord, st, bcap),
+        None => stream_pass(c, buf, off, v, t_ord, st, bcap),
+    };
+    sync();
+    let total = lds32(misc(5));
+    let both = block_fold(c, ((bad as u64) << 32) | neg as u64, |a, b| a.wrapping_add(b));
+    let (bad, fin) = ((both >> 32) as u32, v - both as u32);
+    // P3: the exact fallback (block-uniform: `total` is one shared word).
+    if total > bcap || total < n {
+        let (x, id, _) = top_n_impl::<TH, I, false>(c, buf, off, v, n);
+        return (x, id, bad, fin, if total > bcap { 2 } else { 3 });
+    }
+    // P4: select and sort the survivors (the buffer, then the sort's counters).
+    let keys = move |it: u32| {
+        let q = it * TH as u32 + tid;
+        if q < total {
+            Some(lds64(st + 8 * q as u64))
+        } else {
+            None
+        }
+    };
+    let iters = total.div_ceil(TH as u32);
+    let lo = radix_select(c, iters, &keys, false, 0, n);
+    let mut out = [0u64; I];
+    gather_sorted(c, iters, &keys, lo, false, 0, n, 0, &mut out, st, 8 * bcap);
+    let (x, id) = split_keys(&Tile { v: out, n });
+    (x, id, bad, fin, STREAM_STREAMED)
+}
+
+/// P2 of [`top_n_stream_counted`]: one pass over `buf[off..off+v]` that
+/// appends every key with order bits `>= t_ord` to the survivor buffer at
+/// `st` (`bcap` keys; the count in `misc(5)`, zeroed and fenced by a
+/// barrier before), and returns this thread's (bad, -inf) counts.
+#[inline(always)]
+fn stream_pass<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    t_ord: u32,
+    st: u64,
+    bcap: u32,
+) -> (u32, u32) {
+    let tid = c.tid;
+    // The float of T (NaN for T = 0 and the negative-NaN range: every logit
+    // is then classified exactly below). `!(x < tf)` is true at or above T
+    // and for NaN; -inf is tested apart (counted, never above a finite T).
+    let tf = f32::from_bits(if t_ord & 0x8000_0000 != 0 { t_ord & 0x7fff_ffff } else { !t_ord });
+    let (mut bad, mut neg) = (0u32, 0u32);
+    // A finite logit is at or above T exactly when `x >= tf`, or, for a NaN
+    // `tf`, when T is below -inf's order bits (T = 0 or a negative NaN's).
+    let fin_all = tf.is_nan() && t_ord < NEG_INF_ORDER;
+    let append = |o: u32, i: u32| {
+        let pos = atoms_add(misc(5), 1);
+        if pos < bcap {
+            sts64(st + 8 * pos as u64, key_of_bits(o, i));
+        }
+    };
+    // One logit at or above T, NaN or +-inf (lane-level: no warp-wide op):
+    // a finite one is appended without classifying; the rest are counted.
+    let mut visit = |x: f32, i: u32| {
+        if x.abs() < f32::INFINITY {
+            if (x >= tf) | fin_all {
+                append(order_bits(x), i);
+            }
+        } else {
+            let o = order_bits(x);
+            bad += order_is_bad(o) as u32;
+            neg += (o == NEG_INF_ORDER) as u32;
+            if o >= t_ord {
+                append(o, i);
+            }
+        }
+    };
+    let hot = |x: f32| !(x < tf) | (x == f32::NEG_INFINITY);
+    // P2: head logits up to the first 16-byte boundary, quads, tail.
+    let mut h = 0u32;
+    while h < 4 && h < v && !buf.quad_aligned(off + h as u64) {
+        h += 1;
+    }
+    let groups = if h < 4 { (v - h.min(v)) / 4 } else { 0 };
+    let h = if h < 4 { h } else { v };
+    let body = h + 4 * groups;
+    let mut i = tid;
+    while i < h {
+        let x = buf.read(off + i as u64);
+        if hot(x) {
+            visit(x, i);
+        }
+        i += TH as u32;
+    }
+    let mut i = body + tid;
+    while i < v {
+        let x = buf.read(off + i as u64);
+        if hot(x) {
+            visit(x, i);
+        }
+        i += TH as u32;
+    }
+    const U: u32 = 4;
+    let step = U * TH as u32;
+    let full = groups / step;
+    let qoff = off + h as u64;
+    let mut quad_at = |g: u32, q: [f32; 4]| {
+        if hot(q[0]) | hot(q[1]) | hot(q[2]) | hot(q[3]) {
+            let i = h + 4 * g;
+            for (e, &x) in q.iter().enumerate() {
+                if hot(x) {
+                    visit(x, i + e as u32);
+                }
+            }
+        }
+    };
+    let mut it = 0u32;
+    while it < full {
+        let g0 = it * step + tid;
+        // SAFETY: g0 + 3 * TH < groups: whole quads of the row, aligned.
+        let ld = |j: u32| unsafe { buf.quad_stream(qoff + 4 * (g0 + j * TH as u32) as u64) };
+        let (q0, q1, q2, q3) = (ld(0), ld(1), ld(2), ld(3));
+        quad_at(g0, q0);
+        quad_at(g0 + TH as u32, q1);
+        quad_at(g0 + 2 * TH as u32, q2);
+        quad_at(g0 + 3 * TH as u32, q3);
+        it += 1;
+    }
+    let mut g = full * step + tid;
+    while g < groups {
+        // SAFETY: g < groups.
+        let q = unsafe { buf.quad_stream(qoff + 4 * g as u64) };
+        quad_at(g, q);
+        g += TH as u32;
+    }
+    (bad, neg)
 }

@@ -58,6 +58,11 @@ struct Api {
     rtc_get_compile_log_size: unsafe extern "C" fn(Handle, *mut usize) -> AclError,
     rtc_get_compile_log: unsafe extern "C" fn(Handle, *mut c_char) -> AclError,
     rtc_destroy_prog: unsafe extern "C" fn(*mut Handle) -> AclError,
+    /// `aclrtFunctionGetParamCount(func, &count)` and
+    /// `aclrtFunctionGetParamInfo(func, index, &offset, &size)` (hicann/runtime
+    /// `acl_rt.h`); absent from older CANN, so optional.
+    param_count: Option<unsafe extern "C" fn(*const c_void, *mut usize) -> AclError>,
+    param_info: Option<unsafe extern "C" fn(*const c_void, usize, *mut usize, *mut usize) -> AclError>,
 }
 
 /// CANN loaded, initialised, with one device and one stream.
@@ -207,6 +212,8 @@ impl Runtime {
             rtc_get_compile_log_size: sym!(rtc, b"aclrtcGetCompileLogSize\0"),
             rtc_get_compile_log: sym!(rtc, b"aclrtcGetCompileLog\0"),
             rtc_destroy_prog: sym!(rtc, b"aclrtcDestroyProg\0"),
+            param_count: unsafe { acl.get(b"aclrtFunctionGetParamCount\0") }.ok().map(|f| *f),
+            param_info: unsafe { acl.get(b"aclrtFunctionGetParamInfo\0") }.ok().map(|f| *f),
         };
         unsafe {
             // 100002 (ACL_ERROR_REPEAT_INITIALIZE) is fine: someone else initialised ACL.
@@ -285,6 +292,25 @@ impl Runtime {
         let mut f: Handle = std::ptr::null_mut();
         check("aclrtBinaryGetFunction", unsafe { (self.api.binary_get_function)(bin.handle, c.as_ptr(), &mut f) })?;
         Ok(Function { handle: f })
+    }
+
+    /// The runtime's view of an entry's parameters: `(offset, size)` in
+    /// bytes per parameter (`aclrtFunctionGetParamCount/GetParamInfo`), to
+    /// compare with [`pack_args`]. Errors: the entry points are absent (older
+    /// CANN) or fail.
+    pub fn param_layout(&self, f: Function) -> Result<Vec<(usize, usize)>, String> {
+        let (Some(count), Some(info)) = (self.api.param_count, self.api.param_info) else {
+            return Err("aclrtFunctionGetParamCount/GetParamInfo not in this CANN".into());
+        };
+        let mut n = 0usize;
+        check("aclrtFunctionGetParamCount", unsafe { count(f.handle, &mut n) })?;
+        (0..n)
+            .map(|i| {
+                let (mut off, mut size) = (0usize, 0usize);
+                check("aclrtFunctionGetParamInfo", unsafe { info(f.handle, i, &mut off, &mut size) })
+                    .map(|_| (off, size))
+            })
+            .collect()
     }
 
     /// `aclrtMalloc` of `bytes` bytes (at least 32), owned by the caller

@@ -316,6 +316,84 @@ mod tests {
         assert_eq!(ids, t.want);
     }
 
+    /// On a 910B, the first launch to run: the argument layout. Prints the
+    /// runtime's parameter offsets of `abi_probe` (where
+    /// `aclrtFunctionGetParamInfo` exists) beside [`acl::pack_args`]'s, then
+    /// launches it; it echoes its scalars, which sit at different offsets
+    /// under natural alignment and under 8-byte slots ([`probe::abi_layouts`]).
+    /// `cargo test --release -p sampler-host --lib hardware_argument_layout -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
+    fn hardware_argument_layout_matches_pack_args() {
+        let home = cann_home().expect("CANN toolkit");
+        let rt = unsafe { acl::Runtime::open(&home, 0) }.unwrap();
+        let bin = rt.load(&rt.compile("abi_probe", probe::ABI_SOURCE).unwrap()).unwrap();
+        let f = rt.function(&bin, "abi_probe").unwrap();
+        let out = rt.alloc(32).unwrap();
+        let args = probe::abi_launch_args(out.arg());
+        let packed = acl::pack_args(&args);
+        match rt.param_layout(f) {
+            Ok(l) => eprintln!(
+                "runtime parameter (offset, size): {l:?}\npack_args offsets: 0, 8, 12, 16, 24, 28, 32 ({} bytes)",
+                packed.len()
+            ),
+            Err(e) => eprintln!("no parameter info: {e}"),
+        }
+        unsafe { rt.launch(f, 1, &args) }.unwrap();
+        let mut b = [0u8; 32];
+        out.download(&mut b).unwrap();
+        let echo: Vec<u32> = b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let rule =
+            probe::abi_layouts(&packed).into_iter().find(|(_, w)| w[..] == echo[..]).map_or("neither rule", |r| r.0);
+        eprintln!("abi_probe echoed {echo:x?}: {rule}");
+        assert_eq!(echo, probe::abi_expected(), "the launch read the arguments as {rule}");
+    }
+
+    /// On a 910B: the scalar unit's f32 `+ - * /`, `sk::exp`, u64 <-> f32
+    /// conversions and the fixed-point helpers, bit for bit against the CPU
+    /// over 2^20 inputs ([`probe::scalar_inputs`]); prints each op that differs.
+    /// `cargo test --release -p sampler-host --lib hardware_scalar_numerics -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "needs CANN >= 8.5 and an Ascend 910B/910C"]
+    fn hardware_scalar_numerics_match_cpu_bit_for_bit() {
+        let home = cann_home().expect("CANN toolkit");
+        let rt = unsafe { acl::Runtime::open(&home, 0) }.unwrap();
+        let bin = rt.load(&rt.compile("scalar_probe", probe::SCALAR_SOURCE).unwrap()).unwrap();
+        let f = rt.function(&bin, "scalar_probe").unwrap();
+        let n = 1usize << 20;
+        let (x, y, u) = probe::scalar_inputs(n);
+        let up = |b: Vec<u8>| {
+            let mut d = rt.alloc(b.len()).unwrap();
+            d.upload(&b).unwrap();
+            d
+        };
+        let bx = up(x.iter().flat_map(|v| v.to_le_bytes()).collect());
+        let by = up(y.iter().flat_map(|v| v.to_le_bytes()).collect());
+        let bu = up(u.iter().flat_map(|v| v.to_le_bytes()).collect());
+        let (bf, bq) = (rt.alloc(n * 32).unwrap(), rt.alloc(n * 16).unwrap());
+        let programs = n.div_ceil(probe::SCALAR_CHUNK) as u32;
+        use acl::KernelArg::U32;
+        unsafe {
+            rt.launch(
+                f,
+                programs.min(max_blocks()),
+                &[bx.arg(), by.arg(), bu.arg(), bf.arg(), bq.arg(), U32(n as u32), U32(programs)],
+            )
+        }
+        .unwrap();
+        let mut b = vec![0u8; n * 32];
+        bf.download(&mut b).unwrap();
+        let fw: Vec<u32> = b.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let mut b = vec![0u8; n * 16];
+        bq.download(&mut b).unwrap();
+        let qw: Vec<u64> = b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        let bad = probe::scalar_mismatches(&x, &y, &u, &fw, &qw);
+        for (op, count, first) in &bad {
+            eprintln!("{op}: {count} of {n} differ; first: {first}");
+        }
+        assert!(bad.is_empty(), "scalar numerics differ from the CPU in {} ops", bad.len());
+    }
+
     /// On a machine with CANN and a 910B: compiles `draw`, launches
     /// `draw_t64` on one row and checks the drawn token against the CPU.
     /// `cargo test -p sampler-host hardware_compiles_and_launches -- --ignored`.

@@ -119,3 +119,204 @@ pub fn ulp_histogram(x: &[f32], y: &[f32], e: &[f32], d: &[f32]) -> ([u64; 5], [
     }
     (he, hd, worst)
 }
+
+/// The hand-written probe kernel `scalar_probe` (scalar-unit f32 `+ * - /`,
+/// `sk::exp`, u64 <-> f32 conversions, `sampler-host/ascendc/probes/scalar_probe.cpp`).
+pub const SCALAR_SOURCE: &str = include_str!("../../../../ascendc/probes/scalar_probe.cpp");
+
+/// Elements per program of `scalar_probe`.
+pub const SCALAR_CHUNK: usize = 512;
+
+/// The ops of `scalar_probe`, in the order of its 8 output words (the last unused)
+/// and then its 2 u64 outputs.
+pub const SCALAR_OPS: [&str; 9] =
+    ["x + y", "x * y", "x / y", "exp(x)", "(f32)u", "fixed_to_f32(u)", "x - y", "to_fixed(x)", "(u64)x"];
+
+/// `n` inputs of `scalar_probe`: `x` over the range the kernels feed `exp`
+/// (logit - max over T: [-104, 0], and up to 89) with the values around
+/// rounding edges a sweep misses (subnormals, +-0, +-inf, NaN, 2^-44
+/// multiples); `y` nonzero temperatures and logits; `u` fixed-point sums and
+/// integers around 2^24, 2^53, 2^63 and 2^64 - 1, where u64 -> f32 rounds.
+pub fn scalar_inputs(n: usize) -> (Vec<f32>, Vec<f32>, Vec<u64>) {
+    let special = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-40,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        88.72283,
+        -103.97208,
+        -87.33655,
+        f32::from_bits(0x2980_0000), // 2^-44, the fixed-point unit
+        0.5,
+        std::f32::consts::LN_2,
+    ];
+    let h = |i: usize, k: u64| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(k).rotate_left(17);
+    let x = (0..n)
+        .map(|i| match i {
+            i if i < special.len() => special[i],
+            i if i % 3 == 0 => -104.0 + 193.0 * (i as f64 / n.max(1) as f64) as f32,
+            i if i % 3 == 1 => -(((h(i, 1) >> 40) as f32) / (1u64 << 24) as f32) * 30.0,
+            i => f32::from_bits((h(i, 2) as u32 & 0x3fff_ffff) | 0x0080_0000),
+        })
+        .collect();
+    let y = (0..n)
+        .map(|i| match i % 4 {
+            0 => 0.05 + ((h(i, 3) >> 44) as f32 / (1u64 << 20) as f32) * 2.0,
+            1 => 1.0,
+            2 => -((h(i, 4) >> 41) as f32) / (1u64 << 23) as f32 * 20.0 - 1e-3,
+            _ => f32::from_bits((h(i, 5) as u32 & 0x3fff_ffff) | 0x0080_0000),
+        })
+        .collect();
+    let edges = [
+        0u64,
+        1,
+        (1 << 24) - 1,
+        1 << 24,
+        (1 << 24) + 1,
+        (1 << 24) + 3,
+        (1 << 53) + 1,
+        (1 << 63) - 1,
+        1 << 63,
+        u64::MAX,
+    ];
+    let u = (0..n)
+        .map(|i| match i {
+            i if i < edges.len() => edges[i],
+            i if i % 2 == 0 => h(i, 6) >> (h(i, 7) % 64),
+            i => (h(i, 8) >> 20) | 1,
+        })
+        .collect();
+    (x, y, u)
+}
+
+/// What `scalar_probe` must write, computed on the CPU with the kernels' own
+/// `rt::math` and Rust's IEEE f32 (round to nearest even, `as` casts):
+/// `(f [8 n] u32, q [2 n] u64)` in the probe's layout.
+pub fn scalar_expected(x: &[f32], y: &[f32], u: &[u64]) -> (Vec<u32>, Vec<u64>) {
+    use sampler_kernels::rt::math;
+    let mut f = Vec::with_capacity(x.len() * 8);
+    let mut q = Vec::with_capacity(x.len() * 2);
+    for i in 0..x.len() {
+        let (a, b, v) = (x[i], y[i], u[i]);
+        f.extend_from_slice(&[
+            (a + b).to_bits(),
+            (a * b).to_bits(),
+            (a / b).to_bits(),
+            math::exp_f32(a).to_bits(),
+            (v as f32).to_bits(),
+            math::fixed_to_f32(v).to_bits(),
+            (a - b).to_bits(),
+            0,
+        ]);
+        q.extend_from_slice(&[math::to_fixed(a), a as u64]);
+    }
+    (f, q)
+}
+
+/// Compares the device's `scalar_probe` output with [`scalar_expected`] bit
+/// for bit (NaNs of any payload count as equal): per op of
+/// [`SCALAR_OPS`], `(op, mismatches, first mismatch described)`, ops
+/// without a mismatch left out. Empty: every bit matches.
+pub fn scalar_mismatches(x: &[f32], y: &[f32], u: &[u64], f: &[u32], q: &[u64]) -> Vec<(&'static str, usize, String)> {
+    let (wf, wq) = scalar_expected(x, y, u);
+    let mut out: Vec<(&'static str, usize, String)> = Vec::new();
+    let mut note = |op: usize, i: usize, got: String, want: String| match out.iter_mut().find(|o| o.0 == SCALAR_OPS[op])
+    {
+        Some(o) => o.1 += 1,
+        None => {
+            out.push((SCALAR_OPS[op], 1, format!("x={:e} y={:e} u={}: device {got}, cpu {want}", x[i], y[i], u[i])))
+        }
+    };
+    for i in 0..x.len() {
+        for k in 0..7 {
+            let (g, w) = (f[8 * i + k], wf[8 * i + k]);
+            let nan = |b: u32| f32::from_bits(b).is_nan();
+            if g != w && !(nan(g) && nan(w)) {
+                note(
+                    k,
+                    i,
+                    format!("{:e} ({g:#010x})", f32::from_bits(g)),
+                    format!("{:e} ({w:#010x})", f32::from_bits(w)),
+                );
+            }
+        }
+        for k in 0..2 {
+            if q[2 * i + k] != wq[2 * i + k] {
+                note(7 + k, i, q[2 * i + k].to_string(), wq[2 * i + k].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The hand-written probe kernel `abi_probe` (echoes its scalar arguments,
+/// `sampler-host/ascendc/probes/abi_probe.cpp`).
+pub const ABI_SOURCE: &str = include_str!("../../../../ascendc/probes/abi_probe.cpp");
+
+/// The scalar arguments of `abi_probe` after its `GM_ADDR out`:
+/// `(a: u32, b: u32, c: u64, d: u32, e: f32, programs: u32)`, values whose
+/// words are all distinct, so any shifted reading shows.
+pub const ABI_ARGS: (u32, u32, u64, u32, f32, u32) =
+    (0x1111_1111, 0x2222_2222, 0x4444_4444_3333_3333, 0x5555_5555, 1.5, 1);
+
+/// The 8 words `abi_probe` writes when the launch's argument layout is the
+/// one [`super::acl::pack_args`] packs.
+pub fn abi_expected() -> [u32; 8] {
+    let (a, b, c, d, e, p) = ABI_ARGS;
+    [a, b, c as u32, (c >> 32) as u32, d, e.to_bits(), p, 0xC0FFEE]
+}
+
+/// What `abi_probe` would echo from the block `packed` (the output pointer,
+/// then [`ABI_ARGS`]) under each plausible layout rule: `("natural
+/// alignment", words)` and `("8-byte slots", words)`; bytes past the block
+/// read as 0. The two differ, so the probe tells them apart.
+pub fn abi_layouts(packed: &[u8]) -> [(&'static str, [u32; 8]); 2] {
+    let w = |o: usize| packed.get(o..o + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+    let read = |offs: [usize; 6]| {
+        [w(offs[0]), w(offs[1]), w(offs[2]), w(offs[2] + 4), w(offs[3]), w(offs[4]), w(offs[5]), 0xC0FFEE]
+    };
+    [("natural alignment", read([8, 12, 16, 24, 28, 32])), ("8-byte slots", read([8, 16, 24, 32, 40, 48]))]
+}
+
+/// The `abi_probe` launch arguments for an output buffer `out`.
+pub fn abi_launch_args(out: super::acl::KernelArg) -> Vec<super::acl::KernelArg> {
+    use super::acl::KernelArg::*;
+    let (a, b, c, d, e, p) = ABI_ARGS;
+    vec![out, U32(a), U32(b), U64(c), U32(d), F32(e), U32(p)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_abi_probe_tells_the_two_layout_rules_apart() {
+        let packed = super::super::acl::pack_args(&abi_launch_args(super::super::acl::KernelArg::Gm(8usize as *mut _)));
+        let [(_, natural), (_, slots)] = abi_layouts(&packed);
+        assert_eq!(natural, abi_expected(), "pack_args packs at natural alignment");
+        assert_ne!(slots, abi_expected());
+        assert_ne!(natural[..7], slots[..7]);
+    }
+
+    #[test]
+    fn the_scalar_probe_expectation_covers_rounding_edges_and_detects_one_flipped_bit() {
+        let n = 3000;
+        let (x, y, u) = scalar_inputs(n);
+        let (f, mut q) = scalar_expected(&x, &y, &u);
+        assert!(scalar_mismatches(&x, &y, &u, &f, &q).is_empty());
+        // u64 -> f32 at 2^24 + 1 rounds to even (2^24); the CPU side says so.
+        assert_eq!(f[8 * 4 + 4], 16777216.0f32.to_bits());
+        assert!(x.iter().any(|v| v.is_subnormal()) && x.iter().any(|v| v.is_nan()));
+        let mut g = f.clone();
+        g[8 * 100 + 3] ^= 1;
+        q[2 * 7] ^= 1;
+        let bad = scalar_mismatches(&x, &y, &u, &g, &q);
+        assert_eq!(bad.iter().map(|b| (b.0, b.1)).collect::<Vec<_>>(), [("to_fixed(x)", 1), ("exp(x)", 1)]);
+    }
+}

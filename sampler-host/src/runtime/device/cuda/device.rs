@@ -37,6 +37,10 @@ pub struct CudaDevice {
     /// shape on the H200, issue 22); `SAMPLER_COUNTS_IN_TOPN=0` at backend
     /// creation, or [`CudaBackend::set_counts_in_topn`], switches it off.
     pub(super) counts_in_topn: bool,
+    /// [`Caps::stream_select`]: off by default (not yet measured on a GPU);
+    /// `SAMPLER_STREAM_SELECT=1` at backend creation, or
+    /// [`CudaBackend::set_stream_select`], switches it on.
+    pub(super) stream_select: bool,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -112,6 +116,12 @@ fn counts_in_topn_env() -> bool {
     std::env::var("SAMPLER_COUNTS_IN_TOPN").map_or(true, |x| x.trim() != "0")
 }
 
+/// `SAMPLER_STREAM_SELECT` (read once per backend, at its creation): `1`
+/// switches [`Caps::stream_select`] on for CUDA; anything else leaves it off.
+fn stream_select_env() -> bool {
+    std::env::var("SAMPLER_STREAM_SELECT").is_ok_and(|x| x.trim() == "1")
+}
+
 impl CudaDevice {
     pub(super) fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
@@ -136,6 +146,7 @@ impl CudaDevice {
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
             counts_in_topn: counts_in_topn_env(),
+            stream_select: stream_select_env(),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -219,6 +230,7 @@ impl Device for CudaDevice {
             topn_chunks: self.chunks_for(v, n, rows),
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
+            stream_select: self.stream_select,
         }
     }
 

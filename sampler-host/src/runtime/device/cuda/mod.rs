@@ -132,6 +132,21 @@ impl CudaBackend {
         self.full_row = on;
     }
 
+    /// Selects each row's top-N with `force_topn_stream` on steps without
+    /// masks or raw rows and N <= [`pipeline::STREAM_MAX_N`]
+    /// ([`Caps::stream_select`]: one read of the row, one block per row).
+    /// Off by default; `SAMPLER_STREAM_SELECT=1` when the backend is created
+    /// switches it on. Results are the same bits either way.
+    pub fn set_stream_select(&mut self, on: bool) {
+        self.d.stream_select = on;
+    }
+
+    /// Whether [`Self::set_stream_select`] (or the environment) switched the
+    /// streaming top-N on.
+    pub fn stream_select(&self) -> bool {
+        self.d.stream_select
+    }
+
     /// The candidate width the kernels run on for `p`, and whether it is the
     /// prefix path ([`StepPlan::prefix_width`]) rather than N.
     pub fn width(&self, p: &StepPlan<'_>) -> (u32, bool) {
