@@ -21,7 +21,7 @@ mod bench;
 
 use std::process::ExitCode;
 
-use sampler_host::backend::cuda::{chunks_valid, CudaBackend, CHUNK_CANDIDATES};
+use sampler_host::runtime::device::cuda::{chunks_valid, CudaBackend, CHUNK_CANDIDATES};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())

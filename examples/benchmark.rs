@@ -23,7 +23,7 @@
 //!     the bf16 rows beside the f32 ones, floor at 2 bytes per logit).
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
 //!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
-//!     torch; SVG (`scripts/bench.sh chart` renders the PNG).
+//!     torch; SVG (`scripts/gpu/round.sh chart` renders the PNG).
 //! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1] [--clock cpu|wall]
 //!               [--peer ../shared/peers/numpy_sampler.py] [--python python3] [--json F]
 //!     the CPU backend beside the numpy peer (issue 12 item 7), ms per row
@@ -40,10 +40,10 @@
 use std::process::ExitCode;
 
 use cudarc::driver::sys::CUevent_flags;
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::CudaBackend;
-use sampler_host::batch::build_plan;
-use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::layout::build_plan;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::device::cuda::CudaBackend;
+use sampler_host::runtime::plan::{StepPlan, StepResult};
 use sampler_host::{
     BackendKind, DraftDist, LogprobsMode, Request, RequestKind, Sampler, SamplerConfig, SamplingParams,
 };
@@ -98,7 +98,7 @@ impl HostLogits {
             Dt::F16 => HostLogits::F16(l.iter().map(|&x| half::f16::from_f32(x)).collect()),
         }
     }
-    pub fn plan_logits(&self) -> sampler_host::plan::Logits<'_> {
+    pub fn plan_logits(&self) -> sampler_host::runtime::plan::Logits<'_> {
         match self {
             HostLogits::F32(v) => v.into(),
             HostLogits::Bf16(v) => v.into(),
@@ -760,7 +760,7 @@ fn table(args: &[String]) -> ExitCode {
 
 /// The chart: time vs R (log-log), one panel per N: ours (graph), floor,
 /// FlashInfer (graph), torch peer. Writes SVG (text as SVG text: no fonts
-/// needed at write time); `scripts/bench.sh chart` turns it into PNG.
+/// needed at write time); `scripts/gpu/round.sh chart` turns it into PNG.
 fn chart(args: &[String]) -> ExitCode {
     let ours = load(&args[0]);
     // A peer's file may be missing (PEERS=0): its columns are NaN then.
@@ -1034,10 +1034,14 @@ fn cpu(args: &[String]) -> ExitCode {
             let count = |reqs: &[Request]| -> Res<usize> {
                 let width = if n == 0 { v } else { n };
                 let (p, _) =
-                    sampler_host::batch::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
-                let dev = sampler_host::backend::cpu::CpuDevice::default();
-                let prog = sampler_host::pipeline::build_for(&dev, &p, sampler_host::pipeline::choose(&p, false))
-                    .map_err(|e| e.to_string())?;
+                    sampler_host::layout::build_plan(v, width, 5, &target[..], reqs).map_err(|e| e.to_string())?;
+                let dev = sampler_host::runtime::device::cpu::CpuDevice::default();
+                let prog = sampler_host::runtime::pipeline::build_for(
+                    &dev,
+                    &p,
+                    sampler_host::runtime::pipeline::PrefixPolicy::Eager.width(&p),
+                )
+                .map_err(|e| e.to_string())?;
                 Ok(prog.launches.len())
             };
             Ok((count(&vreqs)?, count(&preqs)?))

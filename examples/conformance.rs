@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sampler_host::case::{exit_code, run_case_str};
+use sampler_host::conformance::case::{exit_code, run_case_str};
 use sampler_host::BackendKind;
 
 #[derive(Parser, Debug)]

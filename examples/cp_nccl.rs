@@ -9,7 +9,7 @@
 //! cargo run --release --example cp_nccl
 //! ```
 
-use sampler_host::engine::cp::{Collective, NcclCollective, Role};
+use sampler_host::dist::collective::{Collective, NcclCollective, Role};
 use sampler_host::engine::{Engine, EngineConfig, EngineRequest, Finished, NoModel, SyntheticModel};
 use sampler_host::{BackendKind, Sampler, SamplerConfig, SamplingParams};
 
@@ -88,12 +88,12 @@ impl Collective for Logged {
         &mut self,
         buf: &mut Vec<i32>,
         root: usize,
-    ) -> Result<(), sampler_host::engine::cp::CollectiveError> {
+    ) -> Result<(), sampler_host::dist::collective::CollectiveError> {
         self.inner.broadcast_i32(buf, root)?;
         self.calls.lock().unwrap().push("broadcast");
         Ok(())
     }
-    fn barrier(&mut self) -> Result<(), sampler_host::engine::cp::CollectiveError> {
+    fn barrier(&mut self) -> Result<(), sampler_host::dist::collective::CollectiveError> {
         self.inner.barrier()?;
         self.calls.lock().unwrap().push("barrier");
         Ok(())

@@ -1,4 +1,4 @@
-//! The GPU suite (run on a machine with a CUDA GPU; `scripts/gpu-suite.sh`
+//! The GPU suite (run on a machine with a CUDA GPU; `scripts/gpu/round.sh check`
 //! builds it here and runs it there in one call).
 //!
 //! ```text
@@ -29,12 +29,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use sampler_host::backend::cpu::CpuBackend;
-use sampler_host::backend::cuda::CudaBackend;
-use sampler_host::batch::build_plan;
-use sampler_host::case::{parse_case, result_document, run_case};
-use sampler_host::compare::compare_results;
-use sampler_host::plan::{Backend, StepPlan, StepResult};
+use sampler_host::conformance::case::{parse_case, result_document, run_case};
+use sampler_host::conformance::compare::compare_results;
+use sampler_host::layout::build_plan;
+use sampler_host::runtime::device::cpu::CpuBackend;
+use sampler_host::runtime::device::cuda::CudaBackend;
+use sampler_host::runtime::plan::{StepPlan, StepResult};
 use sampler_host::{BackendKind, DraftDist, DraftTree, FilterOrder, LogprobsMode, Request, SamplingParams};
 use serde_json::Value;
 
@@ -88,7 +88,7 @@ fn golden(dir: &Path) -> ExitCode {
     if let Err(c) = cuda_or_exit() {
         return c;
     }
-    let files: Vec<PathBuf> = sampler_host::case::golden_files(dir);
+    let files: Vec<PathBuf> = sampler_host::conformance::case::golden_files(dir);
     if files.is_empty() {
         println!("FAILED: no golden cases in {}", dir.display());
         return ExitCode::from(1);
@@ -462,8 +462,9 @@ fn adversarial_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
 /// Each row's `force_topn_stream` fallback code of the last step, if that
 /// step ran it (`Buf::SelFallback`).
 fn stream_fallback_codes(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
-    use sampler_host::pipeline::{self, Buf, Device, HostSliceMut};
-    let names = pipeline::build_for(cuda.device(), plan, pipeline::choose(plan, false)).ok()?.kernel_names();
+    use sampler_host::runtime::pipeline::{self, Buf, Device, HostSliceMut};
+    let names =
+        pipeline::build_for(cuda.device(), plan, pipeline::PrefixPolicy::Eager.width(plan)).ok()?.kernel_names();
     if !names.contains(&"force_topn_stream") {
         return None;
     }

@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --example regenerate                 # every part: writes the files, prints what changed
 //! cargo run --example regenerate -- --ptx        # only the PTX part
-//! cargo run --example regenerate -- --check      # compare only; exit 1 when stale (tests/ptx_fresh.rs)
+//! cargo run --example regenerate -- --check      # compare only; exit 1 when stale (tests/ptx/fresh.rs)
 //! ```
 //!
 //! Parts (one module each, so more targets can sit beside them):
@@ -383,7 +383,7 @@ pub mod ptx {
 }
 
 /// The AscendC part: one source per kernel under `sampler-host/ascendc/`,
-/// written by `sampler_host::backend::ascend::write_sources` from the
+/// written by `sampler_host::runtime::device::ascend::write_sources` from the
 /// sources the DSL's AscendC emitter embeds in each kernel module.
 mod ascendc {
     use super::*;
@@ -426,7 +426,7 @@ mod ascendc {
         if check {
             return Ok(Outcome::Stale(changed.join("\n    ")));
         }
-        sampler_host::backend::ascend::write_sources(&dir())
+        sampler_host::runtime::device::ascend::write_sources(&dir())
             .map_err(|e| Fail::Other(format!("{}: {e}", dir().display())))?;
         Ok(Outcome::Written(changed.join("\n    ")))
     }

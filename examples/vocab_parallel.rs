@@ -1,4 +1,4 @@
-//! Vocabulary-parallel sampling (issue 15, `sampler_host::tp`): TP ranks as
+//! Vocabulary-parallel sampling (issue 15, `sampler_host::dist::vocab`): TP ranks as
 //! threads, over NCCL on GPUs 0..TP-1 when a driver, libnccl and TP GPUs are
 //! present, else over `LocalCollective` (channels; the CPU path).
 //!
@@ -35,8 +35,8 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sampler_host::engine::cp::{Collective, CollectiveError, LocalCollective, NcclCollective};
-use sampler_host::tp::{
+use sampler_host::dist::collective::{Collective, CollectiveError, LocalCollective, NcclCollective};
+use sampler_host::dist::vocab::{
     gather_logits, shard_mask, shard_of, ExchangeStats, FinishOn, MaskLayout, RawNcclCollective, Shard, ShardLayout,
     VocabParallelConfig, VocabParallelSampler,
 };
@@ -310,7 +310,7 @@ impl Group {
 
 /// An NCCL communicator made the way an engine makes its TP group's
 /// (`ncclCommInitRank` on its own context and stream), then wrapped.
-fn raw_comm(rank: usize, tp: usize, id: sampler_host::engine::cp::NcclId) -> Result<RawNcclCollective, String> {
+fn raw_comm(rank: usize, tp: usize, id: sampler_host::dist::collective::NcclId) -> Result<RawNcclCollective, String> {
     let ctx = cudarc::driver::CudaContext::new(rank).map_err(|e| format!("CUDA context: {e:?}"))?;
     ctx.bind_to_thread().map_err(|e| format!("bind: {e:?}"))?;
     let stream = ctx.new_stream().map_err(|e| format!("stream: {e:?}"))?;
@@ -621,10 +621,10 @@ fn main() {
             }
         }
         if let Some(dir) = &a.golden {
-            let files = sampler_host::case::golden_files(std::path::Path::new(dir));
+            let files = sampler_host::conformance::case::golden_files(std::path::Path::new(dir));
             for f in &files {
                 let text = std::fs::read_to_string(f).expect("golden file");
-                let Ok(case) = sampler_host::case::parse_case(&text) else { continue };
+                let Ok(case) = sampler_host::conformance::case::parse_case(&text) else { continue };
                 let (reqs, logits) = case.well_formed();
                 if reqs.is_empty() {
                     continue;

@@ -6,7 +6,7 @@
 #
 #   scripts/sync-golden.sh            # then review `git status conformance/` and commit
 #
-# tests/golden.rs (golden_copy_matches_shared) fails while the two differ
+# tests/conformance/golden.rs (golden_copy_matches_shared) fails while the two differ
 # for a file present in both.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"

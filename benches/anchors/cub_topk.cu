@@ -1,12 +1,12 @@
 // Selection anchor 1: cub::DeviceBatchedTopK::MaxPairs from CCCL main (header-only), SM90 cluster
 // backend, on fp32 logits [R, V = 129280]: keys = logits, values = ids 0..V-1 of each row.
 //
-// Build (scripts/anchors.sh does it, one binary per k and tie mode):
+// Build (scripts/gpu/anchors.sh does it, one binary per k and tie mode):
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -DANCHOR_K=1024 -DCUB_LOWID=1 \
 //        -DCUB_DISABLE_TOPK_UNSUPPORTED_ARCH_ASSERT \
 //        -I cccl/cub -I cccl/libcudacxx/include -I cccl/thrust cub_topk.cu -o cub_k1024_lowid
 // CUB_DISABLE_TOPK_UNSUPPORTED_ARCH_ASSERT: with nvcc 13.0 a deterministic request otherwise stops
-// at a static_assert in the (discarded) baseline arm of CCCL's dispatch; see docs/GPU_NOTES.md.
+// at a static_assert in the (discarded) baseline arm of CCCL's dispatch; see docs/gpu/HOWTO.md.
 //
 // CUB_LOWID=1: determinism::gpu_to_gpu + tie_break::prefer_smaller_index, i.e. among equal keys the
 //              lower ids are kept (our tie rule); the fastest request that keeps it.

@@ -2,8 +2,8 @@
 // for sm_90a, on fp32 logits [R, V = 129280]. One CTA per row streams the row once through TMA in a
 // pseudo-random segment order, keeps a running threshold and compacts its candidates on chip.
 //
-// Build (scripts/anchors.sh does it, one binary per k and output order; DS = the DeepSelect
-// source tree that `scripts/anchors.sh build` stages, CUTLASS = its include/ folder):
+// Build (scripts/gpu/anchors.sh does it, one binary per k and output order; DS = the DeepSelect
+// source tree that `scripts/gpu/anchors.sh build` stages, CUTLASS = its include/ folder):
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
 //        --expt-extended-lambda --use_fast_math --ftz=false -DANCHOR_K=1024 -DDS_SORTED=0 \
 //        -I $DS/csrc -I $DS/csrc/kerutils/include -I $CUTLASS -I cccl/... deepselect_topk.cu -lcuda

@@ -3,7 +3,7 @@
 //
 // Each driver times one library call that selects the k largest of each row of fp32 logits
 // `[R, V]` (V = 129280, row-major, contiguous) and nothing else. Timing follows our benchmark
-// (scripts/bench.sh, examples/benchmark): the L2 is flushed before every repetition by a 256 MiB
+// (scripts/gpu/round.sh speed, examples/benchmark): the L2 is flushed before every repetition by a 256 MiB
 // cudaMemsetAsync, the call is bracketed by CUDA events, and the median of `reps` repetitions is
 // reported in microseconds. Bandwidth is R * V * 4 bytes (one read of the logits) over that median.
 // Each shape is timed twice: replaying a CUDA graph of the call ("graph", the primary number, as our

@@ -11,8 +11,8 @@
 
 use sampler_kernels::rt::math::uniform_f64;
 
-use crate::batch::{row_positions, seq};
 use crate::error::{BatchError, RequestError};
+use crate::layout::{row_positions, seq};
 use crate::params::{FilterOrder, ValidParams};
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
 
@@ -293,7 +293,7 @@ pub fn sample(
     let checked: Vec<Result<ValidParams, RequestError>> = reqs
         .iter()
         .map(|r| {
-            let vp = crate::batch::validate(r, vocab, n, nextn)?;
+            let vp = crate::layout::validate(r, vocab, n, nextn)?;
             if r.params.temperature != 1.0 {
                 return Err(RequestError::Field {
                     field: "temperature",
@@ -421,15 +421,20 @@ mod tests {
             r#"{{"vocab_size": 3, "input": "probs", "logits": [[{a:?}, {b:?}, {c:?}]],
                 "requests": [{{"kind": "sample", "phase": "prefill", "rows": 1, "seqlen_k": 4, "seq_seed": 7, "temperature": 1.0, "top_p": 1.0, "top_k": 2, "top_logprobs": 3}}]}}"#
         );
-        let doc = crate::case::run_case_str(&case, crate::BackendKind::Cpu).unwrap();
+        let doc = crate::conformance::case::run_case_str(&case, crate::BackendKind::Cpu).unwrap();
         let ids: Vec<i64> =
             doc["rows"][0]["top_logprobs"].as_array().unwrap().iter().map(|x| x[0].as_i64().unwrap()).collect();
         // Kept by probability: c, then b (the larger of the two sharing one ln), then a (removed).
         assert_eq!(ids, vec![2, 1, 0]);
         assert!(doc["rows"][0]["top_logprobs"][2][1].is_null());
         let logits = case.replace(r#""input": "probs","#, "");
-        assert!(crate::case::run_case_str(&logits.replace("\"probs\"", ""), crate::BackendKind::Cpu).is_ok());
+        assert!(
+            crate::conformance::case::run_case_str(&logits.replace("\"probs\"", ""), crate::BackendKind::Cpu).is_ok()
+        );
         let bad = case.replace(r#""probs""#, r#""odds""#);
-        assert!(crate::case::run_case_str(&bad, crate::BackendKind::Cpu).unwrap_err().to_string().contains("input"));
+        assert!(crate::conformance::case::run_case_str(&bad, crate::BackendKind::Cpu)
+            .unwrap_err()
+            .to_string()
+            .contains("input"));
     }
 }

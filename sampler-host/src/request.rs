@@ -3,26 +3,7 @@
 use crate::error::RequestError;
 use crate::params::SamplingParams;
 
-/// The draft model's processed distribution that proposed one draft token
-/// (ids not listed have logprob -inf). SAMPLER.md section 6.
-///
-/// Drafts without a distribution (n-gram lookup, prompt lookup, any
-/// model-free proposer) pass an empty `DraftDist` (`DraftDist::default()`):
-/// it counts as one-hot at the draft token, so the draft is accepted with
-/// probability `p(d)` and a rejection draws from the target with `d` removed.
-///
-/// Checked (section 6, decided) for every distribution a verify or tree
-/// request carries, used or not: the ids distinct and in 0..V-1, each
-/// logprob finite or -inf and at most 1e-6, the total probability at most
-/// 1 + 1e-4 (below 1 is a truncated draft, used as given); anything else
-/// fails only that request, `RequestError::Field` naming `draft_dists`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DraftDist {
-    /// Vocabulary ids.
-    pub ids: Vec<i32>,
-    /// Processed logprobs of `ids` (natural log).
-    pub logprobs: Vec<f32>,
-}
+pub use crate::draft::DraftDist;
 
 /// A grammar mask over a vocabulary of V tokens: `ceil(V/32)` u32 words,
 /// bit `t % 32` of word `t / 32` set = token t allowed (bit 0 is the least
@@ -162,7 +143,7 @@ pub enum RequestKind {
         /// Tokens in the KV cache, the M tree nodes included.
         seqlen_k: u64,
         /// The draft tree (parents, tokens, proposal law).
-        tree: crate::tree::DraftTree,
+        tree: crate::draft::DraftTree,
     },
 }
 
@@ -276,7 +257,7 @@ impl Request {
         // Rows 0.. (one per row, seqlen_q of a decode request), or depths 0..=D of a tree.
         let slots = match &self.kind {
             RequestKind::Tree { tree, .. } => {
-                crate::tree::shape(&tree.parent).map_or(tree.nodes(), |sh| sh.max_depth as usize + 1)
+                crate::draft::shape(&tree.parent).map_or(tree.nodes(), |sh| sh.max_depth as usize + 1)
             }
             // Its rows are scored against `targets`, never drawn.
             RequestKind::PromptLogprobs { .. } => return self,
@@ -334,7 +315,7 @@ impl Request {
         Ok(())
     }
     /// A decode request verifying the draft tree `tree` (section 11).
-    pub fn tree(params: SamplingParams, seqlen_k: u64, tree: crate::tree::DraftTree) -> Request {
+    pub fn tree(params: SamplingParams, seqlen_k: u64, tree: crate::draft::DraftTree) -> Request {
         Request { params, kind: RequestKind::Tree { seqlen_k, tree }, golden: Vec::new(), masks: None }
     }
 }

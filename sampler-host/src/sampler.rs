@@ -1,12 +1,14 @@
 //! The `Sampler`: configuration, backend choice, and assembly of the
 //! per-row and per-request outputs (SAMPLER.md sections 5-9).
 
-use crate::backend::cpu::CpuBackend;
-use crate::batch::{build_plan, RequestInfo};
 use crate::error::{BatchError, ConfigError, RequestError};
+use crate::layout::{build_plan, RequestInfo};
 use crate::params::SamplingParams;
-use crate::plan::{Backend, Logits, StepResult};
 use crate::request::{Request, RequestKind, RequestOutput, RowOutput, StepOutput};
+use crate::runtime::device::cpu::CpuBackend;
+use crate::runtime::device::cuda::CudaBackend;
+use crate::runtime::device::Backend;
+use crate::runtime::plan::{Logits, StepResult};
 
 pub use sampler_kernels::codes::{MAX_N_ASCEND, MAX_N_NVIDIA};
 /// Largest vocabulary the kernels' fixed-point sums support.
@@ -70,7 +72,7 @@ impl SamplerConfig {
 pub struct Sampler {
     cfg: SamplerConfig,
     n: u32,
-    backend: Box<dyn Backend>,
+    backend: Backend,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -104,22 +106,22 @@ impl Sampler {
             return Err(ConfigError::VocabSize(cfg.vocab_size as u64));
         }
         let n = if cfg.force_topk == 0 || cfg.force_topk >= cfg.vocab_size { cfg.vocab_size } else { cfg.force_topk };
-        let backend: Box<dyn Backend> = match cfg.backend {
-            BackendKind::Cpu => Box::new(CpuBackend::default()),
+        let backend = match cfg.backend {
+            BackendKind::Cpu => Backend::Cpu(CpuBackend::default()),
             BackendKind::Cuda => {
                 check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
                 cuda_backend()?
             }
             BackendKind::Ascend => {
                 check_force_topk(cfg.force_topk, cfg.vocab_size, "ascend")?;
-                Box::new(crate::backend::ascend::AscendBackend::new()?)
+                Backend::Ascend(crate::runtime::device::ascend::AscendBackend::new()?)
             }
             BackendKind::Auto => match cuda_backend() {
                 Ok(b) => {
                     check_force_topk(cfg.force_topk, cfg.vocab_size, "nvidia")?;
                     b
                 }
-                Err(_) => Box::new(CpuBackend::default()),
+                Err(_) => Backend::Cpu(CpuBackend::default()),
             },
         };
         Ok(Sampler { cfg, n, backend })
@@ -129,7 +131,7 @@ impl Sampler {
     /// vocabulary ids, draft counts within `nextn`, masks): the error a step
     /// would give it, now. Only its logits are left to check at `sample`.
     pub fn check(&self, req: &Request) -> Result<(), RequestError> {
-        crate::batch::validate(req, self.cfg.vocab_size, self.n, self.cfg.nextn).map(|_| ())
+        crate::layout::validate(req, self.cfg.vocab_size, self.n, self.cfg.nextn).map(|_| ())
     }
 
     /// Builds a request and checks it ([`Sampler::check`]).
@@ -248,7 +250,7 @@ impl Sampler {
         outputs: impl FnOnce(usize, usize, usize) -> Option<crate::interop::OutputPtrs>,
     ) -> Result<bool, BatchError> {
         let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
-        let Some(cuda) = self.backend.as_cuda() else {
+        let Some(cuda) = cuda_of(&mut self.backend) else {
             return Err(BatchError::Backend(crate::error::BackendError::Device {
                 backend: "cpu",
                 msg: "device outputs need the CUDA backend".into(),
@@ -268,9 +270,9 @@ impl Sampler {
         &mut self,
         logits: impl Into<Logits<'a>>,
         requests: &[Request],
-    ) -> Result<crate::backend::cuda::StepGraph, BatchError> {
+    ) -> Result<crate::runtime::device::cuda::StepGraph, BatchError> {
         let (plan, _) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
-        let Some(cuda) = self.backend.as_cuda() else {
+        let Some(cuda) = cuda_of(&mut self.backend) else {
             return Err(BatchError::Backend(crate::error::BackendError::Device {
                 backend: "cpu",
                 msg: "CUDA graphs need the CUDA backend".into(),
@@ -285,12 +287,12 @@ impl Sampler {
     /// [`Sampler::sample`].
     pub fn replay<'a, 'r>(
         &mut self,
-        graph: &crate::backend::cuda::StepGraph,
+        graph: &crate::runtime::device::cuda::StepGraph,
         logits: impl Into<Logits<'a>>,
         requests: &'r [Request],
     ) -> Result<PendingStep<'_, 'r>, BatchError> {
         let (plan, infos) = build_plan(self.cfg.vocab_size, self.n, self.cfg.nextn, logits, requests)?;
-        let Some(cuda) = self.backend.as_cuda() else {
+        let Some(cuda) = cuda_of(&mut self.backend) else {
             return Err(BatchError::Backend(crate::error::BackendError::Device {
                 backend: "cpu",
                 msg: "CUDA graphs need the CUDA backend".into(),
@@ -303,7 +305,7 @@ impl Sampler {
     /// The CUDA stream the sampler launches on (its outputs are ordered on
     /// it); `None` on the CPU.
     pub fn cuda_stream(&mut self) -> Option<std::sync::Arc<crate::interop::CudaStream>> {
-        self.backend.as_cuda().map(|c| c.stream().clone())
+        cuda_of(&mut self.backend).map(|c| c.stream().clone())
     }
 
     /// Like [`Sampler::sample`], and also returns the processed top-N
@@ -343,7 +345,7 @@ impl Sampler {
 /// the per-request outputs.
 pub struct PendingStep<'s, 'r> {
     sampler: &'s mut Sampler,
-    plan: crate::plan::StepPlan<'static>,
+    plan: crate::runtime::plan::StepPlan<'static>,
     infos: Vec<RequestInfo>,
     requests: &'r [Request],
     done: Option<StepResult>,
@@ -360,12 +362,12 @@ impl PendingStep<'_, '_> {
     /// step has already finished): tokens `[R]` i32, logprobs `[R]` f32,
     /// top ids / logprobs `[R, k]`, `sum_smaller_probs` `[R]` f32, accepted
     /// and status `[G]` per request, ordered on [`Sampler::cuda_stream`].
-    pub fn device_outputs(&mut self) -> Option<crate::backend::cuda::DeviceOutputs<'_>> {
+    pub fn device_outputs(&mut self) -> Option<crate::runtime::device::cuda::DeviceOutputs<'_>> {
         if self.done.is_some() {
             return None;
         }
         let plan = &self.plan;
-        self.sampler.backend.as_cuda().and_then(|c| c.outputs(plan))
+        cuda_of(&mut self.sampler.backend).and_then(|c| c.outputs(plan))
     }
 
     /// Waits for the step, copies its outputs to (pinned) host memory and
@@ -407,8 +409,16 @@ impl ProcessedRows {
     }
 }
 
-fn cuda_backend() -> Result<Box<dyn Backend>, ConfigError> {
-    crate::backend::make_cuda()
+fn cuda_backend() -> Result<Backend, ConfigError> {
+    Backend::cuda()
+}
+
+/// The CUDA backend, when the sampler runs on one.
+fn cuda_of(b: &mut Backend) -> Option<&mut CudaBackend> {
+    match b {
+        Backend::Cuda(c) => Some(c),
+        _ => None,
+    }
 }
 
 /// Why a group failed on the device, from the rows' status codes.

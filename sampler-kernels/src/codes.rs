@@ -1,7 +1,7 @@
 //! Limits and status codes shared by the kernels and the host (one source:
 //! SAMPLER.md sections 3.2, 7 and 9). The DSL has no named constants yet, so
 //! kernels spell these values as literals next to a comment naming the
-//! constant; `tests/codes.rs` runs the kernels and checks they agree.
+//! constant; `tests/kernels/codes.rs` runs the kernels and checks they agree.
 
 /// Largest force top-k width N on NVIDIA (section 9): register tiles and the
 /// shared-memory sort hold at most this many candidates.

@@ -2,7 +2,7 @@
 
 Needs the wheel built with the `bench` cargo feature (the `_native._bench_*` hooks; off in the
 default wheel): `MATURIN_PEP517_ARGS="--features bench" pip install ./sampler-py`, or
-`maturin build --release --features bench -m sampler-py/Cargo.toml` (scripts/python-gpu.sh build does).
+`maturin build --release --features bench -m sampler-py/Cargo.toml` (scripts/gpu/round.sh build does).
 
     python sampler-py/bench/binding_parts.py [--rows 64]
 

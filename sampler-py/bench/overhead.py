@@ -2,7 +2,7 @@
 
 Needs the wheel built with the `bench` cargo feature (the `_native._bench_*` hooks; off in the
 default wheel): `MATURIN_PEP517_ARGS="--features bench" pip install ./sampler-py`, or
-`maturin build --release --features bench -m sampler-py/Cargo.toml` (scripts/python-gpu.sh build does).
+`maturin build --release --features bench -m sampler-py/Cargo.toml` (scripts/gpu/round.sh build does).
 
     python sampler-py/bench/overhead.py [--rows 64] [--vocab 129280] [--backend cpu|cuda] [--torch] [--flashinfer] [--json OUT]
 
@@ -224,7 +224,7 @@ def torch_case(r, v, force_topk, iters, flashinfer):
 
 
 def overhead_lines(out):
-    """The lines docs/GPU_NOTES.md records: binding overhead (python - rust, median us) per call."""
+    """The lines the runs' NOTES.md (docs/bench/<run>/) record: binding overhead (python - rust, median us) per call."""
     lines = []
     for name, r in out.items():
         if not isinstance(r, dict):

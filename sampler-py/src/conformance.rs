@@ -9,13 +9,15 @@ use super::*;
 #[pyo3(signature = (case_json, backend="cpu"))]
 pub(crate) fn run_case_json(py: Python<'_>, case_json: &str, backend: &str) -> PyResult<String> {
     let kind = parse_backend(backend)?;
-    let doc = py.detach(|| sampler_host::case::run_case_str(case_json, kind)).map_err(|e| value_err(e.to_string()))?;
+    let doc = py
+        .detach(|| sampler_host::conformance::case::run_case_str(case_json, kind))
+        .map_err(|e| value_err(e.to_string()))?;
     Ok(doc.to_string())
 }
 
 /// Every golden case file under `dir` (the repository's `conformance/golden`): `dir/*.json`
-/// plus the landed cases of `dir/next/` (`sampler_host::case::golden_files`), sorted.
+/// plus the landed cases of `dir/next/` (`sampler_host::conformance::case::golden_files`), sorted.
 #[pyfunction]
 pub(crate) fn golden_files(dir: std::path::PathBuf) -> Vec<String> {
-    sampler_host::case::golden_files(&dir).into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    sampler_host::conformance::case::golden_files(&dir).into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
 }

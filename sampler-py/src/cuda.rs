@@ -277,7 +277,7 @@ pub fn step(
 /// (torch's storage use count, calibrated on the buffer when it is first
 /// kept; the tracked tensor object itself is never handed out, only views
 /// and aliases of it). That saves torch's allocator call (about 7 us of the binding's
-/// 14 us at R = 64, docs/GPU_NOTES.md). A result the caller still holds, or
+/// 14 us at R = 64, docs/bench/py-s4/NOTES.md). A result the caller still holds, or
 /// any view of it, is never written again. As with torch's own allocator, a
 /// buffer last read on ANOTHER stream must be `record_stream`-ed or read
 /// before it is dropped; `Sampler(reuse_outputs=False)` turns this off.

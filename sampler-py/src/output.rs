@@ -205,7 +205,7 @@ impl PyStepOutput {
     }
     /// The CONFORMANCE.md result document of this step, as JSON text.
     pub(crate) fn result_json(&self) -> String {
-        sampler_host::case::result_document(&self.inner).to_string()
+        sampler_host::conformance::case::result_document(&self.inner).to_string()
     }
     pub(crate) fn __len__(&self) -> usize {
         self.inner.requests.len()

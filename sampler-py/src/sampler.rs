@@ -67,7 +67,7 @@ pub(crate) struct PySampler {
 
 /// The requests of one call, as the `&[Request]` a step takes, without
 /// cloning them (cloning 64 requests took 1.5 us of py-2's 7.2 us binding
-/// overhead, docs/GPU_NOTES.md; these copies 0.8 us): bitwise copies of the `Request`s inside the `Request`
+/// overhead, docs/bench/py-s6/NOTES.md; these copies 0.8 us): bitwise copies of the `Request`s inside the `Request`
 /// objects, which this batch keeps alive and never drops.
 pub(crate) struct ReqBatch<'py> {
     /// Strong references: the objects (and the heap data the copies point
@@ -148,7 +148,7 @@ impl PySampler {
     /// one of an earlier step's that nothing refers to any more (no result,
     /// no view; same stream, same size) instead of a new torch allocation; a
     /// result still held is never overwritten (see `CudaStepOutput`). Off by
-    /// default: on the H200 (GPU_NOTES run 13) its reference checks cost more
+    /// default: on the H200 (docs/bench/run13/NOTES.md) its reference checks cost more
     /// host time than torch's allocator saves; `out=` is the cheap reuse.
     /// Raises ValueError for a bad configuration (section 9), RuntimeError
     /// when a forced backend is unavailable.

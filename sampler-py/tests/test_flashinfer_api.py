@@ -1,7 +1,7 @@
 """sampler_py.flashinfer against FlashInfer's documented API and behaviour (its sampling
 docs: signatures, defaults, return conventions, dtypes), written by us. Every function runs
 on numpy (CI), and on torch CPU / torch CUDA tensors when torch / a CUDA device is present
-(the GPU round, scripts/python-gpu.sh)."""
+(the GPU round, scripts/gpu/round.sh python)."""
 
 import inspect
 

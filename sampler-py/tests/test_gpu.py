@@ -1,4 +1,4 @@
-"""H200 round (scripts/python-gpu.sh): skipped without torch + a CUDA device.
+"""H200 round (scripts/gpu/round.sh python): skipped without torch + a CUDA device.
 
 - The golden cases through the CUDA backend from Python with host numpy
   logits equal the Rust CPU runner bitwise.

@@ -12,7 +12,7 @@
 //!
 //! Builds pass their directory as an include path (`build_aot.sh`, the
 //! emulation tests), and the aclrtc glue hands both to `aclrtcCreateProg` in
-//! memory (`sampler_host::backend::ascend::HEADERS`).
+//! memory (`sampler_host::runtime::device::ascend::HEADERS`).
 
 /// Include name of the scalar-unit helpers (always included).
 pub const PRELUDE_H: &str = "sampler_prelude.h";

@@ -156,8 +156,8 @@ pub(super) fn bitonic_desc_shared<const TH: usize, const I: usize>(c: &Ctx<TH, I
 
 /// Most keys per thread [`radix_desc`] holds in registers.
 const RADIX_E: u32 = 4;
-/// Fewest keys [`radix_desc`] sorts. Measured on the H200 (GPU_NOTES run
-/// 14-sort): at 4096 keys (4 a thread) the radix sort makes `topn_merge`
+/// Fewest keys [`radix_desc`] sorts. Measured on the H200 (docs/bench/run14-sort/NOTES.md):
+/// at 4096 keys (4 a thread) the radix sort makes `topn_merge`
 /// 22% faster than the bitonic network; at 1024 keys (1 a thread, mostly
 /// in registers and shuffles) the bitonic network is 30% faster.
 const RADIX_MIN: u32 = 1025;

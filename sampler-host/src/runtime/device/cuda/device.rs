@@ -1,0 +1,692 @@
+//! The CUDA device as the pipeline's [`Device`]: one stream, one buffer
+//! per [`Buf`], uploads, launches and downloads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute_enum;
+use cudarc::driver::{
+    CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
+use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, ParamKind, Prim, Variant, GPU_SMEM_BASE};
+
+use super::arena::*;
+use super::context::*;
+use super::tuning::*;
+use super::*;
+use crate::error::BackendError;
+use crate::runtime::logits::Dtype;
+use crate::runtime::pipeline::{self, Buf, Caps, Device, HostSlice, HostSliceMut, Launch};
+use crate::runtime::plan::{Logits, StepPlan};
+
+/// The first CUDA device as a [`Device`]: one stream, one buffer per
+/// [`Buf`], kept across steps (no allocation once the largest step has run).
+pub struct CudaDevice {
+    pub(super) stream: Arc<CudaStream>,
+    /// Side stream for host-to-device copies: the step's metadata (and
+    /// grammar masks uploaded on their own); the sampling stream waits on
+    /// its event. The metadata copy thus runs while the engine's stream is
+    /// still producing the logits, off the step's critical path.
+    pub(super) copy_stream: Arc<CudaStream>,
+    pub(super) module: Arc<CudaModule>,
+    pub(super) funcs: HashMap<&'static str, CudaFunction>,
+    pub(super) bufs: Vec<DStore>,
+    pub(super) tuning: Tuning,
+    pub(super) chunks_override: Option<u32>,
+    /// [`Caps::counts_in_topn`]: on by default (bitwise and faster at every
+    /// shape on the H200, issue 22); `SAMPLER_COUNTS_IN_TOPN=0` at backend
+    /// creation, or [`CudaBackend::set_counts_in_topn`], switches it off.
+    pub(super) counts_in_topn: bool,
+    /// [`Caps::stream_select`]: off by default (not yet measured on a GPU);
+    /// `SAMPLER_STREAM_SELECT=1` at backend creation, or
+    /// [`CudaBackend::set_stream_select`], switches it on.
+    pub(super) stream_select: bool,
+    /// The logits the kernels read in place this step, as (device address,
+    /// element type code): the caller's device buffer, or [`Self::half_logits`]
+    /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
+    pub(super) ext_logits: Option<(u64, u32)>,
+    /// Host bf16 / f16 logits uploaded in their own element type (half the bytes of f32).
+    pub(super) half_logits: Option<CudaSlice<u16>>,
+    /// The step's inputs, filled buffers and outputs, packed in one device
+    /// arena: inputs and fills first (uploaded from the pinned `staging` in
+    /// one async copy a step), then the outputs (read back in one copy).
+    /// `input_at`: each buffer's (byte offset, bytes) in it this step.
+    pub(super) arena: Option<CudaSlice<u8>>,
+    /// Pinned, write-combined host staging of the arena's input part, and
+    /// its address (the copies are raw driver calls, so that cudarc adds no
+    /// event record or stream wait of its own).
+    pub(super) staging: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    /// Recorded after each staging copy (on `copy_stream`): the sampling
+    /// stream waits on it before the step's kernels, and the host before
+    /// writing the staging again (usually long done).
+    pub(super) staging_copied: cudarc::driver::CudaEvent,
+    /// Recorded on the sampling stream after a step's launches (or before
+    /// the next metadata copy): the copy waits for the earlier steps' kernels
+    /// to be done with the arena's inputs.
+    pub(super) arena_free: cudarc::driver::CudaEvent,
+    /// Whether `arena_free` was recorded right after the last step's
+    /// launches ([`CudaDevice::mark_launched`]): the next metadata copy then
+    /// waits for those kernels only, not for later work on our stream (an
+    /// engine's forward pass enqueued on it). Otherwise it is recorded when
+    /// the copy is issued.
+    pub(super) arena_free_recorded: bool,
+    /// Orders reading device logits written on another stream (one event, reused).
+    pub(super) logits_ready: cudarc::driver::CudaEvent,
+    pub(super) input_at: Vec<Option<(usize, usize)>>,
+    /// Pinned host memory the downloads of non-arena buffers land in, and
+    /// the host copies still to make from it at `finish` (staging offset,
+    /// destination, bytes).
+    pub(super) out_staging: Option<PinnedHostSlice<u8>>,
+    pub(super) out_used: usize,
+    pub(super) pending: Vec<(usize, *mut u8, usize)>,
+    /// Pinned host memory the packed outputs land in (one copy at `finish`),
+    /// and the downloads waiting for it (arena offset, destination, bytes).
+    pub(super) out_region: Option<(PinnedHostSlice<u8>, *mut u8)>,
+    pub(super) pending_arena: Vec<(usize, *mut u8, usize)>,
+    /// Device addresses of one launch's buffer arguments (reused).
+    pub(super) ptrs: Vec<u64>,
+    /// Bumped whenever a device buffer moves (a captured graph is then stale).
+    pub(super) generation: u64,
+    /// This step is being captured into a graph of the caller's stream (e.g.
+    /// `torch.cuda.graph`), found when the logits' stream is joined: nothing
+    /// may wait or allocate, the metadata goes to `capture_pool` and is
+    /// copied on our (capturing) stream, and no shared event is recorded.
+    pub(super) capturing: bool,
+    /// Pinned host memory (and its address) for captured steps' metadata:
+    /// the graph's copy node reads it at every replay, so each capture keeps
+    /// its own range, never written again. Reserved on the first step
+    /// because nothing may allocate during a capture.
+    pub(super) capture_pool: Option<(PinnedHostSlice<u8>, usize)>,
+    pub(super) capture_used: usize,
+    /// Buffers replaced after a capture: an outside graph still points at
+    /// them (it cannot be checked at replay), so they live as long as we do.
+    pub(super) retired: Vec<DStore>,
+    pub(super) retired_arenas: Vec<CudaSlice<u8>>,
+    pub(super) retired_halves: Vec<CudaSlice<u16>>,
+    pub(super) graph_held: bool,
+    /// The caller's device buffers the step's outputs are written to
+    /// directly ([`CudaBackend::enqueue_into`]), by [`Buf`]; `None` = ours.
+    pub(super) ext_out: Vec<Option<u64>>,
+}
+
+/// `SAMPLER_COUNTS_IN_TOPN` (read once per backend, at its creation): `0`
+/// switches [`Caps::counts_in_topn`] off for CUDA (the mask check's second
+/// read of the logits comes back); unset, empty or anything else leaves it on.
+fn counts_in_topn_env() -> bool {
+    std::env::var("SAMPLER_COUNTS_IN_TOPN").map_or(true, |x| x.trim() != "0")
+}
+
+/// `SAMPLER_STREAM_SELECT` (read once per backend, at its creation): `1`
+/// switches [`Caps::stream_select`] on for CUDA; anything else leaves it off.
+fn stream_select_env() -> bool {
+    std::env::var("SAMPLER_STREAM_SELECT").is_ok_and(|x| x.trim() == "1")
+}
+
+impl CudaDevice {
+    pub(super) fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
+        let stream = sh.ctx.new_stream().map_err(dev)?;
+        let copy_stream = sh.ctx.new_stream().map_err(dev)?;
+        let mut bufs = Vec::new();
+        for b in Buf::ALL {
+            bufs.push(match b.prim() {
+                Prim::F32 => DStore::F32(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::I32 => DStore::I32(stream.alloc_zeros(1).map_err(dev)?),
+                Prim::U64 => DStore::U64(stream.alloc_zeros(1).map_err(dev)?),
+                _ => DStore::U32(stream.alloc_zeros(1).map_err(dev)?),
+            });
+        }
+        Ok(CudaDevice {
+            stream,
+            copy_stream,
+            arena_free: sh.ctx.new_event(None).map_err(dev)?,
+            arena_free_recorded: false,
+            module: sh.module.clone(),
+            funcs: HashMap::new(),
+            bufs,
+            tuning: Tuning::for_device(&sh.device),
+            chunks_override: None,
+            counts_in_topn: counts_in_topn_env(),
+            stream_select: stream_select_env(),
+            ext_logits: None,
+            half_logits: None,
+            arena: None,
+            staging: None,
+            staging_copied: sh.ctx.new_event(None).map_err(dev)?,
+            logits_ready: sh.ctx.new_event(None).map_err(dev)?,
+            input_at: vec![None; Buf::ALL.len()],
+            out_staging: None,
+            out_used: 0,
+            pending: Vec::new(),
+            out_region: None,
+            pending_arena: Vec::new(),
+            ptrs: Vec::new(),
+            generation: 0,
+            capturing: false,
+            capture_pool: None,
+            capture_used: 0,
+            retired: Vec::new(),
+            retired_arenas: Vec::new(),
+            retired_halves: Vec::new(),
+            graph_held: false,
+            ext_out: vec![None; Buf::ALL.len()],
+        })
+    }
+
+    pub(super) fn func(&mut self, v: &'static Variant) -> Result<CudaFunction, BackendError> {
+        if let Some(f) = self.funcs.get(v.entry) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(v.entry).map_err(dev)?;
+        // Selection kernels may get top_n's staging area on top of v.shared.
+        let most = if v.shared > GPU_SMEM_BASE { 227 * 1024 } else { v.shared };
+        if most > 48 * 1024 {
+            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32)
+                .map_err(dev)?;
+        }
+        self.funcs.insert(v.entry, f.clone());
+        Ok(f)
+    }
+
+    /// Blocks per row of the top-N selection for (V, N) (by V and N only).
+    pub fn chunks_for(&self, v: u32, n: u32, rows: u32) -> u32 {
+        match self.chunks_override {
+            Some(c) if chunks_valid(v, n, c) => c,
+            _ => self.tuning.chunks_for_rows(v, n, rows),
+        }
+    }
+
+    /// Records that the step's launches are all enqueued: the next step's
+    /// metadata copy waits for them only (see `arena_free_recorded`).
+    pub fn mark_launched(&mut self) -> Result<(), BackendError> {
+        if self.capturing {
+            // Not inside a capture (the event is shared with eager steps): the next
+            // eager step records it itself before its copy waits on it.
+            self.arena_free_recorded = false;
+            return Ok(());
+        }
+        self.arena_free.record(&self.stream).map_err(dev)?;
+        self.arena_free_recorded = true;
+        Ok(())
+    }
+
+    fn stream_for(&self, buf: Buf) -> Arc<CudaStream> {
+        // Grammar masks go up on a side stream (SAMPLER.md section 9, the seed's mask copy).
+        if matches!(buf, Buf::Masks | Buf::HasMask) {
+            self.copy_stream.clone()
+        } else {
+            self.stream.clone()
+        }
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+        Caps {
+            mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
+            topn_chunks: self.chunks_for(v, n, rows),
+            fused_max: FUSED_MAX,
+            counts_in_topn: self.counts_in_topn,
+            stream_select: self.stream_select,
+        }
+    }
+
+    fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
+        let st = self.stream.clone();
+        self.input_at[buf as usize] = None;
+        let fits = match &self.bufs[buf as usize] {
+            DStore::F32(s) => s.len() >= len.max(1),
+            DStore::I32(s) => s.len() >= len.max(1),
+            DStore::U32(s) => s.len() >= len.max(1),
+            DStore::U64(s) => s.len() >= len.max(1),
+        };
+        if !fits && self.capturing {
+            return Err(dev(format!("a step captured into a CUDA graph must not allocate ({buf:?} needs {len}): run a step of this shape once before capturing")));
+        }
+        let old = match &mut self.bufs[buf as usize] {
+            DStore::F32(s) => grow(s, &st, len)?.map(DStore::F32),
+            DStore::I32(s) => grow(s, &st, len)?.map(DStore::I32),
+            DStore::U32(s) => grow(s, &st, len)?.map(DStore::U32),
+            DStore::U64(s) => grow(s, &st, len)?.map(DStore::U64),
+        };
+        if let Some(old) = old {
+            self.generation += 1;
+            if self.graph_held {
+                self.retired.push(old);
+            }
+        }
+        Ok(())
+    }
+
+    fn upload_inputs(&mut self, list: &[(Buf, pipeline::Upload<'_>)]) -> Result<(), BackendError> {
+        use pipeline::{Upload, OUTPUTS};
+        // Arena layout, each buffer ARENA_ALIGN-aligned: host data, then
+        // fills (uploaded: only this step's kernels touch them), then the
+        // outputs, a filled output (the tree path) first, set by a device
+        // memset instead (an engine may still be reading the last step's
+        // outputs when the next copy lands): the upload is one prefix and the
+        // read-back one range.
+        let class = |b: Buf, u: &Upload<'_>| match u {
+            Upload::Data(_) => 0,
+            Upload::Fill(..) if !OUTPUTS.contains(&b) || prim_bytes(b.prim()) != 4 => 1,
+            Upload::Fill(..) => 2,
+            Upload::Output(_) => 3,
+        };
+        let mut order: Vec<usize> = (0..list.len()).collect();
+        order.sort_by_key(|&i| class(list[i].0, &list[i].1));
+        self.input_at.iter_mut().for_each(|a| *a = None);
+        let (mut total, mut up) = (0usize, 0usize);
+        for &i in &order {
+            let (b, u) = &list[i];
+            let len = match u {
+                Upload::Data(h) => h.len(),
+                Upload::Fill(_, len) | Upload::Output(len) => *len,
+            };
+            let bytes = len * prim_bytes(b.prim());
+            self.input_at[*b as usize] = Some((total, bytes));
+            if class(*b, u) < 2 {
+                up = total + bytes;
+            }
+            total += bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        }
+        let total = total.max(ARENA_ALIGN);
+        if self.capturing {
+            return self.upload_captured(list, &class, total, up);
+        }
+        if self.capture_pool.is_none() {
+            // SAFETY: plain bytes, written by the host before any copy reads them.
+            let mut pool = unsafe { self.stream.context().alloc_pinned::<u8>(CAPTURE_POOL_BYTES) }.map_err(dev)?;
+            let ptr = pool.as_mut_ptr().map_err(dev)? as usize;
+            self.capture_pool = Some((pool, ptr));
+        }
+        if self.arena.as_ref().is_none_or(|a| a.len() < total) {
+            let want = total.max(self.arena.as_ref().map_or(0, |a| a.len() * 3 / 2));
+            let old = self.arena.replace(self.stream.alloc_zeros::<u8>(want).map_err(dev)?);
+            if let (Some(old), true) = (old, self.graph_held) {
+                self.retired_arenas.push(old);
+            }
+            self.generation += 1;
+            // The copy must also wait for the new arena's allocation on our stream.
+            self.arena_free_recorded = false;
+        }
+        // The previous step's metadata copy must be done before the staging is written again.
+        self.staging_copied.synchronize().map_err(dev)?;
+        if self.staging.as_ref().is_none_or(|s| s.0.len() < up.max(1)) {
+            let want = up.max(ARENA_ALIGN).max(self.staging.as_ref().map_or(0, |s| s.0.len() * 3 / 2));
+            // SAFETY: plain bytes; every byte a kernel reads is written below first.
+            let mut st = unsafe { self.stream.context().alloc_pinned::<u8>(want) }.map_err(dev)?;
+            let ptr = st.as_mut_ptr().map_err(dev)?;
+            self.staging = Some((st, ptr));
+        }
+        let (st, ptr) = self.staging.as_ref().expect("sized above");
+        // SAFETY: `ptr` is the pinned allocation `st` (alive, st.len() bytes, no copy reading it now).
+        let host = unsafe { std::slice::from_raw_parts_mut(*ptr, st.len()) };
+        pack_inputs(list, &class, &self.input_at, host);
+        // After a capture, a graph replayed on the caller's stream may still be using the
+        // arena: record `arena_free` now, after our stream joined the caller's (bind_logits).
+        let recorded = std::mem::take(&mut self.arena_free_recorded) && !self.graph_held;
+        if up > 0 {
+            let dst = self.arena.as_ref().expect("sized above").device_ptr(&self.stream).0;
+            // One async copy of the whole step's metadata (and fills), from pinned
+            // memory, on the copy stream: after the earlier steps' kernels are done
+            // with the arena's inputs (`arena_free`, recorded right after their
+            // launches when they were enqueued by `CudaBackend`), before this
+            // step's kernels, and not after whatever else our stream or the
+            // engine's runs in between (the forward producing the logits).
+            if !recorded {
+                self.arena_free.record(&self.stream).map_err(dev)?;
+            }
+            self.copy_stream.wait(&self.arena_free).map_err(dev)?;
+            // SAFETY: `up` bytes fit both the staging and the arena (sized above).
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..up], self.copy_stream.cu_stream()) }
+                .map_err(dev)?;
+            self.staging_copied.record(&self.copy_stream).map_err(dev)?;
+            self.stream.wait(&self.staging_copied).map_err(dev)?;
+        }
+        self.fill_outputs(list, &class)
+    }
+
+    fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
+        self.alloc(buf, data.len())?;
+        self.input_at[buf as usize] = None;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let st = self.stream_for(buf);
+        let side = !Arc::ptr_eq(&st, &self.stream);
+        if side {
+            // Event tracking is off in this context: these events are the only ordering.
+            st.wait(&self.stream.record_event(None).map_err(dev)?).map_err(dev)?;
+        }
+        match (&mut self.bufs[buf as usize], data) {
+            (DStore::F32(s), HostSlice::F32(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            (DStore::I32(s), HostSlice::I32(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            (DStore::U32(s), HostSlice::U32(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            (DStore::U64(s), HostSlice::U64(d)) => st.memcpy_htod(d, s).map_err(dev)?,
+            _ => return Err(dev(format!("upload to {buf:?}: element type mismatch"))),
+        }
+        if side {
+            self.stream.wait(&st.record_event(None).map_err(dev)?).map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError> {
+        match value {
+            LaunchArg::F32(x) => self.upload(buf, HostSlice::F32(&vec![x; len])),
+            LaunchArg::I32(x) => self.upload(buf, HostSlice::I32(&vec![x; len])),
+            LaunchArg::U32(x) => self.upload(buf, HostSlice::U32(&vec![x; len])),
+            LaunchArg::U64(x) => self.upload(buf, HostSlice::U64(&vec![x; len])),
+            other => Err(dev(format!("fill of {buf:?} with {other:?}"))),
+        }
+    }
+
+    fn bind_logits(&mut self, plan: &StepPlan<'_>) -> Result<(), BackendError> {
+        use half::slice::HalfFloatSliceExt;
+        self.ext_logits = None;
+        self.capturing = false;
+        // No kernel writes Buf::Logits (a grammar mask goes to Buf::Masked,
+        // written by the mask check): the kernels read the logits where they
+        // are, in their own element type, widened to f32 at load.
+        let bits: &[u16] = match &plan.logits {
+            Logits::Cuda(c) => {
+                // The engine's stream wrote them: ours waits for it (no host
+                // sync; nothing to order when they were written on ours).
+                if c.stream().cu_stream() != self.stream.cu_stream() {
+                    self.logits_ready.record(c.stream()).map_err(dev)?;
+                    self.stream.wait(&self.logits_ready).map_err(dev)?;
+                    // When that stream is capturing a graph, the wait made ours join the capture.
+                    // SAFETY: our own live stream.
+                    let status = unsafe { cudarc::driver::result::stream::is_capturing(self.stream.cu_stream()) }
+                        .map_err(dev)?;
+                    self.capturing =
+                        status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                    self.graph_held |= self.capturing;
+                }
+                self.ext_logits = Some((c.ptr(), c.dtype().code()));
+                return Ok(());
+            }
+            Logits::Bf16(s) => s.reinterpret_cast(),
+            Logits::F16(s) => s.reinterpret_cast(),
+            Logits::F32(s) => return self.upload(Buf::Logits, HostSlice::F32(s)),
+            Logits::Owned(v) => return self.upload(Buf::Logits, HostSlice::F32(v)),
+        };
+        let code = if matches!(plan.logits, Logits::Bf16(_)) { Dtype::Bf16.code() } else { Dtype::F16.code() };
+        let st = self.stream.clone();
+        let fits = self.half_logits.as_ref().is_some_and(|b| b.len() >= bits.len().max(1));
+        if !fits && self.capturing {
+            return Err(dev(format!("a step captured into a CUDA graph must not allocate (host half logits need {}): run a step of this shape once before capturing", bits.len())));
+        }
+        let buf = match &mut self.half_logits {
+            Some(b) => b,
+            none => none.insert(st.alloc_zeros::<u16>(bits.len().max(1)).map_err(dev)?),
+        };
+        if let Some(old) = grow(buf, &st, bits.len())? {
+            self.generation += 1;
+            if self.graph_held {
+                // An outside graph may still point at it (as `retired`).
+                self.retired_halves.push(old);
+            }
+        }
+        if !bits.is_empty() {
+            st.memcpy_htod(bits, buf).map_err(dev)?;
+        }
+        self.ext_logits = Some((buf.device_ptr(&st).0, code));
+        Ok(())
+    }
+
+    fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
+        let v = l.variant;
+        let f = self.func(v)?;
+        let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
+        let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
+        // Scalars (and the caller's logits pointer) must outlive the builder.
+        let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
+        // A `Logits` parameter's element type code: the bound logits' own, or
+        // f32 for our buffers (Buf::Masked, or host f32 logits in Buf::Logits).
+        let f32_code = sampler_kernels::codes::LOGITS_F32;
+        let args = &l.args;
+        let base = match &self.arena {
+            Some(a) => a.device_ptr(&self.stream).0,
+            None => 0,
+        };
+        let mut ptrs = std::mem::take(&mut self.ptrs);
+        ptrs.clear();
+        ptrs.extend(args.iter().map(|a| {
+            match a {
+                // The caller's output buffer this step, else the arena's range.
+                LaunchArg::Buf(b) => self.ext_out[*b as usize]
+                    .unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64)),
+                _ => 0,
+            }
+        }));
+        let mut lb = self.stream.launch_builder(&f);
+        for ((a, ptr), prm) in args.iter().zip(&ptrs).zip(l.spec.params) {
+            match a {
+                LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
+                    lb.arg(&ext);
+                }
+                // A buffer packed in the input arena this step.
+                LaunchArg::Buf(_) if *ptr != 0 => {
+                    lb.arg(ptr);
+                }
+                LaunchArg::Buf(b) => match &self.bufs[*b as usize] {
+                    DStore::F32(s) => {
+                        lb.arg(s);
+                    }
+                    DStore::I32(s) => {
+                        lb.arg(s);
+                    }
+                    DStore::U32(s) => {
+                        lb.arg(s);
+                    }
+                    DStore::U64(s) => {
+                        lb.arg(s);
+                    }
+                },
+                LaunchArg::Bool(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::I32(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::U32(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::I64(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::U64(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::F32(x) => {
+                    lb.arg(x);
+                }
+                LaunchArg::F64(x) => {
+                    lb.arg(x);
+                }
+            }
+            // A `Logits` parameter takes its pointer, then its element type code.
+            if prm.kind == ParamKind::Logits {
+                lb.arg(if matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some() {
+                    &ext_dtype
+                } else {
+                    &f32_code
+                });
+            }
+        }
+        // SAFETY: the arguments come from the kernel's generated `Args` (its
+        // signature, in order); the pipeline sized every buffer for the step.
+        let r = unsafe { lb.launch(cfg) }.map_err(dev);
+        self.ptrs = ptrs;
+        r.map(|_| ())
+    }
+
+    fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
+        let w = prim_bytes(buf.prim());
+        let (dst, n) = match out {
+            HostSliceMut::F32(o) if buf.prim() == Prim::F32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::I32(o) if buf.prim() == Prim::I32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::U32(o) if buf.prim() == Prim::U32 => (o.as_mut_ptr() as *mut u8, o.len()),
+            HostSliceMut::U64(o) if buf.prim() == Prim::U64 => (o.as_mut_ptr() as *mut u8, o.len()),
+            _ => return Err(dev(format!("download of {buf:?}: element type mismatch"))),
+        };
+        let bytes = n * w;
+        if bytes == 0 {
+            return Ok(());
+        }
+        // A buffer in the arena: copied at `finish`, with the step's other
+        // outputs, in one copy of their packed range.
+        if let Some((off, have)) = self.input_at[buf as usize] {
+            if (offset + n) * w > have {
+                return Err(dev(format!("download of {buf:?} past its end")));
+            }
+            self.pending_arena.push((off + offset * w, dst, bytes));
+            return Ok(());
+        }
+        // Else the buffer's own allocation.
+        let (src, have) = match &self.bufs[buf as usize] {
+            DStore::F32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::I32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::U32(s) => (s.device_ptr(&self.stream).0, s.len() * 4),
+            DStore::U64(s) => (s.device_ptr(&self.stream).0, s.len() * 8),
+        };
+        if (offset + n) * w > have {
+            return Err(dev(format!("download of {buf:?} past its end")));
+        }
+        let need = self.out_used.div_ceil(16) * 16 + bytes;
+        if self.out_staging.as_ref().is_none_or(|s| s.len() < need) {
+            // Growing drops what earlier downloads of this step put there: copy them out first.
+            self.finish()?;
+            let want = need.max(self.out_staging.as_ref().map_or(0, |s| s.len() * 3 / 2)).max(1 << 16);
+            // SAFETY: plain bytes, written by the device before the host reads them; default
+            // flags (not write-combined): the host reads this memory.
+            self.out_staging =
+                Some(unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?);
+        }
+        let at = self.out_used.div_ceil(16) * 16;
+        let host = self.out_staging.as_mut().expect("sized above").as_mut_ptr().map_err(dev)?;
+        // SAFETY: `at + bytes` is inside the pinned buffer; the device range was checked above.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(
+                std::slice::from_raw_parts_mut(host.add(at), bytes),
+                src + (offset * w) as u64,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(dev)?;
+        self.pending.push((at, dst, bytes));
+        self.out_used = at + bytes;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BackendError> {
+        let lo = self.pending_arena.iter().map(|p| p.0).min().unwrap_or(0);
+        let hi = self.pending_arena.iter().map(|p| p.0 + p.2).max().unwrap_or(0);
+        if hi > lo {
+            if self.out_region.as_ref().is_none_or(|r| r.0.len() < hi - lo) {
+                let want = (hi - lo).max(self.out_region.as_ref().map_or(0, |r| r.0.len() * 3 / 2)).max(1 << 16);
+                // SAFETY: plain bytes, written by the device before the host reads them; default
+                // flags (not write-combined): the host reads this memory.
+                let mut r = unsafe { self.stream.context().alloc_pinned_with_flags::<u8>(want, 0) }.map_err(dev)?;
+                let ptr = r.as_mut_ptr().map_err(dev)?;
+                self.out_region = Some((r, ptr));
+            }
+            let (r, ptr) = self.out_region.as_ref().expect("sized above");
+            let src =
+                self.arena.as_ref().expect("arena buffers were downloaded").device_ptr(&self.stream).0 + lo as u64;
+            // SAFETY: `hi - lo` bytes fit the pinned region and lie in the arena (checked at `download`).
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    std::slice::from_raw_parts_mut(*ptr, (hi - lo).min(r.len())),
+                    src,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(dev)?;
+        }
+        self.stream.synchronize().map_err(dev)?;
+        if let Some((_, host)) = &self.out_region {
+            for (at, dst, bytes) in self.pending_arena.drain(..) {
+                // SAFETY: `dst` is the caller's `out` of `download`, alive and unmoved
+                // until `finish` (the Device contract); the copy has completed.
+                unsafe { std::ptr::copy_nonoverlapping(host.add(at - lo), dst, bytes) };
+            }
+        }
+        if let Some(st) = &self.out_staging {
+            let host = st.as_ptr().map_err(dev)?;
+            for (at, dst, bytes) in self.pending.drain(..) {
+                // SAFETY: `dst` is the caller's `out` of `download`, alive and unmoved
+                // until `finish` (the Device contract); the copy has completed.
+                unsafe { std::ptr::copy_nonoverlapping(host.add(at), dst, bytes) };
+            }
+        }
+        self.out_used = 0;
+        Ok(())
+    }
+}
+
+impl CudaDevice {
+    /// Sets the filled outputs (class 2 of `upload_inputs`) by device memsets on our stream.
+    pub(super) fn fill_outputs(
+        &self,
+        list: &[(Buf, pipeline::Upload<'_>)],
+        class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32,
+    ) -> Result<(), BackendError> {
+        let base = self.arena.as_ref().expect("sized by upload_inputs").device_ptr(&self.stream).0;
+        for (b, u) in list {
+            if let (pipeline::Upload::Fill(x, len), Some((off, _))) = (u, self.input_at[*b as usize]) {
+                if class(*b, u) == 2 && *len > 0 {
+                    let bits = x.scalar_bits().unwrap_or(0) as u32;
+                    // The caller's buffer when the step writes into it (`enqueue_into`), else ours.
+                    let dst = self.ext_out[*b as usize].unwrap_or(base + off as u64);
+                    // SAFETY: `len` 4-byte elements at `dst`: in the arena (laid out above), or
+                    // the caller's `[R]` buffer of `OutputPtrs`.
+                    unsafe { cudarc::driver::sys::cuMemsetD32Async(dst, bits, *len, self.stream.cu_stream()) }
+                        .result()
+                        .map_err(dev)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `upload_inputs` for a step being captured into the caller's graph: the
+    /// metadata goes to a range of the capture pool of its own (the graph's
+    /// copy node reads it at every replay) and is copied on our capturing
+    /// stream, without waiting, allocating or recording a shared event.
+    /// Errors: no pool yet (no step ran before the capture), a full pool, or
+    /// an arena too small for the step.
+    pub(super) fn upload_captured(
+        &mut self,
+        list: &[(Buf, pipeline::Upload<'_>)],
+        class: &dyn Fn(Buf, &pipeline::Upload<'_>) -> i32,
+        total: usize,
+        up: usize,
+    ) -> Result<(), BackendError> {
+        let Some((_, pool)) = self.capture_pool.as_ref() else {
+            return Err(dev("a step captured into a CUDA graph needs one step run before the capture (it reserves the capture pool)"));
+        };
+        let Some(arena) = self.arena.as_ref().filter(|a| a.len() >= total) else {
+            return Err(dev("a step captured into a CUDA graph must not allocate (the arena): run a step of this shape once before capturing"));
+        };
+        let start = self.capture_used.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        if start + up > CAPTURE_POOL_BYTES {
+            return Err(dev(format!("the capture pool ({CAPTURE_POOL_BYTES} pinned bytes) is full after {start} bytes of captured steps' metadata")));
+        }
+        if up > 0 {
+            // SAFETY: [start, start + up) lies inside the pool (checked), which lives as long as
+            // `self`; no other capture uses this range and no copy reads it yet.
+            let host = unsafe { std::slice::from_raw_parts_mut((*pool as *mut u8).add(start), up) };
+            pack_inputs(list, class, &self.input_at, host);
+            let dst = arena.device_ptr(&self.stream).0;
+            // SAFETY: `up` bytes fit the arena (checked); ordered on our (capturing) stream.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.map_err(dev)?;
+            self.capture_used = start + up;
+        }
+        self.fill_outputs(list, class)
+    }
+}

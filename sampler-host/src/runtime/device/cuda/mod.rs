@@ -1,0 +1,315 @@
+//! The CUDA backend: the kernels' PTX entry points (committed PTX, built
+//! from the same DSL source by rustc's nvptx64 target: `examples/regenerate.rs`),
+//! launched through `cudarc` (driver API, loaded at run time: no CUDA at
+//! build time), in the kernel sequence of [`crate::runtime::plan`].
+//!
+//! - One context and one module load per process (shared by every backend);
+//!   each backend has its own stream and device buffers, kept across steps
+//!   and grown when a step needs more.
+//! - Variant choice depends on V and N only (never on R), so a row's results
+//!   do not depend on the batch (SAMPLER.md section 9).
+//! - Within a step nothing synchronises the host until the outputs are read
+//!   back at the end.
+//! - No driver: [`CudaBackend::new`] returns a typed
+//!   [`ConfigError::BackendUnavailable`]; nothing panics.
+
+mod arena;
+mod context;
+mod device;
+mod graph;
+mod tuning;
+
+pub use context::{driver_present, PTX};
+pub use device::CudaDevice;
+pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
+pub use tuning::{
+    chunks_valid, default_chunks, mask_chunks, Tuning, CHUNK_CANDIDATES, FUSED_MAX, MASK_CHUNK, TUNING_TABLES,
+};
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use crate::error::{BackendError, ConfigError};
+use crate::runtime::pipeline::{self, After, Buf, Device, PrefixPolicy, Program};
+use crate::runtime::plan::{StepPlan, StepResult};
+use arena::*;
+use context::*;
+
+fn dev(e: impl std::fmt::Debug) -> BackendError {
+    BackendError::Device { backend: "cuda", msg: format!("{e:?}") }
+}
+
+/// Runs every kernel on the first CUDA device, through [`crate::runtime::pipeline`].
+pub struct CudaBackend {
+    d: CudaDevice,
+    device: String,
+    timing: bool,
+    last_kernel_ms: Option<f32>,
+    full_row: bool,
+    /// The program of the last [`Self::prepare_step`].
+    prog: Option<Program>,
+}
+
+// SAFETY: the backend is used by one thread at a time (`&mut self`); cudarc's
+// handles are Send, and the context is bound to the calling thread per call.
+unsafe impl Send for CudaBackend {}
+unsafe impl Send for CudaDevice {}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend").field("device", &self.device).finish()
+    }
+}
+
+impl CudaBackend {
+    /// The CUDA backend on device 0, or [`ConfigError::BackendUnavailable`]
+    /// when there is no driver, no device, or the PTX does not load.
+    pub fn new() -> Result<CudaBackend, ConfigError> {
+        let sh = shared()?;
+        let d = CudaDevice::new(sh).map_err(|e| ConfigError::BackendUnavailable("cuda", e.to_string()))?;
+        Ok(CudaBackend {
+            d,
+            device: sh.device.clone(),
+            timing: false,
+            last_kernel_ms: None,
+            full_row: false,
+            prog: None,
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.device
+    }
+
+    /// The stream every launch goes to (for timing with events).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.d.stream
+    }
+
+    /// Records CUDA events around each step's kernel sequence (after the
+    /// uploads, before the downloads); read with [`Self::last_kernel_ms`].
+    pub fn set_timing(&mut self, on: bool) {
+        self.timing = on;
+    }
+
+    /// Device time of the last step's kernels, when timing is on (the first
+    /// pass: a prefix-path step rerun on the full-row path is not included).
+    pub fn last_kernel_ms(&self) -> Option<f32> {
+        self.last_kernel_ms
+    }
+
+    /// The tuning table in use.
+    pub fn tuning(&self) -> &Tuning {
+        &self.d.tuning
+    }
+
+    /// Forces the chunk count of the multi-block top-N (autotune; `None` = table).
+    pub fn set_chunks_override(&mut self, c: Option<u32>) {
+        self.d.chunks_override = c;
+    }
+
+    /// Takes each row's bad / finite counts from the top-N kernels' own
+    /// read of the logits on steps without masks or raw rows
+    /// ([`Caps::counts_in_topn`]; no mask check launch). On by default
+    /// (measured faster at every shape on the H200); `SAMPLER_COUNTS_IN_TOPN=0`
+    /// when the backend is created switches it off. Results are the same bits
+    /// either way.
+    pub fn set_counts_in_topn(&mut self, on: bool) {
+        self.d.counts_in_topn = on;
+    }
+
+    /// Whether [`Self::set_counts_in_topn`] (or the environment) switched
+    /// the counted top-N on.
+    pub fn counts_in_topn(&self) -> bool {
+        self.d.counts_in_topn
+    }
+
+    /// Always takes the full-row path without force top-k (no prefix path,
+    /// [`StepPlan::prefix_width`]); for comparisons.
+    pub fn set_full_row(&mut self, on: bool) {
+        self.full_row = on;
+    }
+
+    /// Selects each row's top-N with `force_topn_stream` on steps without
+    /// masks or raw rows and N <= [`pipeline::STREAM_MAX_N`]
+    /// ([`Caps::stream_select`]: one read of the row, one block per row).
+    /// Off by default; `SAMPLER_STREAM_SELECT=1` when the backend is created
+    /// switches it on. Results are the same bits either way.
+    pub fn set_stream_select(&mut self, on: bool) {
+        self.d.stream_select = on;
+    }
+
+    /// Whether [`Self::set_stream_select`] (or the environment) switched the
+    /// streaming top-N on.
+    pub fn stream_select(&self) -> bool {
+        self.d.stream_select
+    }
+
+    /// The candidate width the kernels run on for `p`, and whether it is the
+    /// prefix path ([`StepPlan::prefix_width`]) rather than N.
+    pub fn width(&self, p: &StepPlan<'_>) -> (u32, bool) {
+        match PrefixPolicy::eager(self.full_row).width(p) {
+            Some(w) => (w, true),
+            None => (p.n, false),
+        }
+    }
+
+    /// Blocks per row of the top-N selection for (V, N) (by V and N only).
+    pub fn chunks_for(&self, v: u32, n: u32, rows: u32) -> u32 {
+        self.d.chunks_for(v, n, rows)
+    }
+
+    /// The device as a [`Device`] (the pipeline's view).
+    pub fn device(&mut self) -> &mut CudaDevice {
+        &mut self.d
+    }
+
+    /// Device-resident use (benchmarks): builds the step's program, uploads
+    /// every input of `p` and sizes the buffers; afterwards
+    /// [`Self::launch_step`] runs the kernels on the device copy only.
+    pub fn prepare_step(&mut self, p: &StepPlan<'_>) -> Result<(), BackendError> {
+        let prog = pipeline::build_for(&self.d, p, PrefixPolicy::eager(self.full_row).width(p))?;
+        pipeline::prepare(&mut self.d, p, &prog)?;
+        self.prog = Some(prog);
+        Ok(())
+    }
+
+    fn program(&self) -> Result<Program, BackendError> {
+        self.prog.clone().ok_or_else(|| dev("launch before prepare_step"))
+    }
+
+    /// Launches the step's kernels (inputs from [`Self::prepare_step`]); no host sync.
+    pub fn launch_step(&mut self, _p: &StepPlan<'_>) -> Result<(), BackendError> {
+        let prog = self.program()?;
+        pipeline::launch_all(&mut self.d, &prog)
+    }
+
+    /// Launches the step with an event after each kernel, waits, and returns
+    /// each kernel's device time in ms, in launch order.
+    pub fn launch_step_timed(&mut self, _p: &StepPlan<'_>) -> Result<Vec<(&'static str, f32)>, BackendError> {
+        let prog = self.program()?;
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let e0 = self.d.stream.record_event(flags).map_err(dev)?;
+        let mut evs = Vec::new();
+        for l in &prog.launches {
+            self.d.launch(l)?;
+            evs.push((l.spec.name, self.d.stream.record_event(flags).map_err(dev)?));
+        }
+        self.d.stream.synchronize().map_err(dev)?;
+        let mut out = Vec::new();
+        let mut prev = &e0;
+        for (name, e) in &evs {
+            out.push((*name, prev.elapsed_ms(e).map_err(dev)?));
+            prev = e;
+        }
+        Ok(out)
+    }
+
+    /// Reads the outputs of the last launched step back. On the prefix path
+    /// ([`StepPlan::prefix_width`]) a step whose kept sets do not all fit is
+    /// run again here, eagerly, on the full-row path (a captured graph holds
+    /// the prefix path only), so the results are always the full-row path's.
+    pub fn collect_step(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        let prog = self.program()?;
+        let (res, overflow) = pipeline::collect(&mut self.d, p, &prog)?;
+        if prog.prefix
+            && PrefixPolicy::eager(self.full_row).after(p, prog.width, &res.group_status, &overflow) != After::Done
+        {
+            return Ok(pipeline::run_program(&mut self.d, p, None)?.0);
+        }
+        Ok(res)
+    }
+
+    /// Enqueues step `p` with its outputs written straight into `out` (the
+    /// caller's buffers, sized for `p`: see [`OutputPtrs`]) rather than
+    /// into our arena: no copy. [`Self::outputs`] and a later collect do not
+    /// see this step's outputs.
+    pub fn enqueue_into(&mut self, p: &StepPlan<'_>, out: &OutputPtrs) -> Result<(), BackendError> {
+        for (b, x) in [
+            (Buf::Tokens, out.tokens),
+            (Buf::TokenLp, out.logprobs),
+            (Buf::TopIds, out.top_ids),
+            (Buf::TopLps, out.top_logprobs),
+            (Buf::SumSmaller, out.sum_smaller_probs),
+            (Buf::Accepted, out.accepted),
+            (Buf::GroupStatus, out.status),
+            (Buf::Path, out.path),
+        ] {
+            self.d.ext_out[b as usize] = x.filter(|&a| a != 0);
+        }
+        let r = self.enqueue(p);
+        self.d.ext_out.iter_mut().for_each(|x| *x = None);
+        r?;
+        // A step without a tree walk (no tree request passed the host checks) writes no path:
+        // the caller's buffer still gets its -1s.
+        if let (Some(path), false) = (out.path.filter(|&a| a != 0), p.any_tree) {
+            // SAFETY: the caller's `[R]` i32 buffer of `OutputPtrs`, on the sampler's stream.
+            unsafe {
+                cudarc::driver::sys::cuMemsetD32Async(path, u32::MAX, p.rows as usize, self.d.stream.cu_stream())
+            }
+            .result()
+            .map_err(dev)?;
+        }
+        Ok(())
+    }
+
+    /// The device buffer holding the logits (`[R, V]` f32 after [`Self::prepare_step`]
+    /// of a plan with host f32 logits).
+    pub fn logits_buffer(&mut self) -> &mut CudaSlice<f32> {
+        match &mut self.d.bufs[Buf::Logits as usize] {
+            DStore::F32(s) => s,
+            _ => unreachable!("Logits is f32"),
+        }
+    }
+}
+
+impl CudaBackend {
+    /// Short name.
+    pub fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    /// Starts one step without waiting: `None` (the step is enqueued on the
+    /// device; [`Self::collect`] reads it back).
+    pub fn enqueue(&mut self, p: &StepPlan<'_>) -> Result<Option<StepResult>, BackendError> {
+        let prog = self.device_program(p)?;
+        if p.rows > 0 {
+            pipeline::prepare(&mut self.d, p, &prog)?;
+            pipeline::launch_all(&mut self.d, &prog)?;
+            self.d.mark_launched()?;
+        }
+        self.prog = Some(prog);
+        Ok(None)
+    }
+
+    /// Reads back the step [`Self::enqueue`] left on the device (waits for it).
+    pub fn collect(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        self.collect_step(p)
+    }
+
+    /// Runs one step to the end (the prefix path with its full-row rerun).
+    pub fn run(&mut self, p: &StepPlan<'_>) -> Result<StepResult, BackendError> {
+        if !self.timing {
+            return pipeline::run_step(&mut self.d, p, self.full_row);
+        }
+        // The first pass's kernels are timed (a full-row rerun is not).
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let stream = self.d.stream.clone();
+        let mut events = None;
+        let policy = PrefixPolicy::eager(self.full_row);
+        let res = pipeline::run_step_with(&mut self.d, p, policy, &mut |d, prog| {
+            let t0 = stream.record_event(flags).map_err(dev)?;
+            pipeline::launch_all(d, prog)?;
+            let t1 = stream.record_event(flags).map_err(dev)?;
+            events.get_or_insert((t0, t1));
+            Ok(())
+        })?;
+        self.last_kernel_ms = match events {
+            Some((t0, t1)) => Some(t0.elapsed_ms(&t1).map_err(dev)?),
+            None => Some(0.0),
+        };
+        Ok(res)
+    }
+}

@@ -1,0 +1,388 @@
+//! The launch lists of `build` and the driver, on the CPU device.
+
+use super::*;
+use crate::draft::DraftTree;
+use crate::layout::build_plan;
+use crate::params::{LogprobsMode, SamplingParams};
+use crate::request::Request;
+use sampler_kernels::spec::LaunchArg;
+
+/// The logits every kernel reads: the caller's ([`Buf::Logits`], read
+/// only, any element type) without a grammar mask; with one, the mask
+/// check writes every row to [`Buf::Masked`] (`copy = 1`) and every
+/// later kernel reads that, on each device's launch order.
+#[test]
+fn a_mask_switches_the_logits_source_to_the_masked_copy() {
+    let v = 5000u32;
+    let p = SamplingParams { top_k: 20, logprobs_mode: LogprobsMode::Raw, seq_seed: Some(4), ..Default::default() };
+    let logits = vec![0.5f32; 2 * v as usize];
+    let mut masked = Request::prefill(p.clone(), 5);
+    masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+    let caps = [
+        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps {
+            mask_chunk: Some(4096),
+            topn_chunks: 2,
+            fused_max: u32::MAX,
+            counts_in_topn: false,
+            stream_select: false,
+        },
+    ];
+    for (with_mask, reqs) in [
+        (false, vec![Request::prefill(p.clone(), 5), Request::prefill(p.clone(), 9)]),
+        (true, vec![Request::prefill(p.clone(), 5), masked]),
+    ] {
+        let (plan, _) = build_plan(v, v, 5, &logits, &reqs).unwrap();
+        for c in &caps {
+            for prefix in [None, plan.prefix_width()] {
+                let prog = build(&plan, prefix, c).unwrap();
+                let want = if with_mask { Buf::Masked } else { Buf::Logits };
+                let masked_len = prog.bufs.iter().find(|b| b.buf == Buf::Masked).map(|b| b.len);
+                assert_eq!(masked_len, Some(if with_mask { 2 * v as usize } else { 0 }));
+                let mut readers = 0;
+                for l in &prog.launches {
+                    for (a, ps) in l.args.iter().zip(l.spec.params) {
+                        if ps.kind == sampler_kernels::spec::ParamKind::Logits {
+                            let first = l.spec.name.starts_with("mask_check");
+                            assert_eq!(
+                                *a,
+                                LaunchArg::Buf(if first { Buf::Logits } else { want }),
+                                "{}.{}",
+                                l.spec.name,
+                                ps.name
+                            );
+                            readers += 1;
+                        }
+                        if ps.name == "copy" {
+                            assert_eq!(*a, LaunchArg::U32(with_mask as u32), "{}", l.spec.name);
+                        }
+                        // Nothing writes the caller's logits.
+                        if matches!(ps.kind, sampler_kernels::spec::ParamKind::GmMut(_)) {
+                            assert_ne!(*a, LaunchArg::Buf(Buf::Logits), "{}.{}", l.spec.name, ps.name);
+                        }
+                    }
+                }
+                // The mask check, the top-N, raw logprobs (and row_mass on the prefix path).
+                assert!(readers >= 3, "{:?}", prog.kernel_names());
+            }
+        }
+    }
+}
+
+/// The entry from merged candidates runs the same steps 3-9 as the full
+/// program: given the full program's own candidates and row statuses,
+/// it reproduces its outputs bit for bit (a verify, a prefill and a
+/// prompt-logprobs request, top logprobs and processed rows included).
+#[test]
+fn from_candidates_equals_the_full_program() {
+    use crate::request::{DraftDist, RequestKind};
+    use crate::runtime::device::cpu::CpuDevice;
+    let v = 3000u32;
+    let p0 = SamplingParams {
+        temperature: 0.8,
+        top_k: 40,
+        top_p: 0.9,
+        top_logprobs: 3,
+        seq_seed: Some(9),
+        ..Default::default()
+    };
+    let dist = DraftDist { ids: vec![5, 17, 42], logprobs: vec![-0.4, -1.6, -2.5] };
+    let reqs = vec![
+        Request::decode(p0.clone(), 50, 3, vec![17, 42], vec![dist.clone(), dist]),
+        Request::prefill(SamplingParams { top_k: -1, ..p0.clone() }, 12),
+        Request { params: p0, kind: RequestKind::PromptLogprobs { targets: vec![3, -1] }, golden: vec![], masks: None },
+    ];
+    let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+    let logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
+    let (mut p, infos) = build_plan(v, 256, 5, &logits, &reqs).unwrap();
+    assert!(infos.iter().all(|i| i.params.is_ok()), "{infos:?}");
+    p.processed_rows = vec![1, 4];
+    let mut dev = CpuDevice::default();
+    let (want, _) = run_program(&mut dev, &p, None).unwrap();
+    let rn = rows * 256;
+    let (mut cand, mut ids, mut status) = (vec![0f32; rn], vec![0i32; rn], vec![0i32; rows]);
+    dev.download(Buf::Cand, 0, HostSliceMut::F32(&mut cand)).unwrap();
+    dev.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
+    dev.download(Buf::RowStatus, 0, HostSliceMut::I32(&mut status)).unwrap();
+    dev.finish().unwrap();
+    let (got, overflow) = run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand, &ids, 256, None).unwrap();
+    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    assert_eq!(overflow, vec![0; rows]);
+    assert!(want.tokens.iter().any(|&t| t >= 0) && !want.processed_ids.is_empty());
+    // Wrong-length candidates are a typed error.
+    assert!(run_from_candidates(&mut CpuDevice::default(), &p, &status, &cand[1..], &ids, 256, None).is_err());
+}
+
+/// `Caps::counts_in_topn`: on a step without a grammar mask or a raw
+/// row, no mask check runs and the top-N counts (`force_topn_counted`
+/// writes the status; `topn_chunk_counted` the chunk counts topn_merge
+/// merges, `mchunks = chunks`); with a mask or a raw row, or with the
+/// flag off, the launch list is the mask check's, unchanged.
+#[test]
+fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
+    let v = 5000u32;
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let raw =
+        SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+    let mut masked = Request::prefill(plain.clone(), 5);
+    masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+    let mut caps = Vec::new();
+    for counts_in_topn in [false, true] {
+        caps.push(Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn, stream_select: false });
+        caps.push(Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn, stream_select: false });
+        caps.push(Caps {
+            mask_chunk: Some(4096),
+            topn_chunks: 2,
+            fused_max: u32::MAX,
+            counts_in_topn,
+            stream_select: false,
+        });
+        caps.push(Caps { mask_chunk: None, topn_chunks: 3, fused_max: u32::MAX, counts_in_topn, stream_select: false });
+    }
+    for (reqs, mask, any_raw) in [
+        (vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)], false, false),
+        (vec![Request::prefill(plain.clone(), 5), masked.clone()], true, false),
+        (vec![Request::prefill(plain.clone(), 5), Request::prefill(raw.clone(), 9)], false, true),
+        (vec![masked.clone(), Request::prefill(raw.clone(), 9)], true, true),
+    ] {
+        let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+        let logits: Vec<f32> = (0..rows * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+        let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
+        assert_eq!((any_mask(&p), p.any_raw), (mask, any_raw));
+        for c in &caps {
+            for prefix in [None, p.prefix_width()] {
+                let prog = build(&p, prefix, c).unwrap();
+                let names = prog.kernel_names();
+                let at = |k: &str| names.iter().position(|n| *n == k);
+                let counted = c.counts_in_topn && !mask && !any_raw;
+                let chunked = c.topn_chunks > 1;
+                let what = format!("{c:?} mask {mask} raw {any_raw} prefix {prefix:?}: {names:?}");
+                assert_eq!(at("mask_check").is_some(), !counted && c.mask_chunk.is_none(), "{what}");
+                assert_eq!(at("mask_check_chunk").is_some(), !counted && c.mask_chunk.is_some(), "{what}");
+                assert_eq!(at("status_merge").is_some(), !counted && c.mask_chunk.is_some() && !chunked, "{what}");
+                assert_eq!(at("force_topn").is_some(), !counted && !chunked, "{what}");
+                assert_eq!(at("force_topn_counted").is_some(), counted && !chunked, "{what}");
+                assert_eq!(at("topn_chunk").is_some(), !counted && chunked, "{what}");
+                assert_eq!(at("topn_chunk_counted").is_some(), counted && chunked, "{what}");
+                assert_eq!(at("topn_merge").is_some(), chunked, "{what}");
+                let arg = |k: &str, name: &str| {
+                    let l = &prog.launches[at(k).unwrap()];
+                    l.args.iter().zip(l.spec.params).find(|(_, q)| q.name == name).map(|(a, _)| *a).unwrap()
+                };
+                if counted && chunked {
+                    // One count per top-N chunk, merged into the status by topn_merge.
+                    assert_eq!(arg("topn_merge", "mchunks"), LaunchArg::U32(c.topn_chunks), "{what}");
+                    assert_eq!(arg("topn_chunk_counted", "bad"), LaunchArg::Buf(Buf::ChunkBad), "{what}");
+                    let len = prog.bufs.iter().find(|b| b.buf == Buf::ChunkBad).map(|b| b.len);
+                    assert_eq!(len, Some(rows * c.topn_chunks as usize), "{what}");
+                }
+                if counted && !chunked {
+                    assert_eq!(arg("force_topn_counted", "status"), LaunchArg::Buf(Buf::RowStatus), "{what}");
+                }
+                // The same step without the flag: one launch more (mask check), two
+                // with status_merge (a mask chunk and no chunked top-N).
+                let off = build(&p, prefix, &Caps { counts_in_topn: false, ..*c }).unwrap();
+                let extra = if counted { 1 + (c.mask_chunk.is_some() && !chunked) as usize } else { 0 };
+                assert_eq!(off.launches.len(), prog.launches.len() + extra, "{what}");
+            }
+        }
+    }
+}
+
+/// `Caps::stream_select`: `force_topn_stream` (status and fallback codes
+/// written, survivor room asked for as staging) replaces the mask check
+/// and every other top-N kernel on steps without a grammar mask or a raw
+/// row and N <= STREAM_MAX_N; otherwise the launch list is unchanged.
+#[test]
+fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
+    let v = 9000u32;
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let raw =
+        SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+    let mut masked = Request::prefill(plain.clone(), 5);
+    masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+    for (reqs, plain_step) in [
+        (vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)], true),
+        (vec![Request::prefill(plain.clone(), 5), masked.clone()], false),
+        (vec![Request::prefill(plain.clone(), 5), Request::prefill(raw.clone(), 9)], false),
+    ] {
+        let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+        let logits: Vec<f32> = (0..rows * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+        for width in [64u32, 1024, 4096, 8192] {
+            let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
+            for c in [
+                Caps {
+                    mask_chunk: Some(4096),
+                    topn_chunks: 2,
+                    fused_max: u32::MAX,
+                    counts_in_topn: false,
+                    stream_select: true,
+                },
+                Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: true, stream_select: true },
+            ] {
+                for prefix in [None, p.prefix_width()] {
+                    let prog = build(&p, prefix, &c).unwrap();
+                    let n = prog.width;
+                    let names = prog.kernel_names();
+                    let what = format!("{c:?} width {width} prefix {prefix:?}: {names:?}");
+                    let streamed = plain_step && n <= STREAM_MAX_N;
+                    assert_eq!(!any_mask(&p) && !p.any_raw, plain_step, "{what}");
+                    assert_eq!(names.contains(&"force_topn_stream"), streamed, "{what}");
+                    if streamed {
+                        for k in [
+                            "mask_check",
+                            "mask_check_chunk",
+                            "status_merge",
+                            "force_topn",
+                            "force_topn_counted",
+                            "topn_chunk",
+                            "topn_chunk_counted",
+                            "topn_merge",
+                        ] {
+                            assert!(!names.contains(&k), "{what}");
+                        }
+                        let l = prog.launches.iter().find(|l| l.spec.name == "force_topn_stream").unwrap();
+                        assert_eq!(l.stage, 2 * stream_buffer_keys(n), "{what}");
+                        assert_eq!(l.grid, rows as u32, "{what}");
+                        let len = prog.bufs.iter().find(|b| b.buf == Buf::SelFallback).map(|b| b.len);
+                        assert_eq!(len, Some(rows), "{what}");
+                    } else {
+                        let off = build(&p, prefix, &Caps { stream_select: false, ..c }).unwrap();
+                        assert_eq!(off.kernel_names(), names, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The CPU device with its caps but `counts_in_topn` (and `stream_select`) as given.
+struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool);
+
+impl Device for CountsAs {
+    fn name(&self) -> &'static str {
+        "cpu-counts-as"
+    }
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+        Caps { counts_in_topn: self.1, stream_select: self.2, ..self.0.caps(v, n, rows) }
+    }
+    fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
+        self.0.alloc(buf, len)
+    }
+    fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
+        self.0.upload(buf, data)
+    }
+    fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError> {
+        self.0.fill(buf, len, value)
+    }
+    fn bind_logits(&mut self, plan: &StepPlan) -> Result<(), BackendError> {
+        self.0.bind_logits(plan)
+    }
+    fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
+        self.0.launch(l)
+    }
+    fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
+        self.0.download(buf, offset, out)
+    }
+}
+
+/// Whole steps on the CPU with the counted top-N and with the mask
+/// check give the same results, row statuses included: rows with NaN
+/// (both signs), +inf, all -inf, -0.0 and denormals beside ordinary
+/// rows, on the full-row and the prefix path (force top-k on and off).
+#[test]
+fn counted_steps_equal_mask_checked_steps() {
+    let v = 3000u32;
+    let specials =
+        [f32::NAN, -f32::NAN, f32::from_bits(0xff80_0001), f32::INFINITY, f32::NEG_INFINITY, -0.0, f32::from_bits(1)];
+    let mut seen = [0usize; 3];
+    for (force, top_k) in [(v, 20), (64, 20), (v, -1), (1024, 50)] {
+        let p = SamplingParams { top_k, seq_seed: Some(7), top_logprobs: 3, ..Default::default() };
+        let rows = 8usize;
+        let mut logits: Vec<f32> = (0..rows * v as usize).map(|i| ((i * 7919) % 1009) as f32 * 0.01 - 5.0).collect();
+        for r in 0..rows {
+            let row = &mut logits[r * v as usize..(r + 1) * v as usize];
+            match r {
+                0 => row[17] = f32::NAN,
+                1 => row[2999] = f32::INFINITY,
+                2 => row.iter_mut().for_each(|x| *x = f32::NEG_INFINITY),
+                3 => row.iter_mut().enumerate().for_each(|(i, x)| *x = specials[i % specials.len()]),
+                4 => {
+                    row.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+                    row[5] = f32::from_bits(0xff80_0001); // a NaN in -inf's 12-bit bin
+                }
+                5 => {
+                    row.iter_mut().enumerate().for_each(|(i, x)| *x = if i % 2 == 0 { -0.0 } else { f32::from_bits(1) })
+                }
+                6 => row.iter_mut().take(2000).for_each(|x| *x = f32::NEG_INFINITY),
+                _ => {}
+            }
+        }
+        let reqs: Vec<Request> = (0..rows).map(|_| Request::prefill(p.clone(), 4)).collect();
+        let (plan, _) = build_plan(v, force, 5, &logits, &reqs).unwrap();
+        let on = run_step(&mut CountsAs(Default::default(), true, false), &plan, false).unwrap();
+        let off = run_step(&mut CountsAs(Default::default(), false, false), &plan, false).unwrap();
+        assert_eq!(format!("{on:?}"), format!("{off:?}"), "force {force}, top_k {top_k}");
+        // The streaming top-N (its CPU lowering is the exact op): the same steps.
+        let stream = run_step(&mut CountsAs(Default::default(), false, true), &plan, false).unwrap();
+        assert_eq!(format!("{stream:?}"), format!("{off:?}"), "stream select, force {force}, top_k {top_k}");
+        for &s in &on.row_status {
+            seen[s as usize] += 1;
+        }
+    }
+    assert!(seen.iter().all(|&s| s > 0), "statuses 0, 1 and 2 all seen: {seen:?}");
+}
+
+/// Section 10-11 launches: `tree_walk` right after `finalize` only with a
+/// tree, `raw_logprobs` last only with a raw row, for every device order;
+/// and the tree's draft inputs are bound even without chain verify rows.
+#[test]
+fn tree_and_raw_launches_follow_the_plan() {
+    let v = 5000u32;
+    let raw =
+        SamplingParams { logprobs_mode: LogprobsMode::Raw, top_logprobs: 2, seq_seed: Some(3), ..Default::default() };
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let tree =
+        DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: None, without_replacement: false };
+    let caps = [
+        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps {
+            mask_chunk: Some(4096),
+            topn_chunks: 2,
+            fused_max: u32::MAX,
+            counts_in_topn: false,
+            stream_select: false,
+        },
+    ];
+    for (reqs, any_tree, any_raw) in [
+        (vec![Request::prefill(plain.clone(), 5)], false, false),
+        (vec![Request::prefill(raw.clone(), 5), Request::tree(plain.clone(), 20, tree.clone())], true, true),
+        (vec![Request::tree(raw, 20, tree.clone())], true, true),
+    ] {
+        let rows: usize = reqs.iter().map(|r| r.rows()).sum();
+        let logits: Vec<f32> = (0..rows * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+        let (p, infos) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
+        assert!(infos.iter().all(|i| i.params.is_ok()), "{infos:?}");
+        assert_eq!((p.any_tree, p.any_raw), (any_tree, any_raw));
+        for c in &caps {
+            let prog = build(&p, None, c).unwrap();
+            let names = prog.kernel_names();
+            let at = |k: &str| names.iter().position(|n| *n == k);
+            assert_eq!(at("tree_walk").is_some(), any_tree, "{names:?}");
+            assert_eq!(at("raw_logprobs").is_some(), any_raw, "{names:?}");
+            if any_tree {
+                assert_eq!(at("tree_walk"), at("finalize").map(|f| f + 1), "{names:?}");
+                assert!(prog.bufs.iter().any(|b| b.buf == Buf::SeqAccept), "tree_walk reads seq_accept");
+            }
+            if any_raw {
+                assert_eq!(at("raw_logprobs"), Some(names.len() - 1), "{names:?}");
+            }
+            // The mask check: mask_check, or mask_check_chunk + status_merge whenever a chunk
+            // size is given, the merge of the chunked top-N doing status_merge's work.
+            assert_eq!(at("mask_check").is_some(), c.mask_chunk.is_none(), "{names:?}");
+            assert_eq!(at("status_merge"), c.mask_chunk.filter(|_| c.topn_chunks <= 1).map(|_| 1), "{names:?}");
+            assert_eq!(at("topn_merge").is_some(), c.topn_chunks > 1, "{names:?}");
+        }
+    }
+}

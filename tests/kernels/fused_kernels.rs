@@ -1,0 +1,518 @@
+//! The fused kernels the CUDA backend launches (`process_draw`,
+//! `process_prefix_draw`, `token_info_top`) against the kernels they fuse
+//! (`process_prefix_draw` with n = V against `process` + `draw`),
+//! bit for bit, on the CPU (same DSL source as the PTX). The GPU round also
+//! compares the CUDA results (fused) with the CPU backend (unfused).
+
+use crate::common;
+
+use common::gen::{random_row, Rng};
+use sampler_kernels::kernels as k;
+use sampler_kernels::rt::cpu::Gm;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn fused_kernels_equal_the_kernels_they_fuse() {
+    let mut rng = Rng::new(99);
+    let (mut cases, mut skips) = (0, 0);
+    for rep in 0..300u64 {
+        let v = rng.pick(&[5usize, 64, 300, 1000, 3000]);
+        let n = if rng.chance(0.25) { v as u32 } else { (rng.range(1, v as u64 + 1) as u32).min(v as u32) };
+        let logits = random_row(&mut rng, v);
+        // Candidates in order, as force_topn gives them.
+        let (mut cand, mut ids) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        unsafe { k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
+        let t = [rng.pick(&[1e-5f32, 0.3, 0.7, 1.0, 2.0])];
+        let tp = [rng.pick(&[0.05f32, 0.5, 0.9, 1.0])];
+        let tk = [rng.pick(&[-1i32, 1, 5, 50])];
+        // Section 10: min-p and the filter order (0 = the seed's, 1 = top-k first).
+        let mp = [sampler_host::params::log_min_p(rng.pick(&[0f32, 0.0, 0.05, 0.3, 1.0]))];
+        let ord = [rng.pick(&[0u32, 1])];
+        let (seed, seq) = ([rng.next_u64()], [rng.next_u64() >> 2]);
+        // process + draw vs process_draw
+        let (mut lp1, mut tok1) = (vec![0f32; n as usize], [0i32]);
+        unsafe {
+            k::process::cpu(
+                0,
+                Gm::new(&cand),
+                n,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new_mut(&mut lp1),
+            );
+            k::draw::cpu(0, Gm::new(&lp1), Gm::new(&ids), n, Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut tok1));
+        }
+        let (mut lp2, mut tok2) = (vec![0f32; n as usize], [0i32]);
+        unsafe {
+            k::process_draw::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut lp2),
+                Gm::new_mut(&mut tok2),
+            );
+        }
+        assert_eq!((bits(&lp1), tok1), (bits(&lp2), tok2), "rep {rep}: process_draw");
+        // process_prefix_draw (the mass of the whole row from row_mass)
+        let mass = {
+            let mut m = [0u64];
+            unsafe {
+                k::row_mass::cpu(
+                    0,
+                    Gm::new(&logits),
+                    v as u32,
+                    v as u32,
+                    1,
+                    Gm::new(&cand),
+                    n,
+                    Gm::new(&t),
+                    Gm::new_mut(&mut m),
+                )
+            };
+            m
+        };
+        let (mut lp4, mut of4, mut tok4) = (vec![0f32; n as usize], [0u32], [0i32]);
+        unsafe {
+            k::process_prefix_draw::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                v as u32,
+                Gm::new(&mass),
+                1,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut lp4),
+                Gm::new_mut(&mut of4),
+                Gm::new_mut(&mut tok4),
+            );
+        }
+        // row_mass_bounded: where it leaves the total out, process_prefix_draw gives the bits
+        // it gives with the true total (issue 22, perf-design 3.4 E), at any chunk count.
+        let chunks = rng.pick(&[1u32, 2, 3]);
+        let chunk_len = (v as u32).div_ceil(chunks);
+        let mut bmass = vec![0u64; chunks as usize];
+        for c in 0..chunks {
+            unsafe {
+                k::row_mass_bounded::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    Gm::new(&cand),
+                    n,
+                    Gm::new(&t),
+                    Gm::new(&tp),
+                    Gm::new(&tk),
+                    Gm::new(&mp),
+                    Gm::new(&ord),
+                    Gm::new_mut(&mut bmass),
+                )
+            };
+        }
+        let skipped = bmass[0] == k::MASS_UNNEEDED;
+        if skipped {
+            assert!(bmass[1..].iter().all(|&x| x == 0), "rep {rep}: the other chunks write 0");
+            skips += 1;
+        } else {
+            assert_eq!(bmass.iter().sum::<u64>(), mass[0], "rep {rep}: row_mass_bounded's chunks sum to row_mass");
+        }
+        let (mut lp5, mut of5, mut tok5) = (vec![0f32; n as usize], [0u32], [0i32]);
+        unsafe {
+            k::process_prefix_draw::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                v as u32,
+                Gm::new(&bmass),
+                chunks,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut lp5),
+                Gm::new_mut(&mut of5),
+                Gm::new_mut(&mut tok5),
+            );
+        }
+        assert_eq!(
+            (bits(&lp5), of5, tok5),
+            (bits(&lp4), of4, tok4),
+            "rep {rep}: process_prefix_draw after row_mass_bounded (skipped {skipped}) differs from the true total's"
+        );
+        if n as usize == v {
+            // All V candidates: the prefix path is the full path, and nothing overflows.
+            assert_eq!(
+                (bits(&lp4), of4, tok4),
+                (bits(&lp1), [0u32], tok1),
+                "rep {rep}: process_prefix_draw with n = V differs from process + draw"
+            );
+        }
+        // token_info + top_logprobs vs token_info_top
+        let kk = rng.range(0, n.min(6) as u64 + 1) as u32;
+        let tok = [if rng.chance(0.8) { tok1[0] } else { rng.below(v) as i32 }];
+        let (mut tl1, mut ss1, mut oi1, mut ol1) = ([0f32], [0f32], vec![0i32; kk as usize], vec![0f32; kk as usize]);
+        unsafe {
+            k::token_info::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                Gm::new(&lp1),
+                n,
+                Gm::new(&tok),
+                Gm::new_mut(&mut tl1),
+                Gm::new_mut(&mut ss1),
+            );
+            k::top_logprobs::cpu(0, Gm::new(&ids), Gm::new(&lp1), n, kk, Gm::new_mut(&mut oi1), Gm::new_mut(&mut ol1));
+        }
+        let (mut tl2, mut ss2, mut oi2, mut ol2) = ([0f32], [0f32], vec![0i32; kk as usize], vec![0f32; kk as usize]);
+        unsafe {
+            k::token_info_top::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                Gm::new(&lp1),
+                n,
+                Gm::new(&tok),
+                kk,
+                Gm::new_mut(&mut tl2),
+                Gm::new_mut(&mut ss2),
+                Gm::new_mut(&mut oi2),
+                Gm::new_mut(&mut ol2),
+            );
+        }
+        assert_eq!(
+            (bits(&tl1), bits(&ss1), &oi1, bits(&ol1)),
+            (bits(&tl2), bits(&ss2), &oi2, bits(&ol2)),
+            "rep {rep}: token_info_top"
+        );
+        cases += 1;
+    }
+    assert_eq!(cases, 300);
+    eprintln!("row_mass_bounded skipped the total on {skips} of 300 rows");
+    // The bound decides a fair share of these rows, and not all of them.
+    assert!(skips > 30 && skips < 270, "row_mass_bounded skipped {skips} of 300 rows");
+}
+
+/// The multi-block top-N (`topn_chunk` with `top_n_set`, then `topn_merge`)
+/// against `force_topn`, with ties across and within chunks.
+#[test]
+fn chunked_top_n_equals_force_topn() {
+    let mut rng = Rng::new(7);
+    let mut runs = 0;
+    for rep in 0..400u64 {
+        let v = rng.pick(&[64usize, 300, 1000, 4000]);
+        let chunks = rng.pick(&[2u32, 3, 4, 8, 16]);
+        let chunk_len = (v as u32).div_ceil(chunks);
+        let last = v as i64 - (chunks as i64 - 1) * chunk_len as i64;
+        if last < 1 {
+            continue;
+        }
+        let n = rng.range(1, last as u64 + 1) as u32;
+        let mut logits = random_row(&mut rng, v);
+        if rng.chance(0.5) {
+            // Heavy ties: few distinct values.
+            for x in logits.iter_mut() {
+                if x.is_finite() {
+                    *x = (*x * 2.0).round() / 2.0;
+                }
+            }
+        }
+        let (mut want_x, mut want_id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        unsafe {
+            k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut want_x), Gm::new_mut(&mut want_id))
+        };
+        let m = chunks * n;
+        let (mut cx, mut cid) = (vec![0f32; m as usize], vec![0i32; m as usize]);
+        for c in 0..chunks {
+            unsafe {
+                k::topn_chunk::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    n,
+                    Gm::new_mut(&mut cx),
+                    Gm::new_mut(&mut cid),
+                )
+            };
+        }
+        // Each chunk's candidates come in ascending id order.
+        for c in 0..chunks as usize {
+            let ids = &cid[c * n as usize..(c + 1) * n as usize];
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "rep {rep}: chunk {c} ids not ascending: {ids:?}");
+        }
+        let (mut x, mut id) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        let (zero, mut st) = ([0u32; 1], [0i32; 1]);
+        unsafe {
+            k::topn_merge::cpu(
+                0,
+                Gm::new(&cx),
+                Gm::new(&cid),
+                m,
+                n,
+                Gm::new_mut(&mut x),
+                Gm::new_mut(&mut id),
+                Gm::new(&zero),
+                Gm::new(&zero),
+                0,
+                Gm::new_mut(&mut st),
+            )
+        };
+        assert_eq!(
+            (bits(&x), &id),
+            (bits(&want_x), &want_id),
+            "topn_chunk + topn_merge vs force_topn, rep {rep}: V={v} chunks={chunks} n={n}"
+        );
+        runs += 1;
+    }
+    assert!(runs > 300, "{runs} runs");
+}
+
+/// `remap_draft` does not depend on its `col_of` scratch's old contents, even
+/// stale columns of a wider step (the CUDA backend never clears it).
+#[test]
+fn remap_draft_ignores_stale_scratch() {
+    let mut rng = Rng::new(11);
+    for rep in 0..100u64 {
+        let v = rng.pick(&[300usize, 1000]);
+        let n = rng.pick(&[8u32, 64, 200]);
+        let rows = 3usize;
+        let (mut ids, mut cand) = (vec![0i32; rows * n as usize], vec![0f32; rows * n as usize]);
+        let mut logits = Vec::new();
+        for _ in 0..rows {
+            logits.extend(random_row(&mut rng, v));
+        }
+        for r in 0..rows as u32 {
+            unsafe {
+                k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))
+            };
+        }
+        // A V-wide draft distribution per row (ids in a random order), and the drafted token.
+        let wd = v as u32;
+        let mut dids = Vec::new();
+        let mut dlps = Vec::new();
+        let mut dtok = Vec::new();
+        for _ in 0..rows {
+            let mut perm: Vec<i32> = (0..v as i32).collect();
+            for i in (1..v).rev() {
+                perm.swap(i, rng.below(i + 1));
+            }
+            dlps.extend((0..v).map(|_| -(rng.f64() as f32) * 5.0));
+            dtok.push(perm[rng.below(v)]);
+            dids.extend(perm);
+        }
+        let run = |col_of: &mut Vec<i32>| {
+            let (mut q, mut dc, mut dq) = (vec![0f32; rows * n as usize], vec![0i32; rows], vec![0f32; rows]);
+            // Last row first: a stray write into a later row's columns then stays visible
+            // (on the GPU the programs run in any order).
+            for r in (0..rows as u32).rev() {
+                unsafe {
+                    k::remap_draft::cpu(
+                        r,
+                        Gm::new(&ids),
+                        n,
+                        v as u32,
+                        Gm::new(&dids),
+                        Gm::new(&dlps),
+                        wd,
+                        Gm::new(&dtok),
+                        Gm::new_mut(col_of),
+                        Gm::new_mut(&mut q),
+                        Gm::new_mut(&mut dc),
+                        Gm::new_mut(&mut dq),
+                    )
+                };
+            }
+            (bits(&q), dc, bits(&dq))
+        };
+        let mut clean = vec![-1i32; rows * v];
+        let mut stale: Vec<i32> = (0..rows * v).map(|_| rng.below(v) as i32).collect();
+        assert_eq!(run(&mut clean), run(&mut stale), "remap_draft, rep {rep}: V={v} n={n}");
+    }
+}
+
+/// Logits the mask check must classify: NaNs of both signs and many
+/// payloads (every kind `order_bits` maps below -inf, into -inf's 12-bit
+/// bin, into +inf's bin and above it), +-inf, -0.0 and denormals.
+const SPECIALS: [f32; 14] = [
+    f32::NAN,
+    -f32::NAN,
+    f32::from_bits(0x7f80_0001),
+    f32::from_bits(0x7fff_ffff),
+    f32::from_bits(0xff80_0001),
+    f32::from_bits(0xff8f_ffff),
+    f32::from_bits(0xff90_0000),
+    f32::from_bits(0xffff_ffff),
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    -0.0,
+    0.0,
+    f32::from_bits(1),
+    f32::from_bits(0x8000_0001),
+];
+
+/// The counted top-N kernels (`force_topn_counted`; `topn_chunk_counted`
+/// then `topn_merge`: what a step without masks or raw rows runs in place
+/// of the mask check under `Caps::counts_in_topn`) give the candidates of
+/// the uncounted ones bit for bit, each chunk's bad / finite counts as the
+/// mask check counts them, and `mask_check`'s row status: on rows with NaN,
+/// +inf, -inf, all -inf rows and chunks, -0.0 and denormals.
+#[test]
+fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {
+    let mut rng = Rng::new(12);
+    let mut statuses = [0usize; 3];
+    for rep in 0..300u64 {
+        let v = rng.pick(&[64usize, 300, 1000, 4000, 40000]);
+        let chunks = rng.pick(&[2u32, 3, 4, 8]);
+        let chunk_len = (v as u32).div_ceil(chunks);
+        let last = v as i64 - (chunks as i64 - 1) * chunk_len as i64;
+        if last < 1 {
+            continue;
+        }
+        let n = rng.range(1, last.min(300) as u64 + 1) as u32;
+        let mut logits = random_row(&mut rng, v);
+        match rng.below(7) {
+            0 => logits.iter_mut().for_each(|x| *x = f32::NEG_INFINITY),
+            1 => {
+                // One chunk all -inf (the others finite).
+                let c = rng.below(chunks as usize);
+                let end = ((c + 1) * chunk_len as usize).min(v);
+                logits[c * chunk_len as usize..end].iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+            }
+            2 => logits.iter_mut().for_each(|x| *x = SPECIALS[rng.below(SPECIALS.len())]),
+            3 => {
+                // -inf with negative NaNs of -inf's own 12-bit bin only (no other bad value).
+                logits.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+                logits[rng.below(v)] = f32::from_bits(0xff80_0001);
+            }
+            4 => logits.iter_mut().for_each(|x| *x = if rng.chance(0.5) { -0.0 } else { f32::from_bits(1) }),
+            _ => {
+                for _ in 0..rng.below(4) {
+                    logits[rng.below(v)] = SPECIALS[rng.below(SPECIALS.len())];
+                }
+            }
+        }
+        // The mask check's status (no mask, no raw row).
+        let (zero, mut masked, mut rmax, mut rsum, mut want_st) = ([0u32; 1], [0f32; 1], [0f32; 1], [0u64; 1], [-1i32]);
+        let words = vec![0u32; v.div_ceil(32)];
+        unsafe {
+            k::mask_check::cpu(
+                0,
+                Gm::new(&logits),
+                v as u32,
+                Gm::new(&words),
+                Gm::new(&zero),
+                0,
+                Gm::new_mut(&mut masked),
+                Gm::new(&zero),
+                Gm::new_mut(&mut rmax),
+                Gm::new_mut(&mut rsum),
+                Gm::new_mut(&mut want_st),
+            )
+        };
+        statuses[want_st[0] as usize] += 1;
+        // force_topn_counted: force_topn's candidates and mask_check's status.
+        let (mut wx, mut wid) = (vec![0f32; n as usize], vec![0i32; n as usize]);
+        let (mut x, mut id, mut st) = (vec![0f32; n as usize], vec![0i32; n as usize], [-1i32]);
+        unsafe {
+            k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut wx), Gm::new_mut(&mut wid));
+            k::force_topn_counted::cpu(
+                0,
+                Gm::new(&logits),
+                v as u32,
+                n,
+                Gm::new_mut(&mut x),
+                Gm::new_mut(&mut id),
+                Gm::new_mut(&mut st),
+            );
+        }
+        assert_eq!((bits(&x), &id), (bits(&wx), &wid), "rep {rep}: force_topn_counted's candidates");
+        assert_eq!(st, want_st, "rep {rep}: force_topn_counted's status, V={v}");
+        // topn_chunk_counted: topn_chunk's candidates, each chunk's counts.
+        let m = (chunks * n) as usize;
+        let (mut cx, mut cid, mut kx, mut kid) = (vec![0f32; m], vec![0i32; m], vec![0f32; m], vec![0i32; m]);
+        let (mut bad, mut fin) = (vec![u32::MAX; chunks as usize], vec![u32::MAX; chunks as usize]);
+        for c in 0..chunks {
+            unsafe {
+                k::topn_chunk::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    n,
+                    Gm::new_mut(&mut cx),
+                    Gm::new_mut(&mut cid),
+                );
+                k::topn_chunk_counted::cpu(
+                    c,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    n,
+                    Gm::new_mut(&mut kx),
+                    Gm::new_mut(&mut kid),
+                    Gm::new_mut(&mut bad),
+                    Gm::new_mut(&mut fin),
+                );
+            }
+        }
+        assert_eq!((bits(&kx), &kid), (bits(&cx), &cid), "rep {rep}: topn_chunk_counted's candidates");
+        for c in 0..chunks as usize {
+            let part = &logits[c * chunk_len as usize..((c + 1) * chunk_len as usize).min(v)];
+            let want_bad = part.iter().filter(|x| x.is_nan() || **x == f32::INFINITY).count() as u32;
+            let want_fin = part.iter().filter(|x| **x != f32::NEG_INFINITY).count() as u32;
+            assert_eq!((bad[c], fin[c]), (want_bad, want_fin), "rep {rep}: chunk {c} counts");
+        }
+        // topn_merge turns them into the status (mchunks = chunks).
+        let (mut mx, mut mid, mut mst) = (vec![0f32; n as usize], vec![0i32; n as usize], [-1i32]);
+        unsafe {
+            k::topn_merge::cpu(
+                0,
+                Gm::new(&kx),
+                Gm::new(&kid),
+                m as u32,
+                n,
+                Gm::new_mut(&mut mx),
+                Gm::new_mut(&mut mid),
+                Gm::new(&bad),
+                Gm::new(&fin),
+                chunks,
+                Gm::new_mut(&mut mst),
+            )
+        };
+        assert_eq!(mst, want_st, "rep {rep}: the merged status");
+        if want_st[0] == 0 {
+            assert_eq!((bits(&mx), &mid), (bits(&wx), &wid), "rep {rep}: merged candidates vs force_topn");
+        }
+    }
+    assert!(statuses.iter().all(|&s| s >= 20), "every status often enough: {statuses:?}");
+}
