@@ -32,7 +32,7 @@
 #          -> stream.log, ours-stream0.json, ours-stream1.json.
 # speed:   ours (f32, bf16, raw logprobs; backend level and through Sampler), FlashInfer 0.6.6 and
 #          torch side by side, the CUB / DeepSelect anchors; knobs ROWS, NS, RAW, RAW_ROWS, BF16,
-#          BF16_ROWS, GOLDEN, AUTOTUNE, BASELINE, PROFILE, PEERS, ANCHORS (see speed() below)
+#          BF16_ROWS, GOLDEN, AUTOTUNE, BASELINE, PROFILE, PEERS, ANCHORS, STREAM (see speed() below)
 #          -> bench.log, ours.json, ours.csv, table.md, fi.json, torch.json, raw.json, bf16.json.
 # python:  the wheel offline on the device: pytest (tests/test_gpu.py on torch CUDA tensors, the
 #          CPU suite, tests/test_flashinfer_api.py on numpy / torch CPU / torch CUDA), the binding overhead beside the Rust API and FlashInfer, the host profile.
@@ -245,6 +245,11 @@ speed() {
                     grep -iE "^  [a-z_]+_t[0-9]+|Duration|Issued Instruction|stall|Achieved Occupancy|Registers Per|Dynamic Shared|Memory Throughput|Compute \\(SM\\) Throughput" "$out/ncu-R$1-N$2.txt" | cut -c1-220 | head -120
                 done
             fi
+        fi
+        if [ "${STREAM:-0}" = 1 ]; then
+            # The one-read streaming top-N (Caps::stream_select, off by default) on the same shapes, same run.
+            echo "== ours, stream select (SAMPLER_STREAM_SELECT=1)"
+            SAMPLER_STREAM_SELECT=1 timeout 240 $b/benchmark run --rows "$ROWS" --n "$NS" --json "$out/stream.json" || rc=1
         fi
         if [ "$RAW" = 1 ]; then
             # SAMPLER.md 10.3: every request reports raw logprobs (mask_check's tile sums + raw_logprobs).
