@@ -49,6 +49,7 @@ fn sampler() -> Sampler {
 }
 
 /// Runs one rank to completion; returns (requests per step, finished requests, collectives).
+#[allow(clippy::type_complexity)]
 fn rank(c: NcclCollective, role: Role) -> Result<(Vec<usize>, Vec<Finished>, Vec<&'static str>), String> {
     let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let logged = Logged { inner: c, calls: calls.clone() };

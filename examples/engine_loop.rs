@@ -467,6 +467,7 @@ fn tree_vs_chain(a: &Args, model: &mut SyntheticModel, v: usize, backend: Backen
             let mut depth = vec![0usize];
             let mut score = vec![0.0f64];
             let mut frontier = vec![0usize];
+            #[allow(clippy::needless_range_loop)]
             for d in 0..depth_max {
                 let q = &dists[d];
                 let mut cand: Vec<(f64, usize, i32)> = Vec::new();

@@ -72,7 +72,7 @@ pub fn compile_with(
             })
             .collect();
         let mut inl = kfn::Inliner { helpers, buffers, n: 0 };
-        f.block = Box::new(inl.block(&f.block, 0, &mut errs));
+        *f.block = inl.block(&f.block, 0, &mut errs);
     }
     let mut k = parse::parse_fn(&f, attr, &mut errs);
     if !errs.unknown_calls.is_empty() {

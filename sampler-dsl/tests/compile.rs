@@ -622,7 +622,7 @@ fn helper_arguments_are_checked_against_the_parameters() {
                 store(y, 0u64, w);
             }
         ),
-        &[scaled.clone()],
+        std::slice::from_ref(&scaled),
     )
     .unwrap_err();
     assert!(

@@ -296,6 +296,7 @@ impl DraftTree {
         }
         let mut parent = vec![-2i32; m];
         parent[0] = -1;
+        #[allow(clippy::needless_range_loop)]
         for c in 0..m {
             let mut x = first_child[c];
             let mut prev = c as i32;
@@ -476,7 +477,7 @@ mod tests {
         let deep: Vec<i32> = (0..66).map(|n| n - 1).collect();
         assert!(shape(&deep).is_err());
         assert!(shape(&deep[..65]).is_ok());
-        let wide: Vec<i32> = std::iter::once(-1).chain(std::iter::repeat(0).take(256)).collect();
+        let wide: Vec<i32> = std::iter::once(-1).chain(std::iter::repeat_n(0, 256)).collect();
         assert!(shape(&wide).is_err());
         assert!(shape(&wide[..256]).is_ok());
     }

@@ -649,7 +649,7 @@ fn engine_md_sglang_tree_snippet() {
     let row_offset = 1; // one prefill row before this request
     let next_token = vec![1, -1, 3, -1];
     let next_sibling = vec![-1, 2, -1, -1];
-    let candidates = vec![9, 17, 42, 77];
+    let candidates = [9, 17, 42, 77];
     let parent = DraftTree::parents_from_first_child_next_sibling(&next_token, &next_sibling).unwrap();
     assert_eq!(parent, [-1, 0, 0, 2]);
     let tree = DraftTree { parent, tokens: candidates[1..].to_vec(), draft_dists: None, without_replacement: false };

@@ -71,8 +71,8 @@ pub const GPU_SELECT_SCRATCH: u32 = 16384;
 /// `base` (227 KiB per block on sm_90) or `len` is above [`GPU_STAGE_CAP`]
 /// (more would cost occupancy). Results never depend on it.
 pub const fn gpu_stage_bytes(base: u32, len: u32) -> u32 {
-    let sort = if base > GPU_SMEM_BASE { base - GPU_SMEM_BASE } else { 0 };
-    let grow = if sort < GPU_SELECT_SCRATCH { GPU_SELECT_SCRATCH - sort } else { 0 };
+    let sort = base.saturating_sub(GPU_SMEM_BASE);
+    let grow = GPU_SELECT_SCRATCH.saturating_sub(sort);
     let want = 4 * len + grow;
     if len <= GPU_STAGE_CAP && base + want <= 227 * 1024 {
         want

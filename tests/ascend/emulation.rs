@@ -116,7 +116,7 @@ impl EmuDevice {
                     }
                 }
                 (Val::F32(a), Val::F32(b)) => {
-                    if let Some(j) = s.clone().find(|&j| !close(b[j], a[j]) && !(a[j] == 0.0 && b[j] == 0.0)) {
+                    if let Some(j) = s.clone().find(|&j| !close(b[j], a[j]) && (a[j] != 0.0 || b[j] != 0.0)) {
                         return diff(row, format!("col {}: cpu {} emu {}", j - s.start, a[j], b[j]));
                     }
                 }

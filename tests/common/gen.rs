@@ -117,6 +117,7 @@ pub fn random_tree(rng: &mut Rng, v: usize, m: usize, rows: &dyn Fn(usize) -> Ve
     let dists: Vec<Option<DraftDist>> =
         (0..m).map(|c| (mode > 0 && internal[c]).then(|| random_draft_dist(rng, v, &rows(c)).1)).collect();
     let mut tokens = vec![-1i32; m.saturating_sub(1)];
+    #[allow(clippy::needless_range_loop)]
     for c in 0..m {
         let mut removed = Vec::new();
         for n in (c + 1)..m {
@@ -295,7 +296,7 @@ fn random_mask(rng: &mut Rng, v: usize) -> Vec<u32> {
         }
     }
     // Bits at ids >= V are ignored: set some.
-    if v % 32 != 0 && rng.chance(0.5) {
+    if !v.is_multiple_of(32) && rng.chance(0.5) {
         m[words - 1] |= !0u32 << (v % 32);
     }
     if rng.chance(0.9) && !(0..v).any(|t| m[t / 32] >> (t % 32) & 1 == 1) {

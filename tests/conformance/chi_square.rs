@@ -198,6 +198,7 @@ fn logits_row(rng: &mut Rng, v: usize, scale: f64) -> Vec<f32> {
 
 // ------------------------------------------------------------ (a) plain draws
 
+#[allow(clippy::too_many_arguments)]
 fn plain_draws(
     what: &str,
     v: usize,
@@ -508,6 +509,7 @@ enum Law {
 /// target law p whatever the proposal, when the root's `k` children are
 /// drawn as declared; the root's children also have children, so the walk
 /// goes on after an acceptance.
+#[allow(clippy::too_many_arguments)]
 fn tree_law(
     what: &str,
     v: usize,
@@ -527,7 +529,7 @@ fn tree_law(
     // Nodes: root, its k children, one grandchild under child 1.
     let m = k + 2;
     let mut parent: Vec<i32> = vec![-1];
-    parent.extend(std::iter::repeat(0).take(k));
+    parent.extend(std::iter::repeat_n(0, k));
     parent.push(1);
     let internal = 2;
     let per_call = CHUNK / m;
@@ -542,6 +544,7 @@ fn tree_law(
             .map(|_| {
                 let mut tokens = Vec::with_capacity(m - 1);
                 let mut w = qn.clone();
+                #[allow(clippy::needless_range_loop)]
                 for c in 0..k {
                     let t = match law {
                         Law::Fixed => by_q[c],

@@ -48,6 +48,7 @@ fn req_bits(o: &RequestOutput) -> (String, u32, Vec<i32>, Vec<u32>, Vec<u32>) {
     )
 }
 
+#[allow(clippy::type_complexity)]
 fn step_bits(
     out: &StepOutput,
 ) -> (Vec<(i32, u32, u32, Vec<(i32, u32)>)>, Vec<(String, u32, Vec<i32>, Vec<u32>, Vec<u32>)>, usize) {

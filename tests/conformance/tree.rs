@@ -231,7 +231,7 @@ fn malformed_trees_fail_only_themselves() {
     let rows = |m: usize, rng: &mut Rng| -> Vec<f32> { (0..m).flat_map(|_| random_row(rng, v)).collect() };
     let lg = rows(4, &mut rng);
     let mut s = sampler(v as u32, 0, 5);
-    let alone = s.sample(&lg, &[good.clone()]).unwrap();
+    let alone = s.sample(&lg, std::slice::from_ref(&good)).unwrap();
     assert_eq!(alone.requests[0].status, Ok(()));
     for (field, t, golden, masks) in bad {
         let m = t.parent.len();

@@ -8,9 +8,7 @@
 //!   is not available (or the committed file was built by another nightly,
 //!   whose LLVM output cannot be compared byte for byte).
 
-#[path = "../../examples/regenerate.rs"]
-#[allow(dead_code)]
-mod regenerate;
+use crate::regenerate;
 
 use regenerate::{ptx, Fail, Outcome};
 

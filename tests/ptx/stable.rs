@@ -8,9 +8,7 @@
 //! with rust-src; skips, loudly, without them (or when the committed PTX was
 //! built by another nightly, whose LLVM output cannot be compared).
 
-#[path = "../../examples/regenerate.rs"]
-#[allow(dead_code)]
-mod regenerate;
+use crate::regenerate;
 
 use std::path::Path;
 

@@ -62,6 +62,7 @@ pub trait Collective: Send {
     fn all_gather_i32(&mut self, send: &[i32], counts: &[usize]) -> Result<Vec<i32>, CollectiveError> {
         check_counts(self.rank(), self.world_size(), send, counts)?;
         let mut out = Vec::with_capacity(counts.iter().sum());
+        #[allow(clippy::needless_range_loop)]
         for root in 0..self.world_size() {
             let mut buf = if root == self.rank() { send.to_vec() } else { Vec::new() };
             self.broadcast_i32(&mut buf, root)?;
@@ -196,6 +197,7 @@ impl Collective for LocalCollective {
             self.send(r, send.to_vec())?;
         }
         let mut out = Vec::with_capacity(counts.iter().sum());
+        #[allow(clippy::needless_range_loop)]
         for r in 0..self.world_size() {
             if r == self.rank {
                 out.extend_from_slice(send);

@@ -73,6 +73,7 @@ pub struct PromptStats {
 /// it failed; a failed piece fails its job only) and the cut statistics.
 /// Errors: [`EngineError`] when `logits_for` returns the wrong length or the
 /// sampler rejects the batch's shape.
+#[allow(clippy::type_complexity)]
 pub fn compute_prompt_logprobs(
     sampler: &mut Sampler,
     jobs: &[PromptJob<'_>],

@@ -100,7 +100,7 @@ impl SyntheticModel {
         let h = hash(self.seed, request, predicts);
         match &self.source {
             Source::Zipf { profile } => {
-                let mut a = (h >> 32) % v | 1;
+                let mut a = ((h >> 32) % v) | 1;
                 while gcd(a, v) != 1 {
                     a += 2;
                 }

@@ -460,7 +460,7 @@ impl RowBlock<'_> {
         // drops the path of a step without trees).
         let rows = self.plan.rows as usize;
         if res.path.is_empty() {
-            out.path.extend(std::iter::repeat(-1).take(rows));
+            out.path.extend(std::iter::repeat_n(-1, rows));
         } else {
             out.path.extend(res.path);
         }

@@ -467,7 +467,7 @@ mod tests {
                     match rep % 5 {
                         0 => f32::NEG_INFINITY,
                         1 => specials[(s % specials.len() as u64) as usize],
-                        _ if s % 3 == 0 => specials[((s >> 8) % specials.len() as u64) as usize],
+                        _ if s.is_multiple_of(3) => specials[((s >> 8) % specials.len() as u64) as usize],
                         _ => f32::from_bits((s >> 16) as u32),
                     }
                 })

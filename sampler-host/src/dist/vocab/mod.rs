@@ -507,6 +507,8 @@ fn finish_steps(
     pipeline::run_from_candidates(&mut CpuDevice::default(), p, row_status, &cand, &cand_ids, n, mass.as_deref())
 }
 
+/// A wrapper whose errors carry the backend name (a device failure in the
+/// full-row fallback).
 impl From<BackendError> for TpError {
     fn from(e: BackendError) -> Self {
         TpError::Batch(BatchError::Backend(e))

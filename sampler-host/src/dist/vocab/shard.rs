@@ -83,7 +83,7 @@ pub(super) fn bit_slice(words: &[u32], lo: u32, len: u32) -> Vec<u32> {
     let mut out: Vec<u32> = (0..len.div_ceil(32) as usize)
         .map(|i| if s == 0 { at(w0 + i) } else { (at(w0 + i) >> s) | (at(w0 + i + 1) << (32 - s)) })
         .collect();
-    if let (Some(last), true) = (out.last_mut(), len % 32 != 0) {
+    if let (Some(last), true) = (out.last_mut(), !len.is_multiple_of(32)) {
         *last &= (1u32 << (len % 32)) - 1;
     }
     out
@@ -103,9 +103,6 @@ pub fn shard_of(logits: &[f32], vocab: u32, shard: Shard, pad: f32) -> Vec<f32> 
     }
     out
 }
-
-/// A wrapper whose errors carry the backend name (a device failure in the
-/// full-row fallback).
 
 #[cfg(test)]
 mod tests {
