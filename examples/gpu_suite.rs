@@ -502,9 +502,10 @@ fn adversarial() -> ExitCode {
     let mut bad = 0;
     // The streaming top-N (force_topn_stream, N <= 4096) as the environment
     // set it, then the other way round.
-    let env_stream = cuda.stream_select();
+    let env_sel = cuda.stream_select();
+    let env_stream = env_sel.unwrap_or(false);
     for stream in [env_stream, !env_stream] {
-        cuda.set_stream_select(stream);
+        cuda.set_stream_select(Some(stream));
         for n in [1u32, 50, 1024, 4096, v] {
             let plan = match build_plan(v, n, u32::MAX, &logits, &requests) {
                 Ok(p) => p.0.into_owned(),
@@ -549,7 +550,7 @@ fn adversarial() -> ExitCode {
             );
         }
     }
-    cuda.set_stream_select(env_stream);
+    cuda.set_stream_select(env_sel);
     if bad == 0 {
         ExitCode::SUCCESS
     } else {

@@ -119,9 +119,13 @@ fn golden_cases_with_stream_select_equal_cpu() {
     let files = golden_files(Path::new(&g));
     assert!(!files.is_empty(), "golden cases not found at {g}");
     let mut be = CudaBackend::new().unwrap();
-    let env_on = std::env::var("SAMPLER_STREAM_SELECT").is_ok_and(|x| x.trim() == "1");
-    assert_eq!(be.stream_select(), env_on, "the streaming top-N is off unless SAMPLER_STREAM_SELECT=1");
-    be.set_stream_select(true);
+    let env = match std::env::var("SAMPLER_STREAM_SELECT").as_deref().map(str::trim) {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    };
+    assert_eq!(be.stream_select(), env, "the streaming top-N is forced only by SAMPLER_STREAM_SELECT=1 / 0");
+    be.set_stream_select(Some(true));
     let (mut runs, mut streamed, mut rows, mut fell) = (0, 0, 0, 0);
     let mut fails = Vec::new();
     for f in &files {
@@ -221,7 +225,7 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
         })
         .collect();
     let mut be = CudaBackend::new().unwrap();
-    be.set_stream_select(true);
+    be.set_stream_select(Some(true));
     be.set_full_row(true);
     let mut fails = Vec::new();
     for n in [1u32, 50, 1024, 4096] {

@@ -37,10 +37,10 @@ pub struct CudaDevice {
     /// shape on the H200, issue 22); `SAMPLER_COUNTS_IN_TOPN=0` at backend
     /// creation, or [`CudaBackend::set_counts_in_topn`], switches it off.
     pub(super) counts_in_topn: bool,
-    /// [`Caps::stream_select`]: off by default (not yet measured on a GPU);
-    /// `SAMPLER_STREAM_SELECT=1` at backend creation, or
-    /// [`CudaBackend::set_stream_select`], switches it on.
-    pub(super) stream_select: bool,
+    /// [`Caps::stream_select`] forced on or off (`SAMPLER_STREAM_SELECT=1` /
+    /// `0` at backend creation, or [`CudaBackend::set_stream_select`]);
+    /// `None`: by the batch, [`stream_select_auto`].
+    pub(super) stream_select: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -117,9 +117,30 @@ fn counts_in_topn_env() -> bool {
 }
 
 /// `SAMPLER_STREAM_SELECT` (read once per backend, at its creation): `1`
-/// switches [`Caps::stream_select`] on for CUDA; anything else leaves it off.
-fn stream_select_env() -> bool {
-    std::env::var("SAMPLER_STREAM_SELECT").is_ok_and(|x| x.trim() == "1")
+/// forces [`Caps::stream_select`] on for CUDA, `0` off; unset or anything
+/// else leaves the choice to [`stream_select_auto`].
+fn stream_select_env() -> Option<bool> {
+    match std::env::var("SAMPLER_STREAM_SELECT").map(|x| x.trim().to_string()).as_deref() {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    }
+}
+
+/// Rows from which the streaming top-N (one block per row, one read) beats
+/// the chunked one (several blocks per row, then a merge) at N <= 1024, and
+/// above 1024: on the H200 (run 17, V = 129280) it was 1.17x faster at
+/// R = 64 and N = 1024 and 2.2x at R = 256, but slower at R <= 16 (a row on
+/// one SM), and at N = 4096 slower at R = 64, 1.8x faster at R = 256.
+pub const STREAM_MIN_ROWS: u32 = 32;
+/// See [`STREAM_MIN_ROWS`]: the same for N in 1025..=4096.
+pub const STREAM_MIN_ROWS_WIDE: u32 = 128;
+
+/// Whether a batch of `rows` rows at candidate width `n` takes the streaming
+/// top-N when nothing forces it (SAMPLER.md section 9, decided: the choice
+/// may depend on R; both give the same bits, `tests/devices/cuda_counts.rs`).
+pub fn stream_select_auto(n: u32, rows: u32) -> bool {
+    rows >= if n > 1024 { STREAM_MIN_ROWS_WIDE } else { STREAM_MIN_ROWS }
 }
 
 impl CudaDevice {
@@ -230,7 +251,7 @@ impl Device for CudaDevice {
             topn_chunks: self.chunks_for(v, n, rows),
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
-            stream_select: self.stream_select,
+            stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
         }
     }
 

@@ -20,7 +20,7 @@ mod graph;
 mod tuning;
 
 pub use context::{driver_present, PTX};
-pub use device::CudaDevice;
+pub use device::{stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_WIDE};
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
     chunks_valid, default_chunks, mask_chunks, Tuning, CHUNK_CANDIDATES, FUSED_MAX, MASK_CHUNK, TUNING_TABLES,
@@ -134,16 +134,18 @@ impl CudaBackend {
 
     /// Selects each row's top-N with `force_topn_stream` on steps without
     /// masks or raw rows and N <= [`pipeline::STREAM_MAX_N`]
-    /// ([`Caps::stream_select`]: one read of the row, one block per row).
-    /// Off by default; `SAMPLER_STREAM_SELECT=1` when the backend is created
-    /// switches it on. Results are the same bits either way.
-    pub fn set_stream_select(&mut self, on: bool) {
+    /// ([`Caps::stream_select`]: one read of the row, one block per row) on
+    /// every step (`Some(true)`), on none (`Some(false)`), or by the batch
+    /// (`None`, the default: [`stream_select_auto`], from 32 rows at
+    /// N <= 1024 and 128 above). `SAMPLER_STREAM_SELECT=1` / `0` when the
+    /// backend is created forces it too. Results are the same bits either way.
+    pub fn set_stream_select(&mut self, on: Option<bool>) {
         self.d.stream_select = on;
     }
 
-    /// Whether [`Self::set_stream_select`] (or the environment) switched the
-    /// streaming top-N on.
-    pub fn stream_select(&self) -> bool {
+    /// What [`Self::set_stream_select`] (or the environment) set: forced on,
+    /// forced off, or `None` (by the batch).
+    pub fn stream_select(&self) -> Option<bool> {
         self.d.stream_select
     }
 
