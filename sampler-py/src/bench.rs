@@ -59,6 +59,13 @@ pub(crate) fn _bench_api_clock(on: bool) {
     api_clock::set(on)
 }
 
+/// Turns the output slabs (`cuda::slab_take`) on or off: off, every fresh output is a
+/// torch allocation of its own, as before them (`bench/overhead.py`'s A/B).
+#[pyfunction]
+pub(crate) fn _bench_slabs(on: bool) {
+    cuda::SLABS_ON.store(on, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Nanoseconds the last step spent inside the Rust API (0 when the clock is off or no step ran).
 #[pyfunction]
 pub(crate) fn _bench_api_ns() -> u64 {
@@ -260,6 +267,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bench_binding_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_api_clock, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_api_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_slabs, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_dispatch, m)?)?;
     Ok(())
 }

@@ -316,6 +316,8 @@ struct Slab {
 /// it is dropped.
 static SLABS: std::sync::Mutex<Vec<Slab>> = std::sync::Mutex::new(Vec::new());
 const SLAB_BYTES: usize = 64 << 10;
+/// Off only by the bench hook `_bench_slabs` (an A/B of the slabs in one run).
+pub(crate) static SLABS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 /// Ranges start on torch's allocation alignment (512 bytes; 256 suffices for the kernels' 16).
 const SLOT_ALIGN: usize = 256;
 /// Slabs kept (one per device, stream and kind in use).
@@ -332,7 +334,7 @@ pub(crate) fn slab_take<'py>(
     bytes: usize,
 ) -> PyResult<Option<(Bound<'py, PyAny>, usize, u64)>> {
     let need = bytes.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
-    if need == 0 || need * 4 > SLAB_BYTES {
+    if need == 0 || need * 4 > SLAB_BYTES || !SLABS_ON.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(None);
     }
     let Ok(mut list) = SLABS.try_lock() else { return Ok(None) };
