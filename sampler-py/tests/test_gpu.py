@@ -378,6 +378,15 @@ def test_fresh_outputs_are_slab_ranges_never_written_again():
     spans = sorted((o.buffer.data_ptr(), o.buffer.data_ptr() + o.buffer.numel()) for o in held)
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "two results share bytes"
     assert len({o.buffer.numel() for o in held}) == 1
+    assert held[1].buffer.untyped_storage().nbytes() > held[1].buffer.numel()  # a slab's range
+    if hasattr(sp._native, "_bench_slabs"):  # the bench wheel: slabs off, a buffer of its own, same values
+        sp._native._bench_slabs(False)
+        try:
+            own = s.sample(x, reqs(0))
+            assert own.buffer.untyped_storage().nbytes() == own.buffer.numel() == held[0].buffer.numel()
+            assert torch.equal(own.tokens, held[0].tokens) and torch.equal(own.top_logprobs, held[0].top_logprobs)
+        finally:
+            sp._native._bench_slabs(True)
     # The functional call's tokens: held ones keep their values, each its own [R] int32 range.
     seeds = lambda k: list(range(k, k + r))
     toks = [sp.top_k_top_p_sampling_from_logits(x, 40, None, seed=seeds(k), positions=9, force_topk=1024) for k in range(300)]
