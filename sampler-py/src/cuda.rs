@@ -590,9 +590,8 @@ impl CudaStepOutput {
                 let api = dlpack::torch_api(flat).expect("a torch tensor");
                 let (off, n) = (self.region.map_or(0, |x| x.0) + self.segs[i].0, self.segs[i].1);
                 let dt = if float { api.f32.bind(py) } else { api.int32.bind(py) };
-                let v = flat
-                    .call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
-                    .call_method1(pyo3::intern!(py, "view"), (dt,))?;
+                // A slice, not `narrow`: torch's indexing fast path (1.5 vs 2.1 us with the view, CPU).
+                let v = flat.get_item(cuda_slice(py, off, n * 4))?.call_method1(pyo3::intern!(py, "view"), (dt,))?;
                 let v = if two_d { v.call_method1(pyo3::intern!(py, "view"), ((self.r, self.k),))? } else { v };
                 Ok(v.unbind())
             })
