@@ -30,8 +30,10 @@ The issue's figure (`OVERHEAD-SAME-CALL` lines): with the bench-only API clock o
 (the same span `_bench_rust_step_cuda` times: the logits handle, `sample_async_into` less our
 output-allocation callback, the caller-stream join; on the host `Sampler::sample`), and the
 binding overhead of a call is its host time minus that of the SAME call: fresh output
-(`Sampler.sample`, torch allocates and the dropped result frees the buffer), `out=`, and the
-functional call, median and min over --iters. The older `OVERHEAD` lines subtract a separate
+(`Sampler.sample`: a range of the output slab, or torch's allocator once per slab), `out=`, and
+the functional call, median and min over --iters; with `_native._bench_slabs` the fresh and
+functional calls again with the slabs off (torch allocates per call and the dropped result
+frees it: the figure before the slabs), in the same run. The older `OVERHEAD` lines subtract a separate
 Rust-timed step (call-to-call noise of several us on the H200 host: run 13 read +7.6 and
 +15.5 us for the same `out=` call).
 """
@@ -184,6 +186,9 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         sp._native._bench_api_clock(True)
     ru, py, pr, fu, po, ph, pp = [], [], [], [], [], [], []
     a_py, a_fu, a_po, a_pp = ([] if clock else None for _ in range(4))
+    # A/B of the output slabs (fresh outputs as ranges of a shared buffer): off, torch allocates per call.
+    ab = hasattr(sp._native, "_bench_slabs")
+    py_ns, fu_ns, a_py_ns, a_fu_ns = [], [], [], []
     for _ in range(iters):  # alternated, so drift hits all alike
         torch.cuda.synchronize()
         ru.append(rust_fn())
@@ -193,11 +198,21 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         po.append(host_us(py_out, a_po))
         ph.append(host_us(py_held))
         pp.append(host_us(py_pool, a_pp))
+        if ab and clock:
+            sp._native._bench_slabs(False)
+            try:
+                py_ns.append(host_us(py_fn, a_py_ns))
+                fu_ns.append(host_us(fn_fn, a_fu_ns))
+            finally:
+                sp._native._bench_slabs(True)
     if clock:
         sp._native._bench_api_clock(False)
         # The issue's figure: the Python call minus the Rust API's host time of the same call.
         res["same_call_us"] = {"fresh": same_call(py, a_py), "out": same_call(po, a_po), "functional": same_call(fu, a_fu),
                                "pool": same_call(pp, a_pp)}
+        if py_ns:
+            res["same_call_us"]["fresh_no_slab"] = same_call(py_ns, a_py_ns)
+            res["same_call_us"]["functional_no_slab"] = same_call(fu_ns, a_fu_ns)
     res["host_us"] = {"rust": med(ru), "python": med(py), "python_read_tokens": med(pr), "python_tokens": med(fu), "python_out": med(po), "python_held": med(ph),
                       "rust_min": min(ru), "python_min": min(py), "python_tokens_min": min(fu)}
     res["overhead_us"] = med(py) - med(ru)
@@ -237,7 +252,9 @@ def overhead_lines(out):
                          f"fresh output +{sc['fresh']['median']:.1f} / +{sc['fresh']['min']:.1f} us, "
                          f"out= +{sc['out']['median']:.1f} / +{sc['out']['min']:.1f} us, "
                          f"functional +{sc['functional']['median']:.1f} / +{sc['functional']['min']:.1f} us (target <= 5 us)"
-                         + (f"; reuse_outputs=True +{sc['pool']['median']:.1f} / +{sc['pool']['min']:.1f} us" if "pool" in sc else ""))
+                         + (f"; reuse_outputs=True +{sc['pool']['median']:.1f} / +{sc['pool']['min']:.1f} us" if "pool" in sc else "")
+                         + (f"; slabs off (torch allocates per call): fresh +{sc['fresh_no_slab']['median']:.1f} / +{sc['fresh_no_slab']['min']:.1f} us, "
+                            f"functional +{sc['functional_no_slab']['median']:.1f} / +{sc['functional_no_slab']['min']:.1f} us" if "fresh_no_slab" in sc else ""))
         if "overhead_us" in r:  # --torch
             h = r["host_us"]
             lines.append(f"OVERHEAD {name} R={r['rows']} V={r['vocab']} torch CUDA: Rust API {h['rust']:.1f} us; "

@@ -59,6 +59,13 @@ pub(crate) fn _bench_api_clock(on: bool) {
     api_clock::set(on)
 }
 
+/// Turns the output slabs (`cuda::slab_take`) on or off: off, every fresh output is a
+/// torch allocation of its own, as before them (`bench/overhead.py`'s A/B).
+#[pyfunction]
+pub(crate) fn _bench_slabs(on: bool) {
+    cuda::SLABS_ON.store(on, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Nanoseconds the last step spent inside the Rust API (0 when the clock is off or no step ran).
 #[pyfunction]
 pub(crate) fn _bench_api_ns() -> u64 {
@@ -141,7 +148,7 @@ pub(crate) fn _bench_binding_pieces(
             std::hint::black_box(dlpack::read_torch(logits, "logits", &[2], api)?);
         }
         out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device)".into(), per(t)));
-        let c = cuda::CudaIn { t: dlpack::read_torch(logits, "logits", &[2], api)?, stream: 0 };
+        let c = cuda::CudaIn { t: dlpack::read_torch(logits, "logits", &[2], api)?, stream: 0, current: true };
         // `torch._C._cuda_getCurrentRawStream(device)` needs a GPU; a torch C call that runs without one.
         let analogue = py.import("torch")?.getattr("_C")?.getattr("_cuda_getDeviceCount")?;
         let t = std::time::Instant::now();
@@ -161,6 +168,21 @@ pub(crate) fn _bench_binding_pieces(
             std::hint::black_box(cuda::alloc_out(py, &c, api, true, r, 0)?);
         }
         out.push((format!("functional tokens buffer, [{r}] int32 (torch new_empty; CPU device)"), per(t)));
+        // The default (fresh outputs): a range of the current slab, a new slab when it is full.
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let got = cuda::slab_take(py, &c, api, false, bytes.max(16))?
+                .ok_or_else(|| value_err("no slab range for the output"))?;
+            std::hint::black_box(got);
+        }
+        out.push((format!("output buffer, {bytes} bytes: a slab range (the default; new_empty per slab)"), per(t)));
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let (f, off, _) =
+                cuda::slab_take(py, &c, api, true, r * 4)?.ok_or_else(|| value_err("no slab range for the tokens"))?;
+            std::hint::black_box(f.get_item(cuda::cuda_slice(py, off / 4, r))?);
+        }
+        out.push((format!("functional tokens, [{r}] int32: a slab range and its slice (the default)"), per(t)));
         // `reuse_outputs=True`: a dropped result's buffer taken back from the pool (its reference
         // checks; the CUDA-only capture check, one `cuStreamIsCapturing`, is not in it).
         let mut pool = cuda::OutPool::default();
@@ -187,13 +209,16 @@ pub(crate) fn _bench_binding_pieces(
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
             std::hint::black_box(Py::new(
                 py,
-                cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), counts),
+                cuda::CudaStepOutput::new((flat.clone().unbind(), None, segs, (r, k, g)), counts),
             )?);
         }
         out.push(("result object (CudaStepOutput)".into(), per(t)));
         let res = Py::new(
             py,
-            cuda::CudaStepOutput::new(flat.clone().unbind(), segs, (r, k, g), reqs.iter().map(Request::rows).collect()),
+            cuda::CudaStepOutput::new(
+                (flat.clone().unbind(), None, segs, (r, k, g)),
+                reqs.iter().map(Request::rows).collect(),
+            ),
         )?;
         let t = std::time::Instant::now();
         for _ in 0..n {
@@ -242,6 +267,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bench_binding_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_api_clock, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_api_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_slabs, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_dispatch, m)?)?;
     Ok(())
 }

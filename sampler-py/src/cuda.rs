@@ -8,8 +8,9 @@
 //!    an event ([`sampler_host::interop::CudaLogits`]);
 //! 3. the step is enqueued ([`sampler_host::Sampler::sample_async`]);
 //! 4. the kernels write the outputs straight into ONE torch `uint8` tensor
-//!    allocated by torch's caching allocator on the logits' device (no copy;
-//!    `Sampler::sample_async_into`); typed views of it are made when read;
+//!    on the logits' device (no copy; `Sampler::sample_async_into`): a range
+//!    of a slab from torch's caching allocator ([`slab_take`]), or a buffer of
+//!    its own; typed views of it are made when read;
 //! 5. the caller's stream waits on the sampler's stream by an event, so
 //!    whatever the caller enqueues next (reading the outputs, freeing or
 //!    reusing the logits' memory) runs after the sampler is done.
@@ -60,6 +61,9 @@ pub fn stream_arg(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
 pub struct CudaIn<'py> {
     pub t: CudaBorrowed<'py>,
     pub stream: u64,
+    /// The stream is torch's current stream of the logits' device (no `stream=`, a torch
+    /// tensor): the stream torch's allocator gives the output memory to.
+    pub current: bool,
 }
 
 impl CudaIn<'_> {
@@ -86,15 +90,15 @@ pub fn import<'py>(
         }
         return Ok(None);
     };
-    let stream = match explicit {
-        Some(s) => s,
+    let (stream, current) = match explicit {
+        Some(s) => (s, false),
         None if t.torch => {
             let api = dlpack::torch_api(obj).expect("a torch tensor");
-            api.raw_stream.bind(obj.py()).call1((t.device,))?.extract::<u64>()?
+            (api.raw_stream.bind(obj.py()).call1((t.device,))?.extract::<u64>()?, true)
         }
-        None => LEGACY_STREAM,
+        None => (LEGACY_STREAM, false),
     };
-    Ok(Some(CudaIn { t, stream }))
+    Ok(Some(CudaIn { t, stream, current }))
 }
 
 /// Which outputs a call copies out.
@@ -110,8 +114,9 @@ pub enum Want {
 pub(crate) const SEGS: usize = 8;
 /// The segment table of one step's flat buffer.
 pub(crate) type Segs = [(usize, usize); SEGS];
-/// A step's flat output tensor, its segments and (R, k, G).
-pub(crate) type StepBuf = (Py<PyAny>, Segs, (usize, usize, usize));
+/// A step's output: the tensor its outputs live in, the step's byte range in
+/// it (`None`: the whole tensor), its segments (relative to that range) and (R, k, G).
+pub(crate) type StepBuf = (Py<PyAny>, Option<(usize, usize)>, Segs, (usize, usize, usize));
 const ALIGN: usize = 16;
 
 /// The output segments `(byte offset, elements)` of a step of R rows, width
@@ -176,7 +181,11 @@ pub fn step(
     // buffer a graph writes on replay must never be handed to an eager step.
     // SAFETY: the caller's live stream (above).
     let eager = || matches!(unsafe { cudarc::driver::result::stream::is_capturing(caller.cu_stream()) }, Ok(st) if st == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
-    let mut pool = pool.filter(|_| reuse.is_none() && eager());
+    // Fresh outputs of an eager step on torch's current stream come from a slab (`slab_take`).
+    let slab_ok = reuse.is_none() && c.t.torch && c.current;
+    let eager_now = reuse.is_none() && (pool.is_some() || slab_ok) && eager();
+    let mut pool = pool.filter(|_| eager_now);
+    let slab_ok = slab_ok && eager_now && pool.is_none();
     let api = if c.t.torch {
         dlpack::torch_api(c.t.keep()).expect("torch tensor")
     } else {
@@ -184,7 +193,7 @@ pub fn step(
     };
     // The output buffer is allocated by torch (caching allocator; the graph's pool under
     // capture) once the step's shape is known, inside the sampler's callback.
-    type Made<'py> = PyResult<(Bound<'py, PyAny>, Segs, (usize, usize, usize))>;
+    type Made<'py> = PyResult<(Bound<'py, PyAny>, Option<(usize, usize)>, Segs, (usize, usize, usize))>;
     let mut made: Option<Made<'_>> = None;
     // Tree requests' paths (section 11.9) get a segment of their own, written by the kernels.
     let tree = want == Want::All && reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }));
@@ -195,37 +204,44 @@ pub fn step(
             let res = (|| -> PyResult<_> {
                 let (segs, total, n_seg) = layout(r, k, g, want, tree);
                 // The buffer and its device address (known already for a pooled one).
-                let (flat, base) = if let Some(o) = reuse {
+                let tokens = want == Want::Tokens;
+                let bytes = if tokens { r * 4 } else { total.max(ALIGN) };
+                // The buffer, the step's byte range in it, and its device address (known already
+                // for a pooled or slab one).
+                let (flat, region, base) = if let Some(o) = reuse {
                     // The caller's earlier output of this shape: its buffer is written again.
                     if (o.r, o.k, o.g) != (r, k, g) || o.segs != segs {
                         return Err(value_err(format!("out: a CudaStepOutput of R = {}, k = {}, B = {} cannot hold a step of R = {r}, k = {k}, B = {g}", o.r, o.k, o.g)));
                     }
-                    (o.flat.bind(py).clone(), None)
+                    (o.flat.bind(py).clone(), o.region, None)
+                } else if let Some((f, off, base)) = if slab_ok { slab_take(py, c, api, tokens, bytes)? } else { None } {
+                    (f, Some((off, bytes)), Some(base))
                 } else {
-                    let tokens = want == Want::Tokens;
-                    let bytes = if tokens { r * 4 } else { total.max(ALIGN) };
                     match pool.as_deref_mut().and_then(|p| p.take(py, (c.t.device, c.stream), bytes, tokens)) {
-                        Some((f, base)) => (f, Some(base)),
+                        Some((f, base)) => (f, None, Some(base)),
                         None => {
                             let f = alloc_out(py, c, api, tokens, r, bytes)?;
                             if let Some(p) = pool.as_deref_mut() {
                                 p.keep(py, &f, (c.t.device, c.stream), bytes, tokens);
                             }
-                            (f, None)
+                            (f, None, None)
                         }
                     }
                 };
                 let base: u64 = match base {
                     Some(b) => b,
-                    None => flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?,
+                    None => {
+                        let p: u64 = flat.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+                        p + region.map_or(0, |x| x.0) as u64
+                    }
                 };
-                Ok((flat, segs, (r, k, g), base, n_seg))
+                Ok((flat, region, segs, (r, k, g), base, n_seg))
             })();
             callback_ns = crate::api_clock::since(t_cb);
             match res {
-                Ok((flat, segs, rkg, base, n_seg)) => {
+                Ok((flat, region, segs, rkg, base, n_seg)) => {
                     let at = |i: usize| (i < n_seg && segs[i].1 > 0).then(|| base + segs[i].0 as u64);
-                    made = Some(Ok((flat, segs, rkg)));
+                    made = Some(Ok((flat, region, segs, rkg)));
                     Some(OutputPtrs { tokens: at(0), logprobs: at(1), top_ids: at(2), top_logprobs: at(3), sum_smaller_probs: at(4), accepted: at(5), status: at(6), path: at(7) })
                 }
                 Err(e) => {
@@ -236,15 +252,18 @@ pub fn step(
         })
         .map_err(crate::batch_err)?;
     let api_ns = crate::api_clock::since(t_api).saturating_sub(callback_ns);
-    let (flat, segs, (r, k, g)) = made.expect("the callback ran")?;
+    let (flat, mut region, segs, (r, k, g)) = made.expect("the callback ran")?;
     debug_assert!(enqueued);
     // The pool's own tensor object never reaches the caller (a DLPack export of it would hold
     // the buffer without a view the use count sees): the tokens are handed out as an alias.
-    let flat = if want == Want::Tokens && pool.is_some() {
-        flat.call_method1(pyo3::intern!(py, "view"), (-1,))?
-    } else {
-        flat
+    // Tokens in a slab: their `[R]` int32 slice of it.
+    let flat = match region.take_if(|_| want == Want::Tokens) {
+        // A slice (torch's indexing fast path) costs less than `narrow` (0.8 vs 1.3 us, CPU).
+        Some((off, _)) => flat.get_item(cuda_slice(py, off / 4, r))?,
+        None if want == Want::Tokens && pool.is_some() => flat.call_method1(pyo3::intern!(py, "view"), (-1,))?,
+        None => flat,
     };
+    let at = region.map_or(0, |x| x.0);
     if r == 0 && want == Want::All && g > 0 {
         // No rows: no kernel ran. The host knows every status (a request without rows can
         // only fail its host checks); accepted counts are 0.
@@ -255,12 +274,12 @@ pub fn step(
             (host,),
             Some(&[("dtype", api.int32.bind(py))].into_py_dict(py)?),
         )?;
-        let (off, n) = segs[6];
+        let (off, n) = (at + segs[6].0, segs[6].1);
         let dst = flat
             .call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
             .call_method1(pyo3::intern!(py, "view"), (api.int32.bind(py),))?;
         dst.call_method1(pyo3::intern!(py, "copy_"), (t,))?;
-        let (off, n) = segs[5];
+        let (off, n) = (at + segs[5].0, segs[5].1);
         flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
             .call_method1(pyo3::intern!(py, "zero_"), ())?;
     }
@@ -268,7 +287,84 @@ pub fn step(
     let t_join = crate::api_clock::start();
     caller.join(&cs).map_err(|e| crate::device_err(format!("joining the caller's stream: {e:?}")))?;
     crate::api_clock::record(api_ns + crate::api_clock::since(t_join));
-    Ok((flat.unbind(), segs, (r, k, g)))
+    Ok((flat.unbind(), region, segs, (r, k, g)))
+}
+
+/// The slice `start..start + n` (elements), to index a 1-D tensor with.
+pub(crate) fn cuda_slice(py: Python<'_>, start: usize, n: usize) -> Bound<'_, pyo3::types::PySlice> {
+    pyo3::types::PySlice::new(py, start as isize, (start + n) as isize, 1)
+}
+
+/// A slab: one torch buffer whose consecutive ranges are fresh steps' outputs.
+struct Slab {
+    flat: Py<PyAny>,
+    base: u64,
+    /// (device, stream, int32 tokens-only slab).
+    key: (i32, u64, bool),
+    used: usize,
+    cap: usize,
+}
+
+/// Fresh outputs (no `out=`, no output pool) of eager steps on torch's current
+/// stream: ranges of a larger torch buffer, each handed out once and never
+/// written again, so torch's allocator (and, when the result is dropped, its
+/// free) runs once per slab instead of once per step: about 4.7 us of the
+/// call at R = 64 on the H200 (docs/bench/run16-check). A slab goes back to
+/// torch's allocator when its last result and every view of it are gone: a
+/// result held keeps up to `SLAB_BYTES` alive. As for any torch tensor, a
+/// result read on another stream must be `record_stream`-ed or read before
+/// it is dropped.
+static SLABS: std::sync::Mutex<Vec<Slab>> = std::sync::Mutex::new(Vec::new());
+const SLAB_BYTES: usize = 64 << 10;
+/// Off only by the bench hook `_bench_slabs` (an A/B of the slabs in one run).
+pub(crate) static SLABS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// Ranges start on torch's allocation alignment (512 bytes; 256 suffices for the kernels' 16).
+const SLOT_ALIGN: usize = 256;
+/// Slabs kept (one per device, stream and kind in use).
+const SLABS_KEPT: usize = 4;
+
+/// A fresh range of `bytes` for a step on `c` (the slab tensor, the range's byte
+/// offset, its device address); `None` for outputs too large for a slab (a quarter
+/// of it), or when the slab list is in use (a re-entrant call): allocate alone then.
+pub(crate) fn slab_take<'py>(
+    py: Python<'py>,
+    c: &CudaIn<'py>,
+    api: &TorchApi,
+    tokens: bool,
+    bytes: usize,
+) -> PyResult<Option<(Bound<'py, PyAny>, usize, u64)>> {
+    let need = bytes.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+    if need == 0 || need * 4 > SLAB_BYTES || !SLABS_ON.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let Ok(mut list) = SLABS.try_lock() else { return Ok(None) };
+    let key = (c.t.device, c.stream, tokens);
+    if let Some(i) = list.iter().position(|s| s.key == key) {
+        let s = &mut list[i];
+        if s.used + need <= s.cap {
+            let f = s.flat.bind(py);
+            // Still the same memory (a `resize_` of a view may have moved the shared storage).
+            let p: u64 = f.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+            if p == s.base {
+                let off = s.used;
+                s.used += need;
+                return Ok(Some((f.clone(), off, p + off as u64)));
+            }
+        }
+        // Full (or moved): the results made from it keep it alive; new ranges come from a new one.
+        list.remove(i);
+    }
+    let f = if tokens {
+        new_empty(py, c, SLAB_BYTES / 4, api.kw_int32.bind(py))?
+    } else {
+        new_empty(py, c, SLAB_BYTES, api.kw_uint8.bind(py))?
+    };
+    let base: u64 = f.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+    if list.len() >= SLABS_KEPT {
+        list.remove(0);
+    }
+    list.push(Slab { flat: f.clone().unbind(), base, key, used: need, cap: SLAB_BYTES });
+    Ok(Some((f, 0, base)))
 }
 
 /// Output buffers of earlier eager steps, reused automatically when a step
@@ -276,8 +372,8 @@ pub fn step(
 /// buffer any more: no `CudaStepOutput`, no `buffer`, no tensor viewing it
 /// (torch's storage use count, calibrated on the buffer when it is first
 /// kept; the tracked tensor object itself is never handed out, only views
-/// and aliases of it). That saves torch's allocator call (about 7 us of the binding's
-/// 14 us at R = 64, docs/bench/py-s4/NOTES.md). A result the caller still holds, or
+/// and aliases of it). That saved torch's allocator call before slabs
+/// ([`slab_take`], the default now) did the same for every fresh output. A result the caller still holds, or
 /// any view of it, is never written again. As with torch's own allocator, a
 /// buffer last read on ANOTHER stream must be `record_stream`-ed or read
 /// before it is dropped; `Sampler(reuse_outputs=False)` turns this off.
@@ -453,12 +549,14 @@ fn new_empty<'py>(
 
 /// Everything a step on CUDA logits returns, as torch tensors on the logits'
 /// device (R rows, B requests, k = the step's top-logprobs width). They are
-/// views of one buffer the step's outputs were copied into on the caller's
-/// stream; a view is made when first read. Rows of a failed request
+/// views of one buffer (this step's range of it, `region`) the step's outputs
+/// were written into on the caller's stream; a view is made when first read. Rows of a failed request
 /// (`status != 0`) hold unspecified values.
 #[pyclass(name = "CudaStepOutput", module = "sampler_py", frozen)]
 pub struct CudaStepOutput {
     flat: Py<PyAny>,
+    /// The step's byte range in `flat` (a slab), `None`: all of it.
+    region: Option<(usize, usize)>,
     segs: [(usize, usize); SEGS],
     r: usize,
     k: usize,
@@ -471,15 +569,11 @@ pub struct CudaStepOutput {
 }
 
 impl CudaStepOutput {
-    pub fn new(
-        flat: Py<PyAny>,
-        segs: [(usize, usize); SEGS],
-        rkg: (usize, usize, usize),
-        row_counts: Vec<usize>,
-    ) -> CudaStepOutput {
-        let (r, k, g) = rkg;
+    pub fn new(buf: StepBuf, row_counts: Vec<usize>) -> CudaStepOutput {
+        let (flat, region, segs, (r, k, g)) = buf;
         let trees = Vec::new();
-        CudaStepOutput { flat, segs, r, k, g, row_counts, trees, cache: std::array::from_fn(|_| PyOnceLock::new()) }
+        let cache = std::array::from_fn(|_| PyOnceLock::new());
+        CudaStepOutput { flat, region, segs, r, k, g, row_counts, trees, cache }
     }
     /// Marks the tree requests of `reqs` (the step's requests), whose `paths` entries are views.
     pub fn with_trees(mut self, reqs: &[Request]) -> CudaStepOutput {
@@ -494,11 +588,10 @@ impl CudaStepOutput {
             .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
                 let flat = self.flat.bind(py);
                 let api = dlpack::torch_api(flat).expect("a torch tensor");
-                let (off, n) = self.segs[i];
+                let (off, n) = (self.region.map_or(0, |x| x.0) + self.segs[i].0, self.segs[i].1);
                 let dt = if float { api.f32.bind(py) } else { api.int32.bind(py) };
-                let v = flat
-                    .call_method1(pyo3::intern!(py, "narrow"), (0, off, n * 4))?
-                    .call_method1(pyo3::intern!(py, "view"), (dt,))?;
+                // A slice, not `narrow`: torch's indexing fast path (1.5 vs 2.1 us with the view, CPU).
+                let v = flat.get_item(cuda_slice(py, off, n * 4))?.call_method1(pyo3::intern!(py, "view"), (dt,))?;
                 let v = if two_d { v.call_method1(pyo3::intern!(py, "view"), ((self.r, self.k),))? } else { v };
                 Ok(v.unbind())
             })
@@ -587,14 +680,19 @@ impl CudaStepOutput {
     fn top_logprobs_width(&self) -> usize {
         self.k
     }
-    /// The one uint8 device tensor the outputs live in.
+    /// The uint8 device tensor the outputs live in (this step's range of a shared buffer).
     #[getter]
     fn buffer(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         // An alias, not the tensor object a reused buffer is tracked by (`OutPool`): anything
         // the caller keeps of it, a DLPack export included, counts as a view.
         self.cache[SEGS + 1]
             .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-                Ok(self.flat.bind(py).call_method1(pyo3::intern!(py, "view"), (-1,))?.unbind())
+                let flat = self.flat.bind(py);
+                Ok(match self.region {
+                    Some((off, n)) => flat.call_method1(pyo3::intern!(py, "narrow"), (0, off, n))?,
+                    None => flat.call_method1(pyo3::intern!(py, "view"), (-1,))?,
+                }
+                .unbind())
             })
             .map(|x| x.clone_ref(py))
     }

@@ -267,7 +267,7 @@ impl RowParams {
 /// torch's current stream) and returns `[R]` int32 tokens on that device
 /// (or a `CudaStepOutput`) without waiting; per-row parameters are host
 /// values (a CUDA tensor parameter is copied to the host: a sync).
-/// Each call allocates its output buffer from torch's caching allocator.
+/// The tokens are a range of a torch buffer later calls' tokens share (`cuda::slab_take`).
 #[pyfunction]
 #[pyo3(signature = (logits, top_k=None, top_p=None, *, temperature=None, min_p=None, filter_order=None, seed=None, positions=None, force_topk=None, return_logprobs=false, top_logprobs=None, backend="auto", stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -295,13 +295,13 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
             row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?.requests(top_logprobs);
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
         // No output pool: its reference checks cost more than torch's allocator (run 13).
-        let (flat, segs, rkg) = with_cached(py, c.vocab(), force_topk, backend, DEFAULT_NEXTN, |s| {
+        let buf = with_cached(py, c.vocab(), force_topk, backend, DEFAULT_NEXTN, |s| {
             cuda::step(py, s, &c, &reqs, want, None, None)
         })?;
         if return_logprobs {
-            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![1; r]))?.into_any());
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![1; r]))?.into_any());
         }
-        return Ok(flat);
+        return Ok(buf.0);
     }
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
@@ -442,10 +442,10 @@ pub(crate) fn verify(
         reqs.push(Request::decode(p.params(i, top_logprobs), seqlen_k, m as u64, drafts, dists));
     }
     if let Some(c) = &cl {
-        let (flat, segs, rkg) = with_cached(py, v, force_topk, backend, nextn, |s| {
+        let buf = with_cached(py, v, force_topk, backend, nextn, |s| {
             cuda::step(py, s, c, &reqs, cuda::Want::All, None, None)
         })?;
-        return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, vec![m; b]))?.into_any());
+        return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![m; b]))?.into_any());
     }
     let l = hl.expect("host logits");
     let (res, _) = run_cached_n(py, v, force_topk, backend, nextn, l.data(), &reqs, None)?;

@@ -208,7 +208,7 @@ impl PySampler {
             let mut guard = self.lock_gil(py);
             // Never blocks: the GIL is held, so a pool lock held elsewhere is a re-entrant call.
             let mut pool = self.pool.as_ref().and_then(|p| p.try_lock().ok());
-            let (flat, segs, rkg) =
+            let buf =
                 cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()), pool.as_deref_mut())?;
             drop(pool);
             drop(guard);
@@ -216,7 +216,7 @@ impl PySampler {
                 return Ok(o.clone().into_any().unbind());
             }
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-            return Ok(Py::new(py, cuda::CudaStepOutput::new(flat, segs, rkg, counts).with_trees(&reqs))?.into_any());
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, counts).with_trees(&reqs))?.into_any());
         }
         if out.is_some() {
             // Host logits return a new host StepOutput: an ignored `out=` would look written.

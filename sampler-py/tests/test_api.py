@@ -436,6 +436,11 @@ def test_api_clock_times_the_rust_api_inside_a_call(rng):
     pieces = dict(sp._native._bench_binding_pieces(a, reqs, 3, top_k=5, top_p=0.9, seed=np.arange(64, dtype=np.uint64)))
     assert pieces["requests (64 Request objects)"] > 0 and pieces["functional parameters and its 64 requests"] > 0
     assert sp._native._bench_dispatch(a, reqs, out=None) is None
+    sp._native._bench_slabs(False)  # host steps never use the CUDA output slabs
+    try:
+        assert s.sample(a, reqs).ok.all()
+    finally:
+        sp._native._bench_slabs(True)
 
 
 def test_stub_covers_every_public_name():

@@ -355,6 +355,57 @@ def test_output_buffer_reused_only_when_nothing_refers_to_it():
     assert torch.equal(s2.sample(x, reqs(0)).tokens, want[0])
 
 
+def test_fresh_outputs_are_slab_ranges_never_written_again():
+    # Fresh results (no out=, no pool) are ranges of a shared slab: each one held keeps its
+    # values while later steps fill the rest of the slab and the next ones (R = 64, k = 8:
+    # 12 results a slab, so 40 cross three slabs).
+    v, r = 4096, 64
+    s = sp.Sampler(v, force_topk=1024, backend="cuda")
+    x = torch.randn(r, v, device="cuda") * 3
+    reqs = lambda seed: [sp.Request.prefill(sp.SamplingParams(top_k=40, top_logprobs=8, seq_seed=seed + i), 9) for i in range(r)]
+    host = sp.Sampler(v, force_topk=1024, backend="cpu")
+    held = [s.sample(x, reqs(100 * k)) for k in range(40)]
+    xc = x.cpu().numpy()
+    for k, o in enumerate(held):
+        ref = host.sample(xc, reqs(100 * k))
+        assert o.tokens.tolist() == ref.tokens.tolist() and o.top_ids.tolist() == ref.top_ids.tolist()
+        assert o.tokens.shape == (r,) and o.tokens.dtype == torch.int32 and o.tokens.is_contiguous()
+        assert o.top_logprobs.shape == (r, 8) and o.top_logprobs.dtype == torch.float32
+        assert o.tokens.device == x.device and o.buffer.dtype == torch.uint8
+        lo, hi = o.buffer.data_ptr(), o.buffer.data_ptr() + o.buffer.numel()
+        for t in (o.tokens, o.logprobs, o.top_ids, o.top_logprobs, o.sum_smaller_probs, o.accepted, o.status):
+            assert lo <= t.data_ptr() and t.data_ptr() + t.numel() * 4 <= hi
+    spans = sorted((o.buffer.data_ptr(), o.buffer.data_ptr() + o.buffer.numel()) for o in held)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "two results share bytes"
+    assert len({o.buffer.numel() for o in held}) == 1
+    assert held[1].buffer.untyped_storage().nbytes() > held[1].buffer.numel()  # a slab's range
+    if hasattr(sp._native, "_bench_slabs"):  # the bench wheel: slabs off, a buffer of its own, same values
+        sp._native._bench_slabs(False)
+        try:
+            own = s.sample(x, reqs(0))
+            assert own.buffer.untyped_storage().nbytes() == own.buffer.numel() == held[0].buffer.numel()
+            assert torch.equal(own.tokens, held[0].tokens) and torch.equal(own.top_logprobs, held[0].top_logprobs)
+        finally:
+            sp._native._bench_slabs(True)
+    # The functional call's tokens: held ones keep their values, each its own [R] int32 range.
+    seeds = lambda k: list(range(k, k + r))
+    toks = [sp.top_k_top_p_sampling_from_logits(x, 40, None, seed=seeds(k), positions=9, force_topk=1024) for k in range(300)]
+    for k in (0, 1, 150, 299):
+        assert torch.equal(toks[k], sp.top_k_top_p_sampling_from_logits(x, 40, None, seed=seeds(k), positions=9, force_topk=1024))
+    assert all(t.shape == (r,) and t.dtype == torch.int32 and t.is_contiguous() for t in toks)
+    assert len({t.data_ptr() for t in toks}) == len(toks)
+    # A view resized past the slab moves its storage: later steps must not write the old memory.
+    o = s.sample(x, reqs(0))
+    keep = o.tokens.clone()
+    try:
+        o.buffer.resize_(1 << 22)
+    except RuntimeError:
+        return  # this torch does not resize a view's storage: nothing can move it
+    after = [s.sample(x, reqs(100 * k)) for k in range(30)]
+    assert torch.equal(o.tokens, keep)
+    assert all(torch.equal(a.tokens, h.tokens) for a, h in zip(after, held))
+
+
 def test_tree_paths_through_torch_cuda_tensors():
     # CudaStepOutput.paths: each tree request's rows of the device path buffer, equal to the
     # host's path then -1; a failed tree request's rows are all -1, also when no tree request

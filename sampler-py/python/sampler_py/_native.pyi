@@ -162,7 +162,9 @@ class StepOutput:
 
 class CudaStepOutput:
     """Outputs of a step on CUDA logits, torch tensors on the logits' device:
-    views of one buffer the outputs were copied into on the caller's stream.
+    views of one buffer the outputs were written into on the caller's stream (by
+    default this step's range of a buffer later steps' outputs share; never written
+    again unless passed as `out=`).
     Rows of a failed request (status != 0) hold unspecified values."""
 
     tokens: Array  # [R] int32, -1 = none
@@ -252,7 +254,8 @@ def top_k_top_p_sampling_from_logits(
     outside [0, 1]) raises ValueError naming it. A scalar seed is every row's seed: rows
     at the same position then draw the same u, so pass positions (or per-row seeds) for
     independent rows, and advance positions between calls.
-    CUDA logits: each call allocates its outputs from torch's caching allocator."""
+    CUDA logits: the `[R]` int32 tokens are a range of a buffer from torch's caching
+    allocator that later calls' tokens share (never written twice)."""
 
 def verify(
     target_logits: ArrayLike,
@@ -338,3 +341,4 @@ def _bench_binding_pieces(logits: ArrayLike, requests: Sequence[Request], iters:
 def _bench_dispatch(logits: Any, requests: Any, *, stream: Any = None, out: Optional[CudaStepOutput] = None) -> None: ...
 def _bench_api_clock(on: bool) -> None: ...
 def _bench_api_ns() -> int: ...
+def _bench_slabs(on: bool) -> None: ...
