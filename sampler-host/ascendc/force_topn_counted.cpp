@@ -59,12 +59,14 @@ __aicore__ inline void force_topn_counted_body(GM_ADDR p_logits, uint32_t p_v, u
       AscendC::DataCopyPad(g_cand_ids[off13], o14, AscendC::DataCopyExtParams{1, (uint32_t)(n12 * sizeof(int32_t)), 0, 0, 0});
     }
     qout.FreeTensor(o14);
-    const int32_t v_st_15 = (int32_t)(((((uint32_t)(v_nbad_6) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_nfin_7) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-    const uint64_t off16 = (uint64_t)(((uint64_t)(v_r_1)));
+    const uint32_t v___kf1_bad_15 = (uint32_t)(v_nbad_6);
+    const uint32_t v___kf1_finite_16 = (uint32_t)(v_nfin_7);
+    const int32_t v_st_17 = (int32_t)(((((uint32_t)(v___kf1_bad_15) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_finite_16) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+    const uint64_t off18 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_15));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_17));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off16], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off18], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

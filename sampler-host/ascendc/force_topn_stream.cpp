@@ -63,17 +63,19 @@ __aicore__ inline void force_topn_stream_body(GM_ADDR p_logits, uint32_t p_v, ui
       AscendC::DataCopyPad(g_cand_ids[off15], o16, AscendC::DataCopyExtParams{1, (uint32_t)(n14 * sizeof(int32_t)), 0, 0, 0});
     }
     qout.FreeTensor(o16);
-    const int32_t v_st_17 = (int32_t)(((((uint32_t)(v_nbad_7) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_nfin_8) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-    const uint64_t off18 = (uint64_t)(((uint64_t)(v_r_1)));
+    const uint32_t v___kf1_bad_17 = (uint32_t)(v_nbad_7);
+    const uint32_t v___kf1_finite_18 = (uint32_t)(v_nfin_8);
+    const int32_t v_st_19 = (int32_t)(((((uint32_t)(v___kf1_bad_17) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_finite_18) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+    const uint64_t off20 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_17));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_19));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off18], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off19 = (uint64_t)(((uint64_t)(v_r_1)));
+    AscendC::DataCopyPad(g_status[off20], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off21 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(v_fell_9));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fallback[off19], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_fallback[off21], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -248,11 +248,13 @@ extern "C" __global__ __vector__ void mask_check_t4096(GM_ADDR p_logits, uint32_
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const int32_t v_st_50 = (int32_t)(((((uint32_t)(v_bad_8) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v_finite_9) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-    const uint64_t off51 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_50));
+    const uint32_t v___kf1_bad_50 = (uint32_t)(v_bad_8);
+    const uint32_t v___kf1_finite_51 = (uint32_t)(v_finite_9);
+    const int32_t v_st_52 = (int32_t)(((((uint32_t)(v___kf1_bad_50) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_finite_51) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+    const uint64_t off53 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_52));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off51], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off53], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

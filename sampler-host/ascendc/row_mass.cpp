@@ -31,50 +31,57 @@ extern "C" __global__ __vector__ void row_mass_t4096(GM_ADDR p_logits, uint32_t 
     const float v_t_6 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_2)))));
     const float v_m_7 = (float)(g_cand.GetValue((uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_2)), ((uint64_t)(p_n))))));
     const uint32_t v_ntiles_8 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v_cend_4, v_cstart_3), TILE), ((uint32_t)1ull)), TILE));
-    uint64_t v_s_9 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t end10 = (uint32_t)(v_ntiles_8);
+    const uint64_t v___kf1_base_9 = (uint64_t)(v_base_5);
+    const uint32_t v___kf1_cstart_10 = (uint32_t)(v_cstart_3);
+    const uint32_t v___kf1_cend_11 = (uint32_t)(v_cend_4);
+    const uint32_t v___kf1_ntiles_12 = (uint32_t)(v_ntiles_8);
+    const float v___kf1_m_13 = (float)(v_m_7);
+    const float v___kf1_t_14 = (float)(v_t_6);
+    uint64_t v___kf1_s_15 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end16 = (uint32_t)(v___kf1_ntiles_12);
     AscendC::PipeBarrier<PIPE_ALL>();
-    for (uint32_t v_i_11 = (uint32_t)(((uint32_t)0ull)); v_i_11 < end10; ++v_i_11) {
+    for (uint32_t v___kf1_i_17 = (uint32_t)(((uint32_t)0ull)); v___kf1_i_17 < end16; ++v___kf1_i_17) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v_start_12 = (uint32_t)(sk::add<uint32_t>(v_cstart_3, sk::mul<uint32_t>(v_i_11, TILE)));
-      const uint32_t v_len_13 = (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v_cend_4, v_start_12)));
-      AscendC::LocalTensor<float> t14 = qin.AllocTensor<float>();
-      const uint32_t t14_n = sk::min<uint32_t>((uint32_t)(v_len_13), TILE);
-      const uint64_t off15 = (uint64_t)(sk::add<uint64_t>(v_base_5, ((uint64_t)(v_start_12))));
-      if (t14_n > 0) {
-        AscendC::DataCopyPad(t14, g_logits[off15], AscendC::DataCopyExtParams{1, (uint32_t)(t14_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+      const uint32_t v___kf1_start_18 = (uint32_t)(sk::add<uint32_t>(v___kf1_cstart_10, sk::mul<uint32_t>(v___kf1_i_17, TILE)));
+      const uint32_t v___kf1_len_19 = (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf1_cend_11, v___kf1_start_18)));
+      AscendC::LocalTensor<float> t20 = qin.AllocTensor<float>();
+      const uint32_t t20_n = sk::min<uint32_t>((uint32_t)(v___kf1_len_19), TILE);
+      const uint64_t off21 = (uint64_t)(sk::add<uint64_t>(v___kf1_base_9, ((uint64_t)(v___kf1_start_18))));
+      if (t20_n > 0) {
+        AscendC::DataCopyPad(t20, g_logits[off21], AscendC::DataCopyExtParams{1, (uint32_t)(t20_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
-      qin.EnQue(t14); t14 = qin.DeQue<float>();
-      const float s16 = (float)(v_m_7);
-      AscendC::LocalTensor<float> t17 = t14.ReinterpretCast<float>();
-      const uint32_t t17_n = t14_n;
-      AscendC::Adds(t17, t14, -s16, (int32_t)t17_n);
-      AscendC::LocalTensor<float> t18 = t17.ReinterpretCast<float>();
-      const uint32_t t18_n = t17_n;
+      qin.EnQue(t20); t20 = qin.DeQue<float>();
+      const float s22 = (float)(v___kf1_m_13);
+      AscendC::LocalTensor<float> t23 = t20.ReinterpretCast<float>();
+      const uint32_t t23_n = t20_n;
+      AscendC::Adds(t23, t20, -s22, (int32_t)t23_n);
+      AscendC::LocalTensor<float> t24 = t23.ReinterpretCast<float>();
+      const uint32_t t24_n = t23_n;
       sk::sync<AscendC::HardEvent::V_S>();
        {
-        const AscendC::LocalTensor<float> &L0 = t17;
-        for (uint32_t i = 0; i < t18_n; ++i) t18.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v_t_6)));
+        const AscendC::LocalTensor<float> &L0 = t23;
+        for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf1_t_14)));
       }
-      AscendC::LocalTensor<uint64_t> t19 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t19_n = t18_n;
+      AscendC::LocalTensor<uint64_t> t25 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t25_n = t24_n;
        {
-        const AscendC::LocalTensor<float> &L0 = t18;
-        for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+        const AscendC::LocalTensor<float> &L0 = t24;
+        for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
       }
-      uint64_t s20 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t19_n; ++i) {
-        s20 = sk::add<uint64_t>(s20, t19.GetValue(i));
+      uint64_t s26 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t25_n; ++i) {
+        s26 = sk::add<uint64_t>(s26, t25.GetValue(i));
       }
-      v_s_9 = (uint64_t)(sk::add<uint64_t>(v_s_9, s20));
-      qin.FreeTensor(t14);
+      v___kf1_s_15 = (uint64_t)(sk::add<uint64_t>(v___kf1_s_15, s26));
+      qin.FreeTensor(t20);
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t off21 = (uint64_t)(((uint64_t)(v_p_1)));
-    ub8[0].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(v_s_9));
+    const uint64_t v_s_27 = (uint64_t)(v___kf1_s_15);
+    const uint64_t off28 = (uint64_t)(((uint64_t)(v_p_1)));
+    ub8[0].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(v_s_27));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_mass[off21], ub8[0].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_mass[off28], ub8[0].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -87,6 +87,7 @@ extern "C" __global__ __vector__ void row_mass_bounded_t4096(GM_ADDR p_logits, u
       const AscendC::LocalTensor<float> &L0 = t17;
       for (uint32_t i = 0; i < t29_n; ++i) t29.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
+    qin.FreeTensor(t13);
     const bool v___kf3_last_in_30 = (bool)(((float)(v_xl_20) >= (float)(v_lmp_19)));
     const int32_t v___kf3_k_31 = (int32_t)(v_k_18);
     const uint32_t v___kf3_n_32 = (uint32_t)(v_nb_9);
@@ -132,51 +133,58 @@ extern "C" __global__ __vector__ void row_mass_bounded_t4096(GM_ADDR p_logits, u
     const bool v_decided_45 = (bool)(((((v___kf3_kfirst_33) && (v___kf3_k_inside_35))) || ((((!(v___kf3_last_pre_36))) && (s44)))));
     const bool v_unneeded_46 = (bool)(((((uint32_t)(p_n) <= (uint32_t)(TILE))) && (v_decided_45)));
     const uint32_t v_ntiles_47 = (uint32_t)(((v_unneeded_46) ? (uint32_t)(((uint32_t)0ull)) : (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v_cend_4, v_cstart_3), TILE), ((uint32_t)1ull)), TILE))));
-    uint64_t v_s_48 = (uint64_t)(((((v_unneeded_46) && (((uint32_t)(sk::rem<uint32_t>(v_p_1, p_chunks)) == (uint32_t)(((uint32_t)0ull)))))) ? (uint64_t)(((uint64_t)18446744073709551615ull)) : (uint64_t)(((uint64_t)0ull))));
-    const uint32_t end49 = (uint32_t)(v_ntiles_47);
+    const uint64_t v___kf5_base_48 = (uint64_t)(v_base_5);
+    const uint32_t v___kf5_cstart_49 = (uint32_t)(v_cstart_3);
+    const uint32_t v___kf5_cend_50 = (uint32_t)(v_cend_4);
+    const uint32_t v___kf5_ntiles_51 = (uint32_t)(v_ntiles_47);
+    const float v___kf5_m_52 = (float)(v_m_8);
+    const float v___kf5_t_53 = (float)(v_t_6);
+    uint64_t v___kf5_s_54 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t end55 = (uint32_t)(v___kf5_ntiles_51);
     AscendC::PipeBarrier<PIPE_ALL>();
-    for (uint32_t v_i_50 = (uint32_t)(((uint32_t)0ull)); v_i_50 < end49; ++v_i_50) {
+    for (uint32_t v___kf5_i_56 = (uint32_t)(((uint32_t)0ull)); v___kf5_i_56 < end55; ++v___kf5_i_56) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v_start_51 = (uint32_t)(sk::add<uint32_t>(v_cstart_3, sk::mul<uint32_t>(v_i_50, TILE)));
-      const uint32_t v_len_52 = (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v_cend_4, v_start_51)));
-      AscendC::LocalTensor<float> t53 = qin.AllocTensor<float>();
-      const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(v_len_52), TILE);
-      const uint64_t off54 = (uint64_t)(sk::add<uint64_t>(v_base_5, ((uint64_t)(v_start_51))));
-      if (t53_n > 0) {
-        AscendC::DataCopyPad(t53, g_logits[off54], AscendC::DataCopyExtParams{1, (uint32_t)(t53_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+      const uint32_t v___kf5_start_57 = (uint32_t)(sk::add<uint32_t>(v___kf5_cstart_49, sk::mul<uint32_t>(v___kf5_i_56, TILE)));
+      const uint32_t v___kf5_len_58 = (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf5_cend_50, v___kf5_start_57)));
+      AscendC::LocalTensor<float> t59 = qin.AllocTensor<float>();
+      const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(v___kf5_len_58), TILE);
+      const uint64_t off60 = (uint64_t)(sk::add<uint64_t>(v___kf5_base_48, ((uint64_t)(v___kf5_start_57))));
+      if (t59_n > 0) {
+        AscendC::DataCopyPad(t59, g_logits[off60], AscendC::DataCopyExtParams{1, (uint32_t)(t59_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
-      qin.EnQue(t53); t53 = qin.DeQue<float>();
-      const float s55 = (float)(v_m_8);
-      AscendC::LocalTensor<float> t56 = t53.ReinterpretCast<float>();
-      const uint32_t t56_n = t53_n;
-      AscendC::Adds(t56, t53, -s55, (int32_t)t56_n);
-      AscendC::LocalTensor<float> t57 = t56.ReinterpretCast<float>();
-      const uint32_t t57_n = t56_n;
+      qin.EnQue(t59); t59 = qin.DeQue<float>();
+      const float s61 = (float)(v___kf5_m_52);
+      AscendC::LocalTensor<float> t62 = t59.ReinterpretCast<float>();
+      const uint32_t t62_n = t59_n;
+      AscendC::Adds(t62, t59, -s61, (int32_t)t62_n);
+      AscendC::LocalTensor<float> t63 = t62.ReinterpretCast<float>();
+      const uint32_t t63_n = t62_n;
       sk::sync<AscendC::HardEvent::V_S>();
        {
-        const AscendC::LocalTensor<float> &L0 = t56;
-        for (uint32_t i = 0; i < t57_n; ++i) t57.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v_t_6)));
+        const AscendC::LocalTensor<float> &L0 = t62;
+        for (uint32_t i = 0; i < t63_n; ++i) t63.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_t_53)));
       }
-      AscendC::LocalTensor<uint64_t> t58 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t58_n = t57_n;
+      AscendC::LocalTensor<uint64_t> t64 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t64_n = t63_n;
        {
-        const AscendC::LocalTensor<float> &L0 = t57;
-        for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+        const AscendC::LocalTensor<float> &L0 = t63;
+        for (uint32_t i = 0; i < t64_n; ++i) t64.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
       }
-      uint64_t s59 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t58_n; ++i) {
-        s59 = sk::add<uint64_t>(s59, t58.GetValue(i));
+      uint64_t s65 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t64_n; ++i) {
+        s65 = sk::add<uint64_t>(s65, t64.GetValue(i));
       }
-      v_s_48 = (uint64_t)(sk::add<uint64_t>(v_s_48, s59));
-      qin.FreeTensor(t53);
+      v___kf5_s_54 = (uint64_t)(sk::add<uint64_t>(v___kf5_s_54, s65));
+      qin.FreeTensor(t59);
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    qin.FreeTensor(t13);
-    const uint64_t off60 = (uint64_t)(((uint64_t)(v_p_1)));
-    ub8[0].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(v_s_48));
+    const uint64_t v_summed_66 = (uint64_t)(v___kf5_s_54);
+    const uint64_t v_s_67 = (uint64_t)(((((v_unneeded_46) && (((uint32_t)(sk::rem<uint32_t>(v_p_1, p_chunks)) == (uint32_t)(((uint32_t)0ull)))))) ? (uint64_t)(((uint64_t)18446744073709551615ull)) : (uint64_t)(v_summed_66)));
+    const uint64_t off68 = (uint64_t)(((uint64_t)(v_p_1)));
+    ub8[0].ReinterpretCast<uint64_t>().SetValue(0, (uint64_t)(v_s_67));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_mass[off60], ub8[0].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_mass[off68], ub8[0].ReinterpretCast<uint64_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint64_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -28,11 +28,13 @@ extern "C" __global__ __vector__ void status_merge_t1(GM_ADDR p_bad, GM_ADDR p_f
       v___kf1_nbad_3 = (uint32_t)(sk::add<uint32_t>(v___kf1_nbad_3, g_bad.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_1, v___kf1_chunks_2), v___kf1_c_6)))))));
       v___kf1_nfin_4 = (uint32_t)(sk::add<uint32_t>(v___kf1_nfin_4, g_finite.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_1, v___kf1_chunks_2), v___kf1_c_6)))))));
     }
-    const int32_t v___kf1_st_7 = (int32_t)(((((uint32_t)(v___kf1_nbad_3) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_nfin_4) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-    const uint64_t off8 = (uint64_t)(((uint64_t)(v___kf1_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_7));
+    const uint32_t v___kf2_bad_7 = (uint32_t)(v___kf1_nbad_3);
+    const uint32_t v___kf2_finite_8 = (uint32_t)(v___kf1_nfin_4);
+    const int32_t v___kf1_st_9 = (int32_t)(((((uint32_t)(v___kf2_bad_7) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf2_finite_8) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+    const uint64_t off10 = (uint64_t)(((uint64_t)(v___kf1_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_9));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off8], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off10], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -83,11 +83,13 @@ __aicore__ inline void topn_merge_body(GM_ADDR p_cand_in, GM_ADDR p_ids_in, uint
         v___kf1_nbad_16 = (uint32_t)(sk::add<uint32_t>(v___kf1_nbad_16, g_bad.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_14, v___kf1_chunks_15), v___kf1_c_19)))))));
         v___kf1_nfin_17 = (uint32_t)(sk::add<uint32_t>(v___kf1_nfin_17, g_finite.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_14, v___kf1_chunks_15), v___kf1_c_19)))))));
       }
-      const int32_t v___kf1_st_20 = (int32_t)(((((uint32_t)(v___kf1_nbad_16) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf1_nfin_17) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
-      const uint64_t off21 = (uint64_t)(((uint64_t)(v___kf1_r_14)));
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_20));
+      const uint32_t v___kf2_bad_20 = (uint32_t)(v___kf1_nbad_16);
+      const uint32_t v___kf2_finite_21 = (uint32_t)(v___kf1_nfin_17);
+      const int32_t v___kf1_st_22 = (int32_t)(((((uint32_t)(v___kf2_bad_20) > (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)1ull)) : (int32_t)(((((uint32_t)(v___kf2_finite_21) == (uint32_t)(((uint32_t)0ull)))) ? (int32_t)(((int32_t)2ull)) : (int32_t)(((int32_t)0ull))))));
+      const uint64_t off23 = (uint64_t)(((uint64_t)(v___kf1_r_14)));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_22));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_status[off21], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      AscendC::DataCopyPad(g_status[off23], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();

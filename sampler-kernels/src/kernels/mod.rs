@@ -83,15 +83,7 @@ pub fn mask_check(
             }
         }
     }
-    let st = if bad > 0 {
-        1i32
-    } else {
-        if finite == 0 {
-            2i32
-        } else {
-            0i32
-        }
-    };
+    let st = row_status_of(bad, finite);
     store_scalar(status, r as u64, st);
 }
 
@@ -185,6 +177,21 @@ pub fn status_merge(bad: Gm<u32>, finite: Gm<u32>, chunks: u32, status: GmMut<i3
 /// Section 3.2: row `r`'s status from its `chunks` chunks' counts of bad
 /// (NaN or +inf) and finite logits (0 ok, 1 a bad logit, 2 every logit
 /// -inf), stored at `status[r]`.
+/// Section 3.2: a row's status from its bad (NaN / +inf) and finite (not
+/// -inf) counts: 1 when any logit is bad, 2 when every one is -inf, else 0.
+#[kernel_fn]
+fn row_status_of(bad: u32, finite: u32) -> i32 {
+    if bad > 0 {
+        1i32
+    } else {
+        if finite == 0 {
+            2i32
+        } else {
+            0i32
+        }
+    }
+}
+
 #[kernel_fn]
 fn merged_status(bad: Gm<u32>, finite: Gm<u32>, r: u32, chunks: u32, status: GmMut<i32>) {
     let mut nbad = 0u32;
@@ -193,15 +200,7 @@ fn merged_status(bad: Gm<u32>, finite: Gm<u32>, r: u32, chunks: u32, status: GmM
         nbad += load_scalar(bad, (r * chunks + c) as u64);
         nfin += load_scalar(finite, (r * chunks + c) as u64);
     }
-    let st = if nbad > 0 {
-        1i32
-    } else {
-        if nfin == 0 {
-            2i32
-        } else {
-            0i32
-        }
-    };
+    let st = row_status_of(nbad, nfin);
     store_scalar(status, r as u64, st);
 }
 
@@ -240,15 +239,7 @@ pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
-    let st = if nbad > 0 {
-        1i32
-    } else {
-        if nfin == 0 {
-            2i32
-        } else {
-            0i32
-        }
-    };
+    let st = row_status_of(nbad, nfin);
     store_scalar(status, r as u64, st);
 }
 
@@ -279,15 +270,7 @@ pub fn force_topn_stream(
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
-    let st = if nbad > 0 {
-        1i32
-    } else {
-        if nfin == 0 {
-            2i32
-        } else {
-            0i32
-        }
-    };
+    let st = row_status_of(nbad, nfin);
     store_scalar(status, r as u64, st);
     store_scalar(fallback, r as u64, fell);
 }
@@ -477,6 +460,21 @@ pub fn process(
     store(logprobs, off, lp);
 }
 
+/// Section 3.5: the fixed-point softmax weights `to_fixed(exp((logit - m) / t))`
+/// of logits `cstart .. cend` of the row at `base`, summed over its first
+/// `ntiles` tiles (the prefix path's row mass; 2^-44 units).
+#[kernel_fn]
+fn chunk_mass(logits: Logits, base: u64, cstart: u32, cend: u32, ntiles: u32, m: f32, t: f32) -> u64 {
+    let mut s = 0u64;
+    for i in 0..ntiles {
+        let start = cstart + i * TILE;
+        let len = min(TILE, cend - start);
+        let x = (load(logits, base + (start as u64), len) - m) / t;
+        s += reduce_sum(to_fixed(exp(x)));
+    }
+    s
+}
+
 /// Sections 3.5 and 3.7 without force top-k (stage 1 of the prefix path):
 /// program `r * chunks + c` sums the fixed-point softmax weights
 /// `to_fixed(exp(x))` of chunk `c` of row `r` (logits `c * chunk_len ..`,
@@ -508,13 +506,7 @@ pub fn row_mass(
     let t = load_scalar(temperature, r as u64);
     let m = load_scalar(cand, (r as u64) * (n as u64));
     let ntiles = (cend - cstart + TILE - 1) / TILE;
-    let mut s = 0u64;
-    for i in 0..ntiles {
-        let start = cstart + i * TILE;
-        let len = min(TILE, cend - start);
-        let x = (load(logits, base + (start as u64), len) - m) / t;
-        s += reduce_sum(to_fixed(exp(x)));
-    }
+    let s = chunk_mass(logits, base, cstart, cend, ntiles, m, t);
     store_scalar(mass, p as u64, s);
 }
 
@@ -586,13 +578,8 @@ pub fn row_mass_bounded(
     let unneeded = n <= TILE && decided;
     let ntiles = if unneeded { 0u32 } else { (cend - cstart + TILE - 1) / TILE };
     // MASS_UNNEEDED (kernels take literals, not constants).
-    let mut s = if unneeded && p % chunks == 0 { 18446744073709551615u64 } else { 0u64 };
-    for i in 0..ntiles {
-        let start = cstart + i * TILE;
-        let len = min(TILE, cend - start);
-        let x = (load(logits, base + (start as u64), len) - m) / t;
-        s += reduce_sum(to_fixed(exp(x)));
-    }
+    let summed = chunk_mass(logits, base, cstart, cend, ntiles, m, t);
+    let s = if unneeded && p % chunks == 0 { 18446744073709551615u64 } else { summed };
     store_scalar(mass, p as u64, s);
 }
 
