@@ -13,6 +13,7 @@ pub mod kfn;
 pub mod ops;
 pub mod parse;
 pub mod rebind;
+pub mod variants;
 
 use std::collections::HashMap;
 

@@ -98,7 +98,8 @@ pub struct KernelAttr {
     pub ascend: bool,
 }
 
-/// Attribute arguments: `tile = [..], threads = [..], ascend = false, debug`.
+/// Attribute arguments: `tile = [..], threads = [..]` (or `variants = NAME`,
+/// a set of [`crate::variants::SETS`]), `ascend = false`, `debug`.
 pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> KernelAttr {
     let (variants, debug, ascend) = parse_attr_parts(attr, errs);
     KernelAttr { variants, debug, ascend }
@@ -109,6 +110,8 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
     let mut threads: Vec<(u32, Span)> = Vec::new();
     let mut debug = false;
     let mut ascend = true;
+    // `variants = NAME`: a named set, instead of `tile` and `threads`.
+    let mut set: Option<(&'static crate::variants::VariantSet, Span)> = None;
     // Options already given: a second `tile = [..]` would otherwise be
     // appended to the first (and a second `threads` miscounted).
     let mut seen: Vec<String> = Vec::new();
@@ -134,13 +137,26 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
             ascend = v.value;
             return Ok(());
         }
+        if meta.path.is_ident("variants") {
+            let name: syn::Ident = meta.value()?.parse().map_err(|e| {
+                syn::Error::new(e.span(), format!("expected a variant set name: {}", crate::variants::names()))
+            })?;
+            let Some(s) = crate::variants::lookup(&name.to_string()) else {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!("unknown variant set `{name}`: expected {}", crate::variants::names()),
+                ));
+            };
+            set = Some((s, name.span()));
+            return Ok(());
+        }
         let (which, what) = if meta.path.is_ident("tile") {
             (&mut tiles, "tile")
         } else if meta.path.is_ident("threads") {
             (&mut threads, "threads")
         } else {
             return Err(meta.error(
-                "unknown kernel option: expected `tile = [..]`, `threads = [..]`, `ascend = false` or `debug`",
+                "unknown kernel option: expected `tile = [..]`, `threads = [..]`, `variants = NAME`, `ascend = false` or `debug`",
             ));
         };
         let value = meta.value()?;
@@ -167,6 +183,17 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
     if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
         errs.push_err(e);
         return (Vec::new(), debug, ascend);
+    }
+    if let Some((s, span)) = set {
+        if let Some(&(_, at)) = tiles.first().or(threads.first()) {
+            errs.push(
+                at,
+                format!("`variants = {}` gives the tiles and threads: leave out `tile` and `threads`", s.name),
+            );
+            return (Vec::new(), debug, ascend);
+        }
+        tiles = s.tiles.iter().map(|&t| (t, span)).collect();
+        threads = s.threads.iter().map(|&t| (t, span)).collect();
     }
     if tiles.is_empty() {
         if let Some(&(_, s)) = threads.first() {

@@ -40,6 +40,9 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 const THROWAWAY: &str = r#"
 
+// kernels/mod.rs holds only the family modules: the kernel brings its import.
+use sampler_macros::kernel;
+
 /// A throwaway kernel added by tests/ptx/stable.rs.
 #[kernel(tile = [256], threads = [128])]
 pub fn zz_throwaway(x: Gm<f32>, n: u32, y: GmMut<f32>) {

@@ -1,0 +1,160 @@
+//! Sections 3.3 and 3.6: the force top-k selection of the candidates, in one
+//! block a row (`force_topn*`) or many (`topn_chunk*` + `topn_merge`).
+
+use sampler_macros::kernel;
+
+use super::mask::{merged_status, row_status_of};
+
+/// Section 3.3 and 3.6: the `n` largest masked logits of each row, ties by
+/// lower id, in the order of section 3.6 (`n == v` sorts the whole row).
+///
+/// - `logits`: `[R, v]` (masked, checked; f32, bf16 or f16, read as f32).
+/// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out (vocabulary ids).
+#[kernel(variants = CANDIDATES)]
+pub fn force_topn(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+    let r = row();
+    let (x, id) = top_n(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+}
+
+/// `force_topn` that also does the mask check's work when nothing is left
+/// for it but the counts (no grammar mask, no raw-logprobs row: SAMPLER.md
+/// 3.2): the row's bad and finite counts come from the top-N's own read of
+/// the logits (`top_n_counted`), and its status is written here, so the step
+/// reads the logits once and launches neither `mask_check` nor `status_merge`.
+///
+/// - `logits`, `cand`, `cand_ids`: as `force_topn`.
+/// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
+#[kernel(variants = CANDIDATES)]
+pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>, status: GmMut<i32>) {
+    let r = row();
+    let (x, id, nbad, nfin) = top_n_counted(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let st = row_status_of(nbad, nfin);
+    store_scalar(status, r as u64, st);
+}
+
+/// `force_topn_counted` in one read of each row (issue 22): the
+/// `top_n_stream_counted` selection (on NVIDIA a threshold from a fixed
+/// sample of the row, one pass of 16-byte loads appending the logits at or
+/// above it to a small shared-memory buffer, an exact fallback when too few
+/// or too many survive), so several blocks fit on an SM and no `topn_merge`
+/// runs. The same results as `force_topn_counted`, for a step with no
+/// grammar mask and no raw-logprobs row.
+///
+/// - `logits`, `cand`, `cand_ids`, `status`: as `force_topn_counted`.
+/// - `fallback`: `[R]` u32 out, why row r's device selection fell back
+///   (0 it did not; 1 no survivor buffer; 2 the buffer overflowed; 3 fewer
+///   than `n` survived): a diagnostic, never an input of a later kernel.
+#[kernel(variants = STREAM)]
+pub fn force_topn_stream(
+    logits: Logits,
+    v: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    status: GmMut<i32>,
+    fallback: GmMut<u32>,
+) {
+    let r = row();
+    let (x, id, nbad, nfin, fell) = top_n_stream_counted(logits, (r as u64) * (v as u64), v, n);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let st = row_status_of(nbad, nfin);
+    store_scalar(status, r as u64, st);
+    store_scalar(fallback, r as u64, fell);
+}
+
+/// Section 3.3 for many blocks per row (stage 1 of 2): program
+/// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
+/// (logits `c * chunk_len ..`, the last chunk shorter) with vocabulary ids,
+/// unsorted (`top_n_set`: equal logits in ascending id order). Every chunk
+/// must hold at least `n` logits. `topn_merge` then picks and sorts the
+/// row's `n` from the `chunks * n` candidates; the result equals
+/// `force_topn`'s exactly (the order keys are unique, and equal logits stay
+/// in id order across and within chunks, which is the merge's tie order).
+///
+/// - `logits`: `[R, v]` (masked, checked; f32, bf16 or f16, read as f32).
+/// - `cand`: `[R * chunks, n]` f32 out, `cand_ids`: `[R * chunks, n]` i32 out.
+#[kernel(variants = CHUNKS)]
+pub fn topn_chunk(logits: Logits, v: u32, chunk_len: u32, chunks: u32, n: u32, cand: GmMut<f32>, cand_ids: GmMut<i32>) {
+    let p = row();
+    let r = p / chunks;
+    let start = (p % chunks) * chunk_len;
+    let len = min(chunk_len, v - start);
+    let (x, id) = top_n_set(logits, (r as u64) * (v as u64) + (start as u64), len, n);
+    let off = (p as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id + (start as i32));
+}
+
+/// `topn_chunk` that also counts its chunk's bad (NaN or +inf) and finite
+/// (not -inf) logits from its own read of them (`top_n_set_counted`: on
+/// NVIDIA from the staging histogram), for a step where the mask check has
+/// nothing else to do (no grammar mask, no raw-logprobs row); `topn_merge`
+/// turns the counts into the row status (`mchunks = chunks`).
+///
+/// - `logits`, `cand`, `cand_ids`: as `topn_chunk`.
+/// - `bad`, `finite`: `[R * chunks]` u32 out, in `mask_check_chunk`'s layout.
+#[kernel(variants = CHUNKS)]
+pub fn topn_chunk_counted(
+    logits: Logits,
+    v: u32,
+    chunk_len: u32,
+    chunks: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    bad: GmMut<u32>,
+    finite: GmMut<u32>,
+) {
+    let p = row();
+    let r = p / chunks;
+    let start = (p % chunks) * chunk_len;
+    let len = min(chunk_len, v - start);
+    let (x, id, nbad, nfin) = top_n_set_counted(logits, (r as u64) * (v as u64) + (start as u64), len, n);
+    let off = (p as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id + (start as i32));
+    store_scalar(bad, p as u64, nbad);
+    store_scalar(finite, p as u64, nfin);
+}
+
+/// Section 3.3 for many blocks per row (stage 2 of 2): the `n` largest of
+/// each row's `m = chunks * n` candidates from `topn_chunk`, ties by lower
+/// position (= lower vocabulary id), as (logit, vocabulary id); also
+/// `status_merge`'s work when `mchunks > 0` (one graph node fewer).
+///
+/// - `cand_in`, `ids_in`: `[R, m]`; `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out.
+/// - `bad`, `finite`: `[R * mchunks]` u32, `mask_check_chunk`'s counts;
+///   `status`: `[R]` i32 out (section 3.2, as `status_merge`), written only
+///   when `mchunks > 0`.
+#[kernel(variants = CHUNKS)]
+pub fn topn_merge(
+    cand_in: Gm<f32>,
+    ids_in: Gm<i32>,
+    m: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    bad: Gm<u32>,
+    finite: Gm<u32>,
+    mchunks: u32,
+    status: GmMut<i32>,
+) {
+    let r = row();
+    let moff = (r as u64) * (m as u64);
+    let (x, pos) = top_n(cand_in, moff, m, n);
+    let ids = gather(ids_in, moff, pos, -1i32);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, ids);
+    if mchunks > 0 {
+        merged_status(bad, finite, r, mchunks, status);
+    }
+}
