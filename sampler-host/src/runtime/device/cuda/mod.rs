@@ -18,6 +18,7 @@ mod context;
 mod device;
 mod graph;
 mod tuning;
+mod upload;
 
 pub use context::{driver_present, PTX};
 pub use device::{stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_WIDE};
