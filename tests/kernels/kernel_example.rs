@@ -2,7 +2,7 @@
 //! filter written with `#[kernel]` (and a `#[kernel_fn]` helper), launched
 //! on the CPU and checked against plain Rust, then run under the AscendC
 //! emulation beside the CPU. A kernel added to
-//! `sampler-kernels/src/kernels/mod.rs` is tested the same way (then
+//! a family module of `sampler-kernels/src/kernels/` is tested the same way (then
 //! `cargo run --example regenerate` writes its PTX and AscendC).
 
 use crate::common;

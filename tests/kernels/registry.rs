@@ -213,3 +213,66 @@ fn cpu_dyn_rejects_a_wrong_argument_type() {
         }
     }
 }
+
+/// Every library kernel keeps the variants it had before the named sets
+/// (`#[kernel(variants = NAME)]`): pinned here as literals, and checked
+/// both ways against the committed PTX (each entry's `.maxntid` is its
+/// block size), so a changed set or a dropped variant fails.
+#[test]
+fn every_kernel_keeps_its_variants() {
+    const WIDE: (&[u32], &[u32]) =
+        (&[64, 256, 1024, 4096, 16384, 131072, 262144, 524288], &[64, 256, 512, 512, 1024, 1024, 1024, 1024]);
+    const FUSED: (&[u32], &[u32]) = (&[64, 256, 1024, 4096, 16384], &[64, 256, 512, 512, 1024]);
+    const CHUNK: (&[u32], &[u32]) = (&[256, 1024, 4096, 16384], &[256, 1024, 1024, 1024]);
+    const VOCAB: (&[u32], &[u32]) = (&[4096], &[512]);
+    const SCALAR: (&[u32], &[u32]) = (&[1], &[1]);
+    let want: &[(&str, (&[u32], &[u32]))] = &[
+        ("draw", WIDE),
+        ("finalize", SCALAR),
+        ("force_topn", WIDE),
+        ("force_topn_counted", WIDE),
+        ("force_topn_stream", (&[256, 1024, 4096], &[256, 512, 512])),
+        ("mask_check", VOCAB),
+        ("mask_check_chunk", VOCAB),
+        ("process", WIDE),
+        ("process_draw", FUSED),
+        ("process_prefix_draw", FUSED),
+        ("raw_logprobs", WIDE),
+        ("remap_draft", WIDE),
+        ("row_mass", VOCAB),
+        ("row_mass_bounded", VOCAB),
+        ("status_merge", SCALAR),
+        ("token_info", WIDE),
+        ("token_info_top", FUSED),
+        ("top_logprobs", WIDE),
+        ("topn_chunk", CHUNK),
+        ("topn_chunk_counted", CHUNK),
+        ("topn_merge", CHUNK),
+        ("tree_walk", WIDE),
+        ("verify", WIDE),
+    ];
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/sampler-host/ptx/sampler_kernels.ptx");
+    let ptx = std::fs::read_to_string(path).expect("committed PTX");
+    // (entry, .maxntid) of every entry in the committed PTX.
+    let mut in_ptx = std::collections::BTreeMap::new();
+    let mut cur: Option<&str> = None;
+    for line in ptx.lines() {
+        if let Some(rest) = line.strip_prefix(".visible .entry ") {
+            cur = rest.split('(').next();
+        } else if let (Some(e), Some(t)) = (cur, line.strip_prefix(".maxntid ")) {
+            in_ptx.insert(e.to_string(), t.split(',').next().unwrap().trim().parse::<u32>().unwrap());
+            cur = None;
+        }
+    }
+    let mut expected = std::collections::BTreeMap::new();
+    for &(name, (tiles, threads)) in want {
+        let k = registry::find(name).unwrap_or_else(|| panic!("kernel `{name}` is not registered"));
+        let got: Vec<(u32, u32)> = k.variants.iter().map(|v| (v.tile, v.threads)).collect();
+        let pinned: Vec<(u32, u32)> = tiles.iter().copied().zip(threads.iter().copied()).collect();
+        assert_eq!(got, pinned, "{name}: its variants changed");
+        for &(t, h) in &pinned {
+            expected.insert(format!("{name}_t{t}"), h);
+        }
+    }
+    assert_eq!(in_ptx, expected, "the committed PTX's entries and block sizes are not the pinned variants");
+}
