@@ -255,7 +255,7 @@ pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand
 /// - `fallback`: `[R]` u32 out, why row r's device selection fell back
 ///   (0 it did not; 1 no survivor buffer; 2 the buffer overflowed; 3 fewer
 ///   than `n` survived): a diagnostic, never an input of a later kernel.
-#[kernel(tile = [256, 1024, 4096], threads = [256, 512, 512])]
+#[kernel(tile = [256, 1024, 4096], threads = [256, 512, 1024])]
 pub fn force_topn_stream(
     logits: Logits,
     v: u32,
