@@ -209,7 +209,7 @@ pub(crate) fn _bench_binding_pieces(
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
             std::hint::black_box(Py::new(
                 py,
-                cuda::CudaStepOutput::new((flat.clone().unbind(), None, segs, (r, k, g)), counts),
+                cuda::CudaStepOutput::new((flat.clone().unbind(), None, segs, (r, k, g)), counts.into()),
             )?);
         }
         out.push(("result object (CudaStepOutput)".into(), per(t)));
@@ -217,7 +217,7 @@ pub(crate) fn _bench_binding_pieces(
             py,
             cuda::CudaStepOutput::new(
                 (flat.clone().unbind(), None, segs, (r, k, g)),
-                reqs.iter().map(Request::rows).collect(),
+                reqs.iter().map(Request::rows).collect::<Vec<_>>().into(),
             ),
         )?;
         let t = std::time::Instant::now();
@@ -250,7 +250,28 @@ pub(crate) fn _bench_binding_pieces(
     for _ in 0..n {
         std::hint::black_box(requests_arg(requests)?);
     }
-    out.push((format!("requests ({g} Request objects)"), per(t)));
+    out.push((format!("requests ({g} Request objects): converted alone (the cache busy; every call before issue 26)"), per(t)));
+    // `Sampler.sample`'s requests (issue 26): the sampler's cache of the last call's requests.
+    let mut cache = ReqCache::default();
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        cache.update(requests)?;
+        std::hint::black_box(cache.as_slice());
+    }
+    out.push((format!("requests ({g} Request objects): the same objects as the last call (the sampler's cache)"), per(t)));
+    // Every entry changed: the same list's objects and copies of them, alternately.
+    let other = PyList::empty(py);
+    for q in requests.try_iter()? {
+        let q = q?.cast_into::<PyRequest>()?;
+        other.append(Py::new(py, PyRequest { inner: q.get().inner.clone() })?)?;
+    }
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        cache.update(if i % 2 == 0 { other.as_any() } else { requests })?;
+        std::hint::black_box(cache.as_slice());
+    }
+    out.push((format!("requests ({g} Request objects): all new since the last call (cache miss)"), per(t)));
+
     let t = std::time::Instant::now();
     for _ in 0..n {
         std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.requests(0));

@@ -561,7 +561,7 @@ pub struct CudaStepOutput {
     r: usize,
     k: usize,
     g: usize,
-    row_counts: Vec<usize>,
+    row_counts: crate::RowCounts,
     /// Which requests are tree requests (their `paths` entry is a view).
     trees: Vec<bool>,
     /// Typed views, `ok`, and the `buffer` alias.
@@ -569,7 +569,7 @@ pub struct CudaStepOutput {
 }
 
 impl CudaStepOutput {
-    pub fn new(buf: StepBuf, row_counts: Vec<usize>) -> CudaStepOutput {
+    pub fn new(buf: StepBuf, row_counts: crate::RowCounts) -> CudaStepOutput {
         let (flat, region, segs, (r, k, g)) = buf;
         let trees = Vec::new();
         let cache = std::array::from_fn(|_| PyOnceLock::new());
@@ -670,7 +670,7 @@ impl CudaStepOutput {
     fn row_offsets(&self) -> Vec<usize> {
         let mut v = Vec::with_capacity(self.row_counts.len() + 1);
         v.push(0);
-        for &c in &self.row_counts {
+        for &c in self.row_counts.iter() {
             v.push(v[v.len() - 1] + c);
         }
         v

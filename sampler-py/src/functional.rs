@@ -299,7 +299,7 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
             cuda::step(py, s, &c, &reqs, want, None, None)
         })?;
         if return_logprobs {
-            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![1; r]))?.into_any());
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![1; r].into()))?.into_any());
         }
         return Ok(buf.0);
     }
@@ -310,7 +310,7 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
     let (res, _) = run_cached(py, l.vocab(), force_topk, backend, l.data(), &reqs, None)?;
     let out = Out::for_input(logits);
     if return_logprobs {
-        return Ok(Py::new(py, step_output(&out, res, &vec![1; r])?)?.into_any());
+        return Ok(Py::new(py, step_output(&out, res, vec![1; r].into())?)?.into_any());
     }
     let tokens: Vec<i32> = res.rows.iter().map(|x| x.token).collect();
     // Freeing the Rust `StepOutput` is the Rust API's own cost (a Rust caller drops it too).
@@ -445,11 +445,11 @@ pub(crate) fn verify(
         let buf = with_cached(py, v, force_topk, backend, nextn, |s| {
             cuda::step(py, s, c, &reqs, cuda::Want::All, None, None)
         })?;
-        return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![m; b]))?.into_any());
+        return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![m; b].into()))?.into_any());
     }
     let l = hl.expect("host logits");
     let (res, _) = run_cached_n(py, v, force_topk, backend, nextn, l.data(), &reqs, None)?;
-    Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, &vec![m; b])?)?.into_any())
+    Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, vec![m; b].into())?)?.into_any())
 }
 
 /// The processed distribution (section 3) of every row: `(ids, logprobs)`,

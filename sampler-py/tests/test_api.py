@@ -434,7 +434,8 @@ def test_api_clock_times_the_rust_api_inside_a_call(rng):
     s.sample(a, reqs)
     assert sp._native._bench_api_ns() == 0  # off: nothing recorded
     pieces = dict(sp._native._bench_binding_pieces(a, reqs, 3, top_k=5, top_p=0.9, seed=np.arange(64, dtype=np.uint64)))
-    assert pieces["requests (64 Request objects)"] > 0 and pieces["functional parameters and its 64 requests"] > 0
+    assert pieces["requests (64 Request objects): the same objects as the last call (the sampler's cache)"] > 0
+    assert pieces["requests (64 Request objects): all new since the last call (cache miss)"] > 0 and pieces["functional parameters and its 64 requests"] > 0
     assert sp._native._bench_dispatch(a, reqs, out=None) is None
     sp._native._bench_slabs(False)  # host steps never use the CUDA output slabs
     try:
@@ -601,6 +602,76 @@ def test_requests_are_read_in_place_and_stay_valid(rng):
         assert s.sample(a, [r for r in mk()]).tokens.tolist() == first.tokens.tolist()
     with pytest.raises(TypeError, match=r"requests\[1\] must be a Request, got int"):
         s.sample(a, [reqs[0], 1, reqs[2]])
+
+
+def test_sampler_reuses_the_last_calls_requests_only_when_they_are_the_same_objects(rng):
+    # Sampler.sample keeps the last call's converted requests (issue 26): an entry is reused
+    # when the object at its index is the one of the last call, every other one is converted
+    # again. Each call must equal the same call on a new sampler (nothing cached).
+    s = sp.Sampler(V, backend="cpu")
+    mk = lambda i, **kw: sp.Request.prefill(params(seq_seed=i, **kw), 5 + i)
+    reqs = [mk(i) for i in range(6)]
+    decode2 = sp.Request.decode(params(seq_seed=40), 9, 2, [-1])  # two rows
+
+    def check(lst, rows=None, same_as=None):
+        x = logits(rng, rows if rows is not None else len(lst))
+        want = sp.Sampler(V, backend="cpu").sample(x, list(same_as if same_as is not None else lst))
+        got = s.sample(x, lst)
+        assert got.result_json() == want.result_json()
+        assert got.row_offsets.tolist() == want.row_offsets.tolist()
+        return got
+
+    check(reqs)
+    check(reqs)  # the same list object
+    check(list(reqs))  # another list of the same objects
+    reqs[2] = mk(2, top_k=1)  # one entry replaced in place
+    check(reqs)
+    check(reqs[:3])  # shorter
+    check(reqs + [mk(7), mk(8)])  # longer
+    check(reqs[::-1])  # the same objects at other indices
+    check(tuple(reqs))
+    check(iter(reqs), rows=6, same_as=reqs)
+    check(reqs[:1] + [decode2] + reqs[2:], rows=7)  # a request of another row count
+    check(reqs, rows=6)  # and back: row counts follow
+    with pytest.raises(TypeError, match=r"requests\[4\] must be a Request, got NoneType"):
+        s.sample(logits(rng, 6), reqs[:4] + [None] + reqs[5:])
+    with pytest.raises(TypeError, match=r"requests must be a list of Request, got int"):
+        s.sample(logits(rng, 6), 3)
+    check(reqs)  # the failed calls left the cache usable
+    check(reqs[:4] + [mk(9)] + reqs[5:])
+    # sample_probs and sample_with_processed share the cache.
+    p = np.full((6, V), 1.0 / V, np.float32)
+    greedy = [sp.Request.prefill(params(temperature=1.0, seq_seed=i), 3) for i in range(6)]
+    assert s.sample_probs(p, greedy).result_json() == sp.Sampler(V, backend="cpu").sample_probs(p, greedy).result_json()
+    x = logits(rng, 6)
+    o, ids, lps = s.sample_with_processed(x, reqs, [0, 5])
+    o2, ids2, lps2 = sp.Sampler(V, backend="cpu").sample_with_processed(x, reqs, [0, 5])
+    assert o.result_json() == o2.result_json() and (ids == ids2).all() and np.array_equal(lps, lps2)
+    check(reqs)
+
+
+def test_two_threads_sampling_on_one_sampler_with_different_requests(rng):
+    # One thread's host step holds the request cache (GIL released): the other thread's call
+    # converts its requests alone, and neither sees the other's.
+    s = sp.Sampler(V, backend="cpu")
+    x = logits(rng, 16)
+    lists = [[sp.Request.prefill(params(seq_seed=100 * t + i, top_k=5 + t), 3) for i in range(16)] for t in range(2)]
+    want = [sp.Sampler(V, backend="cpu").sample(x, l).tokens.tolist() for l in lists]
+    errors = []
+
+    def run(t):
+        try:
+            for _ in range(100):
+                assert s.sample(x, lists[t]).tokens.tolist() == want[t]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
 
 
 def test_requests_replaced_by_another_thread_during_a_step(rng):
