@@ -147,7 +147,12 @@ pub(crate) fn _bench_binding_pieces(
         for _ in 0..n {
             std::hint::black_box(dlpack::read_torch(logits, "logits", &[2], api)?);
         }
-        out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device)".into(), per(t)));
+        out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device; the fallback)".into(), per(t)));
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(dlpack::torch_dl(logits, &[2], api).ok_or_else(|| value_err("torch_dl read nothing"))?);
+        }
+        out.push(("torch tensor read: one torch._C._to_dlpack call (the default; replaces the row above)".into(), per(t)));
         let c = cuda::CudaIn { t: dlpack::read_torch(logits, "logits", &[2], api)?, stream: 0, current: true };
         // `torch._C._cuda_getCurrentRawStream(device)` needs a GPU; a torch C call that runs without one.
         let analogue = py.import("torch")?.getattr("_C")?.getattr("_cuda_getDeviceCount")?;

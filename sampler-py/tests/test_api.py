@@ -390,8 +390,15 @@ def test_torch_cpu_logits_are_read_in_place_through_attributes(rng):
     a = torch.from_numpy(logits(rng, 3))
     assert sp._native._dlpack_data_ptr(a) == a.data_ptr() == a.numpy().ctypes.data
     assert sp._native._dlpack_data_ptr(a[1:]) == a.data_ptr() + V * 4
+    # One C++ call (torch._C._to_dlpack) reads them (issue 26): a dimension of size 1 takes any
+    # stride, as before; an empty tensor is read too.
+    one = a.as_strided((1, V), (12345, 1), V)
+    assert sp._native._dlpack_data_ptr(one) == one.data_ptr() == a.data_ptr() + V * 4
     s = sp.Sampler(V, backend="cpu")
     greedy = [sp.Request.prefill(params(temperature=0.0), 3) for _ in range(3)]
+    assert s.sample(one, greedy[:1]).tokens.tolist() == s.sample(a[1:2].numpy(), greedy[:1]).tokens.tolist()
+    assert len(s.sample(torch.zeros((0, V)), [])) == 0
+    assert s.sample(a.to(torch.float16)[:, :].contiguous(), greedy).tokens.tolist() == s.sample(a.to(torch.float16).numpy(), greedy).tokens.tolist()
     a[1, 17] = 1e4  # written in place after the import above: the step reads the live memory
     assert s.sample(a, greedy).tokens.tolist()[1] == 17
     a[1, 23] = 2e4
