@@ -94,7 +94,8 @@ pub fn import<'py>(
         Some(s) => (s, false),
         None if t.torch => {
             let api = dlpack::torch_api(obj).expect("a torch tensor");
-            (api.raw_stream.bind(obj.py()).call1((t.device,))?.extract::<u64>()?, true)
+            let dev = t.device.into_pyobject(obj.py())?;
+            (dlpack::call_one(api.raw_stream.bind(obj.py()), dev.as_any())?.extract::<u64>()?, true)
         }
         None => (LEGACY_STREAM, false),
     };

@@ -669,6 +669,16 @@ fn torch_host_attrs<'py>(
     Ok(Some(Ok(Borrowed { _capsule: obj.clone(), ptr, dtype, shape })))
 }
 
+/// `f(arg)` without an argument tuple (`PyObject_CallFunctionObjArgs`; pyo3's `call1` builds one
+/// under the stable ABI): torch's C functions of one argument, on the hot path.
+pub fn call_one<'py>(f: &Bound<'py, PyAny>, arg: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: live objects, a null-terminated argument list; the result is a new reference or null.
+    unsafe {
+        let p = pyo3::ffi::PyObject_CallFunctionObjArgs(f.as_ptr(), arg.as_ptr(), std::ptr::null_mut::<pyo3::ffi::PyObject>());
+        Bound::from_owned_ptr_or_err(f.py(), p)
+    }
+}
+
 /// What one `torch._C._to_dlpack(tensor)` call says of a float tensor laid out as the logits
 /// must be (the DLPack fields; the capsule is dropped at once, the tensor keeps the memory).
 pub struct TorchRead {
@@ -689,12 +699,7 @@ pub struct TorchRead {
 pub fn torch_dl(obj: &Bound<'_, PyAny>, ndims: &[usize], t: &TorchApi) -> Option<TorchRead> {
     let py = obj.py();
     let f = t.to_dlpack.as_ref()?;
-    // SAFETY: a call with one argument (null-terminated list), no argument tuple built.
-    let cap = unsafe {
-        let p = pyo3::ffi::PyObject_CallFunctionObjArgs(f.as_ptr(), obj.as_ptr(), std::ptr::null_mut::<pyo3::ffi::PyObject>());
-        Bound::from_owned_ptr_or_err(py, p)
-    };
-    let cap = match cap {
+    let cap = match call_one(f.bind(py), obj) {
         Ok(c) => c,
         Err(_) => return None, // e.g. a sparse or meta tensor: the attribute path names it
     };

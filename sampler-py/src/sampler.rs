@@ -329,7 +329,9 @@ impl PySampler {
     /// `out` (CUDA): an earlier `CudaStepOutput` of the same shape whose
     /// buffer is written again (and returned) instead of a new allocation;
     /// ValueError with host logits.
-    /// A bad request only gets an error status.
+    /// A bad request only gets an error status. A `Request` object at the same
+    /// index as in this sampler's last call is not converted again (`ReqCache`):
+    /// the sampler keeps the last call's requests until its next call.
     #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
     pub(crate) fn sample(
         &self,
