@@ -150,9 +150,14 @@ pub(crate) fn _bench_binding_pieces(
         out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device; the fallback)".into(), per(t)));
         let t = std::time::Instant::now();
         for _ in 0..n {
-            std::hint::black_box(dlpack::torch_dl(logits, &[2], api).ok_or_else(|| value_err("torch_dl read nothing"))?);
+            std::hint::black_box(
+                dlpack::torch_dl(logits, &[2], api).ok_or_else(|| value_err("torch_dl read nothing"))?,
+            );
         }
-        out.push(("torch tensor read: one torch._C._to_dlpack call (the default; replaces the row above)".into(), per(t)));
+        out.push((
+            "torch tensor read: one torch._C._to_dlpack call (the default; replaces the row above)".into(),
+            per(t),
+        ));
         let c = cuda::CudaIn { t: dlpack::read_torch(logits, "logits", &[2], api)?, stream: 0, current: true };
         // `torch._C._cuda_getCurrentRawStream(device)` needs a GPU; a torch C call that runs without one.
         let analogue = py.import("torch")?.getattr("_C")?.getattr("_cuda_getDeviceCount")?;
@@ -255,7 +260,10 @@ pub(crate) fn _bench_binding_pieces(
     for _ in 0..n {
         std::hint::black_box(requests_arg(requests)?);
     }
-    out.push((format!("requests ({g} Request objects): converted alone (the cache busy; every call before issue 26)"), per(t)));
+    out.push((
+        format!("requests ({g} Request objects): converted alone (the cache busy; every call before issue 26)"),
+        per(t),
+    ));
     // `Sampler.sample`'s requests (issue 26): the sampler's cache of the last call's requests.
     let mut cache = ReqCache::default();
     let t = std::time::Instant::now();
@@ -263,7 +271,10 @@ pub(crate) fn _bench_binding_pieces(
         cache.update(requests)?;
         std::hint::black_box(cache.as_slice());
     }
-    out.push((format!("requests ({g} Request objects): the same objects as the last call (the sampler's cache)"), per(t)));
+    out.push((
+        format!("requests ({g} Request objects): the same objects as the last call (the sampler's cache)"),
+        per(t),
+    ));
     // Every entry changed: the same list's objects and copies of them, alternately.
     let other = PyList::empty(py);
     for q in requests.try_iter()? {

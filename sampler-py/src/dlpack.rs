@@ -615,7 +615,11 @@ pub fn torch_host<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> P
             CudaDtype::F16 => Dtype::F16,
         };
         let n: usize = r.shape.iter().product();
-        let ptr = if n == 0 { std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8 } else { r.ptr as usize as *const u8 };
+        let ptr = if n == 0 {
+            std::ptr::NonNull::<u64>::dangling().as_ptr() as *const u8
+        } else {
+            r.ptr as usize as *const u8
+        };
         return Ok(Some(Borrowed { _capsule: obj.clone(), ptr, dtype, shape: r.shape }));
     }
     // Any tensor whose attributes cannot be read so (sparse layouts, ...) takes the DLPack
@@ -674,7 +678,11 @@ fn torch_host_attrs<'py>(
 pub fn call_one<'py>(f: &Bound<'py, PyAny>, arg: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: live objects, a null-terminated argument list; the result is a new reference or null.
     unsafe {
-        let p = pyo3::ffi::PyObject_CallFunctionObjArgs(f.as_ptr(), arg.as_ptr(), std::ptr::null_mut::<pyo3::ffi::PyObject>());
+        let p = pyo3::ffi::PyObject_CallFunctionObjArgs(
+            f.as_ptr(),
+            arg.as_ptr(),
+            std::ptr::null_mut::<pyo3::ffi::PyObject>(),
+        );
         Bound::from_owned_ptr_or_err(f.py(), p)
     }
 }
@@ -692,7 +700,7 @@ pub struct TorchRead {
 
 /// A torch tensor read by ONE call into torch's C++ (`torch._C._to_dlpack`, not the
 /// Python-level `__dlpack__`) instead of five attribute reads (`dtype`, `shape`,
-/// `is_contiguous()`, `data_ptr()`, `get_device()`) and `is_cuda`: about 0.2 us less a call
+/// `is_contiguous()`, `data_ptr()`, `get_device()`): about 0.2 us less a call
 /// (issue 26; `bench/binding_profile.py`). `None` whenever the call fails or the tensor is not
 /// float32 / bfloat16 / float16, `ndims`-dimensional, row-major contiguous and aligned: the
 /// attribute path then decides and raises its own errors, so every message stays as it was.
@@ -729,21 +737,13 @@ pub fn torch_dl(obj: &Bound<'_, PyAny>, ndims: &[usize], t: &TorchApi) -> Option
 fn torch_cuda<'py>(obj: &Bound<'py, PyAny>, arg: &str, ndims: &[usize]) -> PyResult<Option<CudaBorrowed<'py>>> {
     let Some(t) = torch_api(obj) else { return Ok(None) };
     let py = obj.py();
-    if !obj.is_instance(t.tensor.bind(py))? {
+    // `is_cuda` first (one attribute): host logits then cost no more than before.
+    if !obj.is_instance(t.tensor.bind(py))? || !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
         return Ok(None);
     }
-    if let Some(r) = torch_dl(obj, ndims, t) {
-        match r.device_type {
-            KDL_CUDA => {
-                let TorchRead { device, dtype, shape, ptr, .. } = r;
-                return Ok(Some(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true }));
-            }
-            KDL_CPU => return Ok(None),
-            _ => {} // (ROCm, ...): as torch's attributes say
-        }
-    }
-    if !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
-        return Ok(None);
+    if let Some(r) = torch_dl(obj, ndims, t).filter(|r| r.device_type == KDL_CUDA) {
+        let TorchRead { device, dtype, shape, ptr, .. } = r;
+        return Ok(Some(CudaBorrowed { _keep: obj.clone(), ptr, dtype, shape, device, torch: true }));
     }
     read_torch(obj, arg, ndims, t).map(Some)
 }
