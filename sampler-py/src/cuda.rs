@@ -142,13 +142,16 @@ pub(crate) fn layout(r: usize, k: usize, g: usize, want: Want, tree: bool) -> ([
 /// The kernels write the outputs straight into the torch buffer (no copy);
 /// with [`Want::Tokens`] only the tokens go there (the rest stays in the
 /// sampler's own buffers). Errors: a sampler not on CUDA or on another
-/// device (ValueError); batch errors as [`crate::batch_err`].
+/// device (ValueError); batch errors as [`crate::batch_err`]. `tree`: whether `reqs` has a tree
+/// request ([`has_tree`]; the sampler's request cache knows it without reading the requests).
+#[allow(clippy::too_many_arguments)]
 pub fn step(
     py: Python<'_>,
     s: &mut Sampler,
     c: &CudaIn<'_>,
     reqs: &[Request],
     want: Want,
+    tree: bool,
     reuse: Option<&CudaStepOutput>,
     pool: Option<&mut OutPool>,
 ) -> PyResult<StepBuf> {
@@ -197,7 +200,7 @@ pub fn step(
     type Made<'py> = PyResult<(Bound<'py, PyAny>, Option<(usize, usize)>, Segs, (usize, usize, usize))>;
     let mut made: Option<Made<'_>> = None;
     // Tree requests' paths (section 11.9) get a segment of their own, written by the kernels.
-    let tree = want == Want::All && reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }));
+    let tree = want == Want::All && tree;
     let enqueued = s
         .sample_async_into(logits, reqs, |r, k, g| {
             // Our own work inside the Rust API's call (the output buffer): binding time.
@@ -289,6 +292,11 @@ pub fn step(
     caller.join(&cs).map_err(|e| crate::device_err(format!("joining the caller's stream: {e:?}")))?;
     crate::api_clock::record(api_ns + crate::api_clock::since(t_join));
     Ok((flat.unbind(), region, segs, (r, k, g)))
+}
+
+/// Whether `reqs` has a tree request (its paths get an output segment).
+pub fn has_tree(reqs: &[Request]) -> bool {
+    reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }))
 }
 
 /// The slice `start..start + n` (elements), to index a 1-D tensor with.

@@ -296,7 +296,7 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
         // No output pool: its reference checks cost more than torch's allocator (run 13).
         let buf = with_cached(py, c.vocab(), force_topk, backend, DEFAULT_NEXTN, |s| {
-            cuda::step(py, s, &c, &reqs, want, None, None)
+            cuda::step(py, s, &c, &reqs, want, false, None, None)
         })?;
         if return_logprobs {
             return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![1; r].into()))?.into_any());
@@ -443,7 +443,7 @@ pub(crate) fn verify(
     }
     if let Some(c) = &cl {
         let buf = with_cached(py, v, force_topk, backend, nextn, |s| {
-            cuda::step(py, s, c, &reqs, cuda::Want::All, None, None)
+            cuda::step(py, s, c, &reqs, cuda::Want::All, cuda::has_tree(&reqs), None, None)
         })?;
         return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![m; b].into()))?.into_any());
     }

@@ -139,8 +139,10 @@ pub(crate) struct ReqCache {
     /// The objects the copies come from (index i: `requests[i]` of the last call).
     keep: Vec<Py<PyRequest>>,
     copies: Vec<std::mem::ManuallyDrop<Request>>,
-    /// Rows per request, shared with the outputs (remade only when an entry changes).
+    /// Rows per request, shared with the outputs, and whether one is a tree request
+    /// (remade only when an entry changes).
     rows: Option<RowCounts>,
+    tree: bool,
 }
 
 impl ReqCache {
@@ -179,6 +181,7 @@ impl ReqCache {
         }
         if self.rows.is_none() {
             self.rows = Some(self.as_slice().iter().map(Request::rows).collect());
+            self.tree = cuda::has_tree(self.as_slice());
         }
         Ok(())
     }
@@ -239,6 +242,13 @@ impl Reqs<'_, '_> {
         match self {
             Reqs::Cached(c) => c.rows.clone().expect("set by update"),
             Reqs::Fresh(_, r) => r.clone(),
+        }
+    }
+    /// Whether a request is a tree request.
+    pub(crate) fn any_tree(&self) -> bool {
+        match self {
+            Reqs::Cached(c) => c.tree,
+            Reqs::Fresh(b, _) => cuda::has_tree(b),
         }
     }
 }
@@ -352,8 +362,16 @@ impl PySampler {
             let mut guard = self.lock_gil(py);
             // Never blocks: the GIL is held, so a pool lock held elsewhere is a re-entrant call.
             let mut pool = self.pool.as_ref().and_then(|p| p.try_lock().ok());
-            let buf =
-                cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()), pool.as_deref_mut())?;
+            let buf = cuda::step(
+                py,
+                &mut guard,
+                &c,
+                &reqs,
+                cuda::Want::All,
+                reqs.any_tree(),
+                out.map(|o| o.get()),
+                pool.as_deref_mut(),
+            )?;
             drop(pool);
             drop(guard);
             if let Some(o) = out {
