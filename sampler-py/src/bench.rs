@@ -290,9 +290,19 @@ pub(crate) fn _bench_binding_pieces(
 
     let t = std::time::Instant::now();
     for _ in 0..n {
-        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.requests(0));
+        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.row_requests(0));
     }
     out.push((format!("functional parameters and its {r} requests"), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.requests(0));
+    }
+    out.push((format!("functional parameters and its {r} requests, made afresh (before issue 26)"), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?);
+    }
+    out.push((format!("functional parameters alone ({r} rows)"), per(t)));
     Ok(out)
 }
 

@@ -288,6 +288,26 @@ def test_functional_sampling_matches_sampler_requests(rng):
     assert out.top_ids.shape == (5, 3)
 
 
+def test_functional_calls_in_a_row_each_match_their_own_requests(rng):
+    # The functional call writes its rows' parameters into requests kept from the last call
+    # (issue 26): calls of other sizes, parameters, filter orders and min-p, one after the
+    # other, must each equal the same rows as Sampler requests made afresh.
+    s = sp.Sampler(V, backend="cpu")
+    for r, kw in ((6, dict(top_k=50, top_p=0.9, temperature=0.7, seed=1, positions=3)),
+                  (2, dict(top_k=[1, 5], top_p=[0.5, 1.0], temperature=[0.5, 2.0], seed=[7, 8], positions=[9, 10])),
+                  (9, dict(top_k=-1, top_p=0.95, min_p=0.05, filter_order="top_k_then_top_p", seed=np.arange(9, dtype=np.uint64))),
+                  (6, dict(top_k=3, top_p=1.0, temperature=1.0, seed=2, positions=1)),
+                  (1, dict(seed=4))):
+        a = logits(rng, r)
+        out = sp.top_k_top_p_sampling_from_logits(a, backend="cpu", return_logprobs=True, top_logprobs=2, **kw)
+        row = lambda name, i, d: (lambda v: d if v is None else (v if np.ndim(v) == 0 else v[i]))(kw.get(name))
+        reqs = [sp.Request.prefill(sp.SamplingParams(
+            top_k=int(row("top_k", i, -1)), top_p=float(row("top_p", i, 1.0)), temperature=float(row("temperature", i, 1.0)),
+            min_p=float(row("min_p", i, 0.0)), filter_order=kw.get("filter_order", "top_p_then_top_k"),
+            seq_seed=int(row("seed", i, 0)), top_logprobs=2), int(row("positions", i, 0))) for i in range(r)]
+        assert out.result_json() == s.sample(a, reqs).result_json()
+
+
 def test_renorm_helpers_follow_section_3():
     # SAMPLER.md section 3's worked example.
     p = np.array([[0.50, 0.25, 0.15, 0.06, 0.04]], dtype=np.float32)
