@@ -568,7 +568,9 @@ fn helpers(fns: &[TokenStream]) -> std::collections::HashMap<String, sampler_dsl
         sampler_dsl::kfn::check(&h, &mut errs);
         out.insert(h.sig.name.to_string(), h);
     }
-    assert!(errs.is_empty());
+    if let Err(e) = errs.check() {
+        panic!("helper errors: {e}");
+    }
     out
 }
 
