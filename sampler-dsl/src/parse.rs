@@ -816,9 +816,9 @@ mod tests {
             quote::quote!(tile = [64]),
             quote::quote!(
                 fn k<T>(x: Gm<f32>, v: Vec<u8>) -> u32 {
+                    while true {}
                     let a = load(x, 0u64, 3.0f32);
                     let b = unknown_name + 1u32;
-                    while true {}
                 }
             ),
         )

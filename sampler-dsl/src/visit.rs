@@ -261,7 +261,7 @@ mod tests {
                 ("if", 1),
                 ("if value", 1),
                 ("let", 3),
-                ("lit", 11),
+                ("lit", 8),
                 ("stmt expr", 3),
                 ("unary", 1),
                 ("var", 15),
