@@ -875,14 +875,14 @@ impl<'a> Visit<'a> for LiteralRanges<'_> {
                     errs.push(e.range(), format!("the literal `{v}` does not fit in {}", p.rust_name()));
                 }
             }
-            ExprKind::Lit(Lit::Float(v, _)) => {
-                if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) {
-                    let p = prim.map_or("f64", |p| p.rust_name());
-                    errs.push(
-                        e.range(),
-                        format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"),
-                    );
-                }
+            ExprKind::Lit(Lit::Float(v, _))
+                if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) =>
+            {
+                let p = prim.map_or("f64", |p| p.rust_name());
+                errs.push(
+                    e.range(),
+                    format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"),
+                );
             }
             _ => {}
         }

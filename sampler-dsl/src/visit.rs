@@ -284,7 +284,9 @@ mod tests {
         let k = kernel();
         // Pre-order: `a + (2.0 as u32)` is reached before its operands.
         let e = find_expr(&k.body, |e| matches!(e.kind, ExprKind::Binary(..))).unwrap();
-        assert!(matches!(&e.kind, ExprKind::Binary(BinOp::Add, l, _) if matches!(&l.kind, ExprKind::Var(a) if a == "a")));
+        assert!(
+            matches!(&e.kind, ExprKind::Binary(BinOp::Add, l, _) if matches!(&l.kind, ExprKind::Var(a) if a == "a"))
+        );
         let first_call = find_expr(&k.body, |e| matches!(e.kind, ExprKind::Call(..))).unwrap();
         assert!(matches!(first_call.kind, ExprKind::Call(crate::ops::Op::Load, _)));
         assert!(find_expr(&k.body, |e| matches!(e.kind, ExprKind::Lit(Lit::Bool(_)))).is_none());
