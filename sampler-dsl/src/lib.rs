@@ -3,6 +3,9 @@
 //! Pipeline: [`parse`] (syn -> untyped IR, spanned errors) -> [`check`]
 //! (names, types, shapes) -> [`ir`] (the typed tile IR) -> emitters
 //! ([`emit::rust`] for the host and nvptx, [`emit::ascendc`] for Ascend).
+//! [`sig`] checks the signature of kernels and helpers alike, [`visit`] is
+//! the one walk over the IR the analyses share, and every stage pushes its
+//! errors to one [`parse::Errors`] collector, which must be checked.
 //! `sampler-macros` is a thin shell over [`expand`]; tests and
 //! `examples/regenerate.rs` call the stages directly on stable Rust.
 

@@ -190,3 +190,87 @@ pub fn check_sig(f: &syn::ItemFn, item: Item, errs: &mut Errors) -> Signature {
     }
     Signature { params, ret }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn sig(item: Item, f: proc_macro2::TokenStream) -> (Vec<Ty>, Vec<Ty>, Vec<String>) {
+        let f: syn::ItemFn = syn::parse2(f).unwrap();
+        let mut errs = Errors::default();
+        let s = check_sig(&f, item, &mut errs);
+        let msgs = match errs.check() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+        };
+        (s.params.into_iter().map(|p| p.ty).collect(), s.ret, msgs)
+    }
+
+    #[test]
+    fn both_items_refuse_the_same_forms_in_their_own_words() {
+        let f = quote!(
+            const unsafe fn h<T>(x: u32)
+            where
+                T: Copy,
+            {
+            }
+        );
+        let (_, _, k) = sig(Item::Kernel, f.clone());
+        let (_, _, h) = sig(Item::KernelFn, f);
+        assert_eq!(
+            k,
+            [
+                "a kernel cannot be `const`",
+                "a kernel cannot be `unsafe`: the DSL has no unsafe operations",
+                "a kernel cannot be generic: use tile variants instead",
+                "a kernel cannot have a `where` clause: it is not generic",
+            ]
+        );
+        assert_eq!(
+            h,
+            [
+                "a `#[kernel_fn]` cannot be `const`",
+                "a `#[kernel_fn]` cannot be `unsafe`: the DSL has no unsafe operations",
+                "a `#[kernel_fn]` cannot be generic",
+                "a `#[kernel_fn]` cannot have a `where` clause: it is not generic",
+            ]
+        );
+    }
+
+    #[test]
+    fn tiles_and_return_values_are_for_helpers_only() {
+        let f = quote!(
+            fn h(t: Tile<f32>, x: Gm<f32>, n: u32) -> (Tile<f32>, u32) {
+                (t, n)
+            }
+        );
+        let (p, r, e) = sig(Item::KernelFn, f.clone());
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(p, [Ty::Tile(Prim::F32), Ty::Gm(Prim::F32, false), Ty::Scalar(Prim::U32)]);
+        assert_eq!(r, [Ty::Tile(Prim::F32), Ty::Scalar(Prim::U32)]);
+        let (p, r, e) = sig(Item::Kernel, f);
+        // The tile parameter is kept as the error type.
+        assert_eq!(p, [Ty::Unit, Ty::Gm(Prim::F32, false), Ty::Scalar(Prim::U32)]);
+        assert!(r.is_empty());
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].starts_with("a kernel returns nothing"), "{e:?}");
+        assert!(e[1].starts_with("unsupported parameter type"), "{e:?}");
+        // A helper named like an op, and a buffer returned.
+        let (_, _, e) = sig(
+            Item::KernelFn,
+            quote!(
+                fn exp(x: Gm<f32>) -> Gm<f32> {
+                    x
+                }
+            ),
+        );
+        assert_eq!(
+            e,
+            [
+                "`exp` is an op of the DSL: give the helper another name",
+                "a `#[kernel_fn]` returns scalars, tiles or a tuple of them",
+            ]
+        );
+    }
+}
