@@ -16,12 +16,9 @@ pub mod kfn;
 pub mod ops;
 pub mod parse;
 pub mod rebind;
-<<<<<<< HEAD
-pub mod variants;
-=======
 pub mod sig;
+pub mod variants;
 pub mod visit;
->>>>>>> main
 
 use std::collections::HashMap;
 

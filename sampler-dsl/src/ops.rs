@@ -39,6 +39,8 @@ pub enum Op {
     TopNCounted,
     TopNSetCounted,
     TopNStreamCounted,
+    TopNChunkStream,
+    TopNMergeStream,
     SortDesc,
     Categorical,
     // --- element functions (tiles elementwise, or scalars) ---
@@ -90,6 +92,8 @@ pub const OPS: &[(&str, Op)] = &[
     ("top_n_counted", Op::TopNCounted),
     ("top_n_set_counted", Op::TopNSetCounted),
     ("top_n_stream_counted", Op::TopNStreamCounted),
+    ("top_n_chunk_stream", Op::TopNChunkStream),
+    ("top_n_merge_stream", Op::TopNMergeStream),
     ("sort_desc", Op::SortDesc),
     ("categorical", Op::Categorical),
     ("exp", Op::Exp),
@@ -173,6 +177,8 @@ impl Op {
             | Op::TopNStreamCounted
             | Op::Gather
             | Op::Scatter => 4,
+            Op::TopNChunkStream => 6,
+            Op::TopNMergeStream => 11,
         }
     }
     /// Short signature for error messages.
@@ -211,6 +217,12 @@ impl Op {
             }
             Op::TopNStreamCounted => {
                 "top_n_stream_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32, u32)"
+            }
+            Op::TopNChunkStream => {
+                "top_n_chunk_stream(buf: Gm<f32>, row_offset: u64, v: u32, start: u32, len: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
+            }
+            Op::TopNMergeStream => {
+                "top_n_merge_stream(vals: Gm<f32>, ids: Gm<i32>, counts: Gm<u32>, cand_offset: u64, slot: u32, count_offset: u64, chunks: u32, logits: Gm<f32>, row_offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>)"
             }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
@@ -275,6 +287,22 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
         Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => {
             &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32)]
         }
+        Op::TopNChunkStream => {
+            &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32), Scalar(U32), Scalar(U32)]
+        }
+        Op::TopNMergeStream => &[
+            Gm { write: false, elem: Some(F32) },
+            Gm { write: false, elem: Some(I32) },
+            Gm { write: false, elem: Some(U32) },
+            Scalar(U64),
+            Scalar(U32),
+            Scalar(U64),
+            Scalar(U32),
+            Gm { write: false, elem: Some(F32) },
+            Scalar(U64),
+            Scalar(U32),
+            Scalar(U32),
+        ],
         Op::SortDesc => &[Tile(Some(F32)), Tile(Some(I32))],
         Op::Categorical => &[Tile(Some(U64)), Scalar(U64)],
         Op::FixedToF32 | Op::LnFixed => &[Scalar(U64)],
@@ -298,9 +326,9 @@ pub fn result_type(op: Op, elem: Option<Prim>) -> Ty {
         Op::Any | Op::All | Op::Accept => Ty::Scalar(Bool),
         Op::ExclusiveScan | Op::InclusiveScan => Ty::Tile(elem.unwrap_or(U64)),
         Op::FirstWhere | Op::LastWhere | Op::Categorical => Ty::Scalar(I32),
-        Op::TopN | Op::TopNSet | Op::SortDesc => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32)]),
+        Op::TopN | Op::TopNSet | Op::TopNMergeStream | Op::SortDesc => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32)]),
         // (values, ids, bad, finite): the range's NaN-or-+inf and not--inf counts (SAMPLER.md 3.2).
-        Op::TopNCounted | Op::TopNSetCounted => {
+        Op::TopNCounted | Op::TopNSetCounted | Op::TopNChunkStream => {
             Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32)])
         }
         // top_n_counted's, and why the device's one-pass stream fell back (0: it did not).

@@ -40,6 +40,7 @@
 #          CUDA backend, then examples/vocab_parallel TP = 2 over NCCL (bitwise vs one GPU, the
 #          golden cases, the exchange table) and over communicators made outside the sampler.
 # anchors: the selection-only anchors alone (scripts/gpu/anchors.sh device).
+# chunks:  the streaming top-N over several blocks a row (SAMPLER_STREAM_CHUNKS), correctness then speed.
 # profile: Nsight Compute source counters (per SASS instruction) of the hot kernels, PROF_SHAPES.
 # Logs and JSON land in $OUT (default /tmp/gpu-out).
 set -u
@@ -344,6 +345,27 @@ python_round() {
     return "${PIPESTATUS[0]}"
 }
 
+# The streaming top-N over several blocks a row (Caps::stream_chunks, SAMPLER_STREAM_CHUNKS): the
+# devices test (golden + adversarial rows at 2/8/16 chunks vs the CPU), gpu_suite golden with 8 chunks,
+# then `benchmark run` with the stream select on at SC_LIST chunk counts -> chunks.log, ours-sc<C>.json.
+chunks() {
+    local b=$s/bin gd=$s/golden rc=0
+    {
+        echo "== stream chunks at $(date -u +%FT%TZ), commit $(cat $s/commit)"
+        SAMPLER_GOLDEN_DIR=$gd timeout 300 $b/devices cuda_counts:: --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -12 || rc=1
+        echo "== gpu_suite golden, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8"
+        SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -6 || rc=1
+        for c in ${SC_LIST:-0 4 8 16}; do
+            echo "== ours, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
+            SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 150 $b/benchmark run --rows "${SC_ROWS:-1,16,64}" \
+                --n "${SC_NS:-1024,4096}" --reps 30 --json "$out/ours-sc$c.json" || rc=1
+        done
+        echo "== chunks rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/chunks.log"
+    return "${PIPESTATUS[0]}"
+}
+
 # Nsight Compute per SASS instruction (issue 22: where the time of a kernel goes): for each shape of
 # PROF_SHAPES ("R:N" pairs), the first PROF_COUNT launches of PROF_KERNELS in one `benchmark run`, with
 # the source counters (warp stall samples and instructions executed per SASS instruction), exported as
@@ -410,6 +432,7 @@ python) unpack; python_round ;;
 nccl) unpack; nccl ;;
 anchors) unpack; anchors_round ;;
 profile) unpack; profile 2>&1 | tee "$out/profile.log" ;;
+chunks) unpack; chunks ;;
 chart)
     # Here, after a speed round: DIR/{ours,fi,torch,bf16}.json -> table.md, chart.svg, chart.png.
     d="${2:?usage: $0 chart DIR}"

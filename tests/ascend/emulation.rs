@@ -269,12 +269,25 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
     let want = CpuBackend::default().run(p).map_err(|e| e.to_string())?;
     // Two chunks per row when each holds n candidates (as the CUDA top-N split).
     let topn_chunks = if v - v.div_ceil(2) >= n { 2 } else { 1 };
-    let cuda =
-        Caps { mask_chunk: Some(4096), topn_chunks, fused_max: u32::MAX, counts_in_topn: false, stream_select: false };
+    let cuda = Caps {
+        mask_chunk: Some(4096),
+        topn_chunks,
+        fused_max: u32::MAX,
+        counts_in_topn: false,
+        stream_select: false,
+        stream_chunks: 0,
+    };
     let configs = [
         (
             "cpu order",
-            Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+            Caps {
+                mask_chunk: None,
+                topn_chunks: 1,
+                fused_max: 0,
+                counts_in_topn: false,
+                stream_select: false,
+                stream_chunks: 0,
+            },
             Numerics::Exact,
         ),
         // Ascend's own caps count in the top-N (force_topn_counted) on steps without masks

@@ -65,7 +65,14 @@ fn uses_sort(b: &Block) -> bool {
         matches!(
             &x.kind,
             ExprKind::Call(
-                Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::SortDesc,
+                Op::TopN
+                    | Op::TopNSet
+                    | Op::TopNCounted
+                    | Op::TopNSetCounted
+                    | Op::TopNStreamCounted
+                    | Op::TopNChunkStream
+                    | Op::TopNMergeStream
+                    | Op::SortDesc,
                 _
             )
         )

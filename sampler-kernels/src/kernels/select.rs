@@ -158,3 +158,89 @@ pub fn topn_merge(
         merged_status(bad, finite, r, mchunks, status);
     }
 }
+
+/// Section 3.3 over several blocks per row with the one-read selection
+/// (stage 1 of 2, issue 22; a row's read spread over several SMs at small
+/// R): program `r * chunks + c` reads chunk `c` of row `r` once against the
+/// threshold of the row's fixed sample (`top_n_chunk_stream`, the same for
+/// every chunk of the row) and keeps its candidates: at most `n` (logit,
+/// vocabulary id) pairs, in no fixed order, with their count and the chunk's
+/// bad and finite logit counts. `topn_merge_stream` picks and sorts the
+/// row's `n`; the result equals `force_topn_counted`'s exactly.
+///
+/// - `logits`: `[R, v]` (f32, bf16 or f16, read as f32; a step with no
+///   grammar mask and no raw-logprobs row).
+/// - `cand`: `[R * chunks, n]` f32 out, `cand_ids`: `[R * chunks, n]` i32 out
+///   (the first `count[p]` entries of slot `p`).
+/// - `count`, `bad`, `finite`: `[R * chunks]` u32 out.
+#[kernel(variants = STREAM)]
+pub fn topn_chunk_stream(
+    logits: Logits,
+    v: u32,
+    chunk_len: u32,
+    chunks: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    count: GmMut<u32>,
+    bad: GmMut<u32>,
+    finite: GmMut<u32>,
+) {
+    let p = row();
+    let r = p / chunks;
+    let start = (p % chunks) * chunk_len;
+    let clen = if start < v { min(chunk_len, v - start) } else { 0u32 };
+    let (x, id, nbad, nfin) = top_n_chunk_stream(logits, (r as u64) * (v as u64), v, start, clen, n);
+    let off = (p as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id + (start as i32));
+    store_scalar(count, p as u64, len(x));
+    store_scalar(bad, p as u64, nbad);
+    store_scalar(finite, p as u64, nfin);
+}
+
+/// Section 3.3 over several blocks per row with the one-read selection
+/// (stage 2 of 2): the `n` largest of row `r`'s chunk candidates from
+/// `topn_chunk_stream`, ties by lower vocabulary id, in the order of section
+/// 3.6 (`top_n_merge_stream`: when the chunks kept fewer than `n`, the
+/// sampled threshold misled, the row's exact top `n` from the logits), and
+/// the row status from the chunks' counts (section 3.2).
+///
+/// - `cand_in`, `ids_in`: `[R * chunks, n]`; `count`, `bad`, `finite`: `[R * chunks]` u32.
+/// - `logits`: `[R, v]`, read only on the fallback.
+/// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out; `status`: `[R]` i32 out.
+#[kernel(variants = STREAM)]
+pub fn topn_merge_stream(
+    cand_in: Gm<f32>,
+    ids_in: Gm<i32>,
+    count: Gm<u32>,
+    chunks: u32,
+    logits: Logits,
+    v: u32,
+    n: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    bad: Gm<u32>,
+    finite: Gm<u32>,
+    status: GmMut<i32>,
+) {
+    let r = row();
+    let base = (r as u64) * (chunks as u64);
+    let (x, id) = top_n_merge_stream(
+        cand_in,
+        ids_in,
+        count,
+        base * (n as u64),
+        n,
+        base,
+        chunks,
+        logits,
+        (r as u64) * (v as u64),
+        v,
+        n,
+    );
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    merged_status(bad, finite, r, chunks, status);
+}

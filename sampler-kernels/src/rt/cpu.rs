@@ -585,6 +585,57 @@ pub fn top_n_stream_counted(
     let (x, id, bad, fin) = top_n_counted(c, buf, off, v, n);
     (x, id, bad, fin, 0)
 }
+/// Stage 1 of the streaming top-N over several blocks per row (NVIDIA:
+/// the chunk's logits at or above the row's sampled threshold): here the
+/// chunk's exact top `n`, which holds every logit of the chunk among the
+/// row's top `n` (what stage 2 needs), with positions in the chunk as ids
+/// and the chunk's bad and finite counts.
+pub fn top_n_chunk_stream(
+    c: &Ctx,
+    buf: impl Source<Elem = f32>,
+    row_off: u64,
+    _v: u32,
+    start: u32,
+    len: u32,
+    n: u32,
+) -> (Tile<f32>, Tile<i32>, u32, u32) {
+    top_n_counted(c, buf, row_off + start as u64, len, n.min(len))
+}
+/// Stage 2 of the streaming top-N over several blocks per row: the top `n`
+/// of the chunks' candidates (chunk `ch`: `counts[cnt_off + ch]` pairs at
+/// `cand_off + ch * slot`) in the order of SAMPLER.md 3.6, or, when they hold
+/// fewer than `n`, the exact top `n` of the row `logits[row_off..row_off+v]`
+/// (as NVIDIA's stage 2 falls back).
+#[allow(clippy::too_many_arguments)]
+pub fn top_n_merge_stream(
+    c: &Ctx,
+    vals: Gm<f32>,
+    ids: Gm<i32>,
+    counts: Gm<u32>,
+    cand_off: u64,
+    slot: u32,
+    cnt_off: u64,
+    chunks: u32,
+    logits: impl Source<Elem = f32>,
+    row_off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32>, Tile<i32>) {
+    let n = n.min(v);
+    let mut keys = Vec::new();
+    for ch in 0..chunks as u64 {
+        let at = cand_off + ch * slot as u64;
+        for q in 0..counts.read(cnt_off + ch) as u64 {
+            keys.push(order_key(vals.read(at + q), ids.read(at + q) as u32));
+        }
+    }
+    if keys.len() < n as usize {
+        return top_n(c, logits, row_off, v, n);
+    }
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    keys.truncate(n as usize);
+    (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
+}
 /// [`top_n_set`] and the counts of [`top_n_counted`].
 pub fn top_n_set_counted(
     c: &Ctx,

@@ -163,14 +163,20 @@ impl Gen {
         // top_n_set: top_n's order also keeps equal logits in ascending id order,
         // which is all its consumers (topn_merge) rely on.
         let ExprKind::Call(
-            op @ (Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted),
+            op @ (Op::TopN
+            | Op::TopNSet
+            | Op::TopNCounted
+            | Op::TopNSetCounted
+            | Op::TopNStreamCounted
+            | Op::TopNChunkStream
+            | Op::TopNMergeStream),
             args,
         ) = &e.kind
         else {
             self.unsupported("a tuple-valued op other than `top_n`");
             return (vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)], Vec::new());
         };
-        let counted = matches!(op, Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted);
+        let counted = matches!(op, Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::TopNChunkStream);
         // The streaming form's fifth value: this lowering never falls back (0).
         let stream = matches!(op, Op::TopNStreamCounted);
         let tile = self.tile;
@@ -178,10 +184,23 @@ impl Gen {
             self.unsupported("top_n needs TILE >= 64 (Sort32 runs of 32)");
         }
         self.uses_top_n = true;
-        let Some((g, _)) = self.gm(&args[0]) else { return (vec![], vec![]) };
-        let off = self.scalar(&args[1]);
-        let v = self.scalar(&args[2]);
-        let n = self.scalar(&args[3]);
+        // The streaming forms over several blocks per row lower to the exact
+        // selection: the chunk's top n (positions in the chunk), and the
+        // row's top n re-read from the logits (what both stages compute).
+        let (src, off, v, n) = match op {
+            Op::TopNChunkStream => {
+                let (row, start) = (self.scalar(&args[1]), self.scalar(&args[3]));
+                (
+                    &args[0],
+                    format!("(uint64_t)({row}) + (uint64_t)({start})"),
+                    self.scalar(&args[4]),
+                    self.scalar(&args[5]),
+                )
+            }
+            Op::TopNMergeStream => (&args[7], self.scalar(&args[8]), self.scalar(&args[9]), self.scalar(&args[10])),
+            _ => (&args[0], self.scalar(&args[1]), self.scalar(&args[2]), self.scalar(&args[3])),
+        };
+        let Some((g, _)) = self.gm(src) else { return (vec![], vec![]) };
         let x = self.alloc_tile(Prim::F32, tile, true);
         let id = self.alloc_tile(Prim::I32, tile, true);
         // Scratch: run (TILE pairs), merged (1.5 TILE pairs), a and b (TILE/2 pairs each).

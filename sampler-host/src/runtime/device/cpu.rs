@@ -177,6 +177,7 @@ impl Device for CpuDevice {
             fused_max: 0,
             counts_in_topn: true,
             stream_select: false,
+            stream_chunks: 0,
         }
     }
 

@@ -38,6 +38,7 @@ bufs! {
     ChunkCand: F32, ChunkIds: I32, ChunkBad: U32, ChunkFinite: U32,
     Mass: U64, Overflow: U32, SelFallback: U32,
     TreeParent: I32, TreeToken: I32, TreeMode: U32, Path: I32,
+    ChunkCount: U32,
 }
 
 /// A borrowed host array of one element type (uploads).

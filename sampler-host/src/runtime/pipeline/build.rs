@@ -200,7 +200,47 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     }
     // 2. top-N (3.3, 3.6)
     let chunks = caps.topn_chunks.max(1);
-    if stream {
+    let room = 2 * stream_buffer_keys(n);
+    // Several blocks a row only while every chunk holds logits.
+    let sc = caps.stream_chunks.min(v);
+    if stream && sc > 1 && (sc - 1) * v.div_ceil(sc) < v {
+        // One row over several blocks: chunk candidates against the row's
+        // sampled threshold, then the row's N from them.
+        let chunk_len = v.div_ceil(sc);
+        add(ChunkCand, rn * sc as usize, Init::Scratch);
+        add(ChunkIds, rn * sc as usize, Init::Scratch);
+        add(ChunkCount, r * sc as usize, Init::Scratch);
+        add(ChunkBad, r * sc as usize, Init::Scratch);
+        add(ChunkFinite, r * sc as usize, Init::Scratch);
+        let a = k::topn_chunk_stream::Args {
+            logits: src,
+            v,
+            chunk_len,
+            chunks: sc,
+            n,
+            cand: ChunkCand,
+            cand_ids: ChunkIds,
+            count: ChunkCount,
+            bad: ChunkBad,
+            finite: ChunkFinite,
+        };
+        launch(&mut ls, k::topn_chunk_stream::NAME, n, rows * sc, room, a.list())?;
+        let a = k::topn_merge_stream::Args {
+            cand_in: ChunkCand,
+            ids_in: ChunkIds,
+            count: ChunkCount,
+            chunks: sc,
+            logits: src,
+            v,
+            n,
+            cand: Cand,
+            cand_ids: CandIds,
+            bad: ChunkBad,
+            finite: ChunkFinite,
+            status: RowStatus,
+        };
+        launch(&mut ls, k::topn_merge_stream::NAME, n, rows, room, a.list())?;
+    } else if stream {
         add(SelFallback, r, Init::Scratch);
         let a = k::force_topn_stream::Args {
             logits: src,
@@ -212,7 +252,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             fallback: SelFallback,
         };
         // The survivor buffer is the launch's staging room: 8 bytes a key.
-        launch(&mut ls, k::force_topn_stream::NAME, n, rows, 2 * stream_buffer_keys(n), a.list())?;
+        launch(&mut ls, k::force_topn_stream::NAME, n, rows, room, a.list())?;
     } else if chunks > 1 {
         let chunk_len = v.div_ceil(chunks);
         let m = chunks * n;

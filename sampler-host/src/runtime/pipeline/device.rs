@@ -35,6 +35,12 @@ pub struct Caps {
     /// writes the status, and why a row fell back to the exact re-read in
     /// [`Buf::SelFallback`]). Wins over `topn_chunks` and `counts_in_topn`.
     pub stream_select: bool,
+    /// Blocks per row of the streaming top-N (above 1, with
+    /// [`Caps::stream_select`]): `topn_chunk_stream` streams chunk `c` of the
+    /// row against the threshold of the row's sample and keeps its
+    /// candidates, `topn_merge_stream` selects and sorts the row's N from
+    /// them (a row spread over several SMs at small R); 0 or 1 = one block.
+    pub stream_chunks: u32,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

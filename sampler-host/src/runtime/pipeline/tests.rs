@@ -19,13 +19,21 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
     let mut masked = Request::prefill(p.clone(), 5);
     masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
     let caps = [
-        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps {
+            mask_chunk: None,
+            topn_chunks: 1,
+            fused_max: 0,
+            counts_in_topn: false,
+            stream_select: false,
+            stream_chunks: 0,
+        },
         Caps {
             mask_chunk: Some(4096),
             topn_chunks: 2,
             fused_max: u32::MAX,
             counts_in_topn: false,
             stream_select: false,
+            stream_chunks: 0,
         },
     ];
     for (with_mask, reqs) in [
@@ -128,16 +136,38 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
     masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
     let mut caps = Vec::new();
     for counts_in_topn in [false, true] {
-        caps.push(Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn, stream_select: false });
-        caps.push(Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn, stream_select: false });
+        caps.push(Caps {
+            mask_chunk: None,
+            topn_chunks: 1,
+            fused_max: 0,
+            counts_in_topn,
+            stream_select: false,
+            stream_chunks: 0,
+        });
+        caps.push(Caps {
+            mask_chunk: Some(8192),
+            topn_chunks: 1,
+            fused_max: 0,
+            counts_in_topn,
+            stream_select: false,
+            stream_chunks: 0,
+        });
         caps.push(Caps {
             mask_chunk: Some(4096),
             topn_chunks: 2,
             fused_max: u32::MAX,
             counts_in_topn,
             stream_select: false,
+            stream_chunks: 0,
         });
-        caps.push(Caps { mask_chunk: None, topn_chunks: 3, fused_max: u32::MAX, counts_in_topn, stream_select: false });
+        caps.push(Caps {
+            mask_chunk: None,
+            topn_chunks: 3,
+            fused_max: u32::MAX,
+            counts_in_topn,
+            stream_select: false,
+            stream_chunks: 0,
+        });
     }
     for (reqs, mask, any_raw) in [
         (vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)], false, false),
@@ -217,8 +247,16 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     fused_max: u32::MAX,
                     counts_in_topn: false,
                     stream_select: true,
+                    stream_chunks: 0,
                 },
-                Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: true, stream_select: true },
+                Caps {
+                    mask_chunk: None,
+                    topn_chunks: 1,
+                    fused_max: 0,
+                    counts_in_topn: true,
+                    stream_select: true,
+                    stream_chunks: 0,
+                },
             ] {
                 for prefix in [None, p.prefix_width()] {
                     let prog = build(&p, prefix, &c).unwrap();
@@ -256,15 +294,56 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
     }
 }
 
-/// The CPU device with its caps but `counts_in_topn` (and `stream_select`) as given.
-struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool);
+/// With `stream_chunks` above 1 the streaming top-N is two launches,
+/// `topn_chunk_stream` over `rows * chunks` programs then `topn_merge_stream`
+/// over `rows`, in place of `force_topn_stream`; 0 and 1 leave one block a row.
+#[test]
+fn stream_chunks_split_the_streaming_top_n() {
+    let v = 9000u32;
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
+    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
+    let base = Caps {
+        mask_chunk: None,
+        topn_chunks: 4,
+        fused_max: 0,
+        counts_in_topn: true,
+        stream_select: true,
+        stream_chunks: 0,
+    };
+    for sc in [0u32, 1, 2, 8] {
+        let prog = build(&p, None, &Caps { stream_chunks: sc, ..base }).unwrap();
+        let names = prog.kernel_names();
+        let grid = |k: &str| prog.launches.iter().find(|l| l.spec.name == k).map(|l| l.grid);
+        if sc > 1 {
+            assert_eq!(grid("topn_chunk_stream"), Some(2 * sc), "{names:?}");
+            assert_eq!(grid("topn_merge_stream"), Some(2), "{names:?}");
+            assert!(!names.contains(&"force_topn_stream") && !names.contains(&"topn_merge"), "{names:?}");
+        } else {
+            assert_eq!(grid("force_topn_stream"), Some(2), "{names:?}");
+            assert!(!names.contains(&"topn_chunk_stream"), "{names:?}");
+        }
+    }
+}
+
+/// The CPU device with its caps but `counts_in_topn`, `stream_select` (and
+/// `stream_chunks`, 0 unless given by [`CountsAs::chunked`]) as given.
+struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool, u32);
+
+impl CountsAs {
+    /// The streaming top-N over `c` blocks a row.
+    fn chunked(c: u32) -> CountsAs {
+        CountsAs(Default::default(), false, true, c)
+    }
+}
 
 impl Device for CountsAs {
     fn name(&self) -> &'static str {
         "cpu-counts-as"
     }
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
-        Caps { counts_in_topn: self.1, stream_select: self.2, ..self.0.caps(v, n, rows) }
+        Caps { counts_in_topn: self.1, stream_select: self.2, stream_chunks: self.3, ..self.0.caps(v, n, rows) }
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         self.0.alloc(buf, len)
@@ -320,12 +399,21 @@ fn counted_steps_equal_mask_checked_steps() {
         }
         let reqs: Vec<Request> = (0..rows).map(|_| Request::prefill(p.clone(), 4)).collect();
         let (plan, _) = build_plan(v, force, 5, &logits, &reqs).unwrap();
-        let on = run_step(&mut CountsAs(Default::default(), true, false), &plan, false).unwrap();
-        let off = run_step(&mut CountsAs(Default::default(), false, false), &plan, false).unwrap();
+        let on = run_step(&mut CountsAs(Default::default(), true, false, 0), &plan, false).unwrap();
+        let off = run_step(&mut CountsAs(Default::default(), false, false, 0), &plan, false).unwrap();
         assert_eq!(format!("{on:?}"), format!("{off:?}"), "force {force}, top_k {top_k}");
         // The streaming top-N (its CPU lowering is the exact op): the same steps.
-        let stream = run_step(&mut CountsAs(Default::default(), false, true), &plan, false).unwrap();
+        let stream = run_step(&mut CountsAs(Default::default(), false, true, 0), &plan, false).unwrap();
         assert_eq!(format!("{stream:?}"), format!("{off:?}"), "stream select, force {force}, top_k {top_k}");
+        // Over several blocks a row (stage 1 keeps each chunk's candidates, stage 2 merges them).
+        for c in [2u32, 3, 7] {
+            let chunked = run_step(&mut CountsAs::chunked(c), &plan, false).unwrap();
+            assert_eq!(
+                format!("{chunked:?}"),
+                format!("{off:?}"),
+                "stream over {c} chunks, force {force}, top_k {top_k}"
+            );
+        }
         for &s in &on.row_status {
             seen[s as usize] += 1;
         }
@@ -345,14 +433,29 @@ fn tree_and_raw_launches_follow_the_plan() {
     let tree =
         DraftTree { parent: vec![-1, 0, 0, 2], tokens: vec![0, 1, 3], draft_dists: None, without_replacement: false };
     let caps = [
-        Caps { mask_chunk: None, topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
-        Caps { mask_chunk: Some(8192), topn_chunks: 1, fused_max: 0, counts_in_topn: false, stream_select: false },
+        Caps {
+            mask_chunk: None,
+            topn_chunks: 1,
+            fused_max: 0,
+            counts_in_topn: false,
+            stream_select: false,
+            stream_chunks: 0,
+        },
+        Caps {
+            mask_chunk: Some(8192),
+            topn_chunks: 1,
+            fused_max: 0,
+            counts_in_topn: false,
+            stream_select: false,
+            stream_chunks: 0,
+        },
         Caps {
             mask_chunk: Some(4096),
             topn_chunks: 2,
             fused_max: u32::MAX,
             counts_in_topn: false,
             stream_select: false,
+            stream_chunks: 0,
         },
     ];
     for (reqs, any_tree, any_raw) in [

@@ -9,7 +9,7 @@ use super::block::{block_excl_scan, block_fold};
 use super::ptx::{atoms_add, hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, radix_desc, radix_fits, split_keys};
 use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
-use super::{Ctx, Source, Tile, SORT_CAP};
+use super::{Ctx, Gm, Source, Tile, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
 pub(super) const SEL_BATCH: usize = 8;
@@ -760,60 +760,7 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
     if tid == 0 {
         sts32(misc(5), 0);
     }
-    // P1: the threshold (0: every key survives, when the buffer holds the row).
-    // The sample holds about mu = n * S / v of the row's top n: T at the
-    // k-th largest sample, k = mu + 4 sqrt(mu) + 5, keeps the top n unless
-    // the sample is 4 standard deviations off (then the exact fallback), and
-    // about k * v / S keys survive (1.4-1.9 n at v = 129280, n >= 1024).
-    let mu = ((n as u64 * STREAM_SAMPLE as u64) / v.max(1) as u64) as u32;
-    // floor(sqrt(mu)), mu < 4096 here or k is past the sample anyway (a
-    // loop: core's isqrt brings a lookup table into the module).
-    let mut root = 0u32;
-    while root < 64 && (root + 1) * (root + 1) <= mu {
-        root += 1;
-    }
-    let k = mu + 4 * root + 5;
-    let t_ord = if v <= bcap || k >= STREAM_SAMPLE {
-        sync();
-        0u32
-    } else {
-        // The sample's order bits in the scratch (16 KB, free until the sort).
-        let mut base = 0u32;
-        let iters = STREAM_SAMPLE / TH as u32;
-        while base < iters {
-            let at = |j: u32| (base + j) * TH as u32 + tid;
-            let ld = |j: u32| {
-                let s = at(j);
-                if j < iters - base {
-                    order_bits(buf.read(off + ((s as u64 * v as u64) >> 12)))
-                } else {
-                    0
-                }
-            };
-            let (a0, a1, a2, a3) = (ld(0), ld(1), ld(2), ld(3));
-            let (a4, a5, a6, a7) = (ld(4), ld(5), ld(6), ld(7));
-            let put = |j: u32, o: u32| {
-                if j < iters - base {
-                    sts32(scr + 4 * at(j) as u64, o);
-                }
-            };
-            put(0, a0);
-            put(1, a1);
-            put(2, a2);
-            put(3, a3);
-            put(4, a4);
-            put(5, a5);
-            put(6, a6);
-            put(7, a7);
-            base += SEL_BATCH as u32;
-        }
-        sync();
-        let keys = move |it: u32| {
-            let s = it * TH as u32 + tid;
-            Some(key_of_bits(lds32(scr + 4 * s as u64), s))
-        };
-        (radix_select(c, iters, &keys, false, 0, k) >> 32) as u32
-    };
+    let t_ord = stream_threshold(c, buf, off, v, n, scr, v <= bcap);
     // P2, with the element type branch out of the loop for f32 logits.
     let (bad, neg) = match buf.as_f32() {
         Some(g) => stream_pass(c, g, off, v, t_ord, st, bcap),
@@ -829,6 +776,96 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
         return (x, id, bad, fin, if total > bcap { 2 } else { 3 });
     }
     // P4: select and sort the survivors (the buffer, then the sort's counters).
+    let (x, id) = survivors_sorted(c, st, total, n, bcap);
+    (x, id, bad, fin, STREAM_STREAMED)
+}
+
+/// P1 of [`top_n_stream_counted`]: the order bits of the threshold `T` for
+/// keeping the top `n` of the row at `buf[off..off+v]`, the k-th largest of
+/// `STREAM_SAMPLE` logits at fixed positions (k = mu + 4 sqrt(mu) + 5, mu =
+/// n S / v), or 0 (every key survives) when `all` or k is past the sample.
+/// The sample goes through the scratch at `scr`; ends with a barrier.
+#[inline(always)]
+fn stream_threshold<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+    scr: u64,
+    all: bool,
+) -> u32 {
+    let tid = c.tid;
+    // The sample holds about mu = n * S / v of the row's top n: T at the
+    // k-th largest sample, k = mu + 4 sqrt(mu) + 5, keeps the top n unless
+    // the sample is 4 standard deviations off (then the exact fallback), and
+    // about k * v / S keys survive (1.4-1.9 n at v = 129280, n >= 1024).
+    let mu = ((n as u64 * STREAM_SAMPLE as u64) / v.max(1) as u64) as u32;
+    // floor(sqrt(mu)), mu < 4096 here or k is past the sample anyway (a
+    // loop: core's isqrt brings a lookup table into the module).
+    let mut root = 0u32;
+    while root < 64 && (root + 1) * (root + 1) <= mu {
+        root += 1;
+    }
+    let k = mu + 4 * root + 5;
+    if all || k >= STREAM_SAMPLE {
+        sync();
+        return 0;
+    }
+    // The sample's order bits in the scratch (16 KB, free until the sort).
+    let mut base = 0u32;
+    let iters = STREAM_SAMPLE / TH as u32;
+    while base < iters {
+        let at = |j: u32| (base + j) * TH as u32 + tid;
+        let ld = |j: u32| {
+            let s = at(j);
+            if j < iters - base {
+                order_bits(buf.read(off + ((s as u64 * v as u64) >> 12)))
+            } else {
+                0
+            }
+        };
+        let (a0, a1, a2, a3) = (ld(0), ld(1), ld(2), ld(3));
+        let (a4, a5, a6, a7) = (ld(4), ld(5), ld(6), ld(7));
+        let put = |j: u32, o: u32| {
+            if j < iters - base {
+                sts32(scr + 4 * at(j) as u64, o);
+            }
+        };
+        put(0, a0);
+        put(1, a1);
+        put(2, a2);
+        put(3, a3);
+        put(4, a4);
+        put(5, a5);
+        put(6, a6);
+        put(7, a7);
+        base += SEL_BATCH as u32;
+    }
+    sync();
+    let keys = move |it: u32| {
+        let s = it * TH as u32 + tid;
+        Some(key_of_bits(lds32(scr + 4 * s as u64), s))
+    };
+    (radix_select(c, iters, &keys, false, 0, k) >> 32) as u32
+}
+
+/// P4 of [`top_n_stream_counted`]: the `min(n, total)` largest of the
+/// `total` unique keys at `st` (`n <= total <= bcap`, or `total < n` for all
+/// of them), sorted descending, as (logit, id) tiles (ids as keyed).
+#[inline(always)]
+fn survivors_sorted<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    st: u64,
+    total: u32,
+    n: u32,
+    bcap: u32,
+) -> (Tile<f32, I>, Tile<i32, I>) {
+    let tid = c.tid;
+    let m = n.min(total);
+    if m == 0 {
+        return (Tile { v: [0f32; I], n: 0 }, Tile { v: [0i32; I], n: 0 });
+    }
     let keys = move |it: u32| {
         let q = it * TH as u32 + tid;
         if q < total {
@@ -838,11 +875,108 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
         }
     };
     let iters = total.div_ceil(TH as u32);
-    let lo = radix_select(c, iters, &keys, false, 0, n);
+    let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
     let mut out = [0u64; I];
-    gather_sorted(c, iters, &keys, lo, false, 0, n, 0, &mut out, st, 8 * bcap);
-    let (x, id) = split_keys(&Tile { v: out, n });
-    (x, id, bad, fin, STREAM_STREAMED)
+    gather_sorted(c, iters, &keys, lo, false, 0, m, 0, &mut out, st, 8 * bcap);
+    split_keys(&Tile { v: out, n: m })
+}
+
+/// Stage 1 of the streaming top-N over several blocks per row: candidates
+/// of the chunk `start .. start + len` of the row at `buf[row_off..row_off+v]`
+/// that hold every logit of the chunk among the row's top `n` whenever at
+/// least `n` logits of the row reach the threshold of the row's fixed sample
+/// ([`top_n_stream_counted`]'s P1, the same for every chunk of the row):
+/// the chunk's logits at or above it (at most `n`: above `n`, the chunk's
+/// top `n` of them), or the chunk's exact top `n` when they overflow the
+/// survivor buffer. Positions in the chunk as ids, in no fixed order;
+/// the tile's length is the count kept. With the chunk's bad and finite counts.
+#[inline(always)]
+pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    buf: impl Source<Elem = f32>,
+    row_off: u64,
+    v: u32,
+    start: u32,
+    len: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+    let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    let n = n.min(len);
+    let (scr, st, room) = stagebuf::<TH, I>();
+    let bcap = room / 2;
+    let coff = row_off + start as u64;
+    if n == 0 || n > cap || TH % 32 != 0 || bcap < n {
+        let (x, id, (bad, fin)) = top_n_set_impl::<TH, I, true>(c, buf, coff, len, n);
+        return (x, id, bad, fin);
+    }
+    if c.tid == 0 {
+        sts32(misc(5), 0);
+    }
+    let t_ord = stream_threshold(c, buf, row_off, v, n, scr, false);
+    let (bad, neg) = match buf.as_f32() {
+        Some(g) => stream_pass(c, g, coff, len, t_ord, st, bcap),
+        None => stream_pass(c, buf, coff, len, t_ord, st, bcap),
+    };
+    sync();
+    let total = lds32(misc(5));
+    let both = block_fold(c, ((bad as u64) << 32) | neg as u64, |a, b| a.wrapping_add(b));
+    let (bad, fin) = ((both >> 32) as u32, len - both as u32);
+    if total > bcap {
+        let (x, id, _) = top_n_set_impl::<TH, I, false>(c, buf, coff, len, n);
+        return (x, id, bad, fin);
+    }
+    let (x, id) = survivors_sorted(c, st, total, n, bcap);
+    (x, id, bad, fin)
+}
+
+/// Stage 2 of the streaming top-N over several blocks per row: the row's
+/// top `n` (sorted, SAMPLER.md 3.6) from its `chunks` chunks' candidates of
+/// [`top_n_chunk_stream`] (chunk `ch`: `counts[cnt_off + ch]` (logit, id)
+/// pairs at `vals` / `ids` from `cand_off + ch * slot`); when they hold fewer
+/// than `n` (the sample misled) or overflow the buffer, the exact top `n` of
+/// the row at `logits[row_off..row_off+v]`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn top_n_merge_stream<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    vals: Gm<f32>,
+    ids: Gm<i32>,
+    counts: Gm<u32>,
+    cand_off: u64,
+    slot: u32,
+    cnt_off: u64,
+    chunks: u32,
+    logits: impl Source<Elem = f32>,
+    row_off: u64,
+    v: u32,
+    n: u32,
+) -> (Tile<f32, I>, Tile<i32, I>) {
+    let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    let n = n.min(v);
+    let (_, st, room) = stagebuf::<TH, I>();
+    let bcap = room / 2;
+    let mut total = 0u32;
+    for ch in 0..chunks {
+        total += counts.read(cnt_off + ch as u64);
+    }
+    if n == 0 || n > cap || TH % 32 != 0 || total < n || total > bcap {
+        let (x, id, _) = top_n_impl::<TH, I, false>(c, logits, row_off, v, n);
+        return (x, id);
+    }
+    let mut base = 0u32;
+    for ch in 0..chunks {
+        let cn = counts.read(cnt_off + ch as u64);
+        let at = cand_off + (ch * slot) as u64;
+        let mut q = c.tid;
+        while q < cn {
+            let key = order_key(vals.read(at + q as u64), ids.read(at + q as u64) as u32);
+            sts64(st + 8 * (base + q) as u64, key);
+            q += TH as u32;
+        }
+        base += cn;
+    }
+    sync();
+    survivors_sorted(c, st, total, n, bcap)
 }
 
 /// P2 of [`top_n_stream_counted`]: one pass over `buf[off..off+v]` that

@@ -45,7 +45,14 @@ pub fn launch_args(
 /// top-N counts each chunk as it lands in UB (`force_topn_counted`) and no
 /// mask check runs (checked in the emulation; not timed on hardware).
 pub fn ascend_caps() -> Caps {
-    Caps { mask_chunk: None, topn_chunks: 1, fused_max: MAX_N_ASCEND, counts_in_topn: true, stream_select: false }
+    Caps {
+        mask_chunk: None,
+        topn_chunks: 1,
+        fused_max: MAX_N_ASCEND,
+        counts_in_topn: true,
+        stream_select: false,
+        stream_chunks: 0,
+    }
 }
 
 /// Ascend through CANN as a pipeline [`Device`]: every kernel source
