@@ -10,6 +10,7 @@ use proc_macro2::Span;
 use crate::ir::*;
 use crate::ops::{arg_kinds, elem_allowed, result_type, ArgKind, Op};
 use crate::parse::Errors;
+use crate::visit::{walk_expr, Visit};
 
 #[derive(Clone)]
 struct Binding {
@@ -77,7 +78,7 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
     if let Some(min) = k.variants.iter().map(|v| v.tile).min().filter(|&t| t > 1) {
         literal_lengths(&k.body, min, errs);
     }
-    fusion_block(&k.body, errs);
+    Fusion { errs }.visit_block(&k.body);
 }
 
 /// Most distinct tile operands of one fused elementwise map (`rt::map1..map4`).
@@ -86,72 +87,51 @@ pub const MAX_MAP_TILES: usize = 4;
 /// Reports fused elementwise expressions over more than [`MAX_MAP_TILES`]
 /// distinct tiles (the emitter fuses each maximal elementwise tile subtree
 /// into one map; a variable read twice counts once).
-fn fusion_block(b: &Block, errs: &mut Errors) {
-    for s in &b.stmts {
-        match s {
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => fusion_expr(value, errs),
-            Stmt::If { cond, then, els, .. } => {
-                fusion_expr(cond, errs);
-                fusion_block(then, errs);
-                if let Some(e) = els {
-                    fusion_block(e, errs);
-                }
-            }
-            Stmt::For { start, end, body, .. } => {
-                fusion_expr(start, errs);
-                fusion_expr(end, errs);
-                fusion_block(body, errs);
-            }
+struct Fusion<'e> {
+    errs: &'e mut Errors,
+}
+
+impl<'a> Visit<'a> for Fusion<'_> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if !(e.ty.is_tile() && e.is_elementwise()) {
+            return walk_expr(self, e);
         }
-    }
-}
-
-fn children(e: &Expr) -> Vec<&Expr> {
-    match &e.kind {
-        ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => vec![],
-        ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => vec![x],
-        ExprKind::Binary(_, l, r) => vec![l, r],
-        ExprKind::Call(_, args) => args.iter().collect(),
-        ExprKind::If(c, a, b) => vec![c, a, b],
-    }
-}
-
-fn fusion_expr(e: &Expr, errs: &mut Errors) {
-    if e.ty.is_tile() && e.is_elementwise() {
-        let mut leaves = Vec::new();
-        fusion_leaves(e, &mut leaves, errs);
-        if leaves.len() > MAX_MAP_TILES {
-            errs.push(
+        let mut leaves = Leaves { fusion: self, leaves: Vec::new() };
+        walk_expr(&mut leaves, e);
+        let n = leaves.leaves.len();
+        if n > MAX_MAP_TILES {
+            self.errs.push(
                 e.span,
                 format!(
-                    "this elementwise expression reads {} distinct tiles, but one fused map takes at most {MAX_MAP_TILES}: bind part of it with `let`",
-                    leaves.len()
+                    "this elementwise expression reads {n} distinct tiles, but one fused map takes at most {MAX_MAP_TILES}: bind part of it with `let`"
                 ),
             );
         }
-    } else {
-        for c in children(e) {
-            fusion_expr(c, errs);
-        }
     }
 }
 
-fn fusion_leaves(e: &Expr, leaves: &mut Vec<String>, errs: &mut Errors) {
-    for c in children(e) {
+/// The distinct tile leaves of one fused map (visiting its operands).
+struct Leaves<'f, 'e> {
+    fusion: &'f mut Fusion<'e>,
+    leaves: Vec<String>,
+}
+
+impl<'a> Visit<'a> for Leaves<'_, '_> {
+    fn visit_expr(&mut self, c: &'a Expr) {
         if !c.ty.is_tile() {
             // A scalar operand: computed before the map (its own maps, if any).
-            fusion_expr(c, errs);
+            self.fusion.visit_expr(c);
         } else if c.is_elementwise() {
-            fusion_leaves(c, leaves, errs);
+            walk_expr(self, c);
         } else {
             let key = match &c.kind {
                 ExprKind::Var(id) => id.to_string(),
-                _ => format!("#{}", leaves.len()),
+                _ => format!("#{}", self.leaves.len()),
             };
-            if !leaves.contains(&key) {
-                leaves.push(key);
+            if !self.leaves.contains(&key) {
+                self.leaves.push(key);
             }
-            fusion_expr(c, errs);
+            self.fusion.visit_expr(c);
         }
     }
 }
@@ -840,21 +820,31 @@ fn arg_name(a: &Expr, i: usize) -> String {
 /// literals beyond `f32::MAX` as an `f32`: rustc rejects these in Rust, and
 /// the emitted code would silently wrap them (or give `inf`).
 fn literal_ranges(b: &Block, errs: &mut Errors) {
-    fn fits(v: u64, neg: bool, p: Prim) -> bool {
-        let max: u64 = match p {
-            Prim::I32 => i32::MAX as u64,
-            Prim::U32 => u32::MAX as u64,
-            Prim::I64 => i64::MAX as u64,
-            Prim::U64 => u64::MAX,
-            _ => return true,
-        };
-        match (neg, p.is_signed()) {
-            (false, _) => v <= max,
-            (true, true) => v <= max + 1,
-            (true, false) => v == 0,
+    LiteralRanges { errs }.visit_block(b);
+}
+
+/// See [`literal_ranges`].
+struct LiteralRanges<'e> {
+    errs: &'e mut Errors,
+}
+
+impl<'a> Visit<'a> for LiteralRanges<'_> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        fn fits(v: u64, neg: bool, p: Prim) -> bool {
+            let max: u64 = match p {
+                Prim::I32 => i32::MAX as u64,
+                Prim::U32 => u32::MAX as u64,
+                Prim::I64 => i64::MAX as u64,
+                Prim::U64 => u64::MAX,
+                _ => return true,
+            };
+            match (neg, p.is_signed()) {
+                (false, _) => v <= max,
+                (true, true) => v <= max + 1,
+                (true, false) => v == 0,
+            }
         }
-    }
-    fn ex(e: &Expr, errs: &mut Errors) {
+        let errs = &mut *self.errs;
         let prim = match &e.ty {
             Ty::Scalar(p) | Ty::Tile(p) => Some(*p),
             _ => None,
@@ -877,51 +867,26 @@ fn literal_ranges(b: &Block, errs: &mut Errors) {
                     }
                     _ => {}
                 }
+                // Not the literal again on its own.
+                return;
             }
             ExprKind::Lit(Lit::Int(v, _)) => {
                 if let Some(p) = prim.filter(|p| !fits(*v, false, *p)) {
                     errs.push(e.range(), format!("the literal `{v}` does not fit in {}", p.rust_name()));
                 }
             }
-            ExprKind::Lit(Lit::Float(v, _)) => {
-                if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) {
-                    let p = prim.map_or("f64", |p| p.rust_name());
-                    errs.push(
-                        e.range(),
-                        format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"),
-                    );
-                }
+            ExprKind::Lit(Lit::Float(v, _))
+                if v.is_infinite() || (prim == Some(Prim::F32) && (*v as f32).is_infinite()) =>
+            {
+                let p = prim.map_or("f64", |p| p.rust_name());
+                errs.push(
+                    e.range(),
+                    format!("this literal is beyond the largest {p}: write `POS_INF` / `NEG_INF` for an infinity"),
+                );
             }
-            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => {}
-            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x, errs),
-            ExprKind::Binary(_, l, r) => {
-                ex(l, errs);
-                ex(r, errs);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| ex(a, errs)),
-            ExprKind::If(c, a, b) => {
-                ex(c, errs);
-                ex(a, errs);
-                ex(b, errs);
-            }
+            _ => {}
         }
-    }
-    for s in &b.stmts {
-        match s {
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value, errs),
-            Stmt::If { cond, then, els, .. } => {
-                ex(cond, errs);
-                literal_ranges(then, errs);
-                if let Some(e) = els {
-                    literal_ranges(e, errs);
-                }
-            }
-            Stmt::For { start, end, body, .. } => {
-                ex(start, errs);
-                ex(end, errs);
-                literal_ranges(body, errs);
-            }
-        }
+        walk_expr(self, e);
     }
 }
 
@@ -930,52 +895,33 @@ fn literal_ranges(b: &Block, errs: &mut Errors) {
 /// the variant would read past it (a panic in the checked CPU mode, a
 /// fault or garbage on a device).
 fn literal_lengths(b: &Block, min_tile: u32, errs: &mut Errors) {
-    fn ex(e: &Expr, min_tile: u32, errs: &mut Errors) {
-        match &e.kind {
-            ExprKind::Call(op, args) => {
-                let at = match op {
-                    Op::Load | Op::MaskBits => Some(2),
-                    Op::Full | Op::Iota => Some(0),
-                    Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => Some(3),
-                    _ => None,
-                };
-                if let Some(a) = at.and_then(|i| args.get(i)) {
-                    if let ExprKind::Lit(Lit::Int(v, _)) = a.kind {
-                        if v > min_tile as u64 {
-                            errs.push(a.range(), format!("`{}` of {v} elements, but the tile size {min_tile} holds at most {min_tile} (`TILE`): list a larger tile size, or split the row", op.name()));
-                        }
+    LiteralLengths { min_tile, errs }.visit_block(b);
+}
+
+/// See [`literal_lengths`].
+struct LiteralLengths<'e> {
+    min_tile: u32,
+    errs: &'e mut Errors,
+}
+
+impl<'a> Visit<'a> for LiteralLengths<'_> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if let ExprKind::Call(op, args) = &e.kind {
+            let at = match op {
+                Op::Load | Op::MaskBits => Some(2),
+                Op::Full | Op::Iota => Some(0),
+                Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => Some(3),
+                _ => None,
+            };
+            if let Some(a) = at.and_then(|i| args.get(i)) {
+                if let ExprKind::Lit(Lit::Int(v, _)) = a.kind {
+                    let min_tile = self.min_tile;
+                    if v > min_tile as u64 {
+                        self.errs.push(a.range(), format!("`{}` of {v} elements, but the tile size {min_tile} holds at most {min_tile} (`TILE`): list a larger tile size, or split the row", op.name()));
                     }
                 }
-                args.iter().for_each(|a| ex(a, min_tile, errs));
-            }
-            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => {}
-            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x, min_tile, errs),
-            ExprKind::Binary(_, l, r) => {
-                ex(l, min_tile, errs);
-                ex(r, min_tile, errs);
-            }
-            ExprKind::If(c, a, b) => {
-                ex(c, min_tile, errs);
-                ex(a, min_tile, errs);
-                ex(b, min_tile, errs);
             }
         }
-    }
-    for s in &b.stmts {
-        match s {
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value, min_tile, errs),
-            Stmt::If { cond, then, els, .. } => {
-                ex(cond, min_tile, errs);
-                literal_lengths(then, min_tile, errs);
-                if let Some(e) = els {
-                    literal_lengths(e, min_tile, errs);
-                }
-            }
-            Stmt::For { start, end, body, .. } => {
-                ex(start, min_tile, errs);
-                ex(end, min_tile, errs);
-                literal_lengths(body, min_tile, errs);
-            }
-        }
+        walk_expr(self, e);
     }
 }

@@ -45,105 +45,12 @@ pub struct KernelFn {
     pub tail: Vec<syn::Expr>,
 }
 
-fn helper_param_type(t: &syn::Type) -> Option<Ty> {
-    if let syn::Type::Path(tp) = t {
-        if let Some(seg) = tp.path.segments.last().filter(|_| tp.path.segments.len() == 1) {
-            if seg.ident == "Tile" {
-                if let syn::PathArguments::AngleBracketed(ab) = &seg.arguments {
-                    if let [syn::GenericArgument::Type(syn::Type::Path(inner))] =
-                        ab.args.iter().collect::<Vec<_>>().as_slice()
-                    {
-                        return inner.path.get_ident().and_then(|i| Prim::from_name(&i.to_string())).map(Ty::Tile);
-                    }
-                }
-                return None;
-            }
-        }
-    }
-    crate::parse::param_type(t)
-}
-
-const TYPES: &str =
-    "expected `Tile<T>`, `Gm<T>`, `GmMut<T>` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)";
-
 /// Parses a helper's item (errors on their spans).
 pub fn parse(f: &syn::ItemFn, errs: &mut Errors) -> KernelFn {
     let sig = &f.sig;
-    if let Some(c) = &sig.constness {
-        errs.push(c.span(), "a `#[kernel_fn]` cannot be `const`");
-    }
-    if let Some(a) = &sig.asyncness {
-        errs.push(a.span(), "a `#[kernel_fn]` cannot be `async`");
-    }
-    if let Some(u) = &sig.unsafety {
-        errs.push(u.span(), "a `#[kernel_fn]` cannot be `unsafe`: the DSL has no unsafe operations");
-    }
-    if let Some(g) = sig.generics.params.first() {
-        errs.push(g.span(), "a `#[kernel_fn]` cannot be generic");
-    }
-    if let Some(w) = &sig.generics.where_clause {
-        errs.push(w.span(), "a `#[kernel_fn]` cannot have a `where` clause: it is not generic");
-    }
-    if let Some(abi) = &sig.abi {
-        errs.push(abi.span(), "a `#[kernel_fn]` is a plain `fn`, without `extern`: it is inlined into its callers");
-    }
-    if let Some(v) = &sig.variadic {
-        errs.push(v.span(), "a `#[kernel_fn]` cannot be variadic: list its parameters");
-    }
-    let name_s = sig.ident.to_string();
-    if crate::ops::Op::from_name(&name_s).is_some() {
-        errs.push(sig.ident.span(), format!("`{name_s}` is an op of the DSL: give the helper another name"));
-    } else if let Some(near) = crate::ops::near_op(&name_s) {
-        errs.push(sig.ident.span(), format!("`{name_s}` is too close to the op `{near}` (a call of it would be reported as a typo): give the helper another name"));
-    }
-    let mut params = Vec::new();
-    for arg in &sig.inputs {
-        match arg {
-            syn::FnArg::Receiver(r) => errs.push(r.span(), "a `#[kernel_fn]` cannot take `self`"),
-            syn::FnArg::Typed(pt) => {
-                let name = match &*pt.pat {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => {
-                        pi.ident.clone()
-                    }
-                    other => {
-                        errs.push(other.span(), "`#[kernel_fn]` parameters must be plain identifiers (not `mut`: bind a copy with `let mut`)");
-                        // `mut x` / `ref x`: still bound (as the error type), so its uses are not reported again.
-                        if let syn::Pat::Ident(pi) = other {
-                            params.push((pi.ident.clone(), Ty::Unit));
-                        }
-                        continue;
-                    }
-                };
-                match helper_param_type(&pt.ty) {
-                    Some(ty) => params.push((name, ty)),
-                    None => {
-                        errs.push(pt.ty.span(), format!("unsupported parameter type: {TYPES}"));
-                        params.push((name, Ty::Unit));
-                    }
-                }
-            }
-        }
-    }
-    let mut ret = Vec::new();
-    if let syn::ReturnType::Type(_, t) = &sig.output {
-        let elems: Vec<&syn::Type> = match &**t {
-            syn::Type::Tuple(tt) => tt.elems.iter().collect(),
-            other => vec![other],
-        };
-        for e in elems {
-            match helper_param_type(e) {
-                Some(Ty::Gm(..)) | None => {
-                    errs.push(e.span(), "a `#[kernel_fn]` returns scalars, tiles or a tuple of them")
-                }
-                Some(t) => ret.push(t),
-            }
-        }
-    }
-    for a in &f.attrs {
-        if !a.path().is_ident("doc") && !a.path().is_ident("allow") {
-            errs.push(a.path().span(), "only doc comments and `#[allow]` may stand beside `#[kernel_fn]`");
-        }
-    }
+    let checked = crate::sig::check_sig(f, crate::sig::Item::KernelFn, errs);
+    let params: Vec<(syn::Ident, Ty)> = checked.params.into_iter().map(|p| (p.name, p.ty)).collect();
+    let ret = checked.ret;
     let mut stmts = f.block.stmts.clone();
     let mut tail = Vec::new();
     if !ret.is_empty() {
@@ -206,9 +113,7 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
     }
     if !local.unknown_calls.is_empty() {
         // It calls other helpers: checked where a kernel inlines it.
-        for e in local.into_errors() {
-            errs.push_err(e);
-        }
+        errs.append(local);
         return;
     }
     let mut k = Kernel {
@@ -228,9 +133,7 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
     };
     crate::check::check(&mut k, &mut local);
     let clean = local.is_empty();
-    for e in local.into_errors() {
-        errs.push_err(e);
-    }
+    errs.append(local);
     if !clean {
         return;
     }
@@ -295,7 +198,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     check(&h, &mut errs);
     let name = &f.sig.ident;
     let docs: Vec<_> = f.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
-    if let Err(e) = errs.finish() {
+    if let Err(e) = errs.check() {
         // The errors only, and a macro that swallows the kernels calling
         // it: they would only repeat these errors.
         let err = e.to_compile_error();

@@ -3,6 +3,9 @@
 //! Pipeline: [`parse`] (syn -> untyped IR, spanned errors) -> [`check`]
 //! (names, types, shapes) -> [`ir`] (the typed tile IR) -> emitters
 //! ([`emit::rust`] for the host and nvptx, [`emit::ascendc`] for Ascend).
+//! [`sig`] checks the signature of kernels and helpers alike, [`visit`] is
+//! the one walk over the IR the analyses share, and every stage pushes its
+//! errors to one [`parse::Errors`] collector, which must be checked.
 //! `sampler-macros` is a thin shell over [`expand`]; tests and
 //! `examples/regenerate.rs` call the stages directly on stable Rust.
 
@@ -13,7 +16,9 @@ pub mod kfn;
 pub mod ops;
 pub mod parse;
 pub mod rebind;
+pub mod sig;
 pub mod variants;
+pub mod visit;
 
 use std::collections::HashMap;
 
@@ -43,8 +48,8 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<ir::Kernel, syn::
                     format!("unknown op `{n}`: not an op of the DSL (see docs/DSL.md) nor a `#[kernel_fn]` given"),
                 );
             }
-            errs.finish()?;
-            unreachable!()
+            errs.check()?;
+            unreachable!("names were given")
         }
     }
 }
@@ -77,12 +82,10 @@ pub fn compile_with(
     }
     let mut k = parse::parse_fn(&f, attr, &mut errs);
     if !errs.unknown_calls.is_empty() {
-        if errs.is_empty() {
-            let names = std::mem::take(&mut errs.unknown_calls).into_iter().map(|(n, _)| n).collect();
-            return Ok(Compiled::NeedHelpers(names));
-        }
+        let names = std::mem::take(&mut errs.unknown_calls).into_iter().map(|(n, _)| n).collect();
         // Other errors first: the unknown calls may be helpers.
-        return Err(errs.finish().unwrap_err());
+        errs.check()?;
+        return Ok(Compiled::NeedHelpers(names));
     }
     check::check(&mut k, &mut errs);
     if errs.is_empty() && k.variants.iter().all(|v| v.tile == 1) {
@@ -95,7 +98,7 @@ pub fn compile_with(
         emit::validate_targets(&k, &mut errs);
     }
     let warnings = std::mem::take(&mut errs.warnings);
-    errs.finish()?;
+    errs.check()?;
     Ok(Compiled::Kernel(k, warnings))
 }
 
@@ -113,27 +116,8 @@ fn warning(span: Span, msg: &str) -> TokenStream {
 
 /// The first expression making a tile (for kernels without tiles).
 fn first_tile(b: &ir::Block) -> Option<&ir::Expr> {
-    use ir::*;
-    fn ex(e: &Expr) -> Option<&Expr> {
-        let tiled = e.ty.is_tile() || matches!(&e.ty, Ty::Tuple(v) if v.iter().any(|t| t.is_tile()));
-        if tiled {
-            return Some(e);
-        }
-        match &e.kind {
-            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => None,
-            ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => ex(x),
-            ExprKind::Binary(_, l, r) => ex(l).or_else(|| ex(r)),
-            ExprKind::Call(_, args) => args.iter().find_map(ex),
-            ExprKind::If(c, a, b) => ex(c).or_else(|| ex(a)).or_else(|| ex(b)),
-        }
-    }
-    b.stmts.iter().find_map(|s| match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => ex(value),
-        Stmt::If { cond, then, els, .. } => {
-            ex(cond).or_else(|| first_tile(then)).or_else(|| els.as_ref().and_then(first_tile))
-        }
-        Stmt::For { start, end, body, .. } => ex(start).or_else(|| ex(end)).or_else(|| first_tile(body)),
-    })
+    use ir::Ty;
+    visit::find_expr(b, |e| e.ty.is_tile() || matches!(&e.ty, Ty::Tuple(v) if v.iter().any(|t| t.is_tile())))
 }
 
 fn emit_kernel(k: &ir::Kernel, warnings: &[(Span, String)]) -> TokenStream {
@@ -187,12 +171,13 @@ pub fn expand_resolved(input: TokenStream) -> TokenStream {
     for g in done {
         let TokenTree::Group(g) = g else { continue };
         done_groups.push(g.stream());
-        // Its own errors were reported by its `#[kernel_fn]`.
         if let Ok(f) = syn::parse2::<syn::ItemFn>(kfn::respan(g.stream())) {
             let h = kfn::parse(&f, &mut errs);
             helpers.insert(h.sig.name.to_string(), h);
         }
     }
+    // Their errors were reported by their own `#[kernel_fn]` expansions.
+    let _ = errs.check();
     // Errors and warnings at the user's tokens, not inside this expansion
     // (rustc would add "in this macro invocation" notes).
     let site = kernel_site(&item);

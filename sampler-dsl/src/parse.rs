@@ -30,10 +30,17 @@ pub fn last_span(t: &impl quote::ToTokens) -> Option<Span> {
     t.to_token_stream().into_iter().last().map(|tt| tt.span())
 }
 
-/// Accumulated errors (as serde_derive's `Ctxt`).
+/// The errors of one kernel or helper, collected while parsing and
+/// checking it and reported together (the idea of serde_derive's `Ctxt`).
+///
+/// It must be consumed by [`Errors::check`] (or handed on with
+/// [`Errors::append`]): dropping it unchecked panics, so no error can be
+/// lost on some early return.
 #[derive(Default)]
 pub struct Errors {
     errs: Vec<syn::Error>,
+    /// Set by `check` / `append`: the errors were taken.
+    checked: bool,
     /// Names whose binding was rejected (a bad pattern, a `let` whose value
     /// did not parse): their uses are not reported again as unknown names.
     poisoned: Vec<String>,
@@ -64,19 +71,24 @@ impl Errors {
         let (x, y) = (proc_macro2::Ident::new("a", a), proc_macro2::Ident::new("b", b));
         self.errs.push(syn::Error::new_spanned(quote::quote!(#x #y), msg));
     }
+    /// An error as `syn` made it.
     pub fn push_err(&mut self, e: syn::Error) {
         self.errs.push(e);
     }
+    /// Whether no error was pushed yet.
     pub fn is_empty(&self) -> bool {
         self.errs.is_empty()
     }
-    /// The errors, in the order reported.
-    pub fn into_errors(self) -> Vec<syn::Error> {
-        self.errs
+    /// Moves the errors of `other` (in order) to the end of these; only
+    /// the errors: its warnings and names stay with it.
+    pub fn append(&mut self, mut other: Errors) {
+        other.checked = true;
+        self.errs.append(&mut other.errs);
     }
-    /// All errors combined into one, or Ok.
-    pub fn finish(self) -> Result<(), syn::Error> {
-        let mut it = self.errs.into_iter();
+    /// All errors combined into one (in the order reported), or `Ok`.
+    pub fn check(mut self) -> Result<(), syn::Error> {
+        self.checked = true;
+        let mut it = std::mem::take(&mut self.errs).into_iter();
         match it.next() {
             None => Ok(()),
             Some(mut first) => {
@@ -85,6 +97,15 @@ impl Errors {
                 }
                 Err(first)
             }
+        }
+    }
+}
+
+impl Drop for Errors {
+    fn drop(&mut self) {
+        // Not while unwinding: a second panic would abort and hide the first.
+        if !self.checked && !std::thread::panicking() {
+            panic!("sampler-dsl: an error collector was dropped without `check()` (internal error)");
         }
     }
 }
@@ -260,68 +281,8 @@ pub fn default_threads(tile: u32) -> u32 {
 pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel {
     let KernelAttr { variants, debug, ascend } = attr;
     let sig = &f.sig;
-    if let Some(c) = &sig.constness {
-        errs.push(c.span(), "a kernel cannot be `const`");
-    }
-    if let Some(a) = &sig.asyncness {
-        errs.push(a.span(), "a kernel cannot be `async`");
-    }
-    if let Some(u) = &sig.unsafety {
-        errs.push(u.span(), "a kernel cannot be `unsafe`: the DSL has no unsafe operations");
-    }
-    if let Some(g) = sig.generics.params.first() {
-        errs.push(g.span(), "a kernel cannot be generic: use tile variants instead");
-    }
-    if let Some(w) = &sig.generics.where_clause {
-        errs.push(w.span(), "a kernel cannot have a `where` clause: it is not generic");
-    }
-    if let Some(abi) = &sig.abi {
-        errs.push(
-            abi.span(),
-            "a kernel is a plain `fn`, without `extern`: the emitters give each target its own entry points",
-        );
-    }
-    if let Some(v) = &sig.variadic {
-        errs.push(v.span(), "a kernel cannot be variadic: list its parameters");
-    }
-    if let syn::ReturnType::Type(_, t) = &sig.output {
-        errs.push(t.span(), "a kernel returns nothing: write results with `store` / `store_scalar`");
-    }
-    let mut params = Vec::new();
-    for arg in &sig.inputs {
-        match arg {
-            syn::FnArg::Receiver(r) => errs.push(r.span(), "a kernel cannot take `self`"),
-            syn::FnArg::Typed(pt) => {
-                let name = match &*pt.pat {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => {
-                        pi.ident.clone()
-                    }
-                    other => {
-                        errs.push(other.span(), "kernel parameters must be plain identifiers");
-                        poison_pat(other, errs);
-                        continue;
-                    }
-                };
-                match param_type(&pt.ty) {
-                    Some(ty) => params.push(Param { name, ty, span: pt.span(), logits: is_logits_type(&pt.ty) }),
-                    None => {
-                        errs.push(
-                            pt.ty.span(),
-                            "unsupported parameter type: expected `Gm<T>`, `GmMut<T>`, `Logits` or a scalar (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, `bool`)",
-                        );
-                        // Still bound (as the error type `()`), so its uses are not reported again.
-                        params.push(Param { name, ty: Ty::Unit, span: pt.span(), logits: false });
-                    }
-                }
-            }
-        }
-    }
+    let params = crate::sig::check_sig(f, crate::sig::Item::Kernel, errs).params;
     let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
-    for a in &f.attrs {
-        if !a.path().is_ident("doc") && !a.path().is_ident("allow") {
-            errs.push(a.path().span(), "only doc comments and `#[allow]` may stand beside `#[kernel]`");
-        }
-    }
     // With a return type (reported above), a tail value is that one
     // mistake, not also an unused value.
     let body = match (&sig.output, f.block.stmts.last()) {
@@ -839,5 +800,64 @@ fn parse_lit(l: &syn::Lit, errs: &mut Errors) -> Option<Lit> {
             errs.push(other.span(), "only integer, float and bool literals are supported");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "dropped without `check()`")]
+    fn an_unchecked_collector_panics_when_dropped() {
+        let mut errs = Errors::default();
+        errs.push(Span::call_site(), "lost");
+        drop(errs);
+    }
+
+    #[test]
+    #[should_panic(expected = "dropped without `check()`")]
+    fn an_empty_unchecked_collector_panics_too() {
+        let _errs = Errors::default();
+    }
+
+    #[test]
+    fn check_combines_every_error_in_order() {
+        let mut errs = Errors::default();
+        errs.push(Span::call_site(), "first");
+        errs.push((Span::call_site(), Span::call_site()), "second");
+        let mut other = Errors::default();
+        other.push(Span::call_site(), "third");
+        other.warnings.push((Span::call_site(), "a warning, not moved".into()));
+        errs.append(other);
+        let e = errs.check().unwrap_err();
+        let msgs: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(msgs, ["first", "second", "third"]);
+        assert!(Errors::default().check().is_ok());
+    }
+
+    #[test]
+    fn a_kernel_reports_every_error_at_once() {
+        // Errors of the signature, the body and the types, in one result.
+        let e = crate::compile(
+            quote::quote!(tile = [64]),
+            quote::quote!(
+                fn k<T>(x: Gm<f32>, v: Vec<u8>) -> u32 {
+                    while true {}
+                    let a = load(x, 0u64, 3.0f32);
+                    let b = unknown_name + 1u32;
+                }
+            ),
+        )
+        .err()
+        .unwrap();
+        let msgs: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(msgs.len(), 6, "{msgs:?}");
+        assert!(msgs[0].starts_with("a kernel cannot be generic"), "{msgs:?}");
+        assert!(msgs[1].starts_with("a kernel returns nothing"), "{msgs:?}");
+        assert!(msgs[2].starts_with("unsupported parameter type"), "{msgs:?}");
+        assert!(msgs[3].starts_with("`while` loops are not supported"), "{msgs:?}");
+        assert!(msgs[4].contains("argument 3 of `load`"), "{msgs:?}");
+        assert_eq!(msgs[5], "unknown name `unknown_name`");
     }
 }

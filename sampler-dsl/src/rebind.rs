@@ -10,60 +10,53 @@
 use std::collections::HashSet;
 
 use crate::ir::*;
+use crate::visit::{walk_expr, walk_expr_mut, walk_stmt, Visit, VisitMut};
 
 /// Elides every removable tile rebinding of the kernel.
 pub fn elide(k: &mut Kernel) {
-    let mut assigned = HashSet::new();
-    assigned_in(&k.body, &mut assigned);
-    block(&mut k.body, &assigned);
+    let mut assigned = Assigned(HashSet::new());
+    assigned.visit_block(&k.body);
+    Elide { assigned: &assigned.0 }.visit_block_mut(&mut k.body);
 }
 
-fn assigned_in(b: &Block, out: &mut HashSet<String>) {
-    for s in &b.stmts {
-        match s {
-            Stmt::Assign { target, .. } => {
-                out.insert(target.to_string());
-            }
-            Stmt::If { then, els, .. } => {
-                assigned_in(then, out);
-                if let Some(e) = els {
-                    assigned_in(e, out);
-                }
-            }
-            Stmt::For { body, .. } => assigned_in(body, out),
-            _ => {}
+/// Collects the names assigned anywhere.
+struct Assigned(HashSet<String>);
+
+impl<'a> Visit<'a> for Assigned {
+    fn visit_stmt(&mut self, s: &'a Stmt) {
+        if let Stmt::Assign { target, .. } = s {
+            self.0.insert(target.to_string());
         }
+        walk_stmt(self, s);
     }
 }
 
-fn block(b: &mut Block, assigned: &HashSet<String>) {
-    let mut i = 0;
-    while i < b.stmts.len() {
-        match &mut b.stmts[i] {
-            Stmt::If { then, els, .. } => {
-                block(then, assigned);
-                if let Some(e) = els {
-                    block(e, assigned);
-                }
-            }
-            Stmt::For { body, .. } => block(body, assigned),
-            _ => {}
-        }
-        if let Stmt::Let { names, value, .. } = &b.stmts[i] {
-            if let ([(to_b, _)], ExprKind::Var(from_a)) = (names.as_slice(), &value.kind) {
-                let (nb, na) = (to_b.to_string(), from_a.to_string());
-                if value.ty.is_tile() && nb != na && !assigned.contains(&nb) && !assigned.contains(&na) {
-                    let a = from_a.clone();
-                    let mut rest = b.stmts[i + 1..].to_vec();
-                    if subst_stmts(&mut rest, &nb, &a) {
-                        b.stmts.truncate(i);
-                        b.stmts.extend(rest);
-                        continue;
+/// Elides the rebindings of a block, inner blocks first.
+struct Elide<'s> {
+    assigned: &'s HashSet<String>,
+}
+
+impl VisitMut for Elide<'_> {
+    fn visit_block_mut(&mut self, b: &mut Block) {
+        let mut i = 0;
+        while i < b.stmts.len() {
+            self.visit_stmt_mut(&mut b.stmts[i]);
+            if let Stmt::Let { names, value, .. } = &b.stmts[i] {
+                if let ([(to_b, _)], ExprKind::Var(from_a)) = (names.as_slice(), &value.kind) {
+                    let (nb, na) = (to_b.to_string(), from_a.to_string());
+                    if value.ty.is_tile() && nb != na && !self.assigned.contains(&nb) && !self.assigned.contains(&na) {
+                        let a = from_a.clone();
+                        let mut rest = b.stmts[i + 1..].to_vec();
+                        if subst_stmts(&mut rest, &nb, &a) {
+                            b.stmts.truncate(i);
+                            b.stmts.extend(rest);
+                            continue;
+                        }
                     }
                 }
             }
+            i += 1;
         }
-        i += 1;
     }
 }
 
@@ -117,46 +110,57 @@ fn subst_stmts(stmts: &mut [Stmt], from: &str, to: &syn::Ident) -> bool {
     true
 }
 
-fn subst_expr(e: &mut Expr, from: &str, to: &syn::Ident) {
-    match &mut e.kind {
-        ExprKind::Var(id) if id == from => *id = syn::Ident::new(&to.to_string(), id.span()),
-        ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Const(_) => {}
-        ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => subst_expr(x, from, to),
-        ExprKind::Binary(_, l, r) => {
-            subst_expr(l, from, to);
-            subst_expr(r, from, to);
-        }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| subst_expr(a, from, to)),
-        ExprKind::If(c, a, b) => {
-            subst_expr(c, from, to);
-            subst_expr(a, from, to);
-            subst_expr(b, from, to);
+/// Renames the variable `from` to `to` in an expression.
+struct Subst<'n> {
+    from: &'n str,
+    to: &'n syn::Ident,
+}
+
+impl VisitMut for Subst<'_> {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        match &mut e.kind {
+            ExprKind::Var(id) if id == self.from => *id = syn::Ident::new(&self.to.to_string(), id.span()),
+            _ => walk_expr_mut(self, e),
         }
     }
 }
 
-fn expr_mentions(e: &Expr, name: &str) -> bool {
-    match &e.kind {
-        ExprKind::Var(id) => id == name,
-        ExprKind::Lit(_) | ExprKind::Const(_) => false,
-        ExprKind::Unary(_, x) | ExprKind::Cast(x, _) => expr_mentions(x, name),
-        ExprKind::Binary(_, l, r) => expr_mentions(l, name) || expr_mentions(r, name),
-        ExprKind::Call(_, args) => args.iter().any(|a| expr_mentions(a, name)),
-        ExprKind::If(c, a, b) => expr_mentions(c, name) || expr_mentions(a, name) || expr_mentions(b, name),
+fn subst_expr(e: &mut Expr, from: &str, to: &syn::Ident) {
+    Subst { from, to }.visit_expr_mut(e);
+}
+
+/// Whether a statement reads `name` or assigns it (deeply).
+struct Mentions<'n> {
+    name: &'n str,
+    hit: bool,
+}
+
+impl<'a> Visit<'a> for Mentions<'_> {
+    fn visit_stmt(&mut self, s: &'a Stmt) {
+        if self.hit {
+            return;
+        }
+        if let Stmt::Assign { target, .. } = s {
+            if target == self.name {
+                self.hit = true;
+                return;
+            }
+        }
+        walk_stmt(self, s);
+    }
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if self.hit {
+            return;
+        }
+        match &e.kind {
+            ExprKind::Var(id) if id == self.name => self.hit = true,
+            _ => walk_expr(self, e),
+        }
     }
 }
 
 fn mentions(s: &Stmt, name: &str) -> bool {
-    match s {
-        Stmt::Let { value, .. } | Stmt::Expr(value) => expr_mentions(value, name),
-        Stmt::Assign { target, value, .. } => target == name || expr_mentions(value, name),
-        Stmt::If { cond, then, els, .. } => {
-            expr_mentions(cond, name)
-                || then.stmts.iter().any(|s| mentions(s, name))
-                || els.as_ref().is_some_and(|e| e.stmts.iter().any(|s| mentions(s, name)))
-        }
-        Stmt::For { start, end, body, .. } => {
-            expr_mentions(start, name) || expr_mentions(end, name) || body.stmts.iter().any(|s| mentions(s, name))
-        }
-    }
+    let mut m = Mentions { name, hit: false };
+    m.visit_stmt(s);
+    m.hit
 }

@@ -29,7 +29,7 @@ pub const SETS: &[VariantSet] = &[
     // The chunked top-N (`topn_chunk*`, `topn_merge`).
     VariantSet { name: "CHUNKS", tiles: &[256, 1024, 4096, 16384], threads: &[256, 1024, 1024, 1024] },
     // The one-read streaming top-N (`force_topn_stream`).
-    VariantSet { name: "STREAM", tiles: &[256, 1024, 4096], threads: &[256, 512, 512] },
+    VariantSet { name: "STREAM", tiles: &[256, 1024, 4096], threads: &[256, 512, 1024] },
     // Passes over the vocabulary in tiles of 4096 (`mask_check`'s raw-logprob
     // partial sums are per 4096 logits, so this tile is part of the format).
     VariantSet { name: "VOCAB", tiles: &[4096], threads: &[512] },

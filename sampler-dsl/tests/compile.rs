@@ -27,26 +27,20 @@ fn errors(attr: TokenStream, item: TokenStream) -> Vec<String> {
 
 /// The value of the `let` that binds `name` (searched recursively).
 fn let_value<'a>(b: &'a Block, name: &str) -> &'a Expr {
-    fn find<'a>(b: &'a Block, name: &str) -> Option<&'a Expr> {
-        for s in &b.stmts {
+    use sampler_dsl::visit::{walk_stmt, Visit};
+    struct Find<'a, 'n>(&'n str, Option<&'a Expr>);
+    impl<'a> Visit<'a> for Find<'a, '_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
             match s {
-                Stmt::Let { names, value, .. } if names.iter().any(|(n, _)| n == name) => return Some(value),
-                Stmt::If { then, els, .. } => {
-                    if let Some(v) = find(then, name).or_else(|| els.as_ref().and_then(|e| find(e, name))) {
-                        return Some(v);
-                    }
-                }
-                Stmt::For { body, .. } => {
-                    if let Some(v) = find(body, name) {
-                        return Some(v);
-                    }
-                }
-                _ => {}
+                _ if self.1.is_some() => {}
+                Stmt::Let { names, value, .. } if names.iter().any(|(n, _)| n == self.0) => self.1 = Some(value),
+                _ => walk_stmt(self, s),
             }
         }
-        None
     }
-    find(b, name).unwrap_or_else(|| panic!("no `let {name}`"))
+    let mut f = Find(name, None);
+    f.visit_block(b);
+    f.1.unwrap_or_else(|| panic!("no `let {name}`"))
 }
 
 fn ty_of(k: &Kernel, name: &str) -> Ty {
@@ -568,7 +562,9 @@ fn helpers(fns: &[TokenStream]) -> std::collections::HashMap<String, sampler_dsl
         sampler_dsl::kfn::check(&h, &mut errs);
         out.insert(h.sig.name.to_string(), h);
     }
-    assert!(errs.is_empty());
+    if let Err(e) = errs.check() {
+        panic!("helper errors: {e}");
+    }
     out
 }
 

@@ -30,7 +30,9 @@ The issue's figure (`OVERHEAD-SAME-CALL` lines): with the bench-only API clock o
 (the same span `_bench_rust_step_cuda` times: the logits handle, `sample_async_into` less our
 output-allocation callback, the caller-stream join; on the host `Sampler::sample`), and the
 binding overhead of a call is its host time minus that of the SAME call: fresh output
-(`Sampler.sample`: a range of the output slab, or torch's allocator once per slab), `out=`, and
+(`Sampler.sample`: a range of the output slab, or torch's allocator once per slab; the same
+Request objects every call, whose conversion the sampler keeps; "new Request objects each call":
+the same call on two lists of distinct Request objects alternately, so that nothing is reused), `out=`, and
 the functional call, median and min over --iters; with `_native._bench_slabs` the fresh and
 functional calls again with the slabs off (torch allocates per call and the dropped result
 frees it: the figure before the slabs), in the same run. The older `OVERHEAD` lines subtract a separate
@@ -167,6 +169,16 @@ def torch_case(r, v, force_topk, iters, flashinfer):
     res = {"rows": r, "vocab": v, "force_topk": force_topk, "iters": iters}
     rust_fn = lambda: sp._native._bench_rust_step_cuda(s, x, reqs, 1)[0] * 1e6
     py_fn = lambda: s.sample(x, reqs)
+    # New Request objects every call (an engine that rebuilds them each step): the sampler's
+    # cache of the last call's requests (issue 26) never hits; two lists alternate, on a sampler
+    # of their own (on `s` they would evict `reqs` from its cache before the other calls).
+    s_new = sp.Sampler(v, force_topk=force_topk, backend="cuda")
+    new_lists = [[sp.Request.prefill(sp.SamplingParams(temperature=0.7, top_p=0.9, top_k=50, top_logprobs=5, seq_seed=i), 41) for i in range(r)] for _ in range(2)]
+    turn = [0]
+
+    def py_new():
+        turn[0] ^= 1
+        return s_new.sample(x, new_lists[turn[0]])
     prev = s.sample(x, reqs)
     py_out = lambda: s.sample(x, reqs, out=prev)
     py_read = lambda: s.sample(x, reqs).tokens
@@ -179,7 +191,7 @@ def torch_case(r, v, force_topk, iters, flashinfer):
     # The output pool (off by default since run 13): the dropped result's buffer comes back.
     s_pool = sp.Sampler(v, force_topk=force_topk, backend="cuda", reuse_outputs=True)
     py_pool = lambda: s_pool.sample(x, reqs)
-    for f in (rust_fn, py_fn, py_read, fn_fn, py_out, py_held, py_pool):
+    for f in (rust_fn, py_fn, py_read, fn_fn, py_out, py_held, py_pool, py_new):
         f()
     clock = has_clock()
     if clock:
@@ -189,6 +201,7 @@ def torch_case(r, v, force_topk, iters, flashinfer):
     # A/B of the output slabs (fresh outputs as ranges of a shared buffer): off, torch allocates per call.
     ab = hasattr(sp._native, "_bench_slabs")
     py_ns, fu_ns, a_py_ns, a_fu_ns = [], [], [], []
+    pn, a_pn = [], ([] if clock else None)
     for _ in range(iters):  # alternated, so drift hits all alike
         torch.cuda.synchronize()
         ru.append(rust_fn())
@@ -198,6 +211,7 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         po.append(host_us(py_out, a_po))
         ph.append(host_us(py_held))
         pp.append(host_us(py_pool, a_pp))
+        pn.append(host_us(py_new, a_pn))
         if ab and clock:
             sp._native._bench_slabs(False)
             try:
@@ -209,7 +223,7 @@ def torch_case(r, v, force_topk, iters, flashinfer):
         sp._native._bench_api_clock(False)
         # The issue's figure: the Python call minus the Rust API's host time of the same call.
         res["same_call_us"] = {"fresh": same_call(py, a_py), "out": same_call(po, a_po), "functional": same_call(fu, a_fu),
-                               "pool": same_call(pp, a_pp)}
+                               "pool": same_call(pp, a_pp), "new_requests": same_call(pn, a_pn)}
         if py_ns:
             res["same_call_us"]["fresh_no_slab"] = same_call(py_ns, a_py_ns)
             res["same_call_us"]["functional_no_slab"] = same_call(fu_ns, a_fu_ns)
@@ -253,6 +267,7 @@ def overhead_lines(out):
                          f"out= +{sc['out']['median']:.1f} / +{sc['out']['min']:.1f} us, "
                          f"functional +{sc['functional']['median']:.1f} / +{sc['functional']['min']:.1f} us (target <= 5 us)"
                          + (f"; reuse_outputs=True +{sc['pool']['median']:.1f} / +{sc['pool']['min']:.1f} us" if "pool" in sc else "")
+                         + (f"; new Request objects each call +{sc['new_requests']['median']:.1f} / +{sc['new_requests']['min']:.1f} us" if "new_requests" in sc else "")
                          + (f"; slabs off (torch allocates per call): fresh +{sc['fresh_no_slab']['median']:.1f} / +{sc['fresh_no_slab']['min']:.1f} us, "
                             f"functional +{sc['functional_no_slab']['median']:.1f} / +{sc['functional_no_slab']['min']:.1f} us" if "fresh_no_slab" in sc else ""))
         if "overhead_us" in r:  # --torch

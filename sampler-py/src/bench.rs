@@ -147,7 +147,17 @@ pub(crate) fn _bench_binding_pieces(
         for _ in 0..n {
             std::hint::black_box(dlpack::read_torch(logits, "logits", &[2], api)?);
         }
-        out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device)".into(), per(t)));
+        out.push(("torch tensor attributes (dtype, shape, strides, data_ptr, device; the fallback)".into(), per(t)));
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(
+                dlpack::torch_dl(logits, &[2], api).ok_or_else(|| value_err("torch_dl read nothing"))?,
+            );
+        }
+        out.push((
+            "torch tensor read: one torch._C._to_dlpack call (the default; replaces the row above)".into(),
+            per(t),
+        ));
         let c = cuda::CudaIn { t: dlpack::read_torch(logits, "logits", &[2], api)?, stream: 0, current: true };
         // `torch._C._cuda_getCurrentRawStream(device)` needs a GPU; a torch C call that runs without one.
         let analogue = py.import("torch")?.getattr("_C")?.getattr("_cuda_getDeviceCount")?;
@@ -209,7 +219,7 @@ pub(crate) fn _bench_binding_pieces(
             let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
             std::hint::black_box(Py::new(
                 py,
-                cuda::CudaStepOutput::new((flat.clone().unbind(), None, segs, (r, k, g)), counts),
+                cuda::CudaStepOutput::new((flat.clone().unbind(), None, segs, (r, k, g)), counts.into()),
             )?);
         }
         out.push(("result object (CudaStepOutput)".into(), per(t)));
@@ -217,7 +227,7 @@ pub(crate) fn _bench_binding_pieces(
             py,
             cuda::CudaStepOutput::new(
                 (flat.clone().unbind(), None, segs, (r, k, g)),
-                reqs.iter().map(Request::rows).collect(),
+                reqs.iter().map(Request::rows).collect::<Vec<_>>().into(),
             ),
         )?;
         let t = std::time::Instant::now();
@@ -250,12 +260,49 @@ pub(crate) fn _bench_binding_pieces(
     for _ in 0..n {
         std::hint::black_box(requests_arg(requests)?);
     }
-    out.push((format!("requests ({g} Request objects)"), per(t)));
+    out.push((
+        format!("requests ({g} Request objects): converted alone (the cache busy; every call before issue 26)"),
+        per(t),
+    ));
+    // `Sampler.sample`'s requests (issue 26): the sampler's cache of the last call's requests.
+    let mut cache = ReqCache::default();
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        cache.update(requests)?;
+        std::hint::black_box(cache.as_slice());
+    }
+    out.push((
+        format!("requests ({g} Request objects): the same objects as the last call (the sampler's cache)"),
+        per(t),
+    ));
+    // Every entry changed: the same list's objects and copies of them, alternately.
+    let other = PyList::empty(py);
+    for q in requests.try_iter()? {
+        let q = q?.cast_into::<PyRequest>()?;
+        other.append(Py::new(py, PyRequest { inner: q.get().inner.clone() })?)?;
+    }
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        cache.update(if i % 2 == 0 { other.as_any() } else { requests })?;
+        std::hint::black_box(cache.as_slice());
+    }
+    out.push((format!("requests ({g} Request objects): all new since the last call (cache miss)"), per(t)));
+
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.row_requests(0));
+    }
+    out.push((format!("functional parameters and its {r} requests"), per(t)));
     let t = std::time::Instant::now();
     for _ in 0..n {
         std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?.requests(0));
     }
-    out.push((format!("functional parameters and its {r} requests"), per(t)));
+    out.push((format!("functional parameters and its {r} requests, made afresh (before issue 26)"), per(t)));
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(row_params(r, top_k, top_p, temperature, seed, positions)?);
+    }
+    out.push((format!("functional parameters alone ({r} rows)"), per(t)));
     Ok(out)
 }
 

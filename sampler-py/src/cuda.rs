@@ -94,7 +94,8 @@ pub fn import<'py>(
         Some(s) => (s, false),
         None if t.torch => {
             let api = dlpack::torch_api(obj).expect("a torch tensor");
-            (api.raw_stream.bind(obj.py()).call1((t.device,))?.extract::<u64>()?, true)
+            let dev = t.device.into_pyobject(obj.py())?;
+            (dlpack::call_one(api.raw_stream.bind(obj.py()), dev.as_any())?.extract::<u64>()?, true)
         }
         None => (LEGACY_STREAM, false),
     };
@@ -141,13 +142,16 @@ pub(crate) fn layout(r: usize, k: usize, g: usize, want: Want, tree: bool) -> ([
 /// The kernels write the outputs straight into the torch buffer (no copy);
 /// with [`Want::Tokens`] only the tokens go there (the rest stays in the
 /// sampler's own buffers). Errors: a sampler not on CUDA or on another
-/// device (ValueError); batch errors as [`crate::batch_err`].
+/// device (ValueError); batch errors as [`crate::batch_err`]. `tree`: whether `reqs` has a tree
+/// request ([`has_tree`]; the sampler's request cache knows it without reading the requests).
+#[allow(clippy::too_many_arguments)]
 pub fn step(
     py: Python<'_>,
     s: &mut Sampler,
     c: &CudaIn<'_>,
     reqs: &[Request],
     want: Want,
+    tree: bool,
     reuse: Option<&CudaStepOutput>,
     pool: Option<&mut OutPool>,
 ) -> PyResult<StepBuf> {
@@ -196,7 +200,7 @@ pub fn step(
     type Made<'py> = PyResult<(Bound<'py, PyAny>, Option<(usize, usize)>, Segs, (usize, usize, usize))>;
     let mut made: Option<Made<'_>> = None;
     // Tree requests' paths (section 11.9) get a segment of their own, written by the kernels.
-    let tree = want == Want::All && reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }));
+    let tree = want == Want::All && tree;
     let enqueued = s
         .sample_async_into(logits, reqs, |r, k, g| {
             // Our own work inside the Rust API's call (the output buffer): binding time.
@@ -288,6 +292,11 @@ pub fn step(
     caller.join(&cs).map_err(|e| crate::device_err(format!("joining the caller's stream: {e:?}")))?;
     crate::api_clock::record(api_ns + crate::api_clock::since(t_join));
     Ok((flat.unbind(), region, segs, (r, k, g)))
+}
+
+/// Whether `reqs` has a tree request (its paths get an output segment).
+pub fn has_tree(reqs: &[Request]) -> bool {
+    reqs.iter().any(|q| matches!(q.kind, sampler_host::RequestKind::Tree { .. }))
 }
 
 /// The slice `start..start + n` (elements), to index a 1-D tensor with.
@@ -561,7 +570,7 @@ pub struct CudaStepOutput {
     r: usize,
     k: usize,
     g: usize,
-    row_counts: Vec<usize>,
+    row_counts: crate::RowCounts,
     /// Which requests are tree requests (their `paths` entry is a view).
     trees: Vec<bool>,
     /// Typed views, `ok`, and the `buffer` alias.
@@ -569,7 +578,7 @@ pub struct CudaStepOutput {
 }
 
 impl CudaStepOutput {
-    pub fn new(buf: StepBuf, row_counts: Vec<usize>) -> CudaStepOutput {
+    pub fn new(buf: StepBuf, row_counts: crate::RowCounts) -> CudaStepOutput {
         let (flat, region, segs, (r, k, g)) = buf;
         let trees = Vec::new();
         let cache = std::array::from_fn(|_| PyOnceLock::new());
@@ -670,7 +679,7 @@ impl CudaStepOutput {
     fn row_offsets(&self) -> Vec<usize> {
         let mut v = Vec::with_capacity(self.row_counts.len() + 1);
         v.push(0);
-        for &c in &self.row_counts {
+        for &c in self.row_counts.iter() {
             v.push(v[v.len() - 1] + c);
         }
         v

@@ -230,10 +230,67 @@ pub(crate) fn row_params_full(
     Ok(p)
 }
 
+/// The functional sampling call's requests, kept between calls (issue 26): the next call
+/// writes its parameters into them field by field. Making 64 requests afresh cost about
+/// 0.9 us of 1.1 us (each 200-odd-byte `Request` built, moved into place and dropped;
+/// `bench/binding_profile.py`). Only [`RowParams::requests_into`] writes them, so every field
+/// it does not set keeps its default.
+static KEPT_REQUESTS: Mutex<Vec<Request>> = Mutex::new(Vec::new());
+
+/// A functional call's prefill requests: the kept ones, or its own when another call holds them
+/// (a host step on another thread, the GIL released).
+pub(crate) enum RowRequests {
+    Kept(std::sync::MutexGuard<'static, Vec<Request>>),
+    Own(Vec<Request>),
+}
+
+impl std::ops::Deref for RowRequests {
+    type Target = [Request];
+    fn deref(&self) -> &[Request] {
+        match self {
+            RowRequests::Kept(g) => g,
+            RowRequests::Own(v) => v,
+        }
+    }
+}
+
 impl RowParams {
     /// One prefill request per row (the functional sampling call).
     pub(crate) fn requests(&self, top_logprobs: u32) -> Vec<Request> {
         (0..self.position.len()).map(|i| Request::prefill(self.params(i, top_logprobs), self.position[i])).collect()
+    }
+    /// [`RowParams::requests`], written into the kept requests when they are free.
+    pub(crate) fn row_requests(&self, top_logprobs: u32) -> RowRequests {
+        let mut g = match KEPT_REQUESTS.try_lock() {
+            Ok(g) => g,
+            // Every field this writes is written whole: a panic mid-way leaves valid requests.
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return RowRequests::Own(self.requests(top_logprobs)),
+        };
+        self.requests_into(&mut g, top_logprobs);
+        RowRequests::Kept(g)
+    }
+    /// Makes `v` equal to `self.requests(top_logprobs)`, given that `v` holds only requests
+    /// made by this function (prefill, default fields but those written here).
+    pub(crate) fn requests_into(&self, v: &mut Vec<Request>, top_logprobs: u32) {
+        let r = self.position.len();
+        v.truncate(r);
+        v.resize_with(r, || Request::prefill(SamplingParams::default(), 0));
+        for (i, q) in v.iter_mut().enumerate() {
+            let p = &mut q.params;
+            p.temperature = self.temperature[i];
+            p.top_p = self.top_p[i];
+            p.top_k = self.top_k[i];
+            p.top_logprobs = top_logprobs;
+            p.seq_seed = self.seed[i];
+            p.min_p = self.min_p[i];
+            p.filter_order = self.filter_order;
+            q.kind = RequestKind::Prefill { seqlen_k: self.position[i] };
+        }
+        debug_assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, q)| *q == Request::prefill(self.params(i, top_logprobs), self.position[i])));
     }
     pub(crate) fn params(&self, i: usize, top_logprobs: u32) -> SamplingParams {
         SamplingParams {
@@ -291,26 +348,26 @@ pub(crate) fn top_k_top_p_sampling_from_logits(
     let top_logprobs = u32_opt(top_logprobs, "top_logprobs", 0)?;
     if let Some(c) = cuda::import(logits, "logits", &[2], stream)? {
         let r = c.rows();
-        let reqs =
-            row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?.requests(top_logprobs);
+        let reqs = row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?
+            .row_requests(top_logprobs);
         let want = if return_logprobs { cuda::Want::All } else { cuda::Want::Tokens };
         // No output pool: its reference checks cost more than torch's allocator (run 13).
         let buf = with_cached(py, c.vocab(), force_topk, backend, DEFAULT_NEXTN, |s| {
-            cuda::step(py, s, &c, &reqs, want, None, None)
+            cuda::step(py, s, &c, &reqs, want, false, None, None)
         })?;
         if return_logprobs {
-            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![1; r]))?.into_any());
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![1; r].into()))?.into_any());
         }
         return Ok(buf.0);
     }
     let l = Logits::import(logits, "logits", &[2])?;
     let r = l.rows();
     let reqs =
-        row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?.requests(top_logprobs);
+        row_params_full(r, top_k, top_p, temperature, min_p, filter_order, seed, positions)?.row_requests(top_logprobs);
     let (res, _) = run_cached(py, l.vocab(), force_topk, backend, l.data(), &reqs, None)?;
     let out = Out::for_input(logits);
     if return_logprobs {
-        return Ok(Py::new(py, step_output(&out, res, &vec![1; r])?)?.into_any());
+        return Ok(Py::new(py, step_output(&out, res, vec![1; r].into())?)?.into_any());
     }
     let tokens: Vec<i32> = res.rows.iter().map(|x| x.token).collect();
     // Freeing the Rust `StepOutput` is the Rust API's own cost (a Rust caller drops it too).
@@ -443,13 +500,13 @@ pub(crate) fn verify(
     }
     if let Some(c) = &cl {
         let buf = with_cached(py, v, force_topk, backend, nextn, |s| {
-            cuda::step(py, s, c, &reqs, cuda::Want::All, None, None)
+            cuda::step(py, s, c, &reqs, cuda::Want::All, cuda::has_tree(&reqs), None, None)
         })?;
-        return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![m; b]))?.into_any());
+        return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, vec![m; b].into()))?.into_any());
     }
     let l = hl.expect("host logits");
     let (res, _) = run_cached_n(py, v, force_topk, backend, nextn, l.data(), &reqs, None)?;
-    Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, &vec![m; b])?)?.into_any())
+    Ok(Py::new(py, step_output(&Out::for_input(target_logits), res, vec![m; b].into())?)?.into_any())
 }
 
 /// The processed distribution (section 3) of every row: `(ids, logprobs)`,

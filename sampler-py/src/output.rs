@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// Rows per request of a step, shared by the sampler's request cache and the step's outputs.
+pub(crate) type RowCounts = std::sync::Arc<[usize]>;
+
 pub(crate) static TORCH: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// Builds the output arrays: numpy (moved from the Rust `Vec`, no copy), or
@@ -48,13 +51,13 @@ impl<'py> Out<'py> {
 #[pyclass(name = "StepOutput", module = "sampler_py", frozen)]
 pub(crate) struct PyStepOutput {
     pub(crate) inner: StepOutput,
-    pub(crate) row_counts: Vec<usize>,
+    pub(crate) row_counts: RowCounts,
     pub(crate) torch: bool,
     pub(crate) cache: [PyOnceLock<Py<PyAny>>; 13],
 }
 
 impl PyStepOutput {
-    pub(crate) fn new(inner: StepOutput, row_counts: Vec<usize>, torch: bool) -> PyStepOutput {
+    pub(crate) fn new(inner: StepOutput, row_counts: RowCounts, torch: bool) -> PyStepOutput {
         PyStepOutput { inner, row_counts, torch, cache: std::array::from_fn(|_| PyOnceLock::new()) }
     }
     pub(crate) fn cached(
@@ -147,7 +150,7 @@ impl PyStepOutput {
         self.cached(py, 7, |o| {
             let mut v = Vec::with_capacity(self.row_counts.len() + 1);
             v.push(0i64);
-            for &c in &self.row_counts {
+            for &c in self.row_counts.iter() {
                 v.push(v[v.len() - 1] + c as i64);
             }
             let n = v.len();
@@ -222,6 +225,6 @@ impl PyStepOutput {
     }
 }
 
-pub(crate) fn step_output(out: &Out<'_>, s: StepOutput, row_counts: &[usize]) -> PyResult<PyStepOutput> {
-    Ok(PyStepOutput::new(s, row_counts.to_vec(), out.torch))
+pub(crate) fn step_output(out: &Out<'_>, s: StepOutput, row_counts: RowCounts) -> PyResult<PyStepOutput> {
+    Ok(PyStepOutput::new(s, row_counts, out.torch))
 }

@@ -63,6 +63,8 @@ pub(crate) struct PySampler {
     pub(crate) cfg: SamplerConfig,
     pub(crate) n: u32,
     pub(crate) backend: &'static str,
+    /// The last call's requests, converted ([`ReqCache`]).
+    pub(crate) reqs: Mutex<ReqCache>,
 }
 
 /// The requests of one call, as the `&[Request]` a step takes, without
@@ -97,31 +99,181 @@ impl std::ops::Deref for ReqBatch<'_> {
     }
 }
 
+fn not_a_request(i: usize, r: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)))
+}
+
+fn not_a_list(requests: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests)))
+}
+
 pub(crate) fn requests_arg<'py>(requests: &Bound<'py, PyAny>) -> PyResult<ReqBatch<'py>> {
-    let bad = |i: usize, r: &Bound<'_, PyAny>| {
-        PyTypeError::new_err(format!("requests[{i}] must be a Request, got {}", type_name(r)))
-    };
     // Fast path for the usual list.
     if let Ok(list) = requests.cast::<PyList>() {
         let mut keep = Vec::with_capacity(list.len());
         for (i, r) in list.iter().enumerate() {
-            keep.push(r.cast_into::<PyRequest>().map_err(|e| bad(i, &e.into_inner()))?);
+            keep.push(r.cast_into::<PyRequest>().map_err(|e| not_a_request(i, &e.into_inner()))?);
         }
         return Ok(ReqBatch::new(keep));
     }
-    let items: Vec<Bound<'_, PyAny>> = requests
-        .try_iter()
-        .map_err(|_| PyTypeError::new_err(format!("requests must be a list of Request, got {}", type_name(requests))))?
-        .collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> =
+        requests.try_iter().map_err(|_| not_a_list(requests))?.collect::<PyResult<_>>()?;
     let keep = items
         .into_iter()
         .enumerate()
-        .map(|(i, r)| r.cast_into::<PyRequest>().map_err(|e| bad(i, &e.into_inner())))
+        .map(|(i, r)| r.cast_into::<PyRequest>().map_err(|e| not_a_request(i, &e.into_inner())))
         .collect::<PyResult<_>>()?;
     Ok(ReqBatch::new(keep))
 }
 
+/// The requests of a `Sampler`'s last call, converted, kept for the next one
+/// (issue 26): an engine passes the same `Request` objects step after step
+/// (or changes a few), and a `Request` is frozen, so an entry whose object
+/// is the one at the same index last time is reused as it is (one pointer
+/// compare) and only the others are converted (the bitwise copies of
+/// [`ReqBatch`]). Converting 64 requests cost about 1.2 us of a call on the
+/// H200 host. The strong references keep the last call's requests alive until
+/// the next call changes them, or the sampler goes.
+#[derive(Default)]
+pub(crate) struct ReqCache {
+    /// The objects the copies come from (index i: `requests[i]` of the last call).
+    keep: Vec<Py<PyRequest>>,
+    copies: Vec<std::mem::ManuallyDrop<Request>>,
+    /// Rows per request, shared with the outputs, and whether one is a tree request
+    /// (remade only when an entry changes).
+    rows: Option<RowCounts>,
+    tree: bool,
+}
+
+impl ReqCache {
+    /// Makes the cache hold `requests` (a list, or any iterable of `Request`).
+    /// On an error (not a Request) every entry stays a valid copy of the object kept beside it.
+    pub(crate) fn update(&mut self, requests: &Bound<'_, PyAny>) -> PyResult<()> {
+        let n = if let Ok(list) = requests.cast::<PyList>() {
+            let n = list.len();
+            for i in 0..n {
+                // SAFETY: `i < len(list)`; a borrowed reference, compared, or made an owned
+                // one at once: no Python code runs in between that could change the list.
+                let item = unsafe { pyo3::ffi::PyList_GetItem(list.as_ptr(), i as pyo3::ffi::Py_ssize_t) };
+                if self.keep.get(i).is_some_and(|k| k.as_ptr() == item) {
+                    continue; // the same (frozen) object as last call
+                }
+                self.set(i, unsafe { Bound::from_borrowed_ptr(list.py(), item) })?;
+            }
+            n
+        } else {
+            let mut n = 0;
+            for (i, r) in requests.try_iter().map_err(|_| not_a_list(requests))?.enumerate() {
+                let r = r?;
+                if self.keep.get(i).is_none_or(|k| k.as_ptr() != r.as_ptr()) {
+                    self.set(i, r)?;
+                }
+                n = i + 1;
+            }
+            n
+        };
+        if self.keep.len() != n {
+            self.copies.truncate(n); // copies only: nothing to drop
+            for k in self.keep.drain(n..) {
+                drop(k.into_bound(requests.py())); // (a `Bound`'s drop: no thread-local GIL check)
+            }
+            self.rows = None;
+        }
+        if self.rows.is_none() {
+            self.rows = Some(self.as_slice().iter().map(Request::rows).collect());
+            self.tree = cuda::has_tree(self.as_slice());
+        }
+        Ok(())
+    }
+    /// Entry `i` (at most one past the last) becomes a copy of `r`'s request.
+    fn set(&mut self, i: usize, r: Bound<'_, PyAny>) -> PyResult<()> {
+        let r = r.cast_into::<PyRequest>().map_err(|e| not_a_request(i, &e.into_inner()))?;
+        let src: *const Request = &r.get().inner;
+        self.rows = None;
+        let new = i == self.copies.len();
+        if new {
+            self.copies.reserve(1);
+        }
+        // SAFETY: as in `ReqBatch::new` (`keep[i]` holds the frozen original while the copy
+        // lives): written in place, one copy of 200-odd bytes (`i <= len`, capacity reserved).
+        // An old copy there is overwritten, never dropped, before its original goes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.copies.as_mut_ptr().add(i).cast::<Request>(), 1);
+            if new {
+                self.copies.set_len(i + 1);
+            }
+        }
+        if new {
+            self.keep.push(r.unbind());
+        } else {
+            // Released as a `Bound`: a `Py`'s drop looks up the thread's GIL state.
+            let py = r.py();
+            drop(std::mem::replace(&mut self.keep[i], r.unbind()).into_bound(py));
+        }
+        Ok(())
+    }
+    pub(crate) fn as_slice(&self) -> &[Request] {
+        // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`.
+        unsafe { std::slice::from_raw_parts(self.copies.as_ptr().cast::<Request>(), self.copies.len()) }
+    }
+}
+
+/// A call's requests: the sampler's [`ReqCache`], or converted for this call
+/// alone when another call holds the cache (a host step on another thread, a
+/// re-entrant call).
+pub(crate) enum Reqs<'s, 'py> {
+    Cached(std::sync::MutexGuard<'s, ReqCache>),
+    Fresh(ReqBatch<'py>, RowCounts),
+}
+
+impl std::ops::Deref for Reqs<'_, '_> {
+    type Target = [Request];
+    fn deref(&self) -> &[Request] {
+        match self {
+            Reqs::Cached(c) => c.as_slice(),
+            Reqs::Fresh(b, _) => b,
+        }
+    }
+}
+
+impl Reqs<'_, '_> {
+    /// Rows per request (shared, not copied).
+    pub(crate) fn rows(&self) -> RowCounts {
+        match self {
+            Reqs::Cached(c) => c.rows.clone().expect("set by update"),
+            Reqs::Fresh(_, r) => r.clone(),
+        }
+    }
+    /// Whether a request is a tree request.
+    pub(crate) fn any_tree(&self) -> bool {
+        match self {
+            Reqs::Cached(c) => c.tree,
+            Reqs::Fresh(b, _) => cuda::has_tree(b),
+        }
+    }
+}
+
 impl PySampler {
+    /// `requests` converted for a step: through the cache when no other call holds it.
+    pub(crate) fn requests<'s, 'py>(&'s self, requests: &Bound<'py, PyAny>) -> PyResult<Reqs<'s, 'py>> {
+        match self.reqs.try_lock() {
+            Ok(mut c) => {
+                c.update(requests)?;
+                Ok(Reqs::Cached(c))
+            }
+            // A panic cannot leave an entry half-written (each is set whole): reuse it.
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                let mut c = p.into_inner();
+                c.update(requests)?;
+                Ok(Reqs::Cached(c))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let b = requests_arg(requests)?;
+                let rows = b.iter().map(Request::rows).collect();
+                Ok(Reqs::Fresh(b, rows))
+            }
+        }
+    }
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Sampler> {
         // A panic inside a step cannot leave the sampler half-updated (steps are pure).
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -171,7 +323,7 @@ impl PySampler {
         let c = cfg.clone();
         let s = py.detach(move || Sampler::new(c)).map_err(config_err)?;
         let pool = reuse_outputs.then(|| Mutex::new(cuda::OutPool::default()));
-        Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), pool, cfg })
+        Ok(PySampler { n: s.n(), backend: s.backend_name(), inner: Mutex::new(s), pool, cfg, reqs: Mutex::default() })
     }
 
     /// Samples one step. `logits`: `[R, V]` row-major contiguous, R = sum of
@@ -187,7 +339,9 @@ impl PySampler {
     /// `out` (CUDA): an earlier `CudaStepOutput` of the same shape whose
     /// buffer is written again (and returned) instead of a new allocation;
     /// ValueError with host logits.
-    /// A bad request only gets an error status.
+    /// A bad request only gets an error status. A `Request` object at the same
+    /// index as in this sampler's last call is not converted again (`ReqCache`):
+    /// the sampler keeps the last call's requests until its next call.
     #[pyo3(signature = (logits, requests, *, stream=None, out=None))]
     pub(crate) fn sample(
         &self,
@@ -204,19 +358,26 @@ impl PySampler {
                     self.cfg.vocab_size, c.t.shape
                 )));
             }
-            let reqs = requests_arg(requests)?;
+            let reqs = self.requests(requests)?;
             let mut guard = self.lock_gil(py);
             // Never blocks: the GIL is held, so a pool lock held elsewhere is a re-entrant call.
             let mut pool = self.pool.as_ref().and_then(|p| p.try_lock().ok());
-            let buf =
-                cuda::step(py, &mut guard, &c, &reqs, cuda::Want::All, out.map(|o| o.get()), pool.as_deref_mut())?;
+            let buf = cuda::step(
+                py,
+                &mut guard,
+                &c,
+                &reqs,
+                cuda::Want::All,
+                reqs.any_tree(),
+                out.map(|o| o.get()),
+                pool.as_deref_mut(),
+            )?;
             drop(pool);
             drop(guard);
             if let Some(o) = out {
                 return Ok(o.clone().into_any().unbind());
             }
-            let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, counts).with_trees(&reqs))?.into_any());
+            return Ok(Py::new(py, cuda::CudaStepOutput::new(buf, reqs.rows()).with_trees(&reqs))?.into_any());
         }
         if out.is_some() {
             // Host logits return a new host StepOutput: an ignored `out=` would look written.
@@ -224,7 +385,7 @@ impl PySampler {
         }
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
-        let reqs = requests_arg(requests)?;
+        let reqs = self.requests(requests)?;
         let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
         let res = py
             .detach(|| {
@@ -235,8 +396,7 @@ impl PySampler {
                 r
             })
             .map_err(batch_err)?;
-        let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-        Ok(Py::new(py, step_output(&Out::for_input(logits), res, &counts)?)?.into_any())
+        Ok(Py::new(py, step_output(&Out::for_input(logits), res, reqs.rows())?)?.into_any())
     }
 
     /// Samples one step from probability rows (SAMPLER.md section 12):
@@ -258,12 +418,11 @@ impl PySampler {
         }
         let l = Logits::import(probs, "probs", &[2])?;
         check_vocab(&l, "probs", self.cfg.vocab_size)?;
-        let reqs = requests_arg(requests)?;
+        let reqs = self.requests(requests)?;
         let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
         let (v, n, nextn) = (self.cfg.vocab_size, self.n, self.cfg.nextn);
         let (res, _) = py.detach(|| sampler_host::probs::sample(v, n, nextn, data, rs)).map_err(batch_err)?;
-        let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
-        step_output(&Out::for_input(probs), res, &counts)
+        step_output(&Out::for_input(probs), res, reqs.rows())
     }
 
     /// The host-side error text of `request` on this sampler (its
@@ -286,7 +445,7 @@ impl PySampler {
     ) -> PyResult<(PyStepOutput, Py<PyAny>, Py<PyAny>)> {
         let l = Logits::import(logits, "logits", &[2])?;
         check_vocab(&l, "logits", self.cfg.vocab_size)?;
-        let reqs = requests_arg(requests)?;
+        let reqs = self.requests(requests)?;
         let rows: Vec<usize> = i64_list(rows, "rows")?
             .into_iter()
             .map(|r| usize::try_from(r).map_err(|_| value_err(format!("rows: {r} is not a row index"))))
@@ -294,11 +453,10 @@ impl PySampler {
         let (data, rs): (&[f32], &[Request]) = (l.data(), &reqs);
         let (res, p) = py.detach(|| self.lock().sample_with_processed(data, rs, &rows)).map_err(batch_err)?;
         let out = Out::for_input(logits);
-        let counts: Vec<usize> = reqs.iter().map(Request::rows).collect();
         let (nr, n) = (p.rows.len(), p.n);
         let ids = out.arr(p.ids, &[nr, n])?;
         let lps = out.arr(p.logprobs, &[nr, n])?;
-        Ok((step_output(&out, res, &counts)?, ids, lps))
+        Ok((step_output(&out, res, reqs.rows())?, ids, lps))
     }
 
     /// Vocabulary size V.

@@ -288,6 +288,26 @@ def test_functional_sampling_matches_sampler_requests(rng):
     assert out.top_ids.shape == (5, 3)
 
 
+def test_functional_calls_in_a_row_each_match_their_own_requests(rng):
+    # The functional call writes its rows' parameters into requests kept from the last call
+    # (issue 26): calls of other sizes, parameters, filter orders and min-p, one after the
+    # other, must each equal the same rows as Sampler requests made afresh.
+    s = sp.Sampler(V, backend="cpu")
+    for r, kw in ((6, dict(top_k=50, top_p=0.9, temperature=0.7, seed=1, positions=3)),
+                  (2, dict(top_k=[1, 5], top_p=[0.5, 1.0], temperature=[0.5, 2.0], seed=[7, 8], positions=[9, 10])),
+                  (9, dict(top_k=-1, top_p=0.95, min_p=0.05, filter_order="top_k_then_top_p", seed=np.arange(9, dtype=np.uint64))),
+                  (6, dict(top_k=3, top_p=1.0, temperature=1.0, seed=2, positions=1)),
+                  (1, dict(seed=4))):
+        a = logits(rng, r)
+        out = sp.top_k_top_p_sampling_from_logits(a, backend="cpu", return_logprobs=True, top_logprobs=2, **kw)
+        row = lambda name, i, d: (lambda v: d if v is None else (v if np.ndim(v) == 0 else v[i]))(kw.get(name))
+        reqs = [sp.Request.prefill(sp.SamplingParams(
+            top_k=int(row("top_k", i, -1)), top_p=float(row("top_p", i, 1.0)), temperature=float(row("temperature", i, 1.0)),
+            min_p=float(row("min_p", i, 0.0)), filter_order=kw.get("filter_order", "top_p_then_top_k"),
+            seq_seed=int(row("seed", i, 0)), top_logprobs=2), int(row("positions", i, 0))) for i in range(r)]
+        assert out.result_json() == s.sample(a, reqs).result_json()
+
+
 def test_renorm_helpers_follow_section_3():
     # SAMPLER.md section 3's worked example.
     p = np.array([[0.50, 0.25, 0.15, 0.06, 0.04]], dtype=np.float32)
@@ -390,8 +410,15 @@ def test_torch_cpu_logits_are_read_in_place_through_attributes(rng):
     a = torch.from_numpy(logits(rng, 3))
     assert sp._native._dlpack_data_ptr(a) == a.data_ptr() == a.numpy().ctypes.data
     assert sp._native._dlpack_data_ptr(a[1:]) == a.data_ptr() + V * 4
+    # One C++ call (torch._C._to_dlpack) reads them (issue 26): a dimension of size 1 takes any
+    # stride, as before; an empty tensor is read too.
+    one = a.as_strided((1, V), (12345, 1), V)
+    assert sp._native._dlpack_data_ptr(one) == one.data_ptr() == a.data_ptr() + V * 4
     s = sp.Sampler(V, backend="cpu")
     greedy = [sp.Request.prefill(params(temperature=0.0), 3) for _ in range(3)]
+    assert s.sample(one, greedy[:1]).tokens.tolist() == s.sample(a[1:2].numpy(), greedy[:1]).tokens.tolist()
+    assert len(s.sample(torch.zeros((0, V)), [])) == 0
+    assert s.sample(a.to(torch.float16)[:, :].contiguous(), greedy).tokens.tolist() == s.sample(a.to(torch.float16).numpy(), greedy).tokens.tolist()
     a[1, 17] = 1e4  # written in place after the import above: the step reads the live memory
     assert s.sample(a, greedy).tokens.tolist()[1] == 17
     a[1, 23] = 2e4
@@ -434,7 +461,8 @@ def test_api_clock_times_the_rust_api_inside_a_call(rng):
     s.sample(a, reqs)
     assert sp._native._bench_api_ns() == 0  # off: nothing recorded
     pieces = dict(sp._native._bench_binding_pieces(a, reqs, 3, top_k=5, top_p=0.9, seed=np.arange(64, dtype=np.uint64)))
-    assert pieces["requests (64 Request objects)"] > 0 and pieces["functional parameters and its 64 requests"] > 0
+    assert pieces["requests (64 Request objects): the same objects as the last call (the sampler's cache)"] > 0
+    assert pieces["requests (64 Request objects): all new since the last call (cache miss)"] > 0 and pieces["functional parameters and its 64 requests"] > 0
     assert sp._native._bench_dispatch(a, reqs, out=None) is None
     sp._native._bench_slabs(False)  # host steps never use the CUDA output slabs
     try:
@@ -601,6 +629,76 @@ def test_requests_are_read_in_place_and_stay_valid(rng):
         assert s.sample(a, [r for r in mk()]).tokens.tolist() == first.tokens.tolist()
     with pytest.raises(TypeError, match=r"requests\[1\] must be a Request, got int"):
         s.sample(a, [reqs[0], 1, reqs[2]])
+
+
+def test_sampler_reuses_the_last_calls_requests_only_when_they_are_the_same_objects(rng):
+    # Sampler.sample keeps the last call's converted requests (issue 26): an entry is reused
+    # when the object at its index is the one of the last call, every other one is converted
+    # again. Each call must equal the same call on a new sampler (nothing cached).
+    s = sp.Sampler(V, backend="cpu")
+    mk = lambda i, **kw: sp.Request.prefill(params(seq_seed=i, **kw), 5 + i)
+    reqs = [mk(i) for i in range(6)]
+    decode2 = sp.Request.decode(params(seq_seed=40), 9, 2, [-1])  # two rows
+
+    def check(lst, rows=None, same_as=None):
+        x = logits(rng, rows if rows is not None else len(lst))
+        want = sp.Sampler(V, backend="cpu").sample(x, list(same_as if same_as is not None else lst))
+        got = s.sample(x, lst)
+        assert got.result_json() == want.result_json()
+        assert got.row_offsets.tolist() == want.row_offsets.tolist()
+        return got
+
+    check(reqs)
+    check(reqs)  # the same list object
+    check(list(reqs))  # another list of the same objects
+    reqs[2] = mk(2, top_k=1)  # one entry replaced in place
+    check(reqs)
+    check(reqs[:3])  # shorter
+    check(reqs + [mk(7), mk(8)])  # longer
+    check(reqs[::-1])  # the same objects at other indices
+    check(tuple(reqs))
+    check(iter(reqs), rows=6, same_as=reqs)
+    check(reqs[:1] + [decode2] + reqs[2:], rows=7)  # a request of another row count
+    check(reqs, rows=6)  # and back: row counts follow
+    with pytest.raises(TypeError, match=r"requests\[4\] must be a Request, got NoneType"):
+        s.sample(logits(rng, 6), reqs[:4] + [None] + reqs[5:])
+    with pytest.raises(TypeError, match=r"requests must be a list of Request, got int"):
+        s.sample(logits(rng, 6), 3)
+    check(reqs)  # the failed calls left the cache usable
+    check(reqs[:4] + [mk(9)] + reqs[5:])
+    # sample_probs and sample_with_processed share the cache.
+    p = np.full((6, V), 1.0 / V, np.float32)
+    greedy = [sp.Request.prefill(params(temperature=1.0, seq_seed=i), 3) for i in range(6)]
+    assert s.sample_probs(p, greedy).result_json() == sp.Sampler(V, backend="cpu").sample_probs(p, greedy).result_json()
+    x = logits(rng, 6)
+    o, ids, lps = s.sample_with_processed(x, reqs, [0, 5])
+    o2, ids2, lps2 = sp.Sampler(V, backend="cpu").sample_with_processed(x, reqs, [0, 5])
+    assert o.result_json() == o2.result_json() and (ids == ids2).all() and np.array_equal(lps, lps2)
+    check(reqs)
+
+
+def test_two_threads_sampling_on_one_sampler_with_different_requests(rng):
+    # One thread's host step holds the request cache (GIL released): the other thread's call
+    # converts its requests alone, and neither sees the other's.
+    s = sp.Sampler(V, backend="cpu")
+    x = logits(rng, 16)
+    lists = [[sp.Request.prefill(params(seq_seed=100 * t + i, top_k=5 + t), 3) for i in range(16)] for t in range(2)]
+    want = [sp.Sampler(V, backend="cpu").sample(x, l).tokens.tolist() for l in lists]
+    errors = []
+
+    def run(t):
+        try:
+            for _ in range(100):
+                assert s.sample(x, lists[t]).tokens.tolist() == want[t]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
 
 
 def test_requests_replaced_by_another_thread_during_a_step(rng):

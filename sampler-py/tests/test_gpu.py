@@ -432,3 +432,31 @@ def test_tree_paths_through_torch_cuda_tensors():
             else:
                 assert want.paths[q] is None and dev == [-1] * reqs[q].rows
         assert torch.equal(out.tokens.cpu(), torch.from_numpy(np.asarray(want.tokens)))
+
+
+def test_one_cuda_sampler_across_changing_requests():
+    # The sampler keeps its last call's converted requests (issue 26): on CUDA logits too, each
+    # call equals a new CPU sampler's, whether the list repeats, changes an entry, changes its
+    # row counts or gains / loses a tree request (the paths segment follows), fresh or out=.
+    v = 64
+    rng = np.random.default_rng(9)
+    p = sp.SamplingParams(seq_seed=3, top_logprobs=2)
+    tree = sp.Request.tree(p, 10, sp.DraftTree([-1, 0, 0, 1], [5, 6, 7]))
+    base = [sp.Request.prefill(sp.SamplingParams(seq_seed=i, top_logprobs=2), 4 + i) for i in range(5)]
+    s = sp.Sampler(v, nextn=8, backend="cuda")
+    lists = [base, base, base[:2] + [tree] + base[3:], base[:2] + [tree] + base[3:], base[::-1],
+             base[:1] + [sp.Request.decode(p, 9, 2, [-1])] + base[2:], base]
+    prev = None
+    for reqs in lists:
+        r = sum(q.rows for q in reqs)
+        x = (rng.standard_normal((r, v)) * 3).astype(np.float32)
+        want = sp.Sampler(v, nextn=8, backend="cpu").sample(x, reqs)
+        xc = torch.from_numpy(x).cuda()
+        outs = [s.sample(xc, reqs)]
+        if prev is not None and prev.tokens.shape[0] == r and len(prev) == len(reqs):
+            outs.append(s.sample(xc, reqs, out=prev))
+        for out in outs:
+            assert out.tokens.cpu().tolist() == np.asarray(want.tokens).tolist()
+            assert out.row_offsets == want.row_offsets.tolist()
+            assert [q is None for q in out.paths] == [q is None for q in want.paths]
+        prev = outs[0]

@@ -40,6 +40,7 @@
 #          CUDA backend, then examples/vocab_parallel TP = 2 over NCCL (bitwise vs one GPU, the
 #          golden cases, the exchange table) and over communicators made outside the sampler.
 # anchors: the selection-only anchors alone (scripts/gpu/anchors.sh device).
+# profile: Nsight Compute source counters (per SASS instruction) of the hot kernels, PROF_SHAPES.
 # Logs and JSON land in $OUT (default /tmp/gpu-out).
 set -u
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -343,6 +344,36 @@ python_round() {
     return "${PIPESTATUS[0]}"
 }
 
+# Nsight Compute per SASS instruction (issue 22: where the time of a kernel goes): for each shape of
+# PROF_SHAPES ("R:N" pairs), the first PROF_COUNT launches of PROF_KERNELS in one `benchmark run`, with
+# the source counters (warp stall samples and instructions executed per SASS instruction), exported as
+# CSV: ncu-<R>-<N>.txt (the details page) and sass-<R>-<N>-<kernel>.csv (the source page).
+profile() {
+    local b=$s/bin rc=0 ncu
+    ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    [ -n "$ncu" ] || { echo "no ncu"; return 1; }
+    mkdir -p "$out/prof"
+    for shape in ${PROF_SHAPES:-1:4096 64:1024 384:4096 256:0}; do
+        local r=${shape%%:*} n=${shape##*:}
+        local rep="$out/prof/r$r-n$n"
+        echo "== ncu R=$r N=$n"
+        timeout ${PROF_T:-150} "$ncu" --clock-control none -k "regex:${PROF_KERNELS:-force_topn_stream|topn_chunk|topn_merge|process|row_mass|token_info|finalize}" \
+            -c ${PROF_COUNT:-6} --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats \
+            --section Occupancy --section SourceCounters --section InstructionStats --section MemoryWorkloadAnalysis \
+            -f -o "$rep" $b/benchmark run --rows $r --n $n --reps 1 --check-rows 0 > "$rep.run.txt" 2>&1 || rc=1
+        tail -3 "$rep.run.txt"
+        "$ncu" -i "$rep.ncu-rep" --page details > "$rep.details.txt" 2>&1 || rc=1
+        grep -E "^  [a-z_]+_t[0-9]+|Duration|Registers Per|Achieved Occupancy|Executed Ipc A|Warp Cycles Per Issued|Dynamic Shared" "$rep.details.txt" | cut -c1-160
+        local k
+        for k in $(grep -oE "^  [a-z_]+_t[0-9]+" "$rep.details.txt" | sort -u); do
+            "$ncu" -i "$rep.ncu-rep" -k "$k" -c 1 --page source --csv --print-source sass > "$rep.sass-$k.csv" 2>&1 || rc=1
+        done
+        ls -la "$out/prof" | tail -3
+    done
+    echo "== profile rc=$rc"
+    return $rc
+}
+
 # Two GPUs: context parallelism and the engine tests on CUDA, then vocabulary-parallel sampling.
 nccl() {
     local b=$s/bin
@@ -378,6 +409,7 @@ speed) unpack; speed ;;
 python) unpack; python_round ;;
 nccl) unpack; nccl ;;
 anchors) unpack; anchors_round ;;
+profile) unpack; profile 2>&1 | tee "$out/profile.log" ;;
 chart)
     # Here, after a speed round: DIR/{ours,fi,torch,bf16}.json -> table.md, chart.svg, chart.png.
     d="${2:?usage: $0 chart DIR}"

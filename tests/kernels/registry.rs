@@ -231,7 +231,7 @@ fn every_kernel_keeps_its_variants() {
         ("finalize", SCALAR),
         ("force_topn", WIDE),
         ("force_topn_counted", WIDE),
-        ("force_topn_stream", (&[256, 1024, 4096], &[256, 512, 512])),
+        ("force_topn_stream", (&[256, 1024, 4096], &[256, 512, 1024])),
         ("mask_check", VOCAB),
         ("mask_check_chunk", VOCAB),
         ("process", WIDE),

@@ -10,6 +10,6 @@ pub fn doubled(x: Gm<f32>, n: u32, y: GmMut<f32>) {
 
 fn main() {
     let got: Vec<(u32, u32)> = doubled::VARIANTS.iter().map(|v| (v.tile, v.threads)).collect();
-    assert_eq!(got, [(256, 256), (1024, 512), (4096, 512)]);
+    assert_eq!(got, [(256, 256), (1024, 512), (4096, 1024)]);
     assert_eq!(doubled::VARIANTS[2].entry, "doubled_t4096");
 }

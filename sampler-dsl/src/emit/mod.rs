@@ -60,31 +60,15 @@ fn param_spec(p: &Param) -> TokenStream {
 
 /// Whether a kernel body uses an op that needs the NVIDIA sort buffer.
 fn uses_sort(b: &Block) -> bool {
-    fn e(x: &Expr) -> bool {
-        match &x.kind {
-            ExprKind::Call(op, args) => {
-                use crate::ops::Op;
-                matches!(
-                    op,
-                    Op::TopN
-                        | Op::TopNSet
-                        | Op::TopNCounted
-                        | Op::TopNSetCounted
-                        | Op::TopNStreamCounted
-                        | Op::SortDesc
-                ) || args.iter().any(e)
-            }
-            ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => e(a),
-            ExprKind::Binary(_, a, c) => e(a) || e(c),
-            ExprKind::If(a, c, d) => e(a) || e(c) || e(d),
-            _ => false,
-        }
-    }
-    b.stmts.iter().any(|s| match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => e(value),
-        Stmt::Expr(x) => e(x),
-        Stmt::If { cond, then, els, .. } => e(cond) || uses_sort(then) || els.as_ref().is_some_and(uses_sort),
-        Stmt::For { start, end, body, .. } => e(start) || e(end) || uses_sort(body),
+    use crate::ops::Op;
+    crate::visit::any_expr(b, |x| {
+        matches!(
+            &x.kind,
+            ExprKind::Call(
+                Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::SortDesc,
+                _
+            )
+        )
     })
 }
 

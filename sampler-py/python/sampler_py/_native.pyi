@@ -194,7 +194,9 @@ class Sampler:
         """logits [R, V]; R = sum of the requests' rows. Host logits: a StepOutput,
         the GIL released while it runs. CUDA logits: enqueued on `stream`, a
         CudaStepOutput without waiting (`out`: an earlier one of the same shape,
-        written again instead of a new allocation; see also `reuse_outputs`)."""
+        written again instead of a new allocation; see also `reuse_outputs`).
+        A Request object at the same index as in the last call is not converted
+        again (the sampler keeps the last call's requests until the next one)."""
     def sample_probs(self, probs: ArrayLike, requests: Sequence[Request]) -> StepOutput:
         """SAMPLER.md section 12: probability rows [R, V] (host), prefill / decode requests at temperature 1."""
     def check(self, request: Request) -> Optional[str]:

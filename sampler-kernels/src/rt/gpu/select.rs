@@ -919,6 +919,29 @@ fn stream_pass<const TH: usize, const I: usize>(
     let step = U * TH as u32;
     let full = groups / step;
     let qoff = off + h as u64;
+    // The 16 logits of a step: a mask of the hot ones, then a loop over its
+    // set bits (most lanes have none). At 1-2% survivors nearly every warp
+    // has a hot logit in every quad, so a branch per quad or per logit made
+    // the whole warp walk the rare path 4-16 times a step (run 20 profile).
+    let mut it = 0u32;
+    while it < full {
+        let g0 = it * step + tid;
+        // SAFETY: g0 + 3 * TH < groups: whole quads of the row, aligned.
+        let ld = |j: u32| unsafe { buf.quad_stream(qoff + 4 * (g0 + j * TH as u32) as u64) };
+        let (q0, q1, q2, q3) = (ld(0), ld(1), ld(2), ld(3));
+        let bits = |q: [f32; 4], s: u32| {
+            ((hot(q[0]) as u32) | ((hot(q[1]) as u32) << 1) | ((hot(q[2]) as u32) << 2) | ((hot(q[3]) as u32) << 3))
+                << s
+        };
+        let mut m = bits(q0, 0) | bits(q1, 4) | bits(q2, 8) | bits(q3, 12);
+        while m != 0 {
+            let j = m.trailing_zeros();
+            let x = pick16(j, &q0, &q1, &q2, &q3);
+            visit(x, h + 4 * (g0 + (j >> 2) * TH as u32) + (j & 3));
+            m &= m - 1;
+        }
+        it += 1;
+    }
     let mut quad_at = |g: u32, q: [f32; 4]| {
         if hot(q[0]) | hot(q[1]) | hot(q[2]) | hot(q[3]) {
             let i = h + 4 * g;
@@ -929,18 +952,6 @@ fn stream_pass<const TH: usize, const I: usize>(
             }
         }
     };
-    let mut it = 0u32;
-    while it < full {
-        let g0 = it * step + tid;
-        // SAFETY: g0 + 3 * TH < groups: whole quads of the row, aligned.
-        let ld = |j: u32| unsafe { buf.quad_stream(qoff + 4 * (g0 + j * TH as u32) as u64) };
-        let (q0, q1, q2, q3) = (ld(0), ld(1), ld(2), ld(3));
-        quad_at(g0, q0);
-        quad_at(g0 + TH as u32, q1);
-        quad_at(g0 + 2 * TH as u32, q2);
-        quad_at(g0 + 3 * TH as u32, q3);
-        it += 1;
-    }
     let mut g = full * step + tid;
     while g < groups {
         // SAFETY: g < groups.
@@ -949,4 +960,25 @@ fn stream_pass<const TH: usize, const I: usize>(
         g += TH as u32;
     }
     (bad, neg)
+}
+
+/// Logit `j` (0..16) of four quads, `j / 4` the quad, by selects (a dynamic
+/// index into registers would put them in local memory).
+#[inline(always)]
+fn pick16(j: u32, q0: &[f32; 4], q1: &[f32; 4], q2: &[f32; 4], q3: &[f32; 4]) -> f32 {
+    let pick = |q: &[f32; 4]| {
+        let lo = if j & 1 != 0 { q[1] } else { q[0] };
+        let hi = if j & 1 != 0 { q[3] } else { q[2] };
+        if j & 2 != 0 {
+            hi
+        } else {
+            lo
+        }
+    };
+    let (a, b) = if j & 8 != 0 { (pick(q2), pick(q3)) } else { (pick(q0), pick(q1)) };
+    if j & 4 != 0 {
+        b
+    } else {
+        a
+    }
 }

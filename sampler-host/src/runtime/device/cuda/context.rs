@@ -35,9 +35,15 @@ pub(super) fn shared() -> Result<&'static Shared, ConfigError> {
             // One stream per backend, no multi-stream sharing of buffers: no event tracking needed.
             // SAFETY: called before any buffer exists.
             unsafe { ctx.disable_event_tracking() };
+            // SAMPLER_PTX_FILE: a kernel author's A/B build of the same kernels (same entry
+            // points and launch shapes) timed without rebuilding the binaries.
+            let src = match std::env::var("SAMPLER_PTX_FILE") {
+                Ok(p) => std::fs::read_to_string(&p).map_err(|e| format!("SAMPLER_PTX_FILE {p}: {e}"))?,
+                Err(_) => PTX.to_string(),
+            };
             let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(PTX))
-                .map_err(|e| format!("loading the embedded PTX failed: {e:?}"))?;
+                .load_module(cudarc::nvrtc::Ptx::from_src(src))
+                .map_err(|e| format!("loading the PTX failed: {e:?}"))?;
             let device = ctx.name().unwrap_or_else(|_| "CUDA device".into());
             Ok(Shared { ctx, module, device })
         });

@@ -128,19 +128,29 @@ fn stream_select_env() -> Option<bool> {
 }
 
 /// Rows from which the streaming top-N (one block per row, one read) beats
-/// the chunked one (several blocks per row, then a merge) at N <= 1024, and
-/// above 1024: on the H200 (run 17, V = 129280) it was 1.17x faster at
-/// R = 64 and N = 1024 and 2.2x at R = 256, but slower at R <= 16 (a row on
-/// one SM), and at N = 4096 slower at R = 64, 1.8x faster at R = 256.
-pub const STREAM_MIN_ROWS: u32 = 32;
-/// See [`STREAM_MIN_ROWS`]: the same for N in 1025..=4096.
-pub const STREAM_MIN_ROWS_WIDE: u32 = 128;
+/// the chunked one (several blocks per row, then a merge), by candidate
+/// width, on the H200 (run 20, V = 129280, the stream pass with one branch
+/// per 16 logits and the 4096-wide variant on 1024 threads):
+/// - `n <= 256` (the prefix path with force top-k off): from 32 rows
+///   (R = 16: 66.0 against 52.6 us chunked; R = 64: 85.2 against 100.9);
+/// - `n <= 1024`: from 16 rows (R = 1: 61.4 against 53.8; R = 16: 60.1
+///   against 62.6; R = 64: 65.7 against 88.9);
+/// - `n <= 4096`: at every R (R = 1: 88.7 against 98.7; R = 64: 93.2 against 137.0).
+pub const STREAM_MIN_ROWS_NARROW: u32 = 32;
+/// See [`STREAM_MIN_ROWS_NARROW`]: the same for N in 257..=1024.
+pub const STREAM_MIN_ROWS: u32 = 16;
+/// See [`STREAM_MIN_ROWS_NARROW`]: the same for N in 1025..=4096.
+pub const STREAM_MIN_ROWS_WIDE: u32 = 1;
 
 /// Whether a batch of `rows` rows at candidate width `n` takes the streaming
 /// top-N when nothing forces it (SAMPLER.md section 9, decided: the choice
 /// may depend on R; both give the same bits, `tests/devices/cuda_counts.rs`).
 pub fn stream_select_auto(n: u32, rows: u32) -> bool {
-    rows >= if n > 1024 { STREAM_MIN_ROWS_WIDE } else { STREAM_MIN_ROWS }
+    rows >= match n {
+        0..=256 => STREAM_MIN_ROWS_NARROW,
+        257..=1024 => STREAM_MIN_ROWS,
+        _ => STREAM_MIN_ROWS_WIDE,
+    }
 }
 
 impl CudaDevice {

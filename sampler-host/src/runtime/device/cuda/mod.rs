@@ -21,7 +21,7 @@ mod tuning;
 mod upload;
 
 pub use context::{driver_present, PTX};
-pub use device::{stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_WIDE};
+pub use device::{stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE};
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
     chunks_valid, default_chunks, mask_chunks, Tuning, CHUNK_CANDIDATES, FUSED_MAX, MASK_CHUNK, TUNING_TABLES,
@@ -137,8 +137,8 @@ impl CudaBackend {
     /// masks or raw rows and N <= [`pipeline::STREAM_MAX_N`]
     /// ([`Caps::stream_select`]: one read of the row, one block per row) on
     /// every step (`Some(true)`), on none (`Some(false)`), or by the batch
-    /// (`None`, the default: [`stream_select_auto`], from 32 rows at
-    /// N <= 1024 and 128 above). `SAMPLER_STREAM_SELECT=1` / `0` when the
+    /// (`None`, the default: [`stream_select_auto`]: from 32 rows at
+    /// N <= 256, 16 at N <= 1024, every R above). `SAMPLER_STREAM_SELECT=1` / `0` when the
     /// backend is created forces it too. Results are the same bits either way.
     pub fn set_stream_select(&mut self, on: Option<bool>) {
         self.d.stream_select = on;
