@@ -65,7 +65,7 @@ mod tests {
             let tiles = s.tiles.iter().map(|&t| proc_macro2::Literal::u32_unsuffixed(t));
             let threads = s.threads.iter().map(|&t| proc_macro2::Literal::u32_unsuffixed(t));
             let a = parse_attr(quote!(tile = [#(#tiles),*], threads = [#(#threads),*]), &mut errs);
-            assert!(errs.is_empty(), "{}: the literal form of the set is rejected", s.name);
+            assert!(errs.check().is_ok(), "{}: the literal form of the set is rejected", s.name);
             assert_eq!(a.variants.len(), s.tiles.len(), "{}", s.name);
         }
     }
@@ -76,7 +76,7 @@ mod tests {
             let name = syn::Ident::new(s.name, proc_macro2::Span::call_site());
             let mut errs = Errors::default();
             let a = parse_attr(quote!(variants = #name), &mut errs);
-            assert!(errs.is_empty(), "variants = {}", s.name);
+            assert!(errs.check().is_ok(), "variants = {}", s.name);
             let got: Vec<(u32, u32)> = a.variants.iter().map(|v| (v.tile, v.threads)).collect();
             let want: Vec<(u32, u32)> = s.tiles.iter().copied().zip(s.threads.iter().copied()).collect();
             assert_eq!(got, want, "variants = {}", s.name);
@@ -87,17 +87,17 @@ mod tests {
     fn named_sets_mix_with_the_other_options_only() {
         let mut errs = Errors::default();
         let a = parse_attr(quote!(variants = STREAM, ascend = false, debug), &mut errs);
-        assert!(errs.is_empty());
+        assert!(errs.check().is_ok());
         assert!(!a.ascend && a.debug && a.variants.len() == 3);
         for bad in [quote!(variants = STREAM, tile = [256]), quote!(threads = [256], variants = STREAM)] {
             let mut errs = Errors::default();
             parse_attr(bad.clone(), &mut errs);
-            assert!(!errs.is_empty(), "`{bad}` must be rejected");
+            assert!(errs.check().is_err(), "`{bad}` must be rejected");
         }
         for bad in [quote!(variants = NOPE), quote!(variants = [64]), quote!(variants = "STREAM")] {
             let mut errs = Errors::default();
             let a = parse_attr(bad.clone(), &mut errs);
-            assert!(!errs.is_empty() && a.variants.is_empty(), "`{bad}` must be rejected");
+            assert!(errs.check().is_err() && a.variants.is_empty(), "`{bad}` must be rejected");
         }
     }
 }

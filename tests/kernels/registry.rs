@@ -220,13 +220,15 @@ fn cpu_dyn_rejects_a_wrong_argument_type() {
 /// block size), so a changed set or a dropped variant fails.
 #[test]
 fn every_kernel_keeps_its_variants() {
-    const WIDE: (&[u32], &[u32]) =
+    /// (tiles, threads).
+    type Pinned = (&'static [u32], &'static [u32]);
+    const WIDE: Pinned =
         (&[64, 256, 1024, 4096, 16384, 131072, 262144, 524288], &[64, 256, 512, 512, 1024, 1024, 1024, 1024]);
-    const FUSED: (&[u32], &[u32]) = (&[64, 256, 1024, 4096, 16384], &[64, 256, 512, 512, 1024]);
-    const CHUNK: (&[u32], &[u32]) = (&[256, 1024, 4096, 16384], &[256, 1024, 1024, 1024]);
-    const VOCAB: (&[u32], &[u32]) = (&[4096], &[512]);
-    const SCALAR: (&[u32], &[u32]) = (&[1], &[1]);
-    let want: &[(&str, (&[u32], &[u32]))] = &[
+    const FUSED: Pinned = (&[64, 256, 1024, 4096, 16384], &[64, 256, 512, 512, 1024]);
+    const CHUNK: Pinned = (&[256, 1024, 4096, 16384], &[256, 1024, 1024, 1024]);
+    const VOCAB: Pinned = (&[4096], &[512]);
+    const SCALAR: Pinned = (&[1], &[1]);
+    let want: &[(&str, Pinned)] = &[
         ("draw", WIDE),
         ("finalize", SCALAR),
         ("force_topn", WIDE),
