@@ -226,6 +226,7 @@ fn every_kernel_keeps_its_variants() {
         (&[64, 256, 1024, 4096, 16384, 131072, 262144, 524288], &[64, 256, 512, 512, 1024, 1024, 1024, 1024]);
     const FUSED: Pinned = (&[64, 256, 1024, 4096, 16384], &[64, 256, 512, 512, 1024]);
     const CHUNK: Pinned = (&[256, 1024, 4096, 16384], &[256, 1024, 1024, 1024]);
+    const STREAM: Pinned = (&[256, 1024, 4096], &[256, 512, 1024]);
     const VOCAB: Pinned = (&[4096], &[512]);
     const SCALAR: Pinned = (&[1], &[1]);
     let want: &[(&str, Pinned)] = &[
@@ -233,7 +234,7 @@ fn every_kernel_keeps_its_variants() {
         ("finalize", SCALAR),
         ("force_topn", WIDE),
         ("force_topn_counted", WIDE),
-        ("force_topn_stream", (&[256, 1024, 4096], &[256, 512, 1024])),
+        ("force_topn_stream", STREAM),
         ("mask_check", VOCAB),
         ("mask_check_chunk", VOCAB),
         ("process", WIDE),
@@ -249,7 +250,9 @@ fn every_kernel_keeps_its_variants() {
         ("top_logprobs", WIDE),
         ("topn_chunk", CHUNK),
         ("topn_chunk_counted", CHUNK),
+        ("topn_chunk_stream", STREAM),
         ("topn_merge", CHUNK),
+        ("topn_merge_stream", STREAM),
         ("tree_walk", WIDE),
         ("verify", WIDE),
     ];
