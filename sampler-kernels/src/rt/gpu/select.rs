@@ -762,9 +762,11 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
     }
     let t_ord = stream_threshold(c, buf, off, v, n, scr, v <= bcap);
     // P2, with the element type branch out of the loop for f32 logits.
-    let (bad, neg) = match buf.as_f32() {
-        Some(g) => stream_pass(c, g, off, v, t_ord, st, bcap),
-        None => stream_pass(c, buf, off, v, t_ord, st, bcap),
+    let (bad, neg) = match (buf.as_f32(), buf.as_half()) {
+        (Some(g), _) => stream_pass(c, g, off, v, t_ord, st, bcap),
+        (None, Some((b, _, false))) => stream_pass(c, b, off, v, t_ord, st, bcap),
+        (None, Some((_, h, true))) => stream_pass(c, h, off, v, t_ord, st, bcap),
+        (None, None) => stream_pass(c, buf, off, v, t_ord, st, bcap),
     };
     sync();
     let total = lds32(misc(5));
@@ -913,9 +915,11 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
         sts32(misc(5), 0);
     }
     let t_ord = stream_threshold(c, buf, row_off, v, n, scr, false);
-    let (bad, neg) = match buf.as_f32() {
-        Some(g) => stream_pass(c, g, coff, len, t_ord, st, bcap),
-        None => stream_pass(c, buf, coff, len, t_ord, st, bcap),
+    let (bad, neg) = match (buf.as_f32(), buf.as_half()) {
+        (Some(g), _) => stream_pass(c, g, coff, len, t_ord, st, bcap),
+        (None, Some((b, _, false))) => stream_pass(c, b, coff, len, t_ord, st, bcap),
+        (None, Some((_, h, true))) => stream_pass(c, h, coff, len, t_ord, st, bcap),
+        (None, None) => stream_pass(c, buf, coff, len, t_ord, st, bcap),
     };
     sync();
     let total = lds32(misc(5));
