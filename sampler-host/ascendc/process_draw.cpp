@@ -45,155 +45,158 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
     const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
-    const float v___kf1_temperature_5 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<float> t6 = qin.AllocTensor<float>();
-    const uint32_t t6_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_4), TILE);
-    const uint64_t off7 = (uint64_t)(v___kf1_off_3);
-    if (t6_n > 0) {
-      AscendC::DataCopyPad(t6, g_cand[off7], AscendC::DataCopyExtParams{1, (uint32_t)(t6_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint32_t v___kf1_r_5 = (uint32_t)(v_r_1);
+    const uint64_t v___kf2_off_6 = (uint64_t)(v___kf1_off_3);
+    const uint32_t v___kf2_n_7 = (uint32_t)(v___kf1_n_4);
+    const float v___kf2_temperature_8 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
+    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
+    const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_7), TILE);
+    const uint64_t off10 = (uint64_t)(v___kf2_off_6);
+    if (t9_n > 0) {
+      AscendC::DataCopyPad(t9, g_cand[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t6); t6 = qin.DeQue<float>();
-    const float s8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
-    AscendC::LocalTensor<float> t9 = t6.ReinterpretCast<float>();
-    const uint32_t t9_n = t6_n;
-    AscendC::Adds(t9, t6, -s8, (int32_t)t9_n);
-    AscendC::LocalTensor<float> t10 = t9.ReinterpretCast<float>();
-    const uint32_t t10_n = t9_n;
+    qin.EnQue(t9); t9 = qin.DeQue<float>();
+    const float s11 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_6)));
+    AscendC::LocalTensor<float> t12 = t9.ReinterpretCast<float>();
+    const uint32_t t12_n = t9_n;
+    AscendC::Adds(t12, t9, -s11, (int32_t)t12_n);
+    AscendC::LocalTensor<float> t13 = t12.ReinterpretCast<float>();
+    const uint32_t t13_n = t12_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t9;
-      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf1_temperature_5)));
+      const AscendC::LocalTensor<float> &L0 = t12;
+      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf2_temperature_8)));
     }
-    AscendC::LocalTensor<uint64_t> t11 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t11_n = t10_n;
+    AscendC::LocalTensor<uint64_t> t14 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t14_n = t13_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      for (uint32_t i = 0; i < t11_n; ++i) t11.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const float v___kf2_log_min_p_12 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v___kf2_k_13 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint32_t v___kf2_n_14 = (uint32_t)(p_n);
-    AscendC::LocalTensor<uint32_t> t15 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t15_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_14), TILE);
-    AscendC::CreateVecIndex(t15.ReinterpretCast<int32_t>(), (int32_t)0, t15_n);
-    const uint32_t s16 = (uint32_t)(((uint32_t)(v___kf2_k_13)));
-    const bool s17 = (bool)(((int32_t)(v___kf2_k_13) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t18 = ub8[U3].ReinterpretCast<uint8_t>();
-    const uint32_t t18_n = sk::min<uint32_t>(t10_n, t15_n);
+    const float v___kf3_log_min_p_15 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
+    const int32_t v___kf3_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
+    const uint32_t v___kf3_n_17 = (uint32_t)(v___kf1_n_4);
+    AscendC::LocalTensor<uint32_t> t18 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_17), TILE);
+    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf3_k_16)));
+    const bool s20 = (bool)(((int32_t)(v___kf3_k_16) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t21 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t21_n = sk::min<uint32_t>(t13_n, t18_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t10;
-      const AscendC::LocalTensor<uint32_t> &L1 = t15;
-      for (uint32_t i = 0; i < t18_n; ++i) t18.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf2_log_min_p_12))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s16))) | (bool)(s17))))))));
+      const AscendC::LocalTensor<float> &L0 = t13;
+      const AscendC::LocalTensor<uint32_t> &L1 = t18;
+      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf3_log_min_p_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
     }
-    const bool v___kf3_kfirst_19 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
-    uint64_t s20 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t11_n; ++i) {
-      s20 = sk::add<uint64_t>(s20, t11.GetValue(i));
-    }
-    const uint64_t v___kf3_total_21 = (uint64_t)(s20);
-    AscendC::LocalTensor<uint64_t> t22 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t18_n, t11_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t18;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
+    const bool v___kf4_kfirst_22 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5))))) != (uint32_t)(((uint32_t)0ull))));
     uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t22_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    for (uint32_t i = 0; i < t14_n; ++i) {
+      s23 = sk::add<uint64_t>(s23, t14.GetValue(i));
     }
-    const uint64_t v_base_24 = (uint64_t)(((v___kf3_kfirst_19) ? (uint64_t)(s23) : (uint64_t)(v___kf3_total_21)));
-    const uint64_t v___kf4_base_25 = (uint64_t)(v_base_24);
-    const float v___kf4_top_p_26 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf4_thr_27 = (uint64_t)(sk::frac_floor(v___kf4_base_25, v___kf4_top_p_26));
-    AscendC::LocalTensor<uint64_t> t28 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t28_n = t11_n;
+    const uint64_t v___kf4_total_24 = (uint64_t)(s23);
+    AscendC::LocalTensor<uint64_t> t25 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t25_n = sk::min<uint32_t>(t21_n, t14_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t21;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s26 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t25_n; ++i) {
+      s26 = sk::add<uint64_t>(s26, t25.GetValue(i));
+    }
+    const uint64_t v___kf1_base_27 = (uint64_t)(((v___kf4_kfirst_22) ? (uint64_t)(s26) : (uint64_t)(v___kf4_total_24)));
+    const uint64_t v___kf5_base_28 = (uint64_t)(v___kf1_base_27);
+    const float v___kf5_top_p_29 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
+    const uint64_t v___kf5_thr_30 = (uint64_t)(sk::frac_floor(v___kf5_base_28, v___kf5_top_p_29));
+    AscendC::LocalTensor<uint64_t> t31 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t31_n = t14_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t11_n; ++i) {
-        const uint64_t x = t11.GetValue(i);
-        t28.SetValue(i, acc);
+      for (uint32_t i = 0; i < t14_n; ++i) {
+        const uint64_t x = t14.GetValue(i);
+        t31.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t29 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t29_n = sk::min<uint32_t>(t28_n, t18_n);
+    AscendC::LocalTensor<uint8_t> t32 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t32_n = sk::min<uint32_t>(t31_n, t21_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t28;
-      const AscendC::LocalTensor<uint8_t> &L1 = t18;
-      for (uint32_t i = 0; i < t29_n; ++i) t29.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf4_thr_27))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t31;
+      const AscendC::LocalTensor<uint8_t> &L1 = t21;
+      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf5_thr_30))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t30 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t30_n = sk::min<uint32_t>(t29_n, t11_n);
+    AscendC::LocalTensor<uint64_t> t33 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t33_n = sk::min<uint32_t>(t32_n, t14_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t29;
-      const AscendC::LocalTensor<uint64_t> &L1 = t11;
-      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t32;
+      const AscendC::LocalTensor<uint64_t> &L1 = t14;
+      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s31 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t30_n; ++i) {
-      s31 = sk::add<uint64_t>(s31, t30.GetValue(i));
+    uint64_t s34 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t33_n; ++i) {
+      s34 = sk::add<uint64_t>(s34, t33.GetValue(i));
     }
-    const float v___kf5_lse_32 = (float)(sk::ln_fixed(s31));
-    const float s33 = (float)(v___kf5_lse_32);
-    AscendC::LocalTensor<float> t34 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t34_n = t10_n;
+    const float v___kf6_lse_35 = (float)(sk::ln_fixed(s34));
+    const float s36 = (float)(v___kf6_lse_35);
+    AscendC::LocalTensor<float> t37 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t37_n = t13_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t34, t10, -s33, (int32_t)t34_n);
-    AscendC::LocalTensor<float> t35 = t34.ReinterpretCast<float>();
-    const uint32_t t35_n = sk::min<uint32_t>(t29_n, t34_n);
+    AscendC::Adds(t37, t13, -s36, (int32_t)t37_n);
+    AscendC::LocalTensor<float> t38 = t37.ReinterpretCast<float>();
+    const uint32_t t38_n = sk::min<uint32_t>(t32_n, t37_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t29;
-      const AscendC::LocalTensor<float> &L1 = t34;
-      for (uint32_t i = 0; i < t35_n; ++i) t35.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t32;
+      const AscendC::LocalTensor<float> &L1 = t37;
+      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t6);
-    const uint32_t n36 = t35_n;
-    const uint64_t off37 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o38 = qout.AllocTensor<float>();
+    qin.FreeTensor(t9);
+    const uint32_t n39 = t38_n;
+    const uint64_t off40 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o41 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n36 > 0) {
-      AscendC::DataCopy(o38, t35, AscendC::DataCopyParams{1, (uint16_t)((n36 * sizeof(float) + 31) / 32), 0, 0});
+    if (n39 > 0) {
+      AscendC::DataCopy(o41, t38, AscendC::DataCopyParams{1, (uint16_t)((n39 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o38); o38 = qout.DeQue<float>();
-    if (n36 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off37], o38, AscendC::DataCopyExtParams{1, (uint32_t)(n36 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o41); o41 = qout.DeQue<float>();
+    if (n39 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off40], o41, AscendC::DataCopyExtParams{1, (uint32_t)(n39 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o38);
-    const uint64_t v___kf6_off_39 = (uint64_t)(v_off_2);
-    const uint64_t v___kf6_seed_40 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf6_seq_41 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint64_t> t42 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t42_n = t35_n;
+    qout.FreeTensor(o41);
+    const uint64_t v___kf7_off_42 = (uint64_t)(v_off_2);
+    const uint64_t v___kf7_seed_43 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf7_seq_44 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    AscendC::LocalTensor<uint64_t> t45 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t45_n = t38_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t35;
-      for (uint32_t i = 0; i < t42_n; ++i) t42.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t38;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s44 = (uint64_t)(sk::uniform53(v___kf6_seed_40, v___kf6_seq_41));
-    int32_t s43 = -1;
+    const uint64_t s47 = (uint64_t)(sk::uniform53(v___kf7_seed_43, v___kf7_seq_44));
+    int32_t s46 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t42_n; ++i) tot = sk::add128(tot, t42.GetValue(i));
+      for (uint32_t i = 0; i < t45_n; ++i) tot = sk::add128(tot, t45.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s44, tot.lo);
-        thr.hi += s44 * tot.hi;
+        sk::U128 thr = sk::mul64(s47, tot.lo);
+        thr.hi += s47 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t42_n; ++i) {
-          acc = sk::add128(acc, t42.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s43 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t45_n; ++i) {
+          acc = sk::add128(acc, t45.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s46 = (int32_t)i; break; }
         }
-        if (s43 < 0) for (uint32_t i = t42_n; i-- > 0;) if (t42.GetValue(i) > 0) { s43 = (int32_t)i; break; }
+        if (s46 < 0) for (uint32_t i = t45_n; i-- > 0;) if (t45.GetValue(i) > 0) { s46 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf6_c_45 = (int32_t)(s43);
-    const int32_t v_tok_46 = (int32_t)(((((int32_t)(v___kf6_c_45) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf6_off_39, ((uint64_t)(v___kf6_c_45)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off47 = (uint64_t)(((uint64_t)(v_r_1)));
+    const int32_t v___kf7_c_48 = (int32_t)(s46);
+    const int32_t v_tok_49 = (int32_t)(((((int32_t)(v___kf7_c_48) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf7_off_42, ((uint64_t)(v___kf7_c_48)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off50 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_46));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_49));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off47], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off50], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -66,6 +66,32 @@ fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -
     }
 }
 
+/// Sections 3.4-3.9 and 10.1-10.2 for row `r` (the sequence `process` and
+/// `process_draw` share): the renormalised logprobs (`[n]` f32, `-inf` for
+/// removed candidates) of its `n` candidates at `cand[off..]`, with the row's
+/// temperature, top-p, top-k, min-p threshold and filter order. The prefix
+/// path (`process_prefix_draw`) runs the same helpers with the row's total
+/// mass from `row_mass` and its overflow checks between them.
+#[kernel_fn]
+fn process_row(
+    cand: Gm<f32>,
+    off: u64,
+    n: u32,
+    r: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+) -> Tile<f32> {
+    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
+    let w = to_fixed(exp(x));
+    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), n);
+    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
+    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    renormalise(x, w, keep)
+}
+
 /// Sections 3.4-3.9 and 10.1-10.2: temperature (`(logit - m) / T`, IEEE
 /// f32), softmax, min-p, top-p and top-k in the row's filter order, and the
 /// renormalised (processed) logprobs of the candidates.
@@ -89,12 +115,7 @@ pub fn process(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
-    let w = to_fixed(exp(x));
-    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), n);
-    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
-    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
-    let lp = renormalise(x, w, keep);
+    let lp = process_row(cand, off, n, r, temperature, top_p, top_k, log_min_p, order);
     store(logprobs, off, lp);
 }
 
@@ -257,12 +278,7 @@ pub fn process_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
-    let w = to_fixed(exp(x));
-    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), n);
-    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
-    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
-    let lp = renormalise(x, w, keep);
+    let lp = process_row(cand, off, n, r, temperature, top_p, top_k, log_min_p, order);
     store(logprobs, off, lp);
     let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
     store_scalar(token, r as u64, tok);
