@@ -200,52 +200,6 @@ pub trait Source: Copy {
     fn as_f32(&self) -> Option<Gm<f32>> {
         None
     }
-    /// The buffer as bf16 (`Half<false>`) or f16 (`Half<true>`) logits of
-    /// one known type, for the same purpose as [`Source::as_f32`]; `None`
-    /// otherwise.
-    #[inline(always)]
-    fn as_half(&self) -> Option<(Half<false>, Half<true>, bool)> {
-        None
-    }
-}
-
-/// Two-byte logits of one type (bf16, or f16 when `F16`), widened to f32
-/// exactly as [`Logits`] widens them: a hot loop over them carries no
-/// branch on the element type (and no registers for the other types).
-#[derive(Clone, Copy)]
-pub struct Half<const F16: bool>(Gm<u16>);
-
-impl<const F16: bool> Half<F16> {
-    #[inline(always)]
-    fn widen1(h: u16) -> f32 {
-        if F16 {
-            f16_to_f32(h)
-        } else {
-            bf16_to_f32(h)
-        }
-    }
-}
-
-impl<const F16: bool> Source for Half<F16> {
-    type Elem = f32;
-    #[inline(always)]
-    fn read(&self, i: u64) -> f32 {
-        Self::widen1(self.0.read(i))
-    }
-    #[inline(always)]
-    fn load_tile<const TH: usize, const I: usize>(&self, c: &Ctx<TH, I>, off: u64, n: u32) -> Tile<f32, I> {
-        widen(load_gm(c, self.0, off, n), F16)
-    }
-    #[inline(always)]
-    fn quad_aligned(&self, off: u64) -> bool {
-        (self.0.p.wrapping_add(off as usize) as usize) % 8 == 0
-    }
-    #[inline(always)]
-    unsafe fn quad(&self, i: u64) -> [f32; 4] {
-        // SAFETY: the caller's contract (in bounds, 8-byte aligned).
-        let q = unsafe { *(self.0.p.add(i as usize) as *const H4) }.0;
-        [Self::widen1(q[0]), Self::widen1(q[1]), Self::widen1(q[2]), Self::widen1(q[3])]
-    }
 }
 
 impl<T: Copy + Default> Source for Gm<T> {
@@ -389,14 +343,6 @@ impl Source for Logits {
         match self.dtype {
             crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => None,
             _ => Some(self.singles()),
-        }
-    }
-    #[inline(always)]
-    fn as_half(&self) -> Option<(Half<false>, Half<true>, bool)> {
-        match self.dtype {
-            crate::codes::LOGITS_BF16 => Some((Half(self.halves()), Half(self.halves()), false)),
-            crate::codes::LOGITS_F16 => Some((Half(self.halves()), Half(self.halves()), true)),
-            _ => None,
         }
     }
 }

@@ -26,13 +26,11 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
     hi: u64,
     k: u32,
 ) -> u64 {
-    radix_select_from(c, iters, keys, has_hi, hi, k, 56, 0)
+    radix_select_from(c, iters, keys, has_hi, hi, k, 56)
 }
 
-/// [`radix_select`] from the digit at bit `from` (a multiple of 8) down to
-/// the digit at bit `low` (0: the whole key; 32: only the logit's order bits
-/// are wanted, the high half of the result, so ties of equal logits cost no
-/// passes over the id digits), for keys that all share their bits above `from + 8`.
+/// [`radix_select`] from the digit at bit `from` (a multiple of 8) down,
+/// for keys that all share their bits above `from + 8`.
 #[inline(always)]
 pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
@@ -42,7 +40,6 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     hi: u64,
     k: u32,
     from: u32,
-    low: u32,
 ) -> u64 {
     let mut prefix = 0u64;
     let mut mask = 0u64;
@@ -139,7 +136,7 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
         rem -= cum;
         prefix |= (bk as u64) << shift;
         mask |= 255u64 << shift;
-        if cnt == rem || shift <= low {
+        if cnt == rem || shift == 0 {
             return prefix;
         }
         shift -= 8;
@@ -369,7 +366,7 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
     };
     // The bin's keys share their top WIDE bits: start at the digit below
     // 56; the select's prefix has bits 0..56, the bin gives the rest.
-    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48, 0) | ((b as u64) << (64 - WIDE))
+    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48) | ((b as u64) << (64 - WIDE))
 }
 
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
@@ -765,11 +762,9 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
     }
     let t_ord = stream_threshold(c, buf, off, v, n, scr, v <= bcap);
     // P2, with the element type branch out of the loop for f32 logits.
-    let (bad, neg) = match (buf.as_f32(), buf.as_half()) {
-        (Some(g), _) => stream_pass(c, g, off, v, t_ord, st, bcap),
-        (None, Some((b, _, false))) => stream_pass(c, b, off, v, t_ord, st, bcap),
-        (None, Some((_, h, true))) => stream_pass(c, h, off, v, t_ord, st, bcap),
-        (None, None) => stream_pass(c, buf, off, v, t_ord, st, bcap),
+    let (bad, neg) = match buf.as_f32() {
+        Some(g) => stream_pass(c, g, off, v, t_ord, st, bcap),
+        None => stream_pass(c, buf, off, v, t_ord, st, bcap),
     };
     sync();
     let total = lds32(misc(5));
@@ -852,8 +847,7 @@ fn stream_threshold<const TH: usize, const I: usize>(
         let s = it * TH as u32 + tid;
         Some(key_of_bits(lds32(scr + 4 * s as u64), s))
     };
-    // The value only: a run of equal sampled logits needs no id digits.
-    (radix_select_from(c, iters, &keys, false, 0, k, 56, 32) >> 32) as u32
+    (radix_select(c, iters, &keys, false, 0, k) >> 32) as u32
 }
 
 /// P4 of [`top_n_stream_counted`]: the `min(n, total)` largest of the
@@ -919,11 +913,9 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
         sts32(misc(5), 0);
     }
     let t_ord = stream_threshold(c, buf, row_off, v, n, scr, false);
-    let (bad, neg) = match (buf.as_f32(), buf.as_half()) {
-        (Some(g), _) => stream_pass(c, g, coff, len, t_ord, st, bcap),
-        (None, Some((b, _, false))) => stream_pass(c, b, coff, len, t_ord, st, bcap),
-        (None, Some((_, h, true))) => stream_pass(c, h, coff, len, t_ord, st, bcap),
-        (None, None) => stream_pass(c, buf, coff, len, t_ord, st, bcap),
+    let (bad, neg) = match buf.as_f32() {
+        Some(g) => stream_pass(c, g, coff, len, t_ord, st, bcap),
+        None => stream_pass(c, buf, coff, len, t_ord, st, bcap),
     };
     sync();
     let total = lds32(misc(5));
