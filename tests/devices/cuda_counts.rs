@@ -202,6 +202,29 @@ fn stream_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
     rows
 }
 
+/// The rows (by name) whose N candidates after the last step on `be`
+/// (`Buf::Cand`, `Buf::CandIds`) are not the CPU's exact top N, bitwise.
+fn rows_off_cpu_top_n(be: &mut CudaBackend, rows: &[(&'static str, Vec<f32>)], n: u32) -> Vec<&'static str> {
+    let rn = rows.len() * n as usize;
+    let (mut cand, mut ids) = (vec![0f32; rn], vec![0i32; rn]);
+    let d = be.device();
+    d.download(Buf::Cand, 0, HostSliceMut::F32(&mut cand)).unwrap();
+    d.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
+    d.finish().unwrap();
+    let mut off = Vec::new();
+    for (r, (name, x)) in rows.iter().enumerate() {
+        let (keys, _) = top_keys_counted(x, n as usize);
+        let at = r * n as usize..(r + 1) * n as usize;
+        let ok = keys.len() == n as usize
+            && keys.iter().zip(&cand[at.clone()]).all(|(&k, &c)| key_logit(k).to_bits() == c.to_bits())
+            && keys.iter().zip(&ids[at]).all(|(&k, &i)| key_id(k) as i32 == i);
+        if !ok {
+            off.push(*name);
+        }
+    }
+    off
+}
+
 #[test]
 fn adversarial_rows_through_stream_select_equal_cpu() {
     if !driver_present() || CudaBackend::new().is_err() {
@@ -237,24 +260,10 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
         }
         let fb = stream_fallbacks(&mut be, &p, true).expect("force_topn_stream ran");
         // Every row's N candidates, against the CPU's exact selection.
-        let rn = rows.len() * n as usize;
-        let (mut cand, mut ids) = (vec![0f32; rn], vec![0i32; rn]);
-        let d = be.device();
-        d.download(Buf::Cand, 0, HostSliceMut::F32(&mut cand)).unwrap();
-        d.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
-        d.finish().unwrap();
-        let mut report = Vec::new();
-        for (r, (name, x)) in rows.iter().enumerate() {
-            let (keys, _) = top_keys_counted(x, n as usize);
-            let at = r * n as usize..(r + 1) * n as usize;
-            let ok = keys.len() == n as usize
-                && keys.iter().zip(&cand[at.clone()]).all(|(&k, &c)| key_logit(k).to_bits() == c.to_bits())
-                && keys.iter().zip(&ids[at]).all(|(&k, &i)| key_id(k) as i32 == i);
-            if !ok {
-                fails.push(format!("N={n} row {name:?}: candidates differ from the CPU's top-N"));
-            }
-            report.push(format!("{name}: {}", fb[r]));
+        for name in rows_off_cpu_top_n(&mut be, &rows, n) {
+            fails.push(format!("N={n} row {name:?}: candidates differ from the CPU's top-N"));
         }
+        let report: Vec<String> = rows.iter().zip(&fb).map(|((name, _), f)| format!("{name}: {f}")).collect();
         eprintln!(
             "stream select N={n}: fallback codes per row (0 streamed, 2 overflow, 3 too few): {}",
             report.join(", ")
@@ -338,21 +347,8 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
                 fails.push(format!("N={n}, {c} chunks: step results differ from the CPU"));
             }
             assert!(chunked(&mut be, &p, true), "topn_chunk_stream ran at N={n}, {c} chunks");
-            let rn = rows.len() * n as usize;
-            let (mut cand, mut ids) = (vec![0f32; rn], vec![0i32; rn]);
-            let d = be.device();
-            d.download(Buf::Cand, 0, HostSliceMut::F32(&mut cand)).unwrap();
-            d.download(Buf::CandIds, 0, HostSliceMut::I32(&mut ids)).unwrap();
-            d.finish().unwrap();
-            for (r, (name, x)) in rows.iter().enumerate() {
-                let (keys, _) = top_keys_counted(x, n as usize);
-                let at = r * n as usize..(r + 1) * n as usize;
-                let ok = keys.len() == n as usize
-                    && keys.iter().zip(&cand[at.clone()]).all(|(&k, &c)| key_logit(k).to_bits() == c.to_bits())
-                    && keys.iter().zip(&ids[at]).all(|(&k, &i)| key_id(k) as i32 == i);
-                if !ok {
-                    fails.push(format!("N={n}, {c} chunks, row {name:?}: candidates differ from the CPU's top-N"));
-                }
+            for name in rows_off_cpu_top_n(&mut be, &rows, n) {
+                fails.push(format!("N={n}, {c} chunks, row {name:?}: candidates differ from the CPU's top-N"));
             }
         }
     }

@@ -42,7 +42,8 @@ pub struct CudaDevice {
     /// `None`: by the batch, [`stream_select_auto`].
     pub(super) stream_select: Option<bool>,
     /// [`Caps::stream_chunks`] forced (`SAMPLER_STREAM_CHUNKS=C` at backend
-    /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: [`stream_chunks_auto`].
+    /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: one block a row
+    /// (several were bitwise but slower on the H200, docs/bench/run22-chunks).
     pub(super) stream_chunks: Option<u32>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
@@ -156,13 +157,6 @@ pub fn stream_select_auto(n: u32, rows: u32) -> bool {
     }
 }
 
-/// Blocks per row of the streaming top-N when nothing forces it
-/// ([`Caps::stream_chunks`]; SAMPLER.md section 9: configuration by R, the
-/// same bits). Off until measured on the H200 (`SAMPLER_STREAM_CHUNKS=C`).
-pub fn stream_chunks_auto(_n: u32, _rows: u32) -> u32 {
-    0
-}
-
 impl CudaDevice {
     pub(super) fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
@@ -273,7 +267,7 @@ impl Device for CudaDevice {
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
             stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
-            stream_chunks: self.stream_chunks.unwrap_or_else(|| stream_chunks_auto(n, rows)),
+            stream_chunks: self.stream_chunks.unwrap_or(0),
         }
     }
 

@@ -21,9 +21,7 @@ mod tuning;
 mod upload;
 
 pub use context::{driver_present, PTX};
-pub use device::{
-    stream_chunks_auto, stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
-};
+pub use device::{stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE};
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
     chunks_valid, default_chunks, mask_chunks, Tuning, CHUNK_CANDIDATES, FUSED_MAX, MASK_CHUNK, TUNING_TABLES,
@@ -149,7 +147,7 @@ impl CudaBackend {
     /// Spreads each row of the streaming top-N over `c` blocks
     /// ([`Caps::stream_chunks`]: `topn_chunk_stream` + `topn_merge_stream`;
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
-    /// (`None`, the default: [`stream_chunks_auto`]). `SAMPLER_STREAM_CHUNKS=c`
+    /// (`None`, the default: one block a row, docs/bench/run22-chunks). `SAMPLER_STREAM_CHUNKS=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
         self.d.stream_chunks = c;
