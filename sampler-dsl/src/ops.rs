@@ -174,11 +174,11 @@ impl Op {
             | Op::TopNSet
             | Op::TopNCounted
             | Op::TopNSetCounted
-            | Op::TopNStreamCounted
             | Op::Gather
             | Op::Scatter => 4,
+            Op::TopNStreamCounted => 5,
             Op::TopNChunkStream => 6,
-            Op::TopNMergeStream => 11,
+            Op::TopNMergeStream => 12,
         }
     }
     /// Short signature for error messages.
@@ -216,13 +216,13 @@ impl Op {
                 "top_n_set_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
             }
             Op::TopNStreamCounted => {
-                "top_n_stream_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32, u32)"
+                "top_n_stream_counted(buf: Gm<f32>, offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>, u32, u32, u32)"
             }
             Op::TopNChunkStream => {
                 "top_n_chunk_stream(buf: Gm<f32>, row_offset: u64, v: u32, start: u32, len: u32, n: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
             }
             Op::TopNMergeStream => {
-                "top_n_merge_stream(vals: Gm<f32>, ids: Gm<i32>, counts: Gm<u32>, cand_offset: u64, slot: u32, count_offset: u64, chunks: u32, logits: Gm<f32>, row_offset: u64, v: u32, n: u32) -> (Tile<f32>, Tile<i32>)"
+                "top_n_merge_stream(vals: Gm<f32>, ids: Gm<i32>, counts: Gm<u32>, cand_offset: u64, slot: u32, count_offset: u64, chunks: u32, logits: Gm<f32>, row_offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>)"
             }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
@@ -284,8 +284,11 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
         Op::ReduceSum | Op::ExclusiveScan | Op::InclusiveScan => &[Tile(None)],
         Op::Count | Op::Any | Op::All | Op::FirstWhere | Op::LastWhere => &[Tile(Some(Bool))],
         Op::Get => &[Tile(None), Scalar(U32)],
-        Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => {
+        Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted => {
             &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32)]
+        }
+        Op::TopNStreamCounted => {
+            &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32), Scalar(U32)]
         }
         Op::TopNChunkStream => {
             &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32), Scalar(U32), Scalar(U32)]
@@ -300,6 +303,7 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
             Scalar(U32),
             Gm { write: false, elem: Some(F32) },
             Scalar(U64),
+            Scalar(U32),
             Scalar(U32),
             Scalar(U32),
         ],

@@ -366,6 +366,37 @@ chunks() {
     return "${PIPESTATUS[0]}"
 }
 
+# Only the kept prefix ordered (issue 22, Caps::prefix_order): correctness (cuda_counts: golden and
+# adversarial rows through the stream select and over chunks, top-k off and 50; gpu_suite golden with
+# the stream select forced on and by default), then ours with SAMPLER_PREFIX_ORDER=1 and =0 side by side,
+# then the streaming top-N over PO_CHUNKS blocks a row at small R.
+prefix() {
+    local b=$s/bin gd=$s/golden rc=0
+    {
+        echo "== prefix order at $(date -u +%FT%TZ), commit $(cat $s/commit)"
+        SAMPLER_GOLDEN_DIR=$gd timeout 300 $b/devices cuda_counts:: --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -30 || rc=1
+        for c in 1 auto; do
+            echo "== gpu_suite golden, SAMPLER_STREAM_SELECT=$c"
+            if [ $c = auto ]; then SAMPLER_PREFIX_ORDER=1 timeout 200 $b/gpu_suite golden $gd; else SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=$c timeout 200 $b/gpu_suite golden $gd; fi 2>&1 | grep -v -E "^  ok |: ok" | tail -6 || rc=1
+        done
+        echo "== gpu_suite adversarial, SAMPLER_STREAM_SELECT=1"
+        SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
+        for po in 1 0; do
+            echo "== ours, SAMPLER_PREFIX_ORDER=$po"
+            SAMPLER_PREFIX_ORDER=$po timeout 200 $b/benchmark run --rows "${PO_ROWS:-1,16,64,256,384}" --n "${PO_NS:-1024,4096,0}" \
+                --json "$out/ours-po$po.json" || rc=1
+        done
+        for c in ${PO_CHUNKS:-4 8}; do
+            echo "== ours, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
+            SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 150 $b/benchmark run --rows "${PO_CROWS:-1,16}" \
+                --n "${PO_CNS:-1024,4096}" --json "$out/ours-po-sc$c.json" || rc=1
+        done
+        echo "== prefix rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/prefix.log"
+    return "${PIPESTATUS[0]}"
+}
+
 # Nsight Compute per SASS instruction (issue 22: where the time of a kernel goes): for each shape of
 # PROF_SHAPES ("R:N" pairs), the first PROF_COUNT launches of PROF_KERNELS in one `benchmark run`, with
 # the source counters (warp stall samples and instructions executed per SASS instruction), exported as
@@ -433,6 +464,7 @@ nccl) unpack; nccl ;;
 anchors) unpack; anchors_round ;;
 profile) unpack; profile 2>&1 | tee "$out/profile.log" ;;
 chunks) unpack; chunks ;;
+prefix) unpack; prefix ;;
 chart)
     # Here, after a speed round: DIR/{ours,fi,torch,bf16}.json -> table.md, chart.svg, chart.png.
     d="${2:?usage: $0 chart DIR}"

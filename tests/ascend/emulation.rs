@@ -276,6 +276,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         counts_in_topn: false,
         stream_select: false,
         stream_chunks: 0,
+        prefix_order: true,
     };
     let configs = [
         (
@@ -287,6 +288,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 counts_in_topn: false,
                 stream_select: false,
                 stream_chunks: 0,
+                prefix_order: true,
             },
             Numerics::Exact,
         ),

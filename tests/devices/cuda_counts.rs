@@ -27,7 +27,7 @@ use sampler_host::runtime::pipeline::{self, Buf, Device, HostSliceMut};
 use sampler_host::runtime::plan::StepPlan;
 use sampler_host::{BackendKind, Request, SamplingParams};
 use sampler_kernels::rt::host_algo::top_keys_counted;
-use sampler_kernels::rt::math::{key_id, key_logit};
+use sampler_kernels::rt::math::order_key;
 
 const GOLDEN_DEFAULT: &str = sampler_host::conformance::case::GOLDEN_DIR;
 
@@ -204,7 +204,12 @@ fn stream_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
 
 /// The rows (by name) whose N candidates after the last step on `be`
 /// (`Buf::Cand`, `Buf::CandIds`) are not the CPU's exact top N, bitwise.
-fn rows_off_cpu_top_n(be: &mut CudaBackend, rows: &[(&'static str, Vec<f32>)], n: u32) -> Vec<&'static str> {
+fn rows_off_cpu_top_n(
+    be: &mut CudaBackend,
+    rows: &[(&'static str, Vec<f32>)],
+    n: u32,
+    sorted: usize,
+) -> Vec<&'static str> {
     let rn = rows.len() * n as usize;
     let (mut cand, mut ids) = (vec![0f32; rn], vec![0i32; rn]);
     let d = be.device();
@@ -215,14 +220,20 @@ fn rows_off_cpu_top_n(be: &mut CudaBackend, rows: &[(&'static str, Vec<f32>)], n
     for (r, (name, x)) in rows.iter().enumerate() {
         let (keys, _) = top_keys_counted(x, n as usize);
         let at = r * n as usize..(r + 1) * n as usize;
-        let ok = keys.len() == n as usize
-            && keys.iter().zip(&cand[at.clone()]).all(|(&k, &c)| key_logit(k).to_bits() == c.to_bits())
-            && keys.iter().zip(&ids[at]).all(|(&k, &i)| key_id(k) as i32 == i);
-        if !ok {
+        // The first `sorted` in order; the rest of the N as a set (Caps::prefix_order).
+        let mut got: Vec<u64> = cand[at.clone()].iter().zip(&ids[at]).map(|(&c, &i)| order_key(c, i as u32)).collect();
+        got[sorted.min(n as usize)..].sort_unstable_by(|a, b| b.cmp(a));
+        if keys.len() != n as usize || keys != got {
             off.push(*name);
         }
     }
     off
+}
+
+/// The `sorted` argument the step's streaming top-N got (`pipeline::sorted_prefix`).
+fn sorted_of(be: &mut CudaBackend, p: &StepPlan, n: u32) -> usize {
+    let caps = be.device().caps(p.vocab, n, p.rows);
+    pipeline::sorted_prefix(p, n, false, &caps) as usize
 }
 
 #[test]
@@ -234,34 +245,26 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
     let v = 129_280u32;
     let rows = stream_rows(v as usize);
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
-    let reqs: Vec<Request> = (0..rows.len() as u64)
-        .map(|i| {
-            let p = SamplingParams {
-                temperature: 1.0,
-                top_p: 1.0,
-                top_k: -1,
-                top_logprobs: 5,
-                seq_seed: Some(77 + i),
-                ..Default::default()
-            };
-            Request::prefill(p, 3 + i)
-        })
-        .collect();
     let mut be = CudaBackend::new().unwrap();
     be.set_stream_select(Some(true));
+    be.set_prefix_order(true);
     be.set_full_row(true);
     let mut fails = Vec::new();
-    for n in [1u32, 50, 1024, 4096] {
+    // top-k off: all N in order; 50: only the first 64 (Caps::prefix_order).
+    for (top_k, n) in [-1i64, 50].into_iter().flat_map(|k| [1u32, 50, 1024, 4096].map(|n| (k, n))) {
+        let reqs = stream_requests(rows.len(), top_k);
         let (p, _) = build_plan(v, n, u32::MAX, &logits, &reqs).unwrap();
         let want = CpuBackend::full_row().run(&p).unwrap();
         let got = be.run(&p).unwrap();
         if format!("{got:?}") != format!("{want:?}") {
-            fails.push(format!("N={n}: step results differ from the CPU"));
+            fails.push(format!("N={n}, top_k {top_k}: step results differ from the CPU"));
         }
         let fb = stream_fallbacks(&mut be, &p, true).expect("force_topn_stream ran");
         // Every row's N candidates, against the CPU's exact selection.
-        for name in rows_off_cpu_top_n(&mut be, &rows, n) {
-            fails.push(format!("N={n} row {name:?}: candidates differ from the CPU's top-N"));
+        let sorted = sorted_of(&mut be, &p, n);
+        assert_eq!(sorted < n as usize, top_k > 0 && n > 64, "sorted {sorted} at N={n}, top_k {top_k}");
+        for name in rows_off_cpu_top_n(&mut be, &rows, n, sorted) {
+            fails.push(format!("N={n}, top_k {top_k}, row {name:?}: candidates differ from the CPU's top-N"));
         }
         let report: Vec<String> = rows.iter().zip(&fb).map(|((name, _), f)| format!("{name}: {f}")).collect();
         eprintln!(
@@ -323,32 +326,24 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
     let v = 129_280u32;
     let rows = stream_rows(v as usize);
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
-    let reqs: Vec<Request> = (0..rows.len() as u64)
-        .map(|i| {
-            let p = SamplingParams {
-                temperature: 1.0,
-                top_p: 1.0,
-                top_k: -1,
-                top_logprobs: 5,
-                seq_seed: Some(77 + i),
-                ..Default::default()
-            };
-            Request::prefill(p, 3 + i)
-        })
-        .collect();
     be.set_full_row(true);
-    for c in [2u32, 8, 16] {
+    be.set_prefix_order(true);
+    for (c, top_k) in [2u32, 8, 16].into_iter().flat_map(|c| [(c, -1i64), (c, 50)]) {
         be.set_stream_chunks(Some(c));
+        let reqs = stream_requests(rows.len(), top_k);
         for n in [1u32, 50, 1024, 4096] {
             let (p, _) = build_plan(v, n, u32::MAX, &logits, &reqs).unwrap();
             let want = CpuBackend::full_row().run(&p).unwrap();
             let got = be.run(&p).unwrap();
             if format!("{got:?}") != format!("{want:?}") {
-                fails.push(format!("N={n}, {c} chunks: step results differ from the CPU"));
+                fails.push(format!("N={n}, {c} chunks, top_k {top_k}: step results differ from the CPU"));
             }
             assert!(chunked(&mut be, &p, true), "topn_chunk_stream ran at N={n}, {c} chunks");
-            for name in rows_off_cpu_top_n(&mut be, &rows, n) {
-                fails.push(format!("N={n}, {c} chunks, row {name:?}: candidates differ from the CPU's top-N"));
+            let sorted = sorted_of(&mut be, &p, n);
+            for name in rows_off_cpu_top_n(&mut be, &rows, n, sorted) {
+                fails.push(format!(
+                    "N={n}, {c} chunks, top_k {top_k}, row {name:?}: candidates differ from the CPU's top-N"
+                ));
             }
         }
     }
@@ -358,4 +353,22 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
     );
     assert!(fails.is_empty(), "{}", fails.join("\n"));
     assert!(through > 0, "topn_chunk_stream ran on golden cases");
+}
+
+/// One request a row of [`stream_rows`]: temperature 1, top-p 1, top-k
+/// `top_k` (-1 off), 5 top logprobs.
+fn stream_requests(rows: usize, top_k: i64) -> Vec<Request> {
+    (0..rows as u64)
+        .map(|i| {
+            let p = SamplingParams {
+                temperature: 1.0,
+                top_p: 1.0,
+                top_k,
+                top_logprobs: 5,
+                seq_seed: Some(77 + i),
+                ..Default::default()
+            };
+            Request::prefill(p, 3 + i)
+        })
+        .collect()
 }

@@ -46,7 +46,11 @@ pub fn force_topn_counted(logits: Logits, v: u32, n: u32, cand: GmMut<f32>, cand
 /// runs. The same results as `force_topn_counted`, for a step with no
 /// grammar mask and no raw-logprobs row.
 ///
-/// - `logits`, `cand`, `cand_ids`, `status`: as `force_topn_counted`.
+/// - `logits`, `cand`, `cand_ids`, `status`: as `force_topn_counted`, except
+///   that only the first `sorted` candidates of a row are in the order of
+///   section 3.6, the rest in no fixed order (`sorted >= n`: all of them):
+///   the host asks for the full order only where a later kernel or output
+///   reads past the kept prefix (`pipeline::sorted_prefix`).
 /// - `fallback`: `[R]` u32 out, why row r's device selection fell back
 ///   (0 it did not; 1 no survivor buffer; 2 the buffer overflowed; 3 fewer
 ///   than `n` survived): a diagnostic, never an input of a later kernel.
@@ -55,13 +59,14 @@ pub fn force_topn_stream(
     logits: Logits,
     v: u32,
     n: u32,
+    sorted: u32,
     cand: GmMut<f32>,
     cand_ids: GmMut<i32>,
     status: GmMut<i32>,
     fallback: GmMut<u32>,
 ) {
     let r = row();
-    let (x, id, nbad, nfin, fell) = top_n_stream_counted(logits, (r as u64) * (v as u64), v, n);
+    let (x, id, nbad, nfin, fell) = top_n_stream_counted(logits, (r as u64) * (v as u64), v, n, sorted);
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
@@ -208,7 +213,9 @@ pub fn topn_chunk_stream(
 ///
 /// - `cand_in`, `ids_in`: `[R * chunks, n]`; `count`, `bad`, `finite`: `[R * chunks]` u32.
 /// - `logits`: `[R, v]`, read only on the fallback.
-/// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out; `status`: `[R]` i32 out.
+/// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out, the first
+///   `sorted` of a row in order, the rest not (as `force_topn_stream`);
+///   `status`: `[R]` i32 out.
 #[kernel(variants = STREAM)]
 pub fn topn_merge_stream(
     cand_in: Gm<f32>,
@@ -218,6 +225,7 @@ pub fn topn_merge_stream(
     logits: Logits,
     v: u32,
     n: u32,
+    sorted: u32,
     cand: GmMut<f32>,
     cand_ids: GmMut<i32>,
     bad: Gm<u32>,
@@ -238,6 +246,7 @@ pub fn topn_merge_stream(
         (r as u64) * (v as u64),
         v,
         n,
+        sorted,
     );
     let off = (r as u64) * (n as u64);
     store(cand, off, x);

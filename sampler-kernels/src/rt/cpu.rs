@@ -570,19 +570,31 @@ pub fn top_n_counted(
         v - c.neg_inf,
     )
 }
+/// The contract of the streaming selections' `sorted` argument: the first
+/// `sorted` candidates in the order of SAMPLER.md 3.6, the rest in no fixed
+/// order. Here the rest is reversed, so that a consumer relying on its order
+/// differs from the fully sorted steps (the tests run both).
+fn unordered_tail(x: &mut Tile<f32>, id: &mut Tile<i32>, sorted: u32) {
+    let s = (sorted as usize).min(x.len());
+    x[s..].reverse();
+    id[s..].reverse();
+}
 /// [`top_n_counted`] as the one-pass streaming selection computes it on
 /// NVIDIA (a sampled threshold, survivors in shared memory, an exact
-/// fallback): the same results by construction (the exact op), and the
-/// fifth value, why the device kept its survivors or not (0 here: nothing
-/// to fall back from).
+/// fallback): the same set by construction (the exact op), its first
+/// `sorted` in order and the rest not ([`unordered_tail`]), and the fifth
+/// value, why the device kept its survivors or not (0 here: nothing to fall
+/// back from).
 pub fn top_n_stream_counted(
     c: &Ctx,
     buf: impl Source<Elem = f32>,
     off: u64,
     v: u32,
     n: u32,
+    sorted: u32,
 ) -> (Tile<f32>, Tile<i32>, u32, u32, u32) {
-    let (x, id, bad, fin) = top_n_counted(c, buf, off, v, n);
+    let (mut x, mut id, bad, fin) = top_n_counted(c, buf, off, v, n);
+    unordered_tail(&mut x, &mut id, sorted);
     (x, id, bad, fin, 0)
 }
 /// Stage 1 of the streaming top-N over several blocks per row (NVIDIA:
@@ -603,9 +615,10 @@ pub fn top_n_chunk_stream(
 }
 /// Stage 2 of the streaming top-N over several blocks per row: the top `n`
 /// of the chunks' candidates (chunk `ch`: `counts[cnt_off + ch]` pairs at
-/// `cand_off + ch * slot`) in the order of SAMPLER.md 3.6, or, when they hold
-/// fewer than `n`, the exact top `n` of the row `logits[row_off..row_off+v]`
-/// (as NVIDIA's stage 2 falls back).
+/// `cand_off + ch * slot`), the first `sorted` in the order of SAMPLER.md
+/// 3.6 and the rest not ([`unordered_tail`]), or, when they hold fewer than
+/// `n`, the exact top `n` of the row `logits[row_off..row_off+v]` (as
+/// NVIDIA's stage 2 falls back).
 #[allow(clippy::too_many_arguments)]
 pub fn top_n_merge_stream(
     c: &Ctx,
@@ -620,6 +633,7 @@ pub fn top_n_merge_stream(
     row_off: u64,
     v: u32,
     n: u32,
+    sorted: u32,
 ) -> (Tile<f32>, Tile<i32>) {
     let n = n.min(v);
     let mut keys = Vec::new();
@@ -629,12 +643,15 @@ pub fn top_n_merge_stream(
             keys.push(order_key(vals.read(at + q), ids.read(at + q) as u32));
         }
     }
-    if keys.len() < n as usize {
-        return top_n(c, logits, row_off, v, n);
-    }
-    keys.sort_unstable_by(|a, b| b.cmp(a));
-    keys.truncate(n as usize);
-    (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
+    let (mut x, mut id) = if keys.len() < n as usize {
+        top_n(c, logits, row_off, v, n)
+    } else {
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        keys.truncate(n as usize);
+        (keys.iter().map(|&k| key_logit(k)).collect(), keys.iter().map(|&k| key_id(k) as i32).collect())
+    };
+    unordered_tail(&mut x, &mut id, sorted);
+    (x, id)
 }
 /// [`top_n_set`] and the counts of [`top_n_counted`].
 pub fn top_n_set_counted(

@@ -178,6 +178,7 @@ impl Device for CpuDevice {
             counts_in_topn: true,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         }
     }
 

@@ -233,6 +233,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             logits: src,
             v,
             n,
+            sorted: sorted_prefix(p, n, prefix.is_some(), caps),
             cand: Cand,
             cand_ids: CandIds,
             bad: ChunkBad,
@@ -246,6 +247,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             logits: src,
             v,
             n,
+            sorted: sorted_prefix(p, n, prefix.is_some(), caps),
             cand: Cand,
             cand_ids: CandIds,
             status: RowStatus,
@@ -623,6 +625,30 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     let mut ls = Vec::new();
     tail(p, n, mass.then_some(1), caps, None, &mut bufs, &mut ls)?;
     Ok(Program { width: n, prefix: mass, bufs, launches: ls })
+}
+
+/// How many leading candidates of each row the streaming top-N must put in
+/// the order of SAMPLER.md 3.6 for the rest of step `p` at width `n` (the
+/// rest of the row's N may come in any order): the kept prefix when every
+/// row has top-k on (the kept set is then within the first `max top_k`
+/// candidates, and the total mass an order-free fixed-point sum) and the
+/// step's top logprobs fit in it, rounded up to a power of two (at least
+/// 64) so that steps with nearby top-k replay one graph. `n` (all of them)
+/// without [`Caps::prefix_order`], on the prefix path (`process_prefix_draw`
+/// reads the last column), with verify or tree rows (residual walks, the
+/// draft's columns) and when processed distributions are returned.
+pub fn sorted_prefix(p: &StepPlan, n: u32, prefix_path: bool, caps: &Caps) -> u32 {
+    if !caps.prefix_order || prefix_path || p.any_verify || p.any_tree || !p.processed_rows.is_empty() {
+        return n;
+    }
+    let mut need = p.k;
+    for &k in &p.top_k {
+        if k <= 0 {
+            return n;
+        }
+        need = need.max(k as u32);
+    }
+    need.max(1).next_power_of_two().max(64).min(n)
 }
 
 /// Whether any row of `p` has a grammar mask: the step's kernels then read

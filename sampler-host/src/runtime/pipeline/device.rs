@@ -41,6 +41,11 @@ pub struct Caps {
     /// candidates, `topn_merge_stream` selects and sorts the row's N from
     /// them (a row spread over several SMs at small R); 0 or 1 = one block.
     pub stream_chunks: u32,
+    /// The streaming top-N orders only each row's kept prefix (top-k, top
+    /// logprobs; [`super::sorted_prefix`]) where no later kernel or output
+    /// reads past it, the rest of the row's N in no fixed order; off, every
+    /// step sorts all N.
+    pub prefix_order: bool,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

@@ -26,6 +26,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             counts_in_topn: false,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -34,6 +35,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             counts_in_topn: false,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         },
     ];
     for (with_mask, reqs) in [
@@ -143,6 +145,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             counts_in_topn,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -151,6 +154,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             counts_in_topn,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -159,6 +163,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             counts_in_topn,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -167,6 +172,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             counts_in_topn,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -248,6 +254,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     counts_in_topn: false,
                     stream_select: true,
                     stream_chunks: 0,
+                    prefix_order: true,
                 },
                 Caps {
                     mask_chunk: None,
@@ -256,6 +263,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     counts_in_topn: true,
                     stream_select: true,
                     stream_chunks: 0,
+                    prefix_order: true,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -311,9 +319,10 @@ fn stream_chunks_split_the_streaming_top_n() {
         counts_in_topn: true,
         stream_select: true,
         stream_chunks: 0,
+        prefix_order: true,
     };
     for sc in [0u32, 1, 2, 8] {
-        let prog = build(&p, None, &Caps { stream_chunks: sc, ..base }).unwrap();
+        let prog = build(&p, None, &Caps { stream_chunks: sc, prefix_order: true, ..base }).unwrap();
         let names = prog.kernel_names();
         let grid = |k: &str| prog.launches.iter().find(|l| l.spec.name == k).map(|l| l.grid);
         if sc > 1 {
@@ -343,7 +352,13 @@ impl Device for CountsAs {
         "cpu-counts-as"
     }
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
-        Caps { counts_in_topn: self.1, stream_select: self.2, stream_chunks: self.3, ..self.0.caps(v, n, rows) }
+        Caps {
+            counts_in_topn: self.1,
+            stream_select: self.2,
+            stream_chunks: self.3,
+            prefix_order: true,
+            ..self.0.caps(v, n, rows)
+        }
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         self.0.alloc(buf, len)
@@ -440,6 +455,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             counts_in_topn: false,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -448,6 +464,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             counts_in_topn: false,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -456,6 +473,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             counts_in_topn: false,
             stream_select: false,
             stream_chunks: 0,
+            prefix_order: true,
         },
     ];
     for (reqs, any_tree, any_raw) in [
@@ -488,4 +506,143 @@ fn tree_and_raw_launches_follow_the_plan() {
             assert_eq!(at("topn_merge").is_some(), c.topn_chunks > 1, "{names:?}");
         }
     }
+}
+
+/// `Caps::prefix_order`: every golden case on the CPU through the streaming
+/// top-N (one block a row, and over 3 blocks) with only each row's kept
+/// prefix in order. The CPU lowering reverses the rest of each row's N, so a
+/// kernel or output that read past the prefix would differ from the CPU
+/// backend's steps (which sort all N); and `sorted_prefix` is below N on
+/// most of them (top-k on in every row, no verify, tree or returned
+/// distribution), n elsewhere.
+#[cfg(feature = "conformance")]
+#[test]
+fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
+    use crate::conformance::case::{golden_files, parse_case, GOLDEN_DIR};
+    let files = golden_files(std::path::Path::new(GOLDEN_DIR));
+    assert!(files.len() >= 50, "golden cases at {GOLDEN_DIR}: {}", files.len());
+    let (mut partial, mut full) = (0usize, 0usize);
+    for f in &files {
+        let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let (reqs, logits) = case.well_formed();
+        let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else { continue };
+        for full_row in [false, true] {
+            let want = run_step(&mut crate::runtime::device::cpu::CpuDevice::default(), &p, full_row).unwrap();
+            for chunks in [0u32, 3] {
+                let mut dev = CountsAs(Default::default(), false, true, chunks);
+                let got = run_step(&mut dev, &p, full_row).unwrap();
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{} full_row {full_row} chunks {chunks}",
+                    f.display()
+                );
+            }
+            let caps = CountsAs(Default::default(), false, true, 0).caps(p.vocab, p.n, p.rows);
+            let width = PrefixPolicy::eager(full_row).width(&p);
+            let prog = build(&p, width, &caps).unwrap();
+            if let Some(l) = prog.launches.iter().find(|l| l.spec.name == "force_topn_stream") {
+                let at = l.spec.params.iter().position(|q| q.name == "sorted").unwrap();
+                match l.args[at] {
+                    LaunchArg::U32(s) if s < prog.width => partial += 1,
+                    LaunchArg::U32(_) => full += 1,
+                    ref a => panic!("sorted {a:?}"),
+                }
+            }
+        }
+    }
+    eprintln!("prefix order: {partial} streamed steps with a partial order, {full} fully sorted");
+    assert!(partial >= 5 && full >= 5, "both kinds of steps ran: {partial} partial, {full} full");
+}
+
+/// `sorted_prefix`: the kept prefix (max top-k or top logprobs, a power of
+/// two from 64, at most n) only when every row has top-k on and nothing
+/// reads past it; n otherwise.
+#[test]
+fn sorted_prefix_covers_top_k_and_top_logprobs() {
+    let v = 9000u32;
+    let logits: Vec<f32> = (0..3 * v as usize).map(|i| (i % 89) as f32 * 0.02).collect();
+    let caps = CountsAs(Default::default(), false, true, 0).caps(v, 1024, 3);
+    let step = |ks: &[i64], lp: u32| {
+        let reqs: Vec<Request> = ks
+            .iter()
+            .map(|&k| {
+                Request::prefill(
+                    SamplingParams { top_k: k, top_logprobs: lp, seq_seed: Some(1), ..Default::default() },
+                    4,
+                )
+            })
+            .collect();
+        build_plan(v, 1024, 5, &logits[..reqs.len() * v as usize], &reqs).unwrap().0
+    };
+    assert_eq!(sorted_prefix(&step(&[50, 20], 5), 1024, false, &caps), 64);
+    assert_eq!(sorted_prefix(&step(&[50, 100], 5), 1024, false, &caps), 128);
+    assert_eq!(sorted_prefix(&step(&[5], 200), 1024, false, &caps), 256);
+    assert_eq!(sorted_prefix(&step(&[50, -1], 5), 1024, false, &caps), 1024);
+    assert_eq!(sorted_prefix(&step(&[2000], 5), 1024, false, &caps), 1024);
+    assert_eq!(sorted_prefix(&step(&[50], 5), 1024, true, &caps), 1024);
+    assert_eq!(sorted_prefix(&step(&[50], 5), 1024, false, &Caps { prefix_order: false, ..caps }), 1024);
+    assert_eq!(sorted_prefix(&step(&[50], 5), 32, false, &caps), 32);
+}
+
+/// `Caps::prefix_order` on mixed batches (top-k 1..300, top-p, min-p, both
+/// filter orders, top logprobs up to 40, ties, a golden row) at N = 256,
+/// 1024 and 2048: the streaming top-N with the rest of each row's N reversed
+/// (CPU lowering) gives the CPU backend's steps bit for bit.
+#[test]
+fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
+    use crate::params::FilterOrder;
+    let v = 6000u32;
+    let mut partial = 0;
+    for (case, n) in [256u32, 1024, 2048].into_iter().enumerate().flat_map(|(i, n)| (0..6).map(move |j| (i * 6 + j, n)))
+    {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ case as u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let rows = 1 + (rnd() % 6) as usize;
+        let reqs: Vec<Request> = (0..rows)
+            .map(|r| {
+                let p = SamplingParams {
+                    temperature: [0.7, 1.0, 1.3, 1e-5][(rnd() % 4) as usize],
+                    top_p: [1.0, 0.9, 0.5, 0.99][(rnd() % 4) as usize],
+                    top_k: [1, 5, 50, 64, 65, 300][(rnd() % 6) as usize],
+                    min_p: [0.0, 0.05][(rnd() % 2) as usize],
+                    filter_order: if rnd() % 2 == 0 { FilterOrder::TopPThenTopK } else { FilterOrder::TopKThenTopP },
+                    top_logprobs: (case % 5) as u32 * 10,
+                    seq_seed: Some(rnd()),
+                    ..Default::default()
+                };
+                let mut q = Request::prefill(p, 4 + r as u64);
+                if r == 1 && case % 3 == 0 {
+                    q.golden = vec![(rnd() % v as u64) as i32];
+                }
+                q
+            })
+            .collect();
+        // Quantized logits (ties across ids), one row with a wide plateau.
+        let logits: Vec<f32> = (0..rows * v as usize)
+            .map(
+                |i| if i / v as usize == 0 && i % 7 == 0 { 3.0 } else { ((rnd() % 4000) as f32 * 0.001).round() * 0.5 },
+            )
+            .collect();
+        let (p, _) = build_plan(v, n, 5, &logits, &reqs).unwrap();
+        let caps = CountsAs(Default::default(), false, true, 0).caps(v, n, p.rows);
+        partial += (sorted_prefix(&p, n, false, &caps) < n) as usize;
+        for full_row in [false, true] {
+            let want = run_step(&mut crate::runtime::device::cpu::CpuDevice::default(), &p, full_row).unwrap();
+            for chunks in [0u32, 2] {
+                let got = run_step(&mut CountsAs(Default::default(), false, true, chunks), &p, full_row).unwrap();
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "case {case} n {n} full_row {full_row} chunks {chunks}"
+                );
+            }
+        }
+    }
+    assert!(partial >= 10, "steps with a partial order: {partial}");
 }

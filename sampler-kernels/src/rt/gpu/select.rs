@@ -240,6 +240,60 @@ fn gather_sorted<const TH: usize, const I: usize>(
     sync();
 }
 
+/// Gathers the `m` keys in `[lo, hi)` (`[lo, ..)` when `!has_hi`) that
+/// `keys` yields into the sort buffer, in no fixed order, and puts them at
+/// tile positions `c0 .. c0 + m` of `out` (`m <= min(TILE, SORT_CAP)`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gather_plain<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    iters: u32,
+    keys: &impl Fn(u32) -> Option<u64>,
+    lo: u64,
+    has_hi: bool,
+    hi: u64,
+    m: u32,
+    c0: u32,
+    out: &mut [u64; I],
+) {
+    let buf = sortbuf();
+    if c.tid == 0 {
+        sts32(misc(3), 0);
+    }
+    sync();
+    let mut base = 0u32;
+    while base < iters {
+        let ld = |it: u32| if it < iters { keys(it) } else { None };
+        let put = |k: Option<u64>| {
+            let key = k.unwrap_or(0);
+            let take = k.is_some() && key >= lo && (!has_hi || key < hi);
+            let pos = warp_claim(c.tid, take, 3);
+            if take {
+                sts64(buf + 8 * pos as u64, key);
+            }
+        };
+        let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+        let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+        put(k0);
+        put(k1);
+        put(k2);
+        put(k3);
+        put(k4);
+        put(k5);
+        put(k6);
+        put(k7);
+        base += SEL_BATCH as u32;
+    }
+    sync();
+    for (j, o) in out.iter_mut().enumerate() {
+        let e = c.idx(j);
+        if e >= c0 && e < c0 + m {
+            *o = lds64(buf + 8 * (e - c0) as u64);
+        }
+    }
+    sync();
+}
+
 /// Whether staging aggregates the wide histogram's adds per warp
 /// (`match.any`, one add per distinct bin) instead of one shared atomic
 /// per key.
@@ -735,7 +789,8 @@ pub const STREAM_STREAMED: u32 = 0;
 /// appended as 64-bit order keys to a shared-memory buffer with a shared
 /// atomic); P3 if the buffer overflowed or fewer than `n` survived, the exact
 /// unstreamed selection re-reads the row (never a dropped candidate); P4 the
-/// radix select and sort of the survivors in shared memory. The survivor
+/// radix select of the survivors in shared memory and the sort of their
+/// first `sorted` (the rest in no fixed order: only a row's kept prefix needs it). The survivor
 /// buffer is the launch's staging room (`spec::gpu_stage_bytes`: 8 bytes a
 /// key), so the host sizes it. Results equal [`top_n_counted`]'s for any
 /// buffer size (the keys are unique, and any `T` keeping at least `n` keys
@@ -747,6 +802,7 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
     off: u64,
     v: u32,
     n: u32,
+    sorted: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32, u32) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
@@ -775,8 +831,8 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
         let (x, id, _) = top_n_impl::<TH, I, false>(c, buf, off, v, n);
         return (x, id, bad, fin, if total > bcap { 2 } else { 3 });
     }
-    // P4: select and sort the survivors (the buffer, then the sort's counters).
-    let (x, id) = survivors_sorted(c, st, total, n, bcap);
+    // P4: select the survivors and sort their first `sorted` (the buffer, then the sort's counters).
+    let (x, id) = survivors_top(c, st, total, n, sorted, bcap);
     (x, id, bad, fin, STREAM_STREAMED)
 }
 
@@ -850,15 +906,19 @@ fn stream_threshold<const TH: usize, const I: usize>(
     (radix_select(c, iters, &keys, false, 0, k) >> 32) as u32
 }
 
-/// P4 of [`top_n_stream_counted`]: the `min(n, total)` largest of the
+/// P4 of [`top_n_stream_counted`]: the `m = min(n, total)` largest of the
 /// `total` unique keys at `st` (`n <= total <= bcap`, or `total < n` for all
-/// of them), sorted descending, as (logit, id) tiles (ids as keyed).
+/// of them) as (logit, id) tiles (ids as keyed): the first `min(sorted, m)`
+/// in descending order (SAMPLER.md 3.6), the rest in no fixed order. Only
+/// the kept prefix of a row needs its order (top-k, top logprobs): a second
+/// select of the top `sorted` and a sort of those replace the sort of all m.
 #[inline(always)]
-fn survivors_sorted<const TH: usize, const I: usize>(
+fn survivors_top<const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
     st: u64,
     total: u32,
     n: u32,
+    sorted: u32,
     bcap: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>) {
     let tid = c.tid;
@@ -877,7 +937,17 @@ fn survivors_sorted<const TH: usize, const I: usize>(
     let iters = total.div_ceil(TH as u32);
     let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
     let mut out = [0u64; I];
-    gather_sorted(c, iters, &keys, lo, false, 0, m, 0, &mut out, st, 8 * bcap);
+    let s = sorted.min(m);
+    if s == m {
+        gather_sorted(c, iters, &keys, lo, false, 0, m, 0, &mut out, st, 8 * bcap);
+    } else {
+        // The unsorted rest first: the sort below reuses the survivor buffer.
+        let hi = if s > 0 { radix_select(c, iters, &keys, false, 0, s) } else { 0 };
+        gather_plain(c, iters, &keys, lo, s > 0, hi, m - s, s, &mut out);
+        if s > 0 {
+            gather_sorted(c, iters, &keys, hi, false, 0, s, 0, &mut out, st, 8 * bcap);
+        }
+    }
     split_keys(&Tile { v: out, n: m })
 }
 
@@ -925,12 +995,14 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
         let (x, id, _) = top_n_set_impl::<TH, I, false>(c, buf, coff, len, n);
         return (x, id, bad, fin);
     }
-    let (x, id) = survivors_sorted(c, st, total, n, bcap);
+    // Stage 2 takes the row's order from the keys: no sort here.
+    let (x, id) = survivors_top(c, st, total, n, 0, bcap);
     (x, id, bad, fin)
 }
 
 /// Stage 2 of the streaming top-N over several blocks per row: the row's
-/// top `n` (sorted, SAMPLER.md 3.6) from its `chunks` chunks' candidates of
+/// top `n` (the first `sorted` in the order of SAMPLER.md 3.6, the rest in
+/// no fixed order) from its `chunks` chunks' candidates of
 /// [`top_n_chunk_stream`] (chunk `ch`: `counts[cnt_off + ch]` (logit, id)
 /// pairs at `vals` / `ids` from `cand_off + ch * slot`); when they hold fewer
 /// than `n` (the sample misled) or overflow the buffer, the exact top `n` of
@@ -950,6 +1022,7 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
     row_off: u64,
     v: u32,
     n: u32,
+    sorted: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
@@ -976,7 +1049,7 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
         base += cn;
     }
     sync();
-    survivors_sorted(c, st, total, n, bcap)
+    survivors_top(c, st, total, n, sorted, bcap)
 }
 
 /// P2 of [`top_n_stream_counted`]: one pass over `buf[off..off+v]` that

@@ -52,6 +52,7 @@ pub fn ascend_caps() -> Caps {
         counts_in_topn: true,
         stream_select: false,
         stream_chunks: 0,
+        prefix_order: true,
     }
 }
 

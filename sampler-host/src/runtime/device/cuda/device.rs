@@ -45,6 +45,9 @@ pub struct CudaDevice {
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: one block a row
     /// (several were bitwise but slower on the H200, docs/bench/run22-chunks).
     pub(super) stream_chunks: Option<u32>,
+    /// [`Caps::prefix_order`]: off until measured on the H200 (docs/gpu/PENDING.md);
+    /// `SAMPLER_PREFIX_ORDER=1` at backend creation, or [`CudaBackend::set_prefix_order`].
+    pub(super) prefix_order: bool,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -183,6 +186,7 @@ impl CudaDevice {
             counts_in_topn: counts_in_topn_env(),
             stream_select: stream_select_env(),
             stream_chunks: std::env::var("SAMPLER_STREAM_CHUNKS").ok().and_then(|x| x.trim().parse().ok()),
+            prefix_order: std::env::var("SAMPLER_PREFIX_ORDER").is_ok_and(|x| x.trim() == "1"),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -268,6 +272,7 @@ impl Device for CudaDevice {
             counts_in_topn: self.counts_in_topn,
             stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
             stream_chunks: self.stream_chunks.unwrap_or(0),
+            prefix_order: self.prefix_order,
         }
     }
 

@@ -153,6 +153,15 @@ impl CudaBackend {
         self.d.stream_chunks = c;
     }
 
+    /// Whether the streaming top-N orders only each row's kept prefix where
+    /// the step allows it ([`Caps::prefix_order`], `pipeline::sorted_prefix`;
+    /// off by default until measured on the H200, `SAMPLER_PREFIX_ORDER=1` at
+    /// creation switches it on).
+    /// The same bits either way.
+    pub fn set_prefix_order(&mut self, on: bool) {
+        self.d.prefix_order = on;
+    }
+
     /// What [`Self::set_stream_select`] (or the environment) set: forced on,
     /// forced off, or `None` (by the batch).
     pub fn stream_select(&self) -> Option<bool> {
