@@ -276,7 +276,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         counts_in_topn: false,
         stream_select: false,
         stream_chunks: 0,
-        prefix_order: true,
+        prefix_order: false, // buffers compared launch by launch: all N in order
     };
     let configs = [
         (
@@ -288,7 +288,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 counts_in_topn: false,
                 stream_select: false,
                 stream_chunks: 0,
-                prefix_order: true,
+                prefix_order: false, // buffers compared launch by launch: all N in order
             },
             Numerics::Exact,
         ),
