@@ -42,6 +42,7 @@
 # anchors: the selection-only anchors alone (scripts/gpu/anchors.sh device).
 # chunks:  the streaming top-N over several blocks a row (SAMPLER_STREAM_CHUNKS), correctness then speed.
 # profile: Nsight Compute source counters (per SASS instruction) of the hot kernels, PROF_SHAPES.
+# ab:      a kernel change against AB_PTX (SAMPLER_PTX_FILE): correctness, then f32 / bf16 / chunks.
 # Logs and JSON land in $OUT (default /tmp/gpu-out).
 set -u
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -397,6 +398,43 @@ prefix() {
     return "${PIPESTATUS[0]}"
 }
 
+# A/B of a kernel change (the staged binaries' own PTX against AB_PTX, an xz-packed PTX of the same
+# entries: `SAMPLER_PTX_FILE`): correctness of the staged kernels (cuda_backend, cuda_counts, gpu_suite
+# golden by default and with the stream over AB_CHUNKS blocks, adversarial), then `benchmark run` at
+# AB_ROWS x AB_NS with each PTX (f32), bf16 at AB_BROWS x AB_BNS with each, and the staged PTX over
+# AB_CHUNKS blocks at R = 1, 16 -> ab.log, ours-b.json, ours-a.json, bf16-b.json, bf16-a.json, ours-b-sc*.json.
+ab() {
+    local b=$s/bin gd=$s/golden rc=0 alt=/tmp/ab-alt.ptx
+    {
+        echo "== ab at $(date -u +%FT%TZ), commit $(cat $s/commit), A = ${AB_PTX:-none}"
+        [ -n "${AB_PTX:-}" ] && xz -dc "$AB_PTX" > $alt
+        SAMPLER_GOLDEN_DIR=$gd timeout 200 $b/devices cuda_backend:: --test-threads 1 2>&1 | grep -vE "^test .* ok$" | tail -8 || rc=1
+        SAMPLER_GOLDEN_DIR=$gd timeout 200 $b/devices cuda_counts:: --test-threads 1 2>&1 | grep -vE "^test .* ok$" | tail -8 || rc=1
+        echo "== gpu_suite golden (default)"
+        timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
+        echo "== gpu_suite golden, stream select over ${AB_CHUNKS:-8} blocks"
+        SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=${AB_CHUNKS:-8} timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
+        echo "== gpu_suite adversarial"
+        SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
+        for v in b a; do
+            [ $v = a ] && [ ! -f $alt ] && continue
+            local env=""
+            [ $v = a ] && env="SAMPLER_PTX_FILE=$alt"
+            echo "== ours $v (f32)"
+            env $env timeout 150 $b/benchmark run --rows "${AB_ROWS:-1,16,64,256,384}" --n "${AB_NS:-1024,4096,0}" --json "$out/ours-$v.json" || rc=1
+            echo "== ours $v (bf16)"
+            env $env timeout 100 $b/benchmark run --dtype bf16 --rows "${AB_BROWS:-1,16,64,256,384}" --n "${AB_BNS:-4096}" --json "$out/bf16-$v.json" || rc=1
+        done
+        for c in ${AB_SC:-4 8}; do
+            echo "== ours b, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
+            SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 100 $b/benchmark run --rows 1,16 --n 4096 --json "$out/ours-b-sc$c.json" || rc=1
+        done
+        echo "== ab rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/ab.log"
+    return "${PIPESTATUS[0]}"
+}
+
 # Nsight Compute per SASS instruction (issue 22: where the time of a kernel goes): for each shape of
 # PROF_SHAPES ("R:N" pairs), the first PROF_COUNT launches of PROF_KERNELS in one `benchmark run`, with
 # the source counters (warp stall samples and instructions executed per SASS instruction), exported as
@@ -411,7 +449,7 @@ profile() {
         local rep="$out/prof/r$r-n$n"
         echo "== ncu R=$r N=$n"
         timeout ${PROF_T:-150} "$ncu" --clock-control none -k "regex:${PROF_KERNELS:-force_topn_stream|topn_chunk|topn_merge|process|row_mass|token_info|finalize}" \
-            -c ${PROF_COUNT:-6} --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats \
+            -c ${PROF_COUNT:-6} ${PROF_EXTRA:-} --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats \
             --section Occupancy --section SourceCounters --section InstructionStats --section MemoryWorkloadAnalysis \
             -f -o "$rep" $b/benchmark run --rows $r --n $n --reps 1 --check-rows 0 > "$rep.run.txt" 2>&1 || rc=1
         tail -3 "$rep.run.txt"
@@ -465,6 +503,7 @@ anchors) unpack; anchors_round ;;
 profile) unpack; profile 2>&1 | tee "$out/profile.log" ;;
 chunks) unpack; chunks ;;
 prefix) unpack; prefix ;;
+ab) unpack; ab ;;
 chart)
     # Here, after a speed round: DIR/{ours,fi,torch,bf16}.json -> table.md, chart.svg, chart.png.
     d="${2:?usage: $0 chart DIR}"

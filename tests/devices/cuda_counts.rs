@@ -247,7 +247,7 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let mut be = CudaBackend::new().unwrap();
     be.set_stream_select(Some(true));
-    be.set_prefix_order(true);
+    be.set_prefix_order(Some(true));
     be.set_full_row(true);
     let mut fails = Vec::new();
     // top-k off: all N in order; 50: only the first 64 (Caps::prefix_order).
@@ -327,7 +327,7 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
     let rows = stream_rows(v as usize);
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     be.set_full_row(true);
-    be.set_prefix_order(true);
+    be.set_prefix_order(Some(true));
     for (c, top_k) in [2u32, 8, 16].into_iter().flat_map(|c| [(c, -1i64), (c, 50)]) {
         be.set_stream_chunks(Some(c));
         let reqs = stream_requests(rows.len(), top_k);

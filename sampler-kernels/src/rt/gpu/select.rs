@@ -6,13 +6,18 @@
 
 use super::super::math::{counts_from_bins, key_of_bits, order_bits, order_is_bad, order_key, NEG_INF_ORDER};
 use super::block::{block_excl_scan, block_fold};
-use super::ptx::{atoms_add, hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
+use super::ptx::{
+    atoms_add, hist, key_bits, lds32, lds64, misc, reds_add, reds_and64, reds_or64, sortbuf, stagebuf, sts128, sts32,
+    sts64, sync,
+};
 use super::sort::{bitonic_desc, radix_desc, radix_fits, split_keys};
-use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
+use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, shfl_xor64, warp_claim, warp_hist_add};
 use super::{Ctx, Gm, Source, Tile, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
 pub(super) const SEL_BATCH: usize = 8;
+/// Whether the radix select sets the digits all its keys share without a pass.
+const SKIP_COMMON: bool = true;
 
 /// The smallest key of the `k` largest keys `< hi` (all keys when `!has_hi`)
 /// among those `keys` yields, `1 <= k <=` their number; every thread gets it.
@@ -45,12 +50,22 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     let mut mask = 0u64;
     let mut rem = k;
     let mut shift = from;
+    // The first pass also takes the AND and OR of the keys it bins: a digit
+    // they all share would make a later pass put every key in one bin, so
+    // it is set without the pass (bf16 and f16 logits: the low 16 order
+    // bits; ids below 2^17: their high bits). The result is the same.
+    let mut round0 = true;
+    let (mut all_and, mut all_or) = (!0u64, 0u64);
     loop {
         let first = shift == 56;
         let mut b = c.tid as usize;
         while b < 256 {
             sts32(hist(b as u32), 0);
             b += TH;
+        }
+        if round0 && c.tid == 0 {
+            sts64(key_bits(0), !0u64);
+            sts64(key_bits(1), 0);
         }
         sync();
         // Loads in batches of SEL_BATCH (independent, in flight together),
@@ -76,6 +91,24 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
                     reds_add(hist(b), 1);
                 }
             };
+            // Every pass folds (two ops a key, no second copy of the loop);
+            // only the first one's fold is used.
+            let mut fold = |k: Option<u64>| {
+                if let (true, Some(key)) = (SKIP_COMMON, k) {
+                    if !has_hi || key < hi {
+                        all_and &= key;
+                        all_or |= key;
+                    }
+                }
+            };
+            fold(k0);
+            fold(k1);
+            fold(k2);
+            fold(k3);
+            fold(k4);
+            fold(k5);
+            fold(k6);
+            fold(k7);
             add(bin(k0));
             add(bin(k1));
             add(bin(k2));
@@ -85,6 +118,20 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             add(bin(k6));
             add(bin(k7));
             base += SEL_BATCH as u32;
+        }
+        if SKIP_COMMON && round0 {
+            if TH % 32 == 0 {
+                let mut d = 16u32;
+                while d > 0 {
+                    all_and &= shfl_xor64(all_and, d);
+                    all_or |= shfl_xor64(all_or, d);
+                    d /= 2;
+                }
+            }
+            if TH % 32 != 0 || c.tid & 31 == 0 {
+                reds_and64(key_bits(0), all_and);
+                reds_or64(key_bits(1), all_or);
+            }
         }
         sync();
         // Warp 0 finds the bin holding the rem-th largest key: lane l sums
@@ -133,6 +180,11 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
         }
         sync();
         let (bk, cum, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
+        if round0 {
+            all_and = lds64(key_bits(0));
+            all_or = lds64(key_bits(1));
+            round0 = false;
+        }
         rem -= cum;
         prefix |= (bk as u64) << shift;
         mask |= 255u64 << shift;
@@ -140,6 +192,15 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             return prefix;
         }
         shift -= 8;
+        // Digits every binned key shares: the pass would keep cnt and rem.
+        while SKIP_COMMON && ((all_and ^ all_or) >> shift) & 255 == 0 {
+            prefix |= all_and & (255u64 << shift);
+            mask |= 255u64 << shift;
+            if shift == 0 {
+                return prefix;
+            }
+            shift -= 8;
+        }
     }
 }
 
@@ -1026,27 +1087,88 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
 ) -> (Tile<f32, I>, Tile<i32, I>) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
-    let (_, st, room) = stagebuf::<TH, I>();
+    let (scr, st, room) = stagebuf::<TH, I>();
     let bcap = room / 2;
-    let mut total = 0u32;
-    for ch in 0..chunks {
-        total += counts.read(cnt_off + ch as u64);
+    // Warp 0 reads 32 chunks' counts at once and publishes their exclusive
+    // prefix (the scratch, 4 bytes a chunk) and the total: a loop over the
+    // chunks would pay two dependent global round trips per chunk (run 26
+    // profile: a third of the kernel).
+    let fits = TH % 32 == 0 && chunks <= crate::spec::GPU_SELECT_SCRATCH / 4;
+    if fits && c.tid < 32 {
+        let lane = c.tid;
+        let mut run = 0u32;
+        let mut g = 0u32;
+        while g < chunks {
+            let ch = g + lane;
+            let cn = if ch < chunks { counts.read(cnt_off + ch as u64) } else { 0 };
+            let mut incl = cn;
+            let mut d = 1u32;
+            while d < 32 {
+                let y = shfl_up32(incl, d, 0xffff_ffff);
+                if lane >= d {
+                    incl += y;
+                }
+                d *= 2;
+            }
+            if ch < chunks {
+                sts32(scr + 4 * ch as u64, run + incl - cn);
+            }
+            run += shfl_idx32(incl, 31);
+            g += 32;
+        }
+        if lane == 0 {
+            sts32(misc(6), run);
+        }
     }
-    if n == 0 || n > cap || TH % 32 != 0 || total < n || total > bcap {
+    sync();
+    let total = lds32(misc(6));
+    if !fits || n == 0 || n > cap || total < n || total > bcap {
         let (x, id, _) = top_n_impl::<TH, I, false>(c, logits, row_off, v, n);
         return (x, id);
     }
-    let mut base = 0u32;
-    for ch in 0..chunks {
-        let cn = counts.read(cnt_off + ch as u64);
-        let at = cand_off + (ch * slot) as u64;
-        let mut q = c.tid;
-        while q < cn {
-            let key = order_key(vals.read(at + q as u64), ids.read(at + q as u64) as u32);
-            sts64(st + 8 * (base + q) as u64, key);
-            q += TH as u32;
+    // Every candidate of the row by its flat position: its chunk by a binary
+    // search of the prefix, SEL_BATCH loads in flight per thread.
+    let chunk_of = |q: u32| {
+        let (mut lo, mut hi) = (0u32, chunks);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if lds32(scr + 4 * mid as u64) <= q {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
         }
-        base += cn;
+        (lo, q - lds32(scr + 4 * lo as u64))
+    };
+    let iters = total.div_ceil(TH as u32);
+    let mut base = 0u32;
+    while base < iters {
+        let ld = |j: u32| {
+            let q = (base + j) * TH as u32 + c.tid;
+            if j < iters - base && q < total {
+                let (ch, i) = chunk_of(q);
+                let at = cand_off + (ch * slot + i) as u64;
+                Some((q, order_key(vals.read(at), ids.read(at) as u32)))
+            } else {
+                None
+            }
+        };
+        let put = |k: Option<(u32, u64)>| {
+            if let Some((q, key)) = k {
+                sts64(st + 8 * q as u64, key);
+            }
+        };
+        let (k0, k1, k2, k3) = (ld(0), ld(1), ld(2), ld(3));
+        let (k4, k5, k6, k7) = (ld(4), ld(5), ld(6), ld(7));
+        put(k0);
+        put(k1);
+        put(k2);
+        put(k3);
+        put(k4);
+        put(k5);
+        put(k6);
+        put(k7);
+        base += SEL_BATCH as u32;
     }
     sync();
     survivors_top(c, st, total, n, sorted, bcap)

@@ -45,9 +45,10 @@ pub struct CudaDevice {
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: one block a row
     /// (several were bitwise but slower on the H200, docs/bench/run22-chunks).
     pub(super) stream_chunks: Option<u32>,
-    /// [`Caps::prefix_order`]: off until measured on the H200 (docs/gpu/PENDING.md);
-    /// `SAMPLER_PREFIX_ORDER=1` at backend creation, or [`CudaBackend::set_prefix_order`].
-    pub(super) prefix_order: bool,
+    /// [`Caps::prefix_order`] forced on or off (`SAMPLER_PREFIX_ORDER=1` / `0`
+    /// at backend creation, or [`CudaBackend::set_prefix_order`]); `None`: by
+    /// the candidate width, [`prefix_order_auto`].
+    pub(super) prefix_order: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -127,11 +128,29 @@ fn counts_in_topn_env() -> bool {
 /// forces [`Caps::stream_select`] on for CUDA, `0` off; unset or anything
 /// else leaves the choice to [`stream_select_auto`].
 fn stream_select_env() -> Option<bool> {
-    match std::env::var("SAMPLER_STREAM_SELECT").map(|x| x.trim().to_string()).as_deref() {
+    flag_env("SAMPLER_STREAM_SELECT")
+}
+
+/// A forcing variable: `1` on, `0` off, unset or anything else `None`.
+fn flag_env(name: &str) -> Option<bool> {
+    match std::env::var(name).map(|x| x.trim().to_string()).as_deref() {
         Ok("1") => Some(true),
         Ok("0") => Some(false),
         _ => None,
     }
+}
+
+/// From this candidate width up, the streaming top-N orders only the kept
+/// prefix when nothing forces it. Measured on the H200 (docs/bench/run26-prefix):
+/// 11-37 us faster at N = 4096 (every R), within +-1.5 us at N = 1024, where
+/// the second radix select costs about what the sort of 1024 saves.
+pub const PREFIX_ORDER_MIN_N: u32 = 2048;
+
+/// Whether the streaming top-N at candidate width `n` orders only the kept
+/// prefix when nothing forces it ([`Caps::prefix_order`]; the same bits
+/// either way, `tests/devices/cuda_counts.rs`).
+pub fn prefix_order_auto(n: u32) -> bool {
+    n >= PREFIX_ORDER_MIN_N
 }
 
 /// Rows from which the streaming top-N (one block per row, one read) beats
@@ -186,7 +205,7 @@ impl CudaDevice {
             counts_in_topn: counts_in_topn_env(),
             stream_select: stream_select_env(),
             stream_chunks: std::env::var("SAMPLER_STREAM_CHUNKS").ok().and_then(|x| x.trim().parse().ok()),
-            prefix_order: std::env::var("SAMPLER_PREFIX_ORDER").is_ok_and(|x| x.trim() == "1"),
+            prefix_order: flag_env("SAMPLER_PREFIX_ORDER"),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -272,7 +291,7 @@ impl Device for CudaDevice {
             counts_in_topn: self.counts_in_topn,
             stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
             stream_chunks: self.stream_chunks.unwrap_or(0),
-            prefix_order: self.prefix_order,
+            prefix_order: self.prefix_order.unwrap_or_else(|| prefix_order_auto(n)),
         }
     }
 

@@ -21,7 +21,10 @@ mod tuning;
 mod upload;
 
 pub use context::{driver_present, PTX};
-pub use device::{stream_select_auto, CudaDevice, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE};
+pub use device::{
+    prefix_order_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW,
+    STREAM_MIN_ROWS_WIDE,
+};
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
     chunks_valid, default_chunks, mask_chunks, Tuning, CHUNK_CANDIDATES, FUSED_MAX, MASK_CHUNK, TUNING_TABLES,
@@ -154,11 +157,11 @@ impl CudaBackend {
     }
 
     /// Whether the streaming top-N orders only each row's kept prefix where
-    /// the step allows it ([`Caps::prefix_order`], `pipeline::sorted_prefix`;
-    /// off by default until measured on the H200, `SAMPLER_PREFIX_ORDER=1` at
-    /// creation switches it on).
-    /// The same bits either way.
-    pub fn set_prefix_order(&mut self, on: bool) {
+    /// the step allows it ([`Caps::prefix_order`], `pipeline::sorted_prefix`):
+    /// forced on or off (`Some`), or by the candidate width (`None`, the
+    /// default: [`prefix_order_auto`], from N = 2048). `SAMPLER_PREFIX_ORDER=1` /
+    /// `0` when the backend is created forces it too. The same bits either way.
+    pub fn set_prefix_order(&mut self, on: Option<bool>) {
         self.d.prefix_order = on;
     }
 
