@@ -24,8 +24,6 @@ pub(super) const SLOTS: usize = 0;
 pub(super) const HIST: usize = 512;
 /// Block-uniform scalars published by one thread (8 u32).
 pub(super) const MISC: usize = 1536;
-/// The radix select's AND and OR of its keys (2 u64), below `SMEM_BASE`.
-pub(super) const KEY_BITS: usize = 1600;
 
 /// Reduction slot `w` (16 bytes, shared-window address).
 #[inline(always)]
@@ -79,18 +77,6 @@ pub(super) fn atoms_add(a: u64, v: u32) -> u32 {
     };
     r
 }
-/// `red.shared.and.b64`: ANDs `v` into the word at `a`.
-#[inline(always)]
-pub(super) fn reds_and64(a: u64, v: u64) {
-    // SAFETY: as `lds64`.
-    unsafe { asm!("red.shared.and.b64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v, options(nostack)) };
-}
-/// `red.shared.or.b64`: ORs `v` into the word at `a`.
-#[inline(always)]
-pub(super) fn reds_or64(a: u64, v: u64) {
-    // SAFETY: as `lds64`.
-    unsafe { asm!("red.shared.or.b64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v, options(nostack)) };
-}
 /// `red.shared.add.u32`: adds `v` at `a`.
 #[inline(always)]
 pub(super) fn reds_add(a: u64, v: u32) {
@@ -104,11 +90,6 @@ pub(super) fn hist(b: u32) -> u64 {
 #[inline(always)]
 pub(super) fn misc(i: u32) -> u64 {
     sh() + MISC as u64 + 4 * i as u64
-}
-/// The radix select's key AND (`i = 0`) and OR (`i = 1`) words (u64).
-#[inline(always)]
-pub(super) fn key_bits(i: u32) -> u64 {
-    sh() + KEY_BITS as u64 + 8 * i as u64
 }
 /// The sort buffer (u64 keys).
 #[inline(always)]

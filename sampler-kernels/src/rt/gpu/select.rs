@@ -6,18 +6,13 @@
 
 use super::super::math::{counts_from_bins, key_of_bits, order_bits, order_is_bad, order_key, NEG_INF_ORDER};
 use super::block::{block_excl_scan, block_fold};
-use super::ptx::{
-    atoms_add, hist, key_bits, lds32, lds64, misc, reds_add, reds_and64, reds_or64, sortbuf, stagebuf, sts128, sts32,
-    sts64, sync,
-};
+use super::ptx::{atoms_add, hist, lds32, lds64, misc, reds_add, sortbuf, stagebuf, sts128, sts32, sts64, sync};
 use super::sort::{bitonic_desc, radix_desc, radix_fits, split_keys};
-use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, shfl_xor64, warp_claim, warp_hist_add};
+use super::warp::{ballot, match_any, shfl_idx32, shfl_up32, warp_claim, warp_hist_add};
 use super::{Ctx, Gm, Source, Tile, SORT_CAP};
 
 /// Keys loaded together per thread in the selection passes.
 pub(super) const SEL_BATCH: usize = 8;
-/// Whether the radix select sets the digits all its keys share without a pass.
-const SKIP_COMMON: bool = true;
 
 /// The smallest key of the `k` largest keys `< hi` (all keys when `!has_hi`)
 /// among those `keys` yields, `1 <= k <=` their number; every thread gets it.
@@ -50,22 +45,12 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     let mut mask = 0u64;
     let mut rem = k;
     let mut shift = from;
-    // The first pass also takes the AND and OR of the keys it bins: a digit
-    // they all share would make a later pass put every key in one bin, so
-    // it is set without the pass (bf16 and f16 logits: the low 16 order
-    // bits; ids below 2^17: their high bits). The result is the same.
-    let mut round0 = true;
-    let (mut all_and, mut all_or) = (!0u64, 0u64);
     loop {
         let first = shift == 56;
         let mut b = c.tid as usize;
         while b < 256 {
             sts32(hist(b as u32), 0);
             b += TH;
-        }
-        if round0 && c.tid == 0 {
-            sts64(key_bits(0), !0u64);
-            sts64(key_bits(1), 0);
         }
         sync();
         // Loads in batches of SEL_BATCH (independent, in flight together),
@@ -91,24 +76,6 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
                     reds_add(hist(b), 1);
                 }
             };
-            // Every pass folds (two ops a key, no second copy of the loop);
-            // only the first one's fold is used.
-            let mut fold = |k: Option<u64>| {
-                if let (true, Some(key)) = (SKIP_COMMON, k) {
-                    if !has_hi || key < hi {
-                        all_and &= key;
-                        all_or |= key;
-                    }
-                }
-            };
-            fold(k0);
-            fold(k1);
-            fold(k2);
-            fold(k3);
-            fold(k4);
-            fold(k5);
-            fold(k6);
-            fold(k7);
             add(bin(k0));
             add(bin(k1));
             add(bin(k2));
@@ -118,20 +85,6 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             add(bin(k6));
             add(bin(k7));
             base += SEL_BATCH as u32;
-        }
-        if SKIP_COMMON && round0 {
-            if TH % 32 == 0 {
-                let mut d = 16u32;
-                while d > 0 {
-                    all_and &= shfl_xor64(all_and, d);
-                    all_or |= shfl_xor64(all_or, d);
-                    d /= 2;
-                }
-            }
-            if TH % 32 != 0 || c.tid & 31 == 0 {
-                reds_and64(key_bits(0), all_and);
-                reds_or64(key_bits(1), all_or);
-            }
         }
         sync();
         // Warp 0 finds the bin holding the rem-th largest key: lane l sums
@@ -180,11 +133,6 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
         }
         sync();
         let (bk, cum, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
-        if round0 {
-            all_and = lds64(key_bits(0));
-            all_or = lds64(key_bits(1));
-            round0 = false;
-        }
         rem -= cum;
         prefix |= (bk as u64) << shift;
         mask |= 255u64 << shift;
@@ -192,15 +140,6 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             return prefix;
         }
         shift -= 8;
-        // Digits every binned key shares: the pass would keep cnt and rem.
-        while SKIP_COMMON && ((all_and ^ all_or) >> shift) & 255 == 0 {
-            prefix |= all_and & (255u64 << shift);
-            mask |= 255u64 << shift;
-            if shift == 0 {
-                return prefix;
-            }
-            shift -= 8;
-        }
     }
 }
 
