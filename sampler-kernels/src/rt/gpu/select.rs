@@ -87,49 +87,8 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             base += SEL_BATCH as u32;
         }
         sync();
-        // Warp 0 finds the bin holding the rem-th largest key: lane l sums
-        // bins 255 - 8l ..= 248 - 8l (from the top), a shuffle scan over the
-        // lanes, and the one lane whose range crosses rem walks its 8 bins
-        // (instead of one thread walking all 256 bins).
         if c.tid < 32 {
-            let lane = c.tid;
-            let mut h = [0u32; 8];
-            let mut s = 0u32;
-            for (j, x) in h.iter_mut().enumerate() {
-                *x = lds32(hist(255 - (8 * lane + j as u32)));
-                s += *x;
-            }
-            let mut incl = s;
-            let mut d = 1u32;
-            while d < 32 {
-                let y = shfl_up32(incl, d, 0xffff_ffff);
-                if lane >= d {
-                    incl += y;
-                }
-                d *= 2;
-            }
-            let excl = incl - s;
-            let mut pick = (0u32, 0u32, 0u32);
-            let mut write = lane == 31 && incl < rem;
-            if excl < rem && incl >= rem {
-                write = true;
-                let mut cum = excl;
-                let mut found = false;
-                for (j, &x) in h.iter().enumerate() {
-                    if !found && cum + x >= rem {
-                        pick = ((255 - (8 * lane as usize + j)) as u32, cum, x);
-                        found = true;
-                    }
-                    if !found {
-                        cum += x;
-                    }
-                }
-            }
-            if write {
-                sts32(misc(0), pick.0);
-                sts32(misc(1), pick.1);
-                sts32(misc(2), pick.2);
-            }
+            pick_bin(c.tid, hist(0), rem, misc(0));
         }
         sync();
         let (bk, cum, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
@@ -138,6 +97,155 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
         mask |= 255u64 << shift;
         if cnt == rem || shift == 0 {
             return prefix;
+        }
+        shift -= 8;
+    }
+}
+
+/// One warp (lane `lane`) finds the bin of the 256-bin histogram at `hb`
+/// (shared, u32 counts) that holds the `rem`-th largest key, and writes
+/// (bin, keys in the bins above it, keys in it) at `out` (3 u32): lane l
+/// sums bins 255 - 8l ..= 248 - 8l (from the top), a shuffle scan over the
+/// lanes, and the one lane whose range crosses rem walks its 8 bins
+/// (instead of one thread walking all 256 bins).
+#[inline(always)]
+fn pick_bin(lane: u32, hb: u64, rem: u32, out: u64) {
+    let mut h = [0u32; 8];
+    let mut s = 0u32;
+    for (j, x) in h.iter_mut().enumerate() {
+        *x = lds32(hb + 4 * (255 - (8 * lane + j as u32)) as u64);
+        s += *x;
+    }
+    let mut incl = s;
+    let mut d = 1u32;
+    while d < 32 {
+        let y = shfl_up32(incl, d, 0xffff_ffff);
+        if lane >= d {
+            incl += y;
+        }
+        d *= 2;
+    }
+    let excl = incl - s;
+    let mut pick = (0u32, 0u32, 0u32);
+    let mut write = lane == 31 && incl < rem;
+    if excl < rem && incl >= rem {
+        write = true;
+        let mut cum = excl;
+        let mut found = false;
+        for (j, &x) in h.iter().enumerate() {
+            if !found && cum + x >= rem {
+                pick = ((255 - (8 * lane as usize + j)) as u32, cum, x);
+                found = true;
+            }
+            if !found {
+                cum += x;
+            }
+        }
+    }
+    if write {
+        sts32(out, pick.0);
+        sts32(out + 4, pick.1);
+        sts32(out + 8, pick.2);
+    }
+}
+
+/// [`radix_select`] of two ranks at once: the smallest keys of the `rank1`
+/// and of the `rank2` largest keys `keys` yields, from one sequence of passes (two
+/// histograms a pass, one while both ranks are in the same bin; warps 0 and
+/// 1 pick their bins together), so a second rank costs no extra barriers.
+/// The second histogram and pick use the first 1036 bytes of the sort
+/// buffer, free until the gathers.
+#[inline(always)]
+fn radix_select2<const TH: usize, const I: usize>(
+    c: &Ctx<TH, I>,
+    iters: u32,
+    keys: &impl Fn(u32) -> Option<u64>,
+    rank1: u32,
+    rank2: u32,
+) -> (u64, u64) {
+    let h2 = sortbuf();
+    let out2 = h2 + 1024;
+    let (mut p1, mut m1, mut r1, mut d1) = (0u64, 0u64, rank1, false);
+    let (mut p2, mut m2, mut r2, mut d2) = (0u64, 0u64, rank2, false);
+    let mut shift = 56u32;
+    loop {
+        // One histogram while both ranks share their prefix (always on the
+        // first digit): the second pick then reads the first histogram.
+        let shared = !d1 && !d2 && p1 == p2 && m1 == m2;
+        let two = !d1 && !d2 && !shared;
+        let first = shift == 56;
+        let mut b = c.tid as usize;
+        while b < 512 {
+            if b < 256 {
+                sts32(hist(b as u32), 0);
+            } else if two {
+                sts32(h2 + 4 * (b - 256) as u64, 0);
+            }
+            b += TH;
+        }
+        sync();
+        // The histogram of a rank still open: hist for rank 1 (or rank 2
+        // when rank 1 is done), h2 for rank 2 beside rank 1.
+        let (pa, ma) = if d1 { (p2, m2) } else { (p1, m1) };
+        let mut base = 0u32;
+        while base < iters {
+            let ld = |it: u32| if it < iters { keys(it) } else { None };
+            let bin = |k: Option<u64>, p: u64, m: u64| match k {
+                Some(key) if (key & m) == p => ((key >> shift) & 255) as u32,
+                _ => 256u32,
+            };
+            let (k0, k1, k2, k3) = (ld(base), ld(base + 1), ld(base + 2), ld(base + 3));
+            let (k4, k5, k6, k7) = (ld(base + 4), ld(base + 5), ld(base + 6), ld(base + 7));
+            let add = |k: Option<u64>| {
+                let ba = bin(k, pa, ma);
+                if first {
+                    warp_hist_add(c.tid, ba);
+                } else if ba < 256 {
+                    reds_add(hist(ba), 1);
+                }
+                if two {
+                    let bb = bin(k, p2, m2);
+                    if bb < 256 {
+                        reds_add(h2 + 4 * bb as u64, 1);
+                    }
+                }
+            };
+            add(k0);
+            add(k1);
+            add(k2);
+            add(k3);
+            add(k4);
+            add(k5);
+            add(k6);
+            add(k7);
+            base += SEL_BATCH as u32;
+        }
+        sync();
+        let w = c.tid / 32;
+        let w2 = if TH >= 64 { 1 } else { 0 };
+        if w == 0 && !d1 {
+            pick_bin(c.tid & 31, hist(0), r1, misc(0));
+        }
+        if w == w2 && !d2 {
+            pick_bin(c.tid & 31, if two { h2 } else { hist(0) }, r2, out2);
+        }
+        sync();
+        if !d1 {
+            let (bk, cum, cnt) = (lds32(misc(0)), lds32(misc(1)), lds32(misc(2)));
+            r1 -= cum;
+            p1 |= (bk as u64) << shift;
+            m1 |= 255u64 << shift;
+            d1 = cnt == r1 || shift == 0;
+        }
+        if !d2 {
+            let (bk, cum, cnt) = (lds32(out2), lds32(out2 + 4), lds32(out2 + 8));
+            r2 -= cum;
+            p2 |= (bk as u64) << shift;
+            m2 |= 255u64 << shift;
+            d2 = cnt == r2 || shift == 0;
+        }
+        if d1 && d2 {
+            return (p1, p2);
         }
         shift -= 8;
     }
@@ -935,14 +1043,20 @@ fn survivors_top<const TH: usize, const I: usize>(
         }
     };
     let iters = total.div_ceil(TH as u32);
-    let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
     let mut out = [0u64; I];
     let s = sorted.min(m);
     if s == m {
+        let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
         gather_sorted(c, iters, &keys, lo, false, 0, m, 0, &mut out, st, 8 * bcap);
     } else {
+        // Both bounds from one sequence of passes when both are needed.
+        let (lo, hi) = if total > m && s > 0 {
+            radix_select2(c, iters, &keys, m, s)
+        } else {
+            let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
+            (lo, if s > 0 { radix_select(c, iters, &keys, false, 0, s) } else { 0 })
+        };
         // The unsorted rest first: the sort below reuses the survivor buffer.
-        let hi = if s > 0 { radix_select(c, iters, &keys, false, 0, s) } else { 0 };
         gather_plain(c, iters, &keys, lo, s > 0, hi, m - s, s, &mut out);
         if s > 0 {
             gather_sorted(c, iters, &keys, hi, false, 0, s, 0, &mut out, st, 8 * bcap);
