@@ -126,6 +126,8 @@ fn golden_cases_with_stream_select_equal_cpu() {
     };
     assert_eq!(be.stream_select(), env, "the streaming top-N is forced only by SAMPLER_STREAM_SELECT=1 / 0");
     be.set_stream_select(Some(true));
+    // One block a row (force_topn_stream); several: the chunks test below.
+    be.set_stream_chunks(Some(0));
     let (mut runs, mut streamed, mut rows, mut fell) = (0, 0, 0, 0);
     let mut fails = Vec::new();
     for f in &files {
@@ -248,6 +250,7 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
     let mut be = CudaBackend::new().unwrap();
     be.set_stream_select(Some(true));
     be.set_prefix_order(Some(true));
+    be.set_stream_chunks(Some(0));
     be.set_full_row(true);
     let mut fails = Vec::new();
     // top-k off: all N in order; 50: only the first 64 (Caps::prefix_order).

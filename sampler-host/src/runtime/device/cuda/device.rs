@@ -42,8 +42,9 @@ pub struct CudaDevice {
     /// `None`: by the batch, [`stream_select_auto`].
     pub(super) stream_select: Option<bool>,
     /// [`Caps::stream_chunks`] forced (`SAMPLER_STREAM_CHUNKS=C` at backend
-    /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: one block a row
-    /// (several were bitwise but slower on the H200, docs/bench/run22-chunks).
+    /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: by the batch,
+    /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 2048 when only the
+    /// kept prefix is ordered, else one).
     pub(super) stream_chunks: Option<u32>,
     /// [`Caps::prefix_order`] forced on or off (`SAMPLER_PREFIX_ORDER=1` / `0`
     /// at backend creation, or [`CudaBackend::set_prefix_order`]); `None`: by
@@ -152,6 +153,24 @@ pub const PREFIX_ORDER_MIN_N: u32 = 2048;
 pub fn prefix_order_auto(n: u32) -> bool {
     n >= PREFIX_ORDER_MIN_N
 }
+
+/// Blocks a row of the streaming top-N when nothing forces it and only the
+/// kept prefix is ordered: [`STREAM_CHUNKS_SMALL_R`] for batches of at most
+/// [`STREAM_CHUNKS_MAX_ROWS`] rows at N >= [`PREFIX_ORDER_MIN_N`], else one
+/// (0). Measured on the H200 (docs/bench/run28-pair): R = 1, N = 4096 68.2 us
+/// over 8 blocks against 75.3 in one, R = 16 72.9 against 74.0; the same bits.
+pub fn stream_chunks_auto(n: u32, rows: u32) -> u32 {
+    if n >= PREFIX_ORDER_MIN_N && rows <= STREAM_CHUNKS_MAX_ROWS {
+        STREAM_CHUNKS_SMALL_R
+    } else {
+        0
+    }
+}
+
+/// See [`stream_chunks_auto`].
+pub const STREAM_CHUNKS_SMALL_R: u32 = 8;
+/// See [`stream_chunks_auto`].
+pub const STREAM_CHUNKS_MAX_ROWS: u32 = 16;
 
 /// Rows from which the streaming top-N (one block per row, one read) beats
 /// the chunked one (several blocks per row, then a merge), by candidate
@@ -284,14 +303,15 @@ impl Device for CudaDevice {
     }
 
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+        let prefix = self.prefix_order.unwrap_or_else(|| prefix_order_auto(n));
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
             topn_chunks: self.chunks_for(v, n, rows),
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
             stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
-            stream_chunks: self.stream_chunks.unwrap_or(0),
-            prefix_order: self.prefix_order.unwrap_or_else(|| prefix_order_auto(n)),
+            stream_chunks: self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 }),
+            prefix_order: prefix,
         }
     }
 

@@ -22,8 +22,8 @@ mod upload;
 
 pub use context::{driver_present, PTX};
 pub use device::{
-    prefix_order_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW,
-    STREAM_MIN_ROWS_WIDE,
+    prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS,
+    STREAM_CHUNKS_SMALL_R, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
@@ -150,7 +150,8 @@ impl CudaBackend {
     /// Spreads each row of the streaming top-N over `c` blocks
     /// ([`Caps::stream_chunks`]: `topn_chunk_stream` + `topn_merge_stream`;
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
-    /// (`None`, the default: one block a row, docs/bench/run22-chunks). `SAMPLER_STREAM_CHUNKS=c`
+    /// (`None`, the default: [`stream_chunks_auto`], 8 blocks at R <= 16 and
+    /// N >= 2048 with prefix order, else one; docs/bench/run28-pair). `SAMPLER_STREAM_CHUNKS=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
         self.d.stream_chunks = c;
