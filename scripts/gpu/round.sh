@@ -18,7 +18,7 @@
 # check:   tests/devices cuda_backend (public device API, graphs, bf16/f16 device logits), gpu_suite
 #          golden (f32, then bf16/f16 device logits), gpu_suite adversarial (selection edge cases),
 #          sample --backend cuda, compute-sanitizer memcheck + racecheck on representative steps
-#          (SAN_TOOLS, SAN_STEPS, SAN_TIMEOUT), then the Python wheel on torch CUDA tensors (the
+#          (SAN_TOOLS, SAN_STEPS, SAN_TIMEOUT; SAN_SYNTH: benchmark-shaped `gpu_suite synth R:N` steps), then the Python wheel on torch CUDA tensors (the
 #          python round; PY=0 skips it). SUITE=1 adds gpu_suite's timing and tree tables and one
 #          `conformance --backend cuda` case.
 # counts:  Caps::counts_in_topn (SAMPLER_COUNTS_IN_TOPN) both ways: tests/devices cuda_counts (every
@@ -145,6 +145,13 @@ check() {
                 local st_rc=$?
                 echo "-- $tool $(basename $st): exit $st_rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san.txt" | head -2 | tr '\n' ' ')"
                 [ "$st_rc" = 0 ] || { rc=1; grep -E "Error|error" "$out/san.txt" | head -5; }
+            done
+            # Benchmark-shaped steps (the golden steps have N <= 64): 8 blocks a row, the paired select.
+            for sy in ${SAN_SYNTH:-1:4096 16:4096 1:0}; do
+                timeout ${SAN_TIMEOUT:-60} "$cs" --tool "$tool" --error-exitcode 9 $b/gpu_suite synth $sy > "$out/san.txt" 2>&1
+                local sy_rc=$?
+                echo "-- $tool synth $sy: exit $sy_rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san.txt" | head -2 | tr '\n' ' ')"
+                [ "$sy_rc" = 0 ] || { rc=1; grep -E "Error|error|MISMATCH" "$out/san.txt" | head -5; }
             done
         done
         if [ "${PY:-1}" = 1 ]; then
