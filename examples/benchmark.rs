@@ -24,7 +24,7 @@
 //! benchmark chart OURS.json [--fi fi.json] [--torch torch.json] OUT.svg
 //!     time vs R per N (log-log): ours (graph), floor, FlashInfer (graph),
 //!     torch; SVG (`scripts/gpu/round.sh chart` renders the PNG).
-//! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1] [--clock cpu|wall]
+//! benchmark cpu [--v 129280] [--n 1024,4096,0] [--reps 7] [--threads 1] [--clock cpu|wall] [--filters on|off]
 //!               [--peer ../shared/peers/numpy_sampler.py] [--python python3] [--json F]
 //!     the CPU backend beside the numpy peer (issue 12 item 7), ms per row
 //!     per core: our verify-like step (R = 16: three decode requests with
@@ -32,7 +32,8 @@
 //!     peer's own workload), both through the public `Sampler` API on a
 //!     rayon pool of `--threads` threads; the peer on one core. `--clock cpu`
 //!     (default; one thread) times CPU time on both sides, which a busy
-//!     shared machine disturbs far less than wall time.
+//!     shared machine disturbs far less than wall time. `--filters off`:
+//!     top-p 1 and top-k off on both sides (every token kept, issue 22 item 6).
 //! ```
 //! Workload (the peers'): V = 129280 f32 logits ~ 3 x normal, temperature
 //! 0.7, top-p 0.9, top-k 50, top-5 logprobs, force top-N (0 = off).
@@ -855,12 +856,13 @@ fn normal_logits(rows: usize, v: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// The peer's sampling parameters (T 0.7, top-p 0.9, top-k 50) with `k` top logprobs.
-fn peer_params(seed: u64, k: u32) -> SamplingParams {
+/// The peer's sampling parameters (T 0.7, top-p 0.9, top-k 50; with
+/// `unfiltered`, top-p 1 and top-k off: every token kept) with `k` top logprobs.
+fn peer_params(seed: u64, k: u32, unfiltered: bool) -> SamplingParams {
     SamplingParams {
         temperature: 0.7,
-        top_p: 0.9,
-        top_k: 50,
+        top_p: if unfiltered { 1.0 } else { 0.9 },
+        top_k: if unfiltered { -1 } else { 50 },
         top_logprobs: k,
         seq_seed: Some(seed),
         ..Default::default()
@@ -870,7 +872,7 @@ fn peer_params(seed: u64, k: u32) -> SamplingParams {
 /// A verify-like step of R = 16 (decode requests with seqlen_q 6, 6, 4, as
 /// `examples/sample.rs`): the drafts and their distributions come from an
 /// untimed draft step on the target logits plus noise.
-fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32) -> Res<Vec<Request>> {
+fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32, unfiltered: bool) -> Res<Vec<Request>> {
     let qs = [6u64, 6, 4];
     let mut aligned = Vec::new();
     let mut first = 0;
@@ -884,7 +886,7 @@ fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32) -> R
         .iter()
         .enumerate()
         .map(|(i, &q)| Request {
-            params: peer_params(1 + i as u64, 64),
+            params: peer_params(1 + i as u64, 64, unfiltered),
             kind: RequestKind::Draft { seqlen_k: 100 + q, seqlen_q: q, last_valid_offset: 0, rows: q as u32 - 1 },
             golden: vec![],
             masks: None,
@@ -901,7 +903,8 @@ fn verify_requests(sampler: &mut Sampler, target: &[f32], v: usize, k: u32) -> R
             })
             .collect();
         row += q as usize - 1;
-        out.push(Request::decode(peer_params(1 + i as u64, k), 100 + q, q, dout.requests[i].emitted.clone(), dists));
+        let params = peer_params(1 + i as u64, k, unfiltered);
+        out.push(Request::decode(params, 100 + q, q, dout.requests[i].emitted.clone(), dists));
     }
     Ok(out)
 }
@@ -951,16 +954,33 @@ fn time_ms(reps: usize, cpu: bool, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
 }
 
 /// Runs the numpy peer on one core; its per-shape records, or why not.
-fn run_peer(args: &[String], v: u32, ns: &[u32], rows: u32, reps: usize, cpu: bool) -> Res<Vec<Value>> {
+fn run_peer(
+    args: &[String],
+    v: u32,
+    ns: &[u32],
+    rows: u32,
+    reps: usize,
+    cpu: bool,
+    unfiltered: bool,
+) -> Res<Vec<Value>> {
     let default = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peers/numpy_sampler.py");
     let peer = arg(args, "--peer").unwrap_or(default.into());
     let python = arg(args, "--python").unwrap_or("python3".into());
     let json = std::env::temp_dir().join(format!("numpy-peer-{}.json", std::process::id()));
     let nl: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
     // --clock cpu: the peer's own timer (time.perf_counter) reads process CPU time instead.
-    let wrap = "import runpy, sys, time\nif sys.argv[1] == 'cpu': time.perf_counter = time.process_time\nsys.argv = sys.argv[2:]\nrunpy.run_path(sys.argv[0], run_name='__main__')";
+    // --filters off: its `step` samples with top-p 1 and top-k off (the file is not changed).
+    let wrap = "import importlib.util, sys, time\n\
+        if sys.argv[1] == 'cpu': time.perf_counter = time.process_time\n\
+        off = sys.argv[2] == 'off'\n\
+        sys.argv = sys.argv[3:]\n\
+        spec = importlib.util.spec_from_file_location('numpy_peer', sys.argv[0])\n\
+        m = importlib.util.module_from_spec(spec)\n\
+        spec.loader.exec_module(m)\n\
+        if off: m.step = lambda x, n, seed=1, position=41: [m.sample_row(x[r], n, 0.7, 1.0, -1, m.uniform(seed + r, 3 * position)) for r in range(x.shape[0])]\n\
+        m.main()";
     let st = std::process::Command::new(&python)
-        .args(["-c", wrap, if cpu { "cpu" } else { "wall" }])
+        .args(["-c", wrap, if cpu { "cpu" } else { "wall" }, if unfiltered { "off" } else { "on" }])
         .arg(&peer)
         .args([
             "--vocab",
@@ -1005,6 +1025,14 @@ fn cpu(args: &[String]) -> ExitCode {
         eprintln!("--clock cpu times one thread: use --threads 1 (or --clock wall)");
         return ExitCode::from(2);
     }
+    let unfiltered = match arg(args, "--filters").as_deref() {
+        None | Some("on") => false,
+        Some("off") => true,
+        Some(x) => {
+            eprintln!("--filters {x}: expected on or off");
+            return ExitCode::from(2);
+        }
+    };
     let rows = 16u32;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a rayon pool");
     let target = normal_logits(rows as usize, v as usize, 7);
@@ -1014,10 +1042,10 @@ fn cpu(args: &[String]) -> ExitCode {
             pool.install(|| {
                 let cfg = SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend: BackendKind::Cpu };
                 let mut s = Sampler::new(cfg).map_err(|e| e.to_string())?;
-                let vreqs = verify_requests(&mut s, &target, v as usize, 5)?;
+                let vreqs = verify_requests(&mut s, &target, v as usize, 5, unfiltered)?;
                 let verify = time_ms(reps, cpu, || s.sample(&target, &vreqs).map(drop).map_err(|e| e.to_string()))?;
                 let preqs: Vec<Request> =
-                    (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
+                    (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5, unfiltered), 41)).collect();
                 let prefill = time_ms(reps, cpu, || s.sample(&target, &preqs).map(drop).map_err(|e| e.to_string()))?;
                 Ok((verify, prefill))
             })
@@ -1029,8 +1057,9 @@ fn cpu(args: &[String]) -> ExitCode {
         .map(|&n| {
             let cfg = SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend: BackendKind::Cpu };
             let mut s = Sampler::new(cfg).map_err(|e| e.to_string())?;
-            let vreqs = verify_requests(&mut s, &target, v as usize, 5)?;
-            let preqs: Vec<Request> = (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5), 41)).collect();
+            let vreqs = verify_requests(&mut s, &target, v as usize, 5, unfiltered)?;
+            let preqs: Vec<Request> =
+                (0..rows as u64).map(|i| Request::prefill(peer_params(1 + i, 5, unfiltered), 41)).collect();
             let count = |reqs: &[Request]| -> Res<usize> {
                 let width = if n == 0 { v } else { n };
                 let (p, _) =
@@ -1047,9 +1076,10 @@ fn cpu(args: &[String]) -> ExitCode {
             Ok((count(&vreqs)?, count(&preqs)?))
         })
         .collect();
-    let peer = run_peer(args, v, &ns, rows, reps, cpu);
+    let peer = run_peer(args, v, &ns, rows, reps, cpu, unfiltered);
     let per_row = |ms: f64| ms * threads as f64 / rows as f64;
-    println!("CPU backend vs numpy peer: V = {v}, R = {rows}, T 0.7, top-p 0.9, top-k 50, top-5 logprobs; ms per row per core");
+    let filters = if unfiltered { "top-p 1, top-k off" } else { "top-p 0.9, top-k 50" };
+    println!("CPU backend vs numpy peer: V = {v}, R = {rows}, T 0.7, {filters}, top-5 logprobs; ms per row per core");
     println!(
         "clock: {}; ours: {threads} rayon thread(s), median of {reps}; peer: {}",
         if cpu { "CPU time" } else { "wall" },
