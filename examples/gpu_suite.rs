@@ -10,6 +10,8 @@
 //!                               vs the CPU on their f32 widening, bitwise
 //! gpu_suite step CASE.json..    each case once on CUDA, compared with the CPU
 //!                               (the representative step for compute-sanitizer)
+//! gpu_suite synth R:N..         one step of the benchmark's inputs per shape (N 0: off) on
+//!                               CUDA, bitwise vs the CPU (compute-sanitizer at full size)
 //! gpu_suite timing [--quick]    kernel and step times, R in 1,16,64,256 x N in 1024,4096,off
 //!                               at V = 129280 (CUDA events), bitwise check vs CPU for R <= 16
 //! gpu_suite adversarial         selection edge cases at V = 129280 (all equal, two levels,
@@ -24,6 +26,10 @@
 //!
 //! Exit status: 0 when everything matched, 1 on any mismatch or device error,
 //! 77 when no CUDA device is present (nothing was run).
+
+#[allow(dead_code)]
+#[path = "benchmark.rs"]
+mod bench;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -253,9 +259,9 @@ fn step(files: &[PathBuf]) -> ExitCode {
     }
 }
 
-/// One step per `R:N` argument (`N` 0: force top-k off) at the benchmark's
-/// shape: V = 129280, logits ~ 3 x N(0, 1), temperature 0.7, top-p 0.9,
-/// top-k 50, top-5 logprobs, in the backend's default configuration (at
+/// One step per `R:N` argument (`N` 0: force top-k off) on the benchmark's
+/// own inputs (`bench_inputs`: V = 129280, logits ~ 3 x N(0, 1), temperature
+/// 0.7, top-p 0.9, top-k 50, top-5 logprobs), in the backend's default configuration (at
 /// R <= 16, N = 4096: 8 blocks a row and only the kept prefix ordered),
 /// bitwise against the CPU backend. Small enough for compute-sanitizer,
 /// which the golden cases' steps (N <= 64) leave short of those paths.
@@ -273,22 +279,7 @@ fn synth(shapes: &[String]) -> ExitCode {
             bad += 1;
             continue;
         };
-        let mut g = Rng(5 + r as u64);
-        let logits: Vec<f32> =
-            (0..r as usize * v as usize).map(|_| 3.0 * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0)).collect();
-        let requests: Vec<Request> = (0..r as u64)
-            .map(|i| {
-                let p = SamplingParams {
-                    temperature: 0.7,
-                    top_p: 0.9,
-                    top_k: 50,
-                    top_logprobs: 5,
-                    seq_seed: Some(91 + i),
-                    ..Default::default()
-                };
-                Request::prefill(p, 3 + i)
-            })
-            .collect();
+        let (logits, requests) = bench::bench_inputs(r, v, 7 + r as u64, LogprobsMode::Processed);
         let width = if n == 0 { v } else { n };
         let plan = match build_plan(v, width, u32::MAX, &logits, &requests) {
             Ok(p) => p.0.into_owned(),
