@@ -410,6 +410,8 @@ prefix() {
 # golden by default and with the stream over AB_CHUNKS blocks, adversarial), then `benchmark run` at
 # AB_ROWS x AB_NS with each PTX (f32), bf16 at AB_BROWS x AB_BNS with each, and the staged PTX over
 # AB_CHUNKS blocks at R = 1, 16 -> ab.log, ours-b.json, ours-a.json, bf16-b.json, bf16-a.json, ours-b-sc*.json.
+# AB_ENV: variables of the A side instead of (or beside) AB_PTX ("SAMPLER_KEPT_HEAD=0"); AB_ENV_C: a third
+# side c with its own variables (ours-c.json, bf16-c.json).
 ab() {
     local b=$s/bin gd=$s/golden rc=0 alt=/tmp/ab-alt.ptx
     {
@@ -421,12 +423,19 @@ ab() {
         timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
         echo "== gpu_suite golden, stream select over ${AB_CHUNKS:-8} blocks"
         SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=${AB_CHUNKS:-8} timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
+        echo "== gpu_suite golden, prefix order and stream select forced"
+        SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=1 timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
         echo "== gpu_suite adversarial"
         SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
-        for v in b a; do
-            [ $v = a ] && [ ! -f $alt ] && continue
+        echo "== gpu_suite synth ${AB_SYNTH:-1:4096 16:4096 64:4096 384:4096 1:1024 1:0}"
+        timeout 200 $b/gpu_suite synth ${AB_SYNTH:-1:4096 16:4096 64:4096 384:4096 1:1024 1:0} 2>&1 | tail -8 || rc=1
+        for v in b a c; do
+            [ $v = a ] && [ ! -f $alt ] && [ -z "${AB_ENV:-}" ] && continue
+            [ $v = c ] && [ -z "${AB_ENV_C:-}" ] && continue
             local env=""
-            [ $v = a ] && env="SAMPLER_PTX_FILE=$alt"
+            [ $v = a ] && [ -f $alt ] && env="SAMPLER_PTX_FILE=$alt"
+            [ $v = a ] && env="$env ${AB_ENV:-}"
+            [ $v = c ] && env="${AB_ENV_C}"
             echo "== ours $v (f32)"
             env $env timeout 150 $b/benchmark run --rows "${AB_ROWS:-1,16,64,256,384}" --n "${AB_NS:-1024,4096,0}" --json "$out/ours-$v.json" || rc=1
             echo "== ours $v (bf16)"

@@ -277,6 +277,8 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         stream_select: false,
         stream_chunks: 0,
         prefix_order: false, // buffers compared launch by launch: all N in order
+        kept_head: true,
+        fold_finalize: true,
     };
     let configs = [
         (
@@ -289,6 +291,8 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 stream_select: false,
                 stream_chunks: 0,
                 prefix_order: false, // buffers compared launch by launch: all N in order
+                kept_head: true,
+                fold_finalize: true,
             },
             Numerics::Exact,
         ),

@@ -17,7 +17,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn fused_kernels_equal_the_kernels_they_fuse() {
     let mut rng = Rng::new(99);
-    let (mut cases, mut skips) = (0, 0);
+    let (mut cases, mut skips, mut heads) = (0, 0, 0);
     for rep in 0..300u64 {
         let v = rng.pick(&[5usize, 64, 300, 1000, 3000]);
         let n = if rng.chance(0.25) { v as u32 } else { (rng.range(1, v as u64 + 1) as u32).min(v as u32) };
@@ -198,6 +198,7 @@ fn fused_kernels_equal_the_kernels_they_fuse() {
                 Gm::new(&ids),
                 Gm::new(&lp1),
                 n,
+                n,
                 Gm::new(&tok),
                 kk,
                 Gm::new_mut(&mut tl2),
@@ -211,9 +212,66 @@ fn fused_kernels_equal_the_kernels_they_fuse() {
             (bits(&tl2), bits(&ss2), &oi2, bits(&ol2)),
             "rep {rep}: token_info_top"
         );
+        // process_draw_head + token_info_top over a head holding top-k and the top
+        // logprobs, the rest of the row shuffled (the stream select's unordered rest).
+        if tk[0] > 0 && (tk[0] as u32) <= n {
+            let lo = (tk[0] as u32).max(kk).max(1);
+            let head = rng.range(lo as u64, n as u64 + 1) as u32;
+            let (mut sc, mut si) = (cand.clone(), ids.clone());
+            for i in (head as usize + 1..n as usize).rev() {
+                let j = head as usize + rng.below(i - head as usize + 1);
+                sc.swap(i, j);
+                si.swap(i, j);
+            }
+            let (mut lp3, mut tok3) = (vec![7f32; n as usize], [0i32]);
+            unsafe {
+                k::process_draw_head::cpu(
+                    0,
+                    Gm::new(&sc),
+                    Gm::new(&si),
+                    n,
+                    head,
+                    Gm::new(&t),
+                    Gm::new(&tp),
+                    Gm::new(&tk),
+                    Gm::new(&mp),
+                    Gm::new(&ord),
+                    Gm::new(&seed),
+                    Gm::new(&seq),
+                    Gm::new_mut(&mut lp3),
+                    Gm::new_mut(&mut tok3),
+                );
+            }
+            assert_eq!((bits(&lp3), tok3), (bits(&lp1), tok1), "rep {rep}: process_draw_head, head {head} of {n}");
+            let (mut tl3, mut ss3, mut oi3, mut ol3) =
+                ([0f32], [0f32], vec![0i32; kk as usize], vec![0f32; kk as usize]);
+            unsafe {
+                k::token_info_top::cpu(
+                    0,
+                    Gm::new(&sc),
+                    Gm::new(&si),
+                    Gm::new(&lp3),
+                    n,
+                    head,
+                    Gm::new(&tok),
+                    kk,
+                    Gm::new_mut(&mut tl3),
+                    Gm::new_mut(&mut ss3),
+                    Gm::new_mut(&mut oi3),
+                    Gm::new_mut(&mut ol3),
+                );
+            }
+            assert_eq!(
+                (bits(&tl3), bits(&ss3), &oi3, bits(&ol3)),
+                (bits(&tl1), bits(&ss1), &oi1, bits(&ol1)),
+                "rep {rep}: token_info_top over a head of {head} of {n}"
+            );
+            heads += 1;
+        }
         cases += 1;
     }
     assert_eq!(cases, 300);
+    assert!(heads > 100, "{heads} rows through the head kernels");
     eprintln!("row_mass_bounded skipped the total on {skips} of 300 rows");
     // The bound decides a fair share of these rows, and not all of them.
     assert!(skips > 30 && skips < 270, "row_mass_bounded skipped {skips} of 300 rows");
@@ -515,4 +573,124 @@ fn counted_top_n_kernels_give_the_mask_checks_counts_and_status() {
         }
     }
     assert!(statuses.iter().all(|&s| s >= 20), "every status often enough: {statuses:?}");
+}
+
+/// `finalize_info_top` against `finalize` then `token_info_top` on steps of
+/// one-row groups (fresh or no draw), with host-failed groups, bad rows,
+/// golden tokens and prompt targets.
+#[test]
+fn finalize_info_top_equals_finalize_then_token_info_top() {
+    let mut rng = Rng::new(5);
+    for rep in 0..200u64 {
+        let v = rng.pick(&[64usize, 300, 1000]);
+        let rows = rng.range(1, 6) as usize;
+        let n = rng.pick(&[1u32, 8, 64]).min(v as u32);
+        let (mut cand, mut ids) = (vec![0f32; rows * n as usize], vec![0i32; rows * n as usize]);
+        let mut logits = Vec::new();
+        for _ in 0..rows {
+            logits.extend(random_row(&mut rng, v));
+        }
+        for r in 0..rows as u32 {
+            unsafe {
+                k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))
+            };
+        }
+        let lps: Vec<f32> = cand.iter().map(|&x| if rng.chance(0.3) { f32::NEG_INFINITY } else { x - 20.0 }).collect();
+        let first: Vec<u32> = (0..rows as u32).collect();
+        let ones = vec![1u32; rows];
+        let kind: Vec<u32> = (0..rows).map(|_| rng.pick(&[0u32, 0, 2])).collect();
+        let gstatus: Vec<i32> = (0..rows).map(|_| rng.pick(&[0i32, 0, 0, -1])).collect();
+        let rstatus: Vec<i32> = (0..rows).map(|_| rng.pick(&[0i32, 0, 0, 1, 2])).collect();
+        let pick_id = |rng: &mut Rng, r: usize| {
+            if rng.chance(0.5) {
+                ids[r * n as usize + rng.below(n as usize)]
+            } else {
+                rng.below(v) as i32
+            }
+        };
+        let golden: Vec<i32> = (0..rows).map(|r| if rng.chance(0.3) { pick_id(&mut rng, r) } else { -1 }).collect();
+        let fresh: Vec<i32> = (0..rows).map(|r| if rng.chance(0.9) { pick_id(&mut rng, r) } else { -1 }).collect();
+        let none = vec![-1i32; rows];
+        let zero = vec![0u32; rows];
+        let kk = rng.range(0, n as u64 + 1) as u32;
+        let rk = rows * kk as usize;
+        // finalize, then token_info_top on its lookup
+        let (mut tok1, mut look1, mut acc1, mut st1) =
+            (vec![9i32; rows], vec![9i32; rows], vec![9u32; rows], vec![9i32; rows]);
+        let (mut tl1, mut ss1, mut oi1, mut ol1) = (vec![0f32; rows], vec![0f32; rows], vec![0i32; rk], vec![0f32; rk]);
+        for g in 0..rows as u32 {
+            unsafe {
+                k::finalize::cpu(
+                    g,
+                    Gm::new(&first),
+                    Gm::new(&ones),
+                    Gm::new(&kind),
+                    Gm::new(&gstatus),
+                    Gm::new(&rstatus),
+                    Gm::new(&golden),
+                    Gm::new(&none),
+                    Gm::new(&zero),
+                    Gm::new(&none),
+                    Gm::new(&fresh),
+                    Gm::new_mut(&mut tok1),
+                    Gm::new_mut(&mut look1),
+                    Gm::new_mut(&mut acc1),
+                    Gm::new_mut(&mut st1),
+                )
+            };
+        }
+        for r in 0..rows as u32 {
+            unsafe {
+                k::token_info_top::cpu(
+                    r,
+                    Gm::new(&cand),
+                    Gm::new(&ids),
+                    Gm::new(&lps),
+                    n,
+                    n,
+                    Gm::new(&look1),
+                    kk,
+                    Gm::new_mut(&mut tl1),
+                    Gm::new_mut(&mut ss1),
+                    Gm::new_mut(&mut oi1),
+                    Gm::new_mut(&mut ol1),
+                )
+            };
+        }
+        let (mut tok2, mut look2, mut acc2, mut st2) =
+            (vec![7i32; rows], vec![7i32; rows], vec![7u32; rows], vec![7i32; rows]);
+        let (mut tl2, mut ss2, mut oi2, mut ol2) = (vec![0f32; rows], vec![0f32; rows], vec![0i32; rk], vec![0f32; rk]);
+        for r in 0..rows as u32 {
+            unsafe {
+                k::finalize_info_top::cpu(
+                    r,
+                    Gm::new(&kind),
+                    Gm::new(&gstatus),
+                    Gm::new(&rstatus),
+                    Gm::new(&golden),
+                    Gm::new(&fresh),
+                    Gm::new_mut(&mut tok2),
+                    Gm::new_mut(&mut look2),
+                    Gm::new_mut(&mut acc2),
+                    Gm::new_mut(&mut st2),
+                    Gm::new(&cand),
+                    Gm::new(&ids),
+                    Gm::new(&lps),
+                    n,
+                    n,
+                    kk,
+                    Gm::new_mut(&mut tl2),
+                    Gm::new_mut(&mut ss2),
+                    Gm::new_mut(&mut oi2),
+                    Gm::new_mut(&mut ol2),
+                )
+            };
+        }
+        assert_eq!((&tok2, &look2, &acc2, &st2), (&tok1, &look1, &acc1, &st1), "rep {rep}: finalize outputs");
+        assert_eq!(
+            (bits(&tl2), bits(&ss2), &oi2, bits(&ol2)),
+            (bits(&tl1), bits(&ss1), &oi1, bits(&ol1)),
+            "rep {rep}: token info and top logprobs"
+        );
+    }
 }

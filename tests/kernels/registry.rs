@@ -30,6 +30,8 @@ fn registry_lists_every_kernel_once() {
         "verify",
         "finalize",
         "token_info_top",
+        "process_draw_head",
+        "finalize_info_top",
     ] {
         assert_eq!(registry::find(name).map(|k| k.name), Some(name), "kernel `{name}` is not registered");
     }
@@ -232,6 +234,7 @@ fn every_kernel_keeps_its_variants() {
     let want: &[(&str, Pinned)] = &[
         ("draw", WIDE),
         ("finalize", SCALAR),
+        ("finalize_info_top", FUSED),
         ("force_topn", WIDE),
         ("force_topn_counted", WIDE),
         ("force_topn_stream", STREAM),
@@ -239,6 +242,7 @@ fn every_kernel_keeps_its_variants() {
         ("mask_check_chunk", VOCAB),
         ("process", WIDE),
         ("process_draw", FUSED),
+        ("process_draw_head", FUSED),
         ("process_prefix_draw", FUSED),
         ("raw_logprobs", WIDE),
         ("remap_draft", WIDE),

@@ -76,16 +76,22 @@ pub fn top_logprobs(cand_ids: Gm<i32>, logprobs: Gm<f32>, n: u32, k: u32, out_id
 }
 
 /// `token_info` then `top_logprobs` in one program per row: bit for bit the
-/// two kernels' outputs (`k == 0`: no top logprobs are written).
+/// two kernels' outputs (`k == 0`: no top logprobs are written), looking at
+/// the first `len` of the row's `n` candidates only: all of them (`len ==
+/// n`), or a head holding every kept candidate and the top `k` (the host's
+/// `sorted_prefix`; past it every logprob is `-inf`, so a token found there
+/// reports `-inf` and 0 either way).
 ///
 /// - As `token_info` (`cand`, `cand_ids`, `logprobs`, `n`, `tokens` ->
-///   `token_lp`, `sum_smaller`) and `top_logprobs` (`k` -> `out_ids`, `out_lps`).
+///   `token_lp`, `sum_smaller`) and `top_logprobs` (`k` -> `out_ids`, `out_lps`);
+///   `len`: `k..=n` leading columns read, at most `TILE`.
 #[kernel(variants = REGISTER)]
 pub fn token_info_top(
     cand: Gm<f32>,
     cand_ids: Gm<i32>,
     logprobs: Gm<f32>,
     n: u32,
+    len: u32,
     tokens: Gm<i32>,
     k: u32,
     token_lp: GmMut<f32>,
@@ -96,7 +102,65 @@ pub fn token_info_top(
     let r = row();
     let off = (r as u64) * (n as u64);
     let s = load_scalar(tokens, r as u64);
-    let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, n, s, r, token_lp, sum_smaller);
+    let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, len, s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
+}
+
+/// Section 7 for a step whose every group is one row of kind 0 (fresh) or
+/// 2 (no draw), `group_first[g] == g`, then `token_info_top` on the token it
+/// decides: one program per row instead of `finalize`'s one thread per
+/// group in a node of its own. Bit for bit `finalize` then `token_info_top`
+/// on such steps; the host never launches it for others.
+///
+/// - `group_kind`, `group_status`: `[G = R]` (as `finalize`); `row_status`,
+///   `golden`, `fresh`: `[R]` i32.
+/// - `tokens`, `lookup`: `[R]` i32 out, `accepted`: `[R]` u32 out (0),
+///   `status`: `[R]` i32 out (as `finalize`).
+/// - The rest as `token_info_top`, the token being `lookup`.
+#[kernel(variants = REGISTER)]
+pub fn finalize_info_top(
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+    fresh: Gm<i32>,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    logprobs: Gm<f32>,
+    n: u32,
+    len: u32,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let r = row();
+    let kind = load_scalar(group_kind, r as u64);
+    let gs = load_scalar(group_status, r as u64);
+    let rs = load_scalar(row_status, r as u64);
+    let gold = load_scalar(golden, r as u64);
+    let fr = load_scalar(fresh, r as u64);
+    let st = if gs != 0 { gs } else { rs };
+    // GROUP_NO_DRAW (2) draws nothing; its lookup is the prompt target.
+    let tok = if st != 0 || kind >= 2 {
+        -1i32
+    } else if gold >= 0 {
+        gold
+    } else {
+        fr
+    };
+    let s = if st == 0 && kind == 2 { gold } else { tok };
+    store_scalar(tokens, r as u64, tok);
+    store_scalar(lookup, r as u64, s);
+    store_scalar(accepted, r as u64, 0u32);
+    store_scalar(status, r as u64, st);
+    let off = (r as u64) * (n as u64);
+    let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, len, s, r, token_lp, sum_smaller);
     top_row(ids, lps, r, k, out_ids, out_lps);
 }
 

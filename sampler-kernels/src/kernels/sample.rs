@@ -284,6 +284,84 @@ pub fn process_draw(
     store_scalar(token, r as u64, tok);
 }
 
+/// The elements of tile `i` of candidates `start..n` (TILE each, the last
+/// shorter, 0 past `n`).
+#[kernel_fn]
+fn piece_len(start: u32, i: u32, n: u32) -> u32 {
+    let s = start + i * TILE;
+    if s < n {
+        min(TILE, n - s)
+    } else {
+        0u32
+    }
+}
+
+/// Section 3.5 for candidates `start..n` of the row at `off` (any order):
+/// their fixed-point softmax weights `to_fixed(exp((c - m) / t))` summed
+/// (exact, order-free), two tiles a pass so that their loads overlap; their
+/// `logprobs` are set to `-inf` (`process_draw_head`: none of them is kept).
+#[kernel_fn]
+fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, logprobs: GmMut<f32>) -> u64 {
+    let mut s = 0u64;
+    let passes = (n - start + 2 * TILE - 1) / (2 * TILE);
+    for q in 0..passes {
+        let l0 = piece_len(start, 2 * q, n);
+        let l1 = piece_len(start, 2 * q + 1, n);
+        let o = off + ((start + 2 * q * TILE) as u64);
+        let o1 = o + (TILE as u64);
+        let x0 = load(cand, o, l0);
+        let x1 = load(cand, o1, l1);
+        s += reduce_sum(to_fixed(exp((x0 - m) / t))) + reduce_sum(to_fixed(exp((x1 - m) / t)));
+        store(logprobs, o, full(l0, NEG_INF));
+        store(logprobs, o1, full(l1, NEG_INF));
+    }
+    s
+}
+
+/// `process_draw` for a step whose every row keeps at most its first `head`
+/// candidates (top-k on and at most `head`, the host's `sorted_prefix`):
+/// only those are processed and may be drawn, the rest of the row's `n`
+/// count in the softmax total only (an order-free integer sum, so they may
+/// come in any order) and get `-inf` logprobs. Bit for bit `process_draw`'s
+/// outputs on such rows; the host never launches it for others (a row with
+/// top-k off or above `head` would lose the candidates past the head).
+///
+/// - As `process_draw`, plus `head`: `1..=min(n, TILE)` leading columns,
+///   in the order of section 3.6 (the rest of each row in any order).
+#[kernel(variants = REGISTER)]
+pub fn process_draw_head(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    head: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    token: GmMut<i32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let t = load_scalar(temperature, r as u64);
+    let m = load_scalar(cand, off);
+    // 3.5: the total over all n candidates: the rest's weights, then the head's.
+    let rest = rest_mass(cand, off, head, n, m, t, logprobs);
+    let x = scaled_logits(cand, off, head, t);
+    let w = to_fixed(exp(x));
+    let total = rest + reduce_sum(w);
+    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), head);
+    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, total);
+    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let lp = renormalise(x, w, keep);
+    store(logprobs, off, lp);
+    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    store_scalar(token, r as u64, tok);
+}
+
 /// Sections 3.4-3.9 and 4 without force top-k, on the row's first `n`
 /// candidates only (stage 2 of the prefix path): `process` with the
 /// softmax total taken from `row_mass` (all V tokens) instead of the `n`

@@ -179,6 +179,8 @@ impl Device for CpuDevice {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         }
     }
 

@@ -359,6 +359,11 @@ fn tail(
     let tiles = raw_tiles(v);
     let mut add = |buf: Buf, len: usize, init: Init| bufs.push(BufSpec { buf, len, init });
     let mut ls = std::mem::take(out);
+    // The kept sets and the top logprobs lie within each row's first `head`
+    // candidates (top-k on everywhere): the fused kernels read only those.
+    let head = if caps.kept_head { sorted_prefix(p, n, mass.is_some(), caps) } else { n };
+    // One fresh (or no-draw) row per group: token_info_top finalizes too.
+    let fold = caps.fold_finalize && n <= caps.fused_max && single_row_groups(p);
     // 3-4. process + draw (3.4-3.9, 4)
     if let Some(mc) = mass {
         add(Overflow, r, Init::Scratch);
@@ -381,6 +386,23 @@ fn tail(
             token: Fresh,
         };
         launch(&mut ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
+    } else if n <= caps.fused_max && head < n {
+        let a = k::process_draw_head::Args {
+            cand: Cand,
+            cand_ids: CandIds,
+            n,
+            head,
+            temperature: Temperature,
+            top_p: TopP,
+            top_k: TopK,
+            log_min_p: LogMinP,
+            order: FilterOrder,
+            seed: Seed,
+            seq: SeqDraw,
+            logprobs: Logprobs,
+            token: Fresh,
+        };
+        launch(&mut ls, k::process_draw_head::NAME, head_tile(head, n), rows, 0, a.list())?;
     } else if n <= caps.fused_max {
         let a = k::process_draw::Args {
             cand: Cand,
@@ -458,7 +480,7 @@ fn tail(
         launch(&mut ls, k::verify::NAME, n, rows, 0, a.list())?;
     }
     // 7. finalize, one program per group (section 7)
-    if g > 0 {
+    if g > 0 && !fold {
         let a = k::finalize::Args {
             group_first: GroupFirst,
             group_rows: GroupRows,
@@ -512,12 +534,36 @@ fn tail(
         launch(&mut ls, k::tree_walk::NAME, n.max(wd), g as u32, 0, a.list())?;
     }
     // 8-9. token info + top logprobs (sections 5, 8)
-    if n <= caps.fused_max {
+    if fold {
+        let a = k::finalize_info_top::Args {
+            group_kind: GroupKind,
+            group_status: GroupStatusIn,
+            row_status: RowStatus,
+            golden: Golden,
+            fresh: Fresh,
+            tokens: Tokens,
+            lookup: Lookup,
+            accepted: Accepted,
+            status: GroupStatus,
+            cand: Cand,
+            cand_ids: CandIds,
+            logprobs: Logprobs,
+            n,
+            len: head,
+            k: kk,
+            token_lp: TokenLp,
+            sum_smaller: SumSmaller,
+            out_ids: TopIds,
+            out_lps: TopLps,
+        };
+        launch(&mut ls, k::finalize_info_top::NAME, head, rows, 0, a.list())?;
+    } else if n <= caps.fused_max {
         let a = k::token_info_top::Args {
             cand: Cand,
             cand_ids: CandIds,
             logprobs: Logprobs,
             n,
+            len: head,
             tokens: Lookup,
             k: kk,
             token_lp: TokenLp,
@@ -525,7 +571,7 @@ fn tail(
             out_ids: TopIds,
             out_lps: TopLps,
         };
-        launch(&mut ls, k::token_info_top::NAME, n, rows, 0, a.list())?;
+        launch(&mut ls, k::token_info_top::NAME, head, rows, 0, a.list())?;
     } else {
         let a = k::token_info::Args {
             cand: Cand,
@@ -649,6 +695,28 @@ pub fn sorted_prefix(p: &StepPlan, n: u32, prefix_path: bool, caps: &Caps) -> u3
         need = need.max(k as u32);
     }
     need.max(1).next_power_of_two().max(64).min(n)
+}
+
+/// The tile `process_draw_head` runs at for a head of `head` of `n`
+/// candidates: the head's, at least 1024 (512 threads) so that the rest of
+/// the row's total takes few passes.
+pub fn head_tile(head: u32, n: u32) -> u32 {
+    head.max(n.min(1024))
+}
+
+/// Whether every request group of `p` is one row of its own (`group_first[g]
+/// == g`) of kind fresh or no draw, with no tree and no verify: `finalize`
+/// then has nothing to merge, and `finalize_info_top` does its work.
+pub fn single_row_groups(p: &StepPlan) -> bool {
+    use sampler_kernels::codes::{GROUP_FRESH, GROUP_NO_DRAW};
+    p.groups() == p.rows as usize
+        && !p.any_verify
+        && !p.any_tree
+        && (0..p.groups()).all(|g| {
+            p.group_first[g] == g as u32
+                && p.group_rows[g] == 1
+                && (p.group_kind[g] == GROUP_FRESH || p.group_kind[g] == GROUP_NO_DRAW)
+        })
 }
 
 /// Whether any row of `p` has a grammar mask: the step's kernels then read

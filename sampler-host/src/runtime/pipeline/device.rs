@@ -46,6 +46,15 @@ pub struct Caps {
     /// reads past it, the rest of the row's N in no fixed order; off, every
     /// step sorts all N.
     pub prefix_order: bool,
+    /// Where every row's kept set and the top logprobs lie within its first
+    /// [`super::sorted_prefix`] candidates (below N), the fused kernels read
+    /// only those: `process_draw_head` (the rest of the row counts in the
+    /// softmax total only) and `token_info_top` over the head.
+    pub kept_head: bool,
+    /// On a step whose groups are all one fresh or no-draw row (decode
+    /// batches, prompt logprobs), `finalize_info_top` does `finalize`'s work
+    /// with the token info (one node fewer); needs the fused kernels.
+    pub fold_finalize: bool,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

@@ -27,6 +27,8 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -36,6 +38,8 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         },
     ];
     for (with_mask, reqs) in [
@@ -146,6 +150,8 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -155,6 +161,8 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -164,6 +172,8 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -173,6 +183,8 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -255,6 +267,8 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     stream_select: true,
                     stream_chunks: 0,
                     prefix_order: true,
+                    kept_head: true,
+                    fold_finalize: true,
                 },
                 Caps {
                     mask_chunk: None,
@@ -264,6 +278,8 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     stream_select: true,
                     stream_chunks: 0,
                     prefix_order: true,
+                    kept_head: true,
+                    fold_finalize: true,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -320,6 +336,8 @@ fn stream_chunks_split_the_streaming_top_n() {
         stream_select: true,
         stream_chunks: 0,
         prefix_order: true,
+        kept_head: true,
+        fold_finalize: true,
     };
     for sc in [0u32, 1, 2, 8] {
         let prog = build(&p, None, &Caps { stream_chunks: sc, prefix_order: true, ..base }).unwrap();
@@ -347,6 +365,38 @@ impl CountsAs {
     }
 }
 
+/// `CountsAs` with the fused kernels on at every width (as on CUDA):
+/// `process_draw_head` and `token_info_top` over the kept head when the
+/// prefix is partly ordered, `finalize_info_top` on steps of one-row groups.
+struct Fused(CountsAs);
+
+impl Device for Fused {
+    fn name(&self) -> &'static str {
+        "cpu-fused"
+    }
+    fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
+        Caps { fused_max: 16384, ..self.0.caps(v, n, rows) }
+    }
+    fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
+        self.0.alloc(buf, len)
+    }
+    fn upload(&mut self, buf: Buf, data: HostSlice<'_>) -> Result<(), BackendError> {
+        self.0.upload(buf, data)
+    }
+    fn fill(&mut self, buf: Buf, len: usize, value: LaunchArg<()>) -> Result<(), BackendError> {
+        self.0.fill(buf, len, value)
+    }
+    fn bind_logits(&mut self, plan: &StepPlan) -> Result<(), BackendError> {
+        self.0.bind_logits(plan)
+    }
+    fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
+        self.0.launch(l)
+    }
+    fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {
+        self.0.download(buf, offset, out)
+    }
+}
+
 impl Device for CountsAs {
     fn name(&self) -> &'static str {
         "cpu-counts-as"
@@ -357,6 +407,8 @@ impl Device for CountsAs {
             stream_select: self.2,
             stream_chunks: self.3,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -456,6 +508,8 @@ fn tree_and_raw_launches_follow_the_plan() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -465,6 +519,8 @@ fn tree_and_raw_launches_follow_the_plan() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -474,6 +530,8 @@ fn tree_and_raw_launches_follow_the_plan() {
             stream_select: false,
             stream_chunks: 0,
             prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
         },
     ];
     for (reqs, any_tree, any_raw) in [
@@ -521,7 +579,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     use crate::conformance::case::{golden_files, parse_case, GOLDEN_DIR};
     let files = golden_files(std::path::Path::new(GOLDEN_DIR));
     assert!(files.len() >= 50, "golden cases at {GOLDEN_DIR}: {}", files.len());
-    let (mut partial, mut full) = (0usize, 0usize);
+    let (mut partial, mut full, mut heads, mut folds) = (0usize, 0usize, 0usize, 0usize);
     for f in &files {
         let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
         let (reqs, logits) = case.well_formed();
@@ -537,7 +595,19 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
                     "{} full_row {full_row} chunks {chunks}",
                     f.display()
                 );
+                let mut dev = Fused(CountsAs(Default::default(), false, true, chunks));
+                let got = run_step(&mut dev, &p, full_row).unwrap();
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{} full_row {full_row} chunks {chunks}, fused",
+                    f.display()
+                );
             }
+            let fcaps = Fused(CountsAs(Default::default(), false, true, 0)).caps(p.vocab, p.n, p.rows);
+            let names = build(&p, PrefixPolicy::eager(full_row).width(&p), &fcaps).unwrap().kernel_names();
+            heads += names.contains(&"process_draw_head") as usize;
+            folds += names.contains(&"finalize_info_top") as usize;
             let caps = CountsAs(Default::default(), false, true, 0).caps(p.vocab, p.n, p.rows);
             let width = PrefixPolicy::eager(full_row).width(&p);
             let prog = build(&p, width, &caps).unwrap();
@@ -553,6 +623,8 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     }
     eprintln!("prefix order: {partial} streamed steps with a partial order, {full} fully sorted");
     assert!(partial >= 5 && full >= 5, "both kinds of steps ran: {partial} partial, {full} full");
+    eprintln!("fused: process_draw_head in {heads} steps, finalize_info_top in {folds}");
+    assert!(heads >= 5 && folds >= 20, "head kernels in {heads} steps, the folded finalize in {folds}");
 }
 
 /// `sorted_prefix`: the kept prefix (max top-k or top logprobs, a power of
@@ -640,6 +712,13 @@ fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
                     format!("{got:?}"),
                     format!("{want:?}"),
                     "case {case} n {n} full_row {full_row} chunks {chunks}"
+                );
+                let got =
+                    run_step(&mut Fused(CountsAs(Default::default(), false, true, chunks)), &p, full_row).unwrap();
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "case {case} n {n} full_row {full_row} chunks {chunks}, fused"
                 );
             }
         }

@@ -53,6 +53,8 @@ pub fn ascend_caps() -> Caps {
         stream_select: false,
         stream_chunks: 0,
         prefix_order: true,
+        kept_head: true,
+        fold_finalize: true,
     }
 }
 

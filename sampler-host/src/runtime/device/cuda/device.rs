@@ -50,6 +50,11 @@ pub struct CudaDevice {
     /// at backend creation, or [`CudaBackend::set_prefix_order`]); `None`: by
     /// the candidate width, [`prefix_order_auto`].
     pub(super) prefix_order: Option<bool>,
+    /// [`Caps::kept_head`] / [`Caps::fold_finalize`] forced off (or on) by
+    /// `SAMPLER_KEPT_HEAD=0` / `SAMPLER_FOLD_FINALIZE=0` at backend creation;
+    /// `None`: on. For measuring them; the same bits either way.
+    pub(super) kept_head: Option<bool>,
+    pub(super) fold_finalize: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -225,6 +230,8 @@ impl CudaDevice {
             stream_select: stream_select_env(),
             stream_chunks: std::env::var("SAMPLER_STREAM_CHUNKS").ok().and_then(|x| x.trim().parse().ok()),
             prefix_order: flag_env("SAMPLER_PREFIX_ORDER"),
+            kept_head: flag_env("SAMPLER_KEPT_HEAD"),
+            fold_finalize: flag_env("SAMPLER_FOLD_FINALIZE"),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -312,6 +319,8 @@ impl Device for CudaDevice {
             stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
             stream_chunks: self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 }),
             prefix_order: prefix,
+            kept_head: self.kept_head.unwrap_or(true),
+            fold_finalize: self.fold_finalize.unwrap_or(true),
         }
     }
 
