@@ -52,135 +52,138 @@ __aicore__ inline void finalize_info_top_body(GM_ADDR p_group_kind, GM_ADDR p_gr
   AscendC::DataCacheCleanAndInvalid<uint32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_group_kind);
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint32_t v_kind_2 = (uint32_t)(g_group_kind.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_gs_3 = (int32_t)(g_group_status.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_rs_4 = (int32_t)(g_row_status.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_gold_5 = (int32_t)(g_golden.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_fr_6 = (int32_t)(g_fresh.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v_st_7 = (int32_t)(((((int32_t)(v_gs_3) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v_gs_3) : (int32_t)(v_rs_4)));
-    const int32_t v_tok_8 = (int32_t)(((((((int32_t)(v_st_7) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v_kind_2) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v_gold_5) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v_gold_5) : (int32_t)(v_fr_6)))));
-    const int32_t v_s_9 = (int32_t)(((((((int32_t)(v_st_7) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v_kind_2) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v_gold_5) : (int32_t)(v_tok_8)));
-    const uint64_t off10 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_8));
+    const int32_t v_fr_2 = (int32_t)(g_fresh.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const int32_t v___kf1_fr_3 = (int32_t)(v_fr_2);
+    const uint32_t v___kf1_r_4 = (uint32_t)(v_r_1);
+    const uint32_t v___kf1_kind_5 = (uint32_t)(g_group_kind.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
+    const int32_t v___kf1_gs_6 = (int32_t)(g_group_status.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
+    const int32_t v___kf1_rs_7 = (int32_t)(g_row_status.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
+    const int32_t v___kf1_gold_8 = (int32_t)(g_golden.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
+    const int32_t v___kf1_st_9 = (int32_t)(((((int32_t)(v___kf1_gs_6) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf1_gs_6) : (int32_t)(v___kf1_rs_7)));
+    const int32_t v___kf1_tok_10 = (int32_t)(((((((int32_t)(v___kf1_st_9) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf1_kind_5) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf1_gold_8) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf1_gold_8) : (int32_t)(v___kf1_fr_3)))));
+    const int32_t v___kf1_s_11 = (int32_t)(((((((int32_t)(v___kf1_st_9) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf1_kind_5) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf1_gold_8) : (int32_t)(v___kf1_tok_10)));
+    const uint64_t off12 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_tok_10));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off10], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off11 = (uint64_t)(((uint64_t)(v_r_1)));
+    AscendC::DataCopyPad(g_tokens[off12], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off13 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_s_9));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_s_11));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off11], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off12 = (uint64_t)(((uint64_t)(v_r_1)));
+    AscendC::DataCopyPad(g_lookup[off13], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off14 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off12], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off13 = (uint64_t)(((uint64_t)(v_r_1)));
+    AscendC::DataCopyPad(g_accepted[off14], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off15 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_st_7));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_9));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off13], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t v_off_14 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v___kf1_off_15 = (uint64_t)(v_off_14);
-    const uint32_t v___kf1_n_16 = (uint32_t)(p_len);
-    const int32_t v___kf1_s_17 = (int32_t)(v_s_9);
-    const uint32_t v___kf1_r_18 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<int32_t> t19 = qin.AllocTensor<int32_t>();
-    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_16), TILE);
-    const uint64_t off20 = (uint64_t)(v___kf1_off_15);
-    if (t19_n > 0) {
-      AscendC::DataCopyPad(t19, g_cand_ids[off20], AscendC::DataCopyExtParams{1, (uint32_t)(t19_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off15], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v_s_16 = (int32_t)(v___kf1_s_11);
+    const uint64_t v_off_17 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    const uint64_t v___kf2_off_18 = (uint64_t)(v_off_17);
+    const uint32_t v___kf2_n_19 = (uint32_t)(p_len);
+    const int32_t v___kf2_s_20 = (int32_t)(v_s_16);
+    const uint32_t v___kf2_r_21 = (uint32_t)(v_r_1);
+    AscendC::LocalTensor<int32_t> t22 = qin.AllocTensor<int32_t>();
+    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
+    const uint64_t off23 = (uint64_t)(v___kf2_off_18);
+    if (t22_n > 0) {
+      AscendC::DataCopyPad(t22, g_cand_ids[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t19); t19 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t21 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = t19_n;
-    sk::sync<AscendC::HardEvent::MTE2_S>();
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t19;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_17))));
-    }
-    int32_t s22 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t21_n; ++i) {
-      if ((t21.GetValue(i) != 0)) { s22 = (int32_t)i; break; }
-    }
-    const int32_t v___kf1_col_23 = (int32_t)(((((int32_t)(v___kf1_s_17) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s22) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    qin.EnQue(t22); t22 = qin.DeQue<int32_t>();
     AscendC::LocalTensor<float> t24 = qin.AllocTensor<float>();
-    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_16), TILE);
-    const uint64_t off25 = (uint64_t)(v___kf1_off_15);
+    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
+    const uint64_t off25 = (uint64_t)(v___kf2_off_18);
     if (t24_n > 0) {
       AscendC::DataCopyPad(t24, g_logprobs[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
     qin.EnQue(t24); t24 = qin.DeQue<float>();
-    sk::sync<AscendC::HardEvent::MTE2_S>();
-    const uint32_t s26 = (uint32_t)(((uint32_t)(v___kf1_col_23)));
-    const float v___kf1_lp_27 = (float)(((((int32_t)(v___kf1_col_23) >= (int32_t)(((int32_t)0ull)))) ? (float)((s26 < t24_n ? (float)(t24.GetValue(s26)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t28 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t28_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_16), TILE);
-    const uint64_t off29 = (uint64_t)(v___kf1_off_15);
+    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t26_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
+    const uint64_t off27 = (uint64_t)(v___kf2_off_18);
     sk::sync<AscendC::HardEvent::S_MTE2>();
     sk::sync<AscendC::HardEvent::MTE3_MTE2>();
-    if (t28_n > 0) {
-      AscendC::DataCopyPad(t28, g_cand[off29], AscendC::DataCopyExtParams{1, (uint32_t)(t28_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    if (t26_n > 0) {
+      AscendC::DataCopyPad(t26, g_cand[off27], AscendC::DataCopyExtParams{1, (uint32_t)(t26_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
+    const int32_t v___kf3_s_28 = (int32_t)(v___kf2_s_20);
+    const uint32_t v___kf3_r_29 = (uint32_t)(v___kf2_r_21);
+    AscendC::LocalTensor<uint8_t> t30 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t30_n = t22_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
-    const uint32_t s30 = (uint32_t)(((uint32_t)(v___kf1_col_23)));
-    const float v___kf1_vs_31 = (float)(((((int32_t)(v___kf1_col_23) >= (int32_t)(((int32_t)0ull)))) ? (float)((s30 < t28_n ? (float)(t28.GetValue(s30)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t32 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t32_n = sk::min<uint32_t>(sk::min<uint32_t>(t28_n, t28_n), t19_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t28;
-      const AscendC::LocalTensor<float> &L1 = t28;
-      const AscendC::LocalTensor<int32_t> &L2 = t19;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_31))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_31))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_17))))))))));
+      const AscendC::LocalTensor<int32_t> &L0 = t22;
+      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf3_s_28))));
     }
-    AscendC::LocalTensor<uint64_t> t33 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = sk::min<uint32_t>(t32_n, t24_n);
+    int32_t s31 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t30_n; ++i) {
+      if ((t30.GetValue(i) != 0)) { s31 = (int32_t)i; break; }
+    }
+    const int32_t v___kf3_col_32 = (int32_t)(((((int32_t)(v___kf3_s_28) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s31) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s33 = (uint32_t)(((uint32_t)(v___kf3_col_32)));
+    const float v___kf3_lp_34 = (float)(((((int32_t)(v___kf3_col_32) >= (int32_t)(((int32_t)0ull)))) ? (float)((s33 < t24_n ? (float)(t24.GetValue(s33)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s35 = (uint32_t)(((uint32_t)(v___kf3_col_32)));
+    const float v___kf3_vs_36 = (float)(((((int32_t)(v___kf3_col_32) >= (int32_t)(((int32_t)0ull)))) ? (float)((s35 < t26_n ? (float)(t26.GetValue(s35)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t37 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t37_n = sk::min<uint32_t>(sk::min<uint32_t>(t26_n, t26_n), t22_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t32;
+      const AscendC::LocalTensor<float> &L0 = t26;
+      const AscendC::LocalTensor<float> &L1 = t26;
+      const AscendC::LocalTensor<int32_t> &L2 = t22;
+      for (uint32_t i = 0; i < t37_n; ++i) t37.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf3_vs_36))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf3_vs_36))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf3_s_28))))))))));
+    }
+    AscendC::LocalTensor<uint64_t> t38 = ub8[U2].ReinterpretCast<uint64_t>();
+    const uint32_t t38_n = sk::min<uint32_t>(t37_n, t24_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t37;
       const AscendC::LocalTensor<float> &L1 = t24;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s34 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t33_n; ++i) {
-      s34 = sk::add<uint64_t>(s34, t33.GetValue(i));
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t38_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t38.GetValue(i));
     }
-    const uint64_t v___kf1_mass_35 = (uint64_t)(s34);
-    const float v___kf1_ssp_36 = (float)(((((float)(v___kf1_lp_27) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_35)) : (float)(0e0f)));
-    const uint64_t off37 = (uint64_t)(((uint64_t)(v___kf1_r_18)));
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_lp_27));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off37], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off38 = (uint64_t)(((uint64_t)(v___kf1_r_18)));
+    const uint64_t v___kf3_mass_40 = (uint64_t)(s39);
+    const float v___kf3_ssp_41 = (float)(((((float)(v___kf3_lp_34) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf3_mass_40)) : (float)(0e0f)));
+    const uint64_t off42 = (uint64_t)(((uint64_t)(v___kf3_r_29)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_ssp_36));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf3_lp_34));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off38], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf2_r_39 = (uint32_t)(v_r_1);
-    const uint32_t v___kf2_k_40 = (uint32_t)(p_k);
-    const uint64_t v___kf2_ooff_41 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_39)), ((uint64_t)(v___kf2_k_40))));
-    const uint32_t n42 = sk::min<uint32_t>(t19_n, (uint32_t)(v___kf2_k_40));
-    const uint64_t off43 = (uint64_t)(v___kf2_ooff_41);
-    AscendC::LocalTensor<int32_t> o44 = qout.AllocTensor<int32_t>();
-    if (n42 > 0) {
-      AscendC::DataCopy(o44, t19, AscendC::DataCopyParams{1, (uint16_t)((n42 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_token_lp[off42], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off43 = (uint64_t)(((uint64_t)(v___kf3_r_29)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf3_ssp_41));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_sum_smaller[off43], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf4_r_44 = (uint32_t)(v_r_1);
+    const uint32_t v___kf4_k_45 = (uint32_t)(p_k);
+    const uint64_t v___kf4_ooff_46 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf4_r_44)), ((uint64_t)(v___kf4_k_45))));
+    const uint32_t n47 = sk::min<uint32_t>(t22_n, (uint32_t)(v___kf4_k_45));
+    const uint64_t off48 = (uint64_t)(v___kf4_ooff_46);
+    AscendC::LocalTensor<int32_t> o49 = qout.AllocTensor<int32_t>();
+    if (n47 > 0) {
+      AscendC::DataCopy(o49, t22, AscendC::DataCopyParams{1, (uint16_t)((n47 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o44); o44 = qout.DeQue<int32_t>();
-    if (n42 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off43], o44, AscendC::DataCopyExtParams{1, (uint32_t)(n42 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o49); o49 = qout.DeQue<int32_t>();
+    if (n47 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off48], o49, AscendC::DataCopyExtParams{1, (uint32_t)(n47 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o44);
-    qin.FreeTensor(t19);
-    const uint32_t n45 = sk::min<uint32_t>(t24_n, (uint32_t)(v___kf2_k_40));
-    const uint64_t off46 = (uint64_t)(v___kf2_ooff_41);
-    AscendC::LocalTensor<float> o47 = qout.AllocTensor<float>();
-    if (n45 > 0) {
-      AscendC::DataCopy(o47, t24, AscendC::DataCopyParams{1, (uint16_t)((n45 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o49);
+    qin.FreeTensor(t22);
+    const uint32_t n50 = sk::min<uint32_t>(t24_n, (uint32_t)(v___kf4_k_45));
+    const uint64_t off51 = (uint64_t)(v___kf4_ooff_46);
+    AscendC::LocalTensor<float> o52 = qout.AllocTensor<float>();
+    if (n50 > 0) {
+      AscendC::DataCopy(o52, t24, AscendC::DataCopyParams{1, (uint16_t)((n50 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o47); o47 = qout.DeQue<float>();
-    if (n45 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off46], o47, AscendC::DataCopyExtParams{1, (uint32_t)(n45 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o52); o52 = qout.DeQue<float>();
+    if (n50 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off51], o52, AscendC::DataCopyExtParams{1, (uint32_t)(n50 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o47);
+    qout.FreeTensor(o52);
     qin.FreeTensor(t24);
     AscendC::PipeBarrier<PIPE_ALL>();
   }

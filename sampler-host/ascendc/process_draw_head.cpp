@@ -43,268 +43,273 @@ __aicore__ inline void process_draw_head_body(GM_ADDR p_cand, GM_ADDR p_cand_ids
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const float v_t_3 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_m_4 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    const uint64_t v___kf1_off_5 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_start_6 = (uint32_t)(p_head);
-    const uint32_t v___kf1_n_7 = (uint32_t)(p_n);
-    const float v___kf1_m_8 = (float)(v_m_4);
-    const float v___kf1_t_9 = (float)(v_t_3);
-    uint64_t v___kf1_s_10 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t v___kf1_passes_11 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf1_n_7, v___kf1_start_6), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-    const uint32_t end12 = (uint32_t)(v___kf1_passes_11);
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const uint32_t v___kf1_head_5 = (uint32_t)(p_head);
+    const uint32_t v___kf1_r_6 = (uint32_t)(v_r_1);
+    const float v___kf1_t_7 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const float v___kf1_m_8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    const uint64_t v___kf2_off_9 = (uint64_t)(v___kf1_off_3);
+    const uint32_t v___kf2_start_10 = (uint32_t)(v___kf1_head_5);
+    const uint32_t v___kf2_n_11 = (uint32_t)(v___kf1_n_4);
+    const float v___kf2_m_12 = (float)(v___kf1_m_8);
+    const float v___kf2_t_13 = (float)(v___kf1_t_7);
+    uint64_t v___kf2_s_14 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t v___kf2_passes_15 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
+    const uint32_t end16 = (uint32_t)(v___kf2_passes_15);
     AscendC::PipeBarrier<PIPE_ALL>();
-    for (uint32_t v___kf1_q_13 = (uint32_t)(((uint32_t)0ull)); v___kf1_q_13 < end12; ++v___kf1_q_13) {
+    for (uint32_t v___kf2_q_17 = (uint32_t)(((uint32_t)0ull)); v___kf2_q_17 < end16; ++v___kf2_q_17) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v___kf2_start_14 = (uint32_t)(v___kf1_start_6);
-      const uint32_t v___kf2_i_15 = (uint32_t)(sk::mul<uint32_t>(((uint32_t)2ull), v___kf1_q_13));
-      const uint32_t v___kf2_n_16 = (uint32_t)(v___kf1_n_7);
-      const uint32_t v___kf2_s_17 = (uint32_t)(sk::add<uint32_t>(v___kf2_start_14, sk::mul<uint32_t>(v___kf2_i_15, TILE)));
-      const uint32_t v___kf1_l0_18 = (uint32_t)(((((uint32_t)(v___kf2_s_17) < (uint32_t)(v___kf2_n_16))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf2_n_16, v___kf2_s_17))) : (uint32_t)(((uint32_t)0ull))));
-      const uint32_t v___kf3_start_19 = (uint32_t)(v___kf1_start_6);
-      const uint32_t v___kf3_i_20 = (uint32_t)(sk::add<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf1_q_13), ((uint32_t)1ull)));
-      const uint32_t v___kf3_n_21 = (uint32_t)(v___kf1_n_7);
-      const uint32_t v___kf3_s_22 = (uint32_t)(sk::add<uint32_t>(v___kf3_start_19, sk::mul<uint32_t>(v___kf3_i_20, TILE)));
-      const uint32_t v___kf1_l1_23 = (uint32_t)(((((uint32_t)(v___kf3_s_22) < (uint32_t)(v___kf3_n_21))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf3_n_21, v___kf3_s_22))) : (uint32_t)(((uint32_t)0ull))));
-      const uint64_t v___kf1_o_24 = (uint64_t)(sk::add<uint64_t>(v___kf1_off_5, ((uint64_t)(sk::add<uint32_t>(v___kf1_start_6, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf1_q_13), TILE))))));
-      const uint64_t v___kf1_o1_25 = (uint64_t)(sk::add<uint64_t>(v___kf1_o_24, ((uint64_t)(TILE))));
-      AscendC::LocalTensor<float> t26 = qin.AllocTensor<float>();
-      const uint32_t t26_n = sk::min<uint32_t>((uint32_t)(v___kf1_l0_18), TILE);
-      const uint64_t off27 = (uint64_t)(v___kf1_o_24);
-      if (t26_n > 0) {
-        AscendC::DataCopyPad(t26, g_cand[off27], AscendC::DataCopyExtParams{1, (uint32_t)(t26_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+      const uint32_t v___kf3_start_18 = (uint32_t)(v___kf2_start_10);
+      const uint32_t v___kf3_i_19 = (uint32_t)(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17));
+      const uint32_t v___kf3_n_20 = (uint32_t)(v___kf2_n_11);
+      const uint32_t v___kf3_s_21 = (uint32_t)(sk::add<uint32_t>(v___kf3_start_18, sk::mul<uint32_t>(v___kf3_i_19, TILE)));
+      const uint32_t v___kf2_l0_22 = (uint32_t)(((((uint32_t)(v___kf3_s_21) < (uint32_t)(v___kf3_n_20))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf3_n_20, v___kf3_s_21))) : (uint32_t)(((uint32_t)0ull))));
+      const uint32_t v___kf4_start_23 = (uint32_t)(v___kf2_start_10);
+      const uint32_t v___kf4_i_24 = (uint32_t)(sk::add<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17), ((uint32_t)1ull)));
+      const uint32_t v___kf4_n_25 = (uint32_t)(v___kf2_n_11);
+      const uint32_t v___kf4_s_26 = (uint32_t)(sk::add<uint32_t>(v___kf4_start_23, sk::mul<uint32_t>(v___kf4_i_24, TILE)));
+      const uint32_t v___kf2_l1_27 = (uint32_t)(((((uint32_t)(v___kf4_s_26) < (uint32_t)(v___kf4_n_25))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf4_n_25, v___kf4_s_26))) : (uint32_t)(((uint32_t)0ull))));
+      const uint64_t v___kf2_o_28 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(sk::add<uint32_t>(v___kf2_start_10, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17), TILE))))));
+      const uint64_t v___kf2_o1_29 = (uint64_t)(sk::add<uint64_t>(v___kf2_o_28, ((uint64_t)(TILE))));
+      AscendC::LocalTensor<float> t30 = qin.AllocTensor<float>();
+      const uint32_t t30_n = sk::min<uint32_t>((uint32_t)(v___kf2_l0_22), TILE);
+      const uint64_t off31 = (uint64_t)(v___kf2_o_28);
+      if (t30_n > 0) {
+        AscendC::DataCopyPad(t30, g_cand[off31], AscendC::DataCopyExtParams{1, (uint32_t)(t30_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
-      qin.EnQue(t26); t26 = qin.DeQue<float>();
-      AscendC::LocalTensor<float> t28 = qin.AllocTensor<float>();
-      const uint32_t t28_n = sk::min<uint32_t>((uint32_t)(v___kf1_l1_23), TILE);
-      const uint64_t off29 = (uint64_t)(v___kf1_o1_25);
-      if (t28_n > 0) {
-        AscendC::DataCopyPad(t28, g_cand[off29], AscendC::DataCopyExtParams{1, (uint32_t)(t28_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+      qin.EnQue(t30); t30 = qin.DeQue<float>();
+      AscendC::LocalTensor<float> t32 = qin.AllocTensor<float>();
+      const uint32_t t32_n = sk::min<uint32_t>((uint32_t)(v___kf2_l1_27), TILE);
+      const uint64_t off33 = (uint64_t)(v___kf2_o1_29);
+      if (t32_n > 0) {
+        AscendC::DataCopyPad(t32, g_cand[off33], AscendC::DataCopyExtParams{1, (uint32_t)(t32_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
-      qin.EnQue(t28); t28 = qin.DeQue<float>();
-      const float s30 = (float)(v___kf1_m_8);
-      AscendC::LocalTensor<float> t31 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t31_n = t26_n;
-      AscendC::Adds(t31, t26, -s30, (int32_t)t31_n);
-      AscendC::LocalTensor<uint64_t> t32 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t32_n = t31_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t31;
-        for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf1_t_9)))));
-      }
-      uint64_t s33 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t32_n; ++i) {
-        s33 = sk::add<uint64_t>(s33, t32.GetValue(i));
-      }
-      const float s34 = (float)(v___kf1_m_8);
-      AscendC::LocalTensor<float> t35 = ub8[U2].ReinterpretCast<float>();
-      const uint32_t t35_n = t28_n;
-      AscendC::Adds(t35, t28, -s34, (int32_t)t35_n);
-      AscendC::LocalTensor<uint64_t> t36 = ub8[U3].ReinterpretCast<uint64_t>();
+      qin.EnQue(t32); t32 = qin.DeQue<float>();
+      const float s34 = (float)(v___kf2_m_12);
+      AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
+      const uint32_t t35_n = t30_n;
+      AscendC::Adds(t35, t30, -s34, (int32_t)t35_n);
+      AscendC::LocalTensor<uint64_t> t36 = ub8[U0].ReinterpretCast<uint64_t>();
       const uint32_t t36_n = t35_n;
       sk::sync<AscendC::HardEvent::V_S>();
        {
         const AscendC::LocalTensor<float> &L0 = t35;
-        for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf1_t_9)))));
+        for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
       }
       uint64_t s37 = (uint64_t)(0);
       for (uint32_t i = 0; i < t36_n; ++i) {
         s37 = sk::add<uint64_t>(s37, t36.GetValue(i));
       }
-      v___kf1_s_10 = (uint64_t)(sk::add<uint64_t>(v___kf1_s_10, sk::add<uint64_t>(s33, s37)));
-      qin.FreeTensor(t26);
-      qin.FreeTensor(t28);
-      AscendC::LocalTensor<float> t38 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t38_n = sk::min<uint32_t>((uint32_t)(v___kf1_l0_18), TILE);
+      const float s38 = (float)(v___kf2_m_12);
+      AscendC::LocalTensor<float> t39 = ub8[U2].ReinterpretCast<float>();
+      const uint32_t t39_n = t32_n;
+      AscendC::Adds(t39, t32, -s38, (int32_t)t39_n);
+      AscendC::LocalTensor<uint64_t> t40 = ub8[U3].ReinterpretCast<uint64_t>();
+      const uint32_t t40_n = t39_n;
+      sk::sync<AscendC::HardEvent::V_S>();
+       {
+        const AscendC::LocalTensor<float> &L0 = t39;
+        for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
+      }
+      uint64_t s41 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t40_n; ++i) {
+        s41 = sk::add<uint64_t>(s41, t40.GetValue(i));
+      }
+      v___kf2_s_14 = (uint64_t)(sk::add<uint64_t>(v___kf2_s_14, sk::add<uint64_t>(s37, s41)));
+      qin.FreeTensor(t30);
+      qin.FreeTensor(t32);
+      AscendC::LocalTensor<float> t42 = ub8[0].ReinterpretCast<float>();
+      const uint32_t t42_n = sk::min<uint32_t>((uint32_t)(v___kf2_l0_22), TILE);
       AscendC::PipeBarrier<PIPE_V>();
       sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Duplicate(t38, (float)(sk::bits_f32(0xff800000u)), (int32_t)t38_n);
-      const uint32_t n39 = t38_n;
-      const uint64_t off40 = (uint64_t)(v___kf1_o_24);
-      AscendC::LocalTensor<float> o41 = qout.AllocTensor<float>();
-      AscendC::PipeBarrier<PIPE_V>();
-      if (n39 > 0) {
-        AscendC::DataCopy(o41, t38, AscendC::DataCopyParams{1, (uint16_t)((n39 * sizeof(float) + 31) / 32), 0, 0});
-      }
-      qout.EnQue(o41); o41 = qout.DeQue<float>();
-      if (n39 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off40], o41, AscendC::DataCopyExtParams{1, (uint32_t)(n39 * sizeof(float)), 0, 0, 0});
-      }
-      qout.FreeTensor(o41);
-      AscendC::LocalTensor<float> t42 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t42_n = sk::min<uint32_t>((uint32_t)(v___kf1_l1_23), TILE);
-      AscendC::PipeBarrier<PIPE_V>();
       AscendC::Duplicate(t42, (float)(sk::bits_f32(0xff800000u)), (int32_t)t42_n);
       const uint32_t n43 = t42_n;
-      const uint64_t off44 = (uint64_t)(v___kf1_o1_25);
+      const uint64_t off44 = (uint64_t)(v___kf2_o_28);
       AscendC::LocalTensor<float> o45 = qout.AllocTensor<float>();
       AscendC::PipeBarrier<PIPE_V>();
       if (n43 > 0) {
         AscendC::DataCopy(o45, t42, AscendC::DataCopyParams{1, (uint16_t)((n43 * sizeof(float) + 31) / 32), 0, 0});
       }
       qout.EnQue(o45); o45 = qout.DeQue<float>();
-      AscendC::PipeBarrier<PIPE_MTE3>();
       if (n43 > 0) {
         AscendC::DataCopyPad(g_logprobs[off44], o45, AscendC::DataCopyExtParams{1, (uint32_t)(n43 * sizeof(float)), 0, 0, 0});
       }
       qout.FreeTensor(o45);
+      AscendC::LocalTensor<float> t46 = ub8[0].ReinterpretCast<float>();
+      const uint32_t t46_n = sk::min<uint32_t>((uint32_t)(v___kf2_l1_27), TILE);
+      AscendC::PipeBarrier<PIPE_V>();
+      AscendC::Duplicate(t46, (float)(sk::bits_f32(0xff800000u)), (int32_t)t46_n);
+      const uint32_t n47 = t46_n;
+      const uint64_t off48 = (uint64_t)(v___kf2_o1_29);
+      AscendC::LocalTensor<float> o49 = qout.AllocTensor<float>();
+      AscendC::PipeBarrier<PIPE_V>();
+      if (n47 > 0) {
+        AscendC::DataCopy(o49, t46, AscendC::DataCopyParams{1, (uint16_t)((n47 * sizeof(float) + 31) / 32), 0, 0});
+      }
+      qout.EnQue(o49); o49 = qout.DeQue<float>();
+      AscendC::PipeBarrier<PIPE_MTE3>();
+      if (n47 > 0) {
+        AscendC::DataCopyPad(g_logprobs[off48], o49, AscendC::DataCopyExtParams{1, (uint32_t)(n47 * sizeof(float)), 0, 0, 0});
+      }
+      qout.FreeTensor(o49);
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v_rest_46 = (uint64_t)(v___kf1_s_10);
-    const uint64_t v___kf4_off_47 = (uint64_t)(v_off_2);
-    const uint32_t v___kf4_n_48 = (uint32_t)(p_head);
-    const float v___kf4_temperature_49 = (float)(v_t_3);
-    AscendC::LocalTensor<float> t50 = qin.AllocTensor<float>();
-    const uint32_t t50_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_48), TILE);
-    const uint64_t off51 = (uint64_t)(v___kf4_off_47);
-    if (t50_n > 0) {
-      AscendC::DataCopyPad(t50, g_cand[off51], AscendC::DataCopyExtParams{1, (uint32_t)(t50_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_rest_50 = (uint64_t)(v___kf2_s_14);
+    const uint64_t v___kf5_off_51 = (uint64_t)(v___kf1_off_3);
+    const uint32_t v___kf5_n_52 = (uint32_t)(v___kf1_head_5);
+    const float v___kf5_temperature_53 = (float)(v___kf1_t_7);
+    AscendC::LocalTensor<float> t54 = qin.AllocTensor<float>();
+    const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_52), TILE);
+    const uint64_t off55 = (uint64_t)(v___kf5_off_51);
+    if (t54_n > 0) {
+      AscendC::DataCopyPad(t54, g_cand[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t50); t50 = qin.DeQue<float>();
-    const float s52 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_47)));
-    AscendC::LocalTensor<float> t53 = t50.ReinterpretCast<float>();
-    const uint32_t t53_n = t50_n;
-    AscendC::Adds(t53, t50, -s52, (int32_t)t53_n);
-    AscendC::LocalTensor<float> t54 = t53.ReinterpretCast<float>();
-    const uint32_t t54_n = t53_n;
+    qin.EnQue(t54); t54 = qin.DeQue<float>();
+    const float s56 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_51)));
+    AscendC::LocalTensor<float> t57 = t54.ReinterpretCast<float>();
+    const uint32_t t57_n = t54_n;
+    AscendC::Adds(t57, t54, -s56, (int32_t)t57_n);
+    AscendC::LocalTensor<float> t58 = t57.ReinterpretCast<float>();
+    const uint32_t t58_n = t57_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t53;
-      for (uint32_t i = 0; i < t54_n; ++i) t54.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf4_temperature_49)));
+      const AscendC::LocalTensor<float> &L0 = t57;
+      for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_53)));
     }
-    AscendC::LocalTensor<uint64_t> t55 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t55_n = t54_n;
+    AscendC::LocalTensor<uint64_t> t59 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t59_n = t58_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t54;
-      for (uint32_t i = 0; i < t55_n; ++i) t55.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t58;
+      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s56 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t55_n; ++i) {
-      s56 = sk::add<uint64_t>(s56, t55.GetValue(i));
+    uint64_t s60 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t59_n; ++i) {
+      s60 = sk::add<uint64_t>(s60, t59.GetValue(i));
     }
-    const uint64_t v_total_57 = (uint64_t)(sk::add<uint64_t>(v_rest_46, s56));
-    const float v___kf5_log_min_p_58 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v___kf5_k_59 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint32_t v___kf5_n_60 = (uint32_t)(p_head);
-    AscendC::LocalTensor<uint32_t> t61 = ub8[U4].ReinterpretCast<uint32_t>();
-    const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_60), TILE);
-    AscendC::CreateVecIndex(t61.ReinterpretCast<int32_t>(), (int32_t)0, t61_n);
-    const uint32_t s62 = (uint32_t)(((uint32_t)(v___kf5_k_59)));
-    const bool s63 = (bool)(((int32_t)(v___kf5_k_59) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t64 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t64_n = sk::min<uint32_t>(t54_n, t61_n);
+    const uint64_t v___kf1_total_61 = (uint64_t)(sk::add<uint64_t>(v___kf1_rest_50, s60));
+    const float v___kf6_log_min_p_62 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const int32_t v___kf6_k_63 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint32_t v___kf6_n_64 = (uint32_t)(v___kf1_head_5);
+    AscendC::LocalTensor<uint32_t> t65 = ub8[U4].ReinterpretCast<uint32_t>();
+    const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_64), TILE);
+    AscendC::CreateVecIndex(t65.ReinterpretCast<int32_t>(), (int32_t)0, t65_n);
+    const uint32_t s66 = (uint32_t)(((uint32_t)(v___kf6_k_63)));
+    const bool s67 = (bool)(((int32_t)(v___kf6_k_63) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t68 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t68_n = sk::min<uint32_t>(t58_n, t65_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t54;
-      const AscendC::LocalTensor<uint32_t> &L1 = t61;
-      for (uint32_t i = 0; i < t64_n; ++i) t64.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf5_log_min_p_58))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s62))) | (bool)(s63))))))));
+      const AscendC::LocalTensor<float> &L0 = t58;
+      const AscendC::LocalTensor<uint32_t> &L1 = t65;
+      for (uint32_t i = 0; i < t68_n; ++i) t68.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_62))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s66))) | (bool)(s67))))))));
     }
-    const bool v___kf6_kfirst_65 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v___kf6_total_66 = (uint64_t)(v_total_57);
-    AscendC::LocalTensor<uint64_t> t67 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t67_n = sk::min<uint32_t>(t64_n, t55_n);
+    const bool v___kf7_kfirst_69 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6))))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf7_total_70 = (uint64_t)(v___kf1_total_61);
+    AscendC::LocalTensor<uint64_t> t71 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t71_n = sk::min<uint32_t>(t68_n, t59_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t64;
-      const AscendC::LocalTensor<uint64_t> &L1 = t55;
-      for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t68;
+      const AscendC::LocalTensor<uint64_t> &L1 = t59;
+      for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s68 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t67_n; ++i) {
-      s68 = sk::add<uint64_t>(s68, t67.GetValue(i));
+    uint64_t s72 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t71_n; ++i) {
+      s72 = sk::add<uint64_t>(s72, t71.GetValue(i));
     }
-    const uint64_t v_base_69 = (uint64_t)(((v___kf6_kfirst_65) ? (uint64_t)(s68) : (uint64_t)(v___kf6_total_66)));
-    const uint64_t v___kf7_base_70 = (uint64_t)(v_base_69);
-    const float v___kf7_top_p_71 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf7_thr_72 = (uint64_t)(sk::frac_floor(v___kf7_base_70, v___kf7_top_p_71));
-    AscendC::LocalTensor<uint64_t> t73 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t73_n = t55_n;
+    const uint64_t v___kf1_base_73 = (uint64_t)(((v___kf7_kfirst_69) ? (uint64_t)(s72) : (uint64_t)(v___kf7_total_70)));
+    const uint64_t v___kf8_base_74 = (uint64_t)(v___kf1_base_73);
+    const float v___kf8_top_p_75 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint64_t v___kf8_thr_76 = (uint64_t)(sk::frac_floor(v___kf8_base_74, v___kf8_top_p_75));
+    AscendC::LocalTensor<uint64_t> t77 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t77_n = t59_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t55_n; ++i) {
-        const uint64_t x = t55.GetValue(i);
-        t73.SetValue(i, acc);
+      for (uint32_t i = 0; i < t59_n; ++i) {
+        const uint64_t x = t59.GetValue(i);
+        t77.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t74 = ub8[U4].ReinterpretCast<uint8_t>();
-    const uint32_t t74_n = sk::min<uint32_t>(t73_n, t64_n);
+    AscendC::LocalTensor<uint8_t> t78 = ub8[U4].ReinterpretCast<uint8_t>();
+    const uint32_t t78_n = sk::min<uint32_t>(t77_n, t68_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t73;
-      const AscendC::LocalTensor<uint8_t> &L1 = t64;
-      for (uint32_t i = 0; i < t74_n; ++i) t74.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_72))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t77;
+      const AscendC::LocalTensor<uint8_t> &L1 = t68;
+      for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_76))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t75 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t75_n = sk::min<uint32_t>(t74_n, t55_n);
+    AscendC::LocalTensor<uint64_t> t79 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t79_n = sk::min<uint32_t>(t78_n, t59_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t74;
-      const AscendC::LocalTensor<uint64_t> &L1 = t55;
-      for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t78;
+      const AscendC::LocalTensor<uint64_t> &L1 = t59;
+      for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s76 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t75_n; ++i) {
-      s76 = sk::add<uint64_t>(s76, t75.GetValue(i));
+    uint64_t s80 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t79_n; ++i) {
+      s80 = sk::add<uint64_t>(s80, t79.GetValue(i));
     }
-    const float v___kf8_lse_77 = (float)(sk::ln_fixed(s76));
-    const float s78 = (float)(v___kf8_lse_77);
-    AscendC::LocalTensor<float> t79 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t79_n = t54_n;
+    const float v___kf9_lse_81 = (float)(sk::ln_fixed(s80));
+    const float s82 = (float)(v___kf9_lse_81);
+    AscendC::LocalTensor<float> t83 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t83_n = t58_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t79, t54, -s78, (int32_t)t79_n);
-    AscendC::LocalTensor<float> t80 = t79.ReinterpretCast<float>();
-    const uint32_t t80_n = sk::min<uint32_t>(t74_n, t79_n);
+    AscendC::Adds(t83, t58, -s82, (int32_t)t83_n);
+    AscendC::LocalTensor<float> t84 = t83.ReinterpretCast<float>();
+    const uint32_t t84_n = sk::min<uint32_t>(t78_n, t83_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t74;
-      const AscendC::LocalTensor<float> &L1 = t79;
-      for (uint32_t i = 0; i < t80_n; ++i) t80.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t78;
+      const AscendC::LocalTensor<float> &L1 = t83;
+      for (uint32_t i = 0; i < t84_n; ++i) t84.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t50);
-    const uint32_t n81 = t80_n;
-    const uint64_t off82 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o83 = qout.AllocTensor<float>();
+    qin.FreeTensor(t54);
+    const uint32_t n85 = t84_n;
+    const uint64_t off86 = (uint64_t)(v___kf1_off_3);
+    AscendC::LocalTensor<float> o87 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n81 > 0) {
-      AscendC::DataCopy(o83, t80, AscendC::DataCopyParams{1, (uint16_t)((n81 * sizeof(float) + 31) / 32), 0, 0});
+    if (n85 > 0) {
+      AscendC::DataCopy(o87, t84, AscendC::DataCopyParams{1, (uint16_t)((n85 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o83); o83 = qout.DeQue<float>();
-    if (n81 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off82], o83, AscendC::DataCopyExtParams{1, (uint32_t)(n81 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o87); o87 = qout.DeQue<float>();
+    if (n85 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off86], o87, AscendC::DataCopyExtParams{1, (uint32_t)(n85 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o83);
-    const uint64_t v___kf9_off_84 = (uint64_t)(v_off_2);
-    const uint64_t v___kf9_seed_85 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf9_seq_86 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint64_t> t87 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t87_n = t80_n;
+    qout.FreeTensor(o87);
+    const uint64_t v___kf10_off_88 = (uint64_t)(v___kf1_off_3);
+    const uint64_t v___kf10_seed_89 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint64_t v___kf10_seq_90 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    AscendC::LocalTensor<uint64_t> t91 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t91_n = t84_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t80;
-      for (uint32_t i = 0; i < t87_n; ++i) t87.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t84;
+      for (uint32_t i = 0; i < t91_n; ++i) t91.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s89 = (uint64_t)(sk::uniform53(v___kf9_seed_85, v___kf9_seq_86));
-    int32_t s88 = -1;
+    const uint64_t s93 = (uint64_t)(sk::uniform53(v___kf10_seed_89, v___kf10_seq_90));
+    int32_t s92 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t87_n; ++i) tot = sk::add128(tot, t87.GetValue(i));
+      for (uint32_t i = 0; i < t91_n; ++i) tot = sk::add128(tot, t91.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s89, tot.lo);
-        thr.hi += s89 * tot.hi;
+        sk::U128 thr = sk::mul64(s93, tot.lo);
+        thr.hi += s93 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t87_n; ++i) {
-          acc = sk::add128(acc, t87.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s88 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t91_n; ++i) {
+          acc = sk::add128(acc, t91.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s92 = (int32_t)i; break; }
         }
-        if (s88 < 0) for (uint32_t i = t87_n; i-- > 0;) if (t87.GetValue(i) > 0) { s88 = (int32_t)i; break; }
+        if (s92 < 0) for (uint32_t i = t91_n; i-- > 0;) if (t91.GetValue(i) > 0) { s92 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf9_c_90 = (int32_t)(s88);
-    const int32_t v_tok_91 = (int32_t)(((((int32_t)(v___kf9_c_90) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf9_off_84, ((uint64_t)(v___kf9_c_90)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off92 = (uint64_t)(((uint64_t)(v_r_1)));
+    const int32_t v___kf10_c_94 = (int32_t)(s92);
+    const int32_t v___kf1_tok_95 = (int32_t)(((((int32_t)(v___kf10_c_94) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf10_off_88, ((uint64_t)(v___kf10_c_94)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_tok_96 = (int32_t)(v___kf1_tok_95);
+    const uint64_t off97 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_91));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_96));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off92], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off97], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -47,236 +47,242 @@ __aicore__ inline void process_prefix_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_i
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const float v_m_3 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    const float v_t_4 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf1_off_5 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_6 = (uint32_t)(p_n);
-    const float v___kf1_temperature_7 = (float)(v_t_4);
-    AscendC::LocalTensor<float> t8 = qin.AllocTensor<float>();
-    const uint32_t t8_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_6), TILE);
-    const uint64_t off9 = (uint64_t)(v___kf1_off_5);
-    if (t8_n > 0) {
-      AscendC::DataCopyPad(t8, g_cand[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
+    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
+    const uint32_t v___kf1_v_5 = (uint32_t)(p_v);
+    const uint32_t v___kf1_chunks_6 = (uint32_t)(p_chunks);
+    const uint32_t v___kf1_r_7 = (uint32_t)(v_r_1);
+    const float v___kf1_m_8 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_3)));
+    const float v___kf1_t_9 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    const uint64_t v___kf2_off_10 = (uint64_t)(v___kf1_off_3);
+    const uint32_t v___kf2_n_11 = (uint32_t)(v___kf1_n_4);
+    const float v___kf2_temperature_12 = (float)(v___kf1_t_9);
+    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
+    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_11), TILE);
+    const uint64_t off14 = (uint64_t)(v___kf2_off_10);
+    if (t13_n > 0) {
+      AscendC::DataCopyPad(t13, g_cand[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t8); t8 = qin.DeQue<float>();
-    const float s10 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_5)));
-    AscendC::LocalTensor<float> t11 = t8.ReinterpretCast<float>();
-    const uint32_t t11_n = t8_n;
-    AscendC::Adds(t11, t8, -s10, (int32_t)t11_n);
-    AscendC::LocalTensor<float> t12 = t11.ReinterpretCast<float>();
-    const uint32_t t12_n = t11_n;
+    qin.EnQue(t13); t13 = qin.DeQue<float>();
+    const float s15 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_10)));
+    AscendC::LocalTensor<float> t16 = t13.ReinterpretCast<float>();
+    const uint32_t t16_n = t13_n;
+    AscendC::Adds(t16, t13, -s15, (int32_t)t16_n);
+    AscendC::LocalTensor<float> t17 = t16.ReinterpretCast<float>();
+    const uint32_t t17_n = t16_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t11;
-      for (uint32_t i = 0; i < t12_n; ++i) t12.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf1_temperature_7)));
+      const AscendC::LocalTensor<float> &L0 = t16;
+      for (uint32_t i = 0; i < t17_n; ++i) t17.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf2_temperature_12)));
     }
-    AscendC::LocalTensor<uint64_t> t13 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t13_n = t12_n;
+    AscendC::LocalTensor<uint64_t> t18 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t18_n = t17_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t17;
+      for (uint32_t i = 0; i < t18_n; ++i) t18.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const int32_t v_k_14 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_lmp_15 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v___kf2_log_min_p_16 = (float)(v_lmp_15);
-    const int32_t v___kf2_k_17 = (int32_t)(v_k_14);
-    const uint32_t v___kf2_n_18 = (uint32_t)(p_n);
-    AscendC::LocalTensor<uint32_t> t19 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_18), TILE);
-    AscendC::CreateVecIndex(t19.ReinterpretCast<int32_t>(), (int32_t)0, t19_n);
-    const uint32_t s20 = (uint32_t)(((uint32_t)(v___kf2_k_17)));
-    const bool s21 = (bool)(((int32_t)(v___kf2_k_17) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t22 = ub8[U3].ReinterpretCast<uint8_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t12_n, t19_n);
+    const int32_t v___kf1_k_19 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    const float v___kf1_lmp_20 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    const float v___kf3_log_min_p_21 = (float)(v___kf1_lmp_20);
+    const int32_t v___kf3_k_22 = (int32_t)(v___kf1_k_19);
+    const uint32_t v___kf3_n_23 = (uint32_t)(v___kf1_n_4);
+    AscendC::LocalTensor<uint32_t> t24 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_23), TILE);
+    AscendC::CreateVecIndex(t24.ReinterpretCast<int32_t>(), (int32_t)0, t24_n);
+    const uint32_t s25 = (uint32_t)(((uint32_t)(v___kf3_k_22)));
+    const bool s26 = (bool)(((int32_t)(v___kf3_k_22) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t27 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t27_n = sk::min<uint32_t>(t17_n, t24_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      const AscendC::LocalTensor<uint32_t> &L1 = t19;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf2_log_min_p_16))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s20))) | (bool)(s21))))))));
+      const AscendC::LocalTensor<float> &L0 = t17;
+      const AscendC::LocalTensor<uint32_t> &L1 = t24;
+      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf3_log_min_p_21))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s25))) | (bool)(s26))))))));
     }
-    const float v_xl_23 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v_off_2, ((uint64_t)(sk::sub<uint32_t>(p_n, ((uint32_t)1ull))))))), v_m_3), v_t_4));
-    const bool v_last_in_24 = (bool)(((float)(v_xl_23) >= (float)(v_lmp_15)));
-    const bool v_k_inside_25 = (bool)(((((((int32_t)(v_k_14) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v_k_14))) <= (uint32_t)(p_n))))) || ((!(v_last_in_24)))));
-    const bool v_kfirst_26 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v_r_1))))) != (uint32_t)(((uint32_t)0ull))));
-    const bool v_skipped_27 = (bool)(((uint64_t)(g_mass.GetValue((uint64_t)(((uint64_t)(sk::mul<uint32_t>(v_r_1, p_chunks)))))) == (uint64_t)(((uint64_t)18446744073709551615ull))));
-    uint64_t v_total_28 = (uint64_t)(((uint64_t)0ull));
+    const float v___kf1_xl_28 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v___kf1_off_3, ((uint64_t)(sk::sub<uint32_t>(v___kf1_n_4, ((uint32_t)1ull))))))), v___kf1_m_8), v___kf1_t_9));
+    const bool v___kf1_last_in_29 = (bool)(((float)(v___kf1_xl_28) >= (float)(v___kf1_lmp_20)));
+    const bool v___kf1_k_inside_30 = (bool)(((((((int32_t)(v___kf1_k_19) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf1_k_19))) <= (uint32_t)(v___kf1_n_4))))) || ((!(v___kf1_last_in_29)))));
+    const bool v___kf1_kfirst_31 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7))))) != (uint32_t)(((uint32_t)0ull))));
+    const bool v___kf1_skipped_32 = (bool)(((uint64_t)(g_mass.GetValue((uint64_t)(((uint64_t)(sk::mul<uint32_t>(v___kf1_r_7, v___kf1_chunks_6)))))) == (uint64_t)(((uint64_t)18446744073709551615ull))));
+    uint64_t v___kf1_total_33 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (v_skipped_27) {
+    if (v___kf1_skipped_32) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s29 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        s29 = sk::add<uint64_t>(s29, t13.GetValue(i));
+      uint64_t s34 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t18_n; ++i) {
+        s34 = sk::add<uint64_t>(s34, t18.GetValue(i));
       }
-      v_total_28 = (uint64_t)(s29);
+      v___kf1_total_33 = (uint64_t)(s34);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t end30 = (uint32_t)(p_chunks);
-      for (uint32_t v_c_31 = (uint32_t)(((uint32_t)0ull)); v_c_31 < end30; ++v_c_31) {
-        v_total_28 = (uint64_t)(sk::add<uint64_t>(v_total_28, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v_r_1, p_chunks), v_c_31)))))));
+      const uint32_t end35 = (uint32_t)(v___kf1_chunks_6);
+      for (uint32_t v___kf1_c_36 = (uint32_t)(((uint32_t)0ull)); v___kf1_c_36 < end35; ++v___kf1_c_36) {
+        v___kf1_total_33 = (uint64_t)(sk::add<uint64_t>(v___kf1_total_33, g_mass.GetValue((uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf1_r_7, v___kf1_chunks_6), v___kf1_c_36)))))));
       }
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const bool v___kf3_last_in_32 = (bool)(v_last_in_24);
-    const int32_t v___kf3_k_33 = (int32_t)(v_k_14);
-    const uint32_t v___kf3_n_34 = (uint32_t)(p_n);
-    const bool v___kf3_kfirst_35 = (bool)(v_kfirst_26);
-    const float v___kf3_top_p_36 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const bool v___kf3_k_inside_37 = (bool)(((((((int32_t)(v___kf3_k_33) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf3_k_33))) <= (uint32_t)(v___kf3_n_34))))) || ((!(v___kf3_last_in_32)))));
-    const bool v___kf3_last_pre_38 = (bool)(((v___kf3_last_in_32) && (((((int32_t)(v___kf3_k_33) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf3_k_33))) >= (uint32_t)(v___kf3_n_34)))))));
-    uint64_t s39 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s39 = sk::add<uint64_t>(s39, t13.GetValue(i));
+    const bool v___kf4_last_in_37 = (bool)(v___kf1_last_in_29);
+    const int32_t v___kf4_k_38 = (int32_t)(v___kf1_k_19);
+    const uint32_t v___kf4_n_39 = (uint32_t)(v___kf1_n_4);
+    const bool v___kf4_kfirst_40 = (bool)(v___kf1_kfirst_31);
+    const float v___kf4_top_p_41 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    const bool v___kf4_k_inside_42 = (bool)(((((((int32_t)(v___kf4_k_38) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf4_k_38))) <= (uint32_t)(v___kf4_n_39))))) || ((!(v___kf4_last_in_37)))));
+    const bool v___kf4_last_pre_43 = (bool)(((v___kf4_last_in_37) && (((((int32_t)(v___kf4_k_38) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf4_k_38))) >= (uint32_t)(v___kf4_n_39)))))));
+    uint64_t s44 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t18_n; ++i) {
+      s44 = sk::add<uint64_t>(s44, t18.GetValue(i));
     }
-    const uint64_t v___kf4_base_40 = (uint64_t)(s39);
-    const float v___kf4_top_p_41 = (float)(v___kf3_top_p_36);
-    const uint64_t v___kf4_thr_42 = (uint64_t)(sk::frac_floor(v___kf4_base_40, v___kf4_top_p_41));
-    AscendC::LocalTensor<uint64_t> t43 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t43_n = t13_n;
+    const uint64_t v___kf5_base_45 = (uint64_t)(s44);
+    const float v___kf5_top_p_46 = (float)(v___kf4_top_p_41);
+    const uint64_t v___kf5_thr_47 = (uint64_t)(sk::frac_floor(v___kf5_base_45, v___kf5_top_p_46));
+    AscendC::LocalTensor<uint64_t> t48 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t48_n = t18_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t43.SetValue(i, acc);
+      for (uint32_t i = 0; i < t18_n; ++i) {
+        const uint64_t x = t18.GetValue(i);
+        t48.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t44 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t44_n = sk::min<uint32_t>(t43_n, t22_n);
+    AscendC::LocalTensor<uint8_t> t49 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t49_n = sk::min<uint32_t>(t48_n, t27_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t43;
-      const AscendC::LocalTensor<uint8_t> &L1 = t22;
-      for (uint32_t i = 0; i < t44_n; ++i) t44.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf4_thr_42))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t48;
+      const AscendC::LocalTensor<uint8_t> &L1 = t27;
+      for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf5_thr_47))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint8_t> t45 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t45_n = sk::min<uint32_t>(t44_n, t22_n);
+    AscendC::LocalTensor<uint8_t> t50 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t50_n = sk::min<uint32_t>(t49_n, t27_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t44;
-      const AscendC::LocalTensor<uint8_t> &L1 = t22;
-      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint8_t)(((bool)((bool)((L0.GetValue(i) != 0)) | (bool)((!((L1.GetValue(i) != 0))))))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t49;
+      const AscendC::LocalTensor<uint8_t> &L1 = t27;
+      for (uint32_t i = 0; i < t50_n; ++i) t50.SetValue(i, (uint8_t)(((bool)((bool)((L0.GetValue(i) != 0)) | (bool)((!((L1.GetValue(i) != 0))))))));
     }
-    bool s46 = (bool)(true);
-    for (uint32_t i = 0; i < t45_n; ++i) {
-      if (!((t45.GetValue(i) != 0))) { s46 = false; break; }
+    bool s51 = (bool)(true);
+    for (uint32_t i = 0; i < t50_n; ++i) {
+      if (!((t50.GetValue(i) != 0))) { s51 = false; break; }
     }
-    const bool v_decided_47 = (bool)(((((v___kf3_kfirst_35) && (v___kf3_k_inside_37))) || ((((!(v___kf3_last_pre_38))) && (s46)))));
-    const bool v_unsure_48 = (bool)(((v_skipped_27) && ((!(v_decided_47)))));
-    const bool v___kf5_kfirst_49 = (bool)(((v_kfirst_26) && (v_k_inside_25)));
-    const uint64_t v___kf5_total_50 = (uint64_t)(v_total_28);
-    AscendC::LocalTensor<uint64_t> t51 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t51_n = sk::min<uint32_t>(t22_n, t13_n);
+    const bool v___kf1_decided_52 = (bool)(((((v___kf4_kfirst_40) && (v___kf4_k_inside_42))) || ((((!(v___kf4_last_pre_43))) && (s51)))));
+    const bool v___kf1_unsure_53 = (bool)(((v___kf1_skipped_32) && ((!(v___kf1_decided_52)))));
+    const bool v___kf6_kfirst_54 = (bool)(((v___kf1_kfirst_31) && (v___kf1_k_inside_30)));
+    const uint64_t v___kf6_total_55 = (uint64_t)(v___kf1_total_33);
+    AscendC::LocalTensor<uint64_t> t56 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t56_n = sk::min<uint32_t>(t27_n, t18_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t22;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t27;
+      const AscendC::LocalTensor<uint64_t> &L1 = t18;
+      for (uint32_t i = 0; i < t56_n; ++i) t56.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s52 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t51_n; ++i) {
-      s52 = sk::add<uint64_t>(s52, t51.GetValue(i));
+    uint64_t s57 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t56_n; ++i) {
+      s57 = sk::add<uint64_t>(s57, t56.GetValue(i));
     }
-    const uint64_t v_base_53 = (uint64_t)(((v___kf5_kfirst_49) ? (uint64_t)(s52) : (uint64_t)(v___kf5_total_50)));
-    const bool v_base_unknown_54 = (bool)(((((v_kfirst_26) && ((!(v_k_inside_25))))) && (((((int32_t)(v_k_14) > (int32_t)(((int32_t)0ull)))) || (((float)(v_lmp_15) > (float)(sk::bits_f32(0xff800000u))))))));
-    const uint64_t v___kf6_base_55 = (uint64_t)(v_base_53);
-    const float v___kf6_top_p_56 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf6_thr_57 = (uint64_t)(sk::frac_floor(v___kf6_base_55, v___kf6_top_p_56));
-    AscendC::LocalTensor<uint64_t> t58 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t58_n = t13_n;
+    const uint64_t v___kf1_base_58 = (uint64_t)(((v___kf6_kfirst_54) ? (uint64_t)(s57) : (uint64_t)(v___kf6_total_55)));
+    const bool v___kf1_base_unknown_59 = (bool)(((((v___kf1_kfirst_31) && ((!(v___kf1_k_inside_30))))) && (((((int32_t)(v___kf1_k_19) > (int32_t)(((int32_t)0ull)))) || (((float)(v___kf1_lmp_20) > (float)(sk::bits_f32(0xff800000u))))))));
+    const uint64_t v___kf7_base_60 = (uint64_t)(v___kf1_base_58);
+    const float v___kf7_top_p_61 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    const uint64_t v___kf7_thr_62 = (uint64_t)(sk::frac_floor(v___kf7_base_60, v___kf7_top_p_61));
+    AscendC::LocalTensor<uint64_t> t63 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t63_n = t18_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t13_n; ++i) {
-        const uint64_t x = t13.GetValue(i);
-        t58.SetValue(i, acc);
+      for (uint32_t i = 0; i < t18_n; ++i) {
+        const uint64_t x = t18.GetValue(i);
+        t63.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t59 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t59_n = sk::min<uint32_t>(t58_n, t22_n);
+    AscendC::LocalTensor<uint8_t> t64 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t64_n = sk::min<uint32_t>(t63_n, t27_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t58;
-      const AscendC::LocalTensor<uint8_t> &L1 = t22;
-      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_57))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t63;
+      const AscendC::LocalTensor<uint8_t> &L1 = t27;
+      for (uint32_t i = 0; i < t64_n; ++i) t64.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_62))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    const uint64_t v_thr_60 = (uint64_t)(v___kf6_thr_57);
-    AscendC::LocalTensor<uint64_t> t61 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t61_n = sk::min<uint32_t>(t59_n, t13_n);
+    const uint64_t v___kf1_thr_65 = (uint64_t)(v___kf7_thr_62);
+    AscendC::LocalTensor<uint64_t> t66 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t66_n = sk::min<uint32_t>(t64_n, t18_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t59;
-      const AscendC::LocalTensor<uint64_t> &L1 = t13;
-      for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t64;
+      const AscendC::LocalTensor<uint64_t> &L1 = t18;
+      for (uint32_t i = 0; i < t66_n; ++i) t66.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s62 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t61_n; ++i) {
-      s62 = sk::add<uint64_t>(s62, t61.GetValue(i));
+    uint64_t s67 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t66_n; ++i) {
+      s67 = sk::add<uint64_t>(s67, t66.GetValue(i));
     }
-    const float v___kf7_lse_63 = (float)(sk::ln_fixed(s62));
-    const float s64 = (float)(v___kf7_lse_63);
-    AscendC::LocalTensor<float> t65 = ub8[U6].ReinterpretCast<float>();
-    const uint32_t t65_n = t12_n;
+    const float v___kf8_lse_68 = (float)(sk::ln_fixed(s67));
+    const float s69 = (float)(v___kf8_lse_68);
+    AscendC::LocalTensor<float> t70 = ub8[U6].ReinterpretCast<float>();
+    const uint32_t t70_n = t17_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t65, t12, -s64, (int32_t)t65_n);
-    AscendC::LocalTensor<float> t66 = t65.ReinterpretCast<float>();
-    const uint32_t t66_n = sk::min<uint32_t>(t59_n, t65_n);
+    AscendC::Adds(t70, t17, -s69, (int32_t)t70_n);
+    AscendC::LocalTensor<float> t71 = t70.ReinterpretCast<float>();
+    const uint32_t t71_n = sk::min<uint32_t>(t64_n, t70_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t59;
-      const AscendC::LocalTensor<float> &L1 = t65;
-      for (uint32_t i = 0; i < t66_n; ++i) t66.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t64;
+      const AscendC::LocalTensor<float> &L1 = t70;
+      for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t8);
-    const uint32_t n67 = t66_n;
-    const uint64_t off68 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o69 = qout.AllocTensor<float>();
+    qin.FreeTensor(t13);
+    const uint32_t n72 = t71_n;
+    const uint64_t off73 = (uint64_t)(v___kf1_off_3);
+    AscendC::LocalTensor<float> o74 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n67 > 0) {
-      AscendC::DataCopy(o69, t66, AscendC::DataCopyParams{1, (uint16_t)((n67 * sizeof(float) + 31) / 32), 0, 0});
+    if (n72 > 0) {
+      AscendC::DataCopy(o74, t71, AscendC::DataCopyParams{1, (uint16_t)((n72 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o69); o69 = qout.DeQue<float>();
-    if (n67 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off68], o69, AscendC::DataCopyExtParams{1, (uint32_t)(n67 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o74); o74 = qout.DeQue<float>();
+    if (n72 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off73], o74, AscendC::DataCopyExtParams{1, (uint32_t)(n72 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o69);
-    uint64_t s70 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t13_n; ++i) {
-      s70 = sk::add<uint64_t>(s70, t13.GetValue(i));
+    qout.FreeTensor(o74);
+    uint64_t s75 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t18_n; ++i) {
+      s75 = sk::add<uint64_t>(s75, t18.GetValue(i));
     }
-    const bool v_next_kept_71 = (bool)(((v_unsure_48) || (((((uint32_t)(p_n) < (uint32_t)(p_v))) && (((v_base_unknown_54) || (((((v_last_in_24) && (((uint64_t)(s70) <= (uint64_t)(v_thr_60))))) && (((((int32_t)(v_k_14) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v_k_14))) > (uint32_t)(p_n)))))))))))));
-    const uint64_t off72 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v_next_kept_71) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const bool v___kf1_next_kept_76 = (bool)(((v___kf1_unsure_53) || (((((uint32_t)(v___kf1_n_4) < (uint32_t)(v___kf1_v_5))) && (((v___kf1_base_unknown_59) || (((((v___kf1_last_in_29) && (((uint64_t)(s75) <= (uint64_t)(v___kf1_thr_65))))) && (((((int32_t)(v___kf1_k_19) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf1_k_19))) > (uint32_t)(v___kf1_n_4)))))))))))));
+    const uint64_t off77 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
+    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v___kf1_next_kept_76) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_overflow[off72], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t v___kf8_off_73 = (uint64_t)(v_off_2);
-    const uint64_t v___kf8_seed_74 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf8_seq_75 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint64_t> t76 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t76_n = t66_n;
+    AscendC::DataCopyPad(g_overflow[off77], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t v___kf9_off_78 = (uint64_t)(v___kf1_off_3);
+    const uint64_t v___kf9_seed_79 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    const uint64_t v___kf9_seq_80 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_7)))));
+    AscendC::LocalTensor<uint64_t> t81 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t81_n = t71_n;
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t66;
-      for (uint32_t i = 0; i < t76_n; ++i) t76.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t71;
+      for (uint32_t i = 0; i < t81_n; ++i) t81.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s78 = (uint64_t)(sk::uniform53(v___kf8_seed_74, v___kf8_seq_75));
-    int32_t s77 = -1;
+    const uint64_t s83 = (uint64_t)(sk::uniform53(v___kf9_seed_79, v___kf9_seq_80));
+    int32_t s82 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t76_n; ++i) tot = sk::add128(tot, t76.GetValue(i));
+      for (uint32_t i = 0; i < t81_n; ++i) tot = sk::add128(tot, t81.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s78, tot.lo);
-        thr.hi += s78 * tot.hi;
+        sk::U128 thr = sk::mul64(s83, tot.lo);
+        thr.hi += s83 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t76_n; ++i) {
-          acc = sk::add128(acc, t76.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s77 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t81_n; ++i) {
+          acc = sk::add128(acc, t81.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s82 = (int32_t)i; break; }
         }
-        if (s77 < 0) for (uint32_t i = t76_n; i-- > 0;) if (t76.GetValue(i) > 0) { s77 = (int32_t)i; break; }
+        if (s82 < 0) for (uint32_t i = t81_n; i-- > 0;) if (t81.GetValue(i) > 0) { s82 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf8_c_79 = (int32_t)(s77);
-    const int32_t v_tok_80 = (int32_t)(((((int32_t)(v___kf8_c_79) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf8_off_73, ((uint64_t)(v___kf8_c_79)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off81 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_80));
+    const int32_t v___kf9_c_84 = (int32_t)(s82);
+    const int32_t v___kf1_tok_85 = (int32_t)(((((int32_t)(v___kf9_c_84) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf9_off_78, ((uint64_t)(v___kf9_c_84)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_tok_86 = (int32_t)(v___kf1_tok_85);
+    const uint64_t off87 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_86));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off81], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off87], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -43,70 +43,69 @@ __aicore__ inline void token_info_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_AD
       AscendC::DataCopyPad(t8, g_cand_ids[off9], AscendC::DataCopyExtParams{1, (uint32_t)(t8_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
     qin.EnQue(t8); t8 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<uint8_t> t10 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t10_n = t8_n;
+    AscendC::LocalTensor<float> t10 = qin.AllocTensor<float>();
+    const uint32_t t10_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off11 = (uint64_t)(v___kf1_off_4);
+    if (t10_n > 0) {
+      AscendC::DataCopyPad(t10, g_logprobs[off11], AscendC::DataCopyExtParams{1, (uint32_t)(t10_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t10); t10 = qin.DeQue<float>();
+    AscendC::LocalTensor<float> t12 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t12_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
+    const uint64_t off13 = (uint64_t)(v___kf1_off_4);
+    if (t12_n > 0) {
+      AscendC::DataCopyPad(t12, g_cand[off13], AscendC::DataCopyExtParams{1, (uint32_t)(t12_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    const int32_t v___kf2_s_14 = (int32_t)(v___kf1_s_6);
+    const uint32_t v___kf2_r_15 = (uint32_t)(v___kf1_r_7);
+    AscendC::LocalTensor<uint8_t> t16 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t16_n = t8_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
      {
       const AscendC::LocalTensor<int32_t> &L0 = t8;
-      for (uint32_t i = 0; i < t10_n; ++i) t10.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf1_s_6))));
+      for (uint32_t i = 0; i < t16_n; ++i) t16.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf2_s_14))));
     }
-    int32_t s11 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t10_n; ++i) {
-      if ((t10.GetValue(i) != 0)) { s11 = (int32_t)i; break; }
+    int32_t s17 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t16_n; ++i) {
+      if ((t16.GetValue(i) != 0)) { s17 = (int32_t)i; break; }
     }
-    const int32_t v___kf1_col_12 = (int32_t)(((((int32_t)(v___kf1_s_6) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s11) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    AscendC::LocalTensor<float> t13 = qin.AllocTensor<float>();
-    const uint32_t t13_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off14 = (uint64_t)(v___kf1_off_4);
-    if (t13_n > 0) {
-      AscendC::DataCopyPad(t13, g_logprobs[off14], AscendC::DataCopyExtParams{1, (uint32_t)(t13_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t13); t13 = qin.DeQue<float>();
-    sk::sync<AscendC::HardEvent::MTE2_S>();
-    const uint32_t s15 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_lp_16 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s15 < t13_n ? (float)(t13.GetValue(s15)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<float> t17 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t17_n = sk::min<uint32_t>((uint32_t)(v___kf1_n_5), TILE);
-    const uint64_t off18 = (uint64_t)(v___kf1_off_4);
-    sk::sync<AscendC::HardEvent::S_MTE2>();
-    if (t17_n > 0) {
-      AscendC::DataCopyPad(t17, g_cand[off18], AscendC::DataCopyExtParams{1, (uint32_t)(t17_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    sk::sync<AscendC::HardEvent::MTE2_S>();
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf1_col_12)));
-    const float v___kf1_vs_20 = (float)(((((int32_t)(v___kf1_col_12) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t17_n ? (float)(t17.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t17_n), t8_n);
+    const int32_t v___kf2_col_18 = (int32_t)(((((int32_t)(v___kf2_s_14) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s17) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf2_col_18)));
+    const float v___kf2_lp_20 = (float)(((((int32_t)(v___kf2_col_18) >= (int32_t)(((int32_t)0ull)))) ? (float)((s19 < t10_n ? (float)(t10.GetValue(s19)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s21 = (uint32_t)(((uint32_t)(v___kf2_col_18)));
+    const float v___kf2_vs_22 = (float)(((((int32_t)(v___kf2_col_18) >= (int32_t)(((int32_t)0ull)))) ? (float)((s21 < t12_n ? (float)(t12.GetValue(s21)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t23 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t23_n = sk::min<uint32_t>(sk::min<uint32_t>(t12_n, t12_n), t8_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t17;
-      const AscendC::LocalTensor<float> &L1 = t17;
+      const AscendC::LocalTensor<float> &L0 = t12;
+      const AscendC::LocalTensor<float> &L1 = t12;
       const AscendC::LocalTensor<int32_t> &L2 = t8;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf1_vs_20))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf1_vs_20))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf1_s_6))))))))));
+      for (uint32_t i = 0; i < t23_n; ++i) t23.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf2_vs_22))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf2_vs_22))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf2_s_14))))))))));
     }
     qin.FreeTensor(t8);
-    AscendC::LocalTensor<uint64_t> t22 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t22_n = sk::min<uint32_t>(t21_n, t13_n);
+    AscendC::LocalTensor<uint64_t> t24 = ub8[U2].ReinterpretCast<uint64_t>();
+    const uint32_t t24_n = sk::min<uint32_t>(t23_n, t10_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<float> &L1 = t13;
-      for (uint32_t i = 0; i < t22_n; ++i) t22.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t23;
+      const AscendC::LocalTensor<float> &L1 = t10;
+      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t22_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t22.GetValue(i));
+    uint64_t s25 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t24_n; ++i) {
+      s25 = sk::add<uint64_t>(s25, t24.GetValue(i));
     }
-    const uint64_t v___kf1_mass_24 = (uint64_t)(s23);
-    qin.FreeTensor(t13);
-    const float v___kf1_ssp_25 = (float)(((((float)(v___kf1_lp_16) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf1_mass_24)) : (float)(0e0f)));
-    const uint64_t off26 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_lp_16));
+    const uint64_t v___kf2_mass_26 = (uint64_t)(s25);
+    qin.FreeTensor(t10);
+    const float v___kf2_ssp_27 = (float)(((((float)(v___kf2_lp_20) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf2_mass_26)) : (float)(0e0f)));
+    const uint64_t off28 = (uint64_t)(((uint64_t)(v___kf2_r_15)));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf2_lp_20));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off26], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off27 = (uint64_t)(((uint64_t)(v___kf1_r_7)));
+    AscendC::DataCopyPad(g_token_lp[off28], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off29 = (uint64_t)(((uint64_t)(v___kf2_r_15)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf1_ssp_25));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf2_ssp_27));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off27], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off29], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -4,7 +4,8 @@
 //! CPU kernel programs on the same input buffers: ids and statuses
 //! identical, floats within |a - b| <= 1e-4 + 1e-5 |b|. Besides the CPU
 //! backend's sequence, the kernels only the CUDA backend launches are run
-//! too: the fused `process_draw` / `process_prefix_draw` / `token_info_top`,
+//! too: the fused `process_draw` / `process_prefix_draw` / `token_info_top`
+//! and their one-tail-node forms (`process_draw_finish`, `prefix_draw_finish`),
 //! `row_mass`, and the multi-block `topn_chunk` + `topn_merge`. Every
 //! golden case runs through the shared launch list ([`pipeline`]) in the
 //! CPU order with exact numerics, and in the Ascend order
@@ -279,6 +280,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         prefix_order: false, // buffers compared launch by launch: all N in order
         kept_head: true,
         fold_finalize: true,
+        fold_tail: false, // the draw and finalize_info_top apart (Ascend's own caps fold them)
     };
     let configs = [
         (
@@ -293,6 +295,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 prefix_order: false, // buffers compared launch by launch: all N in order
                 kept_head: true,
                 fold_finalize: true,
+                fold_tail: true,
             },
             Numerics::Exact,
         ),
@@ -352,7 +355,7 @@ fn min_p_boundary_steps_match_cpu_under_emulation() {
             Ok(line) => {
                 eprintln!("ok   {line}");
                 kernels.extend(
-                    ["process_prefix_draw", "process_draw", "process"]
+                    ["process_prefix_draw", "process_draw", "process", "prefix_draw_finish", "process_draw_finish"]
                         .into_iter()
                         .filter(|k| line.contains(&format!("\"{k}\""))),
                 );
@@ -361,7 +364,7 @@ fn min_p_boundary_steps_match_cpu_under_emulation() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(kernels.len() == 3, "min-p kernels run: {kernels:?}");
+    assert!(kernels.len() == 5, "min-p kernels run: {kernels:?}");
 }
 
 #[test]
@@ -418,6 +421,8 @@ fn golden_cases_match_cpu_under_emulation() {
                     "mask_check_chunk",
                     "force_topn_counted",
                     "topn_chunk_counted",
+                    "process_draw_finish",
+                    "prefix_draw_finish",
                 ] {
                     if line.contains(&format!("\"{k}\"")) {
                         covered.insert(k);
@@ -439,7 +444,7 @@ fn golden_cases_match_cpu_under_emulation() {
     assert!(ran > 0);
     // The section 10-11 kernels run on the golden cases (raw logprobs, trees), not only the seed's.
     if only.is_none() {
-        assert_eq!(covered.len(), 6, "kernels run under emulation: {covered:?}");
+        assert_eq!(covered.len(), 8, "kernels run under emulation: {covered:?}");
     }
 }
 

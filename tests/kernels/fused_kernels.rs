@@ -694,3 +694,350 @@ fn finalize_info_top_equals_finalize_then_token_info_top() {
         );
     }
 }
+
+/// The group inputs of a step of one-row groups: kind (fresh or no draw),
+/// host status, row status and golden token, with ids from the row's
+/// candidates or anywhere in the vocabulary.
+struct Groups {
+    kind: Vec<u32>,
+    gstatus: Vec<i32>,
+    rstatus: Vec<i32>,
+    golden: Vec<i32>,
+}
+
+impl Groups {
+    fn random(rng: &mut Rng, ids: &[i32], rows: usize, n: usize, v: usize) -> Groups {
+        let kind = (0..rows).map(|_| rng.pick(&[0u32, 0, 2])).collect();
+        let gstatus = (0..rows).map(|_| rng.pick(&[0i32, 0, 0, -1])).collect();
+        let rstatus = (0..rows).map(|_| rng.pick(&[0i32, 0, 0, 1, 2])).collect();
+        let golden = (0..rows)
+            .map(|r| match rng.below(3) {
+                0 => ids[r * n + rng.below(n)],
+                1 => rng.below(v) as i32,
+                _ => -1,
+            })
+            .collect();
+        Groups { kind, gstatus, rstatus, golden }
+    }
+}
+
+/// Every output of a draw kernel and `finalize_info_top` (or the fused
+/// kernel doing both), as bits.
+#[derive(Debug, PartialEq)]
+struct Tail {
+    logprobs: Vec<u32>,
+    overflow: Vec<u32>,
+    fresh: Vec<i32>,
+    tokens: Vec<i32>,
+    lookup: Vec<i32>,
+    accepted: Vec<u32>,
+    status: Vec<i32>,
+    token_lp: Vec<u32>,
+    sum_smaller: Vec<u32>,
+    top_ids: Vec<i32>,
+    top_lps: Vec<u32>,
+}
+
+struct TailBufs {
+    logprobs: Vec<f32>,
+    overflow: Vec<u32>,
+    fresh: Vec<i32>,
+    tokens: Vec<i32>,
+    lookup: Vec<i32>,
+    accepted: Vec<u32>,
+    status: Vec<i32>,
+    token_lp: Vec<f32>,
+    sum_smaller: Vec<f32>,
+    top_ids: Vec<i32>,
+    top_lps: Vec<f32>,
+}
+
+impl TailBufs {
+    /// Buffers of `rows` rows filled with `fill` (stale scratch).
+    fn new(rows: usize, n: usize, kk: usize, fill: i32) -> TailBufs {
+        TailBufs {
+            logprobs: vec![fill as f32; rows * n],
+            overflow: vec![fill as u32; rows],
+            fresh: vec![fill; rows],
+            tokens: vec![fill; rows],
+            lookup: vec![fill; rows],
+            accepted: vec![fill as u32; rows],
+            status: vec![fill; rows],
+            token_lp: vec![fill as f32; rows],
+            sum_smaller: vec![fill as f32; rows],
+            top_ids: vec![fill; rows * kk],
+            top_lps: vec![fill as f32; rows * kk],
+        }
+    }
+
+    fn bits(&self) -> Tail {
+        Tail {
+            logprobs: bits(&self.logprobs),
+            overflow: self.overflow.clone(),
+            fresh: self.fresh.clone(),
+            tokens: self.tokens.clone(),
+            lookup: self.lookup.clone(),
+            accepted: self.accepted.clone(),
+            status: self.status.clone(),
+            token_lp: bits(&self.token_lp),
+            sum_smaller: bits(&self.sum_smaller),
+            top_ids: self.top_ids.clone(),
+            top_lps: bits(&self.top_lps),
+        }
+    }
+
+    /// `finalize_info_top` on row `r` over the first `len` of `n` columns.
+    fn finalize_info_top(&mut self, r: u32, g: &Groups, (cand, ids): (&[f32], &[i32]), n: u32, len: u32, kk: u32) {
+        unsafe {
+            k::finalize_info_top::cpu(
+                r,
+                Gm::new(&g.kind),
+                Gm::new(&g.gstatus),
+                Gm::new(&g.rstatus),
+                Gm::new(&g.golden),
+                Gm::new(&self.fresh),
+                Gm::new_mut(&mut self.tokens),
+                Gm::new_mut(&mut self.lookup),
+                Gm::new_mut(&mut self.accepted),
+                Gm::new_mut(&mut self.status),
+                Gm::new(cand),
+                Gm::new(ids),
+                Gm::new(&self.logprobs),
+                n,
+                len,
+                kk,
+                Gm::new_mut(&mut self.token_lp),
+                Gm::new_mut(&mut self.sum_smaller),
+                Gm::new_mut(&mut self.top_ids),
+                Gm::new_mut(&mut self.top_lps),
+            )
+        };
+    }
+}
+
+/// `process_draw_finish` against `process_draw_head` (`process_draw` when
+/// the head is all N) then `finalize_info_top`, and `prefix_draw_finish`
+/// against `process_prefix_draw` then `finalize_info_top`, bit for bit on
+/// every output, over batches of one-row groups with mixed filters, heads
+/// with a shuffled rest, host-failed groups, bad rows, golden tokens and
+/// prompt targets.
+#[test]
+fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
+    let mut rng = Rng::new(23);
+    let (mut heads, mut prefix_overflows) = (0, 0);
+    for rep in 0..300u64 {
+        let v = rng.pick(&[64usize, 300, 1000, 3000]);
+        let rows = rng.range(1, 5) as usize;
+        let n = rng.pick(&[1u32, 8, 64, 200, 1000]).min(v as u32);
+        let nn = n as usize;
+        let mut logits = Vec::new();
+        for _ in 0..rows {
+            logits.extend(random_row(&mut rng, v));
+        }
+        let (mut cand, mut ids) = (vec![0f32; rows * nn], vec![0i32; rows * nn]);
+        for r in 0..rows as u32 {
+            unsafe {
+                k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))
+            };
+        }
+        let t: Vec<f32> = (0..rows).map(|_| rng.pick(&[1e-5f32, 0.3, 0.7, 1.0, 2.0])).collect();
+        let tp: Vec<f32> = (0..rows).map(|_| rng.pick(&[0.05f32, 0.5, 0.9, 1.0])).collect();
+        let tk: Vec<i32> = (0..rows).map(|_| rng.pick(&[-1i32, 1, 5, 50])).collect();
+        let mp: Vec<f32> =
+            (0..rows).map(|_| sampler_host::params::log_min_p(rng.pick(&[0f32, 0.05, 0.3, 1.0]))).collect();
+        let ord: Vec<u32> = (0..rows).map(|_| rng.pick(&[0u32, 1])).collect();
+        let seed: Vec<u64> = (0..rows).map(|_| rng.next_u64()).collect();
+        let seq: Vec<u64> = (0..rows).map(|_| rng.next_u64() >> 2).collect();
+        let g = Groups::random(&mut rng, &ids, rows, nn, v);
+        let kk = rng.range(0, n.min(6) as u64 + 1) as u32;
+        // A head holding every row's top-k and the top logprobs, the rest of
+        // each row shuffled (the stream select's unordered rest); all N when
+        // some row has top-k off.
+        let lo = tk.iter().map(|&x| if x < 0 { n } else { (x as u32).min(n) }).max().unwrap().max(kk).max(1);
+        let head = rng.range(lo as u64, n as u64 + 1) as u32;
+        for r in 0..rows {
+            for i in (head as usize + 1..nn).rev() {
+                let j = head as usize + rng.below(i - head as usize + 1);
+                cand.swap(r * nn + i, r * nn + j);
+                ids.swap(r * nn + i, r * nn + j);
+            }
+        }
+        heads += (head < n) as usize;
+        let (mut a, mut b) = (TailBufs::new(rows, nn, kk as usize, 9), TailBufs::new(rows, nn, kk as usize, 9));
+        for r in 0..rows as u32 {
+            unsafe {
+                if head < n {
+                    k::process_draw_head::cpu(
+                        r,
+                        Gm::new(&cand),
+                        Gm::new(&ids),
+                        n,
+                        head,
+                        Gm::new(&t),
+                        Gm::new(&tp),
+                        Gm::new(&tk),
+                        Gm::new(&mp),
+                        Gm::new(&ord),
+                        Gm::new(&seed),
+                        Gm::new(&seq),
+                        Gm::new_mut(&mut a.logprobs),
+                        Gm::new_mut(&mut a.fresh),
+                    );
+                } else {
+                    k::process_draw::cpu(
+                        r,
+                        Gm::new(&cand),
+                        Gm::new(&ids),
+                        n,
+                        Gm::new(&t),
+                        Gm::new(&tp),
+                        Gm::new(&tk),
+                        Gm::new(&mp),
+                        Gm::new(&ord),
+                        Gm::new(&seed),
+                        Gm::new(&seq),
+                        Gm::new_mut(&mut a.logprobs),
+                        Gm::new_mut(&mut a.fresh),
+                    );
+                }
+            }
+        }
+        for r in 0..rows as u32 {
+            a.finalize_info_top(r, &g, (&cand, &ids), n, head, kk);
+        }
+        for r in 0..rows as u32 {
+            unsafe {
+                k::process_draw_finish::cpu(
+                    r,
+                    Gm::new(&cand),
+                    Gm::new(&ids),
+                    n,
+                    head,
+                    Gm::new(&t),
+                    Gm::new(&tp),
+                    Gm::new(&tk),
+                    Gm::new(&mp),
+                    Gm::new(&ord),
+                    Gm::new(&seed),
+                    Gm::new(&seq),
+                    Gm::new_mut(&mut b.logprobs),
+                    Gm::new_mut(&mut b.fresh),
+                    Gm::new(&g.kind),
+                    Gm::new(&g.gstatus),
+                    Gm::new(&g.rstatus),
+                    Gm::new(&g.golden),
+                    Gm::new_mut(&mut b.tokens),
+                    Gm::new_mut(&mut b.lookup),
+                    Gm::new_mut(&mut b.accepted),
+                    Gm::new_mut(&mut b.status),
+                    kk,
+                    Gm::new_mut(&mut b.token_lp),
+                    Gm::new_mut(&mut b.sum_smaller),
+                    Gm::new_mut(&mut b.top_ids),
+                    Gm::new_mut(&mut b.top_lps),
+                )
+            };
+        }
+        assert_eq!(b.bits(), a.bits(), "rep {rep}: process_draw_finish, head {head} of {n}, {rows} rows");
+        // The prefix path: the first n of each row in order (unshuffled), the
+        // mass of the whole row from row_mass over 1-3 chunks.
+        let (mut cand, mut ids) = (vec![0f32; rows * nn], vec![0i32; rows * nn]);
+        for r in 0..rows as u32 {
+            unsafe {
+                k::force_topn::cpu(r, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids))
+            };
+        }
+        let chunks = rng.pick(&[1u32, 2, 3]);
+        let chunk_len = (v as u32).div_ceil(chunks);
+        let mut mass = vec![0u64; rows * chunks as usize];
+        for i in 0..rows as u32 * chunks {
+            unsafe {
+                k::row_mass_bounded::cpu(
+                    i,
+                    Gm::new(&logits),
+                    v as u32,
+                    chunk_len,
+                    chunks,
+                    Gm::new(&cand),
+                    n,
+                    Gm::new(&t),
+                    Gm::new(&tp),
+                    Gm::new(&tk),
+                    Gm::new(&mp),
+                    Gm::new(&ord),
+                    Gm::new_mut(&mut mass),
+                )
+            };
+        }
+        let (mut a, mut b) = (TailBufs::new(rows, nn, kk as usize, 7), TailBufs::new(rows, nn, kk as usize, 7));
+        for r in 0..rows as u32 {
+            unsafe {
+                k::process_prefix_draw::cpu(
+                    r,
+                    Gm::new(&cand),
+                    Gm::new(&ids),
+                    n,
+                    v as u32,
+                    Gm::new(&mass),
+                    chunks,
+                    Gm::new(&t),
+                    Gm::new(&tp),
+                    Gm::new(&tk),
+                    Gm::new(&mp),
+                    Gm::new(&ord),
+                    Gm::new(&seed),
+                    Gm::new(&seq),
+                    Gm::new_mut(&mut a.logprobs),
+                    Gm::new_mut(&mut a.overflow),
+                    Gm::new_mut(&mut a.fresh),
+                )
+            };
+        }
+        for r in 0..rows as u32 {
+            a.finalize_info_top(r, &g, (&cand, &ids), n, n, kk);
+        }
+        for r in 0..rows as u32 {
+            unsafe {
+                k::prefix_draw_finish::cpu(
+                    r,
+                    Gm::new(&cand),
+                    Gm::new(&ids),
+                    n,
+                    v as u32,
+                    Gm::new(&mass),
+                    chunks,
+                    Gm::new(&t),
+                    Gm::new(&tp),
+                    Gm::new(&tk),
+                    Gm::new(&mp),
+                    Gm::new(&ord),
+                    Gm::new(&seed),
+                    Gm::new(&seq),
+                    Gm::new_mut(&mut b.logprobs),
+                    Gm::new_mut(&mut b.overflow),
+                    Gm::new_mut(&mut b.fresh),
+                    Gm::new(&g.kind),
+                    Gm::new(&g.gstatus),
+                    Gm::new(&g.rstatus),
+                    Gm::new(&g.golden),
+                    Gm::new_mut(&mut b.tokens),
+                    Gm::new_mut(&mut b.lookup),
+                    Gm::new_mut(&mut b.accepted),
+                    Gm::new_mut(&mut b.status),
+                    kk,
+                    Gm::new_mut(&mut b.token_lp),
+                    Gm::new_mut(&mut b.sum_smaller),
+                    Gm::new_mut(&mut b.top_ids),
+                    Gm::new_mut(&mut b.top_lps),
+                )
+            };
+        }
+        prefix_overflows += a.overflow.iter().filter(|&&o| o == 1).count();
+        assert_eq!(b.bits(), a.bits(), "rep {rep}: prefix_draw_finish, n {n} of {v}, {chunks} chunks, {rows} rows");
+    }
+    eprintln!(
+        "process_draw_finish over a partial head in {heads} of 300 steps; {prefix_overflows} prefix rows overflowed"
+    );
+    assert!(heads > 80, "{heads} steps with a partial head");
+    assert!(prefix_overflows > 20, "{prefix_overflows} prefix rows overflowed");
+}

@@ -32,6 +32,8 @@ fn registry_lists_every_kernel_once() {
         "token_info_top",
         "process_draw_head",
         "finalize_info_top",
+        "process_draw_finish",
+        "prefix_draw_finish",
     ] {
         assert_eq!(registry::find(name).map(|k| k.name), Some(name), "kernel `{name}` is not registered");
     }
@@ -242,7 +244,9 @@ fn every_kernel_keeps_its_variants() {
         ("mask_check_chunk", VOCAB),
         ("process", WIDE),
         ("process_draw", FUSED),
+        ("process_draw_finish", FUSED),
         ("process_draw_head", FUSED),
+        ("prefix_draw_finish", FUSED),
         ("process_prefix_draw", FUSED),
         ("raw_logprobs", WIDE),
         ("remap_draft", WIDE),

@@ -2,12 +2,41 @@
 //! its `sum_smaller_probs`, the top logprobs (`token_info*`, `top_logprobs`)
 //! and the raw logprobs (`raw_logprobs`).
 
+// The draw helpers and those they call (a helper's body is expanded here).
+use super::sample::{
+    draw_head_row, draw_token, filtered_mass, keep_mask, piece_len, prefix_draw_row, prefix_mask, renormalise,
+    rest_mass, scaled_logits, total_unneeded,
+};
 use sampler_macros::{kernel, kernel_fn};
 
 /// Sections 5 and 8 for one row: the processed logprob of token `s` (-1:
-/// none) among the `n` candidates at `off` and its `sum_smaller_probs`,
-/// written to `token_lp[r]` and `sum_smaller[r]`. Returns the candidate
-/// ids and logprobs (`[n]`), for the top logprobs.
+/// none) among candidates with ids `ids`, logprobs `lps` and logits `vals`
+/// (`[n]` each, in order) and its `sum_smaller_probs`, written to
+/// `token_lp[r]` and `sum_smaller[r]`.
+#[kernel_fn]
+fn token_info_tiles(
+    ids: Tile<i32>,
+    lps: Tile<f32>,
+    vals: Tile<f32>,
+    s: i32,
+    r: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+) {
+    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
+    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
+    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
+    // Less likely tokens, plus ties on the logit at or before s's id.
+    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
+    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
+    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
+    store_scalar(token_lp, r as u64, lp);
+    store_scalar(sum_smaller, r as u64, ssp);
+}
+
+/// `token_info_tiles` on the `n` candidates at `off`, loaded from `cand`,
+/// `cand_ids` and `logprobs`. Returns the ids and logprobs (`[n]`), for the
+/// top logprobs.
 #[kernel_fn]
 fn token_info_row(
     cand: Gm<f32>,
@@ -21,17 +50,9 @@ fn token_info_row(
     sum_smaller: GmMut<f32>,
 ) -> (Tile<i32>, Tile<f32>) {
     let ids = load(cand_ids, off, n);
-    let col = if s >= 0 { first_where(ids == s) } else { -1i32 };
     let lps = load(logprobs, off, n);
-    let lp = if col >= 0 { get(lps, col as u32) } else { NEG_INF };
     let vals = load(cand, off, n);
-    let vs = if col >= 0 { get(vals, col as u32) } else { NEG_INF };
-    // Less likely tokens, plus ties on the logit at or before s's id.
-    let smaller = (vals < vs) | ((vals == vs) & (ids <= s));
-    let mass = reduce_sum(select(smaller, to_fixed(exp(lps)), 0u64));
-    let ssp = if lp > NEG_INF { fixed_to_f32(mass) } else { 0.0f32 };
-    store_scalar(token_lp, r as u64, lp);
-    store_scalar(sum_smaller, r as u64, ssp);
+    token_info_tiles(ids, lps, vals, s, r, token_lp, sum_smaller);
     (ids, lps)
 }
 
@@ -106,6 +127,43 @@ pub fn token_info_top(
     top_row(ids, lps, r, k, out_ids, out_lps);
 }
 
+/// Section 7 for row `r`, a group of its own of kind 0 (fresh) or 2 (no
+/// draw) whose fresh draw is `fr`: writes `tokens`, `lookup`, `accepted`
+/// and `status` as `finalize` does, and returns the token to look up.
+#[kernel_fn]
+fn finalize_row(
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+    fr: i32,
+    r: u32,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+) -> i32 {
+    let kind = load_scalar(group_kind, r as u64);
+    let gs = load_scalar(group_status, r as u64);
+    let rs = load_scalar(row_status, r as u64);
+    let gold = load_scalar(golden, r as u64);
+    let st = if gs != 0 { gs } else { rs };
+    // GROUP_NO_DRAW (2) draws nothing; its lookup is the prompt target.
+    let tok = if st != 0 || kind >= 2 {
+        -1i32
+    } else if gold >= 0 {
+        gold
+    } else {
+        fr
+    };
+    let s = if st == 0 && kind == 2 { gold } else { tok };
+    store_scalar(tokens, r as u64, tok);
+    store_scalar(lookup, r as u64, s);
+    store_scalar(accepted, r as u64, 0u32);
+    store_scalar(status, r as u64, st);
+    s
+}
+
 /// Section 7 for a step whose every group is one row of kind 0 (fresh) or
 /// 2 (no draw), `group_first[g] == g`, then `token_info_top` on the token it
 /// decides: one program per row instead of `finalize`'s one thread per
@@ -140,27 +198,144 @@ pub fn finalize_info_top(
     out_lps: GmMut<f32>,
 ) {
     let r = row();
-    let kind = load_scalar(group_kind, r as u64);
-    let gs = load_scalar(group_status, r as u64);
-    let rs = load_scalar(row_status, r as u64);
-    let gold = load_scalar(golden, r as u64);
     let fr = load_scalar(fresh, r as u64);
-    let st = if gs != 0 { gs } else { rs };
-    // GROUP_NO_DRAW (2) draws nothing; its lookup is the prompt target.
-    let tok = if st != 0 || kind >= 2 {
-        -1i32
-    } else if gold >= 0 {
-        gold
-    } else {
-        fr
-    };
-    let s = if st == 0 && kind == 2 { gold } else { tok };
-    store_scalar(tokens, r as u64, tok);
-    store_scalar(lookup, r as u64, s);
-    store_scalar(accepted, r as u64, 0u32);
-    store_scalar(status, r as u64, st);
+    let s = finalize_row(group_kind, group_status, row_status, golden, fr, r, tokens, lookup, accepted, status);
     let off = (r as u64) * (n as u64);
     let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, len, s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
+}
+
+/// `process_draw_head` then `finalize_info_top` in one program per row, on
+/// a step whose every group is one fresh or no-draw row (the host's
+/// `single_row_groups`): the drawn token and the head's logprobs stay in
+/// registers for section 7 and the token info, one node instead of two.
+/// With `head == n` it is `process_draw` then `finalize_info_top`. Bit for
+/// bit the two kernels' outputs.
+///
+/// - As `process_draw_head` (`cand`, `cand_ids`, `n`, `head`, `temperature`,
+///   `top_p`, `top_k`, `log_min_p`, `order`, `seed`, `seq` -> `logprobs`,
+///   `fresh`: `[R]` i32, the drawn id) and `finalize_info_top` (`group_kind`
+///   .. `status`, `k` -> `token_lp`, `sum_smaller`, `out_ids`, `out_lps`),
+///   the token info over the `head` leading columns.
+#[kernel(variants = REGISTER)]
+pub fn process_draw_finish(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    head: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    fresh: GmMut<i32>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let (lps, fr) = draw_head_row(
+        cand,
+        cand_ids,
+        off,
+        n,
+        head,
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        logprobs,
+    );
+    store_scalar(fresh, r as u64, fr);
+    let s = finalize_row(group_kind, group_status, row_status, golden, fr, r, tokens, lookup, accepted, status);
+    let ids = load(cand_ids, off, head);
+    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
+}
+
+/// `process_prefix_draw` then `finalize_info_top` (over all `n` columns) in
+/// one program per row, on a step of one-row fresh or no-draw groups: bit
+/// for bit the two kernels' outputs. A row that overflows is run again on
+/// the full-row path, whose outputs replace these.
+///
+/// - As `process_prefix_draw` (`cand` .. `seq` -> `logprobs`, `overflow`,
+///   `fresh`: `[R]` i32, the drawn id) and `finalize_info_top` (`group_kind`
+///   .. `status`, `k` -> `token_lp`, `sum_smaller`, `out_ids`, `out_lps`).
+#[kernel(variants = REGISTER)]
+pub fn prefix_draw_finish(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    v: u32,
+    mass: Gm<u64>,
+    chunks: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    overflow: GmMut<u32>,
+    fresh: GmMut<i32>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let r = row();
+    let off = (r as u64) * (n as u64);
+    let (lps, fr) = prefix_draw_row(
+        cand,
+        cand_ids,
+        off,
+        n,
+        v,
+        mass,
+        chunks,
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        logprobs,
+        overflow,
+    );
+    store_scalar(fresh, r as u64, fr);
+    let s = finalize_row(group_kind, group_status, row_status, golden, fr, r, tokens, lookup, accepted, status);
+    let ids = load(cand_ids, off, n);
+    token_info_tiles(ids, lps, load(cand, off, n), s, r, token_lp, sum_smaller);
     top_row(ids, lps, r, k, out_ids, out_lps);
 }
 

@@ -9,7 +9,7 @@ use sampler_macros::{kernel, kernel_fn};
 /// `m` the row's largest logit (the first candidate), so the largest `x`
 /// is exactly 0 and nothing overflows; `[n]` f32.
 #[kernel_fn]
-fn scaled_logits(cand: Gm<f32>, off: u64, n: u32, temperature: f32) -> Tile<f32> {
+pub fn scaled_logits(cand: Gm<f32>, off: u64, n: u32, temperature: f32) -> Tile<f32> {
     (load(cand, off, n) - load_scalar(cand, off)) / temperature
 }
 
@@ -19,7 +19,7 @@ fn scaled_logits(cand: Gm<f32>, off: u64, n: u32, temperature: f32) -> Tile<f32>
 /// which keeps exactly the ties with the largest logit) and the first `k`
 /// (`k < 0`: off); `[n]` bool.
 #[kernel_fn]
-fn prefix_mask(x: Tile<f32>, log_min_p: f32, k: i32, n: u32) -> Tile<bool> {
+pub fn prefix_mask(x: Tile<f32>, log_min_p: f32, k: i32, n: u32) -> Tile<bool> {
     (x >= log_min_p) & ((iota(n) < (k as u32)) | (k < 0))
 }
 
@@ -27,7 +27,7 @@ fn prefix_mask(x: Tile<f32>, log_min_p: f32, k: i32, n: u32) -> Tile<bool> {
 /// `pre` keeps (min-p and top-k) when they come first (`kfirst`), else
 /// `total` (the row's).
 #[kernel_fn]
-fn filtered_mass(w: Tile<u64>, pre: Tile<bool>, kfirst: bool, total: u64) -> u64 {
+pub fn filtered_mass(w: Tile<u64>, pre: Tile<bool>, kfirst: bool, total: u64) -> u64 {
     if kfirst {
         reduce_sum(select(pre, w, 0u64))
     } else {
@@ -41,7 +41,7 @@ fn filtered_mass(w: Tile<u64>, pre: Tile<bool>, kfirst: bool, total: u64) -> u64
 /// when the mass before it exceeds `top_p` of `base` (exactly, in integers)
 /// or `pre` removes it. Returns the kept mask and the top-p threshold.
 #[kernel_fn]
-fn keep_mask(w: Tile<u64>, pre: Tile<bool>, base: u64, top_p: f32) -> (Tile<bool>, u64) {
+pub fn keep_mask(w: Tile<u64>, pre: Tile<bool>, base: u64, top_p: f32) -> (Tile<bool>, u64) {
     let thr = frac_floor(base, top_p);
     ((exclusive_scan(w) <= thr) & pre, thr)
 }
@@ -49,7 +49,7 @@ fn keep_mask(w: Tile<u64>, pre: Tile<bool>, base: u64, top_p: f32) -> (Tile<bool
 /// Section 3.9: the renormalised logprobs `x - ln(kept mass)` of the kept
 /// candidates, `-inf` for the removed ones; `[n]` f32.
 #[kernel_fn]
-fn renormalise(x: Tile<f32>, w: Tile<u64>, keep: Tile<bool>) -> Tile<f32> {
+pub fn renormalise(x: Tile<f32>, w: Tile<u64>, keep: Tile<bool>) -> Tile<f32> {
     let lse = ln_fixed(reduce_sum(select(keep, w, 0u64)));
     select(keep, x - lse, NEG_INF)
 }
@@ -57,7 +57,7 @@ fn renormalise(x: Tile<f32>, w: Tile<u64>, keep: Tile<bool>) -> Tile<f32> {
 /// Section 4: the vocabulary id drawn from the logprobs `lp` (`[n]`) with
 /// `u = uniform(seed, seq)`, or -1 when nothing has mass.
 #[kernel_fn]
-fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -> i32 {
+pub fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u64) -> i32 {
     let c = categorical(to_fixed(exp(lp)), uniform53(seed, seq));
     if c >= 0 {
         load_scalar(cand_ids, off + (c as u64))
@@ -185,7 +185,7 @@ pub const MASS_UNNEEDED: u64 = u64::MAX;
 /// `pre`: `frac_floor` is monotone in the total, so at the true total the
 /// kept set, the logprobs, the token and the overflow flag are the same.
 #[kernel_fn]
-fn total_unneeded(w: Tile<u64>, pre: Tile<bool>, last_in: bool, k: i32, n: u32, kfirst: bool, top_p: f32) -> bool {
+pub fn total_unneeded(w: Tile<u64>, pre: Tile<bool>, last_in: bool, k: i32, n: u32, kfirst: bool, top_p: f32) -> bool {
     let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
     let last_pre = last_in && (k < 0 || (k as u32) >= n);
     let (keep, _) = keep_mask(w, pre, reduce_sum(w), top_p);
@@ -287,7 +287,7 @@ pub fn process_draw(
 /// The elements of tile `i` of candidates `start..n` (TILE each, the last
 /// shorter, 0 past `n`).
 #[kernel_fn]
-fn piece_len(start: u32, i: u32, n: u32) -> u32 {
+pub fn piece_len(start: u32, i: u32, n: u32) -> u32 {
     let s = start + i * TILE;
     if s < n {
         min(TILE, n - s)
@@ -301,7 +301,7 @@ fn piece_len(start: u32, i: u32, n: u32) -> u32 {
 /// (exact, order-free), two tiles a pass so that their loads overlap; their
 /// `logprobs` are set to `-inf` (`process_draw_head`: none of them is kept).
 #[kernel_fn]
-fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, logprobs: GmMut<f32>) -> u64 {
+pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, logprobs: GmMut<f32>) -> u64 {
     let mut s = 0u64;
     let passes = (n - start + 2 * TILE - 1) / (2 * TILE);
     for q in 0..passes {
@@ -316,6 +316,44 @@ fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, logpro
         store(logprobs, o1, full(l1, NEG_INF));
     }
     s
+}
+
+/// Sections 3.4-3.9 and 4 for row `r` of a step whose rows keep at most
+/// their first `head` of `n` candidates at `cand[off..]`: the head is
+/// processed and may be drawn, the rest counts in the softmax total only and
+/// gets `-inf` logprobs; every logprob goes to `logprobs`. Returns the head's
+/// logprobs (`[head]` f32) and the drawn id (-1: nothing has mass).
+#[kernel_fn]
+pub fn draw_head_row(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    off: u64,
+    n: u32,
+    head: u32,
+    r: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+) -> (Tile<f32>, i32) {
+    let t = load_scalar(temperature, r as u64);
+    let m = load_scalar(cand, off);
+    // 3.5: the total over all n candidates: the rest's weights, then the head's.
+    let rest = rest_mass(cand, off, head, n, m, t, logprobs);
+    let x = scaled_logits(cand, off, head, t);
+    let w = to_fixed(exp(x));
+    let total = rest + reduce_sum(w);
+    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), head);
+    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, total);
+    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let lp = renormalise(x, w, keep);
+    store(logprobs, off, lp);
+    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    (lp, tok)
 }
 
 /// `process_draw` for a step whose every row keeps at most its first `head`
@@ -346,20 +384,85 @@ pub fn process_draw_head(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let t = load_scalar(temperature, r as u64);
+    let (_, tok) = draw_head_row(
+        cand,
+        cand_ids,
+        off,
+        n,
+        head,
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        logprobs,
+    );
+    store_scalar(token, r as u64, tok);
+}
+
+/// Stage 2 of the prefix path for row `r` (the body of
+/// `process_prefix_draw`): writes its logprobs and overflow flag and returns
+/// the logprobs (`[n]` f32) and the drawn id (-1: nothing has mass).
+#[kernel_fn]
+pub fn prefix_draw_row(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    off: u64,
+    n: u32,
+    v: u32,
+    mass: Gm<u64>,
+    chunks: u32,
+    r: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    overflow: GmMut<u32>,
+) -> (Tile<f32>, i32) {
     let m = load_scalar(cand, off);
-    // 3.5: the total over all n candidates: the rest's weights, then the head's.
-    let rest = rest_mass(cand, off, head, n, m, t, logprobs);
-    let x = scaled_logits(cand, off, head, t);
+    let t = load_scalar(temperature, r as u64);
+    let x = scaled_logits(cand, off, n, t);
     let w = to_fixed(exp(x));
-    let total = rest + reduce_sum(w);
-    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), head);
-    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, total);
-    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let k = load_scalar(top_k, r as u64);
+    let lmp = load_scalar(log_min_p, r as u64);
+    let pre = prefix_mask(x, lmp, k, n);
+    // Whether min-p keeps the last column (then it may keep past the prefix).
+    let xl = (load_scalar(cand, off + ((n - 1) as u64)) - m) / t;
+    let last_in = xl >= lmp;
+    let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
+    let kfirst = load_scalar(order, r as u64) != 0;
+    // row_mass_bounded left the total out: any total >= the candidates' own
+    // sum gives the same outputs, if the claim holds on these values too.
+    let skipped = load_scalar(mass, (r * chunks) as u64) == 18446744073709551615u64; // MASS_UNNEEDED
+    let mut total = 0u64;
+    if skipped {
+        total = reduce_sum(w);
+    } else {
+        for c in 0..chunks {
+            total += load_scalar(mass, (r * chunks + c) as u64);
+        }
+    }
+    let decided = total_unneeded(w, pre, last_in, k, n, kfirst, load_scalar(top_p, r as u64));
+    let unsure = skipped && !decided;
+    // 10.2: the min-p and top-k mass; past the prefix it is the row's total
+    // when both are off, else unknown here (the row overflows).
+    let base = filtered_mass(w, pre, kfirst && k_inside, total);
+    let base_unknown = kfirst && !k_inside && (k > 0 || lmp > NEG_INF);
+    let (keep, thr) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
     let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
+    let next_kept =
+        unsure || (n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n))));
+    store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
     let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
-    store_scalar(token, r as u64, tok);
+    (lp, tok)
 }
 
 /// Sections 3.4-3.9 and 4 without force top-k, on the row's first `n`
@@ -400,41 +503,24 @@ pub fn process_prefix_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let m = load_scalar(cand, off);
-    let t = load_scalar(temperature, r as u64);
-    let x = scaled_logits(cand, off, n, t);
-    let w = to_fixed(exp(x));
-    let k = load_scalar(top_k, r as u64);
-    let lmp = load_scalar(log_min_p, r as u64);
-    let pre = prefix_mask(x, lmp, k, n);
-    // Whether min-p keeps the last column (then it may keep past the prefix).
-    let xl = (load_scalar(cand, off + ((n - 1) as u64)) - m) / t;
-    let last_in = xl >= lmp;
-    let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
-    let kfirst = load_scalar(order, r as u64) != 0;
-    // row_mass_bounded left the total out: any total >= the candidates' own
-    // sum gives the same outputs, if the claim holds on these values too.
-    let skipped = load_scalar(mass, (r * chunks) as u64) == 18446744073709551615u64; // MASS_UNNEEDED
-    let mut total = 0u64;
-    if skipped {
-        total = reduce_sum(w);
-    } else {
-        for c in 0..chunks {
-            total += load_scalar(mass, (r * chunks + c) as u64);
-        }
-    }
-    let decided = total_unneeded(w, pre, last_in, k, n, kfirst, load_scalar(top_p, r as u64));
-    let unsure = skipped && !decided;
-    // 10.2: the min-p and top-k mass; past the prefix it is the row's total
-    // when both are off, else unknown here (the row overflows).
-    let base = filtered_mass(w, pre, kfirst && k_inside, total);
-    let base_unknown = kfirst && !k_inside && (k > 0 || lmp > NEG_INF);
-    let (keep, thr) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
-    let lp = renormalise(x, w, keep);
-    store(logprobs, off, lp);
-    let next_kept =
-        unsure || (n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n))));
-    store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
-    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let (_, tok) = prefix_draw_row(
+        cand,
+        cand_ids,
+        off,
+        n,
+        v,
+        mass,
+        chunks,
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        logprobs,
+        overflow,
+    );
     store_scalar(token, r as u64, tok);
 }

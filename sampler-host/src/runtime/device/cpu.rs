@@ -181,6 +181,7 @@ impl Device for CpuDevice {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         }
     }
 

@@ -362,10 +362,46 @@ fn tail(
     // The kept sets and the top logprobs lie within each row's first `head`
     // candidates (top-k on everywhere): the fused kernels read only those.
     let head = if caps.kept_head { sorted_prefix(p, n, mass.is_some(), caps) } else { n };
-    // One fresh (or no-draw) row per group: token_info_top finalizes too.
+    // One fresh (or no-draw) row per group: token_info_top finalizes too,
+    // and with `fold_tail` the draw kernel does both (one tail node).
     let fold = caps.fold_finalize && n <= caps.fused_max && single_row_groups(p);
+    let finish = fold && caps.fold_tail;
     // 3-4. process + draw (3.4-3.9, 4)
-    if let Some(mc) = mass {
+    if let (Some(mc), true) = (mass, finish) {
+        add(Overflow, r, Init::Scratch);
+        let a = k::prefix_draw_finish::Args {
+            cand: Cand,
+            cand_ids: CandIds,
+            n,
+            v,
+            mass: Mass,
+            chunks: mc,
+            temperature: Temperature,
+            top_p: TopP,
+            top_k: TopK,
+            log_min_p: LogMinP,
+            order: FilterOrder,
+            seed: Seed,
+            seq: SeqDraw,
+            logprobs: Logprobs,
+            overflow: Overflow,
+            fresh: Fresh,
+            group_kind: GroupKind,
+            group_status: GroupStatusIn,
+            row_status: RowStatus,
+            golden: Golden,
+            tokens: Tokens,
+            lookup: Lookup,
+            accepted: Accepted,
+            status: GroupStatus,
+            k: kk,
+            token_lp: TokenLp,
+            sum_smaller: SumSmaller,
+            out_ids: TopIds,
+            out_lps: TopLps,
+        };
+        launch(&mut ls, k::prefix_draw_finish::NAME, n, rows, 0, a.list())?;
+    } else if let Some(mc) = mass {
         add(Overflow, r, Init::Scratch);
         let a = k::process_prefix_draw::Args {
             cand: Cand,
@@ -386,6 +422,36 @@ fn tail(
             token: Fresh,
         };
         launch(&mut ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
+    } else if finish {
+        let a = k::process_draw_finish::Args {
+            cand: Cand,
+            cand_ids: CandIds,
+            n,
+            head,
+            temperature: Temperature,
+            top_p: TopP,
+            top_k: TopK,
+            log_min_p: LogMinP,
+            order: FilterOrder,
+            seed: Seed,
+            seq: SeqDraw,
+            logprobs: Logprobs,
+            fresh: Fresh,
+            group_kind: GroupKind,
+            group_status: GroupStatusIn,
+            row_status: RowStatus,
+            golden: Golden,
+            tokens: Tokens,
+            lookup: Lookup,
+            accepted: Accepted,
+            status: GroupStatus,
+            k: kk,
+            token_lp: TokenLp,
+            sum_smaller: SumSmaller,
+            out_ids: TopIds,
+            out_lps: TopLps,
+        };
+        launch(&mut ls, k::process_draw_finish::NAME, head_tile(head, n), rows, 0, a.list())?;
     } else if n <= caps.fused_max && head < n {
         let a = k::process_draw_head::Args {
             cand: Cand,
@@ -534,7 +600,9 @@ fn tail(
         launch(&mut ls, k::tree_walk::NAME, n.max(wd), g as u32, 0, a.list())?;
     }
     // 8-9. token info + top logprobs (sections 5, 8)
-    if fold {
+    if finish {
+        // Done by the draw kernel.
+    } else if fold {
         let a = k::finalize_info_top::Args {
             group_kind: GroupKind,
             group_status: GroupStatusIn,

@@ -55,6 +55,10 @@ pub struct Caps {
     /// batches, prompt logprobs), `finalize_info_top` does `finalize`'s work
     /// with the token info (one node fewer); needs the fused kernels.
     pub fold_finalize: bool,
+    /// With [`Caps::fold_finalize`], the draw kernel finalizes and does the
+    /// token info too (`process_draw_finish`, `prefix_draw_finish`): one
+    /// tail node instead of two.
+    pub fold_tail: bool,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

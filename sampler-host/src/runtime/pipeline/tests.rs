@@ -29,6 +29,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -40,6 +41,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         },
     ];
     for (with_mask, reqs) in [
@@ -152,6 +154,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -163,6 +166,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -174,6 +178,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -185,6 +190,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -269,6 +275,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     prefix_order: true,
                     kept_head: true,
                     fold_finalize: true,
+                    fold_tail: true,
                 },
                 Caps {
                     mask_chunk: None,
@@ -280,6 +287,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     prefix_order: true,
                     kept_head: true,
                     fold_finalize: true,
+                    fold_tail: true,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -338,6 +346,7 @@ fn stream_chunks_split_the_streaming_top_n() {
         prefix_order: true,
         kept_head: true,
         fold_finalize: true,
+        fold_tail: true,
     };
     for sc in [0u32, 1, 2, 8] {
         let prog = build(&p, None, &Caps { stream_chunks: sc, prefix_order: true, ..base }).unwrap();
@@ -367,15 +376,17 @@ impl CountsAs {
 
 /// `CountsAs` with the fused kernels on at every width (as on CUDA):
 /// `process_draw_head` and `token_info_top` over the kept head when the
-/// prefix is partly ordered, `finalize_info_top` on steps of one-row groups.
-struct Fused(CountsAs);
+/// prefix is partly ordered, `finalize_info_top` on steps of one-row groups,
+/// or with `.1` ([`Caps::fold_tail`]) `process_draw_finish` /
+/// `prefix_draw_finish` there instead.
+struct Fused(CountsAs, bool);
 
 impl Device for Fused {
     fn name(&self) -> &'static str {
         "cpu-fused"
     }
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
-        Caps { fused_max: 16384, ..self.0.caps(v, n, rows) }
+        Caps { fused_max: 16384, fold_tail: self.1, ..self.0.caps(v, n, rows) }
     }
     fn alloc(&mut self, buf: Buf, len: usize) -> Result<(), BackendError> {
         self.0.alloc(buf, len)
@@ -409,6 +420,7 @@ impl Device for CountsAs {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -510,6 +522,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -521,6 +534,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -532,6 +546,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             prefix_order: true,
             kept_head: true,
             fold_finalize: true,
+            fold_tail: true,
         },
     ];
     for (reqs, any_tree, any_raw) in [
@@ -580,6 +595,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     let files = golden_files(std::path::Path::new(GOLDEN_DIR));
     assert!(files.len() >= 50, "golden cases at {GOLDEN_DIR}: {}", files.len());
     let (mut partial, mut full, mut heads, mut folds) = (0usize, 0usize, 0usize, 0usize);
+    let (mut finishes, mut prefix_finishes) = (0usize, 0usize);
     for f in &files {
         let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
         let (reqs, logits) = case.well_formed();
@@ -595,19 +611,30 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
                     "{} full_row {full_row} chunks {chunks}",
                     f.display()
                 );
-                let mut dev = Fused(CountsAs(Default::default(), false, true, chunks));
-                let got = run_step(&mut dev, &p, full_row).unwrap();
-                assert_eq!(
-                    format!("{got:?}"),
-                    format!("{want:?}"),
-                    "{} full_row {full_row} chunks {chunks}, fused",
-                    f.display()
-                );
+                for tail in [false, true] {
+                    let mut dev = Fused(CountsAs(Default::default(), false, true, chunks), tail);
+                    let got = run_step(&mut dev, &p, full_row).unwrap();
+                    assert_eq!(
+                        format!("{got:?}"),
+                        format!("{want:?}"),
+                        "{} full_row {full_row} chunks {chunks}, fused, fold_tail {tail}",
+                        f.display()
+                    );
+                }
             }
-            let fcaps = Fused(CountsAs(Default::default(), false, true, 0)).caps(p.vocab, p.n, p.rows);
-            let names = build(&p, PrefixPolicy::eager(full_row).width(&p), &fcaps).unwrap().kernel_names();
+            let width = PrefixPolicy::eager(full_row).width(&p);
+            let fcaps = Fused(CountsAs(Default::default(), false, true, 0), false).caps(p.vocab, p.n, p.rows);
+            let names = build(&p, width, &fcaps).unwrap().kernel_names();
             heads += names.contains(&"process_draw_head") as usize;
             folds += names.contains(&"finalize_info_top") as usize;
+            let fcaps = Fused(CountsAs(Default::default(), false, true, 0), true).caps(p.vocab, p.n, p.rows);
+            let tnames = build(&p, width, &fcaps).unwrap().kernel_names();
+            finishes += tnames.contains(&"process_draw_finish") as usize;
+            prefix_finishes += tnames.contains(&"prefix_draw_finish") as usize;
+            // One node less exactly where the finalize was folded.
+            let fold = names.contains(&"finalize_info_top");
+            assert_eq!(tnames.len() + fold as usize, names.len(), "{}: {names:?} -> {tnames:?}", f.display());
+            assert!(!tnames.contains(&"finalize_info_top"), "{}: {tnames:?}", f.display());
             let caps = CountsAs(Default::default(), false, true, 0).caps(p.vocab, p.n, p.rows);
             let width = PrefixPolicy::eager(full_row).width(&p);
             let prog = build(&p, width, &caps).unwrap();
@@ -625,6 +652,8 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     assert!(partial >= 5 && full >= 5, "both kinds of steps ran: {partial} partial, {full} full");
     eprintln!("fused: process_draw_head in {heads} steps, finalize_info_top in {folds}");
     assert!(heads >= 5 && folds >= 20, "head kernels in {heads} steps, the folded finalize in {folds}");
+    eprintln!("fold_tail: process_draw_finish in {finishes} steps, prefix_draw_finish in {prefix_finishes}");
+    assert!(finishes >= 20 && prefix_finishes >= 3, "{finishes} and {prefix_finishes} steps with one tail node");
 }
 
 /// `sorted_prefix`: the kept prefix (max top-k or top logprobs, a power of
@@ -713,13 +742,15 @@ fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
                     format!("{want:?}"),
                     "case {case} n {n} full_row {full_row} chunks {chunks}"
                 );
-                let got =
-                    run_step(&mut Fused(CountsAs(Default::default(), false, true, chunks)), &p, full_row).unwrap();
-                assert_eq!(
-                    format!("{got:?}"),
-                    format!("{want:?}"),
-                    "case {case} n {n} full_row {full_row} chunks {chunks}, fused"
-                );
+                for tail in [false, true] {
+                    let mut dev = Fused(CountsAs(Default::default(), false, true, chunks), tail);
+                    let got = run_step(&mut dev, &p, full_row).unwrap();
+                    assert_eq!(
+                        format!("{got:?}"),
+                        format!("{want:?}"),
+                        "case {case} n {n} full_row {full_row} chunks {chunks}, fused, fold_tail {tail}"
+                    );
+                }
             }
         }
     }

@@ -55,6 +55,7 @@ pub fn ascend_caps() -> Caps {
         prefix_order: true,
         kept_head: true,
         fold_finalize: true,
+        fold_tail: true,
     }
 }
 

@@ -50,11 +50,13 @@ pub struct CudaDevice {
     /// at backend creation, or [`CudaBackend::set_prefix_order`]); `None`: by
     /// the candidate width, [`prefix_order_auto`].
     pub(super) prefix_order: Option<bool>,
-    /// [`Caps::kept_head`] / [`Caps::fold_finalize`] forced off (or on) by
-    /// `SAMPLER_KEPT_HEAD=0` / `SAMPLER_FOLD_FINALIZE=0` at backend creation;
-    /// `None`: on. For measuring them; the same bits either way.
+    /// [`Caps::kept_head`] / [`Caps::fold_finalize`] / [`Caps::fold_tail`]
+    /// forced off (or on) by `SAMPLER_KEPT_HEAD=0` / `SAMPLER_FOLD_FINALIZE=0`
+    /// / `SAMPLER_FOLD_TAIL=0` at backend creation; `None`: on. For measuring
+    /// them; the same bits either way.
     pub(super) kept_head: Option<bool>,
     pub(super) fold_finalize: Option<bool>,
+    pub(super) fold_tail: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -232,6 +234,7 @@ impl CudaDevice {
             prefix_order: flag_env("SAMPLER_PREFIX_ORDER"),
             kept_head: flag_env("SAMPLER_KEPT_HEAD"),
             fold_finalize: flag_env("SAMPLER_FOLD_FINALIZE"),
+            fold_tail: flag_env("SAMPLER_FOLD_TAIL"),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -321,6 +324,7 @@ impl Device for CudaDevice {
             prefix_order: prefix,
             kept_head: self.kept_head.unwrap_or(true),
             fold_finalize: self.fold_finalize.unwrap_or(true),
+            fold_tail: self.fold_tail.unwrap_or(true),
         }
     }
 
