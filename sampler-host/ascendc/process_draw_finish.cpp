@@ -79,407 +79,482 @@ __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     const float v___kf2_m_12 = (float)(v___kf1_m_8);
     const float v___kf2_t_13 = (float)(v___kf1_t_7);
     uint64_t v___kf2_s_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t v___kf2_passes_15 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-    const uint32_t end16 = (uint32_t)(v___kf2_passes_15);
     AscendC::PipeBarrier<PIPE_ALL>();
-    for (uint32_t v___kf2_q_17 = (uint32_t)(((uint32_t)0ull)); v___kf2_q_17 < end16; ++v___kf2_q_17) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v___kf3_start_18 = (uint32_t)(v___kf2_start_10);
-      const uint32_t v___kf3_i_19 = (uint32_t)(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17));
-      const uint32_t v___kf3_n_20 = (uint32_t)(v___kf2_n_11);
-      const uint32_t v___kf3_s_21 = (uint32_t)(sk::add<uint32_t>(v___kf3_start_18, sk::mul<uint32_t>(v___kf3_i_19, TILE)));
-      const uint32_t v___kf2_l0_22 = (uint32_t)(((((uint32_t)(v___kf3_s_21) < (uint32_t)(v___kf3_n_20))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf3_n_20, v___kf3_s_21))) : (uint32_t)(((uint32_t)0ull))));
-      const uint32_t v___kf4_start_23 = (uint32_t)(v___kf2_start_10);
-      const uint32_t v___kf4_i_24 = (uint32_t)(sk::add<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17), ((uint32_t)1ull)));
-      const uint32_t v___kf4_n_25 = (uint32_t)(v___kf2_n_11);
-      const uint32_t v___kf4_s_26 = (uint32_t)(sk::add<uint32_t>(v___kf4_start_23, sk::mul<uint32_t>(v___kf4_i_24, TILE)));
-      const uint32_t v___kf2_l1_27 = (uint32_t)(((((uint32_t)(v___kf4_s_26) < (uint32_t)(v___kf4_n_25))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf4_n_25, v___kf4_s_26))) : (uint32_t)(((uint32_t)0ull))));
-      const uint64_t v___kf2_o_28 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(sk::add<uint32_t>(v___kf2_start_10, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17), TILE))))));
-      const uint64_t v___kf2_o1_29 = (uint64_t)(sk::add<uint64_t>(v___kf2_o_28, ((uint64_t)(TILE))));
-      AscendC::LocalTensor<float> t30 = qin.AllocTensor<float>();
-      const uint32_t t30_n = sk::min<uint32_t>((uint32_t)(v___kf2_l0_22), TILE);
-      const uint64_t off31 = (uint64_t)(v___kf2_o_28);
-      if (t30_n > 0) {
-        AscendC::DataCopyPad(t30, g_cand[off31], AscendC::DataCopyExtParams{1, (uint32_t)(t30_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-      }
-      qin.EnQue(t30); t30 = qin.DeQue<float>();
-      AscendC::LocalTensor<float> t32 = qin.AllocTensor<float>();
-      const uint32_t t32_n = sk::min<uint32_t>((uint32_t)(v___kf2_l1_27), TILE);
-      const uint64_t off33 = (uint64_t)(v___kf2_o1_29);
-      if (t32_n > 0) {
-        AscendC::DataCopyPad(t32, g_cand[off33], AscendC::DataCopyExtParams{1, (uint32_t)(t32_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-      }
-      qin.EnQue(t32); t32 = qin.DeQue<float>();
-      const float s34 = (float)(v___kf2_m_12);
-      AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t35_n = t30_n;
-      AscendC::Adds(t35, t30, -s34, (int32_t)t35_n);
-      AscendC::LocalTensor<uint64_t> t36 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t36_n = t35_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t35;
-        for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
-      }
-      uint64_t s37 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t36_n; ++i) {
-        s37 = sk::add<uint64_t>(s37, t36.GetValue(i));
-      }
-      const float s38 = (float)(v___kf2_m_12);
-      AscendC::LocalTensor<float> t39 = ub8[U2].ReinterpretCast<float>();
-      const uint32_t t39_n = t32_n;
-      AscendC::Adds(t39, t32, -s38, (int32_t)t39_n);
-      AscendC::LocalTensor<uint64_t> t40 = ub8[U3].ReinterpretCast<uint64_t>();
-      const uint32_t t40_n = t39_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t39;
-        for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
-      }
-      uint64_t s41 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t40_n; ++i) {
-        s41 = sk::add<uint64_t>(s41, t40.GetValue(i));
-      }
-      v___kf2_s_14 = (uint64_t)(sk::add<uint64_t>(v___kf2_s_14, sk::add<uint64_t>(s37, s41)));
-      qin.FreeTensor(t30);
-      qin.FreeTensor(t32);
-      AscendC::LocalTensor<float> t42 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t42_n = sk::min<uint32_t>((uint32_t)(v___kf2_l0_22), TILE);
-      AscendC::PipeBarrier<PIPE_V>();
+      AscendC::LocalTensor<uint64_t> t15 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t15_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s16 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, s16);
+      AscendC::LocalTensor<uint64_t> t17 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t17_n = 0;
+      t17_n = t15_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Duplicate(t42, (float)(sk::bits_f32(0xff800000u)), (int32_t)t42_n);
-      const uint32_t n43 = t42_n;
-      const uint64_t off44 = (uint64_t)(v___kf2_o_28);
-      AscendC::LocalTensor<float> o45 = qout.AllocTensor<float>();
-      AscendC::PipeBarrier<PIPE_V>();
-      if (n43 > 0) {
-        AscendC::DataCopy(o45, t42, AscendC::DataCopyParams{1, (uint16_t)((n43 * sizeof(float) + 31) / 32), 0, 0});
+      if (t17_n > 0) {
+        AscendC::DataCopy(t17, t15, AscendC::DataCopyParams{1, (uint16_t)((t17_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o45); o45 = qout.DeQue<float>();
-      if (n43 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off44], o45, AscendC::DataCopyExtParams{1, (uint32_t)(n43 * sizeof(float)), 0, 0, 0});
+      const uint32_t v___kf2_passes_18 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
+      const uint32_t end19 = (uint32_t)(v___kf2_passes_18);
+      AscendC::PipeBarrier<PIPE_ALL>();
+      for (uint32_t v___kf2_q_20 = (uint32_t)(((uint32_t)0ull)); v___kf2_q_20 < end19; ++v___kf2_q_20) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint32_t v___kf2_lo0_21 = (uint32_t)(sk::add<uint32_t>(v___kf2_start_10, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_20), TILE)));
+        const uint32_t v___kf2_lo1_22 = (uint32_t)(sk::add<uint32_t>(v___kf2_lo0_21, TILE));
+        const uint32_t v___kf2_s0_23 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo0_21, sk::sub<uint32_t>(v___kf2_n_11, TILE)));
+        const uint32_t v___kf2_s1_24 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo1_22, sk::sub<uint32_t>(v___kf2_n_11, TILE)));
+        AscendC::LocalTensor<float> t25 = qin.AllocTensor<float>();
+        const uint32_t t25_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off26 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s0_23))));
+        if (t25_n > 0) {
+          AscendC::DataCopyPad(t25, g_cand[off26], AscendC::DataCopyExtParams{1, (uint32_t)(t25_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t25); t25 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t27 = qin.AllocTensor<float>();
+        const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off28 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s1_24))));
+        if (t27_n > 0) {
+          AscendC::DataCopyPad(t27, g_cand[off28], AscendC::DataCopyExtParams{1, (uint32_t)(t27_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t27); t27 = qin.DeQue<float>();
+        AscendC::LocalTensor<uint32_t> t29 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t29_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t29.ReinterpretCast<int32_t>(), (int32_t)0, t29_n);
+        const float s30 = (float)(v___kf2_m_12);
+        AscendC::LocalTensor<float> t31 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t31_n = t25_n;
+        AscendC::Adds(t31, t25, -s30, (int32_t)t31_n);
+        AscendC::LocalTensor<uint64_t> t32 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t32_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t29_n), t31_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t17;
+          const AscendC::LocalTensor<uint32_t> &L1 = t29;
+          const AscendC::LocalTensor<float> &L2 = t31;
+          for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf2_s0_23)) >= (uint32_t)(v___kf2_lo0_21))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf2_t_13)))) : (uint64_t)(((uint64_t)0ull))))));
+        }
+        t17_n = t32_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t17_n > 0) {
+          AscendC::DataCopy(t17, t32, AscendC::DataCopyParams{1, (uint16_t)((t17_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t25);
+        AscendC::LocalTensor<uint32_t> t33 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t33_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t33.ReinterpretCast<int32_t>(), (int32_t)0, t33_n);
+        const float s34 = (float)(v___kf2_m_12);
+        AscendC::LocalTensor<float> t35 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t35_n = t27_n;
+        AscendC::Adds(t35, t27, -s34, (int32_t)t35_n);
+        AscendC::LocalTensor<uint64_t> t36 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t36_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t33_n), t35_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t17;
+          const AscendC::LocalTensor<uint32_t> &L1 = t33;
+          const AscendC::LocalTensor<float> &L2 = t35;
+          for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf2_s1_24)) >= (uint32_t)(v___kf2_lo1_22))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf2_t_13)))) : (uint64_t)(((uint64_t)0ull))))));
+        }
+        t17_n = t36_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t17_n > 0) {
+          AscendC::DataCopy(t17, t36, AscendC::DataCopyParams{1, (uint16_t)((t17_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t27);
+        AscendC::LocalTensor<float> t37 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t37_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t37, (float)(sk::bits_f32(0xff800000u)), (int32_t)t37_n);
+        const uint32_t n38 = t37_n;
+        const uint64_t off39 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s0_23))));
+        AscendC::LocalTensor<float> o40 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n38 > 0) {
+          AscendC::DataCopy(o40, t37, AscendC::DataCopyParams{1, (uint16_t)((n38 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o40); o40 = qout.DeQue<float>();
+        if (n38 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off39], o40, AscendC::DataCopyExtParams{1, (uint32_t)(n38 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o40);
+        AscendC::LocalTensor<float> t41 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t41_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t41, (float)(sk::bits_f32(0xff800000u)), (int32_t)t41_n);
+        const uint32_t n42 = t41_n;
+        const uint64_t off43 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s1_24))));
+        AscendC::LocalTensor<float> o44 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n42 > 0) {
+          AscendC::DataCopy(o44, t41, AscendC::DataCopyParams{1, (uint16_t)((n42 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o44); o44 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n42 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off43], o44, AscendC::DataCopyExtParams{1, (uint32_t)(n42 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o44);
+        AscendC::PipeBarrier<PIPE_ALL>();
       }
-      qout.FreeTensor(o45);
-      AscendC::LocalTensor<float> t46 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t46_n = sk::min<uint32_t>((uint32_t)(v___kf2_l1_27), TILE);
-      AscendC::PipeBarrier<PIPE_V>();
-      AscendC::Duplicate(t46, (float)(sk::bits_f32(0xff800000u)), (int32_t)t46_n);
-      const uint32_t n47 = t46_n;
-      const uint64_t off48 = (uint64_t)(v___kf2_o1_29);
-      AscendC::LocalTensor<float> o49 = qout.AllocTensor<float>();
-      AscendC::PipeBarrier<PIPE_V>();
-      if (n47 > 0) {
-        AscendC::DataCopy(o49, t46, AscendC::DataCopyParams{1, (uint16_t)((n47 * sizeof(float) + 31) / 32), 0, 0});
+      AscendC::PipeBarrier<PIPE_ALL>();
+      uint64_t s45 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t17_n; ++i) {
+        s45 = sk::add<uint64_t>(s45, t17.GetValue(i));
       }
-      qout.EnQue(o49); o49 = qout.DeQue<float>();
-      AscendC::PipeBarrier<PIPE_MTE3>();
-      if (n47 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off48], o49, AscendC::DataCopyExtParams{1, (uint32_t)(n47 * sizeof(float)), 0, 0, 0});
+      v___kf2_s_14 = (uint64_t)(s45);
+      AscendC::PipeBarrier<PIPE_ALL>();
+    } else {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      AscendC::PipeBarrier<PIPE_ALL>();
+      if (((uint32_t)(v___kf2_n_11) > (uint32_t)(v___kf2_start_10))) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint64_t v___kf2_o_46 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_start_10))));
+        AscendC::LocalTensor<float> t47 = qin.AllocTensor<float>();
+        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10)), TILE);
+        const uint64_t off48 = (uint64_t)(v___kf2_o_46);
+        if (t47_n > 0) {
+          AscendC::DataCopyPad(t47, g_cand[off48], AscendC::DataCopyExtParams{1, (uint32_t)(t47_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t47); t47 = qin.DeQue<float>();
+        const float s49 = (float)(v___kf2_m_12);
+        AscendC::LocalTensor<float> t50 = t47.ReinterpretCast<float>();
+        const uint32_t t50_n = t47_n;
+        AscendC::Adds(t50, t47, -s49, (int32_t)t50_n);
+        AscendC::LocalTensor<uint64_t> t51 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t51_n = t50_n;
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<float> &L0 = t50;
+          for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
+        }
+        uint64_t s52 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t51_n; ++i) {
+          s52 = sk::add<uint64_t>(s52, t51.GetValue(i));
+        }
+        v___kf2_s_14 = (uint64_t)(s52);
+        qin.FreeTensor(t47);
+        AscendC::LocalTensor<float> t53 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10)), TILE);
+        sk::sync<AscendC::HardEvent::S_V>();
+        AscendC::Duplicate(t53, (float)(sk::bits_f32(0xff800000u)), (int32_t)t53_n);
+        const uint32_t n54 = t53_n;
+        const uint64_t off55 = (uint64_t)(v___kf2_o_46);
+        AscendC::LocalTensor<float> o56 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n54 > 0) {
+          AscendC::DataCopy(o56, t53, AscendC::DataCopyParams{1, (uint16_t)((n54 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o56); o56 = qout.DeQue<float>();
+        if (n54 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off55], o56, AscendC::DataCopyExtParams{1, (uint32_t)(n54 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o56);
+        AscendC::PipeBarrier<PIPE_ALL>();
       }
-      qout.FreeTensor(o49);
+      AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf1_rest_50 = (uint64_t)(v___kf2_s_14);
-    const uint64_t v___kf5_off_51 = (uint64_t)(v___kf1_off_3);
-    const uint32_t v___kf5_n_52 = (uint32_t)(v___kf1_head_5);
-    const float v___kf5_temperature_53 = (float)(v___kf1_t_7);
-    AscendC::LocalTensor<float> t54 = qin.AllocTensor<float>();
-    const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_52), TILE);
-    const uint64_t off55 = (uint64_t)(v___kf5_off_51);
-    if (t54_n > 0) {
-      AscendC::DataCopyPad(t54, g_cand[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_rest_57 = (uint64_t)(v___kf2_s_14);
+    const uint64_t v___kf3_off_58 = (uint64_t)(v___kf1_off_3);
+    const uint32_t v___kf3_n_59 = (uint32_t)(v___kf1_head_5);
+    const float v___kf3_temperature_60 = (float)(v___kf1_t_7);
+    AscendC::LocalTensor<float> t61 = qin.AllocTensor<float>();
+    const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_59), TILE);
+    const uint64_t off62 = (uint64_t)(v___kf3_off_58);
+    if (t61_n > 0) {
+      AscendC::DataCopyPad(t61, g_cand[off62], AscendC::DataCopyExtParams{1, (uint32_t)(t61_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t54); t54 = qin.DeQue<float>();
-    const float s56 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_51)));
-    AscendC::LocalTensor<float> t57 = t54.ReinterpretCast<float>();
-    const uint32_t t57_n = t54_n;
-    AscendC::Adds(t57, t54, -s56, (int32_t)t57_n);
-    AscendC::LocalTensor<float> t58 = t57.ReinterpretCast<float>();
-    const uint32_t t58_n = t57_n;
+    qin.EnQue(t61); t61 = qin.DeQue<float>();
+    const float s63 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_58)));
+    AscendC::LocalTensor<float> t64 = t61.ReinterpretCast<float>();
+    const uint32_t t64_n = t61_n;
+    AscendC::Adds(t64, t61, -s63, (int32_t)t64_n);
+    AscendC::LocalTensor<float> t65 = t64.ReinterpretCast<float>();
+    const uint32_t t65_n = t64_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t57;
-      for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_53)));
+      const AscendC::LocalTensor<float> &L0 = t64;
+      for (uint32_t i = 0; i < t65_n; ++i) t65.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf3_temperature_60)));
     }
-    AscendC::LocalTensor<uint64_t> t59 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t59_n = t58_n;
+    AscendC::LocalTensor<uint64_t> t66 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t66_n = t65_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t58;
-      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t65;
+      for (uint32_t i = 0; i < t66_n; ++i) t66.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s60 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t59_n; ++i) {
-      s60 = sk::add<uint64_t>(s60, t59.GetValue(i));
+    uint64_t s67 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t66_n; ++i) {
+      s67 = sk::add<uint64_t>(s67, t66.GetValue(i));
     }
-    const uint64_t v___kf1_total_61 = (uint64_t)(sk::add<uint64_t>(v___kf1_rest_50, s60));
-    const float v___kf6_log_min_p_62 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const int32_t v___kf6_k_63 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const uint32_t v___kf6_n_64 = (uint32_t)(v___kf1_head_5);
-    AscendC::LocalTensor<uint32_t> t65 = ub8[U4].ReinterpretCast<uint32_t>();
-    const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_64), TILE);
-    AscendC::CreateVecIndex(t65.ReinterpretCast<int32_t>(), (int32_t)0, t65_n);
-    const uint32_t s66 = (uint32_t)(((uint32_t)(v___kf6_k_63)));
-    const bool s67 = (bool)(((int32_t)(v___kf6_k_63) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t68 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t68_n = sk::min<uint32_t>(t58_n, t65_n);
+    const uint64_t v___kf1_total_68 = (uint64_t)(sk::add<uint64_t>(v___kf1_rest_57, s67));
+    const float v___kf4_log_min_p_69 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const int32_t v___kf4_k_70 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint32_t v___kf4_n_71 = (uint32_t)(v___kf1_head_5);
+    AscendC::LocalTensor<uint32_t> t72 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t72_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_71), TILE);
+    AscendC::CreateVecIndex(t72.ReinterpretCast<int32_t>(), (int32_t)0, t72_n);
+    const uint32_t s73 = (uint32_t)(((uint32_t)(v___kf4_k_70)));
+    const bool s74 = (bool)(((int32_t)(v___kf4_k_70) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t75 = ub8[U4].ReinterpretCast<uint8_t>();
+    const uint32_t t75_n = sk::min<uint32_t>(t65_n, t72_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t58;
-      const AscendC::LocalTensor<uint32_t> &L1 = t65;
-      for (uint32_t i = 0; i < t68_n; ++i) t68.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_62))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s66))) | (bool)(s67))))))));
+      const AscendC::LocalTensor<float> &L0 = t65;
+      const AscendC::LocalTensor<uint32_t> &L1 = t72;
+      for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf4_log_min_p_69))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s73))) | (bool)(s74))))))));
     }
-    const bool v___kf7_kfirst_69 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6))))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v___kf7_total_70 = (uint64_t)(v___kf1_total_61);
-    AscendC::LocalTensor<uint64_t> t71 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t71_n = sk::min<uint32_t>(t68_n, t59_n);
+    const bool v___kf5_kfirst_76 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6))))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf5_total_77 = (uint64_t)(v___kf1_total_68);
+    AscendC::LocalTensor<uint64_t> t78 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t78_n = sk::min<uint32_t>(t75_n, t66_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t68;
-      const AscendC::LocalTensor<uint64_t> &L1 = t59;
-      for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t75;
+      const AscendC::LocalTensor<uint64_t> &L1 = t66;
+      for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s72 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t71_n; ++i) {
-      s72 = sk::add<uint64_t>(s72, t71.GetValue(i));
+    uint64_t s79 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t78_n; ++i) {
+      s79 = sk::add<uint64_t>(s79, t78.GetValue(i));
     }
-    const uint64_t v___kf1_base_73 = (uint64_t)(((v___kf7_kfirst_69) ? (uint64_t)(s72) : (uint64_t)(v___kf7_total_70)));
-    const uint64_t v___kf8_base_74 = (uint64_t)(v___kf1_base_73);
-    const float v___kf8_top_p_75 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const uint64_t v___kf8_thr_76 = (uint64_t)(sk::frac_floor(v___kf8_base_74, v___kf8_top_p_75));
-    AscendC::LocalTensor<uint64_t> t77 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t77_n = t59_n;
+    const uint64_t v___kf1_base_80 = (uint64_t)(((v___kf5_kfirst_76) ? (uint64_t)(s79) : (uint64_t)(v___kf5_total_77)));
+    const uint64_t v___kf6_base_81 = (uint64_t)(v___kf1_base_80);
+    const float v___kf6_top_p_82 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint64_t v___kf6_thr_83 = (uint64_t)(sk::frac_floor(v___kf6_base_81, v___kf6_top_p_82));
+    AscendC::LocalTensor<uint64_t> t84 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t84_n = t66_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t59_n; ++i) {
-        const uint64_t x = t59.GetValue(i);
-        t77.SetValue(i, acc);
+      for (uint32_t i = 0; i < t66_n; ++i) {
+        const uint64_t x = t66.GetValue(i);
+        t84.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t78 = ub8[U4].ReinterpretCast<uint8_t>();
-    const uint32_t t78_n = sk::min<uint32_t>(t77_n, t68_n);
+    AscendC::LocalTensor<uint8_t> t85 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t85_n = sk::min<uint32_t>(t84_n, t75_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t77;
-      const AscendC::LocalTensor<uint8_t> &L1 = t68;
-      for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_76))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t84;
+      const AscendC::LocalTensor<uint8_t> &L1 = t75;
+      for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_83))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t79 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t79_n = sk::min<uint32_t>(t78_n, t59_n);
+    AscendC::LocalTensor<uint64_t> t86 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t86_n = sk::min<uint32_t>(t85_n, t66_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t78;
-      const AscendC::LocalTensor<uint64_t> &L1 = t59;
-      for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t85;
+      const AscendC::LocalTensor<uint64_t> &L1 = t66;
+      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s80 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t79_n; ++i) {
-      s80 = sk::add<uint64_t>(s80, t79.GetValue(i));
+    uint64_t s87 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t86_n; ++i) {
+      s87 = sk::add<uint64_t>(s87, t86.GetValue(i));
     }
-    const float v___kf9_lse_81 = (float)(sk::ln_fixed(s80));
-    const float s82 = (float)(v___kf9_lse_81);
-    AscendC::LocalTensor<float> t83 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t83_n = t58_n;
+    const float v___kf7_lse_88 = (float)(sk::ln_fixed(s87));
+    const float s89 = (float)(v___kf7_lse_88);
+    AscendC::LocalTensor<float> t90 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t90_n = t65_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t83, t58, -s82, (int32_t)t83_n);
-    AscendC::LocalTensor<float> t84 = t83.ReinterpretCast<float>();
-    const uint32_t t84_n = sk::min<uint32_t>(t78_n, t83_n);
+    AscendC::Adds(t90, t65, -s89, (int32_t)t90_n);
+    AscendC::LocalTensor<float> t91 = t90.ReinterpretCast<float>();
+    const uint32_t t91_n = sk::min<uint32_t>(t85_n, t90_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t78;
-      const AscendC::LocalTensor<float> &L1 = t83;
-      for (uint32_t i = 0; i < t84_n; ++i) t84.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t85;
+      const AscendC::LocalTensor<float> &L1 = t90;
+      for (uint32_t i = 0; i < t91_n; ++i) t91.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t54);
-    const uint32_t n85 = t84_n;
-    const uint64_t off86 = (uint64_t)(v___kf1_off_3);
-    AscendC::LocalTensor<float> o87 = qout.AllocTensor<float>();
+    qin.FreeTensor(t61);
+    const uint32_t n92 = t91_n;
+    const uint64_t off93 = (uint64_t)(v___kf1_off_3);
+    AscendC::LocalTensor<float> o94 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n85 > 0) {
-      AscendC::DataCopy(o87, t84, AscendC::DataCopyParams{1, (uint16_t)((n85 * sizeof(float) + 31) / 32), 0, 0});
+    if (n92 > 0) {
+      AscendC::DataCopy(o94, t91, AscendC::DataCopyParams{1, (uint16_t)((n92 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o87); o87 = qout.DeQue<float>();
-    if (n85 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off86], o87, AscendC::DataCopyExtParams{1, (uint32_t)(n85 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o94); o94 = qout.DeQue<float>();
+    if (n92 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off93], o94, AscendC::DataCopyExtParams{1, (uint32_t)(n92 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o87);
-    const uint64_t v___kf10_off_88 = (uint64_t)(v___kf1_off_3);
-    const uint64_t v___kf10_seed_89 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const uint64_t v___kf10_seq_90 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    AscendC::LocalTensor<uint64_t> t91 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t91_n = t84_n;
+    qout.FreeTensor(o94);
+    const uint64_t v___kf8_off_95 = (uint64_t)(v___kf1_off_3);
+    const uint64_t v___kf8_seed_96 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint64_t v___kf8_seq_97 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    AscendC::LocalTensor<uint64_t> t98 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t98_n = t91_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t84;
-      for (uint32_t i = 0; i < t91_n; ++i) t91.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t91;
+      for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s93 = (uint64_t)(sk::uniform53(v___kf10_seed_89, v___kf10_seq_90));
-    int32_t s92 = -1;
+    const uint64_t s100 = (uint64_t)(sk::uniform53(v___kf8_seed_96, v___kf8_seq_97));
+    int32_t s99 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t91_n; ++i) tot = sk::add128(tot, t91.GetValue(i));
+      for (uint32_t i = 0; i < t98_n; ++i) tot = sk::add128(tot, t98.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s93, tot.lo);
-        thr.hi += s93 * tot.hi;
+        sk::U128 thr = sk::mul64(s100, tot.lo);
+        thr.hi += s100 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t91_n; ++i) {
-          acc = sk::add128(acc, t91.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s92 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t98_n; ++i) {
+          acc = sk::add128(acc, t98.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s99 = (int32_t)i; break; }
         }
-        if (s92 < 0) for (uint32_t i = t91_n; i-- > 0;) if (t91.GetValue(i) > 0) { s92 = (int32_t)i; break; }
+        if (s99 < 0) for (uint32_t i = t98_n; i-- > 0;) if (t98.GetValue(i) > 0) { s99 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf10_c_94 = (int32_t)(s92);
-    const int32_t v___kf1_tok_95 = (int32_t)(((((int32_t)(v___kf10_c_94) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf10_off_88, ((uint64_t)(v___kf10_c_94)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_fr_96 = (int32_t)(v___kf1_tok_95);
-    const uint64_t off97 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_fr_96));
+    const int32_t v___kf8_c_101 = (int32_t)(s99);
+    const int32_t v___kf1_tok_102 = (int32_t)(((((int32_t)(v___kf8_c_101) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf8_off_95, ((uint64_t)(v___kf8_c_101)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_fr_103 = (int32_t)(v___kf1_tok_102);
+    const uint64_t off104 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_fr_103));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off97], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v___kf11_fr_98 = (int32_t)(v_fr_96);
-    const uint32_t v___kf11_r_99 = (uint32_t)(v_r_1);
-    const uint32_t v___kf11_kind_100 = (uint32_t)(g_group_kind.GetValue((uint64_t)(((uint64_t)(v___kf11_r_99)))));
-    const int32_t v___kf11_gs_101 = (int32_t)(g_group_status.GetValue((uint64_t)(((uint64_t)(v___kf11_r_99)))));
-    const int32_t v___kf11_rs_102 = (int32_t)(g_row_status.GetValue((uint64_t)(((uint64_t)(v___kf11_r_99)))));
-    const int32_t v___kf11_gold_103 = (int32_t)(g_golden.GetValue((uint64_t)(((uint64_t)(v___kf11_r_99)))));
-    const int32_t v___kf11_st_104 = (int32_t)(((((int32_t)(v___kf11_gs_101) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gs_101) : (int32_t)(v___kf11_rs_102)));
-    const int32_t v___kf11_tok_105 = (int32_t)(((((((int32_t)(v___kf11_st_104) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf11_kind_100) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf11_gold_103) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gold_103) : (int32_t)(v___kf11_fr_98)))));
-    const int32_t v___kf11_s_106 = (int32_t)(((((((int32_t)(v___kf11_st_104) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf11_kind_100) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf11_gold_103) : (int32_t)(v___kf11_tok_105)));
-    const uint64_t off107 = (uint64_t)(((uint64_t)(v___kf11_r_99)));
+    AscendC::DataCopyPad(g_fresh[off104], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf9_fr_105 = (int32_t)(v_fr_103);
+    const uint32_t v___kf9_r_106 = (uint32_t)(v_r_1);
+    const uint32_t v___kf9_kind_107 = (uint32_t)(g_group_kind.GetValue((uint64_t)(((uint64_t)(v___kf9_r_106)))));
+    const int32_t v___kf9_gs_108 = (int32_t)(g_group_status.GetValue((uint64_t)(((uint64_t)(v___kf9_r_106)))));
+    const int32_t v___kf9_rs_109 = (int32_t)(g_row_status.GetValue((uint64_t)(((uint64_t)(v___kf9_r_106)))));
+    const int32_t v___kf9_gold_110 = (int32_t)(g_golden.GetValue((uint64_t)(((uint64_t)(v___kf9_r_106)))));
+    const int32_t v___kf9_st_111 = (int32_t)(((((int32_t)(v___kf9_gs_108) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf9_gs_108) : (int32_t)(v___kf9_rs_109)));
+    const int32_t v___kf9_tok_112 = (int32_t)(((((((int32_t)(v___kf9_st_111) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf9_kind_107) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf9_gold_110) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf9_gold_110) : (int32_t)(v___kf9_fr_105)))));
+    const int32_t v___kf9_s_113 = (int32_t)(((((((int32_t)(v___kf9_st_111) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf9_kind_107) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf9_gold_110) : (int32_t)(v___kf9_tok_112)));
+    const uint64_t off114 = (uint64_t)(((uint64_t)(v___kf9_r_106)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_tok_105));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf9_tok_112));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off107], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off108 = (uint64_t)(((uint64_t)(v___kf11_r_99)));
+    AscendC::DataCopyPad(g_tokens[off114], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off115 = (uint64_t)(((uint64_t)(v___kf9_r_106)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_s_106));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf9_s_113));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off108], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off109 = (uint64_t)(((uint64_t)(v___kf11_r_99)));
+    AscendC::DataCopyPad(g_lookup[off115], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off116 = (uint64_t)(((uint64_t)(v___kf9_r_106)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off109], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off110 = (uint64_t)(((uint64_t)(v___kf11_r_99)));
+    AscendC::DataCopyPad(g_accepted[off116], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off117 = (uint64_t)(((uint64_t)(v___kf9_r_106)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_st_104));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf9_st_111));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off110], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v_s_111 = (int32_t)(v___kf11_s_106);
-    AscendC::LocalTensor<int32_t> t112 = qin.AllocTensor<int32_t>();
-    const uint32_t t112_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-    const uint64_t off113 = (uint64_t)(v_off_2);
-    if (t112_n > 0) {
-      AscendC::DataCopyPad(t112, g_cand_ids[off113], AscendC::DataCopyExtParams{1, (uint32_t)(t112_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off117], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v_s_118 = (int32_t)(v___kf9_s_113);
+    AscendC::LocalTensor<int32_t> t119 = qin.AllocTensor<int32_t>();
+    const uint32_t t119_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
+    const uint64_t off120 = (uint64_t)(v_off_2);
+    if (t119_n > 0) {
+      AscendC::DataCopyPad(t119, g_cand_ids[off120], AscendC::DataCopyExtParams{1, (uint32_t)(t119_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t112); t112 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t114 = qin.AllocTensor<float>();
-    const uint32_t t114_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-    const uint64_t off115 = (uint64_t)(v_off_2);
-    if (t114_n > 0) {
-      AscendC::DataCopyPad(t114, g_cand[off115], AscendC::DataCopyExtParams{1, (uint32_t)(t114_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t119); t119 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t121 = qin.AllocTensor<float>();
+    const uint32_t t121_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
+    const uint64_t off122 = (uint64_t)(v_off_2);
+    if (t121_n > 0) {
+      AscendC::DataCopyPad(t121, g_cand[off122], AscendC::DataCopyExtParams{1, (uint32_t)(t121_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t114); t114 = qin.DeQue<float>();
-    const int32_t v___kf12_s_116 = (int32_t)(v_s_111);
-    const uint32_t v___kf12_r_117 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<uint8_t> t118 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t118_n = t112_n;
+    qin.EnQue(t121); t121 = qin.DeQue<float>();
+    const int32_t v___kf10_s_123 = (int32_t)(v_s_118);
+    const uint32_t v___kf10_r_124 = (uint32_t)(v_r_1);
+    AscendC::LocalTensor<uint8_t> t125 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t125_n = t119_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t112;
-      for (uint32_t i = 0; i < t118_n; ++i) t118.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf12_s_116))));
+      const AscendC::LocalTensor<int32_t> &L0 = t119;
+      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf10_s_123))));
     }
-    int32_t s119 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t118_n; ++i) {
-      if ((t118.GetValue(i) != 0)) { s119 = (int32_t)i; break; }
+    int32_t s126 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t125_n; ++i) {
+      if ((t125.GetValue(i) != 0)) { s126 = (int32_t)i; break; }
     }
-    const int32_t v___kf12_col_120 = (int32_t)(((((int32_t)(v___kf12_s_116) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s119) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s121 = (uint32_t)(((uint32_t)(v___kf12_col_120)));
-    const float v___kf12_lp_122 = (float)(((((int32_t)(v___kf12_col_120) >= (int32_t)(((int32_t)0ull)))) ? (float)((s121 < t84_n ? (float)(t84.GetValue(s121)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s123 = (uint32_t)(((uint32_t)(v___kf12_col_120)));
-    const float v___kf12_vs_124 = (float)(((((int32_t)(v___kf12_col_120) >= (int32_t)(((int32_t)0ull)))) ? (float)((s123 < t114_n ? (float)(t114.GetValue(s123)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t125 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t125_n = sk::min<uint32_t>(sk::min<uint32_t>(t114_n, t114_n), t112_n);
+    const int32_t v___kf10_col_127 = (int32_t)(((((int32_t)(v___kf10_s_123) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s126) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s128 = (uint32_t)(((uint32_t)(v___kf10_col_127)));
+    const float v___kf10_lp_129 = (float)(((((int32_t)(v___kf10_col_127) >= (int32_t)(((int32_t)0ull)))) ? (float)((s128 < t91_n ? (float)(t91.GetValue(s128)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s130 = (uint32_t)(((uint32_t)(v___kf10_col_127)));
+    const float v___kf10_vs_131 = (float)(((((int32_t)(v___kf10_col_127) >= (int32_t)(((int32_t)0ull)))) ? (float)((s130 < t121_n ? (float)(t121.GetValue(s130)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t132 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t132_n = sk::min<uint32_t>(sk::min<uint32_t>(t121_n, t121_n), t119_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t114;
-      const AscendC::LocalTensor<float> &L1 = t114;
-      const AscendC::LocalTensor<int32_t> &L2 = t112;
-      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf12_vs_124))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf12_vs_124))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf12_s_116))))))))));
+      const AscendC::LocalTensor<float> &L0 = t121;
+      const AscendC::LocalTensor<float> &L1 = t121;
+      const AscendC::LocalTensor<int32_t> &L2 = t119;
+      for (uint32_t i = 0; i < t132_n; ++i) t132.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf10_vs_131))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf10_vs_131))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf10_s_123))))))))));
     }
-    qin.FreeTensor(t114);
-    AscendC::LocalTensor<uint64_t> t126 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t126_n = sk::min<uint32_t>(t125_n, t84_n);
+    qin.FreeTensor(t121);
+    AscendC::LocalTensor<uint64_t> t133 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t133_n = sk::min<uint32_t>(t132_n, t91_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t125;
-      const AscendC::LocalTensor<float> &L1 = t84;
-      for (uint32_t i = 0; i < t126_n; ++i) t126.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t132;
+      const AscendC::LocalTensor<float> &L1 = t91;
+      for (uint32_t i = 0; i < t133_n; ++i) t133.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s127 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t126_n; ++i) {
-      s127 = sk::add<uint64_t>(s127, t126.GetValue(i));
+    uint64_t s134 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t133_n; ++i) {
+      s134 = sk::add<uint64_t>(s134, t133.GetValue(i));
     }
-    const uint64_t v___kf12_mass_128 = (uint64_t)(s127);
-    const float v___kf12_ssp_129 = (float)(((((float)(v___kf12_lp_122) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf12_mass_128)) : (float)(0e0f)));
-    const uint64_t off130 = (uint64_t)(((uint64_t)(v___kf12_r_117)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_lp_122));
+    const uint64_t v___kf10_mass_135 = (uint64_t)(s134);
+    const float v___kf10_ssp_136 = (float)(((((float)(v___kf10_lp_129) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf10_mass_135)) : (float)(0e0f)));
+    const uint64_t off137 = (uint64_t)(((uint64_t)(v___kf10_r_124)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf10_lp_129));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off130], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off131 = (uint64_t)(((uint64_t)(v___kf12_r_117)));
+    AscendC::DataCopyPad(g_token_lp[off137], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off138 = (uint64_t)(((uint64_t)(v___kf10_r_124)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_ssp_129));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf10_ssp_136));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off131], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf13_r_132 = (uint32_t)(v_r_1);
-    const uint32_t v___kf13_k_133 = (uint32_t)(p_k);
-    const uint64_t v___kf13_ooff_134 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf13_r_132)), ((uint64_t)(v___kf13_k_133))));
-    const uint32_t n135 = sk::min<uint32_t>(t112_n, (uint32_t)(v___kf13_k_133));
-    const uint64_t off136 = (uint64_t)(v___kf13_ooff_134);
-    AscendC::LocalTensor<int32_t> o137 = qout.AllocTensor<int32_t>();
-    if (n135 > 0) {
-      AscendC::DataCopy(o137, t112, AscendC::DataCopyParams{1, (uint16_t)((n135 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off138], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf11_r_139 = (uint32_t)(v_r_1);
+    const uint32_t v___kf11_k_140 = (uint32_t)(p_k);
+    const uint64_t v___kf11_ooff_141 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf11_r_139)), ((uint64_t)(v___kf11_k_140))));
+    const uint32_t n142 = sk::min<uint32_t>(t119_n, (uint32_t)(v___kf11_k_140));
+    const uint64_t off143 = (uint64_t)(v___kf11_ooff_141);
+    AscendC::LocalTensor<int32_t> o144 = qout.AllocTensor<int32_t>();
+    if (n142 > 0) {
+      AscendC::DataCopy(o144, t119, AscendC::DataCopyParams{1, (uint16_t)((n142 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o137); o137 = qout.DeQue<int32_t>();
-    if (n135 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off136], o137, AscendC::DataCopyExtParams{1, (uint32_t)(n135 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o144); o144 = qout.DeQue<int32_t>();
+    if (n142 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off143], o144, AscendC::DataCopyExtParams{1, (uint32_t)(n142 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o137);
-    qin.FreeTensor(t112);
-    const uint32_t n138 = sk::min<uint32_t>(t84_n, (uint32_t)(v___kf13_k_133));
-    const uint64_t off139 = (uint64_t)(v___kf13_ooff_134);
-    AscendC::LocalTensor<float> o140 = qout.AllocTensor<float>();
-    if (n138 > 0) {
-      AscendC::DataCopy(o140, t84, AscendC::DataCopyParams{1, (uint16_t)((n138 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o144);
+    qin.FreeTensor(t119);
+    const uint32_t n145 = sk::min<uint32_t>(t91_n, (uint32_t)(v___kf11_k_140));
+    const uint64_t off146 = (uint64_t)(v___kf11_ooff_141);
+    AscendC::LocalTensor<float> o147 = qout.AllocTensor<float>();
+    if (n145 > 0) {
+      AscendC::DataCopy(o147, t91, AscendC::DataCopyParams{1, (uint16_t)((n145 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o140); o140 = qout.DeQue<float>();
-    if (n138 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off139], o140, AscendC::DataCopyExtParams{1, (uint32_t)(n138 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o147); o147 = qout.DeQue<float>();
+    if (n145 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off146], o147, AscendC::DataCopyExtParams{1, (uint32_t)(n145 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o140);
+    qout.FreeTensor(o147);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
 struct process_draw_finish_k64 {
-  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 768, U3 = 1024, U4 = 512, U5 = 1024, U6 = 768, U7 = 512;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 1024, U4 = 768, U5 = 1024, U6 = 768, U7 = 512;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k64>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct process_draw_finish_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 6144, U2 = 3072, U3 = 4096, U4 = 2048, U5 = 3328, U6 = 2304, U7 = 1280;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 6144, U2 = 2048, U3 = 4096, U4 = 3072, U5 = 3328, U6 = 2304, U7 = 1280;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k256>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct process_draw_finish_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 24576, U2 = 12288, U3 = 16384, U4 = 8192, U5 = 13312, U6 = 9216, U7 = 5120;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 24576, U2 = 8192, U3 = 16384, U4 = 12288, U5 = 13312, U6 = 9216, U7 = 5120;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k1024>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct process_draw_finish_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 98304, U2 = 49152, U3 = 65536, U4 = 32768, U5 = 53248, U6 = 36864, U7 = 20480;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 98304, U2 = 32768, U3 = 65536, U4 = 49152, U5 = 53248, U6 = 36864, U7 = 20480;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k4096>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);

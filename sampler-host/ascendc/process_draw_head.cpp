@@ -55,288 +55,363 @@ __aicore__ inline void process_draw_head_body(GM_ADDR p_cand, GM_ADDR p_cand_ids
     const float v___kf2_m_12 = (float)(v___kf1_m_8);
     const float v___kf2_t_13 = (float)(v___kf1_t_7);
     uint64_t v___kf2_s_14 = (uint64_t)(((uint64_t)0ull));
-    const uint32_t v___kf2_passes_15 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-    const uint32_t end16 = (uint32_t)(v___kf2_passes_15);
     AscendC::PipeBarrier<PIPE_ALL>();
-    for (uint32_t v___kf2_q_17 = (uint32_t)(((uint32_t)0ull)); v___kf2_q_17 < end16; ++v___kf2_q_17) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t v___kf3_start_18 = (uint32_t)(v___kf2_start_10);
-      const uint32_t v___kf3_i_19 = (uint32_t)(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17));
-      const uint32_t v___kf3_n_20 = (uint32_t)(v___kf2_n_11);
-      const uint32_t v___kf3_s_21 = (uint32_t)(sk::add<uint32_t>(v___kf3_start_18, sk::mul<uint32_t>(v___kf3_i_19, TILE)));
-      const uint32_t v___kf2_l0_22 = (uint32_t)(((((uint32_t)(v___kf3_s_21) < (uint32_t)(v___kf3_n_20))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf3_n_20, v___kf3_s_21))) : (uint32_t)(((uint32_t)0ull))));
-      const uint32_t v___kf4_start_23 = (uint32_t)(v___kf2_start_10);
-      const uint32_t v___kf4_i_24 = (uint32_t)(sk::add<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17), ((uint32_t)1ull)));
-      const uint32_t v___kf4_n_25 = (uint32_t)(v___kf2_n_11);
-      const uint32_t v___kf4_s_26 = (uint32_t)(sk::add<uint32_t>(v___kf4_start_23, sk::mul<uint32_t>(v___kf4_i_24, TILE)));
-      const uint32_t v___kf2_l1_27 = (uint32_t)(((((uint32_t)(v___kf4_s_26) < (uint32_t)(v___kf4_n_25))) ? (uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf4_n_25, v___kf4_s_26))) : (uint32_t)(((uint32_t)0ull))));
-      const uint64_t v___kf2_o_28 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(sk::add<uint32_t>(v___kf2_start_10, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_17), TILE))))));
-      const uint64_t v___kf2_o1_29 = (uint64_t)(sk::add<uint64_t>(v___kf2_o_28, ((uint64_t)(TILE))));
-      AscendC::LocalTensor<float> t30 = qin.AllocTensor<float>();
-      const uint32_t t30_n = sk::min<uint32_t>((uint32_t)(v___kf2_l0_22), TILE);
-      const uint64_t off31 = (uint64_t)(v___kf2_o_28);
-      if (t30_n > 0) {
-        AscendC::DataCopyPad(t30, g_cand[off31], AscendC::DataCopyExtParams{1, (uint32_t)(t30_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-      }
-      qin.EnQue(t30); t30 = qin.DeQue<float>();
-      AscendC::LocalTensor<float> t32 = qin.AllocTensor<float>();
-      const uint32_t t32_n = sk::min<uint32_t>((uint32_t)(v___kf2_l1_27), TILE);
-      const uint64_t off33 = (uint64_t)(v___kf2_o1_29);
-      if (t32_n > 0) {
-        AscendC::DataCopyPad(t32, g_cand[off33], AscendC::DataCopyExtParams{1, (uint32_t)(t32_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-      }
-      qin.EnQue(t32); t32 = qin.DeQue<float>();
-      const float s34 = (float)(v___kf2_m_12);
-      AscendC::LocalTensor<float> t35 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t35_n = t30_n;
-      AscendC::Adds(t35, t30, -s34, (int32_t)t35_n);
-      AscendC::LocalTensor<uint64_t> t36 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t36_n = t35_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t35;
-        for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
-      }
-      uint64_t s37 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t36_n; ++i) {
-        s37 = sk::add<uint64_t>(s37, t36.GetValue(i));
-      }
-      const float s38 = (float)(v___kf2_m_12);
-      AscendC::LocalTensor<float> t39 = ub8[U2].ReinterpretCast<float>();
-      const uint32_t t39_n = t32_n;
-      AscendC::Adds(t39, t32, -s38, (int32_t)t39_n);
-      AscendC::LocalTensor<uint64_t> t40 = ub8[U3].ReinterpretCast<uint64_t>();
-      const uint32_t t40_n = t39_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t39;
-        for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
-      }
-      uint64_t s41 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t40_n; ++i) {
-        s41 = sk::add<uint64_t>(s41, t40.GetValue(i));
-      }
-      v___kf2_s_14 = (uint64_t)(sk::add<uint64_t>(v___kf2_s_14, sk::add<uint64_t>(s37, s41)));
-      qin.FreeTensor(t30);
-      qin.FreeTensor(t32);
-      AscendC::LocalTensor<float> t42 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t42_n = sk::min<uint32_t>((uint32_t)(v___kf2_l0_22), TILE);
-      AscendC::PipeBarrier<PIPE_V>();
+      AscendC::LocalTensor<uint64_t> t15 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t15_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s16 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t15_n; ++i) t15.SetValue(i, s16);
+      AscendC::LocalTensor<uint64_t> t17 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t17_n = 0;
+      t17_n = t15_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Duplicate(t42, (float)(sk::bits_f32(0xff800000u)), (int32_t)t42_n);
-      const uint32_t n43 = t42_n;
-      const uint64_t off44 = (uint64_t)(v___kf2_o_28);
-      AscendC::LocalTensor<float> o45 = qout.AllocTensor<float>();
-      AscendC::PipeBarrier<PIPE_V>();
-      if (n43 > 0) {
-        AscendC::DataCopy(o45, t42, AscendC::DataCopyParams{1, (uint16_t)((n43 * sizeof(float) + 31) / 32), 0, 0});
+      if (t17_n > 0) {
+        AscendC::DataCopy(t17, t15, AscendC::DataCopyParams{1, (uint16_t)((t17_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o45); o45 = qout.DeQue<float>();
-      if (n43 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off44], o45, AscendC::DataCopyExtParams{1, (uint32_t)(n43 * sizeof(float)), 0, 0, 0});
+      const uint32_t v___kf2_passes_18 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
+      const uint32_t end19 = (uint32_t)(v___kf2_passes_18);
+      AscendC::PipeBarrier<PIPE_ALL>();
+      for (uint32_t v___kf2_q_20 = (uint32_t)(((uint32_t)0ull)); v___kf2_q_20 < end19; ++v___kf2_q_20) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint32_t v___kf2_lo0_21 = (uint32_t)(sk::add<uint32_t>(v___kf2_start_10, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf2_q_20), TILE)));
+        const uint32_t v___kf2_lo1_22 = (uint32_t)(sk::add<uint32_t>(v___kf2_lo0_21, TILE));
+        const uint32_t v___kf2_s0_23 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo0_21, sk::sub<uint32_t>(v___kf2_n_11, TILE)));
+        const uint32_t v___kf2_s1_24 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo1_22, sk::sub<uint32_t>(v___kf2_n_11, TILE)));
+        AscendC::LocalTensor<float> t25 = qin.AllocTensor<float>();
+        const uint32_t t25_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off26 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s0_23))));
+        if (t25_n > 0) {
+          AscendC::DataCopyPad(t25, g_cand[off26], AscendC::DataCopyExtParams{1, (uint32_t)(t25_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t25); t25 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t27 = qin.AllocTensor<float>();
+        const uint32_t t27_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off28 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s1_24))));
+        if (t27_n > 0) {
+          AscendC::DataCopyPad(t27, g_cand[off28], AscendC::DataCopyExtParams{1, (uint32_t)(t27_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t27); t27 = qin.DeQue<float>();
+        AscendC::LocalTensor<uint32_t> t29 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t29_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t29.ReinterpretCast<int32_t>(), (int32_t)0, t29_n);
+        const float s30 = (float)(v___kf2_m_12);
+        AscendC::LocalTensor<float> t31 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t31_n = t25_n;
+        AscendC::Adds(t31, t25, -s30, (int32_t)t31_n);
+        AscendC::LocalTensor<uint64_t> t32 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t32_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t29_n), t31_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t17;
+          const AscendC::LocalTensor<uint32_t> &L1 = t29;
+          const AscendC::LocalTensor<float> &L2 = t31;
+          for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf2_s0_23)) >= (uint32_t)(v___kf2_lo0_21))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf2_t_13)))) : (uint64_t)(((uint64_t)0ull))))));
+        }
+        t17_n = t32_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t17_n > 0) {
+          AscendC::DataCopy(t17, t32, AscendC::DataCopyParams{1, (uint16_t)((t17_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t25);
+        AscendC::LocalTensor<uint32_t> t33 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t33_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t33.ReinterpretCast<int32_t>(), (int32_t)0, t33_n);
+        const float s34 = (float)(v___kf2_m_12);
+        AscendC::LocalTensor<float> t35 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t35_n = t27_n;
+        AscendC::Adds(t35, t27, -s34, (int32_t)t35_n);
+        AscendC::LocalTensor<uint64_t> t36 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t36_n = sk::min<uint32_t>(sk::min<uint32_t>(t17_n, t33_n), t35_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t17;
+          const AscendC::LocalTensor<uint32_t> &L1 = t33;
+          const AscendC::LocalTensor<float> &L2 = t35;
+          for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf2_s1_24)) >= (uint32_t)(v___kf2_lo1_22))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf2_t_13)))) : (uint64_t)(((uint64_t)0ull))))));
+        }
+        t17_n = t36_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t17_n > 0) {
+          AscendC::DataCopy(t17, t36, AscendC::DataCopyParams{1, (uint16_t)((t17_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t27);
+        AscendC::LocalTensor<float> t37 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t37_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t37, (float)(sk::bits_f32(0xff800000u)), (int32_t)t37_n);
+        const uint32_t n38 = t37_n;
+        const uint64_t off39 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s0_23))));
+        AscendC::LocalTensor<float> o40 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n38 > 0) {
+          AscendC::DataCopy(o40, t37, AscendC::DataCopyParams{1, (uint16_t)((n38 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o40); o40 = qout.DeQue<float>();
+        if (n38 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off39], o40, AscendC::DataCopyExtParams{1, (uint32_t)(n38 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o40);
+        AscendC::LocalTensor<float> t41 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t41_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t41, (float)(sk::bits_f32(0xff800000u)), (int32_t)t41_n);
+        const uint32_t n42 = t41_n;
+        const uint64_t off43 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_s1_24))));
+        AscendC::LocalTensor<float> o44 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n42 > 0) {
+          AscendC::DataCopy(o44, t41, AscendC::DataCopyParams{1, (uint16_t)((n42 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o44); o44 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n42 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off43], o44, AscendC::DataCopyExtParams{1, (uint32_t)(n42 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o44);
+        AscendC::PipeBarrier<PIPE_ALL>();
       }
-      qout.FreeTensor(o45);
-      AscendC::LocalTensor<float> t46 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t46_n = sk::min<uint32_t>((uint32_t)(v___kf2_l1_27), TILE);
-      AscendC::PipeBarrier<PIPE_V>();
-      AscendC::Duplicate(t46, (float)(sk::bits_f32(0xff800000u)), (int32_t)t46_n);
-      const uint32_t n47 = t46_n;
-      const uint64_t off48 = (uint64_t)(v___kf2_o1_29);
-      AscendC::LocalTensor<float> o49 = qout.AllocTensor<float>();
-      AscendC::PipeBarrier<PIPE_V>();
-      if (n47 > 0) {
-        AscendC::DataCopy(o49, t46, AscendC::DataCopyParams{1, (uint16_t)((n47 * sizeof(float) + 31) / 32), 0, 0});
+      AscendC::PipeBarrier<PIPE_ALL>();
+      uint64_t s45 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t17_n; ++i) {
+        s45 = sk::add<uint64_t>(s45, t17.GetValue(i));
       }
-      qout.EnQue(o49); o49 = qout.DeQue<float>();
-      AscendC::PipeBarrier<PIPE_MTE3>();
-      if (n47 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off48], o49, AscendC::DataCopyExtParams{1, (uint32_t)(n47 * sizeof(float)), 0, 0, 0});
+      v___kf2_s_14 = (uint64_t)(s45);
+      AscendC::PipeBarrier<PIPE_ALL>();
+    } else {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      AscendC::PipeBarrier<PIPE_ALL>();
+      if (((uint32_t)(v___kf2_n_11) > (uint32_t)(v___kf2_start_10))) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        const uint64_t v___kf2_o_46 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_9, ((uint64_t)(v___kf2_start_10))));
+        AscendC::LocalTensor<float> t47 = qin.AllocTensor<float>();
+        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10)), TILE);
+        const uint64_t off48 = (uint64_t)(v___kf2_o_46);
+        if (t47_n > 0) {
+          AscendC::DataCopyPad(t47, g_cand[off48], AscendC::DataCopyExtParams{1, (uint32_t)(t47_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t47); t47 = qin.DeQue<float>();
+        const float s49 = (float)(v___kf2_m_12);
+        AscendC::LocalTensor<float> t50 = t47.ReinterpretCast<float>();
+        const uint32_t t50_n = t47_n;
+        AscendC::Adds(t50, t47, -s49, (int32_t)t50_n);
+        AscendC::LocalTensor<uint64_t> t51 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t51_n = t50_n;
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<float> &L0 = t50;
+          for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_13)))));
+        }
+        uint64_t s52 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t51_n; ++i) {
+          s52 = sk::add<uint64_t>(s52, t51.GetValue(i));
+        }
+        v___kf2_s_14 = (uint64_t)(s52);
+        qin.FreeTensor(t47);
+        AscendC::LocalTensor<float> t53 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf2_n_11, v___kf2_start_10)), TILE);
+        sk::sync<AscendC::HardEvent::S_V>();
+        AscendC::Duplicate(t53, (float)(sk::bits_f32(0xff800000u)), (int32_t)t53_n);
+        const uint32_t n54 = t53_n;
+        const uint64_t off55 = (uint64_t)(v___kf2_o_46);
+        AscendC::LocalTensor<float> o56 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n54 > 0) {
+          AscendC::DataCopy(o56, t53, AscendC::DataCopyParams{1, (uint16_t)((n54 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o56); o56 = qout.DeQue<float>();
+        if (n54 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off55], o56, AscendC::DataCopyExtParams{1, (uint32_t)(n54 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o56);
+        AscendC::PipeBarrier<PIPE_ALL>();
       }
-      qout.FreeTensor(o49);
+      AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf1_rest_50 = (uint64_t)(v___kf2_s_14);
-    const uint64_t v___kf5_off_51 = (uint64_t)(v___kf1_off_3);
-    const uint32_t v___kf5_n_52 = (uint32_t)(v___kf1_head_5);
-    const float v___kf5_temperature_53 = (float)(v___kf1_t_7);
-    AscendC::LocalTensor<float> t54 = qin.AllocTensor<float>();
-    const uint32_t t54_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_52), TILE);
-    const uint64_t off55 = (uint64_t)(v___kf5_off_51);
-    if (t54_n > 0) {
-      AscendC::DataCopyPad(t54, g_cand[off55], AscendC::DataCopyExtParams{1, (uint32_t)(t54_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf1_rest_57 = (uint64_t)(v___kf2_s_14);
+    const uint64_t v___kf3_off_58 = (uint64_t)(v___kf1_off_3);
+    const uint32_t v___kf3_n_59 = (uint32_t)(v___kf1_head_5);
+    const float v___kf3_temperature_60 = (float)(v___kf1_t_7);
+    AscendC::LocalTensor<float> t61 = qin.AllocTensor<float>();
+    const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_59), TILE);
+    const uint64_t off62 = (uint64_t)(v___kf3_off_58);
+    if (t61_n > 0) {
+      AscendC::DataCopyPad(t61, g_cand[off62], AscendC::DataCopyExtParams{1, (uint32_t)(t61_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t54); t54 = qin.DeQue<float>();
-    const float s56 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_51)));
-    AscendC::LocalTensor<float> t57 = t54.ReinterpretCast<float>();
-    const uint32_t t57_n = t54_n;
-    AscendC::Adds(t57, t54, -s56, (int32_t)t57_n);
-    AscendC::LocalTensor<float> t58 = t57.ReinterpretCast<float>();
-    const uint32_t t58_n = t57_n;
+    qin.EnQue(t61); t61 = qin.DeQue<float>();
+    const float s63 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_58)));
+    AscendC::LocalTensor<float> t64 = t61.ReinterpretCast<float>();
+    const uint32_t t64_n = t61_n;
+    AscendC::Adds(t64, t61, -s63, (int32_t)t64_n);
+    AscendC::LocalTensor<float> t65 = t64.ReinterpretCast<float>();
+    const uint32_t t65_n = t64_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t57;
-      for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_53)));
+      const AscendC::LocalTensor<float> &L0 = t64;
+      for (uint32_t i = 0; i < t65_n; ++i) t65.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf3_temperature_60)));
     }
-    AscendC::LocalTensor<uint64_t> t59 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t59_n = t58_n;
+    AscendC::LocalTensor<uint64_t> t66 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t66_n = t65_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t58;
-      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t65;
+      for (uint32_t i = 0; i < t66_n; ++i) t66.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s60 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t59_n; ++i) {
-      s60 = sk::add<uint64_t>(s60, t59.GetValue(i));
+    uint64_t s67 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t66_n; ++i) {
+      s67 = sk::add<uint64_t>(s67, t66.GetValue(i));
     }
-    const uint64_t v___kf1_total_61 = (uint64_t)(sk::add<uint64_t>(v___kf1_rest_50, s60));
-    const float v___kf6_log_min_p_62 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const int32_t v___kf6_k_63 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const uint32_t v___kf6_n_64 = (uint32_t)(v___kf1_head_5);
-    AscendC::LocalTensor<uint32_t> t65 = ub8[U4].ReinterpretCast<uint32_t>();
-    const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_64), TILE);
-    AscendC::CreateVecIndex(t65.ReinterpretCast<int32_t>(), (int32_t)0, t65_n);
-    const uint32_t s66 = (uint32_t)(((uint32_t)(v___kf6_k_63)));
-    const bool s67 = (bool)(((int32_t)(v___kf6_k_63) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t68 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t68_n = sk::min<uint32_t>(t58_n, t65_n);
+    const uint64_t v___kf1_total_68 = (uint64_t)(sk::add<uint64_t>(v___kf1_rest_57, s67));
+    const float v___kf4_log_min_p_69 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const int32_t v___kf4_k_70 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint32_t v___kf4_n_71 = (uint32_t)(v___kf1_head_5);
+    AscendC::LocalTensor<uint32_t> t72 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t72_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_71), TILE);
+    AscendC::CreateVecIndex(t72.ReinterpretCast<int32_t>(), (int32_t)0, t72_n);
+    const uint32_t s73 = (uint32_t)(((uint32_t)(v___kf4_k_70)));
+    const bool s74 = (bool)(((int32_t)(v___kf4_k_70) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t75 = ub8[U4].ReinterpretCast<uint8_t>();
+    const uint32_t t75_n = sk::min<uint32_t>(t65_n, t72_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t58;
-      const AscendC::LocalTensor<uint32_t> &L1 = t65;
-      for (uint32_t i = 0; i < t68_n; ++i) t68.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_62))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s66))) | (bool)(s67))))))));
+      const AscendC::LocalTensor<float> &L0 = t65;
+      const AscendC::LocalTensor<uint32_t> &L1 = t72;
+      for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf4_log_min_p_69))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s73))) | (bool)(s74))))))));
     }
-    const bool v___kf7_kfirst_69 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6))))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v___kf7_total_70 = (uint64_t)(v___kf1_total_61);
-    AscendC::LocalTensor<uint64_t> t71 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t71_n = sk::min<uint32_t>(t68_n, t59_n);
+    const bool v___kf5_kfirst_76 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6))))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf5_total_77 = (uint64_t)(v___kf1_total_68);
+    AscendC::LocalTensor<uint64_t> t78 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t78_n = sk::min<uint32_t>(t75_n, t66_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t68;
-      const AscendC::LocalTensor<uint64_t> &L1 = t59;
-      for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t75;
+      const AscendC::LocalTensor<uint64_t> &L1 = t66;
+      for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s72 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t71_n; ++i) {
-      s72 = sk::add<uint64_t>(s72, t71.GetValue(i));
+    uint64_t s79 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t78_n; ++i) {
+      s79 = sk::add<uint64_t>(s79, t78.GetValue(i));
     }
-    const uint64_t v___kf1_base_73 = (uint64_t)(((v___kf7_kfirst_69) ? (uint64_t)(s72) : (uint64_t)(v___kf7_total_70)));
-    const uint64_t v___kf8_base_74 = (uint64_t)(v___kf1_base_73);
-    const float v___kf8_top_p_75 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const uint64_t v___kf8_thr_76 = (uint64_t)(sk::frac_floor(v___kf8_base_74, v___kf8_top_p_75));
-    AscendC::LocalTensor<uint64_t> t77 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t77_n = t59_n;
+    const uint64_t v___kf1_base_80 = (uint64_t)(((v___kf5_kfirst_76) ? (uint64_t)(s79) : (uint64_t)(v___kf5_total_77)));
+    const uint64_t v___kf6_base_81 = (uint64_t)(v___kf1_base_80);
+    const float v___kf6_top_p_82 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint64_t v___kf6_thr_83 = (uint64_t)(sk::frac_floor(v___kf6_base_81, v___kf6_top_p_82));
+    AscendC::LocalTensor<uint64_t> t84 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t84_n = t66_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t59_n; ++i) {
-        const uint64_t x = t59.GetValue(i);
-        t77.SetValue(i, acc);
+      for (uint32_t i = 0; i < t66_n; ++i) {
+        const uint64_t x = t66.GetValue(i);
+        t84.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t78 = ub8[U4].ReinterpretCast<uint8_t>();
-    const uint32_t t78_n = sk::min<uint32_t>(t77_n, t68_n);
+    AscendC::LocalTensor<uint8_t> t85 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t85_n = sk::min<uint32_t>(t84_n, t75_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t77;
-      const AscendC::LocalTensor<uint8_t> &L1 = t68;
-      for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_76))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t84;
+      const AscendC::LocalTensor<uint8_t> &L1 = t75;
+      for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_83))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t79 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t79_n = sk::min<uint32_t>(t78_n, t59_n);
+    AscendC::LocalTensor<uint64_t> t86 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t86_n = sk::min<uint32_t>(t85_n, t66_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t78;
-      const AscendC::LocalTensor<uint64_t> &L1 = t59;
-      for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t85;
+      const AscendC::LocalTensor<uint64_t> &L1 = t66;
+      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s80 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t79_n; ++i) {
-      s80 = sk::add<uint64_t>(s80, t79.GetValue(i));
+    uint64_t s87 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t86_n; ++i) {
+      s87 = sk::add<uint64_t>(s87, t86.GetValue(i));
     }
-    const float v___kf9_lse_81 = (float)(sk::ln_fixed(s80));
-    const float s82 = (float)(v___kf9_lse_81);
-    AscendC::LocalTensor<float> t83 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t83_n = t58_n;
+    const float v___kf7_lse_88 = (float)(sk::ln_fixed(s87));
+    const float s89 = (float)(v___kf7_lse_88);
+    AscendC::LocalTensor<float> t90 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t90_n = t65_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t83, t58, -s82, (int32_t)t83_n);
-    AscendC::LocalTensor<float> t84 = t83.ReinterpretCast<float>();
-    const uint32_t t84_n = sk::min<uint32_t>(t78_n, t83_n);
+    AscendC::Adds(t90, t65, -s89, (int32_t)t90_n);
+    AscendC::LocalTensor<float> t91 = t90.ReinterpretCast<float>();
+    const uint32_t t91_n = sk::min<uint32_t>(t85_n, t90_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t78;
-      const AscendC::LocalTensor<float> &L1 = t83;
-      for (uint32_t i = 0; i < t84_n; ++i) t84.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t85;
+      const AscendC::LocalTensor<float> &L1 = t90;
+      for (uint32_t i = 0; i < t91_n; ++i) t91.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t54);
-    const uint32_t n85 = t84_n;
-    const uint64_t off86 = (uint64_t)(v___kf1_off_3);
-    AscendC::LocalTensor<float> o87 = qout.AllocTensor<float>();
+    qin.FreeTensor(t61);
+    const uint32_t n92 = t91_n;
+    const uint64_t off93 = (uint64_t)(v___kf1_off_3);
+    AscendC::LocalTensor<float> o94 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n85 > 0) {
-      AscendC::DataCopy(o87, t84, AscendC::DataCopyParams{1, (uint16_t)((n85 * sizeof(float) + 31) / 32), 0, 0});
+    if (n92 > 0) {
+      AscendC::DataCopy(o94, t91, AscendC::DataCopyParams{1, (uint16_t)((n92 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o87); o87 = qout.DeQue<float>();
-    if (n85 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off86], o87, AscendC::DataCopyExtParams{1, (uint32_t)(n85 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o94); o94 = qout.DeQue<float>();
+    if (n92 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off93], o94, AscendC::DataCopyExtParams{1, (uint32_t)(n92 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o87);
-    const uint64_t v___kf10_off_88 = (uint64_t)(v___kf1_off_3);
-    const uint64_t v___kf10_seed_89 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    const uint64_t v___kf10_seq_90 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
-    AscendC::LocalTensor<uint64_t> t91 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t91_n = t84_n;
+    qout.FreeTensor(o94);
+    const uint64_t v___kf8_off_95 = (uint64_t)(v___kf1_off_3);
+    const uint64_t v___kf8_seed_96 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    const uint64_t v___kf8_seq_97 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_6)))));
+    AscendC::LocalTensor<uint64_t> t98 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t98_n = t91_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t84;
-      for (uint32_t i = 0; i < t91_n; ++i) t91.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t91;
+      for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s93 = (uint64_t)(sk::uniform53(v___kf10_seed_89, v___kf10_seq_90));
-    int32_t s92 = -1;
+    const uint64_t s100 = (uint64_t)(sk::uniform53(v___kf8_seed_96, v___kf8_seq_97));
+    int32_t s99 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t91_n; ++i) tot = sk::add128(tot, t91.GetValue(i));
+      for (uint32_t i = 0; i < t98_n; ++i) tot = sk::add128(tot, t98.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s93, tot.lo);
-        thr.hi += s93 * tot.hi;
+        sk::U128 thr = sk::mul64(s100, tot.lo);
+        thr.hi += s100 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t91_n; ++i) {
-          acc = sk::add128(acc, t91.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s92 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t98_n; ++i) {
+          acc = sk::add128(acc, t98.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s99 = (int32_t)i; break; }
         }
-        if (s92 < 0) for (uint32_t i = t91_n; i-- > 0;) if (t91.GetValue(i) > 0) { s92 = (int32_t)i; break; }
+        if (s99 < 0) for (uint32_t i = t98_n; i-- > 0;) if (t98.GetValue(i) > 0) { s99 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf10_c_94 = (int32_t)(s92);
-    const int32_t v___kf1_tok_95 = (int32_t)(((((int32_t)(v___kf10_c_94) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf10_off_88, ((uint64_t)(v___kf10_c_94)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_tok_96 = (int32_t)(v___kf1_tok_95);
-    const uint64_t off97 = (uint64_t)(((uint64_t)(v_r_1)));
+    const int32_t v___kf8_c_101 = (int32_t)(s99);
+    const int32_t v___kf1_tok_102 = (int32_t)(((((int32_t)(v___kf8_c_101) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf8_off_95, ((uint64_t)(v___kf8_c_101)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_tok_103 = (int32_t)(v___kf1_tok_102);
+    const uint64_t off104 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_96));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_103));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off97], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off104], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
 struct process_draw_head_k64 {
-  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 768, U3 = 1024, U4 = 512, U5 = 1024, U6 = 768;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1536, U2 = 512, U3 = 1024, U4 = 768, U5 = 1024, U6 = 768;
 };
 extern "C" __global__ __vector__ void process_draw_head_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k64>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
 struct process_draw_head_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 6144, U2 = 3072, U3 = 4096, U4 = 2048, U5 = 3328, U6 = 2304;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 6144, U2 = 2048, U3 = 4096, U4 = 3072, U5 = 3328, U6 = 2304;
 };
 extern "C" __global__ __vector__ void process_draw_head_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k256>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
 struct process_draw_head_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 24576, U2 = 12288, U3 = 16384, U4 = 8192, U5 = 13312, U6 = 9216;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 24576, U2 = 8192, U3 = 16384, U4 = 12288, U5 = 13312, U6 = 9216;
 };
 extern "C" __global__ __vector__ void process_draw_head_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k1024>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
 struct process_draw_head_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 98304, U2 = 49152, U3 = 65536, U4 = 32768, U5 = 53248, U6 = 36864;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 98304, U2 = 32768, U3 = 65536, U4 = 49152, U5 = 53248, U6 = 36864;
 };
 extern "C" __global__ __vector__ void process_draw_head_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k4096>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);

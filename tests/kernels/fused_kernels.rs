@@ -1041,3 +1041,89 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
     assert!(heads > 80, "{heads} steps with a partial head");
     assert!(prefix_overflows > 20, "{prefix_overflows} prefix rows overflowed");
 }
+
+/// `process_draw_head` with a rest of whole tiles and more (here over
+/// `TILE` = 16384 candidates, as at `tile = 1024` on the GPU with N = 4096):
+/// the per-lane sums of the rest, the last tiles clamped to end at N,
+/// against `process` then `draw` over every column, bit for bit.
+#[test]
+fn process_draw_head_over_a_rest_of_many_tiles_equals_process_then_draw() {
+    let mut rng = Rng::new(31);
+    let v = 50000usize;
+    let mut wide = 0;
+    for rep in 0..24u64 {
+        // Odd reps: 64 logits well above a flat rest holding most of the mass, so
+        // that top-p's cut inside the head moves with the rest's total.
+        let logits = if rep % 2 == 0 {
+            random_row(&mut rng, v)
+        } else {
+            let mut x: Vec<f32> = (0..v).map(|_| rng.below(1000) as f32 * 1e-3).collect();
+            for _ in 0..64 {
+                x[rng.below(v)] = 5.0 + rng.below(100) as f32 * 1e-2;
+            }
+            x
+        };
+        let n = rng.pick(&[16384u32, 16385, 20000, 32768, 32769, 40000, 49151, 50000]);
+        let nn = n as usize;
+        let (mut cand, mut ids) = (vec![0f32; nn], vec![0i32; nn]);
+        unsafe { k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
+        let sharp = rep % 2 == 1;
+        let t = [if sharp { 1.0 } else { rng.pick(&[0.3f32, 0.7, 1.0, 2.0, 30.0]) }];
+        let tp = [if sharp { rng.pick(&[0.03f32, 0.05, 0.08]) } else { rng.pick(&[0.5f32, 0.9, 1.0]) }];
+        let tk = [if sharp { 50 } else { rng.pick(&[1i32, 5, 50]) }];
+        let mp = [sampler_host::params::log_min_p(rng.pick(&[0f32, 0.05]))];
+        let ord = [rng.pick(&[0u32, 1])];
+        let (seed, seq) = ([rng.next_u64()], [rng.next_u64() >> 2]);
+        let (mut lp1, mut tok1) = (vec![0f32; nn], [0i32]);
+        unsafe {
+            k::process::cpu(
+                0,
+                Gm::new(&cand),
+                n,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new_mut(&mut lp1),
+            );
+            k::draw::cpu(0, Gm::new(&lp1), Gm::new(&ids), n, Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut tok1));
+        }
+        let head = rng.range(tk[0] as u64, 65) as u32;
+        for i in (head as usize + 1..nn).rev() {
+            let j = head as usize + rng.below(i - head as usize + 1);
+            cand.swap(i, j);
+            ids.swap(i, j);
+        }
+        let (mut lp2, mut tok2) = (vec![7f32; nn], [0i32]);
+        unsafe {
+            k::process_draw_head::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                head,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut lp2),
+                Gm::new_mut(&mut tok2),
+            );
+        }
+        // lp1 is in the sorted order; the head's columns are the same, the rest all -inf.
+        assert_eq!(bits(&lp2[..head as usize]), bits(&lp1[..head as usize]), "rep {rep}: head {head} of {n}");
+        assert!(lp2[head as usize..].iter().all(|&x| x == f32::NEG_INFINITY), "rep {rep}: the rest is -inf");
+        assert!(
+            lp1[head as usize..].iter().all(|&x| x == f32::NEG_INFINITY),
+            "rep {rep}: top-k {} kept past the head",
+            tk[0]
+        );
+        assert_eq!(tok2, tok1, "rep {rep}: token, head {head} of {n}");
+        wide += (n - head >= 16384) as usize;
+    }
+    assert!(wide >= 12, "{wide} rows with a rest of whole tiles");
+}

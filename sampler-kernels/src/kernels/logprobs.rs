@@ -4,8 +4,8 @@
 
 // The draw helpers and those they call (a helper's body is expanded here).
 use super::sample::{
-    draw_head_row, draw_token, filtered_mass, keep_mask, piece_len, prefix_draw_row, prefix_mask, renormalise,
-    rest_mass, scaled_logits, total_unneeded,
+    draw_head_row, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise, rest_mass,
+    scaled_logits, total_unneeded,
 };
 use sampler_macros::{kernel, kernel_fn};
 

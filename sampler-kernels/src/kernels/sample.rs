@@ -284,36 +284,35 @@ pub fn process_draw(
     store_scalar(token, r as u64, tok);
 }
 
-/// The elements of tile `i` of candidates `start..n` (TILE each, the last
-/// shorter, 0 past `n`).
-#[kernel_fn]
-pub fn piece_len(start: u32, i: u32, n: u32) -> u32 {
-    let s = start + i * TILE;
-    if s < n {
-        min(TILE, n - s)
-    } else {
-        0u32
-    }
-}
-
 /// Section 3.5 for candidates `start..n` of the row at `off` (any order):
 /// their fixed-point softmax weights `to_fixed(exp((c - m) / t))` summed
-/// (exact, order-free), two tiles a pass so that their loads overlap; their
-/// `logprobs` are set to `-inf` (`process_draw_head`: none of them is kept).
+/// (exact, order-free); their `logprobs` are set to `-inf`
+/// (`process_draw_head`: none of them is kept). Whole tiles, two a pass so
+/// that their loads overlap, summed per lane and reduced once: the last
+/// tiles end at `n` and weigh 0 on the lanes a tile before them counted.
 #[kernel_fn]
 pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, logprobs: GmMut<f32>) -> u64 {
     let mut s = 0u64;
-    let passes = (n - start + 2 * TILE - 1) / (2 * TILE);
-    for q in 0..passes {
-        let l0 = piece_len(start, 2 * q, n);
-        let l1 = piece_len(start, 2 * q + 1, n);
-        let o = off + ((start + 2 * q * TILE) as u64);
-        let o1 = o + (TILE as u64);
-        let x0 = load(cand, o, l0);
-        let x1 = load(cand, o1, l1);
-        s += reduce_sum(to_fixed(exp((x0 - m) / t))) + reduce_sum(to_fixed(exp((x1 - m) / t)));
-        store(logprobs, o, full(l0, NEG_INF));
-        store(logprobs, o1, full(l1, NEG_INF));
+    if n - start >= TILE {
+        let mut acc = full(TILE, 0u64);
+        let passes = (n - start + 2 * TILE - 1) / (2 * TILE);
+        for q in 0..passes {
+            let lo0 = start + 2 * q * TILE;
+            let lo1 = lo0 + TILE;
+            let s0 = min(lo0, n - TILE);
+            let s1 = min(lo1, n - TILE);
+            let x0 = load(cand, off + (s0 as u64), TILE);
+            let x1 = load(cand, off + (s1 as u64), TILE);
+            acc = acc + select((iota(TILE) + s0) >= lo0, to_fixed(exp((x0 - m) / t)), 0u64);
+            acc = acc + select((iota(TILE) + s1) >= lo1, to_fixed(exp((x1 - m) / t)), 0u64);
+            store(logprobs, off + (s0 as u64), full(TILE, NEG_INF));
+            store(logprobs, off + (s1 as u64), full(TILE, NEG_INF));
+        }
+        s = reduce_sum(acc);
+    } else if n > start {
+        let o = off + (start as u64);
+        s = reduce_sum(to_fixed(exp((load(cand, o, n - start) - m) / t)));
+        store(logprobs, o, full(n - start, NEG_INF));
     }
     s
 }

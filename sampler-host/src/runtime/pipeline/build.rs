@@ -363,9 +363,11 @@ fn tail(
     // candidates (top-k on everywhere): the fused kernels read only those.
     let head = if caps.kept_head { sorted_prefix(p, n, mass.is_some(), caps) } else { n };
     // One fresh (or no-draw) row per group: token_info_top finalizes too,
-    // and with `fold_tail` the draw kernel does both (one tail node).
+    // and with `fold_tail` the draw kernel does both (one tail node) on the
+    // prefix path and over a partial head; with every column kept apart
+    // (run 30: the fused kernel's registers cost what the node saves).
     let fold = caps.fold_finalize && n <= caps.fused_max && single_row_groups(p);
-    let finish = fold && caps.fold_tail;
+    let finish = fold && caps.fold_tail && (mass.is_some() || head < n);
     // 3-4. process + draw (3.4-3.9, 4)
     if let (Some(mc), true) = (mass, finish) {
         add(Overflow, r, Init::Scratch);

@@ -56,8 +56,8 @@ pub struct Caps {
     /// with the token info (one node fewer); needs the fused kernels.
     pub fold_finalize: bool,
     /// With [`Caps::fold_finalize`], the draw kernel finalizes and does the
-    /// token info too (`process_draw_finish`, `prefix_draw_finish`): one
-    /// tail node instead of two.
+    /// token info too (`process_draw_finish` over a kept head below N,
+    /// `prefix_draw_finish` on the prefix path): one tail node instead of two.
     pub fold_tail: bool,
 }
 

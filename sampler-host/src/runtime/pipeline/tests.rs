@@ -631,10 +631,13 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
             let tnames = build(&p, width, &fcaps).unwrap().kernel_names();
             finishes += tnames.contains(&"process_draw_finish") as usize;
             prefix_finishes += tnames.contains(&"prefix_draw_finish") as usize;
-            // One node less exactly where the finalize was folded.
-            let fold = names.contains(&"finalize_info_top");
-            assert_eq!(tnames.len() + fold as usize, names.len(), "{}: {names:?} -> {tnames:?}", f.display());
-            assert!(!tnames.contains(&"finalize_info_top"), "{}: {tnames:?}", f.display());
+            // One node less where the tail folds: the folded finalize on the
+            // prefix path or over a partial head.
+            let one = tnames.contains(&"process_draw_finish") || tnames.contains(&"prefix_draw_finish");
+            let want_one = names.contains(&"finalize_info_top")
+                && (names.contains(&"process_draw_head") || names.contains(&"process_prefix_draw"));
+            assert_eq!(one, want_one, "{}: {names:?} -> {tnames:?}", f.display());
+            assert_eq!(tnames.len() + one as usize, names.len(), "{}: {names:?} -> {tnames:?}", f.display());
             let caps = CountsAs(Default::default(), false, true, 0).caps(p.vocab, p.n, p.rows);
             let width = PrefixPolicy::eager(full_row).width(&p);
             let prog = build(&p, width, &caps).unwrap();
@@ -653,7 +656,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     eprintln!("fused: process_draw_head in {heads} steps, finalize_info_top in {folds}");
     assert!(heads >= 5 && folds >= 20, "head kernels in {heads} steps, the folded finalize in {folds}");
     eprintln!("fold_tail: process_draw_finish in {finishes} steps, prefix_draw_finish in {prefix_finishes}");
-    assert!(finishes >= 20 && prefix_finishes >= 3, "{finishes} and {prefix_finishes} steps with one tail node");
+    assert!(finishes >= 5 && prefix_finishes >= 3, "{finishes} and {prefix_finishes} steps with one tail node");
 }
 
 /// `sorted_prefix`: the kept prefix (max top-k or top logprobs, a power of
