@@ -281,6 +281,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         kept_head: true,
         fold_finalize: true,
         fold_tail: false, // the draw and finalize_info_top apart (Ascend's own caps fold them)
+        head_tile: 1024,
     };
     let configs = [
         (
@@ -296,6 +297,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 kept_head: true,
                 fold_finalize: true,
                 fold_tail: true,
+                head_tile: 1024,
             },
             Numerics::Exact,
         ),

@@ -182,6 +182,7 @@ impl Device for CpuDevice {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         }
     }
 

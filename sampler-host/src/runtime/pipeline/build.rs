@@ -453,7 +453,7 @@ fn tail(
             out_ids: TopIds,
             out_lps: TopLps,
         };
-        launch(&mut ls, k::process_draw_finish::NAME, head_tile(head, n), rows, 0, a.list())?;
+        launch(&mut ls, k::process_draw_finish::NAME, head_tile(head, n, caps.head_tile), rows, 0, a.list())?;
     } else if n <= caps.fused_max && head < n {
         let a = k::process_draw_head::Args {
             cand: Cand,
@@ -470,7 +470,7 @@ fn tail(
             logprobs: Logprobs,
             token: Fresh,
         };
-        launch(&mut ls, k::process_draw_head::NAME, head_tile(head, n), rows, 0, a.list())?;
+        launch(&mut ls, k::process_draw_head::NAME, head_tile(head, n, caps.head_tile), rows, 0, a.list())?;
     } else if n <= caps.fused_max {
         let a = k::process_draw::Args {
             cand: Cand,
@@ -767,11 +767,12 @@ pub fn sorted_prefix(p: &StepPlan, n: u32, prefix_path: bool, caps: &Caps) -> u3
     need.max(1).next_power_of_two().max(64).min(n)
 }
 
-/// The tile `process_draw_head` runs at for a head of `head` of `n`
-/// candidates: the head's, at least 1024 (512 threads) so that the rest of
-/// the row's total takes few passes.
-pub fn head_tile(head: u32, n: u32) -> u32 {
-    head.max(n.min(1024))
+/// The tile `process_draw_head` / `process_draw_finish` run at for a head
+/// of `head` of `n` candidates: the head's, at least `min_tile` (or `n`
+/// below it; [`Caps::head_tile`]) so that the rest of the row's total takes
+/// few passes.
+pub fn head_tile(head: u32, n: u32, min_tile: u32) -> u32 {
+    head.max(n.min(min_tile))
 }
 
 /// Whether every request group of `p` is one row of its own (`group_first[g]

@@ -59,6 +59,10 @@ pub struct Caps {
     /// token info too (`process_draw_finish` over a kept head below N,
     /// `prefix_draw_finish` on the prefix path): one tail node instead of two.
     pub fold_tail: bool,
+    /// The smallest tile the kept-head draw runs at ([`super::head_tile`]):
+    /// wider, fewer passes over the rest; narrower, cheaper collectives over
+    /// the head. 1024 on every device unless measured otherwise.
+    pub head_tile: u32,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

@@ -30,6 +30,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -42,6 +43,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         },
     ];
     for (with_mask, reqs) in [
@@ -155,6 +157,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -167,6 +170,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -179,6 +183,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -191,6 +196,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -276,6 +282,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     kept_head: true,
                     fold_finalize: true,
                     fold_tail: true,
+                    head_tile: 1024,
                 },
                 Caps {
                     mask_chunk: None,
@@ -288,6 +295,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     kept_head: true,
                     fold_finalize: true,
                     fold_tail: true,
+                    head_tile: 1024,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -347,6 +355,7 @@ fn stream_chunks_split_the_streaming_top_n() {
         kept_head: true,
         fold_finalize: true,
         fold_tail: true,
+        head_tile: 1024,
     };
     for sc in [0u32, 1, 2, 8] {
         let prog = build(&p, None, &Caps { stream_chunks: sc, prefix_order: true, ..base }).unwrap();
@@ -421,6 +430,7 @@ impl Device for CountsAs {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -523,6 +533,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -535,6 +546,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -547,6 +559,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             kept_head: true,
             fold_finalize: true,
             fold_tail: true,
+            head_tile: 1024,
         },
     ];
     for (reqs, any_tree, any_raw) in [

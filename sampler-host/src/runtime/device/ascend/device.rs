@@ -56,6 +56,7 @@ pub fn ascend_caps() -> Caps {
         kept_head: true,
         fold_finalize: true,
         fold_tail: true,
+        head_tile: 1024,
     }
 }
 

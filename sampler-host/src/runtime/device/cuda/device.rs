@@ -57,6 +57,9 @@ pub struct CudaDevice {
     pub(super) kept_head: Option<bool>,
     pub(super) fold_finalize: Option<bool>,
     pub(super) fold_tail: Option<bool>,
+    /// [`Caps::head_tile`] from `SAMPLER_HEAD_TILE` (64 .. 16384) at backend
+    /// creation; `None`: 1024. For measuring it; the same bits either way.
+    pub(super) head_tile: Option<u32>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -235,6 +238,10 @@ impl CudaDevice {
             kept_head: flag_env("SAMPLER_KEPT_HEAD"),
             fold_finalize: flag_env("SAMPLER_FOLD_FINALIZE"),
             fold_tail: flag_env("SAMPLER_FOLD_TAIL"),
+            head_tile: std::env::var("SAMPLER_HEAD_TILE")
+                .ok()
+                .and_then(|x| x.trim().parse().ok())
+                .filter(|t: &u32| (64..=16384).contains(t)),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -325,6 +332,7 @@ impl Device for CudaDevice {
             kept_head: self.kept_head.unwrap_or(true),
             fold_finalize: self.fold_finalize.unwrap_or(true),
             fold_tail: self.fold_tail.unwrap_or(true),
+            head_tile: self.head_tile.unwrap_or(1024),
         }
     }
 
