@@ -52,139 +52,145 @@ __aicore__ inline void finalize_info_top_body(GM_ADDR p_group_kind, GM_ADDR p_gr
   AscendC::DataCacheCleanAndInvalid<uint32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_group_kind);
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
-    const int32_t v_fr_2 = (int32_t)(g_fresh.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const int32_t v___kf1_fr_3 = (int32_t)(v_fr_2);
-    const uint32_t v___kf1_r_4 = (uint32_t)(v_r_1);
-    const uint32_t v___kf1_kind_5 = (uint32_t)(g_group_kind.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
-    const int32_t v___kf1_gs_6 = (int32_t)(g_group_status.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
-    const int32_t v___kf1_rs_7 = (int32_t)(g_row_status.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
-    const int32_t v___kf1_gold_8 = (int32_t)(g_golden.GetValue((uint64_t)(((uint64_t)(v___kf1_r_4)))));
-    const int32_t v___kf1_st_9 = (int32_t)(((((int32_t)(v___kf1_gs_6) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf1_gs_6) : (int32_t)(v___kf1_rs_7)));
-    const int32_t v___kf1_tok_10 = (int32_t)(((((((int32_t)(v___kf1_st_9) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf1_kind_5) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf1_gold_8) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf1_gold_8) : (int32_t)(v___kf1_fr_3)))));
-    const int32_t v___kf1_s_11 = (int32_t)(((((((int32_t)(v___kf1_st_9) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf1_kind_5) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf1_gold_8) : (int32_t)(v___kf1_tok_10)));
-    const uint64_t off12 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_tok_10));
+    const uint32_t v___kf1_r_2 = (uint32_t)(v_r_1);
+    const uint64_t v___kf1_i_3 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
+    const uint32_t v_kind_4 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf1_i_3)));
+    const int32_t v_gs_5 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf1_i_3)));
+    const int32_t v_rs_6 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf1_i_3)));
+    const int32_t v_gold_7 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf1_i_3)));
+    const int32_t v_fr_8 = (int32_t)(g_fresh.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint32_t v___kf2_kind_9 = (uint32_t)(v_kind_4);
+    const int32_t v___kf2_gs_10 = (int32_t)(v_gs_5);
+    const int32_t v___kf2_rs_11 = (int32_t)(v_rs_6);
+    const int32_t v___kf2_gold_12 = (int32_t)(v_gold_7);
+    const int32_t v___kf2_fr_13 = (int32_t)(v_fr_8);
+    const uint32_t v___kf2_r_14 = (uint32_t)(v_r_1);
+    const int32_t v___kf2_st_15 = (int32_t)(((((int32_t)(v___kf2_gs_10) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf2_gs_10) : (int32_t)(v___kf2_rs_11)));
+    const int32_t v___kf2_tok_16 = (int32_t)(((((((int32_t)(v___kf2_st_15) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf2_kind_9) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf2_gold_12) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf2_gold_12) : (int32_t)(v___kf2_fr_13)))));
+    const int32_t v___kf2_s_17 = (int32_t)(((((((int32_t)(v___kf2_st_15) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf2_kind_9) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf2_gold_12) : (int32_t)(v___kf2_tok_16)));
+    const uint64_t off18 = (uint64_t)(((uint64_t)(v___kf2_r_14)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_tok_16));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off12], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off13 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
+    AscendC::DataCopyPad(g_tokens[off18], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off19 = (uint64_t)(((uint64_t)(v___kf2_r_14)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_s_11));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_s_17));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off13], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off14 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
+    AscendC::DataCopyPad(g_lookup[off19], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off20 = (uint64_t)(((uint64_t)(v___kf2_r_14)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off14], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off15 = (uint64_t)(((uint64_t)(v___kf1_r_4)));
+    AscendC::DataCopyPad(g_accepted[off20], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off21 = (uint64_t)(((uint64_t)(v___kf2_r_14)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_st_9));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_st_15));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off15], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v_s_16 = (int32_t)(v___kf1_s_11);
-    const uint64_t v_off_17 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v___kf2_off_18 = (uint64_t)(v_off_17);
-    const uint32_t v___kf2_n_19 = (uint32_t)(p_len);
-    const int32_t v___kf2_s_20 = (int32_t)(v_s_16);
-    const uint32_t v___kf2_r_21 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<int32_t> t22 = qin.AllocTensor<int32_t>();
-    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
-    const uint64_t off23 = (uint64_t)(v___kf2_off_18);
-    if (t22_n > 0) {
-      AscendC::DataCopyPad(t22, g_cand_ids[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off21], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v_s_22 = (int32_t)(v___kf2_s_17);
+    const uint64_t v_off_23 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
+    const uint64_t v___kf3_off_24 = (uint64_t)(v_off_23);
+    const uint32_t v___kf3_n_25 = (uint32_t)(p_len);
+    const int32_t v___kf3_s_26 = (int32_t)(v_s_22);
+    const uint32_t v___kf3_r_27 = (uint32_t)(v_r_1);
+    AscendC::LocalTensor<int32_t> t28 = qin.AllocTensor<int32_t>();
+    const uint32_t t28_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_25), TILE);
+    const uint64_t off29 = (uint64_t)(v___kf3_off_24);
+    if (t28_n > 0) {
+      AscendC::DataCopyPad(t28, g_cand_ids[off29], AscendC::DataCopyExtParams{1, (uint32_t)(t28_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t22); t22 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t24 = qin.AllocTensor<float>();
-    const uint32_t t24_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
-    const uint64_t off25 = (uint64_t)(v___kf2_off_18);
-    if (t24_n > 0) {
-      AscendC::DataCopyPad(t24, g_logprobs[off25], AscendC::DataCopyExtParams{1, (uint32_t)(t24_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t28); t28 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t30 = qin.AllocTensor<float>();
+    const uint32_t t30_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_25), TILE);
+    const uint64_t off31 = (uint64_t)(v___kf3_off_24);
+    if (t30_n > 0) {
+      AscendC::DataCopyPad(t30, g_logprobs[off31], AscendC::DataCopyExtParams{1, (uint32_t)(t30_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t24); t24 = qin.DeQue<float>();
-    AscendC::LocalTensor<float> t26 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t26_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_19), TILE);
-    const uint64_t off27 = (uint64_t)(v___kf2_off_18);
+    qin.EnQue(t30); t30 = qin.DeQue<float>();
+    AscendC::LocalTensor<float> t32 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t32_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_25), TILE);
+    const uint64_t off33 = (uint64_t)(v___kf3_off_24);
     sk::sync<AscendC::HardEvent::S_MTE2>();
     sk::sync<AscendC::HardEvent::MTE3_MTE2>();
-    if (t26_n > 0) {
-      AscendC::DataCopyPad(t26, g_cand[off27], AscendC::DataCopyExtParams{1, (uint32_t)(t26_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    if (t32_n > 0) {
+      AscendC::DataCopyPad(t32, g_cand[off33], AscendC::DataCopyExtParams{1, (uint32_t)(t32_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    const int32_t v___kf3_s_28 = (int32_t)(v___kf2_s_20);
-    const uint32_t v___kf3_r_29 = (uint32_t)(v___kf2_r_21);
-    AscendC::LocalTensor<uint8_t> t30 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t30_n = t22_n;
+    const int32_t v___kf4_s_34 = (int32_t)(v___kf3_s_26);
+    const uint32_t v___kf4_r_35 = (uint32_t)(v___kf3_r_27);
+    AscendC::LocalTensor<uint8_t> t36 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t36_n = t28_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t22;
-      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf3_s_28))));
+      const AscendC::LocalTensor<int32_t> &L0 = t28;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf4_s_34))));
     }
-    int32_t s31 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t30_n; ++i) {
-      if ((t30.GetValue(i) != 0)) { s31 = (int32_t)i; break; }
+    int32_t s37 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t36_n; ++i) {
+      if ((t36.GetValue(i) != 0)) { s37 = (int32_t)i; break; }
     }
-    const int32_t v___kf3_col_32 = (int32_t)(((((int32_t)(v___kf3_s_28) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s31) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s33 = (uint32_t)(((uint32_t)(v___kf3_col_32)));
-    const float v___kf3_lp_34 = (float)(((((int32_t)(v___kf3_col_32) >= (int32_t)(((int32_t)0ull)))) ? (float)((s33 < t24_n ? (float)(t24.GetValue(s33)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s35 = (uint32_t)(((uint32_t)(v___kf3_col_32)));
-    const float v___kf3_vs_36 = (float)(((((int32_t)(v___kf3_col_32) >= (int32_t)(((int32_t)0ull)))) ? (float)((s35 < t26_n ? (float)(t26.GetValue(s35)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t37 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t37_n = sk::min<uint32_t>(sk::min<uint32_t>(t26_n, t26_n), t22_n);
+    const int32_t v___kf4_col_38 = (int32_t)(((((int32_t)(v___kf4_s_34) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s37) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s39 = (uint32_t)(((uint32_t)(v___kf4_col_38)));
+    const float v___kf4_lp_40 = (float)(((((int32_t)(v___kf4_col_38) >= (int32_t)(((int32_t)0ull)))) ? (float)((s39 < t30_n ? (float)(t30.GetValue(s39)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s41 = (uint32_t)(((uint32_t)(v___kf4_col_38)));
+    const float v___kf4_vs_42 = (float)(((((int32_t)(v___kf4_col_38) >= (int32_t)(((int32_t)0ull)))) ? (float)((s41 < t32_n ? (float)(t32.GetValue(s41)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t43 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t43_n = sk::min<uint32_t>(sk::min<uint32_t>(t32_n, t32_n), t28_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t26;
-      const AscendC::LocalTensor<float> &L1 = t26;
-      const AscendC::LocalTensor<int32_t> &L2 = t22;
-      for (uint32_t i = 0; i < t37_n; ++i) t37.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf3_vs_36))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf3_vs_36))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf3_s_28))))))))));
+      const AscendC::LocalTensor<float> &L0 = t32;
+      const AscendC::LocalTensor<float> &L1 = t32;
+      const AscendC::LocalTensor<int32_t> &L2 = t28;
+      for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf4_vs_42))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf4_vs_42))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf4_s_34))))))))));
     }
-    AscendC::LocalTensor<uint64_t> t38 = ub8[U2].ReinterpretCast<uint64_t>();
-    const uint32_t t38_n = sk::min<uint32_t>(t37_n, t24_n);
+    AscendC::LocalTensor<uint64_t> t44 = ub8[U2].ReinterpretCast<uint64_t>();
+    const uint32_t t44_n = sk::min<uint32_t>(t43_n, t30_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t37;
-      const AscendC::LocalTensor<float> &L1 = t24;
-      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t43;
+      const AscendC::LocalTensor<float> &L1 = t30;
+      for (uint32_t i = 0; i < t44_n; ++i) t44.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s39 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t38_n; ++i) {
-      s39 = sk::add<uint64_t>(s39, t38.GetValue(i));
+    uint64_t s45 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t44_n; ++i) {
+      s45 = sk::add<uint64_t>(s45, t44.GetValue(i));
     }
-    const uint64_t v___kf3_mass_40 = (uint64_t)(s39);
-    const float v___kf3_ssp_41 = (float)(((((float)(v___kf3_lp_34) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf3_mass_40)) : (float)(0e0f)));
-    const uint64_t off42 = (uint64_t)(((uint64_t)(v___kf3_r_29)));
+    const uint64_t v___kf4_mass_46 = (uint64_t)(s45);
+    const float v___kf4_ssp_47 = (float)(((((float)(v___kf4_lp_40) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf4_mass_46)) : (float)(0e0f)));
+    const uint64_t off48 = (uint64_t)(((uint64_t)(v___kf4_r_35)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf3_lp_34));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf4_lp_40));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off42], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off43 = (uint64_t)(((uint64_t)(v___kf3_r_29)));
+    AscendC::DataCopyPad(g_token_lp[off48], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off49 = (uint64_t)(((uint64_t)(v___kf4_r_35)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf3_ssp_41));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf4_ssp_47));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off43], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf4_r_44 = (uint32_t)(v_r_1);
-    const uint32_t v___kf4_k_45 = (uint32_t)(p_k);
-    const uint64_t v___kf4_ooff_46 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf4_r_44)), ((uint64_t)(v___kf4_k_45))));
-    const uint32_t n47 = sk::min<uint32_t>(t22_n, (uint32_t)(v___kf4_k_45));
-    const uint64_t off48 = (uint64_t)(v___kf4_ooff_46);
-    AscendC::LocalTensor<int32_t> o49 = qout.AllocTensor<int32_t>();
-    if (n47 > 0) {
-      AscendC::DataCopy(o49, t22, AscendC::DataCopyParams{1, (uint16_t)((n47 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off49], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf5_r_50 = (uint32_t)(v_r_1);
+    const uint32_t v___kf5_k_51 = (uint32_t)(p_k);
+    const uint64_t v___kf5_ooff_52 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf5_r_50)), ((uint64_t)(v___kf5_k_51))));
+    const uint32_t n53 = sk::min<uint32_t>(t28_n, (uint32_t)(v___kf5_k_51));
+    const uint64_t off54 = (uint64_t)(v___kf5_ooff_52);
+    AscendC::LocalTensor<int32_t> o55 = qout.AllocTensor<int32_t>();
+    if (n53 > 0) {
+      AscendC::DataCopy(o55, t28, AscendC::DataCopyParams{1, (uint16_t)((n53 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o49); o49 = qout.DeQue<int32_t>();
-    if (n47 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off48], o49, AscendC::DataCopyExtParams{1, (uint32_t)(n47 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o55); o55 = qout.DeQue<int32_t>();
+    if (n53 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off54], o55, AscendC::DataCopyExtParams{1, (uint32_t)(n53 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o49);
-    qin.FreeTensor(t22);
-    const uint32_t n50 = sk::min<uint32_t>(t24_n, (uint32_t)(v___kf4_k_45));
-    const uint64_t off51 = (uint64_t)(v___kf4_ooff_46);
-    AscendC::LocalTensor<float> o52 = qout.AllocTensor<float>();
-    if (n50 > 0) {
-      AscendC::DataCopy(o52, t24, AscendC::DataCopyParams{1, (uint16_t)((n50 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o55);
+    qin.FreeTensor(t28);
+    const uint32_t n56 = sk::min<uint32_t>(t30_n, (uint32_t)(v___kf5_k_51));
+    const uint64_t off57 = (uint64_t)(v___kf5_ooff_52);
+    AscendC::LocalTensor<float> o58 = qout.AllocTensor<float>();
+    if (n56 > 0) {
+      AscendC::DataCopy(o58, t30, AscendC::DataCopyParams{1, (uint16_t)((n56 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o52); o52 = qout.DeQue<float>();
-    if (n50 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off51], o52, AscendC::DataCopyExtParams{1, (uint32_t)(n50 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o58); o58 = qout.DeQue<float>();
+    if (n56 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off57], o58, AscendC::DataCopyExtParams{1, (uint32_t)(n56 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o52);
-    qin.FreeTensor(t24);
+    qout.FreeTensor(o58);
+    qin.FreeTensor(t30);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

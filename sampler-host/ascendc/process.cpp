@@ -35,128 +35,139 @@ __aicore__ inline void process_body(GM_ADDR p_cand, uint32_t p_n, GM_ADDR p_temp
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
-    const uint32_t v___kf1_r_5 = (uint32_t)(v_r_1);
-    const uint64_t v___kf2_off_6 = (uint64_t)(v___kf1_off_3);
-    const uint32_t v___kf2_n_7 = (uint32_t)(v___kf1_n_4);
-    const float v___kf2_temperature_8 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
-    const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_7), TILE);
-    const uint64_t off10 = (uint64_t)(v___kf2_off_6);
-    if (t9_n > 0) {
-      AscendC::DataCopyPad(t9, g_cand[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint32_t v___kf1_r_3 = (uint32_t)(v_r_1);
+    const uint64_t v___kf1_i_4 = (uint64_t)(((uint64_t)(v___kf1_r_3)));
+    const float v_t_5 = (float)(g_temperature.GetValue((uint64_t)(v___kf1_i_4)));
+    const float v_tp_6 = (float)(g_top_p.GetValue((uint64_t)(v___kf1_i_4)));
+    const int32_t v_k_7 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf1_i_4)));
+    const float v_lmp_8 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf1_i_4)));
+    const bool v_kfirst_9 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf1_i_4))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf2_off_10 = (uint64_t)(v_off_2);
+    const uint32_t v___kf2_n_11 = (uint32_t)(p_n);
+    const float v___kf2_t_12 = (float)(v_t_5);
+    const float v___kf2_tp_13 = (float)(v_tp_6);
+    const int32_t v___kf2_k_14 = (int32_t)(v_k_7);
+    const float v___kf2_lmp_15 = (float)(v_lmp_8);
+    const bool v___kf2_kfirst_16 = (bool)(v_kfirst_9);
+    const uint64_t v___kf3_off_17 = (uint64_t)(v___kf2_off_10);
+    const uint32_t v___kf3_n_18 = (uint32_t)(v___kf2_n_11);
+    const float v___kf3_temperature_19 = (float)(v___kf2_t_12);
+    AscendC::LocalTensor<float> t20 = qin.AllocTensor<float>();
+    const uint32_t t20_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_18), TILE);
+    const uint64_t off21 = (uint64_t)(v___kf3_off_17);
+    if (t20_n > 0) {
+      AscendC::DataCopyPad(t20, g_cand[off21], AscendC::DataCopyExtParams{1, (uint32_t)(t20_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t9); t9 = qin.DeQue<float>();
-    const float s11 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_6)));
-    AscendC::LocalTensor<float> t12 = t9.ReinterpretCast<float>();
-    const uint32_t t12_n = t9_n;
-    AscendC::Adds(t12, t9, -s11, (int32_t)t12_n);
-    AscendC::LocalTensor<float> t13 = t12.ReinterpretCast<float>();
-    const uint32_t t13_n = t12_n;
+    qin.EnQue(t20); t20 = qin.DeQue<float>();
+    const float s22 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_17)));
+    AscendC::LocalTensor<float> t23 = t20.ReinterpretCast<float>();
+    const uint32_t t23_n = t20_n;
+    AscendC::Adds(t23, t20, -s22, (int32_t)t23_n);
+    AscendC::LocalTensor<float> t24 = t23.ReinterpretCast<float>();
+    const uint32_t t24_n = t23_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf2_temperature_8)));
+      const AscendC::LocalTensor<float> &L0 = t23;
+      for (uint32_t i = 0; i < t24_n; ++i) t24.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf3_temperature_19)));
     }
-    AscendC::LocalTensor<uint64_t> t14 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t13_n;
+    AscendC::LocalTensor<uint64_t> t25 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t25_n = t24_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t13;
-      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t24;
+      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const float v___kf3_log_min_p_15 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    const int32_t v___kf3_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    const uint32_t v___kf3_n_17 = (uint32_t)(v___kf1_n_4);
-    AscendC::LocalTensor<uint32_t> t18 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_17), TILE);
-    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf3_k_16)));
-    const bool s20 = (bool)(((int32_t)(v___kf3_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[U3].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t13_n, t18_n);
+    const float v___kf4_log_min_p_26 = (float)(v___kf2_lmp_15);
+    const int32_t v___kf4_k_27 = (int32_t)(v___kf2_k_14);
+    const uint32_t v___kf4_n_28 = (uint32_t)(v___kf2_n_11);
+    AscendC::LocalTensor<uint32_t> t29 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t29_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_28), TILE);
+    AscendC::CreateVecIndex(t29.ReinterpretCast<int32_t>(), (int32_t)0, t29_n);
+    const uint32_t s30 = (uint32_t)(((uint32_t)(v___kf4_k_27)));
+    const bool s31 = (bool)(((int32_t)(v___kf4_k_27) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t32 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t32_n = sk::min<uint32_t>(t24_n, t29_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t13;
-      const AscendC::LocalTensor<uint32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf3_log_min_p_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
+      const AscendC::LocalTensor<float> &L0 = t24;
+      const AscendC::LocalTensor<uint32_t> &L1 = t29;
+      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf4_log_min_p_26))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s30))) | (bool)(s31))))))));
     }
-    const bool v___kf4_kfirst_22 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5))))) != (uint32_t)(((uint32_t)0ull))));
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t14_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t14.GetValue(i));
-    }
-    const uint64_t v___kf4_total_24 = (uint64_t)(s23);
-    AscendC::LocalTensor<uint64_t> t25 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t25_n = sk::min<uint32_t>(t21_n, t14_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<uint64_t> &L1 = t14;
-      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s26 = (uint64_t)(0);
+    const bool v___kf5_kfirst_33 = (bool)(v___kf2_kfirst_16);
+    uint64_t s34 = (uint64_t)(0);
     for (uint32_t i = 0; i < t25_n; ++i) {
-      s26 = sk::add<uint64_t>(s26, t25.GetValue(i));
+      s34 = sk::add<uint64_t>(s34, t25.GetValue(i));
     }
-    const uint64_t v___kf1_base_27 = (uint64_t)(((v___kf4_kfirst_22) ? (uint64_t)(s26) : (uint64_t)(v___kf4_total_24)));
-    const uint64_t v___kf5_base_28 = (uint64_t)(v___kf1_base_27);
-    const float v___kf5_top_p_29 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    const uint64_t v___kf5_thr_30 = (uint64_t)(sk::frac_floor(v___kf5_base_28, v___kf5_top_p_29));
-    AscendC::LocalTensor<uint64_t> t31 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t31_n = t14_n;
+    const uint64_t v___kf5_total_35 = (uint64_t)(s34);
+    AscendC::LocalTensor<uint64_t> t36 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t36_n = sk::min<uint32_t>(t32_n, t25_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t32;
+      const AscendC::LocalTensor<uint64_t> &L1 = t25;
+      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s37 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t36_n; ++i) {
+      s37 = sk::add<uint64_t>(s37, t36.GetValue(i));
+    }
+    const uint64_t v___kf2_base_38 = (uint64_t)(((v___kf5_kfirst_33) ? (uint64_t)(s37) : (uint64_t)(v___kf5_total_35)));
+    const uint64_t v___kf6_base_39 = (uint64_t)(v___kf2_base_38);
+    const float v___kf6_top_p_40 = (float)(v___kf2_tp_13);
+    const uint64_t v___kf6_thr_41 = (uint64_t)(sk::frac_floor(v___kf6_base_39, v___kf6_top_p_40));
+    AscendC::LocalTensor<uint64_t> t42 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t42_n = t25_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t14_n; ++i) {
-        const uint64_t x = t14.GetValue(i);
-        t31.SetValue(i, acc);
+      for (uint32_t i = 0; i < t25_n; ++i) {
+        const uint64_t x = t25.GetValue(i);
+        t42.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t32 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t32_n = sk::min<uint32_t>(t31_n, t21_n);
+    AscendC::LocalTensor<uint8_t> t43 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t43_n = sk::min<uint32_t>(t42_n, t32_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t31;
-      const AscendC::LocalTensor<uint8_t> &L1 = t21;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf5_thr_30))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t42;
+      const AscendC::LocalTensor<uint8_t> &L1 = t32;
+      for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_41))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t33 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = sk::min<uint32_t>(t32_n, t14_n);
+    AscendC::LocalTensor<uint64_t> t44 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t44_n = sk::min<uint32_t>(t43_n, t25_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t32;
-      const AscendC::LocalTensor<uint64_t> &L1 = t14;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t43;
+      const AscendC::LocalTensor<uint64_t> &L1 = t25;
+      for (uint32_t i = 0; i < t44_n; ++i) t44.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s34 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t33_n; ++i) {
-      s34 = sk::add<uint64_t>(s34, t33.GetValue(i));
+    uint64_t s45 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t44_n; ++i) {
+      s45 = sk::add<uint64_t>(s45, t44.GetValue(i));
     }
-    const float v___kf6_lse_35 = (float)(sk::ln_fixed(s34));
-    const float s36 = (float)(v___kf6_lse_35);
-    AscendC::LocalTensor<float> t37 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t37_n = t13_n;
+    const float v___kf7_lse_46 = (float)(sk::ln_fixed(s45));
+    const float s47 = (float)(v___kf7_lse_46);
+    AscendC::LocalTensor<float> t48 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t48_n = t24_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t37, t13, -s36, (int32_t)t37_n);
-    AscendC::LocalTensor<float> t38 = t37.ReinterpretCast<float>();
-    const uint32_t t38_n = sk::min<uint32_t>(t32_n, t37_n);
+    AscendC::Adds(t48, t24, -s47, (int32_t)t48_n);
+    AscendC::LocalTensor<float> t49 = t48.ReinterpretCast<float>();
+    const uint32_t t49_n = sk::min<uint32_t>(t43_n, t48_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t32;
-      const AscendC::LocalTensor<float> &L1 = t37;
-      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t43;
+      const AscendC::LocalTensor<float> &L1 = t48;
+      for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t9);
-    const uint32_t n39 = t38_n;
-    const uint64_t off40 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o41 = qout.AllocTensor<float>();
+    qin.FreeTensor(t20);
+    const uint32_t n50 = t49_n;
+    const uint64_t off51 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o52 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n39 > 0) {
-      AscendC::DataCopy(o41, t38, AscendC::DataCopyParams{1, (uint16_t)((n39 * sizeof(float) + 31) / 32), 0, 0});
+    if (n50 > 0) {
+      AscendC::DataCopy(o52, t49, AscendC::DataCopyParams{1, (uint16_t)((n50 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o41); o41 = qout.DeQue<float>();
-    if (n39 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off40], o41, AscendC::DataCopyExtParams{1, (uint32_t)(n39 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o52); o52 = qout.DeQue<float>();
+    if (n50 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off51], o52, AscendC::DataCopyExtParams{1, (uint32_t)(n50 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o41);
+    qout.FreeTensor(o52);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

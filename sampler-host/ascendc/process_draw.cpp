@@ -43,160 +43,173 @@ __aicore__ inline void process_draw_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uin
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint64_t v___kf1_off_3 = (uint64_t)(v_off_2);
-    const uint32_t v___kf1_n_4 = (uint32_t)(p_n);
-    const uint32_t v___kf1_r_5 = (uint32_t)(v_r_1);
-    const uint64_t v___kf2_off_6 = (uint64_t)(v___kf1_off_3);
-    const uint32_t v___kf2_n_7 = (uint32_t)(v___kf1_n_4);
-    const float v___kf2_temperature_8 = (float)(g_temperature.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    AscendC::LocalTensor<float> t9 = qin.AllocTensor<float>();
-    const uint32_t t9_n = sk::min<uint32_t>((uint32_t)(v___kf2_n_7), TILE);
-    const uint64_t off10 = (uint64_t)(v___kf2_off_6);
-    if (t9_n > 0) {
-      AscendC::DataCopyPad(t9, g_cand[off10], AscendC::DataCopyExtParams{1, (uint32_t)(t9_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint32_t v___kf1_r_3 = (uint32_t)(v_r_1);
+    const uint64_t v___kf1_i_4 = (uint64_t)(((uint64_t)(v___kf1_r_3)));
+    const float v_t_5 = (float)(g_temperature.GetValue((uint64_t)(v___kf1_i_4)));
+    const float v_tp_6 = (float)(g_top_p.GetValue((uint64_t)(v___kf1_i_4)));
+    const int32_t v_k_7 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf1_i_4)));
+    const float v_lmp_8 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf1_i_4)));
+    const bool v_kfirst_9 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf1_i_4))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v_sd_10 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v_sq_11 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
+    const uint64_t v___kf2_off_12 = (uint64_t)(v_off_2);
+    const uint32_t v___kf2_n_13 = (uint32_t)(p_n);
+    const float v___kf2_t_14 = (float)(v_t_5);
+    const float v___kf2_tp_15 = (float)(v_tp_6);
+    const int32_t v___kf2_k_16 = (int32_t)(v_k_7);
+    const float v___kf2_lmp_17 = (float)(v_lmp_8);
+    const bool v___kf2_kfirst_18 = (bool)(v_kfirst_9);
+    const uint64_t v___kf3_off_19 = (uint64_t)(v___kf2_off_12);
+    const uint32_t v___kf3_n_20 = (uint32_t)(v___kf2_n_13);
+    const float v___kf3_temperature_21 = (float)(v___kf2_t_14);
+    AscendC::LocalTensor<float> t22 = qin.AllocTensor<float>();
+    const uint32_t t22_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_20), TILE);
+    const uint64_t off23 = (uint64_t)(v___kf3_off_19);
+    if (t22_n > 0) {
+      AscendC::DataCopyPad(t22, g_cand[off23], AscendC::DataCopyExtParams{1, (uint32_t)(t22_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t9); t9 = qin.DeQue<float>();
-    const float s11 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_6)));
-    AscendC::LocalTensor<float> t12 = t9.ReinterpretCast<float>();
-    const uint32_t t12_n = t9_n;
-    AscendC::Adds(t12, t9, -s11, (int32_t)t12_n);
-    AscendC::LocalTensor<float> t13 = t12.ReinterpretCast<float>();
-    const uint32_t t13_n = t12_n;
+    qin.EnQue(t22); t22 = qin.DeQue<float>();
+    const float s24 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_19)));
+    AscendC::LocalTensor<float> t25 = t22.ReinterpretCast<float>();
+    const uint32_t t25_n = t22_n;
+    AscendC::Adds(t25, t22, -s24, (int32_t)t25_n);
+    AscendC::LocalTensor<float> t26 = t25.ReinterpretCast<float>();
+    const uint32_t t26_n = t25_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t12;
-      for (uint32_t i = 0; i < t13_n; ++i) t13.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf2_temperature_8)));
+      const AscendC::LocalTensor<float> &L0 = t25;
+      for (uint32_t i = 0; i < t26_n; ++i) t26.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf3_temperature_21)));
     }
-    AscendC::LocalTensor<uint64_t> t14 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t14_n = t13_n;
+    AscendC::LocalTensor<uint64_t> t27 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t27_n = t26_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t13;
-      for (uint32_t i = 0; i < t14_n; ++i) t14.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t26;
+      for (uint32_t i = 0; i < t27_n; ++i) t27.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const float v___kf3_log_min_p_15 = (float)(g_log_min_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    const int32_t v___kf3_k_16 = (int32_t)(g_top_k.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    const uint32_t v___kf3_n_17 = (uint32_t)(v___kf1_n_4);
-    AscendC::LocalTensor<uint32_t> t18 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t18_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_17), TILE);
-    AscendC::CreateVecIndex(t18.ReinterpretCast<int32_t>(), (int32_t)0, t18_n);
-    const uint32_t s19 = (uint32_t)(((uint32_t)(v___kf3_k_16)));
-    const bool s20 = (bool)(((int32_t)(v___kf3_k_16) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t21 = ub8[U3].ReinterpretCast<uint8_t>();
-    const uint32_t t21_n = sk::min<uint32_t>(t13_n, t18_n);
+    const float v___kf4_log_min_p_28 = (float)(v___kf2_lmp_17);
+    const int32_t v___kf4_k_29 = (int32_t)(v___kf2_k_16);
+    const uint32_t v___kf4_n_30 = (uint32_t)(v___kf2_n_13);
+    AscendC::LocalTensor<uint32_t> t31 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t31_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_30), TILE);
+    AscendC::CreateVecIndex(t31.ReinterpretCast<int32_t>(), (int32_t)0, t31_n);
+    const uint32_t s32 = (uint32_t)(((uint32_t)(v___kf4_k_29)));
+    const bool s33 = (bool)(((int32_t)(v___kf4_k_29) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t34 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t34_n = sk::min<uint32_t>(t26_n, t31_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t13;
-      const AscendC::LocalTensor<uint32_t> &L1 = t18;
-      for (uint32_t i = 0; i < t21_n; ++i) t21.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf3_log_min_p_15))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s19))) | (bool)(s20))))))));
+      const AscendC::LocalTensor<float> &L0 = t26;
+      const AscendC::LocalTensor<uint32_t> &L1 = t31;
+      for (uint32_t i = 0; i < t34_n; ++i) t34.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf4_log_min_p_28))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s32))) | (bool)(s33))))))));
     }
-    const bool v___kf4_kfirst_22 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5))))) != (uint32_t)(((uint32_t)0ull))));
-    uint64_t s23 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t14_n; ++i) {
-      s23 = sk::add<uint64_t>(s23, t14.GetValue(i));
+    const bool v___kf5_kfirst_35 = (bool)(v___kf2_kfirst_18);
+    uint64_t s36 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t27_n; ++i) {
+      s36 = sk::add<uint64_t>(s36, t27.GetValue(i));
     }
-    const uint64_t v___kf4_total_24 = (uint64_t)(s23);
-    AscendC::LocalTensor<uint64_t> t25 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t25_n = sk::min<uint32_t>(t21_n, t14_n);
+    const uint64_t v___kf5_total_37 = (uint64_t)(s36);
+    AscendC::LocalTensor<uint64_t> t38 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t38_n = sk::min<uint32_t>(t34_n, t27_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t21;
-      const AscendC::LocalTensor<uint64_t> &L1 = t14;
-      for (uint32_t i = 0; i < t25_n; ++i) t25.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t34;
+      const AscendC::LocalTensor<uint64_t> &L1 = t27;
+      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s26 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t25_n; ++i) {
-      s26 = sk::add<uint64_t>(s26, t25.GetValue(i));
+    uint64_t s39 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t38_n; ++i) {
+      s39 = sk::add<uint64_t>(s39, t38.GetValue(i));
     }
-    const uint64_t v___kf1_base_27 = (uint64_t)(((v___kf4_kfirst_22) ? (uint64_t)(s26) : (uint64_t)(v___kf4_total_24)));
-    const uint64_t v___kf5_base_28 = (uint64_t)(v___kf1_base_27);
-    const float v___kf5_top_p_29 = (float)(g_top_p.GetValue((uint64_t)(((uint64_t)(v___kf1_r_5)))));
-    const uint64_t v___kf5_thr_30 = (uint64_t)(sk::frac_floor(v___kf5_base_28, v___kf5_top_p_29));
-    AscendC::LocalTensor<uint64_t> t31 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t31_n = t14_n;
+    const uint64_t v___kf2_base_40 = (uint64_t)(((v___kf5_kfirst_35) ? (uint64_t)(s39) : (uint64_t)(v___kf5_total_37)));
+    const uint64_t v___kf6_base_41 = (uint64_t)(v___kf2_base_40);
+    const float v___kf6_top_p_42 = (float)(v___kf2_tp_15);
+    const uint64_t v___kf6_thr_43 = (uint64_t)(sk::frac_floor(v___kf6_base_41, v___kf6_top_p_42));
+    AscendC::LocalTensor<uint64_t> t44 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t44_n = t27_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t14_n; ++i) {
-        const uint64_t x = t14.GetValue(i);
-        t31.SetValue(i, acc);
+      for (uint32_t i = 0; i < t27_n; ++i) {
+        const uint64_t x = t27.GetValue(i);
+        t44.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t32 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t32_n = sk::min<uint32_t>(t31_n, t21_n);
+    AscendC::LocalTensor<uint8_t> t45 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t45_n = sk::min<uint32_t>(t44_n, t34_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t31;
-      const AscendC::LocalTensor<uint8_t> &L1 = t21;
-      for (uint32_t i = 0; i < t32_n; ++i) t32.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf5_thr_30))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t44;
+      const AscendC::LocalTensor<uint8_t> &L1 = t34;
+      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_43))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t33 = ub8[U5].ReinterpretCast<uint64_t>();
-    const uint32_t t33_n = sk::min<uint32_t>(t32_n, t14_n);
+    AscendC::LocalTensor<uint64_t> t46 = ub8[U5].ReinterpretCast<uint64_t>();
+    const uint32_t t46_n = sk::min<uint32_t>(t45_n, t27_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t32;
-      const AscendC::LocalTensor<uint64_t> &L1 = t14;
-      for (uint32_t i = 0; i < t33_n; ++i) t33.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t45;
+      const AscendC::LocalTensor<uint64_t> &L1 = t27;
+      for (uint32_t i = 0; i < t46_n; ++i) t46.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s34 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t33_n; ++i) {
-      s34 = sk::add<uint64_t>(s34, t33.GetValue(i));
+    uint64_t s47 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t46_n; ++i) {
+      s47 = sk::add<uint64_t>(s47, t46.GetValue(i));
     }
-    const float v___kf6_lse_35 = (float)(sk::ln_fixed(s34));
-    const float s36 = (float)(v___kf6_lse_35);
-    AscendC::LocalTensor<float> t37 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t37_n = t13_n;
+    const float v___kf7_lse_48 = (float)(sk::ln_fixed(s47));
+    const float s49 = (float)(v___kf7_lse_48);
+    AscendC::LocalTensor<float> t50 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t50_n = t26_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t37, t13, -s36, (int32_t)t37_n);
-    AscendC::LocalTensor<float> t38 = t37.ReinterpretCast<float>();
-    const uint32_t t38_n = sk::min<uint32_t>(t32_n, t37_n);
+    AscendC::Adds(t50, t26, -s49, (int32_t)t50_n);
+    AscendC::LocalTensor<float> t51 = t50.ReinterpretCast<float>();
+    const uint32_t t51_n = sk::min<uint32_t>(t45_n, t50_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t32;
-      const AscendC::LocalTensor<float> &L1 = t37;
-      for (uint32_t i = 0; i < t38_n; ++i) t38.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t45;
+      const AscendC::LocalTensor<float> &L1 = t50;
+      for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t9);
-    const uint32_t n39 = t38_n;
-    const uint64_t off40 = (uint64_t)(v_off_2);
-    AscendC::LocalTensor<float> o41 = qout.AllocTensor<float>();
+    qin.FreeTensor(t22);
+    const uint32_t n52 = t51_n;
+    const uint64_t off53 = (uint64_t)(v_off_2);
+    AscendC::LocalTensor<float> o54 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n39 > 0) {
-      AscendC::DataCopy(o41, t38, AscendC::DataCopyParams{1, (uint16_t)((n39 * sizeof(float) + 31) / 32), 0, 0});
+    if (n52 > 0) {
+      AscendC::DataCopy(o54, t51, AscendC::DataCopyParams{1, (uint16_t)((n52 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o41); o41 = qout.DeQue<float>();
-    if (n39 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off40], o41, AscendC::DataCopyExtParams{1, (uint32_t)(n39 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o54); o54 = qout.DeQue<float>();
+    if (n52 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off53], o54, AscendC::DataCopyExtParams{1, (uint32_t)(n52 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o41);
-    const uint64_t v___kf7_off_42 = (uint64_t)(v_off_2);
-    const uint64_t v___kf7_seed_43 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v___kf7_seq_44 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    AscendC::LocalTensor<uint64_t> t45 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t45_n = t38_n;
+    qout.FreeTensor(o54);
+    const uint64_t v___kf8_off_55 = (uint64_t)(v_off_2);
+    const uint64_t v___kf8_seed_56 = (uint64_t)(v_sd_10);
+    const uint64_t v___kf8_seq_57 = (uint64_t)(v_sq_11);
+    AscendC::LocalTensor<uint64_t> t58 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t58_n = t51_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t38;
-      for (uint32_t i = 0; i < t45_n; ++i) t45.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t51;
+      for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s47 = (uint64_t)(sk::uniform53(v___kf7_seed_43, v___kf7_seq_44));
-    int32_t s46 = -1;
+    const uint64_t s60 = (uint64_t)(sk::uniform53(v___kf8_seed_56, v___kf8_seq_57));
+    int32_t s59 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t45_n; ++i) tot = sk::add128(tot, t45.GetValue(i));
+      for (uint32_t i = 0; i < t58_n; ++i) tot = sk::add128(tot, t58.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s47, tot.lo);
-        thr.hi += s47 * tot.hi;
+        sk::U128 thr = sk::mul64(s60, tot.lo);
+        thr.hi += s60 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t45_n; ++i) {
-          acc = sk::add128(acc, t45.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s46 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t58_n; ++i) {
+          acc = sk::add128(acc, t58.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s59 = (int32_t)i; break; }
         }
-        if (s46 < 0) for (uint32_t i = t45_n; i-- > 0;) if (t45.GetValue(i) > 0) { s46 = (int32_t)i; break; }
+        if (s59 < 0) for (uint32_t i = t58_n; i-- > 0;) if (t58.GetValue(i) > 0) { s59 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf7_c_48 = (int32_t)(s46);
-    const int32_t v_tok_49 = (int32_t)(((((int32_t)(v___kf7_c_48) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf7_off_42, ((uint64_t)(v___kf7_c_48)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint64_t off50 = (uint64_t)(((uint64_t)(v_r_1)));
+    const int32_t v___kf8_c_61 = (int32_t)(s59);
+    const int32_t v_tok_62 = (int32_t)(((((int32_t)(v___kf8_c_61) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf8_off_55, ((uint64_t)(v___kf8_c_61)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint64_t off63 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_49));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_62));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off50], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off63], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

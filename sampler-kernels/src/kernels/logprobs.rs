@@ -5,7 +5,7 @@
 // The draw helpers and those they call (a helper's body is expanded here).
 use super::sample::{
     draw_head_row, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise, rest_mass,
-    scaled_logits, total_unneeded,
+    row_params, scaled_logits, total_unneeded,
 };
 use sampler_macros::{kernel, kernel_fn};
 
@@ -127,15 +127,30 @@ pub fn token_info_top(
     top_row(ids, lps, r, k, out_ids, out_lps);
 }
 
-/// Section 7 for row `r`, a group of its own of kind 0 (fresh) or 2 (no
-/// draw) whose fresh draw is `fr`: writes `tokens`, `lookup`, `accepted`
-/// and `status` as `finalize` does, and returns the token to look up.
+/// Row `r`'s group inputs for `finalize_row`, loaded at once: kind, host
+/// status, row status and golden token.
 #[kernel_fn]
-fn finalize_row(
+fn group_params(
+    r: u32,
     group_kind: Gm<u32>,
     group_status: Gm<i32>,
     row_status: Gm<i32>,
     golden: Gm<i32>,
+) -> (u32, i32, i32, i32) {
+    let i = r as u64;
+    (load_scalar(group_kind, i), load_scalar(group_status, i), load_scalar(row_status, i), load_scalar(golden, i))
+}
+
+/// Section 7 for row `r`, a group of its own of kind 0 (fresh) or 2 (no
+/// draw) with host status `gs`, row status `rs`, golden token `gold` and
+/// fresh draw `fr`: writes `tokens`, `lookup`, `accepted` and `status` as
+/// `finalize` does, and returns the token to look up.
+#[kernel_fn]
+fn finalize_row(
+    kind: u32,
+    gs: i32,
+    rs: i32,
+    gold: i32,
     fr: i32,
     r: u32,
     tokens: GmMut<i32>,
@@ -143,10 +158,6 @@ fn finalize_row(
     accepted: GmMut<u32>,
     status: GmMut<i32>,
 ) -> i32 {
-    let kind = load_scalar(group_kind, r as u64);
-    let gs = load_scalar(group_status, r as u64);
-    let rs = load_scalar(row_status, r as u64);
-    let gold = load_scalar(golden, r as u64);
     let st = if gs != 0 { gs } else { rs };
     // GROUP_NO_DRAW (2) draws nothing; its lookup is the prompt target.
     let tok = if st != 0 || kind >= 2 {
@@ -198,8 +209,9 @@ pub fn finalize_info_top(
     out_lps: GmMut<f32>,
 ) {
     let r = row();
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
     let fr = load_scalar(fresh, r as u64);
-    let s = finalize_row(group_kind, group_status, row_status, golden, fr, r, tokens, lookup, accepted, status);
+    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
     let off = (r as u64) * (n as u64);
     let (ids, lps) = token_info_row(cand, cand_ids, logprobs, off, len, s, r, token_lp, sum_smaller);
     top_row(ids, lps, r, k, out_ids, out_lps);
@@ -248,24 +260,14 @@ pub fn process_draw_finish(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let (lps, fr) = draw_head_row(
-        cand,
-        cand_ids,
-        off,
-        n,
-        head,
-        r,
-        temperature,
-        top_p,
-        top_k,
-        log_min_p,
-        order,
-        seed,
-        seq,
-        logprobs,
-    );
+    // Every per-row input first: one round trip for all of them.
+    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
     store_scalar(fresh, r as u64, fr);
-    let s = finalize_row(group_kind, group_status, row_status, golden, fr, r, tokens, lookup, accepted, status);
+    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
     let ids = load(cand_ids, off, head);
     token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
     top_row(ids, lps, r, k, out_ids, out_lps);
@@ -313,27 +315,15 @@ pub fn prefix_draw_finish(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let (lps, fr) = prefix_draw_row(
-        cand,
-        cand_ids,
-        off,
-        n,
-        v,
-        mass,
-        chunks,
-        r,
-        temperature,
-        top_p,
-        top_k,
-        log_min_p,
-        order,
-        seed,
-        seq,
-        logprobs,
-        overflow,
-    );
+    // Every per-row input first: one round trip for all of them.
+    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (lps, fr) =
+        prefix_draw_row(cand, cand_ids, off, n, v, mass, chunks, r, t, tp, tk, lmp, kfirst, sd, sq, logprobs, overflow);
     store_scalar(fresh, r as u64, fr);
-    let s = finalize_row(group_kind, group_status, row_status, golden, fr, r, tokens, lookup, accepted, status);
+    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
     let ids = load(cand_ids, off, n);
     token_info_tiles(ids, lps, load(cand, off, n), s, r, token_lp, sum_smaller);
     top_row(ids, lps, r, k, out_ids, out_lps);

@@ -66,29 +66,42 @@ pub fn draw_token(lp: Tile<f32>, cand_ids: Gm<i32>, off: u64, seed: u64, seq: u6
     }
 }
 
-/// Sections 3.4-3.9 and 10.1-10.2 for row `r` (the sequence `process` and
-/// `process_draw` share): the renormalised logprobs (`[n]` f32, `-inf` for
-/// removed candidates) of its `n` candidates at `cand[off..]`, with the row's
-/// temperature, top-p, top-k, min-p threshold and filter order. The prefix
-/// path (`process_prefix_draw`) runs the same helpers with the row's total
-/// mass from `row_mass` and its overflow checks between them.
+/// Row `r`'s filter parameters, loaded at once before any collective (a
+/// load after a barrier is a round trip of its own): temperature, top-p,
+/// top-k, the min-p threshold and whether top-k comes first (section 10.2).
 #[kernel_fn]
-fn process_row(
-    cand: Gm<f32>,
-    off: u64,
-    n: u32,
+pub fn row_params(
     r: u32,
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
     log_min_p: Gm<f32>,
     order: Gm<u32>,
-) -> Tile<f32> {
-    let x = scaled_logits(cand, off, n, load_scalar(temperature, r as u64));
+) -> (f32, f32, i32, f32, bool) {
+    let i = r as u64;
+    (
+        load_scalar(temperature, i),
+        load_scalar(top_p, i),
+        load_scalar(top_k, i),
+        load_scalar(log_min_p, i),
+        load_scalar(order, i) != 0,
+    )
+}
+
+/// Sections 3.4-3.9 and 10.1-10.2 for one row (the sequence `process` and
+/// `process_draw` share): the renormalised logprobs (`[n]` f32, `-inf` for
+/// removed candidates) of its `n` candidates at `cand[off..]`, with its
+/// temperature `t`, top-p `tp`, top-k `k`, min-p threshold `lmp` and filter
+/// order (`kfirst`). The prefix path (`process_prefix_draw`) runs the same
+/// helpers with the row's total mass from `row_mass` and its overflow
+/// checks between them.
+#[kernel_fn]
+fn process_row(cand: Gm<f32>, off: u64, n: u32, t: f32, tp: f32, k: i32, lmp: f32, kfirst: bool) -> Tile<f32> {
+    let x = scaled_logits(cand, off, n, t);
     let w = to_fixed(exp(x));
-    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), n);
-    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, reduce_sum(w));
-    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let pre = prefix_mask(x, lmp, k, n);
+    let base = filtered_mass(w, pre, kfirst, reduce_sum(w));
+    let (keep, _) = keep_mask(w, pre, base, tp);
     renormalise(x, w, keep)
 }
 
@@ -115,7 +128,8 @@ pub fn process(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let lp = process_row(cand, off, n, r, temperature, top_p, top_k, log_min_p, order);
+    let (t, tp, k, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let lp = process_row(cand, off, n, t, tp, k, lmp, kfirst);
     store(logprobs, off, lp);
 }
 
@@ -278,9 +292,12 @@ pub fn process_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let lp = process_row(cand, off, n, r, temperature, top_p, top_k, log_min_p, order);
+    let (t, tp, k, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let lp = process_row(cand, off, n, t, tp, k, lmp, kfirst);
     store(logprobs, off, lp);
-    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let tok = draw_token(lp, cand_ids, off, sd, sq);
     store_scalar(token, r as u64, tok);
 }
 
@@ -317,11 +334,12 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
     s
 }
 
-/// Sections 3.4-3.9 and 4 for row `r` of a step whose rows keep at most
-/// their first `head` of `n` candidates at `cand[off..]`: the head is
-/// processed and may be drawn, the rest counts in the softmax total only and
-/// gets `-inf` logprobs; every logprob goes to `logprobs`. Returns the head's
-/// logprobs (`[head]` f32) and the drawn id (-1: nothing has mass).
+/// Sections 3.4-3.9 and 4 for one row of a step whose rows keep at most
+/// their first `head` of `n` candidates at `cand[off..]` (parameters as
+/// `process_row`; `seed`, `seq` of the draw): the head is processed and may
+/// be drawn, the rest counts in the softmax total only and gets `-inf`
+/// logprobs; every logprob goes to `logprobs`. Returns the head's logprobs
+/// (`[head]` f32) and the drawn id (-1: nothing has mass).
 #[kernel_fn]
 pub fn draw_head_row(
     cand: Gm<f32>,
@@ -329,29 +347,27 @@ pub fn draw_head_row(
     off: u64,
     n: u32,
     head: u32,
-    r: u32,
-    temperature: Gm<f32>,
-    top_p: Gm<f32>,
-    top_k: Gm<i32>,
-    log_min_p: Gm<f32>,
-    order: Gm<u32>,
-    seed: Gm<u64>,
-    seq: Gm<u64>,
+    t: f32,
+    tp: f32,
+    k: i32,
+    lmp: f32,
+    kfirst: bool,
+    seed: u64,
+    seq: u64,
     logprobs: GmMut<f32>,
 ) -> (Tile<f32>, i32) {
-    let t = load_scalar(temperature, r as u64);
     let m = load_scalar(cand, off);
+    let x = scaled_logits(cand, off, head, t);
     // 3.5: the total over all n candidates: the rest's weights, then the head's.
     let rest = rest_mass(cand, off, head, n, m, t, logprobs);
-    let x = scaled_logits(cand, off, head, t);
     let w = to_fixed(exp(x));
     let total = rest + reduce_sum(w);
-    let pre = prefix_mask(x, load_scalar(log_min_p, r as u64), load_scalar(top_k, r as u64), head);
-    let base = filtered_mass(w, pre, load_scalar(order, r as u64) != 0, total);
-    let (keep, _) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let pre = prefix_mask(x, lmp, k, head);
+    let base = filtered_mass(w, pre, kfirst, total);
+    let (keep, _) = keep_mask(w, pre, base, tp);
     let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
-    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let tok = draw_token(lp, cand_ids, off, seed, seq);
     (lp, tok)
 }
 
@@ -383,28 +399,17 @@ pub fn process_draw_head(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let (_, tok) = draw_head_row(
-        cand,
-        cand_ids,
-        off,
-        n,
-        head,
-        r,
-        temperature,
-        top_p,
-        top_k,
-        log_min_p,
-        order,
-        seed,
-        seq,
-        logprobs,
-    );
+    let (t, tp, k, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (_, tok) = draw_head_row(cand, cand_ids, off, n, head, t, tp, k, lmp, kfirst, sd, sq, logprobs);
     store_scalar(token, r as u64, tok);
 }
 
 /// Stage 2 of the prefix path for row `r` (the body of
-/// `process_prefix_draw`): writes its logprobs and overflow flag and returns
-/// the logprobs (`[n]` f32) and the drawn id (-1: nothing has mass).
+/// `process_prefix_draw`; parameters as `process_row`, `seed` and `seq` of
+/// the draw): writes its logprobs and overflow flag and returns the
+/// logprobs (`[n]` f32) and the drawn id (-1: nothing has mass).
 #[kernel_fn]
 pub fn prefix_draw_row(
     cand: Gm<f32>,
@@ -415,52 +420,50 @@ pub fn prefix_draw_row(
     mass: Gm<u64>,
     chunks: u32,
     r: u32,
-    temperature: Gm<f32>,
-    top_p: Gm<f32>,
-    top_k: Gm<i32>,
-    log_min_p: Gm<f32>,
-    order: Gm<u32>,
-    seed: Gm<u64>,
-    seq: Gm<u64>,
+    t: f32,
+    tp: f32,
+    k: i32,
+    lmp: f32,
+    kfirst: bool,
+    seed: u64,
+    seq: u64,
     logprobs: GmMut<f32>,
     overflow: GmMut<u32>,
 ) -> (Tile<f32>, i32) {
     let m = load_scalar(cand, off);
-    let t = load_scalar(temperature, r as u64);
+    // row_mass_bounded left the total out: any total >= the candidates' own
+    // sum gives the same outputs, if the claim holds on these values too.
+    let skipped = load_scalar(mass, (r * chunks) as u64) == 18446744073709551615u64; // MASS_UNNEEDED
     let x = scaled_logits(cand, off, n, t);
     let w = to_fixed(exp(x));
-    let k = load_scalar(top_k, r as u64);
-    let lmp = load_scalar(log_min_p, r as u64);
     let pre = prefix_mask(x, lmp, k, n);
     // Whether min-p keeps the last column (then it may keep past the prefix).
     let xl = (load_scalar(cand, off + ((n - 1) as u64)) - m) / t;
     let last_in = xl >= lmp;
     let k_inside = (k > 0 && (k as u32) <= n) || !last_in;
-    let kfirst = load_scalar(order, r as u64) != 0;
-    // row_mass_bounded left the total out: any total >= the candidates' own
-    // sum gives the same outputs, if the claim holds on these values too.
-    let skipped = load_scalar(mass, (r * chunks) as u64) == 18446744073709551615u64; // MASS_UNNEEDED
     let mut total = 0u64;
     if skipped {
         total = reduce_sum(w);
     } else {
-        for c in 0..chunks {
-            total += load_scalar(mass, (r * chunks + c) as u64);
+        // The chunks' masses as tiles (one load each, not a chain of scalar loads).
+        for c in 0..(chunks + TILE - 1) / TILE {
+            let lo = c * TILE;
+            total += reduce_sum(load(mass, (r * chunks + lo) as u64, min(TILE, chunks - lo)));
         }
     }
-    let decided = total_unneeded(w, pre, last_in, k, n, kfirst, load_scalar(top_p, r as u64));
+    let decided = total_unneeded(w, pre, last_in, k, n, kfirst, tp);
     let unsure = skipped && !decided;
     // 10.2: the min-p and top-k mass; past the prefix it is the row's total
     // when both are off, else unknown here (the row overflows).
     let base = filtered_mass(w, pre, kfirst && k_inside, total);
     let base_unknown = kfirst && !k_inside && (k > 0 || lmp > NEG_INF);
-    let (keep, thr) = keep_mask(w, pre, base, load_scalar(top_p, r as u64));
+    let (keep, thr) = keep_mask(w, pre, base, tp);
     let lp = renormalise(x, w, keep);
     store(logprobs, off, lp);
     let next_kept =
         unsure || (n < v && (base_unknown || (last_in && reduce_sum(w) <= thr && (k < 0 || (k as u32) > n))));
     store_scalar(overflow, r as u64, if next_kept { 1u32 } else { 0u32 });
-    let tok = draw_token(lp, cand_ids, off, load_scalar(seed, r as u64), load_scalar(seq, r as u64));
+    let tok = draw_token(lp, cand_ids, off, seed, seq);
     (lp, tok)
 }
 
@@ -502,24 +505,10 @@ pub fn process_prefix_draw(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    let (_, tok) = prefix_draw_row(
-        cand,
-        cand_ids,
-        off,
-        n,
-        v,
-        mass,
-        chunks,
-        r,
-        temperature,
-        top_p,
-        top_k,
-        log_min_p,
-        order,
-        seed,
-        seq,
-        logprobs,
-        overflow,
-    );
+    let (t, tp, k, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (_, tok) =
+        prefix_draw_row(cand, cand_ids, off, n, v, mass, chunks, r, t, tp, k, lmp, kfirst, sd, sq, logprobs, overflow);
     store_scalar(token, r as u64, tok);
 }
