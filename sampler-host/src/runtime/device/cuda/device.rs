@@ -152,11 +152,17 @@ fn flag_env(name: &str) -> Option<bool> {
     }
 }
 
-/// From this candidate width up, the streaming top-N orders only the kept
-/// prefix when nothing forces it. Measured on the H200 (docs/bench/run26-prefix):
-/// 11-37 us faster at N = 4096 (every R), within +-1.5 us at N = 1024, where
-/// the second radix select costs about what the sort of 1024 saves.
-pub const PREFIX_ORDER_MIN_N: u32 = 2048;
+/// From this candidate width up, the top-N orders only the kept prefix when
+/// nothing forces it. Measured on the H200: 11-37 us faster at N = 4096
+/// (docs/bench/run26-prefix); at N = 1024 within +-1.5 us in run 26, and
+/// 3.6-17 us faster since the draw works on the kept head alone (run 33,
+/// docs/bench/run33-prefix1024: R = 1 51.5 -> 47.9, R = 384 149.8 -> 132.6).
+pub const PREFIX_ORDER_MIN_N: u32 = 1024;
+
+/// From this candidate width up, the streaming top-N of small batches is
+/// spread over several blocks a row ([`stream_chunks_auto`]; run 28 at
+/// N = 4096; at N = 1024 one block stays, run 33).
+pub const STREAM_CHUNKS_MIN_N: u32 = 2048;
 
 /// Whether the streaming top-N at candidate width `n` orders only the kept
 /// prefix when nothing forces it ([`Caps::prefix_order`]; the same bits
@@ -167,11 +173,11 @@ pub fn prefix_order_auto(n: u32) -> bool {
 
 /// Blocks a row of the streaming top-N when nothing forces it and only the
 /// kept prefix is ordered: [`STREAM_CHUNKS_SMALL_R`] for batches of at most
-/// [`STREAM_CHUNKS_MAX_ROWS`] rows at N >= [`PREFIX_ORDER_MIN_N`], else one
+/// [`STREAM_CHUNKS_MAX_ROWS`] rows at N >= [`STREAM_CHUNKS_MIN_N`], else one
 /// (0). Measured on the H200 (docs/bench/run28-pair): R = 1, N = 4096 68.2 us
 /// over 8 blocks against 75.3 in one, R = 16 72.9 against 74.0; the same bits.
 pub fn stream_chunks_auto(n: u32, rows: u32) -> u32 {
-    if n >= PREFIX_ORDER_MIN_N && rows <= STREAM_CHUNKS_MAX_ROWS {
+    if n >= STREAM_CHUNKS_MIN_N && rows <= STREAM_CHUNKS_MAX_ROWS {
         STREAM_CHUNKS_SMALL_R
     } else {
         0
@@ -729,5 +735,20 @@ impl Device for CudaDevice {
         }
         self.out_used = 0;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The measured defaults (runs 28 and 33): prefix order from N = 1024,
+    /// several blocks a row only from N = 2048 at small R.
+    #[test]
+    fn auto_policies_follow_the_measured_thresholds() {
+        assert!(!prefix_order_auto(512) && prefix_order_auto(1024) && prefix_order_auto(4096));
+        assert_eq!(stream_chunks_auto(1024, 1), 0);
+        assert_eq!(stream_chunks_auto(4096, 1), STREAM_CHUNKS_SMALL_R);
+        assert_eq!(stream_chunks_auto(4096, STREAM_CHUNKS_MAX_ROWS + 1), 0);
     }
 }

@@ -23,7 +23,7 @@ mod upload;
 pub use context::{driver_present, PTX};
 pub use device::{
     prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS,
-    STREAM_CHUNKS_SMALL_R, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
+    STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
@@ -151,7 +151,7 @@ impl CudaBackend {
     /// ([`Caps::stream_chunks`]: `topn_chunk_stream` + `topn_merge_stream`;
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
     /// (`None`, the default: [`stream_chunks_auto`], 8 blocks at R <= 16 and
-    /// N >= 2048 with prefix order, else one; docs/bench/run28-pair). `SAMPLER_STREAM_CHUNKS=c`
+    /// N >= [`STREAM_CHUNKS_MIN_N`] with prefix order, else one; docs/bench/run28-pair). `SAMPLER_STREAM_CHUNKS=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
         self.d.stream_chunks = c;
@@ -160,7 +160,7 @@ impl CudaBackend {
     /// Whether the streaming top-N orders only each row's kept prefix where
     /// the step allows it ([`Caps::prefix_order`], `pipeline::sorted_prefix`):
     /// forced on or off (`Some`), or by the candidate width (`None`, the
-    /// default: [`prefix_order_auto`], from N = 2048). `SAMPLER_PREFIX_ORDER=1` /
+    /// default: [`prefix_order_auto`], from N = 1024). `SAMPLER_PREFIX_ORDER=1` /
     /// `0` when the backend is created forces it too. The same bits either way.
     pub fn set_prefix_order(&mut self, on: Option<bool>) {
         self.d.prefix_order = on;
