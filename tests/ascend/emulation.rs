@@ -296,7 +296,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 prefix_order: false, // buffers compared launch by launch: all N in order
                 kept_head: true,
                 fold_finalize: true,
-                fold_tail: true,
+                fold_tail: true, // no effect: fused_max 0 runs no fused kernel
                 head_tile: 1024,
             },
             Numerics::Exact,

@@ -1042,14 +1042,18 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
     assert!(prefix_overflows > 20, "{prefix_overflows} prefix rows overflowed");
 }
 
-/// `process_draw_head` with a rest of whole tiles and more (here over
-/// `TILE` = 16384 candidates, as at `tile = 1024` on the GPU with N = 4096):
-/// the per-lane sums of the rest, the last tiles clamped to end at N,
-/// against `process` then `draw` over every column, bit for bit.
+/// The draw over a kept head with a rest of whole tiles and more (over
+/// `TILE` = 16384 candidates on the CPU lowering, as at `tile = 256` on the
+/// GPU with N = 4096: the per-lane sums of the rest, the last tiles clamped
+/// to end at N), rests of exactly 1, 2 and 3 tiles and between, up to 6
+/// passes: `process_draw_head` against `process` then `draw` over every
+/// column, and `process_draw_finish` against `process_draw_head` then
+/// `finalize_info_top`, bit for bit.
 #[test]
-fn process_draw_head_over_a_rest_of_many_tiles_equals_process_then_draw() {
+fn kept_head_draws_over_a_rest_of_many_tiles_equal_the_full_row() {
+    const T: u32 = 16384;
     let mut rng = Rng::new(31);
-    let v = 50000usize;
+    let v = 12 * T as usize;
     let mut wide = 0;
     for rep in 0..24u64 {
         // Odd reps: 64 logits well above a flat rest holding most of the mass, so
@@ -1063,14 +1067,22 @@ fn process_draw_head_over_a_rest_of_many_tiles_equals_process_then_draw() {
             }
             x
         };
-        let n = rng.pick(&[16384u32, 16385, 20000, 32768, 32769, 40000, 49151, 50000]);
-        let nn = n as usize;
-        let (mut cand, mut ids) = (vec![0f32; nn], vec![0i32; nn]);
-        unsafe { k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
         let sharp = rep % 2 == 1;
         let t = [if sharp { 1.0 } else { rng.pick(&[0.3f32, 0.7, 1.0, 2.0, 30.0]) }];
         let tp = [if sharp { rng.pick(&[0.03f32, 0.05, 0.08]) } else { rng.pick(&[0.5f32, 0.9, 1.0]) }];
         let tk = [if sharp { 50 } else { rng.pick(&[1i32, 5, 50]) }];
+        let head = rng.range(tk[0] as u64, 65) as u32;
+        // The rest: whole tiles exactly, a tile and a bit, or up to 11 tiles and change.
+        let rest = match rep % 4 {
+            0 => T * rng.range(1, 4) as u32,
+            1 => T * rng.range(1, 3) as u32 + rng.range(1, 100) as u32,
+            2 => rng.range(T as u64, 12 * T as u64 - 64) as u32,
+            _ => T - 1,
+        };
+        let n = head + rest;
+        let nn = n as usize;
+        let (mut cand, mut ids) = (vec![0f32; nn], vec![0i32; nn]);
+        unsafe { k::force_topn::cpu(0, Gm::new(&logits), v as u32, n, Gm::new_mut(&mut cand), Gm::new_mut(&mut ids)) };
         let mp = [sampler_host::params::log_min_p(rng.pick(&[0f32, 0.05]))];
         let ord = [rng.pick(&[0u32, 1])];
         let (seed, seq) = ([rng.next_u64()], [rng.next_u64() >> 2]);
@@ -1089,13 +1101,14 @@ fn process_draw_head_over_a_rest_of_many_tiles_equals_process_then_draw() {
             );
             k::draw::cpu(0, Gm::new(&lp1), Gm::new(&ids), n, Gm::new(&seed), Gm::new(&seq), Gm::new_mut(&mut tok1));
         }
-        let head = rng.range(tk[0] as u64, 65) as u32;
         for i in (head as usize + 1..nn).rev() {
             let j = head as usize + rng.below(i - head as usize + 1);
             cand.swap(i, j);
             ids.swap(i, j);
         }
-        let (mut lp2, mut tok2) = (vec![7f32; nn], [0i32]);
+        let kk = rng.range(0, 6) as u32;
+        let g = Groups::random(&mut rng, &ids, 1, nn, v);
+        let (mut a, mut b) = (TailBufs::new(1, nn, kk as usize, 7), TailBufs::new(1, nn, kk as usize, 7));
         unsafe {
             k::process_draw_head::cpu(
                 0,
@@ -1110,20 +1123,50 @@ fn process_draw_head_over_a_rest_of_many_tiles_equals_process_then_draw() {
                 Gm::new(&ord),
                 Gm::new(&seed),
                 Gm::new(&seq),
-                Gm::new_mut(&mut lp2),
-                Gm::new_mut(&mut tok2),
+                Gm::new_mut(&mut a.logprobs),
+                Gm::new_mut(&mut a.fresh),
             );
         }
         // lp1 is in the sorted order; the head's columns are the same, the rest all -inf.
-        assert_eq!(bits(&lp2[..head as usize]), bits(&lp1[..head as usize]), "rep {rep}: head {head} of {n}");
-        assert!(lp2[head as usize..].iter().all(|&x| x == f32::NEG_INFINITY), "rep {rep}: the rest is -inf");
-        assert!(
-            lp1[head as usize..].iter().all(|&x| x == f32::NEG_INFINITY),
-            "rep {rep}: top-k {} kept past the head",
-            tk[0]
-        );
-        assert_eq!(tok2, tok1, "rep {rep}: token, head {head} of {n}");
-        wide += (n - head >= 16384) as usize;
+        let h = head as usize;
+        assert_eq!(bits(&a.logprobs[..h]), bits(&lp1[..h]), "rep {rep}: head {head} of {n}");
+        assert!(a.logprobs[h..].iter().all(|&x| x == f32::NEG_INFINITY), "rep {rep}: the rest is -inf");
+        assert!(lp1[h..].iter().all(|&x| x == f32::NEG_INFINITY), "rep {rep}: top-k {} kept past the head", tk[0]);
+        assert_eq!(a.fresh, tok1.to_vec(), "rep {rep}: token, head {head} of {n}");
+        a.finalize_info_top(0, &g, (&cand, &ids), n, head, kk);
+        unsafe {
+            k::process_draw_finish::cpu(
+                0,
+                Gm::new(&cand),
+                Gm::new(&ids),
+                n,
+                head,
+                Gm::new(&t),
+                Gm::new(&tp),
+                Gm::new(&tk),
+                Gm::new(&mp),
+                Gm::new(&ord),
+                Gm::new(&seed),
+                Gm::new(&seq),
+                Gm::new_mut(&mut b.logprobs),
+                Gm::new_mut(&mut b.fresh),
+                Gm::new(&g.kind),
+                Gm::new(&g.gstatus),
+                Gm::new(&g.rstatus),
+                Gm::new(&g.golden),
+                Gm::new_mut(&mut b.tokens),
+                Gm::new_mut(&mut b.lookup),
+                Gm::new_mut(&mut b.accepted),
+                Gm::new_mut(&mut b.status),
+                kk,
+                Gm::new_mut(&mut b.token_lp),
+                Gm::new_mut(&mut b.sum_smaller),
+                Gm::new_mut(&mut b.top_ids),
+                Gm::new_mut(&mut b.top_lps),
+            )
+        };
+        assert_eq!(b.bits(), a.bits(), "rep {rep}: process_draw_finish, head {head} of {n}");
+        wide += (rest >= T) as usize;
     }
-    assert!(wide >= 12, "{wide} rows with a rest of whole tiles");
+    assert!(wide >= 18, "{wide} rows with a rest of whole tiles");
 }

@@ -1,6 +1,8 @@
 //! Sections 5, 8 and 10.3: the processed logprob of each row's token and
 //! its `sum_smaller_probs`, the top logprobs (`token_info*`, `top_logprobs`)
-//! and the raw logprobs (`raw_logprobs`).
+//! and the raw logprobs (`raw_logprobs`); on steps of one-row groups with
+//! section 7 too (`finalize_info_top`), and with the draw before it
+//! (`process_draw_finish`, `prefix_draw_finish`).
 
 // The draw helpers and those they call (a helper's body is expanded here).
 use super::sample::{

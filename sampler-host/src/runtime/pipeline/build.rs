@@ -341,7 +341,11 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
 /// (the prefix path's `process_prefix_draw` when `mass` gives the chunks
 /// per row of `Mass`), remap + verify, finalize, tree_walk, token info + top
 /// logprobs, and raw logprobs when `logits` names the buffer they read the
-/// logits from ([`Buf::Logits`], or [`Buf::Masked`] in a masked step).
+/// logits from ([`Buf::Logits`], or [`Buf::Masked`] in a masked step). On
+/// steps of one-row groups finalize folds into the token info
+/// (`finalize_info_top`, [`Caps::fold_finalize`]) or, over a kept head and
+/// on the prefix path, into the draw (`process_draw_finish`,
+/// `prefix_draw_finish`, [`Caps::fold_tail`]).
 fn tail(
     p: &StepPlan,
     n: u32,

@@ -18,7 +18,7 @@ mod policy;
 mod tests;
 
 pub use bufs::{host_input, Buf, BufSpec, HostSlice, HostSliceMut, Init, Upload, OUTPUTS};
-pub use build::{any_mask, build, build_from_candidates, sorted_prefix, Launch, Program};
+pub use build::{any_mask, build, build_from_candidates, head_tile, sorted_prefix, Launch, Program};
 pub use device::{stream_buffer_keys, Caps, Device, STREAM_MAX_N};
 pub use local::{build_local, run_local, LocalStage};
 pub use policy::{After, PrefixPolicy, MAX_PREFIX_WIDTH, PREFIX_TOPK_OFF};
