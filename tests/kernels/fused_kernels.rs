@@ -738,6 +738,18 @@ struct Tail {
     top_lps: Vec<u32>,
 }
 
+/// The filter and draw parameters of a batch's rows (`[R]` each, as the
+/// kernels take them).
+struct Params {
+    t: Vec<f32>,
+    tp: Vec<f32>,
+    tk: Vec<i32>,
+    mp: Vec<f32>,
+    ord: Vec<u32>,
+    seed: Vec<u64>,
+    seq: Vec<u64>,
+}
+
 struct TailBufs {
     logprobs: Vec<f32>,
     overflow: Vec<u32>,
@@ -813,6 +825,71 @@ impl TailBufs {
             )
         };
     }
+
+    /// `process_draw_head` on row `r` (head of `head` of `n` candidates).
+    fn draw_head(&mut self, r: u32, p: &Params, (cand, ids): (&[f32], &[i32]), n: u32, head: u32) {
+        unsafe {
+            k::process_draw_head::cpu(
+                r,
+                Gm::new(cand),
+                Gm::new(ids),
+                n,
+                head,
+                Gm::new(&p.t),
+                Gm::new(&p.tp),
+                Gm::new(&p.tk),
+                Gm::new(&p.mp),
+                Gm::new(&p.ord),
+                Gm::new(&p.seed),
+                Gm::new(&p.seq),
+                Gm::new_mut(&mut self.logprobs),
+                Gm::new_mut(&mut self.fresh),
+            )
+        };
+    }
+
+    /// `process_draw_finish` on row `r`: `(n, head, kk)` as `draw_head` and
+    /// `finalize_info_top`.
+    fn draw_finish(
+        &mut self,
+        r: u32,
+        p: &Params,
+        g: &Groups,
+        (cand, ids): (&[f32], &[i32]),
+        (n, head, kk): (u32, u32, u32),
+    ) {
+        unsafe {
+            k::process_draw_finish::cpu(
+                r,
+                Gm::new(cand),
+                Gm::new(ids),
+                n,
+                head,
+                Gm::new(&p.t),
+                Gm::new(&p.tp),
+                Gm::new(&p.tk),
+                Gm::new(&p.mp),
+                Gm::new(&p.ord),
+                Gm::new(&p.seed),
+                Gm::new(&p.seq),
+                Gm::new_mut(&mut self.logprobs),
+                Gm::new_mut(&mut self.fresh),
+                Gm::new(&g.kind),
+                Gm::new(&g.gstatus),
+                Gm::new(&g.rstatus),
+                Gm::new(&g.golden),
+                Gm::new_mut(&mut self.tokens),
+                Gm::new_mut(&mut self.lookup),
+                Gm::new_mut(&mut self.accepted),
+                Gm::new_mut(&mut self.status),
+                kk,
+                Gm::new_mut(&mut self.token_lp),
+                Gm::new_mut(&mut self.sum_smaller),
+                Gm::new_mut(&mut self.top_ids),
+                Gm::new_mut(&mut self.top_lps),
+            )
+        };
+    }
 }
 
 /// `process_draw_finish` against `process_draw_head` (`process_draw` when
@@ -848,12 +925,13 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
         let ord: Vec<u32> = (0..rows).map(|_| rng.pick(&[0u32, 1])).collect();
         let seed: Vec<u64> = (0..rows).map(|_| rng.next_u64()).collect();
         let seq: Vec<u64> = (0..rows).map(|_| rng.next_u64() >> 2).collect();
+        let p = Params { t, tp, tk, mp, ord, seed, seq };
         let g = Groups::random(&mut rng, &ids, rows, nn, v);
         let kk = rng.range(0, n.min(6) as u64 + 1) as u32;
         // A head holding every row's top-k and the top logprobs, the rest of
         // each row shuffled (the stream select's unordered rest); all N when
         // some row has top-k off.
-        let lo = tk.iter().map(|&x| if x < 0 { n } else { (x as u32).min(n) }).max().unwrap().max(kk).max(1);
+        let lo = p.tk.iter().map(|&x| if x < 0 { n } else { (x as u32).min(n) }).max().unwrap().max(kk).max(1);
         let head = rng.range(lo as u64, n as u64 + 1) as u32;
         for r in 0..rows {
             for i in (head as usize + 1..nn).rev() {
@@ -865,78 +943,33 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
         heads += (head < n) as usize;
         let (mut a, mut b) = (TailBufs::new(rows, nn, kk as usize, 9), TailBufs::new(rows, nn, kk as usize, 9));
         for r in 0..rows as u32 {
-            unsafe {
-                if head < n {
-                    k::process_draw_head::cpu(
-                        r,
-                        Gm::new(&cand),
-                        Gm::new(&ids),
-                        n,
-                        head,
-                        Gm::new(&t),
-                        Gm::new(&tp),
-                        Gm::new(&tk),
-                        Gm::new(&mp),
-                        Gm::new(&ord),
-                        Gm::new(&seed),
-                        Gm::new(&seq),
-                        Gm::new_mut(&mut a.logprobs),
-                        Gm::new_mut(&mut a.fresh),
-                    );
-                } else {
+            if head < n {
+                a.draw_head(r, &p, (&cand, &ids), n, head);
+            } else {
+                unsafe {
                     k::process_draw::cpu(
                         r,
                         Gm::new(&cand),
                         Gm::new(&ids),
                         n,
-                        Gm::new(&t),
-                        Gm::new(&tp),
-                        Gm::new(&tk),
-                        Gm::new(&mp),
-                        Gm::new(&ord),
-                        Gm::new(&seed),
-                        Gm::new(&seq),
+                        Gm::new(&p.t),
+                        Gm::new(&p.tp),
+                        Gm::new(&p.tk),
+                        Gm::new(&p.mp),
+                        Gm::new(&p.ord),
+                        Gm::new(&p.seed),
+                        Gm::new(&p.seq),
                         Gm::new_mut(&mut a.logprobs),
                         Gm::new_mut(&mut a.fresh),
-                    );
-                }
+                    )
+                };
             }
         }
         for r in 0..rows as u32 {
             a.finalize_info_top(r, &g, (&cand, &ids), n, head, kk);
         }
         for r in 0..rows as u32 {
-            unsafe {
-                k::process_draw_finish::cpu(
-                    r,
-                    Gm::new(&cand),
-                    Gm::new(&ids),
-                    n,
-                    head,
-                    Gm::new(&t),
-                    Gm::new(&tp),
-                    Gm::new(&tk),
-                    Gm::new(&mp),
-                    Gm::new(&ord),
-                    Gm::new(&seed),
-                    Gm::new(&seq),
-                    Gm::new_mut(&mut b.logprobs),
-                    Gm::new_mut(&mut b.fresh),
-                    Gm::new(&g.kind),
-                    Gm::new(&g.gstatus),
-                    Gm::new(&g.rstatus),
-                    Gm::new(&g.golden),
-                    Gm::new_mut(&mut b.tokens),
-                    Gm::new_mut(&mut b.lookup),
-                    Gm::new_mut(&mut b.accepted),
-                    Gm::new_mut(&mut b.status),
-                    kk,
-                    Gm::new_mut(&mut b.token_lp),
-                    Gm::new_mut(&mut b.sum_smaller),
-                    Gm::new_mut(&mut b.top_ids),
-                    Gm::new_mut(&mut b.top_lps),
-                )
-            };
+            b.draw_finish(r, &p, &g, (&cand, &ids), (n, head, kk));
         }
         assert_eq!(b.bits(), a.bits(), "rep {rep}: process_draw_finish, head {head} of {n}, {rows} rows");
         // The prefix path: the first n of each row in order (unshuffled), the
@@ -960,11 +993,11 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
                     chunks,
                     Gm::new(&cand),
                     n,
-                    Gm::new(&t),
-                    Gm::new(&tp),
-                    Gm::new(&tk),
-                    Gm::new(&mp),
-                    Gm::new(&ord),
+                    Gm::new(&p.t),
+                    Gm::new(&p.tp),
+                    Gm::new(&p.tk),
+                    Gm::new(&p.mp),
+                    Gm::new(&p.ord),
                     Gm::new_mut(&mut mass),
                 )
             };
@@ -980,13 +1013,13 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
                     v as u32,
                     Gm::new(&mass),
                     chunks,
-                    Gm::new(&t),
-                    Gm::new(&tp),
-                    Gm::new(&tk),
-                    Gm::new(&mp),
-                    Gm::new(&ord),
-                    Gm::new(&seed),
-                    Gm::new(&seq),
+                    Gm::new(&p.t),
+                    Gm::new(&p.tp),
+                    Gm::new(&p.tk),
+                    Gm::new(&p.mp),
+                    Gm::new(&p.ord),
+                    Gm::new(&p.seed),
+                    Gm::new(&p.seq),
                     Gm::new_mut(&mut a.logprobs),
                     Gm::new_mut(&mut a.overflow),
                     Gm::new_mut(&mut a.fresh),
@@ -1006,13 +1039,13 @@ fn draw_finish_kernels_equal_the_draw_then_finalize_info_top() {
                     v as u32,
                     Gm::new(&mass),
                     chunks,
-                    Gm::new(&t),
-                    Gm::new(&tp),
-                    Gm::new(&tk),
-                    Gm::new(&mp),
-                    Gm::new(&ord),
-                    Gm::new(&seed),
-                    Gm::new(&seq),
+                    Gm::new(&p.t),
+                    Gm::new(&p.tp),
+                    Gm::new(&p.tk),
+                    Gm::new(&p.mp),
+                    Gm::new(&p.ord),
+                    Gm::new(&p.seed),
+                    Gm::new(&p.seq),
                     Gm::new_mut(&mut b.logprobs),
                     Gm::new_mut(&mut b.overflow),
                     Gm::new_mut(&mut b.fresh),
@@ -1086,6 +1119,15 @@ fn kept_head_draws_over_a_rest_of_many_tiles_equal_the_full_row() {
         let mp = [sampler_host::params::log_min_p(rng.pick(&[0f32, 0.05]))];
         let ord = [rng.pick(&[0u32, 1])];
         let (seed, seq) = ([rng.next_u64()], [rng.next_u64() >> 2]);
+        let p = Params {
+            t: t.to_vec(),
+            tp: tp.to_vec(),
+            tk: tk.to_vec(),
+            mp: mp.to_vec(),
+            ord: ord.to_vec(),
+            seed: seed.to_vec(),
+            seq: seq.to_vec(),
+        };
         let (mut lp1, mut tok1) = (vec![0f32; nn], [0i32]);
         unsafe {
             k::process::cpu(
@@ -1109,24 +1151,7 @@ fn kept_head_draws_over_a_rest_of_many_tiles_equal_the_full_row() {
         let kk = rng.range(0, 6) as u32;
         let g = Groups::random(&mut rng, &ids, 1, nn, v);
         let (mut a, mut b) = (TailBufs::new(1, nn, kk as usize, 7), TailBufs::new(1, nn, kk as usize, 7));
-        unsafe {
-            k::process_draw_head::cpu(
-                0,
-                Gm::new(&cand),
-                Gm::new(&ids),
-                n,
-                head,
-                Gm::new(&t),
-                Gm::new(&tp),
-                Gm::new(&tk),
-                Gm::new(&mp),
-                Gm::new(&ord),
-                Gm::new(&seed),
-                Gm::new(&seq),
-                Gm::new_mut(&mut a.logprobs),
-                Gm::new_mut(&mut a.fresh),
-            );
-        }
+        a.draw_head(0, &p, (&cand, &ids), n, head);
         // lp1 is in the sorted order; the head's columns are the same, the rest all -inf.
         let h = head as usize;
         assert_eq!(bits(&a.logprobs[..h]), bits(&lp1[..h]), "rep {rep}: head {head} of {n}");
@@ -1134,37 +1159,7 @@ fn kept_head_draws_over_a_rest_of_many_tiles_equal_the_full_row() {
         assert!(lp1[h..].iter().all(|&x| x == f32::NEG_INFINITY), "rep {rep}: top-k {} kept past the head", tk[0]);
         assert_eq!(a.fresh, tok1.to_vec(), "rep {rep}: token, head {head} of {n}");
         a.finalize_info_top(0, &g, (&cand, &ids), n, head, kk);
-        unsafe {
-            k::process_draw_finish::cpu(
-                0,
-                Gm::new(&cand),
-                Gm::new(&ids),
-                n,
-                head,
-                Gm::new(&t),
-                Gm::new(&tp),
-                Gm::new(&tk),
-                Gm::new(&mp),
-                Gm::new(&ord),
-                Gm::new(&seed),
-                Gm::new(&seq),
-                Gm::new_mut(&mut b.logprobs),
-                Gm::new_mut(&mut b.fresh),
-                Gm::new(&g.kind),
-                Gm::new(&g.gstatus),
-                Gm::new(&g.rstatus),
-                Gm::new(&g.golden),
-                Gm::new_mut(&mut b.tokens),
-                Gm::new_mut(&mut b.lookup),
-                Gm::new_mut(&mut b.accepted),
-                Gm::new_mut(&mut b.status),
-                kk,
-                Gm::new_mut(&mut b.token_lp),
-                Gm::new_mut(&mut b.sum_smaller),
-                Gm::new_mut(&mut b.top_ids),
-                Gm::new_mut(&mut b.top_lps),
-            )
-        };
+        b.draw_finish(0, &p, &g, (&cand, &ids), (n, head, kk));
         assert_eq!(b.bits(), a.bits(), "rep {rep}: process_draw_finish, head {head} of {n}");
         wide += (rest >= T) as usize;
     }
