@@ -43,6 +43,8 @@
 # chunks:  the streaming top-N over several blocks a row (SAMPLER_STREAM_CHUNKS), correctness then speed.
 # profile: Nsight Compute source counters (per SASS instruction) of the hot kernels, PROF_SHAPES.
 # ab:      a kernel change against AB_PTX (SAMPLER_PTX_FILE): correctness, then f32 / bf16 / chunks.
+# variants: several PTX builds (VARIANTS="b c", .gpu/ptx-<v>.ptx.xz) against the binaries' own: the JIT warmed
+#          for all at once, correctness of each, then f32 benchmarks interleaved and bf16.
 # Logs and JSON land in $OUT (default /tmp/gpu-out).
 set -u
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -507,6 +509,50 @@ nccl() {
     grep -q "vocab_parallel exit status: 0 (nccl), 0 (nccl-raw)" "$out/nccl.log"
 }
 
+# Several PTX builds of the same kernels beside the binaries' own (A): VARIANTS="b c d" names
+# .gpu/ptx-<v>.ptx.xz (SAMPLER_PTX_FILE). The driver compiles each PTX module at its first load
+# (about 70 s for the 142 entries, cached after that only when the compile finished): warm every
+# variant at once first, with a long timeout, then correctness per variant, then benchmarks
+# interleaved (A, each variant, A, each variant again).
+variants() {
+    local b=$s/bin gd=$s/golden rc=0 v
+    {
+        echo "== variants at $(date -u +%FT%TZ), commit $(cat $s/commit), VARIANTS=${VARIANTS:-}"
+        for v in ${VARIANTS:-}; do xz -dc $g/ptx-$v.ptx.xz > /tmp/ptx-$v.ptx || rc=1; done
+        timeout 300 $b/gpu_suite synth 1:64 > /dev/null 2>&1 &
+        for v in ${VARIANTS:-}; do
+            SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx timeout 300 $b/gpu_suite synth 1:64 > /dev/null 2>&1 &
+        done
+        wait
+        echo "== JIT warmed at $(date -u +%T)"
+        for v in ${VARIANTS:-}; do
+            local e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
+            echo "== $v gpu_suite golden (default; over 8 blocks; stream select + prefix order forced)"
+            env $e timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+            env $e SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+            env $e SAMPLER_STREAM_SELECT=1 SAMPLER_PREFIX_ORDER=1 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+            echo "== $v gpu_suite adversarial (stream select)"
+            env $e SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
+            echo "== $v gpu_suite synth"
+            env $e timeout 120 $b/gpu_suite synth ${VAR_SYNTH:-1:4096 16:4096 64:4096 384:4096 16:1024 64:0} 2>&1 | tail -7 || rc=1
+        done
+        for v in a ${VARIANTS:-} a2 ${VARIANTS:-}; do
+            local e="" f=$v
+            case $v in a|a2) ;; *) e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"; [ -f "$out/ours-$v.json" ] && f=${v}2 ;; esac
+            echo "== ours $f (f32)"
+            env $e timeout 150 $b/benchmark run --rows "${VAR_ROWS:-1,16,64,384}" --n "${VAR_NS:-1024,4096,0}" --json "$out/ours-$f.json" || rc=1
+        done
+        for v in a ${VARIANTS:-}; do
+            local e=""; [ $v = a ] || e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
+            echo "== ours $v (bf16)"
+            env $e timeout 100 $b/benchmark run --dtype bf16 --rows "${VAR_BROWS:-1,16,384}" --n "${VAR_BNS:-1024,4096}" --json "$out/bf16-$v.json" || rc=1
+        done
+        echo "== variants rc=$rc"
+        exit $rc
+    } 2>&1 | tee "$out/variants.log"
+    return "${PIPESTATUS[0]}"
+}
+
 case "${1:-}" in
 build) build ;;
 check) unpack; check ;;
@@ -520,6 +566,7 @@ profile) unpack; profile 2>&1 | tee "$out/profile.log" ;;
 chunks) unpack; chunks ;;
 prefix) unpack; prefix ;;
 ab) unpack; ab ;;
+variants) unpack; variants ;;
 chart)
     # Here, after a speed round: DIR/{ours,fi,torch,bf16}.json -> table.md, chart.svg, chart.png.
     d="${2:?usage: $0 chart DIR}"
