@@ -536,11 +536,13 @@ variants() {
             echo "== $v gpu_suite synth"
             env $e timeout 120 $b/gpu_suite synth ${VAR_SYNTH:-1:4096 16:4096 64:4096 384:4096 16:1024 64:0} 2>&1 | tail -7 || rc=1
         done
-        for v in a ${VARIANTS:-} a2 ${VARIANTS:-}; do
-            local e="" f=$v
-            case $v in a|a2) ;; *) e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"; [ -f "$out/ours-$v.json" ] && f=${v}2 ;; esac
-            echo "== ours $f (f32)"
-            env $e timeout 150 $b/benchmark run --rows "${VAR_ROWS:-1,16,64,384}" --n "${VAR_NS:-1024,4096,0}" --json "$out/ours-$f.json" || rc=1
+        local pass
+        for pass in "" 2; do
+            for v in a ${VARIANTS:-}; do
+                local e=""; [ $v = a ] || e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
+                echo "== ours $v$pass (f32)"
+                env $e timeout 150 $b/benchmark run --rows "${VAR_ROWS:-1,16,64,384}" --n "${VAR_NS:-1024,4096,0}" --json "$out/ours-$v$pass.json" || rc=1
+            done
         done
         for v in a ${VARIANTS:-}; do
             local e=""; [ $v = a ] || e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"

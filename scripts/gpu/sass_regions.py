@@ -9,7 +9,10 @@ Written in the thirteenth session before a CSV of this ncu version came back: th
 names ("Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed")
 are matched loosely; check them against the header it prints on its first real use.
 """
-import csv, sys, re, collections
+import collections
+import csv
+import sys
+
 f = sys.argv[1]
 rows = list(csv.reader(open(f, errors='replace')))
 # find header row
@@ -34,6 +37,12 @@ for r in data:
     ins.append((r[ca], r[cs], num(r[csamp]) if csamp is not None else 0, num(r[cexe]) if cexe is not None else 0))
 tot_s = sum(x[2] for x in ins); tot_e = sum(x[3] for x in ins)
 print(f"{f}: {len(ins)} instrs, samples {tot_s:.0f}, warp instrs executed {tot_e:.0f}")
+def opcode(sass):
+    """`@!P0 LDG.E.128 R8, ...` -> `LDG` (the predicate guard dropped)."""
+    toks = sass.split()
+    if toks and toks[0].startswith('@'):
+        toks = toks[1:]
+    return toks[0].split('.')[0] if toks else ''
 # regions split at BAR.SYNC
 regs = []; cur = []
 for x in ins:
@@ -44,7 +53,7 @@ if cur: regs.append(cur)
 out = []
 for i, r in enumerate(regs):
     s = sum(x[2] for x in r); e = sum(x[3] for x in r)
-    ops = collections.Counter(x[1].split()[0].lstrip('@!P0123456789T').split('.')[0] if not x[1].startswith('@') else x[1].split()[1].split('.')[0] for x in r)
+    ops = collections.Counter(opcode(x[1]) for x in r)
     keyops = {k: v for k, v in ops.items() if k in ('MATCH','ATOMS','ATOM','RED','VOTE','LDG','STG','SHFL','LDS','STS','BAR','REDUX','POPC','FLO','BREV')}
     out.append((s, e, i, r[0][0], r[-1][0], len(r), keyops))
 print("region first..last addr, n instrs, samples %, executed %, key ops")
