@@ -43,8 +43,9 @@ pub struct CudaDevice {
     pub(super) stream_select: Option<bool>,
     /// [`Caps::stream_chunks`] forced (`SAMPLER_STREAM_CHUNKS=C` at backend
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: by the batch,
-    /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 2048 when only the
-    /// kept prefix is ordered, else one).
+    /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 1024 when only the
+    /// kept prefix is ordered, else one). More than one block a row also
+    /// turns the streaming top-N on when [`Self::stream_select`] is `None`.
     pub(super) stream_chunks: Option<u32>,
     /// [`Caps::prefix_order`] forced on or off (`SAMPLER_PREFIX_ORDER=1` / `0`
     /// at backend creation, or [`CudaBackend::set_prefix_order`]); `None`: by
@@ -161,8 +162,10 @@ pub const PREFIX_ORDER_MIN_N: u32 = 1024;
 
 /// From this candidate width up, the streaming top-N of small batches is
 /// spread over several blocks a row ([`stream_chunks_auto`]; run 28 at
-/// N = 4096; at N = 1024 one block stays, run 33).
-pub const STREAM_CHUNKS_MIN_N: u32 = 2048;
+/// N = 4096; run 35 at N = 1024: R = 1 43.0 us over 8 blocks against 48.3
+/// on the chunked staged path and 54.6 in one block, R = 16 45.4 against
+/// 52.8 in one block, docs/bench/run35-speed).
+pub const STREAM_CHUNKS_MIN_N: u32 = 1024;
 
 /// Whether the streaming top-N at candidate width `n` orders only the kept
 /// prefix when nothing forces it ([`Caps::prefix_order`]; the same bits
@@ -328,13 +331,15 @@ impl Device for CudaDevice {
 
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
         let prefix = self.prefix_order.unwrap_or_else(|| prefix_order_auto(n));
+        let stream_chunks = self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 });
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
             topn_chunks: self.chunks_for(v, n, rows),
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
-            stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows)),
-            stream_chunks: self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 }),
+            // Several blocks a row beat the staged path where one block does not (N = 1024, R < 16).
+            stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows) || stream_chunks > 1),
+            stream_chunks,
             prefix_order: prefix,
             kept_head: self.kept_head.unwrap_or(true),
             fold_finalize: self.fold_finalize.unwrap_or(true),
@@ -742,12 +747,13 @@ impl Device for CudaDevice {
 mod tests {
     use super::*;
 
-    /// The measured defaults (runs 28 and 33): prefix order from N = 1024,
-    /// several blocks a row only from N = 2048 at small R.
+    /// The measured defaults (runs 28, 33 and 35): prefix order from N = 1024,
+    /// several blocks a row from N = 1024 at small R.
     #[test]
     fn auto_policies_follow_the_measured_thresholds() {
         assert!(!prefix_order_auto(512) && prefix_order_auto(1024) && prefix_order_auto(4096));
-        assert_eq!(stream_chunks_auto(1024, 1), 0);
+        assert_eq!(stream_chunks_auto(512, 1), 0);
+        assert_eq!(stream_chunks_auto(1024, 1), STREAM_CHUNKS_SMALL_R);
         assert_eq!(stream_chunks_auto(4096, 1), STREAM_CHUNKS_SMALL_R);
         assert_eq!(stream_chunks_auto(4096, STREAM_CHUNKS_MAX_ROWS + 1), 0);
     }

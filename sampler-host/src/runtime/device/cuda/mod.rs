@@ -151,7 +151,9 @@ impl CudaBackend {
     /// ([`Caps::stream_chunks`]: `topn_chunk_stream` + `topn_merge_stream`;
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
     /// (`None`, the default: [`stream_chunks_auto`], 8 blocks at R <= 16 and
-    /// N >= [`STREAM_CHUNKS_MIN_N`] with prefix order, else one; docs/bench/run28-pair). `SAMPLER_STREAM_CHUNKS=c`
+    /// N >= [`STREAM_CHUNKS_MIN_N`] with prefix order, else one; docs/bench/run28-pair,
+    /// run35-speed); more than one also turns the streaming top-N on when
+    /// [`Self::set_stream_select`] left it to the batch. `SAMPLER_STREAM_CHUNKS=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
         self.d.stream_chunks = c;
