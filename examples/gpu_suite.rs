@@ -17,7 +17,10 @@
 //! gpu_suite adversarial         selection edge cases at V = 129280 (all equal, two levels,
 //!                               few distinct values, extremes, a crowded boundary bin under
 //!                               and over the candidate list, exactly n above a bin edge,
-//!                               mostly -inf) for N in 1, 50, 1024, 4096, off: CUDA vs CPU bitwise
+//!                               mostly -inf) for N in 1, 50, 1024, 4096, off: CUDA vs CPU bitwise;
+//!                               then those rows and rows of NaNs as bf16 / f16 device logits
+//!                               through the streaming top-N (1 and 8 blocks a row) and without
+//!                               it, top-k off and 50, vs the CPU on their f32 widening
 //! gpu_suite tree                tree verification (SAMPLER.md 11) at R = 64, V = 129280, N in
 //!                               4096, off: per-kernel times of 64 plain decode rows vs one
 //!                               64-node tree / four 16-node trees (fixed, with replacement),
@@ -618,11 +621,153 @@ fn adversarial() -> ExitCode {
         }
     }
     cuda.set_stream_select(env_sel);
+    bad += half_adversarial(v, &rows);
     if bad == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
+}
+
+/// Rows of NaN bit patterns for [`half_adversarial`], as (name, bf16 bits,
+/// f16 bits): every logit NaN (payloads and signs varied: a conversion that
+/// does not keep them would show), and NaNs, +-inf and -0.0 among normal logits.
+fn half_nan_rows(v: usize) -> Vec<(&'static str, Vec<u16>, Vec<u16>)> {
+    use half::{bf16, f16};
+    let mut g = Rng(29);
+    let nan = |i: usize, f16: bool| -> u16 {
+        let sign = if i % 2 == 1 { 0x8000 } else { 0 };
+        let payload = (i as u16).wrapping_mul(0x9e37) & 0x3f;
+        if f16 {
+            sign | 0x7c01 | (payload << 3)
+        } else {
+            sign | 0x7f81 | payload
+        }
+    };
+    let all: (Vec<u16>, Vec<u16>) = (0..v).map(|i| (nan(i, false), nan(i, true))).unzip();
+    let mut rows = vec![("all NaN", all.0, all.1)];
+    let mut mixed = (Vec::with_capacity(v), Vec::with_capacity(v));
+    for i in 0..v {
+        let x = 3.0 * (g.unit() + g.unit() + g.unit() + g.unit() - 2.0);
+        let (b, h) = match i % 11 {
+            0 => (nan(i, false), nan(i, true)),
+            3 if i % 3 == 0 => (bf16::NEG_INFINITY.to_bits(), f16::NEG_INFINITY.to_bits()),
+            5 if i % 5 == 0 => (0x8000, 0x8000),
+            7 if i % 1001 == 7 => (bf16::INFINITY.to_bits(), f16::INFINITY.to_bits()),
+            _ => (bf16::from_f32(x).to_bits(), f16::from_f32(x).to_bits()),
+        };
+        mixed.0.push(b);
+        mixed.1.push(h);
+    }
+    rows.push(("NaNs among logits", mixed.0, mixed.1));
+    rows
+}
+
+/// [`adversarial_rows`] and [`half_nan_rows`] as bf16 and as f16 logits in
+/// device memory, through the streaming top-N on one block a row and on 8
+/// (`SAMPLER_STREAM_SELECT` / `SAMPLER_STREAM_CHUNKS` set for each sampler's
+/// backend) and with it off, N in 1, 50, 1024, 4096, top-k off and 50 (only
+/// the kept prefix ordered): against the CPU on the same values widened to
+/// f32, bitwise. The half paths take their own select (`Source::flat_bits`).
+/// Returns the mismatches.
+fn half_adversarial(v: u32, rows: &[(&'static str, Vec<f32>)]) -> usize {
+    use half::{bf16, f16};
+    use sampler_host::interop::CudaLogits;
+    use sampler_host::{Sampler, SamplerConfig};
+    let mut all: Vec<(&str, Vec<u16>, Vec<u16>)> = rows
+        .iter()
+        .map(|(name, r)| {
+            let b = r.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+            let h = r.iter().map(|&x| f16::from_f32(x).to_bits()).collect();
+            (*name, b, h)
+        })
+        .collect();
+    all.extend(half_nan_rows(v as usize));
+    let names: Vec<&str> = all.iter().map(|r| r.0).collect();
+    let flat = |f16: bool| -> Vec<u16> { all.iter().flat_map(|r| if f16 { &r.2 } else { &r.1 }).copied().collect() };
+    let (bits_b, bits_h) = (flat(false), flat(true));
+    let wide_b: Vec<f32> = bits_b.iter().map(|&b| bf16::from_bits(b).to_f32()).collect();
+    let wide_h: Vec<f32> = bits_h.iter().map(|&b| f16::from_bits(b).to_f32()).collect();
+    let dev_b: Vec<bf16> = bits_b.iter().map(|&b| bf16::from_bits(b)).collect();
+    let dev_h: Vec<f16> = bits_h.iter().map(|&b| f16::from_bits(b)).collect();
+    let requests = |top_k: i64| -> Vec<Request> {
+        (0..all.len() as u64)
+            .map(|i| {
+                let p = SamplingParams {
+                    temperature: 1.0,
+                    top_p: 1.0,
+                    top_k,
+                    top_logprobs: 5,
+                    seq_seed: Some(91 + i),
+                    ..Default::default()
+                };
+                Request::prefill(p, 3 + i)
+            })
+            .collect()
+    };
+    let saved: Vec<(&str, Option<String>)> =
+        ["SAMPLER_STREAM_SELECT", "SAMPLER_STREAM_CHUNKS"].iter().map(|k| (*k, std::env::var(k).ok())).collect();
+    let mut bad = 0;
+    for n in [1u32, 50, 1024, 4096] {
+        let cfg = |backend| SamplerConfig { vocab_size: v, force_topk: n, nextn: 5, backend };
+        let Ok(mut cpu) = Sampler::new(cfg(BackendKind::Cpu)) else {
+            println!("adversarial half N={n}: CPU sampler refused");
+            bad += 1;
+            continue;
+        };
+        for (label, sel, chunks) in
+            [("stream, 1 block", "1", "0"), ("stream, 8 blocks", "1", "8"), ("staged", "0", "0")]
+        {
+            // Read once, when the backend is created (single-threaded here).
+            std::env::set_var("SAMPLER_STREAM_SELECT", sel);
+            std::env::set_var("SAMPLER_STREAM_CHUNKS", chunks);
+            let gpu = Sampler::new(cfg(BackendKind::Cuda));
+            let Ok(mut gpu) = gpu else {
+                println!("adversarial half N={n} {label}: CUDA sampler refused");
+                bad += 1;
+                continue;
+            };
+            let Some(stream) = gpu.cuda_stream() else { continue };
+            for top_k in [-1i64, 50] {
+                let reqs = requests(top_k);
+                for (dt, wide) in [("bf16", &wide_b), ("f16", &wide_h)] {
+                    let want = format!("{:?}", cpu.sample(&wide[..], &reqs));
+                    let got = if dt == "bf16" {
+                        stream.clone_htod(&dev_b).map_err(|e| format!("{e:?}")).map(|d| {
+                            format!("{:?}", gpu.sample_async(CudaLogits::bf16(&d), &reqs).and_then(|p| p.wait()))
+                        })
+                    } else {
+                        stream.clone_htod(&dev_h).map_err(|e| format!("{e:?}")).map(|d| {
+                            format!("{:?}", gpu.sample_async(CudaLogits::f16(&d), &reqs).and_then(|p| p.wait()))
+                        })
+                    };
+                    let verdict = match got {
+                        Ok(g) if g == want => "bitwise ok".to_string(),
+                        Ok(_) => {
+                            bad += 1;
+                            "MISMATCH vs cpu".to_string()
+                        }
+                        Err(e) => {
+                            bad += 1;
+                            format!("upload failed: {e}")
+                        }
+                    };
+                    println!(
+                        "adversarial half N={n}, {dt}, {label}, top-k {top_k}: {} rows ({}): {verdict}",
+                        names.len(),
+                        names.join(", ")
+                    );
+                }
+            }
+        }
+    }
+    for (k, x) in saved {
+        match x {
+            Some(x) => std::env::set_var(k, x),
+            None => std::env::remove_var(k),
+        }
+    }
+    bad
 }
 
 /// A batch of `trees` trees of `m` nodes each (EAGLE-like: root with 4
