@@ -26,11 +26,14 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
     hi: u64,
     k: u32,
 ) -> u64 {
-    radix_select_from(c, iters, keys, has_hi, hi, k, 56)
+    radix_select_from(c, iters, keys, has_hi, hi, k, 56, 0)
 }
 
-/// [`radix_select`] from the digit at bit `from` (a multiple of 8) down,
-/// for keys that all share their bits above `from + 8`.
+/// [`radix_select`] from the digit at bit `from` (a multiple of 8) down to
+/// the digit at bit `last`, for keys that all share their bits above
+/// `from + 8`. With `last > 0` the result is the k-th largest key with its
+/// bits below `last` cleared: a bound with at least `k` keys at or above it.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
@@ -40,6 +43,7 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     hi: u64,
     k: u32,
     from: u32,
+    last: u32,
 ) -> u64 {
     let mut prefix = 0u64;
     let mut mask = 0u64;
@@ -95,7 +99,7 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
         rem -= cum;
         prefix |= (bk as u64) << shift;
         mask |= 255u64 << shift;
-        if cnt == rem || shift == 0 {
+        if cnt == rem || shift == last {
             return prefix;
         }
         shift -= 8;
@@ -528,7 +532,7 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
     };
     // The bin's keys share their top WIDE bits: start at the digit below
     // 56; the select's prefix has bits 0..56, the bin gives the rest.
-    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48) | ((b as u64) << (64 - WIDE))
+    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48, 0) | ((b as u64) << (64 - WIDE))
 }
 
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
@@ -945,9 +949,10 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
 }
 
 /// P1 of [`top_n_stream_counted`]: the order bits of the threshold `T` for
-/// keeping the top `n` of the row at `buf[off..off+v]`, the k-th largest of
-/// `STREAM_SAMPLE` logits at fixed positions (k = mu + 4 sqrt(mu) + 5, mu =
-/// n S / v), or 0 (every key survives) when `all` or k is past the sample.
+/// keeping the top `n` of the row at `buf[off..off+v]`: the top 16 order
+/// bits of the k-th largest of `STREAM_SAMPLE` logits at fixed positions
+/// (k = mu + 4 sqrt(mu) + 5, mu = n S / v), or 0 (every key survives) when
+/// `all` or k is past the sample.
 /// The sample goes through the scratch at `scr`; ends with a barrier.
 #[inline(always)]
 fn stream_threshold<const TH: usize, const I: usize>(
@@ -1011,7 +1016,10 @@ fn stream_threshold<const TH: usize, const I: usize>(
         let s = it * TH as u32 + tid;
         Some(key_of_bits(lds32(scr + 4 * s as u64), s))
     };
-    (radix_select(c, iters, &keys, false, 0, k) >> 32) as u32
+    // The k-th largest sample's top 16 order bits (two digits, not three or
+    // four): a bound with at least k samples at or above it, 1/128 of a
+    // binade below the exact one (a few more survivors, fewer barriers).
+    (radix_select_from(c, iters, &keys, false, 0, k, 56, 48) >> 32) as u32
 }
 
 /// P4 of [`top_n_stream_counted`]: the `m = min(n, total)` largest of the
