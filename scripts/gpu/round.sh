@@ -516,6 +516,11 @@ nccl() {
 # interleaved (A, each variant, A, each variant again).
 variants() {
     local b=$s/bin gd=$s/golden rc=0 v
+    # VAR_CHECK: the variants checked (a = the binaries' own PTX), VAR_FULL: those of them checked
+    # three ways (golden by default, over 8 blocks, stream + prefix forced; the others: the last
+    # only) with synth; VAR_BENCH=0 skips the benchmarks, VAR_CHECKS=0 the checks; VAR_EXTRA: a
+    # command run after the checks (e.g. a knob sweep on the binaries' own PTX).
+    local check="${VAR_CHECK:-a ${VARIANTS:-}}" full="${VAR_FULL:-a ${VARIANTS:-}}"
     {
         echo "== variants at $(date -u +%FT%TZ), commit $(cat $s/commit), VARIANTS=${VARIANTS:-}"
         for v in ${VARIANTS:-}; do xz -dc $g/ptx-$v.ptx.xz > /tmp/ptx-$v.ptx || rc=1; done
@@ -525,31 +530,41 @@ variants() {
         done
         wait
         echo "== JIT warmed at $(date -u +%T)"
-        for v in ${VARIANTS:-}; do
-            local e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
-            echo "== $v gpu_suite golden (default; over 8 blocks; stream select + prefix order forced)"
-            env $e timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
-            env $e SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
-            env $e SAMPLER_STREAM_SELECT=1 SAMPLER_PREFIX_ORDER=1 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
-            echo "== $v gpu_suite adversarial (stream select)"
-            env $e SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
-            echo "== $v gpu_suite synth"
-            env $e timeout 120 $b/gpu_suite synth ${VAR_SYNTH:-1:4096 16:4096 64:4096 384:4096 16:1024 64:0} 2>&1 | tail -7 || rc=1
+        [ "${VAR_CHECKS:-1}" = 1 ] && for v in $check; do
+            local e=""; [ $v = a ] || e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
+            local f=0; case " $full " in *" $v "*) f=1 ;; esac
+            echo "== $v gpu_suite golden ($([ $f = 1 ] && echo 'default; over 8 blocks; ')stream select + prefix order forced) at $(date -u +%T)"
+            if [ $f = 1 ]; then
+                env $e timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+                env $e SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+            fi
+            env $e SAMPLER_STREAM_SELECT=1 SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_CHUNKS=0 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+            echo "== $v gpu_suite adversarial (stream select; then bf16 / f16 device logits)"
+            env $e SAMPLER_STREAM_SELECT=1 timeout 150 $b/gpu_suite adversarial > "$out/adv-$v.log" 2>&1
+            local ar=$?; [ $ar = 0 ] || rc=1
+            echo "adversarial exit $ar: $(grep -c 'bitwise ok' "$out/adv-$v.log") lines bitwise ok; others:"
+            grep -v "bitwise ok" "$out/adv-$v.log" | tail -8
+            grep -o "fallback codes per row.*" "$out/adv-$v.log" | sort | uniq -c | head -4
+            if [ $f = 1 ]; then
+                echo "== $v gpu_suite synth"
+                env $e timeout 120 $b/gpu_suite synth ${VAR_SYNTH:-1:4096 16:4096 64:4096 384:4096 1:1024 16:1024 64:0} 2>&1 | tail -8 || rc=1
+            fi
         done
+        if [ -n "${VAR_EXTRA:-}" ]; then echo "== extra at $(date -u +%T): $VAR_EXTRA"; bash -c "$VAR_EXTRA" || rc=1; fi
         local pass
-        for pass in "" 2; do
+        [ "${VAR_BENCH:-1}" = 1 ] && for pass in "" 2; do
             for v in a ${VARIANTS:-}; do
                 local e=""; [ $v = a ] || e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
-                echo "== ours $v$pass (f32)"
+                echo "== ours $v$pass (f32) at $(date -u +%T)"
                 env $e timeout 150 $b/benchmark run --rows "${VAR_ROWS:-1,16,64,384}" --n "${VAR_NS:-1024,4096,0}" --json "$out/ours-$v$pass.json" || rc=1
             done
         done
-        for v in a ${VARIANTS:-}; do
+        [ "${VAR_BENCH:-1}" = 1 ] && for v in a ${VARIANTS:-}; do
             local e=""; [ $v = a ] || e="SAMPLER_PTX_FILE=/tmp/ptx-$v.ptx"
             echo "== ours $v (bf16)"
             env $e timeout 100 $b/benchmark run --dtype bf16 --rows "${VAR_BROWS:-1,16,384}" --n "${VAR_BNS:-1024,4096}" --json "$out/bf16-$v.json" || rc=1
         done
-        echo "== variants rc=$rc"
+        echo "== variants rc=$rc at $(date -u +%T)"
         exit $rc
     } 2>&1 | tee "$out/variants.log"
     return "${PIPESTATUS[0]}"
