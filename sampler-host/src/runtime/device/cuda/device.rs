@@ -43,8 +43,9 @@ pub struct CudaDevice {
     pub(super) stream_select: Option<bool>,
     /// [`Caps::stream_chunks`] forced (`SAMPLER_STREAM_CHUNKS=C` at backend
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: by the batch,
-    /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 1024 when only the
-    /// kept prefix is ordered, else one). More than one block a row also
+    /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 1024, R <= 32 at
+    /// N = 1024, 4 blocks to R = 64 there, when only the kept prefix is
+    /// ordered; else one). More than one block a row also
     /// turns the streaming top-N on when [`Self::stream_select`] is `None`.
     pub(super) stream_chunks: Option<u32>,
     /// [`Caps::prefix_order`] forced on or off (`SAMPLER_PREFIX_ORDER=1` / `0`
@@ -176,12 +177,28 @@ pub fn prefix_order_auto(n: u32) -> bool {
 
 /// Blocks a row of the streaming top-N when nothing forces it and only the
 /// kept prefix is ordered: [`STREAM_CHUNKS_SMALL_R`] for batches of at most
-/// [`STREAM_CHUNKS_MAX_ROWS`] rows at N >= [`STREAM_CHUNKS_MIN_N`], else one
-/// (0). Measured on the H200 (docs/bench/run28-pair): R = 1, N = 4096 68.2 us
-/// over 8 blocks against 75.3 in one, R = 16 72.9 against 74.0; the same bits.
+/// [`STREAM_CHUNKS_MAX_ROWS`] rows at N >= [`STREAM_CHUNKS_MIN_N`] (at N
+/// below [`STREAM_CHUNKS_WIDE_N`]: up to [`STREAM_CHUNKS_MAX_ROWS_1024`] rows,
+/// then [`STREAM_CHUNKS_MID_R`] up to [`STREAM_CHUNKS_MID_ROWS_1024`]), else
+/// one (0). Measured on the H200, graph us, the same bits: N = 4096
+/// (docs/bench/run28-pair) R = 1 68.2 over 8 blocks against 75.3 in one, R = 16
+/// 72.9 against 74.0, R = 32 no gain (run 36: 64.9 over 4 against 65.0); N =
+/// 1024 (run 36, docs/bench/run36-sel) R = 24 45.7 over 8 / 46.2 over 4 against
+/// 53.5 in one, R = 32 47.4 / 47.7 against 54.4, R = 64 54.5 over 4 (69.2
+/// over 8) against 59.0, R = 128 66.9 in one (83.7 over 4).
 pub fn stream_chunks_auto(n: u32, rows: u32) -> u32 {
-    if n >= STREAM_CHUNKS_MIN_N && rows <= STREAM_CHUNKS_MAX_ROWS {
+    if n < STREAM_CHUNKS_MIN_N {
+        0
+    } else if n >= STREAM_CHUNKS_WIDE_N {
+        if rows <= STREAM_CHUNKS_MAX_ROWS {
+            STREAM_CHUNKS_SMALL_R
+        } else {
+            0
+        }
+    } else if rows <= STREAM_CHUNKS_MAX_ROWS_1024 {
         STREAM_CHUNKS_SMALL_R
+    } else if rows <= STREAM_CHUNKS_MID_ROWS_1024 {
+        STREAM_CHUNKS_MID_R
     } else {
         0
     }
@@ -191,6 +208,14 @@ pub fn stream_chunks_auto(n: u32, rows: u32) -> u32 {
 pub const STREAM_CHUNKS_SMALL_R: u32 = 8;
 /// See [`stream_chunks_auto`].
 pub const STREAM_CHUNKS_MAX_ROWS: u32 = 16;
+/// See [`stream_chunks_auto`]: from this N up, the wide rule (N = 4096's).
+pub const STREAM_CHUNKS_WIDE_N: u32 = 2048;
+/// See [`stream_chunks_auto`].
+pub const STREAM_CHUNKS_MAX_ROWS_1024: u32 = 32;
+/// See [`stream_chunks_auto`].
+pub const STREAM_CHUNKS_MID_R: u32 = 4;
+/// See [`stream_chunks_auto`].
+pub const STREAM_CHUNKS_MID_ROWS_1024: u32 = 64;
 
 /// Rows from which the streaming top-N (one block per row, one read) beats
 /// the chunked one (several blocks per row, then a merge), by candidate
@@ -754,6 +779,10 @@ mod tests {
         assert!(!prefix_order_auto(512) && prefix_order_auto(1024) && prefix_order_auto(4096));
         assert_eq!(stream_chunks_auto(512, 1), 0);
         assert_eq!(stream_chunks_auto(1024, 1), STREAM_CHUNKS_SMALL_R);
+        assert_eq!(stream_chunks_auto(1024, 32), STREAM_CHUNKS_SMALL_R);
+        assert_eq!(stream_chunks_auto(1024, 64), STREAM_CHUNKS_MID_R);
+        assert_eq!(stream_chunks_auto(1024, 65), 0);
+        assert_eq!(stream_chunks_auto(4096, 32), 0);
         assert_eq!(stream_chunks_auto(4096, 1), STREAM_CHUNKS_SMALL_R);
         assert_eq!(stream_chunks_auto(4096, STREAM_CHUNKS_MAX_ROWS + 1), 0);
     }

@@ -23,7 +23,8 @@ mod upload;
 pub use context::{driver_present, PTX};
 pub use device::{
     prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS,
-    STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
+    STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R, STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N,
+    STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
@@ -151,8 +152,8 @@ impl CudaBackend {
     /// ([`Caps::stream_chunks`]: `topn_chunk_stream` + `topn_merge_stream`;
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
     /// (`None`, the default: [`stream_chunks_auto`], 8 blocks at R <= 16 and
-    /// N >= [`STREAM_CHUNKS_MIN_N`] with prefix order, else one; docs/bench/run28-pair,
-    /// run35-speed); more than one also turns the streaming top-N on when
+    /// N >= [`STREAM_CHUNKS_MIN_N`] (to R = 32 at N = 1024, then 4 to R = 64)
+    /// with prefix order, else one; docs/bench/run28-pair, run35-speed, run36-sel); more than one also turns the streaming top-N on when
     /// [`Self::set_stream_select`] left it to the batch. `SAMPLER_STREAM_CHUNKS=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
