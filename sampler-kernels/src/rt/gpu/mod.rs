@@ -200,6 +200,16 @@ pub trait Source: Copy {
     fn as_f32(&self) -> Option<Gm<f32>> {
         None
     }
+    /// How many low bits of [`order_bits`](super::math::order_bits) every
+    /// element leaves constant for its sign once read as f32 (all 0 for a
+    /// positive logit, all 1 for a negative one): 16 for bf16 logits (the
+    /// widening is a shift; -0.0 reads as +0.0), else 0. f16 stays 0: its
+    /// conversion need not keep a NaN's payload. The radix select sets
+    /// those digits instead of counting them.
+    #[inline(always)]
+    fn flat_bits(&self) -> u32 {
+        0
+    }
 }
 
 impl<T: Copy + Default> Source for Gm<T> {
@@ -343,6 +353,14 @@ impl Source for Logits {
         match self.dtype {
             crate::codes::LOGITS_BF16 | crate::codes::LOGITS_F16 => None,
             _ => Some(self.singles()),
+        }
+    }
+    #[inline(always)]
+    fn flat_bits(&self) -> u32 {
+        if self.dtype == crate::codes::LOGITS_BF16 {
+            16
+        } else {
+            0
         }
     }
 }

@@ -26,13 +26,16 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
     hi: u64,
     k: u32,
 ) -> u64 {
-    radix_select_from(c, iters, keys, has_hi, hi, k, 56, 0)
+    radix_select_from(c, iters, keys, has_hi, hi, k, 56, 0, 0)
 }
 
 /// [`radix_select`] from the digit at bit `from` (a multiple of 8) down to
 /// the digit at bit `last`, for keys that all share their bits above
 /// `from + 8`. With `last > 0` the result is the k-th largest key with its
 /// bits below `last` cleared: a bound with at least `k` keys at or above it.
+/// `flat` ([`Source::flat_bits`], 0 or 16; only with `from == 56`): the
+/// low order bits every key leaves constant for its sign, set from the sign
+/// bit instead of counted.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn radix_select_from<const TH: usize, const I: usize>(
@@ -44,12 +47,23 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     k: u32,
     from: u32,
     last: u32,
+    flat: u32,
 ) -> u64 {
     let mut prefix = 0u64;
     let mut mask = 0u64;
     let mut rem = k;
     let mut shift = from;
     loop {
+        if flat_digit(shift, flat) {
+            // Every key left has this digit: no pass, rem unchanged.
+            prefix |= flat_fill(prefix, shift);
+            mask |= 255u64 << shift;
+            if shift == last {
+                return prefix;
+            }
+            shift -= 8;
+            continue;
+        }
         let first = shift == 56;
         let mut b = c.tid as usize;
         while b < 256 {
@@ -103,6 +117,26 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             return prefix;
         }
         shift -= 8;
+    }
+}
+
+/// Whether the digit at bit `shift` of a 64-bit key lies in the low `flat`
+/// order bits (key bits 32 .. 32 + flat), which [`Source::flat_bits`] says
+/// every key leaves constant for its sign.
+#[inline(always)]
+fn flat_digit(shift: u32, flat: u32) -> bool {
+    shift >= 32 && shift < 32 + flat
+}
+
+/// The flat digit at `shift` of the keys under `prefix` (their sign bit,
+/// key bit 63, already in it), in place: 0 for a positive logit's order bits
+/// (`bits | 1 << 31`), 255 for a negative one's (`!bits`).
+#[inline(always)]
+fn flat_fill(prefix: u64, shift: u32) -> u64 {
+    if prefix >> 63 != 0 {
+        0
+    } else {
+        255u64 << shift
     }
 }
 
@@ -166,6 +200,7 @@ fn radix_select2<const TH: usize, const I: usize>(
     keys: &impl Fn(u32) -> Option<u64>,
     rank1: u32,
     rank2: u32,
+    flat: u32,
 ) -> (u64, u64) {
     let h2 = sortbuf();
     let out2 = h2 + 1024;
@@ -173,6 +208,19 @@ fn radix_select2<const TH: usize, const I: usize>(
     let (mut p2, mut m2, mut r2, mut d2) = (0u64, 0u64, rank2, false);
     let mut shift = 56u32;
     loop {
+        if flat_digit(shift, flat) {
+            // As in radix_select_from: set, not counted (ranks still open stay open).
+            if !d1 {
+                p1 |= flat_fill(p1, shift);
+                m1 |= 255u64 << shift;
+            }
+            if !d2 {
+                p2 |= flat_fill(p2, shift);
+                m2 |= 255u64 << shift;
+            }
+            shift -= 8;
+            continue;
+        }
         // One histogram while both ranks share their prefix (always on the
         // first digit): the second pick then reads the first histogram.
         let shared = !d1 && !d2 && p1 == p2 && m1 == m2;
@@ -532,7 +580,7 @@ fn wide_select<const TH: usize, const I: usize>(c: &Ctx<TH, I>, scr: u64, st: u6
     };
     // The bin's keys share their top WIDE bits: start at the digit below
     // 56; the select's prefix has bits 0..56, the bin gives the rest.
-    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48, 0) | ((b as u64) << (64 - WIDE))
+    radix_select_from(c, cnt.div_ceil(TH as u32), &cand, false, 0, rem, 48, 0, 0) | ((b as u64) << (64 - WIDE))
 }
 
 /// The `n` largest of `v` logits at `buf[off..off+v]`, ordered as SAMPLER.md
@@ -944,7 +992,7 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
         return (x, id, bad, fin, if total > bcap { 2 } else { 3 });
     }
     // P4: select the survivors and sort their first `sorted` (the buffer, then the sort's counters).
-    let (x, id) = survivors_top(c, st, total, n, sorted, bcap);
+    let (x, id) = survivors_top(c, st, total, n, sorted, bcap, buf.flat_bits());
     (x, id, bad, fin, STREAM_STREAMED)
 }
 
@@ -1019,7 +1067,7 @@ fn stream_threshold<const TH: usize, const I: usize>(
     // The k-th largest sample's top 16 order bits (two digits, not three or
     // four): a bound with at least k samples at or above it, 1/128 of a
     // binade below the exact one (a few more survivors, fewer barriers).
-    (radix_select_from(c, iters, &keys, false, 0, k, 56, 48) >> 32) as u32
+    (radix_select_from(c, iters, &keys, false, 0, k, 56, 48, 0) >> 32) as u32
 }
 
 /// P4 of [`top_n_stream_counted`]: the `m = min(n, total)` largest of the
@@ -1028,6 +1076,8 @@ fn stream_threshold<const TH: usize, const I: usize>(
 /// in descending order (SAMPLER.md 3.6), the rest in no fixed order. Only
 /// the kept prefix of a row needs its order (top-k, top logprobs): a second
 /// select of the top `sorted` and a sort of those replace the sort of all m.
+/// `flat`: the [`Source::flat_bits`] of the logits the keys came from.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn survivors_top<const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
@@ -1036,6 +1086,7 @@ fn survivors_top<const TH: usize, const I: usize>(
     n: u32,
     sorted: u32,
     bcap: u32,
+    flat: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>) {
     let tid = c.tid;
     let m = n.min(total);
@@ -1054,15 +1105,16 @@ fn survivors_top<const TH: usize, const I: usize>(
     let mut out = [0u64; I];
     let s = sorted.min(m);
     if s == m {
-        let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
+        let lo = if total > m { radix_select_from(c, iters, &keys, false, 0, m, 56, 0, flat) } else { 0 };
         gather_sorted(c, iters, &keys, lo, false, 0, m, 0, &mut out, st, 8 * bcap);
     } else {
         // Both bounds from one sequence of passes when both are needed.
         let (lo, hi) = if total > m && s > 0 {
-            radix_select2(c, iters, &keys, m, s)
+            radix_select2(c, iters, &keys, m, s, flat)
         } else {
-            let lo = if total > m { radix_select(c, iters, &keys, false, 0, m) } else { 0 };
-            (lo, if s > 0 { radix_select(c, iters, &keys, false, 0, s) } else { 0 })
+            let sel = |r: u32| radix_select_from(c, iters, &keys, false, 0, r, 56, 0, flat);
+            let lo = if total > m { sel(m) } else { 0 };
+            (lo, if s > 0 { sel(s) } else { 0 })
         };
         // The unsorted rest first: the sort below reuses the survivor buffer.
         gather_plain(c, iters, &keys, lo, s > 0, hi, m - s, s, &mut out);
@@ -1118,7 +1170,7 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
         return (x, id, bad, fin);
     }
     // Stage 2 takes the row's order from the keys: no sort here.
-    let (x, id) = survivors_top(c, st, total, n, 0, bcap);
+    let (x, id) = survivors_top(c, st, total, n, 0, bcap, buf.flat_bits());
     (x, id, bad, fin)
 }
 
@@ -1232,7 +1284,7 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
         base += SEL_BATCH as u32;
     }
     sync();
-    survivors_top(c, st, total, n, sorted, bcap)
+    survivors_top(c, st, total, n, sorted, bcap, logits.flat_bits())
 }
 
 /// P2 of [`top_n_stream_counted`]: one pass over `buf[off..off+v]` that
