@@ -33,7 +33,7 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
 /// the digit at bit `last`, for keys that all share their bits above
 /// `from + 8`. With `last > 0` the result is the k-th largest key with its
 /// bits below `last` cleared: a bound with at least `k` keys at or above it.
-/// `flat` ([`Source::flat_bits`], 0 or 16; only with `from == 56`): the
+/// `flat` ([`Source::flat_bits`], 0 or 16; only with `from == 56`, `last` not a flat digit): the
 /// low order bits every key leaves constant for its sign, set from the sign
 /// bit instead of counted.
 #[allow(clippy::too_many_arguments)]
@@ -54,16 +54,6 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
     let mut rem = k;
     let mut shift = from;
     loop {
-        if flat_digit(shift, flat) {
-            // Every key left has this digit: no pass, rem unchanged.
-            prefix |= flat_fill(prefix, shift);
-            mask |= 255u64 << shift;
-            if shift == last {
-                return prefix;
-            }
-            shift -= 8;
-            continue;
-        }
         let first = shift == 56;
         let mut b = c.tid as usize;
         while b < 256 {
@@ -116,28 +106,42 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
         if cnt == rem || shift == last {
             return prefix;
         }
-        shift -= 8;
+        if flat_next(shift, flat) {
+            // The flat digits below: every key left has them, no pass, rem unchanged.
+            prefix |= flat_fill(prefix, flat);
+            mask |= flat_mask(flat);
+            shift = 24;
+        } else {
+            shift -= 8;
+        }
     }
 }
 
-/// Whether the digit at bit `shift` of a 64-bit key lies in the low `flat`
-/// order bits (key bits 32 .. 32 + flat), which [`Source::flat_bits`] says
-/// every key leaves constant for its sign.
+/// Whether the digits below the one at bit `shift` are the low `flat` order
+/// bits (key bits 32 .. 32 + flat, `flat` 0 or 16), which [`Source::flat_bits`]
+/// says every key leaves constant for its sign: the select then sets them
+/// and goes on at bit 24 (the id digits).
 #[inline(always)]
-fn flat_digit(shift: u32, flat: u32) -> bool {
-    shift >= 32 && shift < 32 + flat
+fn flat_next(shift: u32, flat: u32) -> bool {
+    flat > 0 && shift == 32 + flat
 }
 
-/// The flat digit at `shift` of the keys under `prefix` (their sign bit,
-/// key bit 63, already in it), in place: 0 for a positive logit's order bits
-/// (`bits | 1 << 31`), 255 for a negative one's (`!bits`).
+/// The flat digits of the keys under `prefix` (their sign bit, key bit 63,
+/// already in it): 0 for a positive logit's order bits (`bits | 1 << 31`),
+/// all ones for a negative one's (`!bits`).
 #[inline(always)]
-fn flat_fill(prefix: u64, shift: u32) -> u64 {
+fn flat_fill(prefix: u64, flat: u32) -> u64 {
     if prefix >> 63 != 0 {
         0
     } else {
-        255u64 << shift
+        flat_mask(flat)
     }
+}
+
+/// Key bits 32 .. 32 + flat.
+#[inline(always)]
+fn flat_mask(flat: u32) -> u64 {
+    ((1u64 << flat) - 1) << 32
 }
 
 /// One warp (lane `lane`) finds the bin of the 256-bin histogram at `hb`
@@ -208,19 +212,6 @@ fn radix_select2<const TH: usize, const I: usize>(
     let (mut p2, mut m2, mut r2, mut d2) = (0u64, 0u64, rank2, false);
     let mut shift = 56u32;
     loop {
-        if flat_digit(shift, flat) {
-            // As in radix_select_from: set, not counted (ranks still open stay open).
-            if !d1 {
-                p1 |= flat_fill(p1, shift);
-                m1 |= 255u64 << shift;
-            }
-            if !d2 {
-                p2 |= flat_fill(p2, shift);
-                m2 |= 255u64 << shift;
-            }
-            shift -= 8;
-            continue;
-        }
         // One histogram while both ranks share their prefix (always on the
         // first digit): the second pick then reads the first histogram.
         let shared = !d1 && !d2 && p1 == p2 && m1 == m2;
@@ -299,7 +290,20 @@ fn radix_select2<const TH: usize, const I: usize>(
         if d1 && d2 {
             return (p1, p2);
         }
-        shift -= 8;
+        if flat_next(shift, flat) {
+            // As in radix_select_from: set, not counted (ranks still open stay open).
+            if !d1 {
+                p1 |= flat_fill(p1, flat);
+                m1 |= flat_mask(flat);
+            }
+            if !d2 {
+                p2 |= flat_fill(p2, flat);
+                m2 |= flat_mask(flat);
+            }
+            shift = 24;
+        } else {
+            shift -= 8;
+        }
     }
 }
 
