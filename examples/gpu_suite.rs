@@ -630,18 +630,30 @@ fn adversarial() -> ExitCode {
 }
 
 /// Rows of NaN bit patterns for [`half_adversarial`], as (name, bf16 bits,
-/// f16 bits): every logit NaN (payloads and signs varied: a conversion that
-/// does not keep them would show), and NaNs, +-inf and -0.0 among normal logits.
+/// f16 bits): every logit NaN (quiet and signalling, payloads and signs
+/// varied), and NaNs, +-inf and -0.0 among normal logits. A NaN fails its row
+/// (SAMPLER.md 3.2), so these rows check the bad-logit counts and statuses of
+/// the stream paths (every key of an all-NaN row survives the sample's
+/// threshold), not an order among NaNs.
 fn half_nan_rows(v: usize) -> Vec<(&'static str, Vec<u16>, Vec<u16>)> {
     use half::{bf16, f16};
     let mut g = Rng(29);
     let nan = |i: usize, f16: bool| -> u16 {
         let sign = if i % 2 == 1 { 0x8000 } else { 0 };
         let payload = (i as u16).wrapping_mul(0x9e37) & 0x3f;
-        if f16 {
-            sign | 0x7c01 | (payload << 3)
+        // Every 4th the plain quiet NaN, the rest quiet or signalling with a payload.
+        let quiet = if i % 3 == 0 {
+            0
+        } else if f16 {
+            0x0200
         } else {
-            sign | 0x7f81 | payload
+            0x0040
+        };
+        match (i % 4 == 0, f16) {
+            (true, true) => sign | 0x7e00,
+            (true, false) => sign | 0x7fc0,
+            (false, true) => sign | 0x7c01 | quiet | (payload << 3),
+            (false, false) => sign | 0x7f81 | quiet | payload,
         }
     };
     let all: (Vec<u16>, Vec<u16>) = (0..v).map(|i| (nan(i, false), nan(i, true))).unzip();
@@ -727,7 +739,11 @@ fn half_adversarial(v: u32, rows: &[(&'static str, Vec<f32>)]) -> usize {
                 bad += 1;
                 continue;
             };
-            let Some(stream) = gpu.cuda_stream() else { continue };
+            let Some(stream) = gpu.cuda_stream() else {
+                println!("adversarial half N={n} {label}: the CUDA sampler has no stream");
+                bad += 1;
+                continue;
+            };
             for top_k in [-1i64, 50] {
                 let reqs = requests(top_k);
                 for (dt, wide) in [("bf16", &wide_b), ("f16", &wide_h)] {

@@ -372,6 +372,37 @@ fn stream_chunks_split_the_streaming_top_n() {
     }
 }
 
+/// Several blocks a row only when every chunk holds at least N logits (each
+/// chunk's sampled threshold is taken at min(N, its length): chunks of
+/// unequal thresholds could drop a key of the row's top N). V = 8195 over 8
+/// blocks: chunks of 1025 and a last one of 1020 < N = 1024, so one block a
+/// row; V = 8199 (last chunk 1024): 8 blocks.
+#[test]
+fn stream_chunks_only_when_every_chunk_holds_n() {
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    for (v, chunked) in [(8195u32, false), (8199, true), (1024 * 8 - 1, false), (129280, true)] {
+        let reqs = vec![Request::prefill(plain.clone(), 5)];
+        let logits: Vec<f32> = (0..v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+        let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
+        let caps = Caps {
+            mask_chunk: None,
+            topn_chunks: 4,
+            fused_max: 0,
+            counts_in_topn: true,
+            stream_select: true,
+            stream_chunks: 8,
+            prefix_order: true,
+            kept_head: true,
+            fold_finalize: true,
+            fold_tail: true,
+            head_tile: 1024,
+        };
+        let names = build(&p, None, &caps).unwrap().kernel_names();
+        assert_eq!(names.contains(&"topn_chunk_stream"), chunked, "V = {v}: {names:?}");
+        assert_eq!(names.contains(&"force_topn_stream"), !chunked, "V = {v}: {names:?}");
+    }
+}
+
 /// The CPU device with its caps but `counts_in_topn`, `stream_select` (and
 /// `stream_chunks`, 0 unless given by [`CountsAs::chunked`]) as given.
 struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool, u32);

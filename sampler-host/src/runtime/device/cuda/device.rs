@@ -39,13 +39,15 @@ pub struct CudaDevice {
     pub(super) counts_in_topn: bool,
     /// [`Caps::stream_select`] forced on or off (`SAMPLER_STREAM_SELECT=1` /
     /// `0` at backend creation, or [`CudaBackend::set_stream_select`]);
-    /// `None`: by the batch, [`stream_select_auto`].
+    /// `None`: by the batch, [`stream_select_auto`], or on wherever the
+    /// stream's chunk count is above one.
     pub(super) stream_select: Option<bool>,
     /// [`Caps::stream_chunks`] forced (`SAMPLER_STREAM_CHUNKS=C` at backend
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: by the batch,
     /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 1024, R <= 32 at
-    /// N = 1024, 4 blocks to R = 64 there, when only the kept prefix is
-    /// ordered; else one). More than one block a row also
+    /// N in 1024..2048 (measured at 1024), 4 blocks to R = 64 there, when only
+    /// the kept prefix is ordered; else one; the pipeline takes one where a
+    /// chunk would hold fewer than N logits). More than one block a row also
     /// turns the streaming top-N on when [`Self::stream_select`] is `None`.
     pub(super) stream_chunks: Option<u32>,
     /// [`Caps::prefix_order`] forced on or off (`SAMPLER_PREFIX_ORDER=1` / `0`

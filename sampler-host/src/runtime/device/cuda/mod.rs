@@ -142,7 +142,8 @@ impl CudaBackend {
     /// ([`Caps::stream_select`]: one read of the row, one block per row) on
     /// every step (`Some(true)`), on none (`Some(false)`), or by the batch
     /// (`None`, the default: [`stream_select_auto`]: from 32 rows at
-    /// N <= 256, 16 at N <= 1024, every R above). `SAMPLER_STREAM_SELECT=1` / `0` when the
+    /// N <= 256, 16 at N <= 1024, every R above; and wherever
+    /// [`Self::set_stream_chunks`] gives more than one block a row). `SAMPLER_STREAM_SELECT=1` / `0` when the
     /// backend is created forces it too. Results are the same bits either way.
     pub fn set_stream_select(&mut self, on: Option<bool>) {
         self.d.stream_select = on;
