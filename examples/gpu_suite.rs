@@ -642,14 +642,14 @@ fn half_nan_rows(v: usize) -> Vec<(&'static str, Vec<u16>, Vec<u16>)> {
         let sign = if i % 2 == 1 { 0x8000 } else { 0 };
         let payload = (i as u16).wrapping_mul(0x9e37) & 0x3f;
         // Every 4th the plain quiet NaN, the rest quiet or signalling with a payload.
-        let quiet = if i % 3 == 0 {
+        let quiet = if i.is_multiple_of(3) {
             0
         } else if f16 {
             0x0200
         } else {
             0x0040
         };
-        match (i % 4 == 0, f16) {
+        match (i.is_multiple_of(4), f16) {
             (true, true) => sign | 0x7e00,
             (true, false) => sign | 0x7fc0,
             (false, true) => sign | 0x7c01 | quiet | (payload << 3),
