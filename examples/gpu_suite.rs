@@ -176,7 +176,6 @@ fn golden(dir: &Path) -> ExitCode {
 /// the (case, dtype) pairs checked and the failures.
 fn half_pass(files: &[PathBuf]) -> (usize, Vec<String>) {
     use half::{bf16, f16};
-    use sampler_host::interop::CudaLogits;
     use sampler_host::{Sampler, SamplerConfig};
     let (mut checked, mut fails) = (0, Vec::new());
     for f in files {
@@ -208,16 +207,7 @@ fn half_pass(files: &[PathBuf]) -> (usize, Vec<String>) {
                 h.iter().map(|x| x.to_f32()).collect()
             };
             let want = format!("{:?}", cpu.sample(&wide, &reqs));
-            let got = match dt {
-                "bf16" => stream
-                    .clone_htod(&b)
-                    .map_err(|e| format!("{e:?}"))
-                    .map(|d| format!("{:?}", gpu.sample_async(CudaLogits::bf16(&d), &reqs).and_then(|p| p.wait()))),
-                _ => stream
-                    .clone_htod(&h)
-                    .map_err(|e| format!("{e:?}"))
-                    .map(|d| format!("{:?}", gpu.sample_async(CudaLogits::f16(&d), &reqs).and_then(|p| p.wait()))),
-            };
+            let got = sample_half(&mut gpu, &stream, dt == "bf16", &b, &h, &reqs);
             checked += 1;
             match got {
                 Ok(g) if g == want => {}
@@ -227,6 +217,28 @@ fn half_pass(files: &[PathBuf]) -> (usize, Vec<String>) {
         }
     }
     (checked, fails)
+}
+
+/// One step of `reqs` on `gpu` with its logits uploaded as bf16 `b` (when
+/// `bf16`) or f16 `h` and read in place (`CudaLogits`): the result's Debug
+/// text, or the upload's error.
+fn sample_half(
+    gpu: &mut sampler_host::Sampler,
+    stream: &std::sync::Arc<sampler_host::interop::CudaStream>,
+    bf16: bool,
+    b: &[half::bf16],
+    h: &[half::f16],
+    reqs: &[Request],
+) -> Result<String, String> {
+    use sampler_host::interop::CudaLogits;
+    let run = |gpu: &mut sampler_host::Sampler, l: CudaLogits| {
+        format!("{:?}", gpu.sample_async(l, reqs).and_then(|p| p.wait()))
+    };
+    if bf16 {
+        stream.clone_htod(b).map(|d| run(gpu, CudaLogits::bf16(&d))).map_err(|e| format!("{e:?}"))
+    } else {
+        stream.clone_htod(h).map(|d| run(gpu, CudaLogits::f16(&d))).map_err(|e| format!("{e:?}"))
+    }
 }
 
 fn step(files: &[PathBuf]) -> ExitCode {
@@ -556,19 +568,7 @@ fn adversarial() -> ExitCode {
     let v = 129_280u32;
     let rows = adversarial_rows(v as usize);
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
-    let requests: Vec<Request> = (0..rows.len() as u64)
-        .map(|i| {
-            let p = SamplingParams {
-                temperature: 1.0,
-                top_p: 1.0,
-                top_k: -1,
-                top_logprobs: 5,
-                seq_seed: Some(77 + i),
-                ..Default::default()
-            };
-            Request::prefill(p, 3 + i)
-        })
-        .collect();
+    let requests = adversarial_requests(rows.len(), -1, 77);
     let mut bad = 0;
     // The streaming top-N (force_topn_stream, N <= 4096) as the environment
     // set it, then the other way round.
@@ -629,6 +629,25 @@ fn adversarial() -> ExitCode {
     }
 }
 
+/// One prefill request a row of the adversarial suites: temperature 1,
+/// top-p 1 (every candidate's logit enters the normaliser), top-k `top_k`
+/// (-1 off), 5 top logprobs, row `i` seeded `seed + i`.
+fn adversarial_requests(rows: usize, top_k: i64, seed: u64) -> Vec<Request> {
+    (0..rows as u64)
+        .map(|i| {
+            let p = SamplingParams {
+                temperature: 1.0,
+                top_p: 1.0,
+                top_k,
+                top_logprobs: 5,
+                seq_seed: Some(seed + i),
+                ..Default::default()
+            };
+            Request::prefill(p, 3 + i)
+        })
+        .collect()
+}
+
 /// Rows of NaN bit patterns for [`half_adversarial`], as (name, bf16 bits,
 /// f16 bits): every logit NaN (quiet and signalling, payloads and signs
 /// varied), and NaNs, +-inf and -0.0 among normal logits. A NaN fails its row
@@ -684,7 +703,6 @@ fn half_nan_rows(v: usize) -> Vec<(&'static str, Vec<u16>, Vec<u16>)> {
 /// Returns the mismatches.
 fn half_adversarial(v: u32, rows: &[(&'static str, Vec<f32>)]) -> usize {
     use half::{bf16, f16};
-    use sampler_host::interop::CudaLogits;
     use sampler_host::{Sampler, SamplerConfig};
     let mut all: Vec<(&str, Vec<u16>, Vec<u16>)> = rows
         .iter()
@@ -696,27 +714,12 @@ fn half_adversarial(v: u32, rows: &[(&'static str, Vec<f32>)]) -> usize {
         .collect();
     all.extend(half_nan_rows(v as usize));
     let names: Vec<&str> = all.iter().map(|r| r.0).collect();
-    let flat = |f16: bool| -> Vec<u16> { all.iter().flat_map(|r| if f16 { &r.2 } else { &r.1 }).copied().collect() };
-    let (bits_b, bits_h) = (flat(false), flat(true));
+    let concat = |f16: bool| -> Vec<u16> { all.iter().flat_map(|r| if f16 { &r.2 } else { &r.1 }).copied().collect() };
+    let (bits_b, bits_h) = (concat(false), concat(true));
     let wide_b: Vec<f32> = bits_b.iter().map(|&b| bf16::from_bits(b).to_f32()).collect();
     let wide_h: Vec<f32> = bits_h.iter().map(|&b| f16::from_bits(b).to_f32()).collect();
     let dev_b: Vec<bf16> = bits_b.iter().map(|&b| bf16::from_bits(b)).collect();
     let dev_h: Vec<f16> = bits_h.iter().map(|&b| f16::from_bits(b)).collect();
-    let requests = |top_k: i64| -> Vec<Request> {
-        (0..all.len() as u64)
-            .map(|i| {
-                let p = SamplingParams {
-                    temperature: 1.0,
-                    top_p: 1.0,
-                    top_k,
-                    top_logprobs: 5,
-                    seq_seed: Some(91 + i),
-                    ..Default::default()
-                };
-                Request::prefill(p, 3 + i)
-            })
-            .collect()
-    };
     let saved: Vec<(&str, Option<String>)> =
         ["SAMPLER_STREAM_SELECT", "SAMPLER_STREAM_CHUNKS"].iter().map(|k| (*k, std::env::var(k).ok())).collect();
     let mut bad = 0;
@@ -745,18 +748,10 @@ fn half_adversarial(v: u32, rows: &[(&'static str, Vec<f32>)]) -> usize {
                 continue;
             };
             for top_k in [-1i64, 50] {
-                let reqs = requests(top_k);
+                let reqs = adversarial_requests(all.len(), top_k, 91);
                 for (dt, wide) in [("bf16", &wide_b), ("f16", &wide_h)] {
                     let want = format!("{:?}", cpu.sample(&wide[..], &reqs));
-                    let got = if dt == "bf16" {
-                        stream.clone_htod(&dev_b).map_err(|e| format!("{e:?}")).map(|d| {
-                            format!("{:?}", gpu.sample_async(CudaLogits::bf16(&d), &reqs).and_then(|p| p.wait()))
-                        })
-                    } else {
-                        stream.clone_htod(&dev_h).map_err(|e| format!("{e:?}")).map(|d| {
-                            format!("{:?}", gpu.sample_async(CudaLogits::f16(&d), &reqs).and_then(|p| p.wait()))
-                        })
-                    };
+                    let got = sample_half(&mut gpu, &stream, dt == "bf16", &dev_b, &dev_h, &reqs);
                     let verdict = match got {
                         Ok(g) if g == want => "bitwise ok".to_string(),
                         Ok(_) => {

@@ -334,6 +334,23 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
     }
 }
 
+/// Caps with the streaming top-N on over `stream_chunks` blocks a row, prefix order on.
+fn stream_caps(stream_chunks: u32) -> Caps {
+    Caps {
+        mask_chunk: None,
+        topn_chunks: 4,
+        fused_max: 0,
+        counts_in_topn: true,
+        stream_select: true,
+        stream_chunks,
+        prefix_order: true,
+        kept_head: true,
+        fold_finalize: true,
+        fold_tail: true,
+        head_tile: 1024,
+    }
+}
+
 /// With `stream_chunks` above 1 the streaming top-N is two launches,
 /// `topn_chunk_stream` over `rows * chunks` programs then `topn_merge_stream`
 /// over `rows`, in place of `force_topn_stream`; 0 and 1 leave one block a row.
@@ -344,21 +361,8 @@ fn stream_chunks_split_the_streaming_top_n() {
     let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
     let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
     let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
-    let base = Caps {
-        mask_chunk: None,
-        topn_chunks: 4,
-        fused_max: 0,
-        counts_in_topn: true,
-        stream_select: true,
-        stream_chunks: 0,
-        prefix_order: true,
-        kept_head: true,
-        fold_finalize: true,
-        fold_tail: true,
-        head_tile: 1024,
-    };
     for sc in [0u32, 1, 2, 8] {
-        let prog = build(&p, None, &Caps { stream_chunks: sc, prefix_order: true, ..base }).unwrap();
+        let prog = build(&p, None, &stream_caps(sc)).unwrap();
         let names = prog.kernel_names();
         let grid = |k: &str| prog.launches.iter().find(|l| l.spec.name == k).map(|l| l.grid);
         if sc > 1 {
@@ -384,20 +388,7 @@ fn stream_chunks_only_when_every_chunk_holds_n() {
         let reqs = vec![Request::prefill(plain.clone(), 5)];
         let logits: Vec<f32> = (0..v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
         let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
-        let caps = Caps {
-            mask_chunk: None,
-            topn_chunks: 4,
-            fused_max: 0,
-            counts_in_topn: true,
-            stream_select: true,
-            stream_chunks: 8,
-            prefix_order: true,
-            kept_head: true,
-            fold_finalize: true,
-            fold_tail: true,
-            head_tile: 1024,
-        };
-        let names = build(&p, None, &caps).unwrap().kernel_names();
+        let names = build(&p, None, &stream_caps(8)).unwrap().kernel_names();
         assert_eq!(names.contains(&"topn_chunk_stream"), chunked, "V = {v}: {names:?}");
         assert_eq!(names.contains(&"force_topn_stream"), !chunked, "V = {v}: {names:?}");
     }

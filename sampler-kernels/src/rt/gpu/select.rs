@@ -33,9 +33,9 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
 /// the digit at bit `last`, for keys that all share their bits above
 /// `from + 8`. With `last > 0` the result is the k-th largest key with its
 /// bits below `last` cleared: a bound with at least `k` keys at or above it.
-/// `flat` ([`Source::flat_bits`], 0 or 16; only with `from == 56`, `last` not a flat digit): the
-/// low order bits every key leaves constant for its sign, set from the sign
-/// bit instead of counted.
+/// `flat` ([`Source::flat_bits`], 0 or 16; only with `from == 56` and
+/// `last` not a flat digit): the low order bits every key leaves constant
+/// for its sign, set from the sign bit instead of counted.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn radix_select_from<const TH: usize, const I: usize>(

@@ -154,7 +154,8 @@ impl CudaBackend {
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
     /// (`None`, the default: [`stream_chunks_auto`], 8 blocks at R <= 16 and
     /// N >= [`STREAM_CHUNKS_MIN_N`] (to R = 32 at N = 1024, then 4 to R = 64)
-    /// with prefix order, else one; docs/bench/run28-pair, run35-speed, run36-sel); more than one also turns the streaming top-N on when
+    /// with prefix order, else one; docs/bench/run28-pair, run35-speed,
+    /// run36-sel); more than one also turns the streaming top-N on when
     /// [`Self::set_stream_select`] left it to the batch. `SAMPLER_STREAM_CHUNKS=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
