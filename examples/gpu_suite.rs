@@ -285,21 +285,25 @@ fn synth(shapes: &[String]) -> ExitCode {
         Ok(b) => b,
         Err(c) => return c,
     };
-    let v = 129_280u32;
     let mut bad = 0;
     for sh in shapes {
-        let Some((r, n)) = sh.split_once(':').and_then(|(r, n)| Some((r.parse::<u32>().ok()?, n.parse::<u32>().ok()?)))
-        else {
-            println!("synth {sh}: expected R:N");
-            bad += 1;
-            continue;
+        // R:N or R:N:V (V 129280 unless given).
+        let f: Vec<Option<u32>> = sh.split(':').map(|x| x.parse().ok()).collect();
+        let (r, n, v) = match f[..] {
+            [Some(r), Some(n)] => (r, n, 129_280),
+            [Some(r), Some(n), Some(v)] if v > 0 => (r, n, v),
+            _ => {
+                println!("synth {sh}: expected R:N or R:N:V");
+                bad += 1;
+                continue;
+            }
         };
         let (logits, requests) = bench::bench_inputs(r, v, 7 + r as u64, LogprobsMode::Processed);
         let width = if n == 0 { v } else { n };
         let plan = match build_plan(v, width, u32::MAX, &logits, &requests) {
             Ok(p) => p.0.into_owned(),
             Err(e) => {
-                println!("synth R={r} N={n}: plan error {e}");
+                println!("synth R={r} N={n} V={v}: plan error {e}");
                 bad += 1;
                 continue;
             }
@@ -323,7 +327,7 @@ fn synth(shapes: &[String]) -> ExitCode {
             }
             (_, Err(e)) => format!("cpu error {e}"),
         };
-        println!("synth R={r} N={n}: {verdict} ({names})");
+        println!("synth R={r} N={n} V={v}: {verdict} ({names})");
     }
     if bad == 0 {
         ExitCode::SUCCESS

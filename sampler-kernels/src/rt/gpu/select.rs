@@ -1149,6 +1149,9 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
     n: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
+    // The threshold from the row's n, the same in every chunk (the merge is
+    // exact only then); a chunk keeps at most its own length.
+    let n_row = n.min(v);
     let n = n.min(len);
     let (scr, st, room) = stagebuf::<TH, I>();
     let bcap = room / 2;
@@ -1160,7 +1163,7 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
     if c.tid == 0 {
         sts32(misc(5), 0);
     }
-    let t_ord = stream_threshold(c, buf, row_off, v, n, scr, false);
+    let t_ord = stream_threshold(c, buf, row_off, v, n_row, scr, false);
     let (bad, neg) = match buf.as_f32() {
         Some(g) => stream_pass(c, g, coff, len, t_ord, st, bcap),
         None => stream_pass(c, buf, coff, len, t_ord, st, bcap),

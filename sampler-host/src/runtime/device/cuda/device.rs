@@ -29,7 +29,10 @@ pub struct CudaDevice {
     /// still producing the logits, off the step's critical path.
     pub(super) copy_stream: Arc<CudaStream>,
     pub(super) module: Arc<CudaModule>,
-    pub(super) funcs: HashMap<&'static str, CudaFunction>,
+    /// Each loaded entry with its block size (the registry's, or a
+    /// `SAMPLER_PTX_FILE`'s `.maxntid`).
+    pub(super) funcs: HashMap<&'static str, (CudaFunction, u32)>,
+    pub(super) threads: &'static HashMap<String, u32>,
     pub(super) bufs: Vec<DStore>,
     pub(super) tuning: Tuning,
     pub(super) chunks_override: Option<u32>,
@@ -246,7 +249,7 @@ pub fn stream_select_auto(n: u32, rows: u32) -> bool {
 }
 
 impl CudaDevice {
-    pub(super) fn new(sh: &Shared) -> Result<CudaDevice, BackendError> {
+    pub(super) fn new(sh: &'static Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
         let copy_stream = sh.ctx.new_stream().map_err(dev)?;
         let mut bufs = Vec::new();
@@ -265,6 +268,7 @@ impl CudaDevice {
             arena_free_recorded: false,
             module: sh.module.clone(),
             funcs: HashMap::new(),
+            threads: &sh.threads,
             bufs,
             tuning: Tuning::for_device(&sh.device),
             chunks_override: None,
@@ -304,7 +308,8 @@ impl CudaDevice {
         })
     }
 
-    pub(super) fn func(&mut self, v: &'static Variant) -> Result<CudaFunction, BackendError> {
+    /// The loaded entry of `v` and its block size.
+    pub(super) fn func(&mut self, v: &'static Variant) -> Result<(CudaFunction, u32), BackendError> {
         if let Some(f) = self.funcs.get(v.entry) {
             return Ok(f.clone());
         }
@@ -315,8 +320,9 @@ impl CudaDevice {
             f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most as i32)
                 .map_err(dev)?;
         }
-        self.funcs.insert(v.entry, f.clone());
-        Ok(f)
+        let threads = self.threads.get(v.entry).copied().unwrap_or(v.threads);
+        self.funcs.insert(v.entry, (f.clone(), threads));
+        Ok((f, threads))
     }
 
     /// Blocks per row of the top-N selection for (V, N) (by V and N only).
@@ -581,9 +587,9 @@ impl Device for CudaDevice {
 
     fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
         let v = l.variant;
-        let f = self.func(v)?;
+        let (f, threads) = self.func(v)?;
         let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
-        let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (v.threads, 1, 1), shared_mem_bytes: smem };
+        let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
         // Scalars (and the caller's logits pointer) must outlive the builder.
         let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
         // A `Logits` parameter's element type code: the bound logits' own, or

@@ -177,6 +177,12 @@ impl CudaBackend {
         self.d.stream_select
     }
 
+    /// What [`Self::set_stream_chunks`] (or the environment) set: blocks a
+    /// row forced (`Some`), or `None` (by the batch).
+    pub fn stream_chunks(&self) -> Option<u32> {
+        self.d.stream_chunks
+    }
+
     /// The candidate width the kernels run on for `p`, and whether it is the
     /// prefix path ([`StepPlan::prefix_width`]) rather than N.
     pub fn width(&self, p: &StepPlan<'_>) -> (u32, bool) {
