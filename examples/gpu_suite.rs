@@ -626,11 +626,59 @@ fn adversarial() -> ExitCode {
     }
     cuda.set_stream_select(env_sel);
     bad += half_adversarial(v, &rows);
+    bad += short_chunks(&mut cuda);
     if bad == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
+}
+
+/// The streaming top-N over 8 blocks a row at V = 8195, N = 1024: chunks
+/// of 1025 logits and a last one of 1020, shorter than N. Every chunk must
+/// take the row's sampled threshold (the merge is exact only then). Row
+/// "short last chunk": the first 602 sampled positions at 10, the other
+/// sampled ones at 1, the last chunk's other logits at 5 and the rest at 0,
+/// so the row's top 1024 holds 422 fives, all below the 602nd sample: a last
+/// chunk with its own threshold from its 1020 (one at 10) would drop them.
+/// Then the generic adversarial rows at this V.
+fn short_chunks(cuda: &mut CudaBackend) -> u32 {
+    let (v, n, chunks) = (8195u32, 1024u32, 8u32);
+    let sampled: Vec<usize> = (0..4096u64).map(|s| ((s * v as u64) >> 12) as usize).collect();
+    let last = (v.div_ceil(chunks) * (chunks - 1)) as usize;
+    let mut row: Vec<f32> = (0..v as usize).map(|i| if i >= last { 5.0 } else { 0.0 }).collect();
+    for (j, &p) in sampled.iter().enumerate() {
+        row[p] = if j < 602 { 10.0 } else { 1.0 };
+    }
+    let mut rows = vec![("short last chunk", row)];
+    rows.extend(adversarial_rows(v as usize));
+    let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
+    let requests = adversarial_requests(rows.len(), -1, 91);
+    let (sel, sc) = (cuda.stream_select(), cuda.stream_chunks());
+    cuda.set_stream_select(Some(true));
+    cuda.set_stream_chunks(Some(chunks));
+    let plan = build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed adversarial batch").0.into_owned();
+    let names = sampler_host::runtime::pipeline::build_for(
+        cuda.device(),
+        &plan,
+        sampler_host::runtime::pipeline::PrefixPolicy::Eager.width(&plan),
+    )
+    .map(|p| p.kernel_names().join(", "))
+    .unwrap_or_default();
+    let verdict = match (cuda.run(&plan), CpuBackend::full_row().run(&plan)) {
+        _ if !names.contains("topn_chunk_stream") => "not over several blocks".to_string(),
+        (Ok(a), Ok(b)) if bits_eq(&a, &b) => "bitwise ok".to_string(),
+        (Ok(a), Ok(b)) => {
+            let diff: Vec<&str> = (0..rows.len()).filter(|&i| a.tokens[i] != b.tokens[i]).map(|i| rows[i].0).collect();
+            format!("MISMATCH vs cpu (tokens differ in rows {diff:?})")
+        }
+        (Err(e), _) => format!("cuda error {e}"),
+        (_, Err(e)) => format!("cpu error {e}"),
+    };
+    cuda.set_stream_select(sel);
+    cuda.set_stream_chunks(sc);
+    println!("adversarial short chunks V={v} N={n} over {chunks} blocks: {} rows: {verdict} ({names})", rows.len());
+    (verdict != "bitwise ok") as u32
 }
 
 /// One prefill request a row of the adversarial suites: temperature 1,

@@ -201,12 +201,10 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     // 2. top-N (3.3, 3.6)
     let chunks = caps.topn_chunks.max(1);
     let room = 2 * stream_buffer_keys(n);
-    // Several blocks a row only while every chunk holds at least n logits:
-    // `top_n_chunk_stream` takes its sample's rank from min(n, chunk), and the
-    // merge is exact only when every chunk of a row has the same threshold
-    // (a shorter last chunk's higher one could drop a key of the row's top n).
+    // Chunks may hold fewer than n logits: each takes the threshold of the
+    // row's n (`top_n_chunk_stream`), so the merge stays exact.
     let sc = caps.stream_chunks.min(v);
-    if stream && sc > 1 && (sc - 1) as u64 * v.div_ceil(sc) as u64 + n as u64 <= v as u64 {
+    if stream && sc > 1 {
         // One row over several blocks: chunk candidates against the row's
         // sampled threshold, then the row's N from them.
         let chunk_len = v.div_ceil(sc);

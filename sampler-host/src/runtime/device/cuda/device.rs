@@ -49,8 +49,7 @@ pub struct CudaDevice {
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: by the batch,
     /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 1024, R <= 32 at
     /// N in 1024..2048 (measured at 1024), 4 blocks to R = 64 there, when only
-    /// the kept prefix is ordered; else one; the pipeline takes one where a
-    /// chunk would hold fewer than N logits). More than one block a row also
+    /// the kept prefix is ordered; else one). More than one block a row also
     /// turns the streaming top-N on when [`Self::stream_select`] is `None`.
     pub(super) stream_chunks: Option<u32>,
     /// [`Caps::prefix_order`] forced on or off (`SAMPLER_PREFIX_ORDER=1` / `0`
