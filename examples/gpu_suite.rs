@@ -642,7 +642,7 @@ fn adversarial() -> ExitCode {
 /// so the row's top 1024 holds 422 fives, all below the 602nd sample: a last
 /// chunk with its own threshold from its 1020 (one at 10) would drop them.
 /// Then the generic adversarial rows at this V.
-fn short_chunks(cuda: &mut CudaBackend) -> u32 {
+fn short_chunks(cuda: &mut CudaBackend) -> usize {
     let (v, n, chunks) = (8195u32, 1024u32, 8u32);
     let sampled: Vec<usize> = (0..4096u64).map(|s| ((s * v as u64) >> 12) as usize).collect();
     let last = (v.div_ceil(chunks) * (chunks - 1)) as usize;
@@ -678,7 +678,7 @@ fn short_chunks(cuda: &mut CudaBackend) -> u32 {
     cuda.set_stream_select(sel);
     cuda.set_stream_chunks(sc);
     println!("adversarial short chunks V={v} N={n} over {chunks} blocks: {} rows: {verdict} ({names})", rows.len());
-    (verdict != "bitwise ok") as u32
+    (verdict != "bitwise ok") as usize
 }
 
 /// One prefill request a row of the adversarial suites: temperature 1,
