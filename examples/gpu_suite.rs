@@ -539,7 +539,7 @@ fn adversarial_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
     ));
     let mut inf = vec![f32::NEG_INFINITY; v];
     for i in 0..10 {
-        inf[i * 9001] = normal(&mut g);
+        inf[(i * 9001) % v] = normal(&mut g);
     }
     rows.push(("mostly -inf", inf));
     rows
