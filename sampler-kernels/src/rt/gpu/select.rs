@@ -33,9 +33,10 @@ pub(super) fn radix_select<const TH: usize, const I: usize>(
 /// the digit at bit `last`, for keys that all share their bits above
 /// `from + 8`. With `last > 0` the result is the k-th largest key with its
 /// bits below `last` cleared: a bound with at least `k` keys at or above it.
-/// `flat` ([`Source::flat_bits`], 0 or 16; only with `from == 56` and
-/// `last` not a flat digit): the low order bits every key leaves constant
-/// for its sign, set from the sign bit instead of counted.
+/// `flat` ([`skips`]; 0 none; only with `from == 56` and `last` not a
+/// skipped digit): the low order bits every key leaves constant for its
+/// sign, set from the sign bit instead of counted, with the top digit of
+/// `!id` when every id is below 2^24 ([`IDS24`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn radix_select_from<const TH: usize, const I: usize>(
@@ -110,10 +111,32 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
             // The flat digits below: every key left has them, no pass, rem unchanged.
             prefix |= flat_fill(prefix, flat);
             mask |= flat_mask(flat);
-            shift = 24;
+            shift = flat_to(flat);
         } else {
             shift -= 8;
         }
+    }
+}
+
+/// In a radix select's `flat` (with flat bits only): every key's id is below
+/// 2^24, so the top digit of its `!id` ([`key_of_bits`]) is 0xff: set with
+/// the flat digits, not counted (bf16 ties walk one id digit fewer).
+pub(super) const IDS24: u32 = 1 << 8;
+
+/// The `flat` of a radix select over the keys of logits with `src_flat`
+/// flat bits ([`Source::flat_bits`]) and ids below `ids`.
+#[inline(always)]
+pub(super) fn skips(src_flat: u32, ids: u32) -> u32 {
+    src_flat | if src_flat > 0 && ids <= 1 << 24 { IDS24 } else { 0 }
+}
+
+/// The digit a select goes on at after the flat jump.
+#[inline(always)]
+fn flat_to(flat: u32) -> u32 {
+    if flat & IDS24 != 0 {
+        16
+    } else {
+        24
     }
 }
 
@@ -123,7 +146,8 @@ pub(super) fn radix_select_from<const TH: usize, const I: usize>(
 /// and goes on at bit 24 (the id digits).
 #[inline(always)]
 fn flat_next(shift: u32, flat: u32) -> bool {
-    flat > 0 && shift == 32 + flat
+    let bits = flat & 0xff;
+    bits > 0 && shift == 32 + bits
 }
 
 /// The flat digits of the keys under `prefix` (their sign bit, key bit 63,
@@ -131,8 +155,9 @@ fn flat_next(shift: u32, flat: u32) -> bool {
 /// all ones for a negative one's (`!bits`).
 #[inline(always)]
 fn flat_fill(prefix: u64, flat: u32) -> u64 {
+    let id = flat_mask(flat) & ID_TOP;
     if prefix >> 63 != 0 {
-        0
+        id
     } else {
         flat_mask(flat)
     }
@@ -141,8 +166,11 @@ fn flat_fill(prefix: u64, flat: u32) -> u64 {
 /// Key bits 32 .. 32 + flat.
 #[inline(always)]
 fn flat_mask(flat: u32) -> u64 {
-    ((1u64 << flat) - 1) << 32
+    (((1u64 << (flat & 0xff)) - 1) << 32) | if flat & IDS24 != 0 { ID_TOP } else { 0 }
 }
+
+/// The top digit of a key's `!id` for an id below 2^24.
+const ID_TOP: u64 = 0xff << 24;
 
 /// One warp (lane `lane`) finds the bin of the 256-bin histogram at `hb`
 /// (shared, u32 counts) that holds the `rem`-th largest key, and writes
@@ -300,7 +328,7 @@ fn radix_select2<const TH: usize, const I: usize>(
                 p2 |= flat_fill(p2, flat);
                 m2 |= flat_mask(flat);
             }
-            shift = 24;
+            shift = flat_to(flat);
         } else {
             shift -= 8;
         }
@@ -935,7 +963,7 @@ fn top_n_set_impl<const TH: usize, const I: usize, const COUNT: bool>(
 }
 
 /// Logits of the row sampled for the threshold of [`top_n_stream_counted`]
-/// (at fixed positions `s * v / STREAM_SAMPLE`, a power of two).
+/// (at fixed positions spread evenly over the row: `stream_threshold`).
 const STREAM_SAMPLE: u32 = 4096;
 
 /// Why [`top_n_stream_counted`] did not keep its streamed survivors (its
@@ -996,7 +1024,7 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
         return (x, id, bad, fin, if total > bcap { 2 } else { 3 });
     }
     // P4: select the survivors and sort their first `sorted` (the buffer, then the sort's counters).
-    let (x, id) = survivors_top(c, st, total, n, sorted, bcap, buf.flat_bits());
+    let (x, id) = survivors_top(c, st, total, n, sorted, bcap, skips(buf.flat_bits(), v));
     (x, id, bad, fin, STREAM_STREAMED)
 }
 
@@ -1034,14 +1062,23 @@ fn stream_threshold<const TH: usize, const I: usize>(
         return 0;
     }
     // The sample's order bits in the scratch (16 KB, free until the sort).
+    // From V = 4096: 512 runs of 8 neighbours, each run one 32-byte sector
+    // of an aligned f32 row (16 KB of reads, where 4096 single logits touch
+    // 4096 sectors, a quarter of the row's bytes), spaced evenly over the row.
+    let runs = v >= STREAM_SAMPLE && TH % 8 == 0;
     let mut base = 0u32;
     let iters = STREAM_SAMPLE / TH as u32;
     while base < iters {
         let at = |j: u32| (base + j) * TH as u32 + tid;
         let ld = |j: u32| {
             let s = at(j);
+            let pos = if runs {
+                ((((s >> 3) as u64 * v as u64) >> 9) & !7) + (s & 7) as u64
+            } else {
+                (s as u64 * v as u64) >> 12
+            };
             if j < iters - base {
-                order_bits(buf.read(off + ((s as u64 * v as u64) >> 12)))
+                order_bits(buf.read(off + pos))
             } else {
                 0
             }
@@ -1177,7 +1214,7 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
         return (x, id, bad, fin);
     }
     // Stage 2 takes the row's order from the keys: no sort here.
-    let (x, id) = survivors_top(c, st, total, n, 0, bcap, buf.flat_bits());
+    let (x, id) = survivors_top(c, st, total, n, 0, bcap, skips(buf.flat_bits(), len));
     (x, id, bad, fin)
 }
 
@@ -1291,7 +1328,7 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
         base += SEL_BATCH as u32;
     }
     sync();
-    survivors_top(c, st, total, n, sorted, bcap, logits.flat_bits())
+    survivors_top(c, st, total, n, sorted, bcap, skips(logits.flat_bits(), v))
 }
 
 /// P2 of [`top_n_stream_counted`]: one pass over `buf[off..off+v]` that
