@@ -308,13 +308,7 @@ fn synth(shapes: &[String]) -> ExitCode {
                 continue;
             }
         };
-        let names = sampler_host::runtime::pipeline::build_for(
-            cuda.device(),
-            &plan,
-            sampler_host::runtime::pipeline::PrefixPolicy::Eager.width(&plan),
-        )
-        .map(|p| p.kernel_names().join(", "))
-        .unwrap_or_default();
+        let names = kernel_names(&mut cuda, &plan).join(", ");
         let verdict = match (cuda.run(&plan), CpuBackend::default().run(&plan)) {
             (Ok(a), Ok(b)) if bits_eq(&a, &b) => "bitwise ok".to_string(),
             (Ok(_), Ok(_)) => {
@@ -545,13 +539,19 @@ fn adversarial_rows(v: usize) -> Vec<(&'static str, Vec<f32>)> {
     rows
 }
 
+/// The kernels CUDA launches for `plan` (none when it cannot build it).
+fn kernel_names(cuda: &mut CudaBackend, plan: &StepPlan) -> Vec<&'static str> {
+    use sampler_host::runtime::pipeline;
+    pipeline::build_for(cuda.device(), plan, pipeline::PrefixPolicy::Eager.width(plan))
+        .map(|p| p.kernel_names())
+        .unwrap_or_default()
+}
+
 /// Each row's `force_topn_stream` fallback code of the last step, if that
 /// step ran it (`Buf::SelFallback`).
 fn stream_fallback_codes(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
-    use sampler_host::runtime::pipeline::{self, Buf, Device, HostSliceMut};
-    let names =
-        pipeline::build_for(cuda.device(), plan, pipeline::PrefixPolicy::Eager.width(plan)).ok()?.kernel_names();
-    if !names.contains(&"force_topn_stream") {
+    use sampler_host::runtime::pipeline::{Buf, Device, HostSliceMut};
+    if !kernel_names(cuda, plan).contains(&"force_topn_stream") {
         return None;
     }
     let mut fb = vec![0u32; plan.rows as usize];
@@ -658,13 +658,7 @@ fn short_chunks(cuda: &mut CudaBackend) -> usize {
     cuda.set_stream_select(Some(true));
     cuda.set_stream_chunks(Some(chunks));
     let plan = build_plan(v, n, u32::MAX, &logits, &requests).expect("a well-formed adversarial batch").0.into_owned();
-    let names = sampler_host::runtime::pipeline::build_for(
-        cuda.device(),
-        &plan,
-        sampler_host::runtime::pipeline::PrefixPolicy::Eager.width(&plan),
-    )
-    .map(|p| p.kernel_names().join(", "))
-    .unwrap_or_default();
+    let names = kernel_names(cuda, &plan).join(", ");
     let verdict = match (cuda.run(&plan), CpuBackend::full_row().run(&plan)) {
         _ if !names.contains("topn_chunk_stream") => "not over several blocks".to_string(),
         (Ok(a), Ok(b)) if bits_eq(&a, &b) => "bitwise ok".to_string(),

@@ -379,8 +379,7 @@ fn stream_chunks_split_the_streaming_top_n() {
 /// Several blocks a row also where a chunk holds fewer than N logits (each
 /// chunk takes the threshold of the row's N, so the merge stays exact; the
 /// GPU's check: `gpu_suite adversarial`'s short chunks): V = 8195 over 8
-/// blocks is chunks of 1025 and a last one of 1020 < N = 1024, and chunk
-/// `c` starts at `c * chunk_len`.
+/// blocks is chunks of 1025 and a last one of 1020 < N = 1024.
 #[test]
 fn stream_chunks_also_shorter_than_n() {
     let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };

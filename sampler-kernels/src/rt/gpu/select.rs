@@ -143,7 +143,7 @@ fn flat_to(flat: u32) -> u32 {
 /// Whether the digits below the one at bit `shift` are the low `flat` order
 /// bits (key bits 32 .. 32 + flat, `flat` 0 or 16), which [`Source::flat_bits`]
 /// says every key leaves constant for its sign: the select then sets them
-/// and goes on at bit 24 (the id digits).
+/// and goes on at the id digits ([`flat_to`]).
 #[inline(always)]
 fn flat_next(shift: u32, flat: u32) -> bool {
     let bits = flat & 0xff;
