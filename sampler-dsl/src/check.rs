@@ -79,6 +79,61 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
         literal_lengths(&k.body, min, errs);
     }
     Fusion { errs }.visit_block(&k.body);
+    cluster_ops(k, errs);
+}
+
+/// `top_n_cluster` runs on every CTA of a thread-block cluster and only the
+/// leader goes on after it: a cluster kernel calls it exactly once, as the
+/// value of a `let` at the top level of its body; a plain kernel never does.
+fn cluster_ops(k: &Kernel, errs: &mut Errors) {
+    struct Calls<'a>(Vec<&'a Expr>);
+    impl<'a> Visit<'a> for Calls<'a> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if matches!(e.kind, ExprKind::Call(Op::TopNCluster, _)) {
+                self.0.push(e);
+            }
+            walk_expr(self, e);
+        }
+    }
+    let mut calls = Calls(Vec::new());
+    calls.visit_block(&k.body);
+    let top: Vec<*const Expr> = k
+        .body
+        .stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let { value, .. } if matches!(value.kind, ExprKind::Call(Op::TopNCluster, _)) => {
+                Some(value as *const Expr)
+            }
+            _ => None,
+        })
+        .collect();
+    if k.cluster == 0 {
+        for c in &calls.0 {
+            errs.push(
+                c.range(),
+                "`top_n_cluster` runs on the CTAs of a thread-block cluster: only a `#[kernel(cluster = C)]` kernel calls it",
+            );
+        }
+        return;
+    }
+    if calls.0.is_empty() {
+        errs.push(
+            k.name.span(),
+            "a `cluster` kernel runs each row on several CTAs: it selects with `top_n_cluster` (`let (x, id, bad, finite) = top_n_cluster(..);`)",
+        );
+    }
+    let mut firsts = 0;
+    for c in &calls.0 {
+        if !top.contains(&(*c as *const Expr)) {
+            errs.push(c.range(), "`top_n_cluster` must be the value of a `let` at the top of the kernel body (not inside `if`, `for` or another expression): every CTA of the cluster calls it, and only the leader goes on after it");
+        } else {
+            firsts += 1;
+            if firsts > 1 {
+                errs.push(c.range(), "`top_n_cluster` is called once a kernel: only the cluster's leader goes on after the first call");
+            }
+        }
+    }
 }
 
 /// Most distinct tile operands of one fused elementwise map (`rt::map1..map4`).
@@ -910,7 +965,9 @@ impl<'a> Visit<'a> for LiteralLengths<'_> {
             let at = match op {
                 Op::Load | Op::MaskBits => Some(2),
                 Op::Full | Op::Iota => Some(0),
-                Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted => Some(3),
+                Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::TopNCluster => {
+                    Some(3)
+                }
                 _ => None,
             };
             if let Some(a) = at.and_then(|i| args.get(i)) {

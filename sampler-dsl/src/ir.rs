@@ -135,6 +135,9 @@ pub struct Kernel {
     pub debug: bool,
     /// Whether AscendC is wanted (`#[kernel(ascend = false)]` opts out).
     pub ascend: bool,
+    /// `#[kernel(cluster = C)]`: the most CTAs a program (row) may run on
+    /// as one thread-block cluster (NVIDIA); 0 for a plain kernel.
+    pub cluster: u32,
     pub body: Block,
 }
 

@@ -129,6 +129,7 @@ pub fn check(h: &KernelFn, errs: &mut Errors) {
         variants: Vec::new(),
         debug: false,
         ascend: false,
+        cluster: 0,
         body: Block { stmts },
     };
     crate::check::check(&mut k, &mut local);

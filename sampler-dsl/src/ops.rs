@@ -41,6 +41,7 @@ pub enum Op {
     TopNStreamCounted,
     TopNChunkStream,
     TopNMergeStream,
+    TopNCluster,
     SortDesc,
     Categorical,
     // --- element functions (tiles elementwise, or scalars) ---
@@ -94,6 +95,7 @@ pub const OPS: &[(&str, Op)] = &[
     ("top_n_stream_counted", Op::TopNStreamCounted),
     ("top_n_chunk_stream", Op::TopNChunkStream),
     ("top_n_merge_stream", Op::TopNMergeStream),
+    ("top_n_cluster", Op::TopNCluster),
     ("sort_desc", Op::SortDesc),
     ("categorical", Op::Categorical),
     ("exp", Op::Exp),
@@ -176,7 +178,7 @@ impl Op {
             | Op::TopNSetCounted
             | Op::Gather
             | Op::Scatter => 4,
-            Op::TopNStreamCounted => 5,
+            Op::TopNStreamCounted | Op::TopNCluster => 5,
             Op::TopNChunkStream => 6,
             Op::TopNMergeStream => 12,
         }
@@ -223,6 +225,9 @@ impl Op {
             }
             Op::TopNMergeStream => {
                 "top_n_merge_stream(vals: Gm<f32>, ids: Gm<i32>, counts: Gm<u32>, cand_offset: u64, slot: u32, count_offset: u64, chunks: u32, logits: Gm<f32>, row_offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>)"
+            }
+            Op::TopNCluster => {
+                "top_n_cluster(buf: Gm<f32>, offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
             }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
@@ -287,7 +292,7 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
         Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted => {
             &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32)]
         }
-        Op::TopNStreamCounted => {
+        Op::TopNStreamCounted | Op::TopNCluster => {
             &[Gm { write: false, elem: Some(F32) }, Scalar(U64), Scalar(U32), Scalar(U32), Scalar(U32)]
         }
         Op::TopNChunkStream => {
@@ -332,7 +337,7 @@ pub fn result_type(op: Op, elem: Option<Prim>) -> Ty {
         Op::FirstWhere | Op::LastWhere | Op::Categorical => Ty::Scalar(I32),
         Op::TopN | Op::TopNSet | Op::TopNMergeStream | Op::SortDesc => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32)]),
         // (values, ids, bad, finite): the range's NaN-or-+inf and not--inf counts (SAMPLER.md 3.2).
-        Op::TopNCounted | Op::TopNSetCounted | Op::TopNChunkStream => {
+        Op::TopNCounted | Op::TopNSetCounted | Op::TopNChunkStream | Op::TopNCluster => {
             Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32)])
         }
         // top_n_counted's, and why the device's one-pass stream fell back (0: it did not).

@@ -117,16 +117,20 @@ pub struct KernelAttr {
     pub debug: bool,
     /// `false` with `ascend = false`: no AscendC source is wanted.
     pub ascend: bool,
+    /// `cluster = C`: the most CTAs of a thread-block cluster a program
+    /// (row) may run on (NVIDIA; 0: not a cluster kernel).
+    pub cluster: u32,
 }
 
 /// Attribute arguments: `tile = [..], threads = [..]` (or `variants = NAME`,
-/// a set of [`crate::variants::SETS`]), `ascend = false`, `debug`.
+/// a set of [`crate::variants::SETS`]), `ascend = false`, `cluster = C`, `debug`.
 pub fn parse_attr(attr: TokenStream, errs: &mut Errors) -> KernelAttr {
-    let (variants, debug, ascend) = parse_attr_parts(attr, errs);
-    KernelAttr { variants, debug, ascend }
+    let mut cluster = 0u32;
+    let (variants, debug, ascend) = parse_attr_parts(attr, errs, &mut cluster);
+    KernelAttr { variants, debug, ascend, cluster }
 }
 
-fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool, bool) {
+fn parse_attr_parts(attr: TokenStream, errs: &mut Errors, cluster: &mut u32) -> (Vec<Variant>, bool, bool) {
     let mut tiles: Vec<(u32, Span)> = Vec::new();
     let mut threads: Vec<(u32, Span)> = Vec::new();
     let mut debug = false;
@@ -158,6 +162,22 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
             ascend = v.value;
             return Ok(());
         }
+        if meta.path.is_ident("cluster") {
+            let lit: syn::LitInt = meta.value()?.parse().map_err(|e| {
+                syn::Error::new(e.span(), "expected `cluster = C`, C the most CTAs of a cluster (2, 4, 8 or 16)")
+            })?;
+            let c = lit.base10_parse::<u32>()?;
+            // A cluster kernel even when the size is refused: its cluster op is not reported too.
+            *cluster = 16;
+            if !matches!(c, 2 | 4 | 8 | 16) {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("`cluster` must be 2, 4, 8 or 16 (CTAs of a thread-block cluster), got {c}"),
+                ));
+            }
+            *cluster = c;
+            return Ok(());
+        }
         if meta.path.is_ident("variants") {
             let name: syn::Ident = meta.value()?.parse().map_err(|e| {
                 syn::Error::new(e.span(), format!("expected a variant set name: {}", crate::variants::names()))
@@ -177,7 +197,7 @@ fn parse_attr_parts(attr: TokenStream, errs: &mut Errors) -> (Vec<Variant>, bool
             (&mut threads, "threads")
         } else {
             return Err(meta.error(
-                "unknown kernel option: expected `tile = [..]`, `threads = [..]`, `variants = NAME`, `ascend = false` or `debug`",
+                "unknown kernel option: expected `tile = [..]`, `threads = [..]`, `variants = NAME`, `ascend = false`, `cluster = C` or `debug`",
             ));
         };
         let value = meta.value()?;
@@ -279,7 +299,7 @@ pub fn default_threads(tile: u32) -> u32 {
 
 /// Parses the function item into an untyped kernel.
 pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel {
-    let KernelAttr { variants, debug, ascend } = attr;
+    let KernelAttr { variants, debug, ascend, cluster } = attr;
     let sig = &f.sig;
     let params = crate::sig::check_sig(f, crate::sig::Item::Kernel, errs).params;
     let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
@@ -293,7 +313,7 @@ pub fn parse_fn(f: &syn::ItemFn, attr: KernelAttr, errs: &mut Errors) -> Kernel 
         }
         _ => parse_block(&f.block, errs),
     };
-    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, ascend, body }
+    Kernel { name: sig.ident.clone(), vis: f.vis.clone(), docs, params, variants, debug, ascend, cluster, body }
 }
 
 /// Whether a parameter's Rust type is `Logits`: logits whose element type

@@ -30,6 +30,8 @@ pub const SETS: &[VariantSet] = &[
     VariantSet { name: "CHUNKS", tiles: &[256, 1024, 4096, 16384], threads: &[256, 1024, 1024, 1024] },
     // The one-read streaming top-N (`force_topn_stream`).
     VariantSet { name: "STREAM", tiles: &[256, 1024, 4096], threads: &[256, 512, 1024] },
+    // The top-N of a row over the CTAs of a thread-block cluster (`topn_cluster`).
+    VariantSet { name: "CLUSTER", tiles: &[256, 1024, 4096], threads: &[256, 1024, 1024] },
     // Passes over the vocabulary in tiles of 4096 (`mask_check`'s raw-logprob
     // partial sums are per 4096 logits, so this tile is part of the format).
     VariantSet { name: "VOCAB", tiles: &[4096], threads: &[512] },

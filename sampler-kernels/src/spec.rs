@@ -45,6 +45,11 @@ pub struct Variant {
     /// ([`gpu_shared_bytes`]); above 48 KiB the launcher must raise the
     /// function's `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute first.
     pub shared: u32,
+    /// `#[kernel(cluster = C)]`: the most CTAs of a thread-block cluster one
+    /// program (row) may run on; the launch picks its cluster size up to it
+    /// and launches that many CTAs a program (0: a plain kernel, one CTA a
+    /// program).
+    pub cluster: u32,
 }
 
 /// NVIDIA runtime: bytes of reduction / histogram scratch at the start of
@@ -90,6 +95,29 @@ pub const fn gpu_shared_bytes(tile: u32, sorts: bool) -> u32 {
     } else {
         GPU_SMEM_BASE
     }
+}
+
+/// NVIDIA runtime, `top_n_cluster`: bytes of the radix histograms each CTA
+/// of a cluster keeps for the others to read (five of 2048 u32 bins: the
+/// first digit's, then two digits for each of the two ranks selected).
+pub const GPU_CLUSTER_HIST_BYTES: u32 = 5 * 2048 * 4;
+
+/// NVIDIA runtime, `top_n_cluster`: logits of a row each of the `ctas` CTAs
+/// of its cluster holds in shared memory (the row cut into slices of a
+/// multiple of 8 logits; the last may be shorter or empty).
+pub const fn cluster_slice(v: u32, ctas: u32) -> u32 {
+    let c = if ctas == 0 { 1 } else { ctas };
+    v.div_ceil(c).div_ceil(8) * 8
+}
+
+/// Dynamic shared memory of a `top_n_cluster` launch of tile size `tile`
+/// whose CTAs hold `slice` logits each: the reduction scratch, the leader's
+/// two key buffers (the kept set and its sorted prefix, `8 * min(tile,
+/// GPU_SORT_CAP)` bytes each), the histograms, and the slice as u32 order
+/// bits. The op falls back to the leader alone when a launch gets less.
+pub const fn gpu_cluster_bytes(tile: u32, slice: u32) -> u32 {
+    let keys = if tile < GPU_SORT_CAP { tile } else { GPU_SORT_CAP };
+    GPU_SMEM_BASE + 16 * keys + GPU_CLUSTER_HIST_BYTES + 4 * slice
 }
 
 /// A registered kernel (host builds only).

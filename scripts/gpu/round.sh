@@ -45,6 +45,10 @@
 # ab:      a kernel change against AB_PTX (SAMPLER_PTX_FILE): correctness, then f32 / bf16 / chunks.
 # variants: several PTX builds (VARIANTS="b c", .gpu/ptx-<v>.ptx.xz) against the binaries' own: the JIT warmed
 #          for all at once, correctness of each, then f32 benchmarks interleaved and bf16.
+# cluster: the top-N over thread-block clusters (Caps::cluster, SAMPLER_CLUSTER): the JIT warmed, tests/devices
+#          cuda_counts clusters (golden + adversarial rows at 2/4/8/16 CTAs a row), gpu_suite golden (f32, bf16/f16)
+#          at CL_CHECK sizes, adversarial (CL_ADV), synth; then `benchmark run` at CL_LIST sizes (0: off, the
+#          streaming top-N) interleaved twice on CL_ROWS x CL_NS, and bf16 -> cluster.log, cl<C>-<pass>.json.
 # Logs and JSON land in $OUT (default /tmp/gpu-out).
 set -u
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -570,8 +574,48 @@ variants() {
     return "${PIPESTATUS[0]}"
 }
 
+cluster() {
+    local b=$s/bin gd=$s/golden rc=0 c pass
+    {
+        echo "== cluster at $(date -u +%FT%TZ), commit $(cat $s/commit)"
+        timeout 300 $b/gpu_suite synth 1:64 > /dev/null 2>&1
+        echo "== JIT warmed at $(date -u +%T)"
+        if [ "${CL_CHECKS:-1}" = 1 ]; then
+            echo "== devices cuda_counts clusters at $(date -u +%T)"
+            SAMPLER_GOLDEN_DIR=$gd timeout 300 $b/devices --test-threads 1 --nocapture \
+                cuda_counts::golden_and_adversarial_rows_through_clusters 2>&1 | tail -6 || rc=1
+            for c in ${CL_CHECK:-8 16}; do
+                echo "== gpu_suite golden, cluster $c, at $(date -u +%T)"
+                SAMPLER_CLUSTER=$c timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -3 || rc=1
+            done
+            echo "== gpu_suite adversarial, cluster ${CL_ADV:-16}, at $(date -u +%T)"
+            SAMPLER_CLUSTER=${CL_ADV:-16} timeout 200 $b/gpu_suite adversarial > "$out/adv-cl.log" 2>&1 || rc=1
+            echo "adversarial: $(grep -c 'bitwise ok' "$out/adv-cl.log") lines bitwise ok; others:"
+            grep -v "bitwise ok" "$out/adv-cl.log" | tail -8
+            echo "== gpu_suite synth, cluster 8, at $(date -u +%T)"
+            SAMPLER_CLUSTER=8 timeout 120 $b/gpu_suite synth ${CL_SYNTH:-1:1024 1:4096 16:1024 16:4096 1:0 16:0} 2>&1 | tail -8 || rc=1
+        fi
+        [ "${CL_BENCH:-1}" = 1 ] && for pass in 1 2; do
+            for c in ${CL_LIST:-0 8 16}; do
+                echo "== ours, cluster $c, pass $pass, at $(date -u +%T)"
+                SAMPLER_CLUSTER=$c timeout 150 $b/benchmark run --rows "${CL_ROWS:-1,4,16,32}" --n "${CL_NS:-1024,4096,0}" \
+                    --json "$out/cl$c-$pass.json" 2>&1 | tail -${CL_TAIL:-14} || rc=1
+            done
+        done
+        [ "${CL_BF16:-1}" = 1 ] && for c in ${CL_LIST:-0 8 16}; do
+            echo "== ours bf16, cluster $c, at $(date -u +%T)"
+            SAMPLER_CLUSTER=$c timeout 100 $b/benchmark run --dtype bf16 --rows "${CL_BROWS:-1,16}" --n "${CL_BNS:-1024,4096}" \
+                --json "$out/bf16-cl$c.json" 2>&1 | tail -6 || rc=1
+        done
+        echo "== cluster rc=$rc at $(date -u +%T)"
+        exit $rc
+    } 2>&1 | tee "$out/cluster.log"
+    return "${PIPESTATUS[0]}"
+}
+
 case "${1:-}" in
 build) build ;;
+cluster) unpack; cluster ;;
 check) unpack; check ;;
 counts) unpack; counts ;;
 stream) unpack; stream ;;

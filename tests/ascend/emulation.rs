@@ -282,6 +282,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         fold_finalize: true,
         fold_tail: false, // the draw and finalize_info_top apart (Ascend's own caps fold them)
         head_tile: 1024,
+        cluster: 0,
     };
     let configs = [
         (
@@ -298,6 +299,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 fold_finalize: true,
                 fold_tail: true, // no effect: fused_max 0 runs no fused kernel
                 head_tile: 1024,
+                cluster: 0,
             },
             Numerics::Exact,
         ),
@@ -310,6 +312,8 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         ("cuda order, counts in top-N, perturbed", Caps { counts_in_topn: true, ..cuda }, Numerics::Perturb),
         // force_topn_stream (CUDA's SAMPLER_STREAM_SELECT=1): its AscendC lowering is the counted top-N's.
         ("cuda order, stream select, perturbed", Caps { stream_select: true, ..cuda }, Numerics::Perturb),
+        // topn_cluster (CUDA's SAMPLER_CLUSTER=8): on Ascend a program is a whole row (no cluster).
+        ("cuda order, cluster top-N, perturbed", Caps { stream_select: true, cluster: 8, ..cuda }, Numerics::Perturb),
     ];
     let mut kernels = Vec::new();
     for (what, caps, numerics) in configs {
@@ -425,6 +429,7 @@ fn golden_cases_match_cpu_under_emulation() {
                     "topn_chunk_counted",
                     "process_draw_finish",
                     "prefix_draw_finish",
+                    "topn_cluster",
                 ] {
                     if line.contains(&format!("\"{k}\"")) {
                         covered.insert(k);
@@ -446,7 +451,7 @@ fn golden_cases_match_cpu_under_emulation() {
     assert!(ran > 0);
     // The section 10-11 kernels run on the golden cases (raw logprobs, trees), not only the seed's.
     if only.is_none() {
-        assert_eq!(covered.len(), 8, "kernels run under emulation: {covered:?}");
+        assert_eq!(covered.len(), 9, "kernels run under emulation: {covered:?}");
     }
 }
 

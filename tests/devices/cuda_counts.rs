@@ -358,6 +358,83 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
     assert!(through > 0, "topn_chunk_stream ran on golden cases");
 }
 
+/// The top-N over the CTAs of a thread-block cluster (`topn_cluster`,
+/// `CudaBackend::set_cluster`): every golden case (both paths) and the
+/// adversarial rows of [`stream_rows`] (ties split across the CTAs' slices:
+/// all equal, quantized, id-periodic) at N = 1, 50, 1024, 4096, over 2, 4,
+/// 8 and 16 CTAs a row, bitwise against the CPU (step results and each
+/// row's N candidates); bf16 and f16 device logits are `gpu_suite`'s.
+#[test]
+fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
+    if !driver_present() || CudaBackend::new().is_err() {
+        skip("no CUDA GPU: the top-N over thread-block clusters is not run");
+        return;
+    }
+    let g = std::env::var("SAMPLER_GOLDEN_DIR").unwrap_or_else(|_| GOLDEN_DEFAULT.to_string());
+    let files = golden_files(Path::new(&g));
+    assert!(!files.is_empty(), "golden cases not found at {g}");
+    let mut be = CudaBackend::new().unwrap();
+    let clustered = |be: &mut CudaBackend, p: &StepPlan, full_row: bool| {
+        pipeline::build_for(be.device(), p, pipeline::PrefixPolicy::eager(full_row).width(p))
+            .unwrap()
+            .kernel_names()
+            .contains(&"topn_cluster")
+    };
+    let mut fails = Vec::new();
+    let (mut runs, mut through) = (0, 0);
+    for c in [2u32, 4, 8, 16] {
+        be.set_cluster(Some(c));
+        for f in &files {
+            let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
+            let (reqs, logits) = case.well_formed();
+            let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else {
+                continue;
+            };
+            for full_row in [false, true] {
+                let want = if full_row { CpuBackend::full_row() } else { CpuBackend::default() }.run(&p).unwrap();
+                be.set_full_row(full_row);
+                let got = be.run(&p).unwrap();
+                if format!("{got:?}") != format!("{want:?}") {
+                    fails.push(format!("{} (full_row {full_row}, cluster {c}): differs from the CPU", f.display()));
+                }
+                runs += 1;
+                through += clustered(&mut be, &p, full_row) as usize;
+            }
+        }
+    }
+    let v = 129_280u32;
+    let rows = stream_rows(v as usize);
+    let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
+    be.set_full_row(true);
+    be.set_prefix_order(Some(true));
+    for (c, top_k) in [4u32, 8, 16].into_iter().flat_map(|c| [(c, -1i64), (c, 50)]) {
+        be.set_cluster(Some(c));
+        let reqs = stream_requests(rows.len(), top_k);
+        for n in [1u32, 50, 1024, 4096] {
+            let (p, _) = build_plan(v, n, u32::MAX, &logits, &reqs).unwrap();
+            let want = CpuBackend::full_row().run(&p).unwrap();
+            let got = be.run(&p).unwrap();
+            if format!("{got:?}") != format!("{want:?}") {
+                fails.push(format!("N={n}, cluster {c}, top_k {top_k}: step results differ from the CPU"));
+            }
+            let fits = sampler_host::runtime::device::cuda::cluster_fits(v, n, c);
+            assert_eq!(clustered(&mut be, &p, true), fits, "topn_cluster at N={n}, cluster {c}");
+            let sorted = sorted_of(&mut be, &p, n);
+            for name in rows_off_cpu_top_n(&mut be, &rows, n, sorted) {
+                fails.push(format!(
+                    "N={n}, cluster {c}, top_k {top_k}, row {name:?}: candidates differ from the CPU's top-N"
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "clusters on CUDA: {runs} golden runs ({through} through topn_cluster), adversarial rows at 3 cluster sizes x 4 widths, {} failures",
+        fails.len()
+    );
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    assert!(through > 0, "topn_cluster ran on golden cases");
+}
+
 /// One request a row of [`stream_rows`]: temperature 1, top-p 1, top-k
 /// `top_k` (-1 off), 5 top logprobs.
 fn stream_requests(rows: usize, top_k: i64) -> Vec<Request> {

@@ -72,6 +72,7 @@ fn uses_sort(b: &Block) -> bool {
                     | Op::TopNStreamCounted
                     | Op::TopNChunkStream
                     | Op::TopNMergeStream
+                    | Op::TopNCluster
                     | Op::SortDesc,
                 _
             )
@@ -95,11 +96,13 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
     let variants = k.variants.iter().map(|v| {
         let (t, th) = (v.tile, v.threads);
         let entry = entry_name(&name_s, t);
+        let cluster = k.cluster;
         quote!(::sampler_kernels::spec::Variant {
             tile: #t,
             threads: #th,
             entry: #entry,
             shared: ::sampler_kernels::spec::gpu_shared_bytes(#t, #sorts),
+            cluster: #cluster,
         })
     });
     let ascendc = match ascendc::emit(k).filter(|_| k.ascend) {
@@ -135,6 +138,12 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
             };
         }
     });
+    // A cluster kernel's `row()` is its cluster's index (`rt::gpu::in_cluster`).
+    let gpu_rt = if k.cluster > 0 {
+        quote!(::sampler_kernels::rt::gpu::in_cluster)
+    } else {
+        quote!(::sampler_kernels::rt::gpu)
+    };
     let entries = k.variants.iter().map(|v| {
         let entry = format_ident!("{}", entry_name(&name_s, v.tile));
         let tile = v.tile;
@@ -153,7 +162,7 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
             #[cfg(target_arch = "nvptx64")]
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn #entry(#(#ptx_params),*) {
-                use ::sampler_kernels::rt::gpu as __rt;
+                use #gpu_rt as __rt;
                 use ::sampler_kernels::rt::elem as __m;
                 #[allow(dead_code)]
                 const TILE: u32 = #tile;

@@ -26,10 +26,17 @@ fn stmt(s: &Stmt) -> TokenStream {
         Stmt::Let { names, value, span } => {
             let v = rebound(value);
             let pats = names.iter().map(|(n, m)| if *m { quote!(mut #n) } else { quote!(#n) });
-            if names.len() == 1 {
+            let l = if names.len() == 1 {
                 quote_spanned! {*span=> let #(#pats)* = #v; }
             } else {
                 quote_spanned! {*span=> let (#(#pats),*) = #v; }
+            };
+            // After a cluster op only the cluster's leader goes on (the
+            // check allows it only at the top of a cluster kernel's body).
+            if matches!(value.kind, ExprKind::Call(Op::TopNCluster, _)) {
+                quote_spanned! {*span=> #l if !__rt::cluster_leader(&__ctx) { return; } }
+            } else {
+                l
             }
         }
         Stmt::Assign { target, value, span, .. } => {

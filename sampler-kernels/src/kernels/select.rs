@@ -75,6 +75,40 @@ pub fn force_topn_stream(
     store_scalar(fallback, r as u64, fell);
 }
 
+/// `force_topn_stream`'s outputs with each row selected by the CTAs of a
+/// thread-block cluster together (issue 22, small R: a row's read spread
+/// over up to 16 SMs in one kernel, no second node): `top_n_cluster` (each
+/// CTA holds a slice of the row in shared memory; an exact radix select
+/// over the whole cluster through distributed shared memory; the kept keys
+/// gathered in the cluster's leader, which writes the row). The host picks
+/// the cluster size by the batch (SAMPLER.md section 9); a plain launch is a
+/// cluster of one CTA a row. The same results as `force_topn_counted`, for
+/// a step with no grammar mask and no raw-logprobs row.
+///
+/// - `logits`: `[R, v]` (f32, bf16 or f16, read as f32).
+/// - `cand`: `[R, n]` f32 out, `cand_ids`: `[R, n]` i32 out: the first
+///   `sorted` of a row in the order of section 3.6, the rest in no fixed
+///   order (as `force_topn_stream`).
+/// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
+#[kernel(variants = CLUSTER, cluster = 16)]
+pub fn topn_cluster(
+    logits: Logits,
+    v: u32,
+    n: u32,
+    sorted: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    status: GmMut<i32>,
+) {
+    let r = row();
+    let (x, id, nbad, nfin) = top_n_cluster(logits, (r as u64) * (v as u64), v, n, sorted);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let st = row_status_of(nbad, nfin);
+    store_scalar(status, r as u64, st);
+}
+
 /// Section 3.3 for many blocks per row (stage 1 of 2): program
 /// `r * chunks + c` keeps the `n` largest logits of chunk `c` of row `r`
 /// (logits `c * chunk_len ..`, the last chunk shorter) with vocabulary ids,

@@ -597,6 +597,29 @@ pub fn top_n_stream_counted(
     unordered_tail(&mut x, &mut id, sorted);
     (x, id, bad, fin, 0)
 }
+/// [`top_n_counted`] as a thread-block cluster selects it on NVIDIA (the
+/// row's slices in the CTAs' shared memory, a radix select over all of them
+/// through distributed shared memory, the kept keys gathered in the leader):
+/// the same set by construction, its first `sorted` in order and the rest
+/// not ([`unordered_tail`]). Here a program is the whole cluster, so the
+/// program itself is the leader ([`cluster_leader`]).
+pub fn top_n_cluster(
+    c: &Ctx,
+    buf: impl Source<Elem = f32>,
+    off: u64,
+    v: u32,
+    n: u32,
+    sorted: u32,
+) -> (Tile<f32>, Tile<i32>, u32, u32) {
+    let (mut x, mut id, bad, fin) = top_n_counted(c, buf, off, v, n);
+    unordered_tail(&mut x, &mut id, sorted);
+    (x, id, bad, fin)
+}
+/// Whether this program leads its cluster: always on the CPU, where a
+/// program is a whole row (on NVIDIA only rank 0 goes on after a cluster op).
+pub fn cluster_leader(_: &Ctx) -> bool {
+    true
+}
 /// Stage 1 of the streaming top-N over several blocks per row (NVIDIA:
 /// the chunk's logits at or above the row's sampled threshold): here the
 /// chunk's exact top `n`, which holds every logit of the chunk among the

@@ -169,14 +169,19 @@ impl Gen {
             | Op::TopNSetCounted
             | Op::TopNStreamCounted
             | Op::TopNChunkStream
-            | Op::TopNMergeStream),
+            | Op::TopNMergeStream
+            | Op::TopNCluster),
             args,
         ) = &e.kind
         else {
             self.unsupported("a tuple-valued op other than `top_n`");
             return (vec![self.alloc_tile(Prim::F32, 1, true), self.alloc_tile(Prim::I32, 1, true)], Vec::new());
         };
-        let counted = matches!(op, Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::TopNChunkStream);
+        // The cluster form: a program is a whole row on an AI core (no cluster), so its exact selection.
+        let counted = matches!(
+            op,
+            Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::TopNChunkStream | Op::TopNCluster
+        );
         // The streaming form's fifth value: this lowering never falls back (0).
         let stream = matches!(op, Op::TopNStreamCounted);
         let tile = self.tile;

@@ -183,6 +183,7 @@ impl Device for CpuDevice {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         }
     }
 

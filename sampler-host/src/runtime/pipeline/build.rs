@@ -4,7 +4,7 @@
 
 use sampler_kernels::kernels as k;
 use sampler_kernels::registry;
-use sampler_kernels::spec::{KernelSpec, LaunchArg, Variant};
+use sampler_kernels::spec::{cluster_slice, KernelSpec, LaunchArg, Variant};
 
 use super::{host_input, stream_buffer_keys, Buf, BufSpec, Caps, Init, STREAM_MAX_N};
 use crate::error::BackendError;
@@ -23,6 +23,11 @@ pub struct Launch {
     pub stage: u32,
     /// Arguments, from the kernel's generated `Args::list`.
     pub args: Vec<LaunchArg<Buf>>,
+    /// CTAs a program runs on as one thread-block cluster (NVIDIA; a
+    /// `#[kernel(cluster = ..)]` kernel, which reads `stage` as the logits
+    /// each CTA holds: `spec::cluster_slice`); 1 for every other launch.
+    /// Devices without clusters run each program as one.
+    pub cluster: u32,
 }
 
 /// A step's buffers and ordered launches.
@@ -49,6 +54,7 @@ impl Program {
                     && a.variant == b.variant
                     && a.grid == b.grid
                     && a.stage == b.stage
+                    && a.cluster == b.cluster
                     && a.args == b.args
             })
             && self.bufs == other.bufs
@@ -79,7 +85,7 @@ pub(super) fn launch<const P: usize>(
         backend: "pipeline",
         msg: format!("kernel `{name}` has no tile variant for {n} elements per row"),
     })?;
-    out.push(Launch { spec, variant, grid, stage, args: args.to_vec() });
+    out.push(Launch { spec, variant, grid, stage, args: args.to_vec(), cluster: 1 });
     Ok(())
 }
 
@@ -204,7 +210,23 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     // Chunks may hold fewer than n logits: each takes the threshold of the
     // row's n (`top_n_chunk_stream`), so the merge stays exact.
     let sc = caps.stream_chunks.min(v);
-    if stream && sc > 1 {
+    let cl = caps.cluster;
+    if stream && cl > 1 {
+        // One row over the CTAs of a cluster, selected together in one kernel.
+        let a = k::topn_cluster::Args {
+            logits: src,
+            v,
+            n,
+            sorted: sorted_prefix(p, n, prefix.is_some(), caps),
+            cand: Cand,
+            cand_ids: CandIds,
+            status: RowStatus,
+        };
+        launch(&mut ls, k::topn_cluster::NAME, n, rows, cluster_slice(v, cl), a.list())?;
+        if let Some(l) = ls.last_mut() {
+            l.cluster = cl;
+        }
+    } else if stream && sc > 1 {
         // One row over several blocks: chunk candidates against the row's
         // sampled threshold, then the row's N from them.
         let chunk_len = v.div_ceil(sc);

@@ -63,6 +63,13 @@ pub struct Caps {
     /// wider, fewer passes over the rest; narrower, cheaper collectives over
     /// the head (CUDA: 256, run 31; elsewhere 1024, not measured).
     pub head_tile: u32,
+    /// CTAs of a thread-block cluster a row's top-N runs on (2..=16): on
+    /// such a step (as [`Caps::stream_select`]'s, N at most
+    /// [`STREAM_MAX_N`]) `topn_cluster` selects each row with that many CTAs
+    /// together in one kernel (the row in their shared memory, histograms
+    /// merged through distributed shared memory), and wins over
+    /// `stream_select` and `stream_chunks`; 0 or 1 = off. Only CUDA sets it.
+    pub cluster: u32,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

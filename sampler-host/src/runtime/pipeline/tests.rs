@@ -31,6 +31,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -44,6 +45,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         },
     ];
     for (with_mask, reqs) in [
@@ -158,6 +160,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -171,6 +174,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -184,6 +188,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -197,6 +202,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -283,6 +289,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     fold_finalize: true,
                     fold_tail: true,
                     head_tile: 1024,
+                    cluster: 0,
                 },
                 Caps {
                     mask_chunk: None,
@@ -296,6 +303,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     fold_finalize: true,
                     fold_tail: true,
                     head_tile: 1024,
+                    cluster: 0,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -348,6 +356,7 @@ fn stream_caps(stream_chunks: u32) -> Caps {
         fold_finalize: true,
         fold_tail: true,
         head_tile: 1024,
+        cluster: 0,
     }
 }
 
@@ -376,6 +385,43 @@ fn stream_chunks_split_the_streaming_top_n() {
     }
 }
 
+/// With `cluster` above 1 the streaming top-N is one `topn_cluster` launch
+/// of `rows` programs of that many CTAs each (each CTA's slice of the row as
+/// its staging), in place of `force_topn_stream` and of the chunked stream;
+/// steps it does not take (a grammar mask, N above `STREAM_MAX_N`) keep
+/// their launches, and every other launch is a single CTA a program.
+#[test]
+fn cluster_caps_select_each_row_over_a_cluster() {
+    let v = 9000u32;
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)];
+    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    for width in [1024u32, 4096, 8192] {
+        let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
+        for (sc, cl) in [(0u32, 8u32), (8, 16), (4, 2)] {
+            let prog = build(&p, None, &Caps { cluster: cl, ..stream_caps(sc) }).unwrap();
+            let names = prog.kernel_names();
+            let l = prog.launches.iter().find(|l| l.spec.name == "topn_cluster");
+            if width > STREAM_MAX_N {
+                assert!(l.is_none(), "{names:?}");
+                continue;
+            }
+            let l = l.unwrap_or_else(|| panic!("no topn_cluster: {names:?}"));
+            assert_eq!((l.grid, l.cluster, l.stage), (2, cl, sampler_kernels::spec::cluster_slice(v, cl)));
+            for k in ["force_topn_stream", "topn_chunk_stream", "topn_merge_stream", "mask_check", "topn_merge"] {
+                assert!(!names.contains(&k), "{names:?}");
+            }
+            assert!(prog.launches.iter().filter(|l| l.spec.name != "topn_cluster").all(|l| l.cluster == 1));
+        }
+    }
+    // A grammar mask: the mask check writes the masked rows; no cluster.
+    let mut masked = Request::prefill(plain, 5);
+    masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
+    let (p, _) = build_plan(v, 1024, 5, &logits[..v as usize], &[masked]).unwrap();
+    let names = build(&p, None, &Caps { cluster: 8, ..stream_caps(0) }).unwrap().kernel_names();
+    assert!(!names.contains(&"topn_cluster"), "{names:?}");
+}
+
 /// Several blocks a row also where a chunk holds fewer than N logits (each
 /// chunk takes the threshold of the row's N, so the merge stays exact; the
 /// GPU's check: `gpu_suite adversarial`'s short chunks): V = 8195 over 8
@@ -396,13 +442,14 @@ fn stream_chunks_also_shorter_than_n() {
 }
 
 /// The CPU device with its caps but `counts_in_topn`, `stream_select` (and
-/// `stream_chunks`, 0 unless given by [`CountsAs::chunked`]) as given.
-struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool, u32);
+/// `stream_chunks`, 0 unless given by [`CountsAs::chunked`], and
+/// `cluster`, the cluster top-N's CTAs a row) as given.
+struct CountsAs(crate::runtime::device::cpu::CpuDevice, bool, bool, u32, u32);
 
 impl CountsAs {
     /// The streaming top-N over `c` blocks a row.
     fn chunked(c: u32) -> CountsAs {
-        CountsAs(Default::default(), false, true, c)
+        CountsAs(Default::default(), false, true, c, 0)
     }
 }
 
@@ -454,6 +501,7 @@ impl Device for CountsAs {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: self.4,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -511,11 +559,11 @@ fn counted_steps_equal_mask_checked_steps() {
         }
         let reqs: Vec<Request> = (0..rows).map(|_| Request::prefill(p.clone(), 4)).collect();
         let (plan, _) = build_plan(v, force, 5, &logits, &reqs).unwrap();
-        let on = run_step(&mut CountsAs(Default::default(), true, false, 0), &plan, false).unwrap();
-        let off = run_step(&mut CountsAs(Default::default(), false, false, 0), &plan, false).unwrap();
+        let on = run_step(&mut CountsAs(Default::default(), true, false, 0, 0), &plan, false).unwrap();
+        let off = run_step(&mut CountsAs(Default::default(), false, false, 0, 0), &plan, false).unwrap();
         assert_eq!(format!("{on:?}"), format!("{off:?}"), "force {force}, top_k {top_k}");
         // The streaming top-N (its CPU lowering is the exact op): the same steps.
-        let stream = run_step(&mut CountsAs(Default::default(), false, true, 0), &plan, false).unwrap();
+        let stream = run_step(&mut CountsAs(Default::default(), false, true, 0, 0), &plan, false).unwrap();
         assert_eq!(format!("{stream:?}"), format!("{off:?}"), "stream select, force {force}, top_k {top_k}");
         // Over several blocks a row (stage 1 keeps each chunk's candidates, stage 2 merges them).
         for c in [2u32, 3, 7] {
@@ -526,6 +574,9 @@ fn counted_steps_equal_mask_checked_steps() {
                 "stream over {c} chunks, force {force}, top_k {top_k}"
             );
         }
+        // A row over the CTAs of a cluster (its CPU lowering: the exact op, the rest reversed).
+        let cl = run_step(&mut CountsAs(Default::default(), false, true, 0, 8), &plan, false).unwrap();
+        assert_eq!(format!("{cl:?}"), format!("{off:?}"), "cluster top-N, force {force}, top_k {top_k}");
         for &s in &on.row_status {
             seen[s as usize] += 1;
         }
@@ -557,6 +608,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -570,6 +622,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -583,6 +636,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             fold_finalize: true,
             fold_tail: true,
             head_tile: 1024,
+            cluster: 0,
         },
     ];
     for (reqs, any_tree, any_raw) in [
@@ -638,32 +692,33 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
         let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else { continue };
         for full_row in [false, true] {
             let want = run_step(&mut crate::runtime::device::cpu::CpuDevice::default(), &p, full_row).unwrap();
-            for chunks in [0u32, 3] {
-                let mut dev = CountsAs(Default::default(), false, true, chunks);
+            // One block a row, three, and a cluster of 8 CTAs a row.
+            for (chunks, cl) in [(0u32, 0u32), (3, 0), (0, 8)] {
+                let mut dev = CountsAs(Default::default(), false, true, chunks, cl);
                 let got = run_step(&mut dev, &p, full_row).unwrap();
                 assert_eq!(
                     format!("{got:?}"),
                     format!("{want:?}"),
-                    "{} full_row {full_row} chunks {chunks}",
+                    "{} full_row {full_row} chunks {chunks} cluster {cl}",
                     f.display()
                 );
                 for tail in [false, true] {
-                    let mut dev = Fused(CountsAs(Default::default(), false, true, chunks), tail);
+                    let mut dev = Fused(CountsAs(Default::default(), false, true, chunks, cl), tail);
                     let got = run_step(&mut dev, &p, full_row).unwrap();
                     assert_eq!(
                         format!("{got:?}"),
                         format!("{want:?}"),
-                        "{} full_row {full_row} chunks {chunks}, fused, fold_tail {tail}",
+                        "{} full_row {full_row} chunks {chunks} cluster {cl}, fused, fold_tail {tail}",
                         f.display()
                     );
                 }
             }
             let width = PrefixPolicy::eager(full_row).width(&p);
-            let fcaps = Fused(CountsAs(Default::default(), false, true, 0), false).caps(p.vocab, p.n, p.rows);
+            let fcaps = Fused(CountsAs(Default::default(), false, true, 0, 0), false).caps(p.vocab, p.n, p.rows);
             let names = build(&p, width, &fcaps).unwrap().kernel_names();
             heads += names.contains(&"process_draw_head") as usize;
             folds += names.contains(&"finalize_info_top") as usize;
-            let fcaps = Fused(CountsAs(Default::default(), false, true, 0), true).caps(p.vocab, p.n, p.rows);
+            let fcaps = Fused(CountsAs(Default::default(), false, true, 0, 0), true).caps(p.vocab, p.n, p.rows);
             let tnames = build(&p, width, &fcaps).unwrap().kernel_names();
             finishes += tnames.contains(&"process_draw_finish") as usize;
             prefix_finishes += tnames.contains(&"prefix_draw_finish") as usize;
@@ -674,7 +729,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
                 && (names.contains(&"process_draw_head") || names.contains(&"process_prefix_draw"));
             assert_eq!(one, want_one, "{}: {names:?} -> {tnames:?}", f.display());
             assert_eq!(tnames.len() + one as usize, names.len(), "{}: {names:?} -> {tnames:?}", f.display());
-            let caps = CountsAs(Default::default(), false, true, 0).caps(p.vocab, p.n, p.rows);
+            let caps = CountsAs(Default::default(), false, true, 0, 0).caps(p.vocab, p.n, p.rows);
             let width = PrefixPolicy::eager(full_row).width(&p);
             let prog = build(&p, width, &caps).unwrap();
             if let Some(l) = prog.launches.iter().find(|l| l.spec.name == "force_topn_stream") {
@@ -702,7 +757,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
 fn sorted_prefix_covers_top_k_and_top_logprobs() {
     let v = 9000u32;
     let logits: Vec<f32> = (0..3 * v as usize).map(|i| (i % 89) as f32 * 0.02).collect();
-    let caps = CountsAs(Default::default(), false, true, 0).caps(v, 1024, 3);
+    let caps = CountsAs(Default::default(), false, true, 0, 0).caps(v, 1024, 3);
     let step = |ks: &[i64], lp: u32| {
         let reqs: Vec<Request> = ks
             .iter()
@@ -770,19 +825,19 @@ fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
             )
             .collect();
         let (p, _) = build_plan(v, n, 5, &logits, &reqs).unwrap();
-        let caps = CountsAs(Default::default(), false, true, 0).caps(v, n, p.rows);
+        let caps = CountsAs(Default::default(), false, true, 0, 0).caps(v, n, p.rows);
         partial += (sorted_prefix(&p, n, false, &caps) < n) as usize;
         for full_row in [false, true] {
             let want = run_step(&mut crate::runtime::device::cpu::CpuDevice::default(), &p, full_row).unwrap();
-            for chunks in [0u32, 2] {
-                let got = run_step(&mut CountsAs(Default::default(), false, true, chunks), &p, full_row).unwrap();
+            for (chunks, cl) in [(0u32, 0u32), (2, 0), (0, 4)] {
+                let got = run_step(&mut CountsAs(Default::default(), false, true, chunks, cl), &p, full_row).unwrap();
                 assert_eq!(
                     format!("{got:?}"),
                     format!("{want:?}"),
-                    "case {case} n {n} full_row {full_row} chunks {chunks}"
+                    "case {case} n {n} full_row {full_row} chunks {chunks} cluster {cl}"
                 );
                 for tail in [false, true] {
-                    let mut dev = Fused(CountsAs(Default::default(), false, true, chunks), tail);
+                    let mut dev = Fused(CountsAs(Default::default(), false, true, chunks, cl), tail);
                     let got = run_step(&mut dev, &p, full_row).unwrap();
                     assert_eq!(
                         format!("{got:?}"),

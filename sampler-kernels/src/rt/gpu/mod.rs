@@ -52,9 +52,11 @@
 //! area, dead once the keys are gathered): same order, the keys being unique.
 //!
 //! Files by concern: `ptx` (inline-PTX intrinsics: shared-memory window,
-//! barriers, special registers), `warp` (shuffles, ballots, warp-aggregated
+//! barriers, special registers, cluster barrier and distributed shared
+//! memory), `warp` (shuffles, ballots, warp-aggregated
 //! atomics), `block` (block-wide folds, scans, reductions, the categorical
-//! draw), `select` (radix select, `top_n`, `top_n_set`) and `sort` (bitonic
+//! draw), `select` (radix select, `top_n`, `top_n_set`), `cluster` (a row
+//! over the CTAs of a thread-block cluster: `top_n_cluster`) and `sort` (bitonic
 //! and radix sorts, `sort_desc`); this file holds the context, tiles, buffers, maps
 //! and memory ops.
 
@@ -63,6 +65,7 @@ use core::arch::nvptx::{_block_idx_x, _thread_idx_x};
 pub use crate::spec::{GPU_SMEM_BASE as SMEM_BASE, GPU_SORT_CAP as SORT_CAP};
 
 mod block;
+mod cluster;
 mod ptx;
 mod select;
 mod sort;
@@ -75,6 +78,7 @@ pub use block::{
 pub use select::{
     top_n, top_n_chunk_stream, top_n_counted, top_n_merge_stream, top_n_set, top_n_set_counted, top_n_stream_counted,
 };
+pub use cluster::top_n_cluster;
 pub use sort::sort_desc;
 pub use warp::Shfl;
 
@@ -484,6 +488,26 @@ pub fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R: Copy + Default, const TH: usi
 pub fn row<const TH: usize, const I: usize>(_: &Ctx<TH, I>) -> u32 {
     // SAFETY: reads %ctaid.x.
     unsafe { _block_idx_x() }
+}
+
+/// Whether this CTA leads its cluster (rank 0; every CTA of a launch
+/// without clusters): after a cluster op only the leader goes on
+/// (`#[kernel(cluster = ..)]`).
+#[inline(always)]
+pub fn cluster_leader<const TH: usize, const I: usize>(_: &Ctx<TH, I>) -> bool {
+    ptx::cluster_rank() == 0
+}
+
+/// The runtime as a cluster kernel (`#[kernel(cluster = ..)]`) sees it:
+/// every op of [`super::gpu`], but [`in_cluster::row`] is the cluster's
+/// index (the CTAs of a cluster work on one row together).
+pub mod in_cluster {
+    pub use super::*;
+    /// Program index: the cluster's index in the grid (the row).
+    #[inline(always)]
+    pub fn row<const TH: usize, const I: usize>(_: &Ctx<TH, I>) -> u32 {
+        super::ptx::cluster_id()
+    }
 }
 
 /// `n` consecutive elements of `buf` from element `off` (logits widened to f32).

@@ -179,3 +179,92 @@ pub(super) unsafe fn ldg_nc_v4(p: *const f32) -> [f32; 4] {
     };
     [x, y, z, w]
 }
+
+// Thread-block clusters (sm_90, PTX ISA 7.8): the CTAs of a cluster read and
+// write each other's shared memory (distributed shared memory) at
+// `shared::cluster` addresses that `mapa` gives for a shared-window address
+// and a rank. Without a cluster launch every CTA is a cluster of one.
+
+/// This CTA's rank in its cluster (`%cluster_ctarank`).
+#[inline(always)]
+pub(super) fn cluster_rank() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %cluster_ctarank;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+/// CTAs in this CTA's cluster (`%cluster_nctarank`).
+#[inline(always)]
+pub(super) fn cluster_size() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %cluster_nctarank;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+/// The cluster's index in the grid (`%clusterid.x`; clusters are 1-D).
+#[inline(always)]
+pub(super) fn cluster_id() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %clusterid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+/// Every thread of every CTA of the cluster meets here: the arrive releases
+/// this thread's shared (and global) writes, the wait acquires every other
+/// thread's (the default semantics of `barrier.cluster` at PTX ISA 7.8).
+#[inline(always)]
+pub(super) fn cluster_sync() {
+    // SAFETY: every call site is reached by all threads of every CTA of the
+    // cluster (cluster-uniform control flow).
+    unsafe { asm!("barrier.cluster.arrive.aligned;", "barrier.cluster.wait.aligned;", options(nostack)) };
+}
+/// The `shared::cluster` address of shared-window address `a` in the CTA of rank `rank`.
+#[inline(always)]
+pub(super) fn mapa(a: u64, rank: u32) -> u64 {
+    let d: u64;
+    // SAFETY: address arithmetic only.
+    unsafe {
+        asm!("mapa.shared::cluster.u64 {d}, {a}, {r};", d = out(reg64) d, a = in(reg64) a, r = in(reg32) rank, options(pure, nomem, nostack))
+    };
+    d
+}
+/// `ld.shared::cluster.v2.u32` at the 8-byte aligned cluster address `a`.
+#[inline(always)]
+pub(super) fn ldc2(a: u64) -> [u32; 2] {
+    let (x, y): (u32, u32);
+    // SAFETY: `a` is an 8-byte aligned cluster address of a running CTA's shared memory.
+    unsafe {
+        asm!("ld.shared::cluster.v2.u32 {{{x}, {y}}}, [{a}];", a = in(reg64) a, x = out(reg32) x, y = out(reg32) y, options(nostack, readonly))
+    };
+    [x, y]
+}
+/// `ld.shared::cluster.u32` at the cluster address `a`.
+#[inline(always)]
+pub(super) fn ldc32(a: u64) -> u32 {
+    let v: u32;
+    // SAFETY: `a` is a 4-byte aligned cluster address of a running CTA's shared memory.
+    unsafe { asm!("ld.shared::cluster.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a, options(nostack, readonly)) };
+    v
+}
+/// `st.shared::cluster.u64` at the cluster address `a`.
+#[inline(always)]
+pub(super) fn stc64(a: u64, v: u64) {
+    // SAFETY: `a` is an 8-byte aligned cluster address of a running CTA's shared memory.
+    unsafe { asm!("st.shared::cluster.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v, options(nostack)) };
+}
+/// `atom.shared::cluster.add.u32`: adds `v` at the cluster address `a`, returns the old value.
+#[inline(always)]
+pub(super) fn atomc_add(a: u64, v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: as `ldc32`.
+    unsafe {
+        asm!("atom.shared::cluster.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) a, v = in(reg32) v, options(nostack))
+    };
+    r
+}
+/// `red.shared::cluster.add.u32`: adds `v` at the cluster address `a`.
+#[inline(always)]
+pub(super) fn redc_add(a: u64, v: u32) {
+    // SAFETY: as `ldc32`.
+    unsafe { asm!("red.shared::cluster.add.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+}

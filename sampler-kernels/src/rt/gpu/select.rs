@@ -703,7 +703,7 @@ fn direct_counts<const TH: usize, const I: usize>(
 
 /// [`top_n`], with the counts of [`top_n_counted`] when `COUNT` (else `(0, 0)`).
 #[inline(always)]
-fn top_n_impl<const TH: usize, const I: usize, const COUNT: bool>(
+pub(super) fn top_n_impl<const TH: usize, const I: usize, const COUNT: bool>(
     c: &Ctx<TH, I>,
     buf: impl Source<Elem = f32>,
     off: u64,

@@ -57,6 +57,7 @@ pub fn ascend_caps() -> Caps {
         fold_finalize: true,
         fold_tail: true,
         head_tile: 1024,
+        cluster: 0,
     }
 }
 

@@ -8,7 +8,9 @@ use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
-use sampler_kernels::spec::{gpu_stage_bytes, LaunchArg, ParamKind, Prim, Variant, GPU_SMEM_BASE};
+use sampler_kernels::spec::{
+    cluster_slice, gpu_cluster_bytes, gpu_stage_bytes, LaunchArg, ParamKind, Prim, Variant, GPU_SMEM_BASE,
+};
 
 use super::arena::*;
 use super::context::*;
@@ -67,6 +69,9 @@ pub struct CudaDevice {
     /// creation; `None`: 256 (run 31: 1.4-15 us faster than 1024 at N = 4096,
     /// R = 1-384). For measuring it; the same bits either way.
     pub(super) head_tile: Option<u32>,
+    /// [`Caps::cluster`] forced (`SAMPLER_CLUSTER=C` at backend creation, C
+    /// in 2, 4, 8, 16; 0 or 1 off); `None`: by the batch, [`cluster_auto`].
+    pub(super) cluster: Option<u32>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -109,7 +114,7 @@ pub struct CudaDevice {
     /// and the downloads waiting for it (arena offset, destination, bytes).
     pub(super) out_region: Option<(PinnedHostSlice<u8>, *mut u8)>,
     pub(super) pending_arena: Vec<(usize, *mut u8, usize)>,
-    /// Device addresses of one launch's buffer arguments (reused).
+    /// One launch's argument slots (`arg_slots`; reused).
     pub(super) ptrs: Vec<u64>,
     /// Bumped whenever a device buffer moves (a captured graph is then stale).
     pub(super) generation: u64,
@@ -156,6 +161,23 @@ fn flag_env(name: &str) -> Option<bool> {
         Ok("0") => Some(false),
         _ => None,
     }
+}
+
+/// Dynamic shared memory one CTA may have on sm_90.
+const SMEM_MAX: u32 = 227 * 1024;
+
+/// Whether `topn_cluster` holds a row of `v` logits at candidate width `n`
+/// over `ctas` CTAs (each CTA's slice in its shared memory).
+pub fn cluster_fits(v: u32, n: u32, ctas: u32) -> bool {
+    let Some(var) = Variant::pick(sampler_kernels::kernels::topn_cluster::VARIANTS, n) else { return false };
+    matches!(ctas, 2 | 4 | 8 | 16) && gpu_cluster_bytes(var.tile, cluster_slice(v, ctas)) <= SMEM_MAX
+}
+
+/// CTAs a row of the thread-block cluster top-N when nothing forces it
+/// ([`Caps::cluster`]): 0, off, until the H200 has measured it against the
+/// streaming top-N (issue 22; `SAMPLER_CLUSTER=C` forces it).
+pub fn cluster_auto(_v: u32, _n: u32, _rows: u32) -> u32 {
+    0
 }
 
 /// From this candidate width up, the top-N orders only the kept prefix when
@@ -248,6 +270,88 @@ pub fn stream_select_auto(n: u32, rows: u32) -> bool {
 }
 
 impl CudaDevice {
+    /// The entry point's arguments of `l` as 8-byte little-endian slots, in
+    /// entry-parameter order (the driver reads each parameter's own size
+    /// from its slot): a buffer's device address (the caller's logits, a
+    /// range of the step's arena, or the buffer's own allocation), a
+    /// scalar's bits, and after a `Logits` parameter its element type code.
+    fn arg_slots(&self, l: &Launch, out: &mut Vec<u64>) {
+        out.clear();
+        let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
+        // A `Logits` parameter's element type code: the bound logits' own, or
+        // f32 for our buffers (Buf::Masked, or host f32 logits in Buf::Logits).
+        let f32_code = sampler_kernels::codes::LOGITS_F32;
+        let base = match &self.arena {
+            Some(a) => a.device_ptr(&self.stream).0,
+            None => 0,
+        };
+        for (a, prm) in l.args.iter().zip(l.spec.params) {
+            let caller = matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some();
+            out.push(match a {
+                LaunchArg::Buf(_) if caller => ext,
+                // The caller's output buffer this step, else the arena's range,
+                // else the buffer's own allocation.
+                LaunchArg::Buf(b) => {
+                    let p = self.ext_out[*b as usize]
+                        .unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64));
+                    if p != 0 {
+                        p
+                    } else {
+                        match &self.bufs[*b as usize] {
+                            DStore::F32(s) => s.device_ptr(&self.stream).0,
+                            DStore::I32(s) => s.device_ptr(&self.stream).0,
+                            DStore::U32(s) => s.device_ptr(&self.stream).0,
+                            DStore::U64(s) => s.device_ptr(&self.stream).0,
+                        }
+                    }
+                }
+                x => x.scalar_bits().unwrap_or(0),
+            });
+            if prm.kind == ParamKind::Logits {
+                out.push(if caller { ext_dtype as u64 } else { f32_code as u64 });
+            }
+        }
+    }
+
+    /// Launches a `#[kernel(cluster = ..)]` kernel: `l.grid` programs of
+    /// `l.cluster` CTAs each as thread-block clusters (`cuLaunchKernelEx`
+    /// with a cluster dimension; captured into graphs like any launch), the
+    /// shared memory of `spec::gpu_cluster_bytes` for `l.stage` logits a CTA.
+    fn launch_cluster(
+        &self,
+        l: &Launch,
+        f: &CudaFunction,
+        threads: u32,
+        slots: &mut [u64],
+    ) -> Result<(), BackendError> {
+        use cudarc::driver::sys;
+        let cl = l.cluster.max(1);
+        let v = l.variant;
+        let mut params: Vec<*mut std::ffi::c_void> = slots.iter_mut().map(|x| x as *mut u64 as *mut _).collect();
+        // SAFETY: a plain C union of the driver's, written through its cluster member.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cl, y: 1, z: 1 };
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: l.grid * cl,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: gpu_cluster_bytes(v.tile, l.stage),
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        self.stream.context().bind_to_thread().map_err(dev)?;
+        // SAFETY: `params` points at one slot per entry parameter, in order
+        // (`arg_slots`), alive for the call; the pipeline sized every buffer.
+        unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()
+            .map_err(dev)
+    }
+
     pub(super) fn new(sh: &'static Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
         let copy_stream = sh.ctx.new_stream().map_err(dev)?;
@@ -282,6 +386,7 @@ impl CudaDevice {
                 .ok()
                 .and_then(|x| x.trim().parse().ok())
                 .filter(|t: &u32| (64..=16384).contains(t)),
+            cluster: std::env::var("SAMPLER_CLUSTER").ok().and_then(|x| x.trim().parse().ok()),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -313,6 +418,11 @@ impl CudaDevice {
             return Ok(f.clone());
         }
         let f = self.module.load_function(v.entry).map_err(dev)?;
+        // Clusters of 16 CTAs are above the portable 8.
+        if v.cluster > 8 {
+            f.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+                .map_err(dev)?;
+        }
         // Selection kernels may get top_n's staging area on top of v.shared.
         let most = if v.shared > GPU_SMEM_BASE { 227 * 1024 } else { v.shared };
         if most > 48 * 1024 {
@@ -364,19 +474,24 @@ impl Device for CudaDevice {
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
         let prefix = self.prefix_order.unwrap_or_else(|| prefix_order_auto(n));
         let stream_chunks = self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 });
+        let cluster = self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows));
+        let cluster = if cluster > 1 && cluster_fits(v, n, cluster) { cluster } else { 0 };
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
             topn_chunks: self.chunks_for(v, n, rows),
             fused_max: FUSED_MAX,
             counts_in_topn: self.counts_in_topn,
             // Several blocks a row beat the staged path where one block does not (N = 1024, R < 16).
-            stream_select: self.stream_select.unwrap_or_else(|| stream_select_auto(n, rows) || stream_chunks > 1),
+            stream_select: self
+                .stream_select
+                .unwrap_or_else(|| stream_select_auto(n, rows) || stream_chunks > 1 || cluster > 1),
             stream_chunks,
             prefix_order: prefix,
             kept_head: self.kept_head.unwrap_or(true),
             fold_finalize: self.fold_finalize.unwrap_or(true),
             fold_tail: self.fold_tail.unwrap_or(true),
             head_tile: self.head_tile.unwrap_or(256),
+            cluster,
         }
     }
 
@@ -587,88 +702,23 @@ impl Device for CudaDevice {
     fn launch(&mut self, l: &Launch) -> Result<(), BackendError> {
         let v = l.variant;
         let (f, threads) = self.func(v)?;
-        let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
-        let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
-        // Scalars (and the caller's logits pointer) must outlive the builder.
-        let (ext, ext_dtype) = self.ext_logits.unwrap_or((0, 0));
-        // A `Logits` parameter's element type code: the bound logits' own, or
-        // f32 for our buffers (Buf::Masked, or host f32 logits in Buf::Logits).
-        let f32_code = sampler_kernels::codes::LOGITS_F32;
-        let args = &l.args;
-        let base = match &self.arena {
-            Some(a) => a.device_ptr(&self.stream).0,
-            None => 0,
+        let mut slots = std::mem::take(&mut self.ptrs);
+        self.arg_slots(l, &mut slots);
+        let r = if v.cluster > 0 {
+            self.launch_cluster(l, &f, threads, &mut slots)
+        } else {
+            let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
+            let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
+            let mut lb = self.stream.launch_builder(&f);
+            for x in &slots {
+                lb.arg(x);
+            }
+            // SAFETY: the arguments come from the kernel's generated `Args` (its
+            // signature, in order); the pipeline sized every buffer for the step.
+            unsafe { lb.launch(cfg) }.map(|_| ()).map_err(dev)
         };
-        let mut ptrs = std::mem::take(&mut self.ptrs);
-        ptrs.clear();
-        ptrs.extend(args.iter().map(|a| {
-            match a {
-                // The caller's output buffer this step, else the arena's range.
-                LaunchArg::Buf(b) => self.ext_out[*b as usize]
-                    .unwrap_or_else(|| self.input_at[*b as usize].map_or(0, |(off, _)| base + off as u64)),
-                _ => 0,
-            }
-        }));
-        let mut lb = self.stream.launch_builder(&f);
-        for ((a, ptr), prm) in args.iter().zip(&ptrs).zip(l.spec.params) {
-            match a {
-                LaunchArg::Buf(Buf::Logits) if self.ext_logits.is_some() => {
-                    lb.arg(&ext);
-                }
-                // A buffer packed in the input arena this step.
-                LaunchArg::Buf(_) if *ptr != 0 => {
-                    lb.arg(ptr);
-                }
-                LaunchArg::Buf(b) => match &self.bufs[*b as usize] {
-                    DStore::F32(s) => {
-                        lb.arg(s);
-                    }
-                    DStore::I32(s) => {
-                        lb.arg(s);
-                    }
-                    DStore::U32(s) => {
-                        lb.arg(s);
-                    }
-                    DStore::U64(s) => {
-                        lb.arg(s);
-                    }
-                },
-                LaunchArg::Bool(x) => {
-                    lb.arg(x);
-                }
-                LaunchArg::I32(x) => {
-                    lb.arg(x);
-                }
-                LaunchArg::U32(x) => {
-                    lb.arg(x);
-                }
-                LaunchArg::I64(x) => {
-                    lb.arg(x);
-                }
-                LaunchArg::U64(x) => {
-                    lb.arg(x);
-                }
-                LaunchArg::F32(x) => {
-                    lb.arg(x);
-                }
-                LaunchArg::F64(x) => {
-                    lb.arg(x);
-                }
-            }
-            // A `Logits` parameter takes its pointer, then its element type code.
-            if prm.kind == ParamKind::Logits {
-                lb.arg(if matches!(a, LaunchArg::Buf(Buf::Logits)) && self.ext_logits.is_some() {
-                    &ext_dtype
-                } else {
-                    &f32_code
-                });
-            }
-        }
-        // SAFETY: the arguments come from the kernel's generated `Args` (its
-        // signature, in order); the pipeline sized every buffer for the step.
-        let r = unsafe { lb.launch(cfg) }.map_err(dev);
-        self.ptrs = ptrs;
-        r.map(|_| ())
+        self.ptrs = slots;
+        r
     }
 
     fn download(&mut self, buf: Buf, offset: usize, out: HostSliceMut<'_>) -> Result<(), BackendError> {

@@ -22,7 +22,8 @@ mod upload;
 
 pub use context::{driver_present, PTX};
 pub use device::{
-    prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS,
+    cluster_auto, cluster_fits, prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N,
+    STREAM_CHUNKS_MAX_ROWS,
     STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R, STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N,
     STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
@@ -160,6 +161,16 @@ impl CudaBackend {
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_stream_chunks(&mut self, c: Option<u32>) {
         self.d.stream_chunks = c;
+    }
+
+    /// CTAs of a thread-block cluster each row's top-N runs on
+    /// ([`Caps::cluster`]: `topn_cluster`, the row in the cluster's shared
+    /// memory, one kernel): forced (`Some(c)`, c in 2, 4, 8, 16 where the row
+    /// fits, else the streaming top-N; `Some(0)` off) or by the batch
+    /// (`None`, the default: [`cluster_auto`]). `SAMPLER_CLUSTER=c` when the
+    /// backend is created sets it too. The same bits either way.
+    pub fn set_cluster(&mut self, c: Option<u32>) {
+        self.d.cluster = c;
     }
 
     /// Whether the streaming top-N orders only each row's kept prefix where
