@@ -130,7 +130,10 @@ fn cluster_ops(k: &Kernel, errs: &mut Errors) {
         } else {
             firsts += 1;
             if firsts > 1 {
-                errs.push(c.range(), "`top_n_cluster` is called once a kernel: only the cluster's leader goes on after the first call");
+                errs.push(
+                    c.range(),
+                    "`top_n_cluster` is called once a kernel: only the cluster's leader goes on after the first call",
+                );
             }
         }
     }
@@ -965,9 +968,12 @@ impl<'a> Visit<'a> for LiteralLengths<'_> {
             let at = match op {
                 Op::Load | Op::MaskBits => Some(2),
                 Op::Full | Op::Iota => Some(0),
-                Op::TopN | Op::TopNSet | Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::TopNCluster => {
-                    Some(3)
-                }
+                Op::TopN
+                | Op::TopNSet
+                | Op::TopNCounted
+                | Op::TopNSetCounted
+                | Op::TopNStreamCounted
+                | Op::TopNCluster => Some(3),
                 _ => None,
             };
             if let Some(a) = at.and_then(|i| args.get(i)) {

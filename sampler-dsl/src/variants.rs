@@ -32,6 +32,9 @@ pub const SETS: &[VariantSet] = &[
     VariantSet { name: "STREAM", tiles: &[256, 1024, 4096], threads: &[256, 512, 1024] },
     // The top-N of a row over the CTAs of a thread-block cluster (`topn_cluster`).
     VariantSet { name: "CLUSTER", tiles: &[256, 1024, 4096], threads: &[256, 1024, 1024] },
+    // `topn_cluster` with the draw's tail fused (`topn_cluster_draw_finish`):
+    // to N = 1024 (at 4096 its AscendC would not fit the UB).
+    VariantSet { name: "CLUSTER_TAIL", tiles: &[256, 1024], threads: &[256, 1024] },
     // Passes over the vocabulary in tiles of 4096 (`mask_check`'s raw-logprob
     // partial sums are per 4096 logits, so this tile is part of the format).
     VariantSet { name: "VOCAB", tiles: &[4096], threads: &[512] },

@@ -233,6 +233,7 @@ fn every_kernel_keeps_its_variants() {
     const STREAM: Pinned = (&[256, 1024, 4096], &[256, 512, 1024]);
     const VOCAB: Pinned = (&[4096], &[512]);
     const CLUSTER: Pinned = (&[256, 1024, 4096], &[256, 1024, 1024]);
+    const CLUSTER_TAIL: Pinned = (&[256, 1024], &[256, 1024]);
     const SCALAR: Pinned = (&[1], &[1]);
     let want: &[(&str, Pinned)] = &[
         ("draw", WIDE),
@@ -261,6 +262,7 @@ fn every_kernel_keeps_its_variants() {
         ("topn_chunk_counted", CHUNK),
         ("topn_chunk_stream", STREAM),
         ("topn_cluster", CLUSTER),
+        ("topn_cluster_draw_finish", CLUSTER_TAIL),
         ("topn_merge", CHUNK),
         ("topn_merge_stream", STREAM),
         ("tree_walk", WIDE),

@@ -139,11 +139,8 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
         }
     });
     // A cluster kernel's `row()` is its cluster's index (`rt::gpu::in_cluster`).
-    let gpu_rt = if k.cluster > 0 {
-        quote!(::sampler_kernels::rt::gpu::in_cluster)
-    } else {
-        quote!(::sampler_kernels::rt::gpu)
-    };
+    let gpu_rt =
+        if k.cluster > 0 { quote!(::sampler_kernels::rt::gpu::in_cluster) } else { quote!(::sampler_kernels::rt::gpu) };
     let entries = k.variants.iter().map(|v| {
         let entry = format_ident!("{}", entry_name(&name_s, v.tile));
         let tile = v.tile;

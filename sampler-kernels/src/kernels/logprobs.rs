@@ -5,6 +5,7 @@
 //! (`process_draw_finish`, `prefix_draw_finish`).
 
 // The draw helpers and those they call (a helper's body is expanded here).
+use super::mask::row_status_of;
 use super::sample::{
     draw_head_row, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise, rest_mass,
     row_params, scaled_logits, total_unneeded,
@@ -263,6 +264,70 @@ pub fn process_draw_finish(
     let r = row();
     let off = (r as u64) * (n as u64);
     // Every per-row input first: one round trip for all of them.
+    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
+    store_scalar(fresh, r as u64, fr);
+    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
+    let ids = load(cand_ids, off, head);
+    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
+}
+
+/// `topn_cluster` then `process_draw_finish` in one kernel (issue 22: the
+/// whole step one node at small R): the CTAs of a row's thread-block
+/// cluster select its top `n` together (`top_n_cluster`, the first `head`
+/// in order), and the cluster's leader writes them and goes on with the
+/// draw, section 7 and the token info of `process_draw_finish` over that
+/// head. For a step whose every group is one fresh or no-draw row, with no
+/// grammar mask and no raw-logprobs row, and only the kept head ordered (the
+/// host's `sorted_prefix`). Bit for bit the two kernels' outputs.
+///
+/// - `logits`: `[R, v]` (f32, bf16 or f16, read as f32); `cand`, `cand_ids`:
+///   `[R, n]` out (as `topn_cluster`, the first `head` in order); `row_status`:
+///   `[R]` i32 out (section 3.2).
+/// - The rest as `process_draw_finish`.
+#[kernel(variants = CLUSTER_TAIL, cluster = 16)]
+pub fn topn_cluster_draw_finish(
+    logits: Logits,
+    v: u32,
+    n: u32,
+    head: u32,
+    cand: GmMut<f32>,
+    cand_ids: GmMut<i32>,
+    row_status: GmMut<i32>,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    fresh: GmMut<i32>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    golden: Gm<i32>,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let r = row();
+    let (x, id, nbad, nfin) = top_n_cluster(logits, (r as u64) * (v as u64), v, n, head);
+    let off = (r as u64) * (n as u64);
+    store(cand, off, x);
+    store(cand_ids, off, id);
+    let rst = row_status_of(nbad, nfin);
+    store_scalar(row_status, r as u64, rst);
+    // process_draw_finish's body, on the candidates just written (the leader's own writes).
     let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
     let sd = load_scalar(seed, r as u64);
     let sq = load_scalar(seq, r as u64);

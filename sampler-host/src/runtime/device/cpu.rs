@@ -184,6 +184,7 @@ impl Device for CpuDevice {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         }
     }
 

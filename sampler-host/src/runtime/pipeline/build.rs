@@ -359,6 +359,26 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
 }
 
+/// With [`Caps::cluster_tail`], where the tail would be `process_draw_finish`
+/// (`finish`) over the head `topn_cluster` sorted, the last launch of `ls`
+/// when it is that `topn_cluster` (taken off: `topn_cluster_draw_finish`
+/// replaces both, at its cluster size and slice); else `None`, `ls` as it was.
+fn fused_cluster(ls: &mut Vec<Launch>, n: u32, head: u32, finish: bool, caps: &Caps) -> Option<Launch> {
+    let last = ls.last()?;
+    let sorted = last.spec.params.iter().position(|q| q.name == "sorted").and_then(|i| last.args.get(i));
+    let fits = Variant::pick(k::topn_cluster_draw_finish::VARIANTS, n).is_some();
+    let fuse = finish
+        && caps.cluster_tail
+        && last.spec.name == k::topn_cluster::NAME
+        && sorted == Some(&LaunchArg::U32(head))
+        && fits;
+    if fuse {
+        ls.pop()
+    } else {
+        None
+    }
+}
+
 /// Steps 3-10 of a step (SAMPLER.md sections 3.4-11) on candidates `[R, n]`
 /// in `Cand` / `CandIds` with row statuses in `RowStatus`: process + draw
 /// (the prefix path's `process_prefix_draw` when `mass` gives the chunks
@@ -451,6 +471,42 @@ fn tail(
             token: Fresh,
         };
         launch(&mut ls, k::process_prefix_draw::NAME, n, rows, 0, a.list())?;
+    } else if let Some(sel) = fused_cluster(&mut ls, n, head, finish, caps) {
+        // The cluster's leader goes on from its own selection: one node for the step.
+        let a = k::topn_cluster_draw_finish::Args {
+            logits: logits.unwrap_or(Logits),
+            v,
+            n,
+            head,
+            cand: Cand,
+            cand_ids: CandIds,
+            row_status: RowStatus,
+            temperature: Temperature,
+            top_p: TopP,
+            top_k: TopK,
+            log_min_p: LogMinP,
+            order: FilterOrder,
+            seed: Seed,
+            seq: SeqDraw,
+            logprobs: Logprobs,
+            fresh: Fresh,
+            group_kind: GroupKind,
+            group_status: GroupStatusIn,
+            golden: Golden,
+            tokens: Tokens,
+            lookup: Lookup,
+            accepted: Accepted,
+            status: GroupStatus,
+            k: kk,
+            token_lp: TokenLp,
+            sum_smaller: SumSmaller,
+            out_ids: TopIds,
+            out_lps: TopLps,
+        };
+        launch(&mut ls, k::topn_cluster_draw_finish::NAME, n, rows, sel.stage, a.list())?;
+        if let Some(l) = ls.last_mut() {
+            l.cluster = sel.cluster;
+        }
     } else if finish {
         let a = k::process_draw_finish::Args {
             cand: Cand,

@@ -70,6 +70,12 @@ pub struct Caps {
     /// merged through distributed shared memory), and wins over
     /// `stream_select` and `stream_chunks`; 0 or 1 = off. Only CUDA sets it.
     pub cluster: u32,
+    /// With [`Caps::cluster`], where the tail is `process_draw_finish` over
+    /// the cluster's sorted head (one-row groups, a kept head below N, the
+    /// full-row path), one kernel does both (`topn_cluster_draw_finish`: the
+    /// cluster's leader draws and finishes the row it selected): the whole
+    /// step is one node.
+    pub cluster_tail: bool,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

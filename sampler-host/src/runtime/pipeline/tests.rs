@@ -32,6 +32,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -46,6 +47,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         },
     ];
     for (with_mask, reqs) in [
@@ -161,6 +163,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -175,6 +178,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -189,6 +193,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -203,6 +208,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -290,6 +296,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     fold_tail: true,
                     head_tile: 1024,
                     cluster: 0,
+                    cluster_tail: false,
                 },
                 Caps {
                     mask_chunk: None,
@@ -304,6 +311,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     fold_tail: true,
                     head_tile: 1024,
                     cluster: 0,
+                    cluster_tail: false,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -357,6 +365,7 @@ fn stream_caps(stream_chunks: u32) -> Caps {
         fold_tail: true,
         head_tile: 1024,
         cluster: 0,
+        cluster_tail: false,
     }
 }
 
@@ -389,7 +398,9 @@ fn stream_chunks_split_the_streaming_top_n() {
 /// of `rows` programs of that many CTAs each (each CTA's slice of the row as
 /// its staging), in place of `force_topn_stream` and of the chunked stream;
 /// steps it does not take (a grammar mask, N above `STREAM_MAX_N`) keep
-/// their launches, and every other launch is a single CTA a program.
+/// their launches, and every other launch is a single CTA a program. With
+/// `cluster_tail`, where the tail is `process_draw_finish`, the step is the
+/// one `topn_cluster_draw_finish` launch.
 #[test]
 fn cluster_caps_select_each_row_over_a_cluster() {
     let v = 9000u32;
@@ -412,6 +423,17 @@ fn cluster_caps_select_each_row_over_a_cluster() {
                 assert!(!names.contains(&k), "{names:?}");
             }
             assert!(prog.launches.iter().filter(|l| l.spec.name != "topn_cluster").all(|l| l.cluster == 1));
+            // With the fused tail on (one-row groups, a kept head): one node to N = 1024, two above.
+            let caps = Caps { cluster: cl, cluster_tail: true, fused_max: u32::MAX, ..stream_caps(sc) };
+            let prog = build(&p, None, &caps).unwrap();
+            let names = prog.kernel_names();
+            if width <= 1024 {
+                assert_eq!(names, ["topn_cluster_draw_finish"], "width {width}");
+                let l = &prog.launches[0];
+                assert_eq!((l.grid, l.cluster, l.stage), (2, cl, sampler_kernels::spec::cluster_slice(v, cl)));
+            } else {
+                assert_eq!(names, ["topn_cluster", "process_draw_finish"], "width {width}");
+            }
         }
     }
     // A grammar mask: the mask check writes the masked rows; no cluster.
@@ -502,6 +524,7 @@ impl Device for CountsAs {
             fold_tail: true,
             head_tile: 1024,
             cluster: self.4,
+            cluster_tail: self.4 > 1,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -609,6 +632,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -623,6 +647,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -637,6 +662,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             fold_tail: true,
             head_tile: 1024,
             cluster: 0,
+            cluster_tail: false,
         },
     ];
     for (reqs, any_tree, any_raw) in [
@@ -685,7 +711,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     let files = golden_files(std::path::Path::new(GOLDEN_DIR));
     assert!(files.len() >= 50, "golden cases at {GOLDEN_DIR}: {}", files.len());
     let (mut partial, mut full, mut heads, mut folds) = (0usize, 0usize, 0usize, 0usize);
-    let (mut finishes, mut prefix_finishes) = (0usize, 0usize);
+    let (mut finishes, mut prefix_finishes, mut cluster_tails) = (0usize, 0usize, 0usize);
     for f in &files {
         let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
         let (reqs, logits) = case.well_formed();
@@ -718,6 +744,9 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
             let names = build(&p, width, &fcaps).unwrap().kernel_names();
             heads += names.contains(&"process_draw_head") as usize;
             folds += names.contains(&"finalize_info_top") as usize;
+            let ccaps = Fused(CountsAs(Default::default(), false, true, 0, 8), true).caps(p.vocab, p.n, p.rows);
+            cluster_tails +=
+                build(&p, width, &ccaps).unwrap().kernel_names().contains(&"topn_cluster_draw_finish") as usize;
             let fcaps = Fused(CountsAs(Default::default(), false, true, 0, 0), true).caps(p.vocab, p.n, p.rows);
             let tnames = build(&p, width, &fcaps).unwrap().kernel_names();
             finishes += tnames.contains(&"process_draw_finish") as usize;
@@ -748,6 +777,7 @@ fn golden_steps_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     assert!(heads >= 5 && folds >= 20, "head kernels in {heads} steps, the folded finalize in {folds}");
     eprintln!("fold_tail: process_draw_finish in {finishes} steps, prefix_draw_finish in {prefix_finishes}");
     assert!(finishes >= 5 && prefix_finishes >= 3, "{finishes} and {prefix_finishes} steps with one tail node");
+    assert!(cluster_tails >= 1, "{cluster_tails} steps of one topn_cluster_draw_finish node");
 }
 
 /// `sorted_prefix`: the kept prefix (max top-k or top logprobs, a power of
@@ -788,7 +818,7 @@ fn sorted_prefix_covers_top_k_and_top_logprobs() {
 fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
     use crate::params::FilterOrder;
     let v = 6000u32;
-    let mut partial = 0;
+    let (mut partial, mut cluster_tails) = (0, 0);
     for (case, n) in [256u32, 1024, 2048].into_iter().enumerate().flat_map(|(i, n)| (0..6).map(move |j| (i * 6 + j, n)))
     {
         let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ case as u64;
@@ -827,6 +857,8 @@ fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
         let (p, _) = build_plan(v, n, 5, &logits, &reqs).unwrap();
         let caps = CountsAs(Default::default(), false, true, 0, 0).caps(v, n, p.rows);
         partial += (sorted_prefix(&p, n, false, &caps) < n) as usize;
+        let ccaps = Fused(CountsAs(Default::default(), false, true, 0, 4), true).caps(v, n, p.rows);
+        cluster_tails += build(&p, None, &ccaps).unwrap().kernel_names().contains(&"topn_cluster_draw_finish") as usize;
         for full_row in [false, true] {
             let want = run_step(&mut crate::runtime::device::cpu::CpuDevice::default(), &p, full_row).unwrap();
             for (chunks, cl) in [(0u32, 0u32), (2, 0), (0, 4)] {
@@ -849,4 +881,5 @@ fn mixed_batches_with_only_the_kept_prefix_ordered_equal_the_cpu() {
         }
     }
     assert!(partial >= 10, "steps with a partial order: {partial}");
+    assert!(cluster_tails >= 4, "steps of one topn_cluster_draw_finish node: {cluster_tails}");
 }

@@ -412,7 +412,15 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
 /// step`, `k < count`, below `len` of the slice at `slice`, four loads in
 /// flight.
 #[inline(always)]
-fn walk<S: Copy>(first: u32, step: u32, count: u32, len: u32, slice: u64, mut st: S, f: impl Fn(S, u32, u32) -> S) -> S {
+fn walk<S: Copy>(
+    first: u32,
+    step: u32,
+    count: u32,
+    len: u32,
+    slice: u64,
+    mut st: S,
+    f: impl Fn(S, u32, u32) -> S,
+) -> S {
     let mut k = 0u32;
     while k < count {
         let at = |d: u32| first + (k + d) * step;

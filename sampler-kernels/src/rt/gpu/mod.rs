@@ -75,10 +75,10 @@ pub use block::{
     all, any, categorical, count, exclusive_scan, first_where, get, inclusive_scan, last_where, reduce_max, reduce_min,
     reduce_sum, Bounded, IntSum,
 };
+pub use cluster::top_n_cluster;
 pub use select::{
     top_n, top_n_chunk_stream, top_n_counted, top_n_merge_stream, top_n_set, top_n_set_counted, top_n_stream_counted,
 };
-pub use cluster::top_n_cluster;
 pub use sort::sort_desc;
 pub use warp::Shfl;
 

@@ -243,7 +243,9 @@ pub(super) fn ldc2(a: u64) -> [u32; 2] {
 pub(super) fn ldc32(a: u64) -> u32 {
     let v: u32;
     // SAFETY: `a` is a 4-byte aligned cluster address of a running CTA's shared memory.
-    unsafe { asm!("ld.shared::cluster.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a, options(nostack, readonly)) };
+    unsafe {
+        asm!("ld.shared::cluster.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a, options(nostack, readonly))
+    };
     v
 }
 /// `st.shared::cluster.u64` at the cluster address `a`.

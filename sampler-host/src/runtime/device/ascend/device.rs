@@ -58,6 +58,7 @@ pub fn ascend_caps() -> Caps {
         fold_tail: true,
         head_tile: 1024,
         cluster: 0,
+        cluster_tail: false,
     }
 }
 

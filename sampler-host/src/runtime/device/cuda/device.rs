@@ -72,6 +72,9 @@ pub struct CudaDevice {
     /// [`Caps::cluster`] forced (`SAMPLER_CLUSTER=C` at backend creation, C
     /// in 2, 4, 8, 16; 0 or 1 off); `None`: by the batch, [`cluster_auto`].
     pub(super) cluster: Option<u32>,
+    /// [`Caps::cluster_tail`] forced off (or on) by `SAMPLER_CLUSTER_TAIL=0`
+    /// at backend creation; `None`: on wherever the cluster top-N runs.
+    pub(super) cluster_tail: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -387,6 +390,7 @@ impl CudaDevice {
                 .and_then(|x| x.trim().parse().ok())
                 .filter(|t: &u32| (64..=16384).contains(t)),
             cluster: std::env::var("SAMPLER_CLUSTER").ok().and_then(|x| x.trim().parse().ok()),
+            cluster_tail: flag_env("SAMPLER_CLUSTER_TAIL"),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -492,6 +496,7 @@ impl Device for CudaDevice {
             fold_tail: self.fold_tail.unwrap_or(true),
             head_tile: self.head_tile.unwrap_or(256),
             cluster,
+            cluster_tail: self.cluster_tail.unwrap_or(true),
         }
     }
 

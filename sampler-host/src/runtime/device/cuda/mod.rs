@@ -22,10 +22,10 @@ mod upload;
 
 pub use context::{driver_present, PTX};
 pub use device::{
-    cluster_auto, cluster_fits, prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice, PREFIX_ORDER_MIN_N,
-    STREAM_CHUNKS_MAX_ROWS,
-    STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R, STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N,
-    STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
+    cluster_auto, cluster_fits, prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice,
+    PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS, STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R,
+    STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS,
+    STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
