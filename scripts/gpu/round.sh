@@ -580,6 +580,9 @@ cluster() {
         echo "== cluster at $(date -u +%FT%TZ), commit $(cat $s/commit)"
         timeout 300 $b/gpu_suite synth 1:64 > /dev/null 2>&1
         echo "== JIT warmed at $(date -u +%T)"
+        # A smoke step first: a cluster that never meets its barrier hangs every later step.
+        SAMPLER_CLUSTER=8 timeout 60 $b/gpu_suite synth 1:1024 2>&1 | tail -3
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "== smoke step failed: stopping"; exit 1; }
         if [ "${CL_CHECKS:-1}" = 1 ]; then
             echo "== devices cuda_counts clusters at $(date -u +%T)"
             SAMPLER_GOLDEN_DIR=$gd timeout 300 $b/devices --test-threads 1 --nocapture \
@@ -595,17 +598,20 @@ cluster() {
             echo "== gpu_suite synth, cluster 8, at $(date -u +%T)"
             SAMPLER_CLUSTER=8 timeout 120 $b/gpu_suite synth ${CL_SYNTH:-1:1024 1:4096 16:1024 16:4096 1:0 16:0} 2>&1 | tail -8 || rc=1
         fi
-        [ "${CL_BENCH:-1}" = 1 ] && for pass in 1 2; do
-            for c in ${CL_LIST:-0 8 16}; do
+        [ "${CL_BENCH:-1}" = 1 ] && for pass in $(seq "${CL_PASSES:-2}"); do
+            # A size with the suffix n: its fused tail off (SAMPLER_CLUSTER_TAIL=0).
+            for c in ${CL_LIST:-0 8 16 16n}; do
+                local t=1; case $c in *n) t=0 ;; esac
                 echo "== ours, cluster $c, pass $pass, at $(date -u +%T)"
-                SAMPLER_CLUSTER=$c timeout 150 $b/benchmark run --rows "${CL_ROWS:-1,4,16,32}" --n "${CL_NS:-1024,4096,0}" \
-                    --json "$out/cl$c-$pass.json" 2>&1 | tail -${CL_TAIL:-14} || rc=1
+                SAMPLER_CLUSTER=${c%n} SAMPLER_CLUSTER_TAIL=$t timeout 150 $b/benchmark run --rows "${CL_ROWS:-1,4,16,32}" \
+                    --n "${CL_NS:-1024,4096,0}" --json "$out/cl$c-$pass.json" 2>&1 \
+                    | awk -F'|' 'NF > 10 { print $2, $3, $8, $NF } !/^\|/' | tail -${CL_TAIL:-16} || rc=1
             done
         done
-        [ "${CL_BF16:-1}" = 1 ] && for c in ${CL_LIST:-0 8 16}; do
+        [ "${CL_BF16:-1}" = 1 ] && for c in ${CL_BLIST:-0 16}; do
             echo "== ours bf16, cluster $c, at $(date -u +%T)"
-            SAMPLER_CLUSTER=$c timeout 100 $b/benchmark run --dtype bf16 --rows "${CL_BROWS:-1,16}" --n "${CL_BNS:-1024,4096}" \
-                --json "$out/bf16-cl$c.json" 2>&1 | tail -6 || rc=1
+            SAMPLER_CLUSTER=${c%n} timeout 100 $b/benchmark run --dtype bf16 --rows "${CL_BROWS:-1,16}" \
+                --n "${CL_BNS:-1024,4096}" --json "$out/bf16-cl$c.json" 2>&1 | awk -F'|' 'NF > 10 { print $2, $3, $8 }' | tail -6 || rc=1
         done
         echo "== cluster rc=$rc at $(date -u +%T)"
         exit $rc
