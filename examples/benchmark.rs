@@ -455,8 +455,9 @@ pub fn time_shape_mode(
         "kernels_us": kernels,
         // Launches of the step (= kernel nodes of its graph) and whether the top-N counted (SAMPLER_COUNTS_IN_TOPN).
         "nodes": per.len(), "counts_in_topn": cuda.counts_in_topn(),
-        // Which top-N ran: "stream" (force_topn_stream, SAMPLER_STREAM_SELECT=1), "chunked" (topn_chunk + topn_merge) or "one block".
-        "select": if per.iter().any(|(k, _)| k.starts_with("force_topn_stream")) { "stream" } else if per.iter().any(|(k, _)| k.starts_with("topn_merge")) { "chunked" } else { "one block" },
+        // Which top-N ran: "cluster" (topn_cluster*, SAMPLER_CLUSTER), "stream" (force_topn_stream,
+        // SAMPLER_STREAM_SELECT=1), "chunked" (topn_chunk + topn_merge) or "one block".
+        "select": if per.iter().any(|(k, _)| k.starts_with("topn_cluster")) { "cluster" } else if per.iter().any(|(k, _)| k.starts_with("force_topn_stream")) { "stream" } else if per.iter().any(|(k, _)| k.starts_with("topn_merge")) { "chunked" } else { "one block" },
         "stream_select": cuda.stream_select(),
         "check_cpu_bitwise": checked, "graph_check_cpu_bitwise": graph_checked,
     }))

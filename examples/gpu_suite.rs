@@ -321,7 +321,12 @@ fn synth(shapes: &[String]) -> ExitCode {
             }
             (_, Err(e)) => format!("cpu error {e}"),
         };
-        println!("synth R={r} N={n} V={v}: {verdict} ({names})");
+        // The cluster top-N's CTAs a row (0: its leader alone).
+        let ctas = cluster_ctas(&mut cuda, &plan).map_or(String::new(), |c| {
+            let (lo, hi) = (c.iter().min().copied().unwrap_or(0), c.iter().max().copied().unwrap_or(0));
+            format!("; cluster CTAs a row {lo}..{hi}")
+        });
+        println!("synth R={r} N={n} V={v}: {verdict} ({names}{ctas})");
     }
     if bad == 0 {
         ExitCode::SUCCESS
@@ -559,6 +564,21 @@ fn stream_fallback_codes(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<
     d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut fb)).ok()?;
     d.finish().ok()?;
     Some(fb)
+}
+
+/// Each row's CTAs of the last step's cluster top-N (`topn_cluster*`'s
+/// `ctas`, in `Buf::SelFallback`; 0: its leader selected it alone), if
+/// that step ran one.
+fn cluster_ctas(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
+    use sampler_host::runtime::pipeline::{Buf, Device, HostSliceMut};
+    if !kernel_names(cuda, plan).iter().any(|k| k.starts_with("topn_cluster")) {
+        return None;
+    }
+    let mut c = vec![0u32; plan.rows as usize];
+    let d = cuda.device();
+    d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut c)).ok()?;
+    d.finish().ok()?;
+    Some(c)
 }
 
 /// `adversarial_rows` on CUDA and on the CPU backend, bitwise, N in 1, 50,

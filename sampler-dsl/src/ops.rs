@@ -227,7 +227,7 @@ impl Op {
                 "top_n_merge_stream(vals: Gm<f32>, ids: Gm<i32>, counts: Gm<u32>, cand_offset: u64, slot: u32, count_offset: u64, chunks: u32, logits: Gm<f32>, row_offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>)"
             }
             Op::TopNCluster => {
-                "top_n_cluster(buf: Gm<f32>, offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>, u32, u32)"
+                "top_n_cluster(buf: Gm<f32>, offset: u64, v: u32, n: u32, sorted: u32) -> (Tile<f32>, Tile<i32>, u32, u32, u32)"
             }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
@@ -337,11 +337,12 @@ pub fn result_type(op: Op, elem: Option<Prim>) -> Ty {
         Op::FirstWhere | Op::LastWhere | Op::Categorical => Ty::Scalar(I32),
         Op::TopN | Op::TopNSet | Op::TopNMergeStream | Op::SortDesc => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32)]),
         // (values, ids, bad, finite): the range's NaN-or-+inf and not--inf counts (SAMPLER.md 3.2).
-        Op::TopNCounted | Op::TopNSetCounted | Op::TopNChunkStream | Op::TopNCluster => {
+        Op::TopNCounted | Op::TopNSetCounted | Op::TopNChunkStream => {
             Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32)])
         }
-        // top_n_counted's, and why the device's one-pass stream fell back (0: it did not).
-        Op::TopNStreamCounted => {
+        // top_n_counted's, and why the device's one-pass stream fell back (0: it did not);
+        // for the cluster form, how many CTAs selected the row (0: the leader alone).
+        Op::TopNStreamCounted | Op::TopNCluster => {
             Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32), Ty::Scalar(U32), Ty::Scalar(U32), Ty::Scalar(U32)])
         }
         Op::FixedToF32 | Op::LnFixed => Ty::Scalar(F32),

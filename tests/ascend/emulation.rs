@@ -93,8 +93,10 @@ impl EmuDevice {
                     let per = w / chunks;
                     for ch in 0..chunks {
                         let cs = s.start + ch * per..s.start + (ch + 1) * per;
-                        let mut x: Vec<u32> = a[cs.clone()].iter().map(|f| f.to_bits()).collect();
-                        let mut y: Vec<u32> = b[cs].iter().map(|f| f.to_bits()).collect();
+                        // -0.0 as +0.0: the CPU's keys give +0.0 (SAMPLER.md 3.6), the device may keep the sign.
+                        let bits = |f: &f32| if *f == 0.0 { 0 } else { f.to_bits() };
+                        let mut x: Vec<u32> = a[cs.clone()].iter().map(bits).collect();
+                        let mut y: Vec<u32> = b[cs].iter().map(bits).collect();
                         x.sort_unstable();
                         y.sort_unstable();
                         if x != y {

@@ -380,6 +380,14 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
             .kernel_names()
             .contains(&"topn_cluster")
     };
+    // Each row's CTAs of the cluster top-N (`Buf::SelFallback`): every row must have had `c`.
+    let ctas_of = |be: &mut CudaBackend, p: &StepPlan| {
+        let mut x = vec![0u32; p.rows as usize];
+        let d = be.device();
+        d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut x)).unwrap();
+        d.finish().unwrap();
+        x
+    };
     let mut fails = Vec::new();
     let (mut runs, mut through) = (0, 0);
     for c in [2u32, 4, 8, 16] {
@@ -398,7 +406,13 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
                     fails.push(format!("{} (full_row {full_row}, cluster {c}): differs from the CPU", f.display()));
                 }
                 runs += 1;
-                through += clustered(&mut be, &p, full_row) as usize;
+                if clustered(&mut be, &p, full_row) {
+                    through += 1;
+                    let got = ctas_of(&mut be, &p);
+                    if got.iter().any(|&x| x != c) {
+                        fails.push(format!("{} (cluster {c}): rows selected by {got:?} CTAs", f.display()));
+                    }
+                }
             }
         }
     }
@@ -419,6 +433,9 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
             }
             let fits = sampler_host::runtime::device::cuda::cluster_fits(v, n, c);
             assert_eq!(clustered(&mut be, &p, true), fits, "topn_cluster at N={n}, cluster {c}");
+            if fits && ctas_of(&mut be, &p).iter().any(|&x| x != c) {
+                fails.push(format!("N={n}, cluster {c}: rows selected by {:?} CTAs", ctas_of(&mut be, &p)));
+            }
             let sorted = sorted_of(&mut be, &p, n);
             for name in rows_off_cpu_top_n(&mut be, &rows, n, sorted) {
                 fails.push(format!(

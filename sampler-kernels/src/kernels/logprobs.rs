@@ -287,7 +287,7 @@ pub fn process_draw_finish(
 ///
 /// - `logits`: `[R, v]` (f32, bf16 or f16, read as f32); `cand`, `cand_ids`:
 ///   `[R, n]` out (as `topn_cluster`, the first `head` in order); `row_status`:
-///   `[R]` i32 out (section 3.2).
+///   `[R]` i32 out (section 3.2); `ctas`: `[R]` u32 out (as `topn_cluster`'s).
 /// - The rest as `process_draw_finish`.
 #[kernel(variants = CLUSTER_TAIL, cluster = 16)]
 pub fn topn_cluster_draw_finish(
@@ -298,6 +298,7 @@ pub fn topn_cluster_draw_finish(
     cand: GmMut<f32>,
     cand_ids: GmMut<i32>,
     row_status: GmMut<i32>,
+    ctas: GmMut<u32>,
     temperature: Gm<f32>,
     top_p: Gm<f32>,
     top_k: Gm<i32>,
@@ -321,12 +322,13 @@ pub fn topn_cluster_draw_finish(
     out_lps: GmMut<f32>,
 ) {
     let r = row();
-    let (x, id, nbad, nfin) = top_n_cluster(logits, (r as u64) * (v as u64), v, n, head);
+    let (x, id, nbad, nfin, nctas) = top_n_cluster(logits, (r as u64) * (v as u64), v, n, head);
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
     let rst = row_status_of(nbad, nfin);
     store_scalar(row_status, r as u64, rst);
+    store_scalar(ctas, r as u64, nctas);
     // process_draw_finish's body, on the candidates just written (the leader's own writes).
     let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
     let sd = load_scalar(seed, r as u64);

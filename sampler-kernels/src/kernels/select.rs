@@ -90,6 +90,9 @@ pub fn force_topn_stream(
 ///   `sorted` of a row in the order of section 3.6, the rest in no fixed
 ///   order (as `force_topn_stream`).
 /// - `status`: `[R]` i32 out: 0 ok, 1 a NaN or +inf logit, 2 every logit -inf.
+/// - `ctas`: `[R]` u32 out, how many CTAs selected row r together (the
+///   cluster's size; 0: its leader alone, the launch not shaped for the
+///   cluster path): a diagnostic, never an input of a later kernel.
 #[kernel(variants = CLUSTER, cluster = 16)]
 pub fn topn_cluster(
     logits: Logits,
@@ -99,14 +102,16 @@ pub fn topn_cluster(
     cand: GmMut<f32>,
     cand_ids: GmMut<i32>,
     status: GmMut<i32>,
+    ctas: GmMut<u32>,
 ) {
     let r = row();
-    let (x, id, nbad, nfin) = top_n_cluster(logits, (r as u64) * (v as u64), v, n, sorted);
+    let (x, id, nbad, nfin, nctas) = top_n_cluster(logits, (r as u64) * (v as u64), v, n, sorted);
     let off = (r as u64) * (n as u64);
     store(cand, off, x);
     store(cand_ids, off, id);
     let st = row_status_of(nbad, nfin);
     store_scalar(status, r as u64, st);
+    store_scalar(ctas, r as u64, nctas);
 }
 
 /// Section 3.3 for many blocks per row (stage 1 of 2): program

@@ -601,8 +601,9 @@ pub fn top_n_stream_counted(
 /// row's slices in the CTAs' shared memory, a radix select over all of them
 /// through distributed shared memory, the kept keys gathered in the leader):
 /// the same set by construction, its first `sorted` in order and the rest
-/// not ([`unordered_tail`]). Here a program is the whole cluster, so the
-/// program itself is the leader ([`cluster_leader`]).
+/// not ([`unordered_tail`]), and how many CTAs selected it together (1:
+/// here a program is the whole cluster, so the program itself is the
+/// leader, [`cluster_leader`]).
 pub fn top_n_cluster(
     c: &Ctx,
     buf: impl Source<Elem = f32>,
@@ -610,10 +611,10 @@ pub fn top_n_cluster(
     v: u32,
     n: u32,
     sorted: u32,
-) -> (Tile<f32>, Tile<i32>, u32, u32) {
+) -> (Tile<f32>, Tile<i32>, u32, u32, u32) {
     let (mut x, mut id, bad, fin) = top_n_counted(c, buf, off, v, n);
     unordered_tail(&mut x, &mut id, sorted);
-    (x, id, bad, fin)
+    (x, id, bad, fin, 1)
 }
 /// Whether this program leads its cluster: always on the CPU, where a
 /// program is a whole row (on NVIDIA only rank 0 goes on after a cluster op).

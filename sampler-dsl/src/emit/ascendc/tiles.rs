@@ -183,7 +183,7 @@ impl Gen {
             Op::TopNCounted | Op::TopNSetCounted | Op::TopNStreamCounted | Op::TopNChunkStream | Op::TopNCluster
         );
         // The streaming form's fifth value: this lowering never falls back (0).
-        let stream = matches!(op, Op::TopNStreamCounted);
+        let stream = matches!(op, Op::TopNStreamCounted | Op::TopNCluster);
         let tile = self.tile;
         if tile < 64 {
             self.unsupported("top_n needs TILE >= 64 (Sort32 runs of 32)");
@@ -235,8 +235,10 @@ impl Gen {
         self.barrier();
         let mut scalars = counts.map_or(Vec::new(), |(bad, fin)| vec![bad, fin]);
         if stream {
+            // The stream form never falls back here (0); the cluster form's row is one AI core's (1).
             let fb = self.fresh("s");
-            self.line(&format!("const uint32_t {fb} = 0;"));
+            let v = if matches!(op, Op::TopNCluster) { 1 } else { 0 };
+            self.line(&format!("const uint32_t {fb} = {v};"));
             scalars.push(fb);
         }
         (vec![x, id], scalars)

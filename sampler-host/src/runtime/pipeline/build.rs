@@ -213,6 +213,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
     let cl = caps.cluster;
     if stream && cl > 1 {
         // One row over the CTAs of a cluster, selected together in one kernel.
+        add(SelFallback, r, Init::Scratch);
         let a = k::topn_cluster::Args {
             logits: src,
             v,
@@ -221,6 +222,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
             cand: Cand,
             cand_ids: CandIds,
             status: RowStatus,
+            ctas: SelFallback,
         };
         launch(&mut ls, k::topn_cluster::NAME, n, rows, cluster_slice(v, cl), a.list())?;
         if let Some(l) = ls.last_mut() {
@@ -481,6 +483,7 @@ fn tail(
             cand: Cand,
             cand_ids: CandIds,
             row_status: RowStatus,
+            ctas: SelFallback,
             temperature: Temperature,
             top_p: TopP,
             top_k: TopK,

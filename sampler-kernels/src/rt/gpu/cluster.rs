@@ -176,9 +176,10 @@ struct Sel {
 /// CTA's cluster together; every CTA of the cluster calls it. The leader
 /// (rank 0) gets the tiles, the first `min(sorted, n)` in the order of
 /// SAMPLER.md 3.6 and the rest in no fixed order (`sorted >= n`: all
-/// sorted), and the counts; the other CTAs get empty tiles and zero counts.
-/// A launch without the shared memory of [`crate::spec::gpu_cluster_bytes`]
-/// (or an `n` above the tile) is selected by the leader alone.
+/// sorted), the counts, and how many CTAs selected the row (the cluster's
+/// size; 0 when the leader selected it alone: a launch without the shared
+/// memory of [`crate::spec::gpu_cluster_bytes`], or an `n` above the tile);
+/// the other CTAs get empty tiles and zeros.
 #[inline(always)]
 pub fn top_n_cluster<const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
@@ -187,7 +188,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     v: u32,
     n: u32,
     sorted: u32,
-) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+) -> (Tile<f32, I>, Tile<i32, I>, u32, u32, u32) {
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     let ctas = cluster_size();
@@ -199,7 +200,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     let slice = hists + GPU_CLUSTER_HIST_BYTES as u64;
     let need_bytes = (slice - sh()) as u32 + 4 * slice_len;
     let th = TH as u32;
-    let empty = || (Tile { v: [0f32; I], n: 0 }, Tile { v: [0i32; I], n: 0 }, 0u32, 0u32);
+    let empty = || (Tile { v: [0f32; I], n: 0 }, Tile { v: [0i32; I], n: 0 }, 0u32, 0u32, 0u32);
     // Cluster-uniform: every CTA of the cluster has the same launch shape.
     if n == 0 || n > cap || TH % 32 != 0 || !(256..=HB).contains(&th) || ctas > 16 || dynamic_smem_bytes() < need_bytes
     {
@@ -207,7 +208,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
             return empty();
         }
         let (x, id, (bad, fin)) = top_n_impl::<TH, I, true>(c, buf, off, v, n);
-        return (x, id, bad, fin);
+        return (x, id, bad, fin, 0);
     }
     let tid = c.tid;
     let start = (q * slice_len).min(v);
@@ -405,7 +406,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     let (bad, neg) = (lds32(misc(M_BAD)), lds32(misc(M_NEG)));
     sync();
     let (x, id) = split_keys(&Tile { v: out, n });
-    (x, id, bad, v - neg)
+    (x, id, bad, v - neg, ctas)
 }
 
 /// Folds `st = f(st, position, order bits)` over positions `first + k *
