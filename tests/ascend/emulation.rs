@@ -387,6 +387,47 @@ fn min_p_boundary_steps_match_cpu_under_emulation() {
     assert!(kernels.len() == 4, "min-p kernels run: {kernels:?}");
 }
 
+/// `topn_cluster_draw_finish` (the cluster top-N with the draw's tail, one
+/// node a step): decode-like steps of single fresh rows with top-k on (a
+/// kept head below N), V = 6000 and N = 256, 1024, in every launch order
+/// and numerics mode, equal the CPU backend's results under emulation.
+#[test]
+fn cluster_tail_steps_match_cpu_under_emulation() {
+    if gxx().is_none() {
+        eprintln!("skipping: g++ not found");
+        return;
+    }
+    let v = 6000u32;
+    let mut fused = 0;
+    for (case, n) in [(0u64, 256u32), (1, 1024), (2, 1024)] {
+        let mut rng = common::gen::Rng::new(900 + case);
+        let reqs: Vec<sampler_host::Request> = (0..3u64)
+            .map(|r| {
+                let p = sampler_host::SamplingParams {
+                    temperature: [0.7, 1.0, 1.3][r as usize],
+                    top_p: [0.9, 1.0, 0.5][r as usize],
+                    top_k: [50, 5, 64][r as usize],
+                    top_logprobs: 5,
+                    seq_seed: Some(rng.next_u64()),
+                    ..Default::default()
+                };
+                sampler_host::Request::prefill(p, 4 + r)
+            })
+            .collect();
+        let logits: Vec<f32> =
+            (0..3 * v as usize).map(|_| ((rng.next_u64() % 4000) as f32 * 0.001).round() * 0.5).collect();
+        let (p, _) = sampler_host::layout::build_plan(v, n, 5, &logits, &reqs).unwrap();
+        match run_plan(&format!("cluster tail case {case}"), &p) {
+            Ok(line) => {
+                eprintln!("ok   {line}");
+                fused += line.contains("\"topn_cluster_draw_finish\"") as usize;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(fused, 3, "topn_cluster_draw_finish ran under emulation in every case");
+}
+
 #[test]
 fn every_kernel_has_committed_ascendc_source() {
     let dir = Path::new(ROOT).join("sampler-host/ascendc");
@@ -444,7 +485,6 @@ fn golden_cases_match_cpu_under_emulation() {
                     "process_draw_finish",
                     "prefix_draw_finish",
                     "topn_cluster",
-                    "topn_cluster_draw_finish",
                 ] {
                     if line.contains(&format!("\"{k}\"")) {
                         covered.insert(k);
@@ -466,7 +506,7 @@ fn golden_cases_match_cpu_under_emulation() {
     assert!(ran > 0);
     // The section 10-11 kernels run on the golden cases (raw logprobs, trees), not only the seed's.
     if only.is_none() {
-        assert_eq!(covered.len(), 10, "kernels run under emulation: {covered:?}");
+        assert_eq!(covered.len(), 9, "kernels run under emulation: {covered:?}");
     }
 }
 
