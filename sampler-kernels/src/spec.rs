@@ -97,10 +97,11 @@ pub const fn gpu_shared_bytes(tile: u32, sorts: bool) -> u32 {
     }
 }
 
-/// NVIDIA runtime, `top_n_cluster`: bytes of the radix histograms each CTA
-/// of a cluster keeps for the others to read (five of 2048 u32 bins: the
-/// first digit's, then two digits for each of the two ranks selected).
-pub const GPU_CLUSTER_HIST_BYTES: u32 = 5 * 2048 * 4;
+/// NVIDIA runtime, `top_n_cluster`: bytes of the radix histograms of each
+/// CTA of a cluster: ten of 2048 u32 bins, five of its own (the first
+/// digit's, then two digits for each of the two ranks selected; the others
+/// read one bin of them for ties) and five the leader merges them into.
+pub const GPU_CLUSTER_HIST_BYTES: u32 = 10 * 2048 * 4;
 
 /// NVIDIA runtime, `top_n_cluster`: logits of a row each of the `ctas` CTAs
 /// of its cluster holds in shared memory (the row cut into slices of a

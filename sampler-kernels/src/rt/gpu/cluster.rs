@@ -6,37 +6,43 @@
 //! Each CTA reads its slice of the row once into shared memory as u32 order
 //! bits ([`crate::spec::cluster_slice`] logits), histogramming their top 11
 //! bits on the way. An MSB-first radix select over those 32-bit order bits
-//! then runs on the whole cluster: every CTA reads the others' histograms
-//! through distributed shared memory (`ld.shared::cluster`), so all of them
-//! find the same boundary digit, and the next digit is histogrammed over
-//! the keys of that bin only; 11 + 11 + 10 bits, ending early once the
-//! boundary bin holds exactly the keys still needed (bf16 logits after 22
-//! bits: their widening leaves the low bits constant for a sign). Two ranks
-//! are selected in the same passes: the row's `n`-th key and its `s`-th
-//! (the end of the sorted prefix). A boundary value shared by more keys
-//! than still needed is split by id: the CTAs hold id ranges in rank order
-//! and each CTA's count of that value is read from its histogram, so each
+//! then runs on the whole cluster: each CTA adds the nonzero bins of its
+//! histogram into the leader's (rank 0) through distributed shared memory
+//! (`red.shared::cluster`), two warps of the leader find each selection's
+//! boundary bin in the merged histogram and write it into every CTA's
+//! shared memory, and the next digit is histogrammed over the keys of that
+//! bin only; 11 + 11 + 10 bits, ending early once the boundary bin holds
+//! exactly the keys still needed (bf16 logits after 22 bits: their widening
+//! leaves the low bits constant for a sign). Two ranks are selected in the
+//! same passes: the row's `n`-th key and its `s`-th (the end of the sorted
+//! prefix). A boundary value shared by more keys than still needed is split
+//! by id: the CTAs hold id ranges in rank order and each CTA reads the
+//! lower ranks' counts of that value from their own histograms, so each
 //! takes its quota of the lowest ids (a block scan in position order).
-//! Finally every CTA sends its kept keys to the leader (rank 0): the prefix
-//! keys into one buffer, the rest into another, at offsets taken with one
-//! remote atomic per CTA; the leader sorts the prefix and returns the tiles.
+//! Finally every CTA sends its kept keys to the leader: the prefix keys into
+//! one buffer, the rest into another, at offsets taken with one remote
+//! atomic per CTA; the leader sorts the prefix and returns the tiles.
 //!
 //! Exact by construction (no sample, no fallback): the kept set is the `n`
 //! largest unique (order bits, id) keys, as `top_n_counted`.
 
 use super::super::math::{key_of_bits, order_bits, order_is_bad, NEG_INF_ORDER};
-use super::block::{block_excl_scan, block_fold};
 use super::ptx::{
-    atomc_add, cluster_rank, cluster_size, cluster_sync, dynamic_smem_bytes, ldc2, ldc32, lds32, lds64, mapa, misc,
-    redc_add, reds_add, sh, stc64, sts128, sts32, sts64, sync,
+    atomc_add, cluster_arrive, cluster_rank, cluster_size, cluster_sync, cluster_wait, dynamic_smem_bytes, ldc32,
+    lds128, lds32, lds64, mapa, misc, redc_add, reds_add, sh, slot, stc32, stc64, sts128, sts32, sts64, sync,
 };
 use super::select::top_n_impl;
 use super::sort::{bitonic_desc, split_keys};
+use super::warp::{ballot, shfl_down32, shfl_idx32, Shfl};
 use super::{Ctx, Source, Tile, SMEM_BASE, SORT_CAP};
 use crate::spec::{cluster_slice, GPU_CLUSTER_HIST_BYTES};
 
 /// Bins of each histogram (11-bit digits; the last digit has 10 bits).
 const HB: u32 = 2048;
+/// The histograms: this CTA's own (`L`, five) and the leader's merged ones
+/// (`M`, five, at `L + MERGED`): index 0 the first digit's (both ranks),
+/// then `2p - 1` / `2p` the digit of pass `p` for each rank.
+const MERGED: u32 = 5;
 /// The digits, most significant first: pass `p`'s shift and bits
 /// (21/11, 10/11, 0/10; arithmetic, not a table: a table indexed by a loop
 /// variable would be a global load).
@@ -49,8 +55,7 @@ fn digit(p: u32) -> (u32, u32) {
     }
 }
 
-// Words of the `misc` scratch (shared memory): the leader's counters, which
-// the other CTAs update remotely, then this CTA's own values.
+// Words of the `misc` scratch (shared memory).
 /// Leader: prefix keys placed so far.
 const M_PREFIX: u32 = 16;
 /// Leader: rest keys placed so far.
@@ -58,104 +63,18 @@ const M_REST: u32 = 17;
 /// Leader: the row's bad and -inf logits.
 const M_BAD: u32 = 18;
 const M_NEG: u32 = 19;
+/// This CTA's bad and -inf logits.
+const M_LBAD: u32 = 20;
+const M_LNEG: u32 = 21;
 /// This CTA's first prefix and rest slots (+0, +1).
-const M_BASE: u32 = 20;
-/// The boundary of selection j: bin, keys above it, keys in it (+3j).
+const M_BASE: u32 = 22;
+/// The boundary of selection j, written here by the leader: bin, keys above
+/// it, keys in it (+3j).
 const M_SEL: u32 = 24;
+/// A block scan's total (u64, 8-byte aligned).
+const M_TOTAL: u32 = 30;
 /// Selection j's boundary value: each rank's count of it (+16j + rank).
 const M_RANKS: u32 = 32;
-
-/// The pass of the radix select in progress, as [`settle`] needs it.
-struct Pass {
-    shift: u32,
-    bits: u32,
-    /// No digit follows (the last, or bf16 after 22 bits).
-    last: bool,
-    /// This thread's bins: `b0 .. b0 + per`.
-    b0: u32,
-    per: u32,
-    ctas: u32,
-}
-
-/// Publishes `sel`'s boundary bin to `misc(m..m+3)` (bin, keys above it,
-/// keys in it) if it is one of this thread's bins `b0 .. b0 + per`, whose
-/// counts are `g`; `above`: the keys in the bins of higher threads.
-#[inline(always)]
-fn publish(sel: &Sel, g: &[u32; 8], mut above: u32, m: u32, b0: u32, per: u32) {
-    if sel.done {
-        return;
-    }
-    for kk in 0..8 {
-        let k = 7 - kk;
-        if (k as u32) < per {
-            let cnt = g[k];
-            if above < sel.need && sel.need <= above + cnt {
-                sts32(misc(m), b0 + k as u32);
-                sts32(misc(m + 1), above);
-                sts32(misc(m + 2), cnt);
-            }
-            above += cnt;
-        }
-    }
-}
-
-/// Takes the boundary [`publish`] wrote at `misc(m..)` into `sel`: the
-/// selection ends when its bin holds exactly the keys still needed, or
-/// after the last digit (a value shared by more keys than needed: its
-/// owner thread then copies every rank's count of it from the histogram at
-/// `hist` to `misc(ranks..)`, and the caller syncs). Returns whether it did.
-#[inline(always)]
-fn settle(sel: &mut Sel, m: u32, ranks: u32, hist: u64, at: &Pass) -> bool {
-    if sel.done {
-        return false;
-    }
-    let (b, above, cnt) = (lds32(misc(m)), lds32(misc(m + 1)), lds32(misc(m + 2)));
-    sel.need -= above;
-    sel.pre = (sel.pre << at.bits) | b;
-    if cnt == sel.need {
-        // Every key of the bin is kept.
-        sel.done = true;
-        sel.thr = sel.pre << at.shift;
-        return false;
-    }
-    if !at.last {
-        return false;
-    }
-    // One value (bf16 after 22 bits: the bits below are its sign's): split by id.
-    sel.done = true;
-    sel.ties = true;
-    let shift = at.shift;
-    let fill = if shift == 0 || (sel.pre >> (31 - shift)) & 1 == 1 { 0 } else { (1u32 << shift) - 1 };
-    sel.thr = (sel.pre << shift) | fill;
-    if b >= at.b0 && b < at.b0 + at.per {
-        let mut r = 0u32;
-        while r < at.ctas {
-            sts32(misc(ranks + r), ldc32(mapa(hist + 4 * b as u64, r)));
-            r += 1;
-        }
-    }
-    true
-}
-
-/// This CTA's (rank `q`) share of `sel`'s boundary value: `(all, quota)`,
-/// all of its keys of that value, or the `quota` of them with the lowest
-/// ids (the ranks before it take theirs first), from the per-rank counts at
-/// `misc(ranks..)`. `(true, 0)` when the selection has no split value.
-#[inline(always)]
-fn share_of(sel: &Sel, ranks: u32, q: u32) -> (bool, u32) {
-    if !sel.ties {
-        return (true, 0);
-    }
-    let mut before = 0u32;
-    let mut r = 0u32;
-    while r < q {
-        before += lds32(misc(ranks + r));
-        r += 1;
-    }
-    let mine = lds32(misc(ranks + q));
-    let take = if sel.need > before { (sel.need - before).min(mine) } else { 0 };
-    (take == mine, take)
-}
 
 /// One of the two ranks selected together.
 #[derive(Clone, Copy)]
@@ -211,28 +130,37 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         return (x, id, bad, fin, 0);
     }
     let tid = c.tid;
+    let (lane, warp) = (tid & 31, tid >> 5);
     let start = (q * slice_len).min(v);
     let len = slice_len.min(v - start);
     // Nothing remote touches this CTA's histograms or counters before the
-    // first cluster barrier.
+    // cluster's first barrier, split around the load: its arrive releases
+    // the zeroed memory, its wait comes before the first remote access.
     let mut i = tid;
-    while i < 5 * HB {
+    while i < 2 * MERGED * HB {
         sts32(hists + 4 * i as u64, 0);
         i += th;
     }
-    if tid < 4 {
+    if tid < 8 {
         sts32(misc(M_PREFIX + tid), 0);
     }
     sync();
+    cluster_arrive();
     let (bad, neg) = match buf.as_f32() {
         Some(g) => load_slice(c, g, off + start as u64, len, slice, hists),
         None => load_slice(c, buf, off + start as u64, len, slice, hists),
     };
-    let both = block_fold(c, ((bad as u64) << 32) | neg as u64, |a, b| a.wrapping_add(b));
-    cluster_sync();
+    // This CTA's counts: one shared add a warp.
+    let (bad, neg) = (warp_sum(bad), warp_sum(neg));
+    if lane == 0 {
+        reds_add(misc(M_LBAD), bad);
+        reds_add(misc(M_LNEG), neg);
+    }
+    sync();
+    cluster_wait();
     if tid == 0 {
-        redc_add(mapa(misc(M_BAD), 0), (both >> 32) as u32);
-        redc_add(mapa(misc(M_NEG), 0), both as u32);
+        redc_add(mapa(misc(M_BAD), 0), lds32(misc(M_LBAD)));
+        redc_add(mapa(misc(M_NEG), 0), lds32(misc(M_LNEG)));
     }
 
     let s = sorted.min(n);
@@ -268,55 +196,66 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
                     reds_add(hist(h1) + d, 1);
                 }
             });
-            cluster_sync();
+            sync();
         }
-        // Every rank's counts of this thread's bins (remote loads, four
-        // ranks in flight; `per` is a constant of the variant).
-        let mut g0 = [0u32; 8];
-        let mut g1 = [0u32; 8];
-        let mut r0 = 0u32;
-        while r0 < ctas {
-            for kh in 0..4 {
-                let k = 2 * kh;
-                if (k as u32) < per {
-                    let sum4 = |a: u64| {
-                        let l = |d: u32| if r0 + d < ctas { ldc2(mapa(a, r0 + d)) } else { [0, 0] };
-                        let (x0, x1, x2, x3) = (l(0), l(1), l(2), l(3));
-                        (x0[0] + x1[0] + x2[0] + x3[0], x0[1] + x1[1] + x2[1] + x3[1])
-                    };
-                    let (e, o) = sum4(hist(h0) + 4 * (b0 + k as u32) as u64);
-                    g0[k] += e;
-                    g0[k + 1] += o;
-                    if own1 {
-                        let (e, o) = sum4(hist(h1) + 4 * (b0 + k as u32) as u64);
-                        g1[k] += e;
-                        g1[k + 1] += o;
+        // This CTA's nonzero bins into the leader's merged histograms.
+        let push = |h: u32| {
+            for k in 0..8u32 {
+                if k < per {
+                    let at = 4 * (b0 + k) as u64;
+                    let x = lds32(hist(h) + at);
+                    if x != 0 {
+                        let to = hist(h + MERGED) + at;
+                        if q == 0 {
+                            reds_add(to, x);
+                        } else {
+                            redc_add(mapa(to, 0), x);
+                        }
                     }
                 }
             }
-            r0 += 4;
+        };
+        if !s0.done {
+            push(h0);
         }
-        if !own1 {
-            g1 = g0;
+        if own1 {
+            push(h1);
         }
-        let (mut own0, mut own_1) = (0u32, 0u32);
-        for k in 0..8 {
-            if (k as u32) < per {
-                own0 += g0[k];
-                own_1 += g1[k];
+        cluster_sync();
+        // The leader: warp j finds selection j's boundary and writes it to every CTA.
+        if q == 0 && warp < 2 {
+            let (sj, h) = if warp == 0 { (s0, h0) } else { (s1, h1) };
+            if !sj.done {
+                let (b, above, cnt) = warp_boundary(lane, hist(h + MERGED), sj.need);
+                if lane < ctas {
+                    let m = M_SEL + 3 * warp;
+                    stc32(mapa(misc(m), lane), b);
+                    stc32(mapa(misc(m + 1), lane), above);
+                    stc32(mapa(misc(m + 2), lane), cnt);
+                }
             }
         }
-        // Keys in the bins of the threads above this one (both selections, packed).
-        let packed = ((own_1 as u64) << 32) | own0 as u64;
-        let (excl, total) = block_excl_scan(c, packed);
-        let higher = total - excl - packed;
-        publish(&s0, &g0, higher as u32, M_SEL, b0, per);
-        publish(&s1, &g1, (higher >> 32) as u32, M_SEL + 3, b0, per);
-        sync();
+        cluster_sync();
         let last = p == 2 || (p == 1 && flat >= digit(1).0);
-        let at = Pass { shift, bits, last, b0, per, ctas };
-        let tie0 = settle(&mut s0, M_SEL, M_RANKS, hist(h0), &at);
-        let tie1 = settle(&mut s1, M_SEL + 3, M_RANKS + 16, hist(h1), &at);
+        let tie0 = settle(&mut s0, M_SEL, shift, bits, last);
+        let tie1 = settle(&mut s1, M_SEL + 3, shift, bits, last);
+        // A split value: thread 0 copies each rank's count of its bin (their own histograms).
+        if (tie0 || tie1) && tid == 0 {
+            let ranks = |m: u32, ranks: u32, h: u32| {
+                let at = hist(h) + 4 * lds32(misc(m)) as u64;
+                let mut r = 0u32;
+                while r < ctas {
+                    sts32(misc(ranks + r), ldc32(mapa(at, r)));
+                    r += 1;
+                }
+            };
+            if tie0 {
+                ranks(M_SEL, M_RANKS, h0);
+            }
+            if tie1 {
+                ranks(M_SEL + 3, M_RANKS + 16, h1);
+            }
+        }
         if tie0 || tie1 {
             sync();
         }
@@ -327,13 +266,18 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     // of that value, none, or (`partial`) its quota of their lowest ids.
     let (all0, quota0) = share_of(&s0, M_RANKS, q);
     let (all1, quota1) = if two { share_of(&s1, M_RANKS + 16, q) } else { (true, 0) };
-    let partial = (!all0 && quota0 > 0) || (!all1 && quota1 > 0);
+    let (part0, part1) = (!all0 && quota0 > 0, !all1 && quota1 > 0);
+    let partial = part0 || part1;
     let (t0, t1) = (s0.thr, s1.thr);
+    // Keys at or above `lo` are kept (the boundary value's too when all of
+    // this CTA's are), and a partial boundary value's first `quota` by id.
+    let lo = |t: u32, all: bool| t as u64 + (!all) as u64;
+    let (lo0, lo1) = (lo(t0, all0), lo(t1, all1));
     // (kept, in the sorted prefix) of a key whose value ties `tr` keys
     // of this CTA before it (per selection, counted only when `partial`).
     let keep = |u: u32, tr: (u32, u32)| {
-        let k0 = u > t0 || (u == t0 && (all0 || tr.0 < quota0));
-        let k1 = u > t1 || (u == t1 && (all1 || tr.1 < quota1));
+        let k0 = u as u64 >= lo0 || (part0 && u == t0 && tr.0 < quota0);
+        let k1 = u as u64 >= lo1 || (part1 && u == t1 && tr.1 < quota1);
         (k0, if two { k1 } else { s == n && k0 })
     };
     let next = |u: u32, tr: (u32, u32)| (tr.0 + (u == t0) as u32, tr.1 + (u == t1) as u32);
@@ -344,7 +288,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     let mut tbase = (0u32, 0u32);
     if partial {
         let (c0, c1) = walk(first, step, per_thread, len, slice, (0u32, 0u32), |t, _, u| next(u, t));
-        let (ex, _) = block_excl_scan(c, ((c1 as u64) << 32) | c0 as u64);
+        let (ex, _) = block_scan(c, ((c1 as u64) << 32) | c0 as u64);
         tbase = (ex as u32, (ex >> 32) as u32);
     }
     // (prefix keys, rest keys, tie ranks) of this thread.
@@ -352,7 +296,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         let (k, pre) = keep(u, tr);
         (np + pre as u32, nr + (k && !pre) as u32, next(u, tr))
     });
-    let (ex, tot) = block_excl_scan(c, ((np as u64) << 32) | nr as u64);
+    let (ex, tot) = block_scan(c, ((np as u64) << 32) | nr as u64);
     if tid == 0 {
         let (tp, tq) = ((tot >> 32) as u32, tot as u32);
         let bp = if tp > 0 { atomc_add(mapa(misc(M_PREFIX), 0), tp) } else { 0 };
@@ -407,6 +351,175 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     sync();
     let (x, id) = split_keys(&Tile { v: out, n });
     (x, id, bad, v - neg, ctas)
+}
+
+/// Takes the boundary the leader wrote at `misc(m..m+3)` (bin, keys above
+/// it, keys in it) into `sel`: the selection ends when its bin holds exactly
+/// the keys still needed, or after the `last` digit with a value shared by
+/// more keys than needed (bf16 after 22 bits: the bits below are its
+/// sign's), split by id. Returns whether it ended that way.
+#[inline(always)]
+fn settle(sel: &mut Sel, m: u32, shift: u32, bits: u32, last: bool) -> bool {
+    if sel.done {
+        return false;
+    }
+    let (b, above, cnt) = (lds32(misc(m)), lds32(misc(m + 1)), lds32(misc(m + 2)));
+    sel.need -= above;
+    sel.pre = (sel.pre << bits) | b;
+    if cnt == sel.need {
+        // Every key of the bin is kept.
+        sel.done = true;
+        sel.thr = sel.pre << shift;
+        return false;
+    }
+    if !last {
+        return false;
+    }
+    sel.done = true;
+    sel.ties = true;
+    let fill = if shift == 0 || (sel.pre >> (31 - shift)) & 1 == 1 { 0 } else { (1u32 << shift) - 1 };
+    sel.thr = (sel.pre << shift) | fill;
+    true
+}
+
+/// This CTA's (rank `q`) share of `sel`'s boundary value: `(all, quota)`,
+/// all of its keys of that value, or the `quota` of them with the lowest
+/// ids (the ranks before it take theirs first), from the per-rank counts at
+/// `misc(ranks..)`. `(true, 0)` when the selection has no split value.
+#[inline(always)]
+fn share_of(sel: &Sel, ranks: u32, q: u32) -> (bool, u32) {
+    if !sel.ties {
+        return (true, 0);
+    }
+    let mut before = 0u32;
+    let mut r = 0u32;
+    while r < q {
+        before += lds32(misc(ranks + r));
+        r += 1;
+    }
+    let mine = lds32(misc(ranks + q));
+    let take = if sel.need > before { (sel.need - before).min(mine) } else { 0 };
+    (take == mine, take)
+}
+
+/// Warp-wide: the boundary of the `need`-th largest key (`need >= 1`, at
+/// most the keys counted) in the 2048-bin histogram at `h` (shared), bins
+/// ranked from the top: (bin, keys in the bins above it, keys in it), on
+/// every lane. Lane l sums bins `64 l ..` in four runs of 16; the lanes'
+/// totals are scanned from the top; the run holding the boundary is split
+/// bin by bin over 16 lanes. Every lane of the warp calls it.
+#[inline(always)]
+fn warp_boundary(lane: u32, h: u64, need: u32) -> (u32, u32, u32) {
+    let run = |r: u32| {
+        let a = h + 4 * (64 * lane + 16 * r) as u64;
+        let (x, y, z, w) = (lds128(a), lds128(a + 16), lds128(a + 32), lds128(a + 48));
+        let s4 = |v: [u32; 4]| v[0] + v[1] + v[2] + v[3];
+        s4(x) + s4(y) + s4(z) + s4(w)
+    };
+    let (r0, r1, r2, r3) = (run(0), run(1), run(2), run(3));
+    let tot = r0 + r1 + r2 + r3;
+    // Keys in this lane's bins and every higher lane's.
+    let mut incl = tot;
+    let mut d = 1u32;
+    while d < 32 {
+        let y = shfl_down32(incl, d, u32::MAX);
+        if lane + d < 32 {
+            incl += y;
+        }
+        d *= 2;
+    }
+    let above = incl - tot;
+    let hit = ballot(above < need && need <= incl);
+    let l = hit.trailing_zeros();
+    // In the boundary lane: its run holding the boundary, from the top.
+    // (keys above, run, found), run by run (four calls, not an array: local memory).
+    let step = |st: (u32, u32, bool), r: u32, cnt: u32| {
+        let (ab, at, found) = st;
+        if found {
+            st
+        } else if ab < need && need <= ab + cnt {
+            (ab, r, true)
+        } else {
+            (ab + cnt, at, false)
+        }
+    };
+    let st = step((above, 0, false), 3, r3);
+    let st = step(st, 2, r2);
+    let st = step(st, 1, r1);
+    let (ab, run_at, _) = step(st, 0, r0);
+    let run_at = shfl_idx32(run_at, l);
+    let ab = shfl_idx32(ab, l);
+    // That run's 16 bins over lanes 0..16 (the others count 0), from the top.
+    let bin = 64 * l + 16 * run_at + (lane & 15);
+    let cnt = if lane < 16 { lds32(h + 4 * bin as u64) } else { 0 };
+    let mut incl = cnt;
+    let mut d = 1u32;
+    while d < 16 {
+        let y = shfl_down32(incl, d, u32::MAX);
+        if lane + d < 32 {
+            incl += y;
+        }
+        d *= 2;
+    }
+    let above = ab + incl - cnt;
+    let hit = ballot(lane < 16 && above < need && need <= above + cnt);
+    let at = hit.trailing_zeros();
+    (shfl_idx32(bin, at), shfl_idx32(above, at), shfl_idx32(cnt, at))
+}
+
+/// The warp's sum of `x` on every lane.
+#[inline(always)]
+fn warp_sum(mut x: u32) -> u32 {
+    let mut d = 16u32;
+    while d > 0 {
+        x += super::warp::shfl_xor32(x, d);
+        d /= 2;
+    }
+    x
+}
+
+/// Exclusive prefix of every thread's `own` over the block's threads (exact,
+/// wrapping) and the total: a warp scan, then warp 0 scans the warps'
+/// totals (not every thread reading every warp's). Ends with a barrier.
+#[inline(always)]
+fn block_scan<const TH: usize, const I: usize>(c: &Ctx<TH, I>, own: u64) -> (u64, u64) {
+    let (lane, warp) = (c.tid & 31, (c.tid >> 5) as usize);
+    let warps = (TH / 32) as u32;
+    let mut v = own;
+    let mut d = 1u32;
+    while d < 32 {
+        let y = v.up(d, u32::MAX);
+        if lane >= d {
+            v = v.wrapping_add(y);
+        }
+        d *= 2;
+    }
+    if lane == 31 {
+        sts64(slot(warp), v);
+    }
+    sync();
+    if warp == 0 {
+        let t = if lane < warps { lds64(slot(lane as usize)) } else { 0 };
+        let mut x = t;
+        let mut d = 1u32;
+        while d < 32 {
+            let y = x.up(d, u32::MAX);
+            if lane >= d {
+                x = x.wrapping_add(y);
+            }
+            d *= 2;
+        }
+        if lane < warps {
+            sts64(slot(lane as usize), x.wrapping_sub(t));
+        }
+        if lane == 31 {
+            sts64(misc(M_TOTAL), x);
+        }
+    }
+    sync();
+    let r = (lds64(slot(warp)).wrapping_add(v.wrapping_sub(own)), lds64(misc(M_TOTAL)));
+    sync();
+    r
 }
 
 /// Folds `st = f(st, position, order bits)` over positions `first + k *

@@ -228,16 +228,6 @@ pub(super) fn mapa(a: u64, rank: u32) -> u64 {
     };
     d
 }
-/// `ld.shared::cluster.v2.u32` at the 8-byte aligned cluster address `a`.
-#[inline(always)]
-pub(super) fn ldc2(a: u64) -> [u32; 2] {
-    let (x, y): (u32, u32);
-    // SAFETY: `a` is an 8-byte aligned cluster address of a running CTA's shared memory.
-    unsafe {
-        asm!("ld.shared::cluster.v2.u32 {{{x}, {y}}}, [{a}];", a = in(reg64) a, x = out(reg32) x, y = out(reg32) y, options(nostack, readonly))
-    };
-    [x, y]
-}
 /// `ld.shared::cluster.u32` at the cluster address `a`.
 #[inline(always)]
 pub(super) fn ldc32(a: u64) -> u32 {
@@ -269,4 +259,24 @@ pub(super) fn atomc_add(a: u64, v: u32) -> u32 {
 pub(super) fn redc_add(a: u64, v: u32) {
     // SAFETY: as `ldc32`.
     unsafe { asm!("red.shared::cluster.add.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
+}
+/// The arrive half of [`cluster_sync`] (release): the wait half,
+/// [`cluster_wait`], may come later, work done between the two overlapping
+/// the other CTAs' arrival. Every thread calls each once, in this order.
+#[inline(always)]
+pub(super) fn cluster_arrive() {
+    // SAFETY: cluster-uniform control flow, as `cluster_sync`.
+    unsafe { asm!("barrier.cluster.arrive.aligned;", options(nostack)) };
+}
+/// The wait half of a split cluster barrier (acquire), after [`cluster_arrive`].
+#[inline(always)]
+pub(super) fn cluster_wait() {
+    // SAFETY: as `cluster_arrive`.
+    unsafe { asm!("barrier.cluster.wait.aligned;", options(nostack)) };
+}
+/// `st.shared::cluster.u32` at the cluster address `a`.
+#[inline(always)]
+pub(super) fn stc32(a: u64, v: u32) {
+    // SAFETY: `a` is a 4-byte aligned cluster address of a running CTA's shared memory.
+    unsafe { asm!("st.shared::cluster.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
 }

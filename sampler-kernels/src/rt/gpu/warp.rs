@@ -14,6 +14,16 @@ pub(super) fn shfl_down32(v: u32, d: u32, mask: u32) -> u32 {
     };
     r
 }
+/// Lane `lane ^ m`'s `v` (every lane of the warp calls it together).
+#[inline(always)]
+pub(super) fn shfl_xor32(v: u32, m: u32) -> u32 {
+    let r: u32;
+    // SAFETY: every lane of the warp calls it together (uniform code).
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 31, 0xffffffff;", r = out(reg32) r, v = in(reg32) v, m = in(reg32) m)
+    };
+    r
+}
 #[inline(always)]
 pub(super) fn shfl_up32(v: u32, d: u32, mask: u32) -> u32 {
     let r: u32;
