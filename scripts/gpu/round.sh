@@ -207,7 +207,7 @@ stream() {
             SAMPLER_STREAM_SELECT=$c timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -8 || rc=1
         done
         echo "== gpu_suite adversarial (the environment's setting, then the other)"
-        SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -12 || rc=1
+        SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -12 || rc=1
         for c in 1 0; do
             echo "== ours, SAMPLER_STREAM_SELECT=$c"
             SAMPLER_STREAM_SELECT=$c timeout 200 $b/benchmark run --rows "${STREAM_ROWS:-1,16,64,256,384}" --n "${STREAM_NS:-1024,4096,0}" \
@@ -264,8 +264,8 @@ speed() {
         fi
         if [ "${STREAM:-0}" = 1 ]; then
             # The one-read streaming top-N (Caps::stream_select, off by default) on the same shapes, same run.
-            echo "== ours, stream select (SAMPLER_STREAM_SELECT=1)"
-            SAMPLER_STREAM_SELECT=1 timeout 240 $b/benchmark run --rows "$ROWS" --n "$NS" --json "$out/stream.json" || rc=1
+            echo "== ours, stream select (SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1)"
+            SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 timeout 240 $b/benchmark run --rows "$ROWS" --n "$NS" --json "$out/stream.json" || rc=1
         fi
         if [ "$RAW" = 1 ]; then
             # SAMPLER.md 10.3: every request reports raw logprobs (mask_check's tile sums + raw_logprobs).
@@ -367,11 +367,11 @@ chunks() {
     {
         echo "== stream chunks at $(date -u +%FT%TZ), commit $(cat $s/commit)"
         SAMPLER_GOLDEN_DIR=$gd timeout 300 $b/devices cuda_counts:: --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -12 || rc=1
-        echo "== gpu_suite golden, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8"
-        SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -6 || rc=1
+        echo "== gpu_suite golden, SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8"
+        SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -6 || rc=1
         for c in ${SC_LIST:-0 4 8 16}; do
-            echo "== ours, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
-            SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 150 $b/benchmark run --rows "${SC_ROWS:-1,16,64}" \
+            echo "== ours, SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
+            SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 150 $b/benchmark run --rows "${SC_ROWS:-1,16,64}" \
                 --n "${SC_NS:-1024,4096}" --reps 30 --json "$out/ours-sc$c.json" || rc=1
         done
         echo "== chunks rc=$rc"
@@ -393,16 +393,16 @@ prefix() {
             echo "== gpu_suite golden, SAMPLER_STREAM_SELECT=$c"
             if [ $c = auto ]; then SAMPLER_PREFIX_ORDER=1 timeout 200 $b/gpu_suite golden $gd; else SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=$c timeout 200 $b/gpu_suite golden $gd; fi 2>&1 | grep -v -E "^  ok |: ok" | tail -6 || rc=1
         done
-        echo "== gpu_suite adversarial, SAMPLER_STREAM_SELECT=1"
-        SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
+        echo "== gpu_suite adversarial, SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1"
+        SAMPLER_PREFIX_ORDER=1 SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
         for po in 1 0; do
             echo "== ours, SAMPLER_PREFIX_ORDER=$po"
             SAMPLER_PREFIX_ORDER=$po timeout 200 $b/benchmark run --rows "${PO_ROWS:-1,16,64,256,384}" --n "${PO_NS:-1024,4096,0}" \
                 --json "$out/ours-po$po.json" || rc=1
         done
         for c in ${PO_CHUNKS:-4 8}; do
-            echo "== ours, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
-            SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 150 $b/benchmark run --rows "${PO_CROWS:-1,16}" \
+            echo "== ours, SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
+            SAMPLER_PREFIX_ORDER=1 SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 150 $b/benchmark run --rows "${PO_CROWS:-1,16}" \
                 --n "${PO_CNS:-1024,4096}" --json "$out/ours-po-sc$c.json" || rc=1
         done
         echo "== prefix rc=$rc"
@@ -428,11 +428,11 @@ ab() {
         echo "== gpu_suite golden (default)"
         timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
         echo "== gpu_suite golden, stream select over ${AB_CHUNKS:-8} blocks"
-        SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=${AB_CHUNKS:-8} timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
+        SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=${AB_CHUNKS:-8} timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
         echo "== gpu_suite golden, prefix order and stream select forced"
-        SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_SELECT=1 timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
+        SAMPLER_PREFIX_ORDER=1 SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 timeout 200 $b/gpu_suite golden $gd 2>&1 | grep -v -E "^  ok |: ok" | tail -3 || rc=1
         echo "== gpu_suite adversarial"
-        SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
+        SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 timeout 120 $b/gpu_suite adversarial 2>&1 | tail -8 || rc=1
         echo "== gpu_suite synth ${AB_SYNTH:-1:4096 16:4096 64:4096 384:4096 1:1024 1:0}"
         timeout 200 $b/gpu_suite synth ${AB_SYNTH:-1:4096 16:4096 64:4096 384:4096 1:1024 1:0} 2>&1 | tail -8 || rc=1
         for v in b a c; do
@@ -448,8 +448,8 @@ ab() {
             env $env timeout 100 $b/benchmark run --dtype bf16 --rows "${AB_BROWS:-1,16,64,256,384}" --n "${AB_BNS:-4096}" --json "$out/bf16-$v.json" || rc=1
         done
         for c in ${AB_SC:-4 8}; do
-            echo "== ours b, SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
-            SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 100 $b/benchmark run --rows 1,16 --n 4096 --json "$out/ours-b-sc$c.json" || rc=1
+            echo "== ours b, SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c"
+            SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=$c timeout 100 $b/benchmark run --rows 1,16 --n 4096 --json "$out/ours-b-sc$c.json" || rc=1
         done
         echo "== ab rc=$rc"
         exit $rc
@@ -540,11 +540,11 @@ variants() {
             echo "== $v gpu_suite golden ($([ $f = 1 ] && echo 'default; over 8 blocks; ')stream select + prefix order forced) at $(date -u +%T)"
             if [ $f = 1 ]; then
                 env $e timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
-                env $e SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+                env $e SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_STREAM_CHUNKS=8 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
             fi
-            env $e SAMPLER_STREAM_SELECT=1 SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_CHUNKS=0 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
+            env $e SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 SAMPLER_PREFIX_ORDER=1 SAMPLER_STREAM_CHUNKS=0 timeout 200 $b/gpu_suite golden $gd 2>&1 | tail -2 || rc=1
             echo "== $v gpu_suite adversarial (stream select; then bf16 / f16 device logits)"
-            env $e SAMPLER_STREAM_SELECT=1 timeout 150 $b/gpu_suite adversarial > "$out/adv-$v.log" 2>&1
+            env $e SAMPLER_CLUSTER=0 SAMPLER_STREAM_SELECT=1 timeout 150 $b/gpu_suite adversarial > "$out/adv-$v.log" 2>&1
             local ar=$?; [ $ar = 0 ] || rc=1
             echo "adversarial exit $ar: $(grep -c 'bitwise ok' "$out/adv-$v.log") lines bitwise ok; others:"
             grep -v "bitwise ok" "$out/adv-$v.log" | tail -8

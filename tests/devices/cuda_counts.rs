@@ -126,6 +126,8 @@ fn golden_cases_with_stream_select_equal_cpu() {
     };
     assert_eq!(be.stream_select(), env, "the streaming top-N is forced only by SAMPLER_STREAM_SELECT=1 / 0");
     be.set_stream_select(Some(true));
+    // The streaming paths themselves, not the cluster top-N that small batches take by default.
+    be.set_cluster(Some(0));
     // One block a row (force_topn_stream); several: the chunks test below.
     be.set_stream_chunks(Some(0));
     let (mut runs, mut streamed, mut rows, mut fell) = (0, 0, 0, 0);
@@ -249,6 +251,8 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
     let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let mut be = CudaBackend::new().unwrap();
     be.set_stream_select(Some(true));
+    // The streaming paths themselves, not the cluster top-N that small batches take by default.
+    be.set_cluster(Some(0));
     be.set_prefix_order(Some(true));
     be.set_stream_chunks(Some(0));
     be.set_full_row(true);
@@ -298,6 +302,8 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
     assert!(!files.is_empty(), "golden cases not found at {g}");
     let mut be = CudaBackend::new().unwrap();
     be.set_stream_select(Some(true));
+    // The streaming paths themselves, not the cluster top-N that small batches take by default.
+    be.set_cluster(Some(0));
     let chunked = |be: &mut CudaBackend, p: &StepPlan, full_row: bool| {
         pipeline::build_for(be.device(), p, pipeline::PrefixPolicy::eager(full_row).width(p))
             .unwrap()

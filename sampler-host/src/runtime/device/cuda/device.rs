@@ -72,8 +72,10 @@ pub struct CudaDevice {
     /// [`Caps::cluster`] forced (`SAMPLER_CLUSTER=C` at backend creation, C
     /// in 2, 4, 8, 16; 0 or 1 off); `None`: by the batch, [`cluster_auto`].
     pub(super) cluster: Option<u32>,
-    /// [`Caps::cluster_tail`] forced off (or on) by `SAMPLER_CLUSTER_TAIL=0`
-    /// at backend creation; `None`: on wherever the cluster top-N runs.
+    /// [`Caps::cluster_tail`] forced on (or off) by `SAMPLER_CLUSTER_TAIL=1`
+    /// at backend creation; `None`: off (run 45: the leader's 1024-thread
+    /// tail is slower than `process_draw_finish` as a node of its own, 48.3
+    /// against 29.0 + 8.1 us at R = 1, N = 1024 over 8 CTAs).
     pub(super) cluster_tail: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
@@ -177,11 +179,36 @@ pub fn cluster_fits(v: u32, n: u32, ctas: u32) -> bool {
 }
 
 /// CTAs a row of the thread-block cluster top-N when nothing forces it
-/// ([`Caps::cluster`]): 0, off, until the H200 has measured it against the
-/// streaming top-N (issue 22; `SAMPLER_CLUSTER=C` forces it).
-pub fn cluster_auto(_v: u32, _n: u32, _rows: u32) -> u32 {
-    0
+/// ([`Caps::cluster`]; `SAMPLER_CLUSTER=C` forces it): 16 to
+/// [`CLUSTER_16_MAX_ROWS`] rows, 8 to [`CLUSTER_8_MAX_ROWS`], else 0 (the
+/// streaming top-N), from V = [`CLUSTER_MIN_V`] (where the CPU-side costs of
+/// more CTAs than logits to read stop mattering); the caps keep it only
+/// where the row fits ([`cluster_fits`]). Measured (docs/bench/run45-cluster,
+/// H100, graph us, V = 129280, the same bits): against the streaming top-N,
+/// 16 CTAs at R = 1 / 2 / 4: N = 1024 42.4 / 44.0 / 43.0 -> 30.0 / 34.0 /
+/// 34.8, N = 4096 58.9 / 58.3 / 60.2 -> 38.8 / 42.2 / 42.7, off 43.2 / 45.1 /
+/// 49.7 -> 37.0 / 36.8 / 37.7; at R = 8 16 CTAs lose (49.1, 62.0, 57.7: more
+/// clusters than fit at once), 8 win (41.4 / 50.3 / 55.6 against 43.4 /
+/// 60.1 / 61.5); at R = 16 8 CTAs lose (64.9 / 74.9 / 87.2 against 45.8 /
+/// 62.6 / 88.7).
+pub fn cluster_auto(v: u32, _n: u32, rows: u32) -> u32 {
+    if v < CLUSTER_MIN_V {
+        0
+    } else if rows <= CLUSTER_16_MAX_ROWS {
+        16
+    } else if rows <= CLUSTER_8_MAX_ROWS {
+        8
+    } else {
+        0
+    }
 }
+
+/// See [`cluster_auto`].
+pub const CLUSTER_16_MAX_ROWS: u32 = 4;
+/// See [`cluster_auto`].
+pub const CLUSTER_8_MAX_ROWS: u32 = 8;
+/// See [`cluster_auto`].
+pub const CLUSTER_MIN_V: u32 = 32768;
 
 /// From this candidate width up, the top-N orders only the kept prefix when
 /// nothing forces it. Measured on the H200: 11-37 us faster at N = 4096
@@ -496,7 +523,7 @@ impl Device for CudaDevice {
             fold_tail: self.fold_tail.unwrap_or(true),
             head_tile: self.head_tile.unwrap_or(256),
             cluster,
-            cluster_tail: self.cluster_tail.unwrap_or(true),
+            cluster_tail: self.cluster_tail.unwrap_or(false),
         }
     }
 
@@ -839,6 +866,22 @@ mod tests {
     #[test]
     fn auto_policies_follow_the_measured_thresholds() {
         assert!(!prefix_order_auto(512) && prefix_order_auto(1024) && prefix_order_auto(4096));
+        assert_eq!(cluster_auto(129_280, 1024, 1), 16);
+        assert_eq!(cluster_auto(129_280, 4096, 4), 16);
+        assert_eq!(cluster_auto(129_280, 1024, 5), 8);
+        assert_eq!(cluster_auto(129_280, 256, 8), 8);
+        assert_eq!(cluster_auto(129_280, 1024, 9), 0);
+        assert_eq!(cluster_auto(4096, 1024, 1), 0);
+        // Every auto size holds the benchmark's row and one of V = 152064 (larger rows
+        // may not fit 8 CTAs at N = 4096: the caps then keep the streaming top-N).
+        assert!(!cluster_fits(262_144, 4096, 8) && cluster_fits(262_144, 4096, 16));
+        for v in [129_280u32, 152_064] {
+            for n in [1u32, 64, 256, 1024, 4096] {
+                for rows in [1u32, 4, 8] {
+                    assert!(cluster_fits(v, n, cluster_auto(v, n, rows)), "V {v} N {n} R {rows}");
+                }
+            }
+        }
         assert_eq!(stream_chunks_auto(512, 1), 0);
         assert_eq!(stream_chunks_auto(1024, 1), STREAM_CHUNKS_SMALL_R);
         assert_eq!(stream_chunks_auto(1024, 32), STREAM_CHUNKS_SMALL_R);

@@ -23,9 +23,9 @@ mod upload;
 pub use context::{driver_present, PTX};
 pub use device::{
     cluster_auto, cluster_fits, prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice,
-    PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS, STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R,
-    STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS,
-    STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
+    CLUSTER_16_MAX_ROWS, CLUSTER_8_MAX_ROWS, CLUSTER_MIN_V, PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS,
+    STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R, STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N,
+    STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
@@ -167,8 +167,9 @@ impl CudaBackend {
     /// ([`Caps::cluster`]: `topn_cluster`, the row in the cluster's shared
     /// memory, one kernel): forced (`Some(c)`, c in 2, 4, 8, 16 where the row
     /// fits, else the streaming top-N; `Some(0)` off) or by the batch
-    /// (`None`, the default: [`cluster_auto`]). `SAMPLER_CLUSTER=c` when the
-    /// backend is created sets it too. The same bits either way.
+    /// (`None`, the default: [`cluster_auto`], 16 CTAs to R = 4 and 8 to R = 8
+    /// from V = 32768). `SAMPLER_CLUSTER=c` when the backend is created sets
+    /// it too. The same bits either way.
     pub fn set_cluster(&mut self, c: Option<u32>) {
         self.d.cluster = c;
     }
