@@ -490,10 +490,11 @@ fn run(args: &[String]) -> ExitCode {
         cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
     }
     println!(
-        "device: {}; tuning: {}; chunks override: {:?}; logprobs: {}; logits: {} ({} bytes each)",
+        "device: {}; tuning: {}; chunks override: {:?}; cluster top-N up to {} CTAs; logprobs: {}; logits: {} ({} bytes each)",
         cuda.device_name(),
         cuda.tuning().source,
         arg(args, "--chunks"),
+        cuda.cluster_max(),
         mode.as_str(),
         dt.name(),
         dt.bytes()

@@ -118,7 +118,13 @@ pub const fn cluster_slice(v: u32, ctas: u32) -> u32 {
 /// bits. The op falls back to the leader alone when a launch gets less.
 pub const fn gpu_cluster_bytes(tile: u32, slice: u32) -> u32 {
     let keys = if tile < GPU_SORT_CAP { tile } else { GPU_SORT_CAP };
-    GPU_SMEM_BASE + 16 * keys + GPU_CLUSTER_HIST_BYTES + 4 * slice
+    // In u64, saturated: a slice of 2^30 logits must not wrap into a small size.
+    let b = GPU_SMEM_BASE as u64 + 16 * keys as u64 + GPU_CLUSTER_HIST_BYTES as u64 + 4 * slice as u64;
+    if b > u32::MAX as u64 {
+        u32::MAX
+    } else {
+        b as u32
+    }
 }
 
 /// A registered kernel (host builds only).

@@ -380,6 +380,8 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
     let files = golden_files(Path::new(&g));
     assert!(!files.is_empty(), "golden cases not found at {g}");
     let mut be = CudaBackend::new().unwrap();
+    // An H100 / H200 schedules clusters of 16 CTAs of the widest variant (a partitioned device may not).
+    assert_eq!(be.cluster_max(), 16, "the largest cluster size on this device");
     let clustered = |be: &mut CudaBackend, p: &StepPlan, full_row: bool| {
         pipeline::build_for(be.device(), p, pipeline::PrefixPolicy::eager(full_row).width(p))
             .unwrap()

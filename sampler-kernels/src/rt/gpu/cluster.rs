@@ -117,11 +117,17 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     let pbuf = keybuf + 8 * cap as u64;
     let hists = pbuf + 8 * cap as u64;
     let slice = hists + GPU_CLUSTER_HIST_BYTES as u64;
-    let need_bytes = (slice - sh()) as u32 + 4 * slice_len;
+    // In u64: a slice of 2^30 logits must not wrap into a small size.
+    let need_bytes = (slice - sh()) + 4 * slice_len as u64;
     let th = TH as u32;
     let empty = || (Tile { v: [0f32; I], n: 0 }, Tile { v: [0i32; I], n: 0 }, 0u32, 0u32, 0u32);
     // Cluster-uniform: every CTA of the cluster has the same launch shape.
-    if n == 0 || n > cap || TH % 32 != 0 || !(256..=HB).contains(&th) || ctas > 16 || dynamic_smem_bytes() < need_bytes
+    if n == 0
+        || n > cap
+        || TH % 32 != 0
+        || !(256..=HB).contains(&th)
+        || ctas > 16
+        || (dynamic_smem_bytes() as u64) < need_bytes
     {
         if q != 0 {
             return empty();

@@ -72,6 +72,9 @@ pub struct CudaDevice {
     /// [`Caps::cluster`] forced (`SAMPLER_CLUSTER=C` at backend creation, C
     /// in 2, 4, 8, 16; 0 or 1 off); `None`: by the batch, [`cluster_auto`].
     pub(super) cluster: Option<u32>,
+    /// The largest cluster size this device schedules the cluster top-N at
+    /// (16, 8 or 0: [`max_cluster`]); a larger forced or auto size is lowered to it.
+    pub(super) cluster_max: u32,
     /// [`Caps::cluster_tail`] forced on (or off) by `SAMPLER_CLUSTER_TAIL=1`
     /// at backend creation; `None`: off (run 45: the leader's 1024-thread
     /// tail is slower than `process_draw_finish` as a node of its own, 48.3
@@ -170,6 +173,54 @@ fn flag_env(name: &str) -> Option<bool> {
 
 /// Dynamic shared memory one CTA may have on sm_90.
 const SMEM_MAX: u32 = 227 * 1024;
+
+/// The largest cluster size (16, 8, or 0: none) the cluster top-N can run at
+/// on this device: `cuOccupancyMaxActiveClusters` for its widest CTAs with
+/// the most shared memory a CTA may have (one CTA an SM, so a cluster of C
+/// needs C SMs of one GPC; every launch it makes needs no more). 16 is a
+/// non-portable size (not every sm_90 part, MIG or MPS partition has it);
+/// a device without clusters gives 0.
+fn max_cluster(module: &Arc<CudaModule>, stream: &CudaStream) -> u32 {
+    use cudarc::driver::sys;
+    let Some(v) = sampler_kernels::kernels::topn_cluster::VARIANTS.iter().max_by_key(|v| v.threads) else {
+        return 0;
+    };
+    let Ok(f) = module.load_function(v.entry) else { return 0 };
+    let max_smem = CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    if f.set_attribute(max_smem, SMEM_MAX as i32).is_err() {
+        return 0;
+    }
+    let non_portable = CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
+    let wide = f.set_attribute(non_portable, 1).is_ok();
+    for cl in [16u32, 8] {
+        if cl > 8 && !wide {
+            continue;
+        }
+        // SAFETY: a plain C union of the driver's, written through its cluster member.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cl, y: 1, z: 1 };
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: cl,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: v.threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: SMEM_MAX,
+            hStream: stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut clusters: std::ffi::c_int = 0;
+        // SAFETY: a query on a loaded function with a well-formed launch configuration.
+        let ok = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, f.cu_function(), &cfg) }.result().is_ok();
+        if ok && clusters > 0 {
+            return cl;
+        }
+    }
+    0
+}
 
 /// Whether `topn_cluster` holds a row of `v` logits at candidate width `n`
 /// over `ctas` CTAs (each CTA's slice in its shared memory).
@@ -357,6 +408,9 @@ impl CudaDevice {
         use cudarc::driver::sys;
         let cl = l.cluster.max(1);
         let v = l.variant;
+        if cl > v.cluster.max(1) {
+            return Err(dev(format!("{}: a cluster of {cl} CTAs, above the kernel's {}", v.entry, v.cluster)));
+        }
         let mut params: Vec<*mut std::ffi::c_void> = slots.iter_mut().map(|x| x as *mut u64 as *mut _).collect();
         // SAFETY: a plain C union of the driver's, written through its cluster member.
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
@@ -384,6 +438,7 @@ impl CudaDevice {
 
     pub(super) fn new(sh: &'static Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
+        let cluster_max = max_cluster(&sh.module, &stream);
         let copy_stream = sh.ctx.new_stream().map_err(dev)?;
         let mut bufs = Vec::new();
         for b in Buf::ALL {
@@ -417,6 +472,7 @@ impl CudaDevice {
                 .and_then(|x| x.trim().parse().ok())
                 .filter(|t: &u32| (64..=16384).contains(t)),
             cluster: std::env::var("SAMPLER_CLUSTER").ok().and_then(|x| x.trim().parse().ok()),
+            cluster_max,
             cluster_tail: flag_env("SAMPLER_CLUSTER_TAIL"),
             ext_logits: None,
             half_logits: None,
@@ -505,7 +561,7 @@ impl Device for CudaDevice {
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
         let prefix = self.prefix_order.unwrap_or_else(|| prefix_order_auto(n));
         let stream_chunks = self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 });
-        let cluster = self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows));
+        let cluster = self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows)).min(self.cluster_max);
         let cluster = if cluster > 1 && cluster_fits(v, n, cluster) { cluster } else { 0 };
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),

@@ -168,8 +168,8 @@ impl CudaBackend {
     /// memory, one kernel): forced (`Some(c)`, c in 2, 4, 8, 16 where the row
     /// fits, else the streaming top-N; `Some(0)` off) or by the batch
     /// (`None`, the default: [`cluster_auto`], 16 CTAs to R = 4 and 8 to R = 8
-    /// from V = 32768). `SAMPLER_CLUSTER=c` when the backend is created sets
-    /// it too. The same bits either way.
+    /// from V = 32768), at most [`Self::cluster_max`]. `SAMPLER_CLUSTER=c`
+    /// when the backend is created sets it too. The same bits either way.
     pub fn set_cluster(&mut self, c: Option<u32>) {
         self.d.cluster = c;
     }
@@ -193,6 +193,14 @@ impl CudaBackend {
     /// row forced (`Some`), or `None` (by the batch).
     pub fn stream_chunks(&self) -> Option<u32> {
         self.d.stream_chunks
+    }
+
+    /// The largest thread-block cluster this device runs the cluster top-N
+    /// on (16, 8, or 0 where it has none: `cuOccupancyMaxActiveClusters` at
+    /// backend creation); a larger [`Self::set_cluster`] or auto size is
+    /// lowered to it.
+    pub fn cluster_max(&self) -> u32 {
+        self.d.cluster_max
     }
 
     /// The candidate width the kernels run on for `p`, and whether it is the
