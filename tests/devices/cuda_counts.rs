@@ -286,6 +286,84 @@ fn adversarial_rows_through_stream_select_equal_cpu() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
+/// Every golden case of `files` on both paths, at each setting of
+/// `configs` (`set(be, c)` first): a line in `fails` for each step whose
+/// results differ from the CPU backend's, and `after(be, plan, full_row, c,
+/// fails)` after each run for the caller's own checks. Returns the runs.
+fn golden_runs(
+    be: &mut CudaBackend,
+    files: &[std::path::PathBuf],
+    configs: &[u32],
+    what: &str,
+    set: impl Fn(&mut CudaBackend, u32),
+    mut after: impl FnMut(&mut CudaBackend, &StepPlan, bool, u32, &mut Vec<String>),
+    fails: &mut Vec<String>,
+) -> usize {
+    let mut runs = 0;
+    for &c in configs {
+        set(be, c);
+        for f in files {
+            let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
+            let (reqs, logits) = case.well_formed();
+            let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else {
+                continue;
+            };
+            for full_row in [false, true] {
+                let want = if full_row { CpuBackend::full_row() } else { CpuBackend::default() }.run(&p).unwrap();
+                be.set_full_row(full_row);
+                let got = be.run(&p).unwrap();
+                if format!("{got:?}") != format!("{want:?}") {
+                    fails.push(format!("{} (full_row {full_row}, {what} {c}): differs from the CPU", f.display()));
+                }
+                runs += 1;
+                let mut mine = Vec::new();
+                after(be, &p, full_row, c, &mut mine);
+                fails.extend(mine.into_iter().map(|m| format!("{}: {m}", f.display())));
+            }
+        }
+    }
+    runs
+}
+
+/// The rows of [`stream_rows`] at V = 129280 (full-row path, only the kept
+/// prefix ordered), top-k off and 50, N = 1, 50, 1024, 4096, at each setting
+/// of `configs` (`set(be, c)` first): a line in `fails` for each step whose
+/// results differ from the CPU's and for each row whose N candidates are not
+/// the CPU's exact top N, and `after(be, plan, n, c, fails)` after each run.
+fn adversarial_runs(
+    be: &mut CudaBackend,
+    configs: &[u32],
+    what: &str,
+    set: impl Fn(&mut CudaBackend, u32),
+    mut after: impl FnMut(&mut CudaBackend, &StepPlan, u32, u32, &mut Vec<String>),
+    fails: &mut Vec<String>,
+) {
+    let v = 129_280u32;
+    let rows = stream_rows(v as usize);
+    let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
+    be.set_full_row(true);
+    be.set_prefix_order(Some(true));
+    for (c, top_k) in configs.iter().flat_map(|&c| [(c, -1i64), (c, 50)]) {
+        set(be, c);
+        let reqs = stream_requests(rows.len(), top_k);
+        for n in [1u32, 50, 1024, 4096] {
+            let (p, _) = build_plan(v, n, u32::MAX, &logits, &reqs).unwrap();
+            let want = CpuBackend::full_row().run(&p).unwrap();
+            let got = be.run(&p).unwrap();
+            if format!("{got:?}") != format!("{want:?}") {
+                fails.push(format!("N={n}, {what} {c}, top_k {top_k}: step results differ from the CPU"));
+            }
+            after(be, &p, n, c, fails);
+            let sorted = sorted_of(be, &p, n);
+            for name in rows_off_cpu_top_n(be, &rows, n, sorted) {
+                fails.push(format!(
+                    "N={n}, {what} {c}, top_k {top_k}, row {name:?}: candidates differ from the CPU's top-N"
+                ));
+            }
+        }
+    }
+}
+
 /// The streaming top-N over several blocks a row (`topn_chunk_stream` +
 /// `topn_merge_stream`, `CudaBackend::set_stream_chunks`): every golden case
 /// (both paths) and the adversarial rows of [`stream_rows`] at N = 1, 50,
@@ -311,51 +389,24 @@ fn golden_and_adversarial_rows_through_stream_chunks_equal_cpu() {
             .contains(&"topn_chunk_stream")
     };
     let mut fails = Vec::new();
-    let (mut runs, mut through) = (0, 0);
-    for c in [2u32, 8, 16] {
-        be.set_stream_chunks(Some(c));
-        for f in &files {
-            let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
-            let (reqs, logits) = case.well_formed();
-            let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else {
-                continue;
-            };
-            for full_row in [false, true] {
-                let want = if full_row { CpuBackend::full_row() } else { CpuBackend::default() }.run(&p).unwrap();
-                be.set_full_row(full_row);
-                let got = be.run(&p).unwrap();
-                if format!("{got:?}") != format!("{want:?}") {
-                    fails.push(format!("{} (full_row {full_row}, {c} chunks): differs from the CPU", f.display()));
-                }
-                runs += 1;
-                through += chunked(&mut be, &p, full_row) as usize;
-            }
-        }
-    }
-    let v = 129_280u32;
-    let rows = stream_rows(v as usize);
-    let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
-    be.set_full_row(true);
-    be.set_prefix_order(Some(true));
-    for (c, top_k) in [2u32, 8, 16].into_iter().flat_map(|c| [(c, -1i64), (c, 50)]) {
-        be.set_stream_chunks(Some(c));
-        let reqs = stream_requests(rows.len(), top_k);
-        for n in [1u32, 50, 1024, 4096] {
-            let (p, _) = build_plan(v, n, u32::MAX, &logits, &reqs).unwrap();
-            let want = CpuBackend::full_row().run(&p).unwrap();
-            let got = be.run(&p).unwrap();
-            if format!("{got:?}") != format!("{want:?}") {
-                fails.push(format!("N={n}, {c} chunks, top_k {top_k}: step results differ from the CPU"));
-            }
-            assert!(chunked(&mut be, &p, true), "topn_chunk_stream ran at N={n}, {c} chunks");
-            let sorted = sorted_of(&mut be, &p, n);
-            for name in rows_off_cpu_top_n(&mut be, &rows, n, sorted) {
-                fails.push(format!(
-                    "N={n}, {c} chunks, top_k {top_k}, row {name:?}: candidates differ from the CPU's top-N"
-                ));
-            }
-        }
-    }
+    let mut through = 0;
+    let runs = golden_runs(
+        &mut be,
+        &files,
+        &[2, 8, 16],
+        "chunks",
+        |be, c| be.set_stream_chunks(Some(c)),
+        |be, p, full_row, _, _| through += chunked(be, p, full_row) as usize,
+        &mut fails,
+    );
+    adversarial_runs(
+        &mut be,
+        &[2, 8, 16],
+        "chunks",
+        |be, c| be.set_stream_chunks(Some(c)),
+        |be, p, n, c, _| assert!(chunked(be, p, true), "topn_chunk_stream ran at N={n}, {c} chunks"),
+        &mut fails,
+    );
     eprintln!(
         "stream chunks on CUDA: {runs} golden runs ({through} through topn_chunk_stream), adversarial rows at 3 chunk counts x 4 widths, {} failures",
         fails.len()
@@ -398,61 +449,38 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
         x
     };
     let mut fails = Vec::new();
-    let (mut runs, mut through) = (0, 0);
-    for c in [2u32, 4, 8, 16] {
-        be.set_cluster(Some(c));
-        for f in &files {
-            let case = parse_case(&std::fs::read_to_string(f).unwrap()).unwrap();
-            let (reqs, logits) = case.well_formed();
-            let Ok((p, _)) = build_plan(case.vocab_size, case.width(), case.nextn, &logits[..], &reqs) else {
-                continue;
-            };
-            for full_row in [false, true] {
-                let want = if full_row { CpuBackend::full_row() } else { CpuBackend::default() }.run(&p).unwrap();
-                be.set_full_row(full_row);
-                let got = be.run(&p).unwrap();
-                if format!("{got:?}") != format!("{want:?}") {
-                    fails.push(format!("{} (full_row {full_row}, cluster {c}): differs from the CPU", f.display()));
-                }
-                runs += 1;
-                if clustered(&mut be, &p, full_row) {
-                    through += 1;
-                    let got = ctas_of(&mut be, &p);
-                    if got.iter().any(|&x| x != c) {
-                        fails.push(format!("{} (cluster {c}): rows selected by {got:?} CTAs", f.display()));
-                    }
+    let mut through = 0;
+    let runs = golden_runs(
+        &mut be,
+        &files,
+        &[2, 4, 8, 16],
+        "cluster",
+        |be, c| be.set_cluster(Some(c)),
+        |be, p, full_row, c, fails| {
+            if clustered(be, p, full_row) {
+                through += 1;
+                let got = ctas_of(be, p);
+                if got.iter().any(|&x| x != c) {
+                    fails.push(format!("cluster {c}: rows selected by {got:?} CTAs"));
                 }
             }
-        }
-    }
-    let v = 129_280u32;
-    let rows = stream_rows(v as usize);
-    let logits: Vec<f32> = rows.iter().flat_map(|(_, r)| r.iter().copied()).collect();
-    be.set_full_row(true);
-    be.set_prefix_order(Some(true));
-    for (c, top_k) in [4u32, 8, 16].into_iter().flat_map(|c| [(c, -1i64), (c, 50)]) {
-        be.set_cluster(Some(c));
-        let reqs = stream_requests(rows.len(), top_k);
-        for n in [1u32, 50, 1024, 4096] {
-            let (p, _) = build_plan(v, n, u32::MAX, &logits, &reqs).unwrap();
-            let want = CpuBackend::full_row().run(&p).unwrap();
-            let got = be.run(&p).unwrap();
-            if format!("{got:?}") != format!("{want:?}") {
-                fails.push(format!("N={n}, cluster {c}, top_k {top_k}: step results differ from the CPU"));
+        },
+        &mut fails,
+    );
+    adversarial_runs(
+        &mut be,
+        &[4, 8, 16],
+        "cluster",
+        |be, c| be.set_cluster(Some(c)),
+        |be, p, n, c, fails| {
+            let fits = sampler_host::runtime::device::cuda::cluster_fits(p.vocab, n, c);
+            assert_eq!(clustered(be, p, true), fits, "topn_cluster(_draw_finish) at N={n}, cluster {c}");
+            if fits && ctas_of(be, p).iter().any(|&x| x != c) {
+                fails.push(format!("N={n}, cluster {c}: rows selected by {:?} CTAs", ctas_of(be, p)));
             }
-            let fits = sampler_host::runtime::device::cuda::cluster_fits(v, n, c);
-            assert_eq!(clustered(&mut be, &p, true), fits, "topn_cluster(_draw_finish) at N={n}, cluster {c}");
-            if fits && ctas_of(&mut be, &p).iter().any(|&x| x != c) {
-                fails.push(format!("N={n}, cluster {c}: rows selected by {:?} CTAs", ctas_of(&mut be, &p)));
-            }
-            let sorted = sorted_of(&mut be, &p, n);
-            for name in rows_off_cpu_top_n(&mut be, &rows, n, sorted) {
-                fails.push(format!(
-                    "N={n}, cluster {c}, top_k {top_k}, row {name:?}: candidates differ from the CPU's top-N"
-                ));
-            }
-        }
-    }
+        },
+        &mut fails,
+    );
     eprintln!(
         "clusters on CUDA: {runs} golden runs ({through} through topn_cluster), adversarial rows at 3 cluster sizes x 4 widths, {} failures",
         fails.len()
