@@ -66,487 +66,491 @@ __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_i
   AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
   for (uint32_t prog = (uint32_t)AscendC::GetBlockIdx(); prog < programs; prog += (uint32_t)AscendC::GetBlockNum()) {
     const uint32_t v_r_1 = (uint32_t)(prog);
-    const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
-    const uint32_t v___kf1_r_3 = (uint32_t)(v_r_1);
-    const uint64_t v___kf1_i_4 = (uint64_t)(((uint64_t)(v___kf1_r_3)));
-    const float v_t_5 = (float)(g_temperature.GetValue((uint64_t)(v___kf1_i_4)));
-    const float v_tp_6 = (float)(g_top_p.GetValue((uint64_t)(v___kf1_i_4)));
-    const int32_t v_tk_7 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf1_i_4)));
-    const float v_lmp_8 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf1_i_4)));
-    const bool v_kfirst_9 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf1_i_4))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v_sd_10 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v_sq_11 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint32_t v___kf2_r_12 = (uint32_t)(v_r_1);
-    const uint64_t v___kf2_i_13 = (uint64_t)(((uint64_t)(v___kf2_r_12)));
-    const uint32_t v_kind_14 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf2_i_13)));
-    const int32_t v_gs_15 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf2_i_13)));
-    const int32_t v_rs_16 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf2_i_13)));
-    const int32_t v_gold_17 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf2_i_13)));
-    const uint64_t v___kf3_off_18 = (uint64_t)(v_off_2);
-    const uint32_t v___kf3_n_19 = (uint32_t)(p_n);
-    const uint32_t v___kf3_head_20 = (uint32_t)(p_head);
-    const float v___kf3_t_21 = (float)(v_t_5);
-    const float v___kf3_tp_22 = (float)(v_tp_6);
-    const int32_t v___kf3_k_23 = (int32_t)(v_tk_7);
-    const float v___kf3_lmp_24 = (float)(v_lmp_8);
-    const bool v___kf3_kfirst_25 = (bool)(v_kfirst_9);
-    const uint64_t v___kf3_seed_26 = (uint64_t)(v_sd_10);
-    const uint64_t v___kf3_seq_27 = (uint64_t)(v_sq_11);
-    const float v___kf3_m_28 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_18)));
-    const uint64_t v___kf4_off_29 = (uint64_t)(v___kf3_off_18);
-    const uint32_t v___kf4_n_30 = (uint32_t)(v___kf3_head_20);
-    const float v___kf4_temperature_31 = (float)(v___kf3_t_21);
-    AscendC::LocalTensor<float> t32 = qin.AllocTensor<float>();
-    const uint32_t t32_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_30), TILE);
-    const uint64_t off33 = (uint64_t)(v___kf4_off_29);
-    if (t32_n > 0) {
-      AscendC::DataCopyPad(t32, g_cand[off33], AscendC::DataCopyExtParams{1, (uint32_t)(t32_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint32_t v___kf1_r_2 = (uint32_t)(v_r_1);
+    const uint32_t v___kf1_n_3 = (uint32_t)(p_n);
+    const uint32_t v___kf1_head_4 = (uint32_t)(p_head);
+    const uint32_t v___kf1_k_5 = (uint32_t)(p_k);
+    const uint64_t v___kf1_off_6 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf1_r_2)), ((uint64_t)(v___kf1_n_3))));
+    const uint32_t v___kf2_r_7 = (uint32_t)(v___kf1_r_2);
+    const uint64_t v___kf2_i_8 = (uint64_t)(((uint64_t)(v___kf2_r_7)));
+    const float v___kf1_t_9 = (float)(g_temperature.GetValue((uint64_t)(v___kf2_i_8)));
+    const float v___kf1_tp_10 = (float)(g_top_p.GetValue((uint64_t)(v___kf2_i_8)));
+    const int32_t v___kf1_tk_11 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf2_i_8)));
+    const float v___kf1_lmp_12 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf2_i_8)));
+    const bool v___kf1_kfirst_13 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf2_i_8))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf1_sd_14 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_2)))));
+    const uint64_t v___kf1_sq_15 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_2)))));
+    const uint32_t v___kf3_r_16 = (uint32_t)(v___kf1_r_2);
+    const uint64_t v___kf3_i_17 = (uint64_t)(((uint64_t)(v___kf3_r_16)));
+    const uint32_t v___kf1_kind_18 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf3_i_17)));
+    const int32_t v___kf1_gs_19 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf3_i_17)));
+    const int32_t v___kf1_rs_20 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf3_i_17)));
+    const int32_t v___kf1_gold_21 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf3_i_17)));
+    const uint64_t v___kf4_off_22 = (uint64_t)(v___kf1_off_6);
+    const uint32_t v___kf4_n_23 = (uint32_t)(v___kf1_n_3);
+    const uint32_t v___kf4_head_24 = (uint32_t)(v___kf1_head_4);
+    const float v___kf4_t_25 = (float)(v___kf1_t_9);
+    const float v___kf4_tp_26 = (float)(v___kf1_tp_10);
+    const int32_t v___kf4_k_27 = (int32_t)(v___kf1_tk_11);
+    const float v___kf4_lmp_28 = (float)(v___kf1_lmp_12);
+    const bool v___kf4_kfirst_29 = (bool)(v___kf1_kfirst_13);
+    const uint64_t v___kf4_seed_30 = (uint64_t)(v___kf1_sd_14);
+    const uint64_t v___kf4_seq_31 = (uint64_t)(v___kf1_sq_15);
+    const float v___kf4_m_32 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_22)));
+    const uint64_t v___kf5_off_33 = (uint64_t)(v___kf4_off_22);
+    const uint32_t v___kf5_n_34 = (uint32_t)(v___kf4_head_24);
+    const float v___kf5_temperature_35 = (float)(v___kf4_t_25);
+    AscendC::LocalTensor<float> t36 = qin.AllocTensor<float>();
+    const uint32_t t36_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_34), TILE);
+    const uint64_t off37 = (uint64_t)(v___kf5_off_33);
+    if (t36_n > 0) {
+      AscendC::DataCopyPad(t36, g_cand[off37], AscendC::DataCopyExtParams{1, (uint32_t)(t36_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t32); t32 = qin.DeQue<float>();
-    const float s34 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_29)));
-    AscendC::LocalTensor<float> t35 = t32.ReinterpretCast<float>();
-    const uint32_t t35_n = t32_n;
-    AscendC::Adds(t35, t32, -s34, (int32_t)t35_n);
-    AscendC::LocalTensor<float> t36 = t35.ReinterpretCast<float>();
-    const uint32_t t36_n = t35_n;
+    qin.EnQue(t36); t36 = qin.DeQue<float>();
+    const float s38 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_33)));
+    AscendC::LocalTensor<float> t39 = t36.ReinterpretCast<float>();
+    const uint32_t t39_n = t36_n;
+    AscendC::Adds(t39, t36, -s38, (int32_t)t39_n);
+    AscendC::LocalTensor<float> t40 = t39.ReinterpretCast<float>();
+    const uint32_t t40_n = t39_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t35;
-      for (uint32_t i = 0; i < t36_n; ++i) t36.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf4_temperature_31)));
+      const AscendC::LocalTensor<float> &L0 = t39;
+      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_35)));
     }
-    const uint64_t v___kf5_off_37 = (uint64_t)(v___kf3_off_18);
-    const uint32_t v___kf5_start_38 = (uint32_t)(v___kf3_head_20);
-    const uint32_t v___kf5_n_39 = (uint32_t)(v___kf3_n_19);
-    const float v___kf5_m_40 = (float)(v___kf3_m_28);
-    const float v___kf5_t_41 = (float)(v___kf3_t_21);
-    uint64_t v___kf5_s_42 = (uint64_t)(((uint64_t)0ull));
+    const uint64_t v___kf6_off_41 = (uint64_t)(v___kf4_off_22);
+    const uint32_t v___kf6_start_42 = (uint32_t)(v___kf4_head_24);
+    const uint32_t v___kf6_n_43 = (uint32_t)(v___kf4_n_23);
+    const float v___kf6_m_44 = (float)(v___kf4_m_32);
+    const float v___kf6_t_45 = (float)(v___kf4_t_25);
+    uint64_t v___kf6_s_46 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf5_n_39, v___kf5_start_38)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t43 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t43_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s44 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t43_n; ++i) t43.SetValue(i, s44);
-      AscendC::LocalTensor<uint64_t> t45 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t45_n = 0;
-      t45_n = t43_n;
+      AscendC::LocalTensor<uint64_t> t47 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s48 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t47_n; ++i) t47.SetValue(i, s48);
+      AscendC::LocalTensor<uint64_t> t49 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t49_n = 0;
+      t49_n = t47_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t45_n > 0) {
-        AscendC::DataCopy(t45, t43, AscendC::DataCopyParams{1, (uint16_t)((t45_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t49_n > 0) {
+        AscendC::DataCopy(t49, t47, AscendC::DataCopyParams{1, (uint16_t)((t49_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf5_passes_46 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf5_n_39, v___kf5_start_38), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-      const uint32_t end47 = (uint32_t)(v___kf5_passes_46);
+      const uint32_t v___kf6_passes_50 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
+      const uint32_t end51 = (uint32_t)(v___kf6_passes_50);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf5_q_48 = (uint32_t)(((uint32_t)0ull)); v___kf5_q_48 < end47; ++v___kf5_q_48) {
+      for (uint32_t v___kf6_q_52 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_52 < end51; ++v___kf6_q_52) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf5_lo0_49 = (uint32_t)(sk::add<uint32_t>(v___kf5_start_38, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf5_q_48), TILE)));
-        const uint32_t v___kf5_lo1_50 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo0_49, TILE));
-        const uint32_t v___kf5_s0_51 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo0_49, sk::sub<uint32_t>(v___kf5_n_39, TILE)));
-        const uint32_t v___kf5_s1_52 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo1_50, sk::sub<uint32_t>(v___kf5_n_39, TILE)));
-        AscendC::LocalTensor<float> t53 = qin.AllocTensor<float>();
-        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off54 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_37, ((uint64_t)(v___kf5_s0_51))));
-        if (t53_n > 0) {
-          AscendC::DataCopyPad(t53, g_cand[off54], AscendC::DataCopyExtParams{1, (uint32_t)(t53_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-        }
-        qin.EnQue(t53); t53 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t55 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t55_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off56 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_37, ((uint64_t)(v___kf5_s1_52))));
-        if (t55_n > 0) {
-          AscendC::DataCopyPad(t55, g_cand[off56], AscendC::DataCopyExtParams{1, (uint32_t)(t55_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-        }
-        AscendC::LocalTensor<uint32_t> t57 = ub8[U0].ReinterpretCast<uint32_t>();
+        const uint32_t v___kf6_lo0_53 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_42, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf6_q_52), TILE)));
+        const uint32_t v___kf6_lo1_54 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_53, TILE));
+        const uint32_t v___kf6_s0_55 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_53, sk::sub<uint32_t>(v___kf6_n_43, TILE)));
+        const uint32_t v___kf6_s1_56 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_54, sk::sub<uint32_t>(v___kf6_n_43, TILE)));
+        AscendC::LocalTensor<float> t57 = qin.AllocTensor<float>();
         const uint32_t t57_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t57.ReinterpretCast<int32_t>(), (int32_t)0, t57_n);
-        const float s58 = (float)(v___kf5_m_40);
-        AscendC::LocalTensor<float> t59 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t59_n = t53_n;
-        AscendC::Adds(t59, t53, -s58, (int32_t)t59_n);
-        AscendC::LocalTensor<uint64_t> t60 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t60_n = sk::min<uint32_t>(sk::min<uint32_t>(t45_n, t57_n), t59_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t45;
-          const AscendC::LocalTensor<uint32_t> &L1 = t57;
-          const AscendC::LocalTensor<float> &L2 = t59;
-          for (uint32_t i = 0; i < t60_n; ++i) t60.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf5_s0_51)) >= (uint32_t)(v___kf5_lo0_49))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf5_t_41)))) : (uint64_t)(((uint64_t)0ull))))));
+        const uint64_t off58 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s0_55))));
+        if (t57_n > 0) {
+          AscendC::DataCopyPad(t57, g_cand[off58], AscendC::DataCopyExtParams{1, (uint32_t)(t57_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        t45_n = t60_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t45_n > 0) {
-          AscendC::DataCopy(t45, t60, AscendC::DataCopyParams{1, (uint16_t)((t45_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qin.EnQue(t57); t57 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t59 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off60 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s1_56))));
+        if (t59_n > 0) {
+          AscendC::DataCopyPad(t59, g_cand[off60], AscendC::DataCopyExtParams{1, (uint32_t)(t59_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.FreeTensor(t53);
         AscendC::LocalTensor<uint32_t> t61 = ub8[U0].ReinterpretCast<uint32_t>();
         const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
         AscendC::CreateVecIndex(t61.ReinterpretCast<int32_t>(), (int32_t)0, t61_n);
-        const float s62 = (float)(v___kf5_m_40);
+        const float s62 = (float)(v___kf6_m_44);
         AscendC::LocalTensor<float> t63 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t63_n = t55_n;
-        sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::Adds(t63, t55, -s62, (int32_t)t63_n);
+        const uint32_t t63_n = t57_n;
+        AscendC::Adds(t63, t57, -s62, (int32_t)t63_n);
         AscendC::LocalTensor<uint64_t> t64 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t64_n = sk::min<uint32_t>(sk::min<uint32_t>(t45_n, t61_n), t63_n);
+        const uint32_t t64_n = sk::min<uint32_t>(sk::min<uint32_t>(t49_n, t61_n), t63_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t45;
+          const AscendC::LocalTensor<uint64_t> &L0 = t49;
           const AscendC::LocalTensor<uint32_t> &L1 = t61;
           const AscendC::LocalTensor<float> &L2 = t63;
-          for (uint32_t i = 0; i < t64_n; ++i) t64.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf5_s1_52)) >= (uint32_t)(v___kf5_lo1_50))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf5_t_41)))) : (uint64_t)(((uint64_t)0ull))))));
+          for (uint32_t i = 0; i < t64_n; ++i) t64.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf6_s0_55)) >= (uint32_t)(v___kf6_lo0_53))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf6_t_45)))) : (uint64_t)(((uint64_t)0ull))))));
         }
-        t45_n = t64_n;
+        t49_n = t64_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t45_n > 0) {
-          AscendC::DataCopy(t45, t64, AscendC::DataCopyParams{1, (uint16_t)((t45_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t49_n > 0) {
+          AscendC::DataCopy(t49, t64, AscendC::DataCopyParams{1, (uint16_t)((t49_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<float> t65 = ub8[0].ReinterpretCast<float>();
+        qin.FreeTensor(t57);
+        AscendC::LocalTensor<uint32_t> t65 = ub8[U0].ReinterpretCast<uint32_t>();
         const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t65, (float)(sk::bits_f32(0xff800000u)), (int32_t)t65_n);
-        const uint32_t n66 = t65_n;
-        const uint64_t off67 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_37, ((uint64_t)(v___kf5_s0_51))));
-        AscendC::LocalTensor<float> o68 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n66 > 0) {
-          AscendC::DataCopy(o68, t65, AscendC::DataCopyParams{1, (uint16_t)((n66 * sizeof(float) + 31) / 32), 0, 0});
+        AscendC::CreateVecIndex(t65.ReinterpretCast<int32_t>(), (int32_t)0, t65_n);
+        const float s66 = (float)(v___kf6_m_44);
+        AscendC::LocalTensor<float> t67 = ub8[U3].ReinterpretCast<float>();
+        const uint32_t t67_n = t59_n;
+        sk::sync<AscendC::HardEvent::MTE2_V>();
+        AscendC::Adds(t67, t59, -s66, (int32_t)t67_n);
+        AscendC::LocalTensor<uint64_t> t68 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t68_n = sk::min<uint32_t>(sk::min<uint32_t>(t49_n, t65_n), t67_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t49;
+          const AscendC::LocalTensor<uint32_t> &L1 = t65;
+          const AscendC::LocalTensor<float> &L2 = t67;
+          for (uint32_t i = 0; i < t68_n; ++i) t68.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf6_s1_56)) >= (uint32_t)(v___kf6_lo1_54))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf6_t_45)))) : (uint64_t)(((uint64_t)0ull))))));
         }
-        qout.EnQue(o68); o68 = qout.DeQue<float>();
-        if (n66 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off67], o68, AscendC::DataCopyExtParams{1, (uint32_t)(n66 * sizeof(float)), 0, 0, 0});
+        t49_n = t68_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t49_n > 0) {
+          AscendC::DataCopy(t49, t68, AscendC::DataCopyParams{1, (uint16_t)((t49_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qout.FreeTensor(o68);
         AscendC::LocalTensor<float> t69 = ub8[0].ReinterpretCast<float>();
         const uint32_t t69_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
         AscendC::Duplicate(t69, (float)(sk::bits_f32(0xff800000u)), (int32_t)t69_n);
         const uint32_t n70 = t69_n;
-        const uint64_t off71 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_37, ((uint64_t)(v___kf5_s1_52))));
+        const uint64_t off71 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s0_55))));
         AscendC::LocalTensor<float> o72 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
         if (n70 > 0) {
           AscendC::DataCopy(o72, t69, AscendC::DataCopyParams{1, (uint16_t)((n70 * sizeof(float) + 31) / 32), 0, 0});
         }
         qout.EnQue(o72); o72 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
         if (n70 > 0) {
           AscendC::DataCopyPad(g_logprobs[off71], o72, AscendC::DataCopyExtParams{1, (uint32_t)(n70 * sizeof(float)), 0, 0, 0});
         }
         qout.FreeTensor(o72);
+        AscendC::LocalTensor<float> t73 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t73, (float)(sk::bits_f32(0xff800000u)), (int32_t)t73_n);
+        const uint32_t n74 = t73_n;
+        const uint64_t off75 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s1_56))));
+        AscendC::LocalTensor<float> o76 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n74 > 0) {
+          AscendC::DataCopy(o76, t73, AscendC::DataCopyParams{1, (uint16_t)((n74 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o76); o76 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n74 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off75], o76, AscendC::DataCopyExtParams{1, (uint32_t)(n74 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o76);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s73 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t45_n; ++i) {
-        s73 = sk::add<uint64_t>(s73, t45.GetValue(i));
+      uint64_t s77 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t49_n; ++i) {
+        s77 = sk::add<uint64_t>(s77, t49.GetValue(i));
       }
-      v___kf5_s_42 = (uint64_t)(s73);
+      v___kf6_s_46 = (uint64_t)(s77);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf5_n_39) > (uint32_t)(v___kf5_start_38))) {
+      if (((uint32_t)(v___kf6_n_43) > (uint32_t)(v___kf6_start_42))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf5_o_74 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_37, ((uint64_t)(v___kf5_start_38))));
-        AscendC::LocalTensor<float> t75 = qin.AllocTensor<float>();
-        const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_39, v___kf5_start_38)), TILE);
-        const uint64_t off76 = (uint64_t)(v___kf5_o_74);
-        if (t75_n > 0) {
-          AscendC::DataCopyPad(t75, g_cand[off76], AscendC::DataCopyExtParams{1, (uint32_t)(t75_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf6_o_78 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_start_42))));
+        AscendC::LocalTensor<float> t79 = qin.AllocTensor<float>();
+        const uint32_t t79_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42)), TILE);
+        const uint64_t off80 = (uint64_t)(v___kf6_o_78);
+        if (t79_n > 0) {
+          AscendC::DataCopyPad(t79, g_cand[off80], AscendC::DataCopyExtParams{1, (uint32_t)(t79_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t75); t75 = qin.DeQue<float>();
-        const float s77 = (float)(v___kf5_m_40);
-        AscendC::LocalTensor<float> t78 = t75.ReinterpretCast<float>();
-        const uint32_t t78_n = t75_n;
-        AscendC::Adds(t78, t75, -s77, (int32_t)t78_n);
-        AscendC::LocalTensor<uint64_t> t79 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t79_n = t78_n;
+        qin.EnQue(t79); t79 = qin.DeQue<float>();
+        const float s81 = (float)(v___kf6_m_44);
+        AscendC::LocalTensor<float> t82 = t79.ReinterpretCast<float>();
+        const uint32_t t82_n = t79_n;
+        AscendC::Adds(t82, t79, -s81, (int32_t)t82_n);
+        AscendC::LocalTensor<uint64_t> t83 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t83_n = t82_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t78;
-          for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf5_t_41)))));
+          const AscendC::LocalTensor<float> &L0 = t82;
+          for (uint32_t i = 0; i < t83_n; ++i) t83.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_45)))));
         }
-        uint64_t s80 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t79_n; ++i) {
-          s80 = sk::add<uint64_t>(s80, t79.GetValue(i));
+        uint64_t s84 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t83_n; ++i) {
+          s84 = sk::add<uint64_t>(s84, t83.GetValue(i));
         }
-        v___kf5_s_42 = (uint64_t)(s80);
-        qin.FreeTensor(t75);
-        AscendC::LocalTensor<float> t81 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_39, v___kf5_start_38)), TILE);
+        v___kf6_s_46 = (uint64_t)(s84);
+        qin.FreeTensor(t79);
+        AscendC::LocalTensor<float> t85 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t81, (float)(sk::bits_f32(0xff800000u)), (int32_t)t81_n);
-        const uint32_t n82 = t81_n;
-        const uint64_t off83 = (uint64_t)(v___kf5_o_74);
-        AscendC::LocalTensor<float> o84 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t85, (float)(sk::bits_f32(0xff800000u)), (int32_t)t85_n);
+        const uint32_t n86 = t85_n;
+        const uint64_t off87 = (uint64_t)(v___kf6_o_78);
+        AscendC::LocalTensor<float> o88 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n82 > 0) {
-          AscendC::DataCopy(o84, t81, AscendC::DataCopyParams{1, (uint16_t)((n82 * sizeof(float) + 31) / 32), 0, 0});
+        if (n86 > 0) {
+          AscendC::DataCopy(o88, t85, AscendC::DataCopyParams{1, (uint16_t)((n86 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o84); o84 = qout.DeQue<float>();
-        if (n82 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off83], o84, AscendC::DataCopyExtParams{1, (uint32_t)(n82 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o88); o88 = qout.DeQue<float>();
+        if (n86 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off87], o88, AscendC::DataCopyExtParams{1, (uint32_t)(n86 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o84);
+        qout.FreeTensor(o88);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf3_rest_85 = (uint64_t)(v___kf5_s_42);
-    AscendC::LocalTensor<uint64_t> t86 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t86_n = t36_n;
+    const uint64_t v___kf4_rest_89 = (uint64_t)(v___kf6_s_46);
+    AscendC::LocalTensor<uint64_t> t90 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t90_n = t40_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t36;
-      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t40;
+      for (uint32_t i = 0; i < t90_n; ++i) t90.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s87 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t86_n; ++i) {
-      s87 = sk::add<uint64_t>(s87, t86.GetValue(i));
+    uint64_t s91 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t90_n; ++i) {
+      s91 = sk::add<uint64_t>(s91, t90.GetValue(i));
     }
-    const uint64_t v___kf3_total_88 = (uint64_t)(sk::add<uint64_t>(v___kf3_rest_85, s87));
-    const float v___kf6_log_min_p_89 = (float)(v___kf3_lmp_24);
-    const int32_t v___kf6_k_90 = (int32_t)(v___kf3_k_23);
-    const uint32_t v___kf6_n_91 = (uint32_t)(v___kf3_head_20);
-    AscendC::LocalTensor<uint32_t> t92 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t92_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_91), TILE);
-    AscendC::CreateVecIndex(t92.ReinterpretCast<int32_t>(), (int32_t)0, t92_n);
-    const uint32_t s93 = (uint32_t)(((uint32_t)(v___kf6_k_90)));
-    const bool s94 = (bool)(((int32_t)(v___kf6_k_90) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t95 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t95_n = sk::min<uint32_t>(t36_n, t92_n);
+    const uint64_t v___kf4_total_92 = (uint64_t)(sk::add<uint64_t>(v___kf4_rest_89, s91));
+    const float v___kf7_log_min_p_93 = (float)(v___kf4_lmp_28);
+    const int32_t v___kf7_k_94 = (int32_t)(v___kf4_k_27);
+    const uint32_t v___kf7_n_95 = (uint32_t)(v___kf4_head_24);
+    AscendC::LocalTensor<uint32_t> t96 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t96_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_95), TILE);
+    AscendC::CreateVecIndex(t96.ReinterpretCast<int32_t>(), (int32_t)0, t96_n);
+    const uint32_t s97 = (uint32_t)(((uint32_t)(v___kf7_k_94)));
+    const bool s98 = (bool)(((int32_t)(v___kf7_k_94) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t99 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t99_n = sk::min<uint32_t>(t40_n, t96_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t36;
-      const AscendC::LocalTensor<uint32_t> &L1 = t92;
-      for (uint32_t i = 0; i < t95_n; ++i) t95.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_89))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s93))) | (bool)(s94))))))));
+      const AscendC::LocalTensor<float> &L0 = t40;
+      const AscendC::LocalTensor<uint32_t> &L1 = t96;
+      for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_93))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s97))) | (bool)(s98))))))));
     }
-    const bool v___kf7_kfirst_96 = (bool)(v___kf3_kfirst_25);
-    const uint64_t v___kf7_total_97 = (uint64_t)(v___kf3_total_88);
-    AscendC::LocalTensor<uint64_t> t98 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t98_n = sk::min<uint32_t>(t95_n, t86_n);
+    const bool v___kf8_kfirst_100 = (bool)(v___kf4_kfirst_29);
+    const uint64_t v___kf8_total_101 = (uint64_t)(v___kf4_total_92);
+    AscendC::LocalTensor<uint64_t> t102 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t102_n = sk::min<uint32_t>(t99_n, t90_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t95;
-      const AscendC::LocalTensor<uint64_t> &L1 = t86;
-      for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t99;
+      const AscendC::LocalTensor<uint64_t> &L1 = t90;
+      for (uint32_t i = 0; i < t102_n; ++i) t102.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s99 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t98_n; ++i) {
-      s99 = sk::add<uint64_t>(s99, t98.GetValue(i));
+    uint64_t s103 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t102_n; ++i) {
+      s103 = sk::add<uint64_t>(s103, t102.GetValue(i));
     }
-    const uint64_t v___kf3_base_100 = (uint64_t)(((v___kf7_kfirst_96) ? (uint64_t)(s99) : (uint64_t)(v___kf7_total_97)));
-    const uint64_t v___kf8_base_101 = (uint64_t)(v___kf3_base_100);
-    const float v___kf8_top_p_102 = (float)(v___kf3_tp_22);
-    const uint64_t v___kf8_thr_103 = (uint64_t)(sk::frac_floor(v___kf8_base_101, v___kf8_top_p_102));
-    AscendC::LocalTensor<uint64_t> t104 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t104_n = t86_n;
+    const uint64_t v___kf4_base_104 = (uint64_t)(((v___kf8_kfirst_100) ? (uint64_t)(s103) : (uint64_t)(v___kf8_total_101)));
+    const uint64_t v___kf9_base_105 = (uint64_t)(v___kf4_base_104);
+    const float v___kf9_top_p_106 = (float)(v___kf4_tp_26);
+    const uint64_t v___kf9_thr_107 = (uint64_t)(sk::frac_floor(v___kf9_base_105, v___kf9_top_p_106));
+    AscendC::LocalTensor<uint64_t> t108 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t108_n = t90_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t86_n; ++i) {
-        const uint64_t x = t86.GetValue(i);
-        t104.SetValue(i, acc);
+      for (uint32_t i = 0; i < t90_n; ++i) {
+        const uint64_t x = t90.GetValue(i);
+        t108.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t105 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t105_n = sk::min<uint32_t>(t104_n, t95_n);
+    AscendC::LocalTensor<uint8_t> t109 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t109_n = sk::min<uint32_t>(t108_n, t99_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t104;
-      const AscendC::LocalTensor<uint8_t> &L1 = t95;
-      for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_103))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t108;
+      const AscendC::LocalTensor<uint8_t> &L1 = t99;
+      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_107))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t106 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t106_n = sk::min<uint32_t>(t105_n, t86_n);
+    AscendC::LocalTensor<uint64_t> t110 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t110_n = sk::min<uint32_t>(t109_n, t90_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t105;
-      const AscendC::LocalTensor<uint64_t> &L1 = t86;
-      for (uint32_t i = 0; i < t106_n; ++i) t106.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t109;
+      const AscendC::LocalTensor<uint64_t> &L1 = t90;
+      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s107 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t106_n; ++i) {
-      s107 = sk::add<uint64_t>(s107, t106.GetValue(i));
+    uint64_t s111 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t110_n; ++i) {
+      s111 = sk::add<uint64_t>(s111, t110.GetValue(i));
     }
-    const float v___kf9_lse_108 = (float)(sk::ln_fixed(s107));
-    const float s109 = (float)(v___kf9_lse_108);
-    AscendC::LocalTensor<float> t110 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t110_n = t36_n;
+    const float v___kf10_lse_112 = (float)(sk::ln_fixed(s111));
+    const float s113 = (float)(v___kf10_lse_112);
+    AscendC::LocalTensor<float> t114 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t114_n = t40_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t110, t36, -s109, (int32_t)t110_n);
-    AscendC::LocalTensor<float> t111 = t110.ReinterpretCast<float>();
-    const uint32_t t111_n = sk::min<uint32_t>(t105_n, t110_n);
+    AscendC::Adds(t114, t40, -s113, (int32_t)t114_n);
+    AscendC::LocalTensor<float> t115 = t114.ReinterpretCast<float>();
+    const uint32_t t115_n = sk::min<uint32_t>(t109_n, t114_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t105;
-      const AscendC::LocalTensor<float> &L1 = t110;
-      for (uint32_t i = 0; i < t111_n; ++i) t111.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t109;
+      const AscendC::LocalTensor<float> &L1 = t114;
+      for (uint32_t i = 0; i < t115_n; ++i) t115.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t32);
-    const uint32_t n112 = t111_n;
-    const uint64_t off113 = (uint64_t)(v___kf3_off_18);
-    AscendC::LocalTensor<float> o114 = qout.AllocTensor<float>();
+    qin.FreeTensor(t36);
+    const uint32_t n116 = t115_n;
+    const uint64_t off117 = (uint64_t)(v___kf4_off_22);
+    AscendC::LocalTensor<float> o118 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n112 > 0) {
-      AscendC::DataCopy(o114, t111, AscendC::DataCopyParams{1, (uint16_t)((n112 * sizeof(float) + 31) / 32), 0, 0});
+    if (n116 > 0) {
+      AscendC::DataCopy(o118, t115, AscendC::DataCopyParams{1, (uint16_t)((n116 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o114); o114 = qout.DeQue<float>();
-    if (n112 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off113], o114, AscendC::DataCopyExtParams{1, (uint32_t)(n112 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o118); o118 = qout.DeQue<float>();
+    if (n116 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off117], o118, AscendC::DataCopyExtParams{1, (uint32_t)(n116 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o114);
-    const uint64_t v___kf10_off_115 = (uint64_t)(v___kf3_off_18);
-    const uint64_t v___kf10_seed_116 = (uint64_t)(v___kf3_seed_26);
-    const uint64_t v___kf10_seq_117 = (uint64_t)(v___kf3_seq_27);
-    AscendC::LocalTensor<uint64_t> t118 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t118_n = t111_n;
+    qout.FreeTensor(o118);
+    const uint64_t v___kf11_off_119 = (uint64_t)(v___kf4_off_22);
+    const uint64_t v___kf11_seed_120 = (uint64_t)(v___kf4_seed_30);
+    const uint64_t v___kf11_seq_121 = (uint64_t)(v___kf4_seq_31);
+    AscendC::LocalTensor<uint64_t> t122 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t122_n = t115_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t111;
-      for (uint32_t i = 0; i < t118_n; ++i) t118.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t115;
+      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s120 = (uint64_t)(sk::uniform53(v___kf10_seed_116, v___kf10_seq_117));
-    int32_t s119 = -1;
+    const uint64_t s124 = (uint64_t)(sk::uniform53(v___kf11_seed_120, v___kf11_seq_121));
+    int32_t s123 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t118_n; ++i) tot = sk::add128(tot, t118.GetValue(i));
+      for (uint32_t i = 0; i < t122_n; ++i) tot = sk::add128(tot, t122.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s120, tot.lo);
-        thr.hi += s120 * tot.hi;
+        sk::U128 thr = sk::mul64(s124, tot.lo);
+        thr.hi += s124 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t118_n; ++i) {
-          acc = sk::add128(acc, t118.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s119 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t122_n; ++i) {
+          acc = sk::add128(acc, t122.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s123 = (int32_t)i; break; }
         }
-        if (s119 < 0) for (uint32_t i = t118_n; i-- > 0;) if (t118.GetValue(i) > 0) { s119 = (int32_t)i; break; }
+        if (s123 < 0) for (uint32_t i = t122_n; i-- > 0;) if (t122.GetValue(i) > 0) { s123 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf10_c_121 = (int32_t)(s119);
-    const int32_t v___kf3_tok_122 = (int32_t)(((((int32_t)(v___kf10_c_121) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf10_off_115, ((uint64_t)(v___kf10_c_121)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_fr_123 = (int32_t)(v___kf3_tok_122);
-    const uint64_t off124 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_fr_123));
+    const int32_t v___kf11_c_125 = (int32_t)(s123);
+    const int32_t v___kf4_tok_126 = (int32_t)(((((int32_t)(v___kf11_c_125) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_119, ((uint64_t)(v___kf11_c_125)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf1_fr_127 = (int32_t)(v___kf4_tok_126);
+    const uint64_t off128 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_127));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off124], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf11_kind_125 = (uint32_t)(v_kind_14);
-    const int32_t v___kf11_gs_126 = (int32_t)(v_gs_15);
-    const int32_t v___kf11_rs_127 = (int32_t)(v_rs_16);
-    const int32_t v___kf11_gold_128 = (int32_t)(v_gold_17);
-    const int32_t v___kf11_fr_129 = (int32_t)(v_fr_123);
-    const uint32_t v___kf11_r_130 = (uint32_t)(v_r_1);
-    const int32_t v___kf11_st_131 = (int32_t)(((((int32_t)(v___kf11_gs_126) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gs_126) : (int32_t)(v___kf11_rs_127)));
-    const int32_t v___kf11_tok_132 = (int32_t)(((((((int32_t)(v___kf11_st_131) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf11_kind_125) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf11_gold_128) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gold_128) : (int32_t)(v___kf11_fr_129)))));
-    const int32_t v___kf11_s_133 = (int32_t)(((((((int32_t)(v___kf11_st_131) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf11_kind_125) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf11_gold_128) : (int32_t)(v___kf11_tok_132)));
-    const uint64_t off134 = (uint64_t)(((uint64_t)(v___kf11_r_130)));
+    AscendC::DataCopyPad(g_fresh[off128], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf12_kind_129 = (uint32_t)(v___kf1_kind_18);
+    const int32_t v___kf12_gs_130 = (int32_t)(v___kf1_gs_19);
+    const int32_t v___kf12_rs_131 = (int32_t)(v___kf1_rs_20);
+    const int32_t v___kf12_gold_132 = (int32_t)(v___kf1_gold_21);
+    const int32_t v___kf12_fr_133 = (int32_t)(v___kf1_fr_127);
+    const uint32_t v___kf12_r_134 = (uint32_t)(v___kf1_r_2);
+    const int32_t v___kf12_st_135 = (int32_t)(((((int32_t)(v___kf12_gs_130) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_130) : (int32_t)(v___kf12_rs_131)));
+    const int32_t v___kf12_tok_136 = (int32_t)(((((((int32_t)(v___kf12_st_135) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_129) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_132) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_132) : (int32_t)(v___kf12_fr_133)))));
+    const int32_t v___kf12_s_137 = (int32_t)(((((((int32_t)(v___kf12_st_135) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_129) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_132) : (int32_t)(v___kf12_tok_136)));
+    const uint64_t off138 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_tok_132));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_136));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off134], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off135 = (uint64_t)(((uint64_t)(v___kf11_r_130)));
+    AscendC::DataCopyPad(g_tokens[off138], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off139 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_s_133));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_137));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off135], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off136 = (uint64_t)(((uint64_t)(v___kf11_r_130)));
+    AscendC::DataCopyPad(g_lookup[off139], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off140 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off136], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off137 = (uint64_t)(((uint64_t)(v___kf11_r_130)));
+    AscendC::DataCopyPad(g_accepted[off140], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off141 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_st_131));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_135));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off137], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v_s_138 = (int32_t)(v___kf11_s_133);
-    AscendC::LocalTensor<int32_t> t139 = qin.AllocTensor<int32_t>();
-    const uint32_t t139_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-    const uint64_t off140 = (uint64_t)(v_off_2);
-    if (t139_n > 0) {
-      AscendC::DataCopyPad(t139, g_cand_ids[off140], AscendC::DataCopyExtParams{1, (uint32_t)(t139_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off141], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf1_s_142 = (int32_t)(v___kf12_s_137);
+    AscendC::LocalTensor<int32_t> t143 = qin.AllocTensor<int32_t>();
+    const uint32_t t143_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off144 = (uint64_t)(v___kf1_off_6);
+    if (t143_n > 0) {
+      AscendC::DataCopyPad(t143, g_cand_ids[off144], AscendC::DataCopyExtParams{1, (uint32_t)(t143_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t139); t139 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t141 = qin.AllocTensor<float>();
-    const uint32_t t141_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-    const uint64_t off142 = (uint64_t)(v_off_2);
-    if (t141_n > 0) {
-      AscendC::DataCopyPad(t141, g_cand[off142], AscendC::DataCopyExtParams{1, (uint32_t)(t141_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t143); t143 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t145 = qin.AllocTensor<float>();
+    const uint32_t t145_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off146 = (uint64_t)(v___kf1_off_6);
+    if (t145_n > 0) {
+      AscendC::DataCopyPad(t145, g_cand[off146], AscendC::DataCopyExtParams{1, (uint32_t)(t145_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t141); t141 = qin.DeQue<float>();
-    const int32_t v___kf12_s_143 = (int32_t)(v_s_138);
-    const uint32_t v___kf12_r_144 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<uint8_t> t145 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t145_n = t139_n;
+    qin.EnQue(t145); t145 = qin.DeQue<float>();
+    const int32_t v___kf13_s_147 = (int32_t)(v___kf1_s_142);
+    const uint32_t v___kf13_r_148 = (uint32_t)(v___kf1_r_2);
+    AscendC::LocalTensor<uint8_t> t149 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t149_n = t143_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t139;
-      for (uint32_t i = 0; i < t145_n; ++i) t145.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf12_s_143))));
+      const AscendC::LocalTensor<int32_t> &L0 = t143;
+      for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_147))));
     }
-    int32_t s146 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t145_n; ++i) {
-      if ((t145.GetValue(i) != 0)) { s146 = (int32_t)i; break; }
+    int32_t s150 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t149_n; ++i) {
+      if ((t149.GetValue(i) != 0)) { s150 = (int32_t)i; break; }
     }
-    const int32_t v___kf12_col_147 = (int32_t)(((((int32_t)(v___kf12_s_143) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s146) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s148 = (uint32_t)(((uint32_t)(v___kf12_col_147)));
-    const float v___kf12_lp_149 = (float)(((((int32_t)(v___kf12_col_147) >= (int32_t)(((int32_t)0ull)))) ? (float)((s148 < t111_n ? (float)(t111.GetValue(s148)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s150 = (uint32_t)(((uint32_t)(v___kf12_col_147)));
-    const float v___kf12_vs_151 = (float)(((((int32_t)(v___kf12_col_147) >= (int32_t)(((int32_t)0ull)))) ? (float)((s150 < t141_n ? (float)(t141.GetValue(s150)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t152 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t152_n = sk::min<uint32_t>(sk::min<uint32_t>(t141_n, t141_n), t139_n);
+    const int32_t v___kf13_col_151 = (int32_t)(((((int32_t)(v___kf13_s_147) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s150) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s152 = (uint32_t)(((uint32_t)(v___kf13_col_151)));
+    const float v___kf13_lp_153 = (float)(((((int32_t)(v___kf13_col_151) >= (int32_t)(((int32_t)0ull)))) ? (float)((s152 < t115_n ? (float)(t115.GetValue(s152)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s154 = (uint32_t)(((uint32_t)(v___kf13_col_151)));
+    const float v___kf13_vs_155 = (float)(((((int32_t)(v___kf13_col_151) >= (int32_t)(((int32_t)0ull)))) ? (float)((s154 < t145_n ? (float)(t145.GetValue(s154)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t156 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t156_n = sk::min<uint32_t>(sk::min<uint32_t>(t145_n, t145_n), t143_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t141;
-      const AscendC::LocalTensor<float> &L1 = t141;
-      const AscendC::LocalTensor<int32_t> &L2 = t139;
-      for (uint32_t i = 0; i < t152_n; ++i) t152.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf12_vs_151))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf12_vs_151))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf12_s_143))))))))));
+      const AscendC::LocalTensor<float> &L0 = t145;
+      const AscendC::LocalTensor<float> &L1 = t145;
+      const AscendC::LocalTensor<int32_t> &L2 = t143;
+      for (uint32_t i = 0; i < t156_n; ++i) t156.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_155))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_155))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_147))))))))));
     }
-    qin.FreeTensor(t141);
-    AscendC::LocalTensor<uint64_t> t153 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t153_n = sk::min<uint32_t>(t152_n, t111_n);
+    qin.FreeTensor(t145);
+    AscendC::LocalTensor<uint64_t> t157 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t157_n = sk::min<uint32_t>(t156_n, t115_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t152;
-      const AscendC::LocalTensor<float> &L1 = t111;
-      for (uint32_t i = 0; i < t153_n; ++i) t153.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t156;
+      const AscendC::LocalTensor<float> &L1 = t115;
+      for (uint32_t i = 0; i < t157_n; ++i) t157.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s154 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t153_n; ++i) {
-      s154 = sk::add<uint64_t>(s154, t153.GetValue(i));
+    uint64_t s158 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t157_n; ++i) {
+      s158 = sk::add<uint64_t>(s158, t157.GetValue(i));
     }
-    const uint64_t v___kf12_mass_155 = (uint64_t)(s154);
-    const float v___kf12_ssp_156 = (float)(((((float)(v___kf12_lp_149) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf12_mass_155)) : (float)(0e0f)));
-    const uint64_t off157 = (uint64_t)(((uint64_t)(v___kf12_r_144)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_lp_149));
+    const uint64_t v___kf13_mass_159 = (uint64_t)(s158);
+    const float v___kf13_ssp_160 = (float)(((((float)(v___kf13_lp_153) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_159)) : (float)(0e0f)));
+    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf13_r_148)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_153));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off157], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf12_r_144)));
+    AscendC::DataCopyPad(g_token_lp[off161], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off162 = (uint64_t)(((uint64_t)(v___kf13_r_148)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_ssp_156));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_160));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off158], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf13_r_159 = (uint32_t)(v_r_1);
-    const uint32_t v___kf13_k_160 = (uint32_t)(p_k);
-    const uint64_t v___kf13_ooff_161 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf13_r_159)), ((uint64_t)(v___kf13_k_160))));
-    const uint32_t n162 = sk::min<uint32_t>(t139_n, (uint32_t)(v___kf13_k_160));
-    const uint64_t off163 = (uint64_t)(v___kf13_ooff_161);
-    AscendC::LocalTensor<int32_t> o164 = qout.AllocTensor<int32_t>();
-    if (n162 > 0) {
-      AscendC::DataCopy(o164, t139, AscendC::DataCopyParams{1, (uint16_t)((n162 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off162], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf14_r_163 = (uint32_t)(v___kf1_r_2);
+    const uint32_t v___kf14_k_164 = (uint32_t)(v___kf1_k_5);
+    const uint64_t v___kf14_ooff_165 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_163)), ((uint64_t)(v___kf14_k_164))));
+    const uint32_t n166 = sk::min<uint32_t>(t143_n, (uint32_t)(v___kf14_k_164));
+    const uint64_t off167 = (uint64_t)(v___kf14_ooff_165);
+    AscendC::LocalTensor<int32_t> o168 = qout.AllocTensor<int32_t>();
+    if (n166 > 0) {
+      AscendC::DataCopy(o168, t143, AscendC::DataCopyParams{1, (uint16_t)((n166 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o164); o164 = qout.DeQue<int32_t>();
-    if (n162 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off163], o164, AscendC::DataCopyExtParams{1, (uint32_t)(n162 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o168); o168 = qout.DeQue<int32_t>();
+    if (n166 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off167], o168, AscendC::DataCopyExtParams{1, (uint32_t)(n166 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o164);
-    qin.FreeTensor(t139);
-    const uint32_t n165 = sk::min<uint32_t>(t111_n, (uint32_t)(v___kf13_k_160));
-    const uint64_t off166 = (uint64_t)(v___kf13_ooff_161);
-    AscendC::LocalTensor<float> o167 = qout.AllocTensor<float>();
-    if (n165 > 0) {
-      AscendC::DataCopy(o167, t111, AscendC::DataCopyParams{1, (uint16_t)((n165 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o168);
+    qin.FreeTensor(t143);
+    const uint32_t n169 = sk::min<uint32_t>(t115_n, (uint32_t)(v___kf14_k_164));
+    const uint64_t off170 = (uint64_t)(v___kf14_ooff_165);
+    AscendC::LocalTensor<float> o171 = qout.AllocTensor<float>();
+    if (n169 > 0) {
+      AscendC::DataCopy(o171, t115, AscendC::DataCopyParams{1, (uint16_t)((n169 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o167); o167 = qout.DeQue<float>();
-    if (n165 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off166], o167, AscendC::DataCopyExtParams{1, (uint32_t)(n165 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o171); o171 = qout.DeQue<float>();
+    if (n169 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off170], o171, AscendC::DataCopyExtParams{1, (uint32_t)(n169 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o167);
+    qout.FreeTensor(o171);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -119,490 +119,495 @@ __aicore__ inline void topn_cluster_draw_finish_body(GM_ADDR p_logits, uint32_t 
     sk::sync<AscendC::HardEvent::S_MTE3>();
     AscendC::DataCopyPad(g_ctas[off21], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
     const uint32_t v___kf2_r_22 = (uint32_t)(v_r_1);
-    const uint64_t v___kf2_i_23 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
-    const float v_t_24 = (float)(g_temperature.GetValue((uint64_t)(v___kf2_i_23)));
-    const float v_tp_25 = (float)(g_top_p.GetValue((uint64_t)(v___kf2_i_23)));
-    const int32_t v_tk_26 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf2_i_23)));
-    const float v_lmp_27 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf2_i_23)));
-    const bool v_kfirst_28 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf2_i_23))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v_sd_29 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v_sq_30 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint32_t v___kf3_r_31 = (uint32_t)(v_r_1);
-    const uint64_t v___kf3_i_32 = (uint64_t)(((uint64_t)(v___kf3_r_31)));
-    const uint32_t v_kind_33 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf3_i_32)));
-    const int32_t v_gs_34 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf3_i_32)));
+    const uint32_t v___kf2_n_23 = (uint32_t)(p_n);
+    const uint32_t v___kf2_head_24 = (uint32_t)(p_head);
+    const uint32_t v___kf2_k_25 = (uint32_t)(p_k);
+    const uint64_t v___kf2_off_26 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_22)), ((uint64_t)(v___kf2_n_23))));
+    const uint32_t v___kf3_r_27 = (uint32_t)(v___kf2_r_22);
+    const uint64_t v___kf3_i_28 = (uint64_t)(((uint64_t)(v___kf3_r_27)));
+    const float v___kf2_t_29 = (float)(g_temperature.GetValue((uint64_t)(v___kf3_i_28)));
+    const float v___kf2_tp_30 = (float)(g_top_p.GetValue((uint64_t)(v___kf3_i_28)));
+    const int32_t v___kf2_tk_31 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf3_i_28)));
+    const float v___kf2_lmp_32 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf3_i_28)));
+    const bool v___kf2_kfirst_33 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf3_i_28))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf2_sd_34 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf2_r_22)))));
+    const uint64_t v___kf2_sq_35 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf2_r_22)))));
+    const uint32_t v___kf4_r_36 = (uint32_t)(v___kf2_r_22);
+    const uint64_t v___kf4_i_37 = (uint64_t)(((uint64_t)(v___kf4_r_36)));
+    const uint32_t v___kf2_kind_38 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf4_i_37)));
+    const int32_t v___kf2_gs_39 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf4_i_37)));
     AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_row_status);
-    const int32_t v_rs_35 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf3_i_32)));
-    const int32_t v_gold_36 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf3_i_32)));
-    const uint64_t v___kf4_off_37 = (uint64_t)(v_off_10);
-    const uint32_t v___kf4_n_38 = (uint32_t)(p_n);
-    const uint32_t v___kf4_head_39 = (uint32_t)(p_head);
-    const float v___kf4_t_40 = (float)(v_t_24);
-    const float v___kf4_tp_41 = (float)(v_tp_25);
-    const int32_t v___kf4_k_42 = (int32_t)(v_tk_26);
-    const float v___kf4_lmp_43 = (float)(v_lmp_27);
-    const bool v___kf4_kfirst_44 = (bool)(v_kfirst_28);
-    const uint64_t v___kf4_seed_45 = (uint64_t)(v_sd_29);
-    const uint64_t v___kf4_seq_46 = (uint64_t)(v_sq_30);
+    const int32_t v___kf2_rs_40 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf4_i_37)));
+    const int32_t v___kf2_gold_41 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf4_i_37)));
+    const uint64_t v___kf5_off_42 = (uint64_t)(v___kf2_off_26);
+    const uint32_t v___kf5_n_43 = (uint32_t)(v___kf2_n_23);
+    const uint32_t v___kf5_head_44 = (uint32_t)(v___kf2_head_24);
+    const float v___kf5_t_45 = (float)(v___kf2_t_29);
+    const float v___kf5_tp_46 = (float)(v___kf2_tp_30);
+    const int32_t v___kf5_k_47 = (int32_t)(v___kf2_tk_31);
+    const float v___kf5_lmp_48 = (float)(v___kf2_lmp_32);
+    const bool v___kf5_kfirst_49 = (bool)(v___kf2_kfirst_33);
+    const uint64_t v___kf5_seed_50 = (uint64_t)(v___kf2_sd_34);
+    const uint64_t v___kf5_seq_51 = (uint64_t)(v___kf2_sq_35);
     AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-    const float v___kf4_m_47 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_37)));
-    const uint64_t v___kf5_off_48 = (uint64_t)(v___kf4_off_37);
-    const uint32_t v___kf5_n_49 = (uint32_t)(v___kf4_head_39);
-    const float v___kf5_temperature_50 = (float)(v___kf4_t_40);
-    AscendC::LocalTensor<float> t51 = qin.AllocTensor<float>();
-    const uint32_t t51_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_49), TILE);
-    const uint64_t off52 = (uint64_t)(v___kf5_off_48);
+    const float v___kf5_m_52 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_42)));
+    const uint64_t v___kf6_off_53 = (uint64_t)(v___kf5_off_42);
+    const uint32_t v___kf6_n_54 = (uint32_t)(v___kf5_head_44);
+    const float v___kf6_temperature_55 = (float)(v___kf5_t_45);
+    AscendC::LocalTensor<float> t56 = qin.AllocTensor<float>();
+    const uint32_t t56_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_54), TILE);
+    const uint64_t off57 = (uint64_t)(v___kf6_off_53);
     sk::sync<AscendC::HardEvent::MTE3_MTE2>();
-    if (t51_n > 0) {
-      AscendC::DataCopyPad(t51, g_cand[off52], AscendC::DataCopyExtParams{1, (uint32_t)(t51_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    if (t56_n > 0) {
+      AscendC::DataCopyPad(t56, g_cand[off57], AscendC::DataCopyExtParams{1, (uint32_t)(t56_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t51); t51 = qin.DeQue<float>();
+    qin.EnQue(t56); t56 = qin.DeQue<float>();
     AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-    const float s53 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_48)));
-    AscendC::LocalTensor<float> t54 = t51.ReinterpretCast<float>();
-    const uint32_t t54_n = t51_n;
-    AscendC::Adds(t54, t51, -s53, (int32_t)t54_n);
-    AscendC::LocalTensor<float> t55 = t54.ReinterpretCast<float>();
-    const uint32_t t55_n = t54_n;
+    const float s58 = (float)(g_cand.GetValue((uint64_t)(v___kf6_off_53)));
+    AscendC::LocalTensor<float> t59 = t56.ReinterpretCast<float>();
+    const uint32_t t59_n = t56_n;
+    AscendC::Adds(t59, t56, -s58, (int32_t)t59_n);
+    AscendC::LocalTensor<float> t60 = t59.ReinterpretCast<float>();
+    const uint32_t t60_n = t59_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t54;
-      for (uint32_t i = 0; i < t55_n; ++i) t55.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_50)));
+      const AscendC::LocalTensor<float> &L0 = t59;
+      for (uint32_t i = 0; i < t60_n; ++i) t60.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_temperature_55)));
     }
-    const uint64_t v___kf6_off_56 = (uint64_t)(v___kf4_off_37);
-    const uint32_t v___kf6_start_57 = (uint32_t)(v___kf4_head_39);
-    const uint32_t v___kf6_n_58 = (uint32_t)(v___kf4_n_38);
-    const float v___kf6_m_59 = (float)(v___kf4_m_47);
-    const float v___kf6_t_60 = (float)(v___kf4_t_40);
-    uint64_t v___kf6_s_61 = (uint64_t)(((uint64_t)0ull));
+    const uint64_t v___kf7_off_61 = (uint64_t)(v___kf5_off_42);
+    const uint32_t v___kf7_start_62 = (uint32_t)(v___kf5_head_44);
+    const uint32_t v___kf7_n_63 = (uint32_t)(v___kf5_n_43);
+    const float v___kf7_m_64 = (float)(v___kf5_m_52);
+    const float v___kf7_t_65 = (float)(v___kf5_t_45);
+    uint64_t v___kf7_s_66 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_58, v___kf6_start_57)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t62 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t62_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s63 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t62_n; ++i) t62.SetValue(i, s63);
-      AscendC::LocalTensor<uint64_t> t64 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t64_n = 0;
-      t64_n = t62_n;
+      AscendC::LocalTensor<uint64_t> t67 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s68 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, s68);
+      AscendC::LocalTensor<uint64_t> t69 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t69_n = 0;
+      t69_n = t67_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t64_n > 0) {
-        AscendC::DataCopy(t64, t62, AscendC::DataCopyParams{1, (uint16_t)((t64_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t69_n > 0) {
+        AscendC::DataCopy(t69, t67, AscendC::DataCopyParams{1, (uint16_t)((t69_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf6_passes_65 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_58, v___kf6_start_57), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-      const uint32_t end66 = (uint32_t)(v___kf6_passes_65);
+      const uint32_t v___kf7_passes_70 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
+      const uint32_t end71 = (uint32_t)(v___kf7_passes_70);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf6_q_67 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_67 < end66; ++v___kf6_q_67) {
+      for (uint32_t v___kf7_q_72 = (uint32_t)(((uint32_t)0ull)); v___kf7_q_72 < end71; ++v___kf7_q_72) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf6_lo0_68 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_57, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf6_q_67), TILE)));
-        const uint32_t v___kf6_lo1_69 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_68, TILE));
-        const uint32_t v___kf6_s0_70 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_68, sk::sub<uint32_t>(v___kf6_n_58, TILE)));
-        const uint32_t v___kf6_s1_71 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_69, sk::sub<uint32_t>(v___kf6_n_58, TILE)));
-        AscendC::LocalTensor<float> t72 = qin.AllocTensor<float>();
-        const uint32_t t72_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off73 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_56, ((uint64_t)(v___kf6_s0_70))));
-        if (t72_n > 0) {
-          AscendC::DataCopyPad(t72, g_cand[off73], AscendC::DataCopyExtParams{1, (uint32_t)(t72_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint32_t v___kf7_lo0_73 = (uint32_t)(sk::add<uint32_t>(v___kf7_start_62, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf7_q_72), TILE)));
+        const uint32_t v___kf7_lo1_74 = (uint32_t)(sk::add<uint32_t>(v___kf7_lo0_73, TILE));
+        const uint32_t v___kf7_s0_75 = (uint32_t)(sk::min<uint32_t>(v___kf7_lo0_73, sk::sub<uint32_t>(v___kf7_n_63, TILE)));
+        const uint32_t v___kf7_s1_76 = (uint32_t)(sk::min<uint32_t>(v___kf7_lo1_74, sk::sub<uint32_t>(v___kf7_n_63, TILE)));
+        AscendC::LocalTensor<float> t77 = qin.AllocTensor<float>();
+        const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off78 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s0_75))));
+        if (t77_n > 0) {
+          AscendC::DataCopyPad(t77, g_cand[off78], AscendC::DataCopyExtParams{1, (uint32_t)(t77_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t72); t72 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t74 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t74_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off75 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_56, ((uint64_t)(v___kf6_s1_71))));
-        if (t74_n > 0) {
-          AscendC::DataCopyPad(t74, g_cand[off75], AscendC::DataCopyExtParams{1, (uint32_t)(t74_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qin.EnQue(t77); t77 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t79 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t79_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off80 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s1_76))));
+        if (t79_n > 0) {
+          AscendC::DataCopyPad(t79, g_cand[off80], AscendC::DataCopyExtParams{1, (uint32_t)(t79_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t76 = ub8[U0].ReinterpretCast<uint32_t>();
-        const uint32_t t76_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t76.ReinterpretCast<int32_t>(), (int32_t)0, t76_n);
-        const float s77 = (float)(v___kf6_m_59);
-        AscendC::LocalTensor<float> t78 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t78_n = t72_n;
-        AscendC::Adds(t78, t72, -s77, (int32_t)t78_n);
-        AscendC::LocalTensor<uint64_t> t79 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t79_n = sk::min<uint32_t>(sk::min<uint32_t>(t64_n, t76_n), t78_n);
+        AscendC::LocalTensor<uint32_t> t81 = ub8[U0].ReinterpretCast<uint32_t>();
+        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t81.ReinterpretCast<int32_t>(), (int32_t)0, t81_n);
+        const float s82 = (float)(v___kf7_m_64);
+        AscendC::LocalTensor<float> t83 = ub8[U3].ReinterpretCast<float>();
+        const uint32_t t83_n = t77_n;
+        AscendC::Adds(t83, t77, -s82, (int32_t)t83_n);
+        AscendC::LocalTensor<uint64_t> t84 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t84_n = sk::min<uint32_t>(sk::min<uint32_t>(t69_n, t81_n), t83_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t64;
-          const AscendC::LocalTensor<uint32_t> &L1 = t76;
-          const AscendC::LocalTensor<float> &L2 = t78;
-          for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf6_s0_70)) >= (uint32_t)(v___kf6_lo0_68))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf6_t_60)))) : (uint64_t)(((uint64_t)0ull))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t69;
+          const AscendC::LocalTensor<uint32_t> &L1 = t81;
+          const AscendC::LocalTensor<float> &L2 = t83;
+          for (uint32_t i = 0; i < t84_n; ++i) t84.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf7_s0_75)) >= (uint32_t)(v___kf7_lo0_73))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf7_t_65)))) : (uint64_t)(((uint64_t)0ull))))));
         }
-        t64_n = t79_n;
+        t69_n = t84_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t64_n > 0) {
-          AscendC::DataCopy(t64, t79, AscendC::DataCopyParams{1, (uint16_t)((t64_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t69_n > 0) {
+          AscendC::DataCopy(t69, t84, AscendC::DataCopyParams{1, (uint16_t)((t69_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t72);
-        AscendC::LocalTensor<uint32_t> t80 = ub8[U0].ReinterpretCast<uint32_t>();
-        const uint32_t t80_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t77);
+        AscendC::LocalTensor<uint32_t> t85 = ub8[U0].ReinterpretCast<uint32_t>();
+        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t80.ReinterpretCast<int32_t>(), (int32_t)0, t80_n);
-        const float s81 = (float)(v___kf6_m_59);
-        AscendC::LocalTensor<float> t82 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t82_n = t74_n;
+        AscendC::CreateVecIndex(t85.ReinterpretCast<int32_t>(), (int32_t)0, t85_n);
+        const float s86 = (float)(v___kf7_m_64);
+        AscendC::LocalTensor<float> t87 = ub8[U3].ReinterpretCast<float>();
+        const uint32_t t87_n = t79_n;
         sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::Adds(t82, t74, -s81, (int32_t)t82_n);
-        AscendC::LocalTensor<uint64_t> t83 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t83_n = sk::min<uint32_t>(sk::min<uint32_t>(t64_n, t80_n), t82_n);
+        AscendC::Adds(t87, t79, -s86, (int32_t)t87_n);
+        AscendC::LocalTensor<uint64_t> t88 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t88_n = sk::min<uint32_t>(sk::min<uint32_t>(t69_n, t85_n), t87_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t64;
-          const AscendC::LocalTensor<uint32_t> &L1 = t80;
-          const AscendC::LocalTensor<float> &L2 = t82;
-          for (uint32_t i = 0; i < t83_n; ++i) t83.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf6_s1_71)) >= (uint32_t)(v___kf6_lo1_69))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf6_t_60)))) : (uint64_t)(((uint64_t)0ull))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t69;
+          const AscendC::LocalTensor<uint32_t> &L1 = t85;
+          const AscendC::LocalTensor<float> &L2 = t87;
+          for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf7_s1_76)) >= (uint32_t)(v___kf7_lo1_74))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf7_t_65)))) : (uint64_t)(((uint64_t)0ull))))));
         }
-        t64_n = t83_n;
+        t69_n = t88_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t64_n > 0) {
-          AscendC::DataCopy(t64, t83, AscendC::DataCopyParams{1, (uint16_t)((t64_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t69_n > 0) {
+          AscendC::DataCopy(t69, t88, AscendC::DataCopyParams{1, (uint16_t)((t69_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<float> t84 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t84_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::LocalTensor<float> t89 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t89_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t84, (float)(sk::bits_f32(0xff800000u)), (int32_t)t84_n);
-        const uint32_t n85 = t84_n;
-        const uint64_t off86 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_56, ((uint64_t)(v___kf6_s0_70))));
-        AscendC::LocalTensor<float> o87 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t89, (float)(sk::bits_f32(0xff800000u)), (int32_t)t89_n);
+        const uint32_t n90 = t89_n;
+        const uint64_t off91 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s0_75))));
+        AscendC::LocalTensor<float> o92 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n85 > 0) {
-          AscendC::DataCopy(o87, t84, AscendC::DataCopyParams{1, (uint16_t)((n85 * sizeof(float) + 31) / 32), 0, 0});
+        if (n90 > 0) {
+          AscendC::DataCopy(o92, t89, AscendC::DataCopyParams{1, (uint16_t)((n90 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o87); o87 = qout.DeQue<float>();
-        if (n85 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off86], o87, AscendC::DataCopyExtParams{1, (uint32_t)(n85 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o92); o92 = qout.DeQue<float>();
+        if (n90 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off91], o92, AscendC::DataCopyExtParams{1, (uint32_t)(n90 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o87);
-        AscendC::LocalTensor<float> t88 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t88_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qout.FreeTensor(o92);
+        AscendC::LocalTensor<float> t93 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t93_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t88, (float)(sk::bits_f32(0xff800000u)), (int32_t)t88_n);
-        const uint32_t n89 = t88_n;
-        const uint64_t off90 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_56, ((uint64_t)(v___kf6_s1_71))));
-        AscendC::LocalTensor<float> o91 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t93, (float)(sk::bits_f32(0xff800000u)), (int32_t)t93_n);
+        const uint32_t n94 = t93_n;
+        const uint64_t off95 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s1_76))));
+        AscendC::LocalTensor<float> o96 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n89 > 0) {
-          AscendC::DataCopy(o91, t88, AscendC::DataCopyParams{1, (uint16_t)((n89 * sizeof(float) + 31) / 32), 0, 0});
+        if (n94 > 0) {
+          AscendC::DataCopy(o96, t93, AscendC::DataCopyParams{1, (uint16_t)((n94 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o91); o91 = qout.DeQue<float>();
+        qout.EnQue(o96); o96 = qout.DeQue<float>();
         AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n89 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off90], o91, AscendC::DataCopyExtParams{1, (uint32_t)(n89 * sizeof(float)), 0, 0, 0});
+        if (n94 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off95], o96, AscendC::DataCopyExtParams{1, (uint32_t)(n94 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o91);
+        qout.FreeTensor(o96);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s92 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t64_n; ++i) {
-        s92 = sk::add<uint64_t>(s92, t64.GetValue(i));
+      uint64_t s97 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t69_n; ++i) {
+        s97 = sk::add<uint64_t>(s97, t69.GetValue(i));
       }
-      v___kf6_s_61 = (uint64_t)(s92);
+      v___kf7_s_66 = (uint64_t)(s97);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf6_n_58) > (uint32_t)(v___kf6_start_57))) {
+      if (((uint32_t)(v___kf7_n_63) > (uint32_t)(v___kf7_start_62))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf6_o_93 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_56, ((uint64_t)(v___kf6_start_57))));
-        AscendC::LocalTensor<float> t94 = qin.AllocTensor<float>();
-        const uint32_t t94_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_58, v___kf6_start_57)), TILE);
-        const uint64_t off95 = (uint64_t)(v___kf6_o_93);
-        if (t94_n > 0) {
-          AscendC::DataCopyPad(t94, g_cand[off95], AscendC::DataCopyExtParams{1, (uint32_t)(t94_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf7_o_98 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_start_62))));
+        AscendC::LocalTensor<float> t99 = qin.AllocTensor<float>();
+        const uint32_t t99_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62)), TILE);
+        const uint64_t off100 = (uint64_t)(v___kf7_o_98);
+        if (t99_n > 0) {
+          AscendC::DataCopyPad(t99, g_cand[off100], AscendC::DataCopyExtParams{1, (uint32_t)(t99_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t94); t94 = qin.DeQue<float>();
-        const float s96 = (float)(v___kf6_m_59);
-        AscendC::LocalTensor<float> t97 = t94.ReinterpretCast<float>();
-        const uint32_t t97_n = t94_n;
-        AscendC::Adds(t97, t94, -s96, (int32_t)t97_n);
-        AscendC::LocalTensor<uint64_t> t98 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t98_n = t97_n;
+        qin.EnQue(t99); t99 = qin.DeQue<float>();
+        const float s101 = (float)(v___kf7_m_64);
+        AscendC::LocalTensor<float> t102 = t99.ReinterpretCast<float>();
+        const uint32_t t102_n = t99_n;
+        AscendC::Adds(t102, t99, -s101, (int32_t)t102_n);
+        AscendC::LocalTensor<uint64_t> t103 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t103_n = t102_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t97;
-          for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_60)))));
+          const AscendC::LocalTensor<float> &L0 = t102;
+          for (uint32_t i = 0; i < t103_n; ++i) t103.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf7_t_65)))));
         }
-        uint64_t s99 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t98_n; ++i) {
-          s99 = sk::add<uint64_t>(s99, t98.GetValue(i));
+        uint64_t s104 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t103_n; ++i) {
+          s104 = sk::add<uint64_t>(s104, t103.GetValue(i));
         }
-        v___kf6_s_61 = (uint64_t)(s99);
-        qin.FreeTensor(t94);
-        AscendC::LocalTensor<float> t100 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t100_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_58, v___kf6_start_57)), TILE);
+        v___kf7_s_66 = (uint64_t)(s104);
+        qin.FreeTensor(t99);
+        AscendC::LocalTensor<float> t105 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t100, (float)(sk::bits_f32(0xff800000u)), (int32_t)t100_n);
-        const uint32_t n101 = t100_n;
-        const uint64_t off102 = (uint64_t)(v___kf6_o_93);
-        AscendC::LocalTensor<float> o103 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t105, (float)(sk::bits_f32(0xff800000u)), (int32_t)t105_n);
+        const uint32_t n106 = t105_n;
+        const uint64_t off107 = (uint64_t)(v___kf7_o_98);
+        AscendC::LocalTensor<float> o108 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n101 > 0) {
-          AscendC::DataCopy(o103, t100, AscendC::DataCopyParams{1, (uint16_t)((n101 * sizeof(float) + 31) / 32), 0, 0});
+        if (n106 > 0) {
+          AscendC::DataCopy(o108, t105, AscendC::DataCopyParams{1, (uint16_t)((n106 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o103); o103 = qout.DeQue<float>();
-        if (n101 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off102], o103, AscendC::DataCopyExtParams{1, (uint32_t)(n101 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o108); o108 = qout.DeQue<float>();
+        if (n106 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off107], o108, AscendC::DataCopyExtParams{1, (uint32_t)(n106 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o103);
+        qout.FreeTensor(o108);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf4_rest_104 = (uint64_t)(v___kf6_s_61);
-    AscendC::LocalTensor<uint64_t> t105 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t105_n = t55_n;
+    const uint64_t v___kf5_rest_109 = (uint64_t)(v___kf7_s_66);
+    AscendC::LocalTensor<uint64_t> t110 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t110_n = t60_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t55;
-      for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t60;
+      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s106 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t105_n; ++i) {
-      s106 = sk::add<uint64_t>(s106, t105.GetValue(i));
+    uint64_t s111 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t110_n; ++i) {
+      s111 = sk::add<uint64_t>(s111, t110.GetValue(i));
     }
-    const uint64_t v___kf4_total_107 = (uint64_t)(sk::add<uint64_t>(v___kf4_rest_104, s106));
-    const float v___kf7_log_min_p_108 = (float)(v___kf4_lmp_43);
-    const int32_t v___kf7_k_109 = (int32_t)(v___kf4_k_42);
-    const uint32_t v___kf7_n_110 = (uint32_t)(v___kf4_head_39);
-    AscendC::LocalTensor<uint32_t> t111 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t111_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_110), TILE);
-    AscendC::CreateVecIndex(t111.ReinterpretCast<int32_t>(), (int32_t)0, t111_n);
-    const uint32_t s112 = (uint32_t)(((uint32_t)(v___kf7_k_109)));
-    const bool s113 = (bool)(((int32_t)(v___kf7_k_109) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t114 = ub8[U7].ReinterpretCast<uint8_t>();
-    const uint32_t t114_n = sk::min<uint32_t>(t55_n, t111_n);
+    const uint64_t v___kf5_total_112 = (uint64_t)(sk::add<uint64_t>(v___kf5_rest_109, s111));
+    const float v___kf8_log_min_p_113 = (float)(v___kf5_lmp_48);
+    const int32_t v___kf8_k_114 = (int32_t)(v___kf5_k_47);
+    const uint32_t v___kf8_n_115 = (uint32_t)(v___kf5_head_44);
+    AscendC::LocalTensor<uint32_t> t116 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t116_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_115), TILE);
+    AscendC::CreateVecIndex(t116.ReinterpretCast<int32_t>(), (int32_t)0, t116_n);
+    const uint32_t s117 = (uint32_t)(((uint32_t)(v___kf8_k_114)));
+    const bool s118 = (bool)(((int32_t)(v___kf8_k_114) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t119 = ub8[U7].ReinterpretCast<uint8_t>();
+    const uint32_t t119_n = sk::min<uint32_t>(t60_n, t116_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t55;
-      const AscendC::LocalTensor<uint32_t> &L1 = t111;
-      for (uint32_t i = 0; i < t114_n; ++i) t114.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_108))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s112))) | (bool)(s113))))))));
+      const AscendC::LocalTensor<float> &L0 = t60;
+      const AscendC::LocalTensor<uint32_t> &L1 = t116;
+      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_113))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s117))) | (bool)(s118))))))));
     }
-    const bool v___kf8_kfirst_115 = (bool)(v___kf4_kfirst_44);
-    const uint64_t v___kf8_total_116 = (uint64_t)(v___kf4_total_107);
-    AscendC::LocalTensor<uint64_t> t117 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t117_n = sk::min<uint32_t>(t114_n, t105_n);
+    const bool v___kf9_kfirst_120 = (bool)(v___kf5_kfirst_49);
+    const uint64_t v___kf9_total_121 = (uint64_t)(v___kf5_total_112);
+    AscendC::LocalTensor<uint64_t> t122 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t122_n = sk::min<uint32_t>(t119_n, t110_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t114;
-      const AscendC::LocalTensor<uint64_t> &L1 = t105;
-      for (uint32_t i = 0; i < t117_n; ++i) t117.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<uint64_t> &L1 = t110;
+      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s118 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t117_n; ++i) {
-      s118 = sk::add<uint64_t>(s118, t117.GetValue(i));
+    uint64_t s123 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t122_n; ++i) {
+      s123 = sk::add<uint64_t>(s123, t122.GetValue(i));
     }
-    const uint64_t v___kf4_base_119 = (uint64_t)(((v___kf8_kfirst_115) ? (uint64_t)(s118) : (uint64_t)(v___kf8_total_116)));
-    const uint64_t v___kf9_base_120 = (uint64_t)(v___kf4_base_119);
-    const float v___kf9_top_p_121 = (float)(v___kf4_tp_41);
-    const uint64_t v___kf9_thr_122 = (uint64_t)(sk::frac_floor(v___kf9_base_120, v___kf9_top_p_121));
-    AscendC::LocalTensor<uint64_t> t123 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t123_n = t105_n;
+    const uint64_t v___kf5_base_124 = (uint64_t)(((v___kf9_kfirst_120) ? (uint64_t)(s123) : (uint64_t)(v___kf9_total_121)));
+    const uint64_t v___kf10_base_125 = (uint64_t)(v___kf5_base_124);
+    const float v___kf10_top_p_126 = (float)(v___kf5_tp_46);
+    const uint64_t v___kf10_thr_127 = (uint64_t)(sk::frac_floor(v___kf10_base_125, v___kf10_top_p_126));
+    AscendC::LocalTensor<uint64_t> t128 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t128_n = t110_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t105_n; ++i) {
-        const uint64_t x = t105.GetValue(i);
-        t123.SetValue(i, acc);
+      for (uint32_t i = 0; i < t110_n; ++i) {
+        const uint64_t x = t110.GetValue(i);
+        t128.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t124 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t124_n = sk::min<uint32_t>(t123_n, t114_n);
+    AscendC::LocalTensor<uint8_t> t129 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t129_n = sk::min<uint32_t>(t128_n, t119_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t123;
-      const AscendC::LocalTensor<uint8_t> &L1 = t114;
-      for (uint32_t i = 0; i < t124_n; ++i) t124.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_122))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t128;
+      const AscendC::LocalTensor<uint8_t> &L1 = t119;
+      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_127))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t125 = ub8[U9].ReinterpretCast<uint64_t>();
-    const uint32_t t125_n = sk::min<uint32_t>(t124_n, t105_n);
+    AscendC::LocalTensor<uint64_t> t130 = ub8[U9].ReinterpretCast<uint64_t>();
+    const uint32_t t130_n = sk::min<uint32_t>(t129_n, t110_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t124;
-      const AscendC::LocalTensor<uint64_t> &L1 = t105;
-      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t129;
+      const AscendC::LocalTensor<uint64_t> &L1 = t110;
+      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s126 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t125_n; ++i) {
-      s126 = sk::add<uint64_t>(s126, t125.GetValue(i));
+    uint64_t s131 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t130_n; ++i) {
+      s131 = sk::add<uint64_t>(s131, t130.GetValue(i));
     }
-    const float v___kf10_lse_127 = (float)(sk::ln_fixed(s126));
-    const float s128 = (float)(v___kf10_lse_127);
-    AscendC::LocalTensor<float> t129 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t129_n = t55_n;
+    const float v___kf11_lse_132 = (float)(sk::ln_fixed(s131));
+    const float s133 = (float)(v___kf11_lse_132);
+    AscendC::LocalTensor<float> t134 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t134_n = t60_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t129, t55, -s128, (int32_t)t129_n);
-    AscendC::LocalTensor<float> t130 = t129.ReinterpretCast<float>();
-    const uint32_t t130_n = sk::min<uint32_t>(t124_n, t129_n);
+    AscendC::Adds(t134, t60, -s133, (int32_t)t134_n);
+    AscendC::LocalTensor<float> t135 = t134.ReinterpretCast<float>();
+    const uint32_t t135_n = sk::min<uint32_t>(t129_n, t134_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t124;
-      const AscendC::LocalTensor<float> &L1 = t129;
-      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t129;
+      const AscendC::LocalTensor<float> &L1 = t134;
+      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t51);
-    const uint32_t n131 = t130_n;
-    const uint64_t off132 = (uint64_t)(v___kf4_off_37);
-    AscendC::LocalTensor<float> o133 = qout.AllocTensor<float>();
+    qin.FreeTensor(t56);
+    const uint32_t n136 = t135_n;
+    const uint64_t off137 = (uint64_t)(v___kf5_off_42);
+    AscendC::LocalTensor<float> o138 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n131 > 0) {
-      AscendC::DataCopy(o133, t130, AscendC::DataCopyParams{1, (uint16_t)((n131 * sizeof(float) + 31) / 32), 0, 0});
+    if (n136 > 0) {
+      AscendC::DataCopy(o138, t135, AscendC::DataCopyParams{1, (uint16_t)((n136 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o133); o133 = qout.DeQue<float>();
-    if (n131 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off132], o133, AscendC::DataCopyExtParams{1, (uint32_t)(n131 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o138); o138 = qout.DeQue<float>();
+    if (n136 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off137], o138, AscendC::DataCopyExtParams{1, (uint32_t)(n136 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o133);
-    const uint64_t v___kf11_off_134 = (uint64_t)(v___kf4_off_37);
-    const uint64_t v___kf11_seed_135 = (uint64_t)(v___kf4_seed_45);
-    const uint64_t v___kf11_seq_136 = (uint64_t)(v___kf4_seq_46);
-    AscendC::LocalTensor<uint64_t> t137 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t137_n = t130_n;
+    qout.FreeTensor(o138);
+    const uint64_t v___kf12_off_139 = (uint64_t)(v___kf5_off_42);
+    const uint64_t v___kf12_seed_140 = (uint64_t)(v___kf5_seed_50);
+    const uint64_t v___kf12_seq_141 = (uint64_t)(v___kf5_seq_51);
+    AscendC::LocalTensor<uint64_t> t142 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t142_n = t135_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t130;
-      for (uint32_t i = 0; i < t137_n; ++i) t137.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t135;
+      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s139 = (uint64_t)(sk::uniform53(v___kf11_seed_135, v___kf11_seq_136));
-    int32_t s138 = -1;
+    const uint64_t s144 = (uint64_t)(sk::uniform53(v___kf12_seed_140, v___kf12_seq_141));
+    int32_t s143 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t137_n; ++i) tot = sk::add128(tot, t137.GetValue(i));
+      for (uint32_t i = 0; i < t142_n; ++i) tot = sk::add128(tot, t142.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s139, tot.lo);
-        thr.hi += s139 * tot.hi;
+        sk::U128 thr = sk::mul64(s144, tot.lo);
+        thr.hi += s144 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t137_n; ++i) {
-          acc = sk::add128(acc, t137.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s138 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t142_n; ++i) {
+          acc = sk::add128(acc, t142.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s143 = (int32_t)i; break; }
         }
-        if (s138 < 0) for (uint32_t i = t137_n; i-- > 0;) if (t137.GetValue(i) > 0) { s138 = (int32_t)i; break; }
+        if (s143 < 0) for (uint32_t i = t142_n; i-- > 0;) if (t142.GetValue(i) > 0) { s143 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf11_c_140 = (int32_t)(s138);
+    const int32_t v___kf12_c_145 = (int32_t)(s143);
     AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand_ids);
-    const int32_t v___kf4_tok_141 = (int32_t)(((((int32_t)(v___kf11_c_140) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_134, ((uint64_t)(v___kf11_c_140)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_fr_142 = (int32_t)(v___kf4_tok_141);
-    const uint64_t off143 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_fr_142));
+    const int32_t v___kf5_tok_146 = (int32_t)(((((int32_t)(v___kf12_c_145) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_139, ((uint64_t)(v___kf12_c_145)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf2_fr_147 = (int32_t)(v___kf5_tok_146);
+    const uint64_t off148 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_147));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off143], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf12_kind_144 = (uint32_t)(v_kind_33);
-    const int32_t v___kf12_gs_145 = (int32_t)(v_gs_34);
-    const int32_t v___kf12_rs_146 = (int32_t)(v_rs_35);
-    const int32_t v___kf12_gold_147 = (int32_t)(v_gold_36);
-    const int32_t v___kf12_fr_148 = (int32_t)(v_fr_142);
-    const uint32_t v___kf12_r_149 = (uint32_t)(v_r_1);
-    const int32_t v___kf12_st_150 = (int32_t)(((((int32_t)(v___kf12_gs_145) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_145) : (int32_t)(v___kf12_rs_146)));
-    const int32_t v___kf12_tok_151 = (int32_t)(((((((int32_t)(v___kf12_st_150) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_144) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_147) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_147) : (int32_t)(v___kf12_fr_148)))));
-    const int32_t v___kf12_s_152 = (int32_t)(((((((int32_t)(v___kf12_st_150) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_144) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_147) : (int32_t)(v___kf12_tok_151)));
-    const uint64_t off153 = (uint64_t)(((uint64_t)(v___kf12_r_149)));
+    AscendC::DataCopyPad(g_fresh[off148], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf13_kind_149 = (uint32_t)(v___kf2_kind_38);
+    const int32_t v___kf13_gs_150 = (int32_t)(v___kf2_gs_39);
+    const int32_t v___kf13_rs_151 = (int32_t)(v___kf2_rs_40);
+    const int32_t v___kf13_gold_152 = (int32_t)(v___kf2_gold_41);
+    const int32_t v___kf13_fr_153 = (int32_t)(v___kf2_fr_147);
+    const uint32_t v___kf13_r_154 = (uint32_t)(v___kf2_r_22);
+    const int32_t v___kf13_st_155 = (int32_t)(((((int32_t)(v___kf13_gs_150) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_150) : (int32_t)(v___kf13_rs_151)));
+    const int32_t v___kf13_tok_156 = (int32_t)(((((((int32_t)(v___kf13_st_155) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_149) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_152) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_152) : (int32_t)(v___kf13_fr_153)))));
+    const int32_t v___kf13_s_157 = (int32_t)(((((((int32_t)(v___kf13_st_155) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_149) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_152) : (int32_t)(v___kf13_tok_156)));
+    const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_151));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_156));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off153], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off154 = (uint64_t)(((uint64_t)(v___kf12_r_149)));
+    AscendC::DataCopyPad(g_tokens[off158], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off159 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_152));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_157));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off154], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off155 = (uint64_t)(((uint64_t)(v___kf12_r_149)));
+    AscendC::DataCopyPad(g_lookup[off159], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off160 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off155], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off156 = (uint64_t)(((uint64_t)(v___kf12_r_149)));
+    AscendC::DataCopyPad(g_accepted[off160], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_150));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_155));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off156], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v_s_157 = (int32_t)(v___kf12_s_152);
-    AscendC::LocalTensor<int32_t> t158 = qin.AllocTensor<int32_t>();
-    const uint32_t t158_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-    const uint64_t off159 = (uint64_t)(v_off_10);
-    if (t158_n > 0) {
-      AscendC::DataCopyPad(t158, g_cand_ids[off159], AscendC::DataCopyExtParams{1, (uint32_t)(t158_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off161], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf2_s_162 = (int32_t)(v___kf13_s_157);
+    AscendC::LocalTensor<int32_t> t163 = qin.AllocTensor<int32_t>();
+    const uint32_t t163_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+    const uint64_t off164 = (uint64_t)(v___kf2_off_26);
+    if (t163_n > 0) {
+      AscendC::DataCopyPad(t163, g_cand_ids[off164], AscendC::DataCopyExtParams{1, (uint32_t)(t163_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t158); t158 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t160 = qin.AllocTensor<float>();
-    const uint32_t t160_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-    const uint64_t off161 = (uint64_t)(v_off_10);
-    if (t160_n > 0) {
-      AscendC::DataCopyPad(t160, g_cand[off161], AscendC::DataCopyExtParams{1, (uint32_t)(t160_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t163); t163 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t165 = qin.AllocTensor<float>();
+    const uint32_t t165_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+    const uint64_t off166 = (uint64_t)(v___kf2_off_26);
+    if (t165_n > 0) {
+      AscendC::DataCopyPad(t165, g_cand[off166], AscendC::DataCopyExtParams{1, (uint32_t)(t165_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t160); t160 = qin.DeQue<float>();
-    const int32_t v___kf13_s_162 = (int32_t)(v_s_157);
-    const uint32_t v___kf13_r_163 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<uint8_t> t164 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t164_n = t158_n;
+    qin.EnQue(t165); t165 = qin.DeQue<float>();
+    const int32_t v___kf14_s_167 = (int32_t)(v___kf2_s_162);
+    const uint32_t v___kf14_r_168 = (uint32_t)(v___kf2_r_22);
+    AscendC::LocalTensor<uint8_t> t169 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t169_n = t163_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t158;
-      for (uint32_t i = 0; i < t164_n; ++i) t164.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_162))));
+      const AscendC::LocalTensor<int32_t> &L0 = t163;
+      for (uint32_t i = 0; i < t169_n; ++i) t169.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_167))));
     }
-    int32_t s165 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t164_n; ++i) {
-      if ((t164.GetValue(i) != 0)) { s165 = (int32_t)i; break; }
+    int32_t s170 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t169_n; ++i) {
+      if ((t169.GetValue(i) != 0)) { s170 = (int32_t)i; break; }
     }
-    const int32_t v___kf13_col_166 = (int32_t)(((((int32_t)(v___kf13_s_162) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s165) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s167 = (uint32_t)(((uint32_t)(v___kf13_col_166)));
-    const float v___kf13_lp_168 = (float)(((((int32_t)(v___kf13_col_166) >= (int32_t)(((int32_t)0ull)))) ? (float)((s167 < t130_n ? (float)(t130.GetValue(s167)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s169 = (uint32_t)(((uint32_t)(v___kf13_col_166)));
-    const float v___kf13_vs_170 = (float)(((((int32_t)(v___kf13_col_166) >= (int32_t)(((int32_t)0ull)))) ? (float)((s169 < t160_n ? (float)(t160.GetValue(s169)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t171 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t171_n = sk::min<uint32_t>(sk::min<uint32_t>(t160_n, t160_n), t158_n);
+    const int32_t v___kf14_col_171 = (int32_t)(((((int32_t)(v___kf14_s_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s170) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s172 = (uint32_t)(((uint32_t)(v___kf14_col_171)));
+    const float v___kf14_lp_173 = (float)(((((int32_t)(v___kf14_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s172 < t135_n ? (float)(t135.GetValue(s172)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s174 = (uint32_t)(((uint32_t)(v___kf14_col_171)));
+    const float v___kf14_vs_175 = (float)(((((int32_t)(v___kf14_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s174 < t165_n ? (float)(t165.GetValue(s174)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t176 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t176_n = sk::min<uint32_t>(sk::min<uint32_t>(t165_n, t165_n), t163_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t160;
-      const AscendC::LocalTensor<float> &L1 = t160;
-      const AscendC::LocalTensor<int32_t> &L2 = t158;
-      for (uint32_t i = 0; i < t171_n; ++i) t171.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_170))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_170))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_162))))))))));
+      const AscendC::LocalTensor<float> &L0 = t165;
+      const AscendC::LocalTensor<float> &L1 = t165;
+      const AscendC::LocalTensor<int32_t> &L2 = t163;
+      for (uint32_t i = 0; i < t176_n; ++i) t176.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_175))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_175))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_167))))))))));
     }
-    qin.FreeTensor(t160);
-    AscendC::LocalTensor<uint64_t> t172 = ub8[U10].ReinterpretCast<uint64_t>();
-    const uint32_t t172_n = sk::min<uint32_t>(t171_n, t130_n);
+    qin.FreeTensor(t165);
+    AscendC::LocalTensor<uint64_t> t177 = ub8[U10].ReinterpretCast<uint64_t>();
+    const uint32_t t177_n = sk::min<uint32_t>(t176_n, t135_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t171;
-      const AscendC::LocalTensor<float> &L1 = t130;
-      for (uint32_t i = 0; i < t172_n; ++i) t172.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t176;
+      const AscendC::LocalTensor<float> &L1 = t135;
+      for (uint32_t i = 0; i < t177_n; ++i) t177.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s173 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t172_n; ++i) {
-      s173 = sk::add<uint64_t>(s173, t172.GetValue(i));
+    uint64_t s178 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t177_n; ++i) {
+      s178 = sk::add<uint64_t>(s178, t177.GetValue(i));
     }
-    const uint64_t v___kf13_mass_174 = (uint64_t)(s173);
-    const float v___kf13_ssp_175 = (float)(((((float)(v___kf13_lp_168) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_174)) : (float)(0e0f)));
-    const uint64_t off176 = (uint64_t)(((uint64_t)(v___kf13_r_163)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_168));
+    const uint64_t v___kf14_mass_179 = (uint64_t)(s178);
+    const float v___kf14_ssp_180 = (float)(((((float)(v___kf14_lp_173) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_179)) : (float)(0e0f)));
+    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf14_r_168)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_173));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off176], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off177 = (uint64_t)(((uint64_t)(v___kf13_r_163)));
+    AscendC::DataCopyPad(g_token_lp[off181], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf14_r_168)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_175));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_180));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off177], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf14_r_178 = (uint32_t)(v_r_1);
-    const uint32_t v___kf14_k_179 = (uint32_t)(p_k);
-    const uint64_t v___kf14_ooff_180 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_178)), ((uint64_t)(v___kf14_k_179))));
-    const uint32_t n181 = sk::min<uint32_t>(t158_n, (uint32_t)(v___kf14_k_179));
-    const uint64_t off182 = (uint64_t)(v___kf14_ooff_180);
-    AscendC::LocalTensor<int32_t> o183 = qout.AllocTensor<int32_t>();
-    if (n181 > 0) {
-      AscendC::DataCopy(o183, t158, AscendC::DataCopyParams{1, (uint16_t)((n181 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off182], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf15_r_183 = (uint32_t)(v___kf2_r_22);
+    const uint32_t v___kf15_k_184 = (uint32_t)(v___kf2_k_25);
+    const uint64_t v___kf15_ooff_185 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_183)), ((uint64_t)(v___kf15_k_184))));
+    const uint32_t n186 = sk::min<uint32_t>(t163_n, (uint32_t)(v___kf15_k_184));
+    const uint64_t off187 = (uint64_t)(v___kf15_ooff_185);
+    AscendC::LocalTensor<int32_t> o188 = qout.AllocTensor<int32_t>();
+    if (n186 > 0) {
+      AscendC::DataCopy(o188, t163, AscendC::DataCopyParams{1, (uint16_t)((n186 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o183); o183 = qout.DeQue<int32_t>();
-    if (n181 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off182], o183, AscendC::DataCopyExtParams{1, (uint32_t)(n181 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o188); o188 = qout.DeQue<int32_t>();
+    if (n186 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off187], o188, AscendC::DataCopyExtParams{1, (uint32_t)(n186 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o183);
-    qin.FreeTensor(t158);
-    const uint32_t n184 = sk::min<uint32_t>(t130_n, (uint32_t)(v___kf14_k_179));
-    const uint64_t off185 = (uint64_t)(v___kf14_ooff_180);
-    AscendC::LocalTensor<float> o186 = qout.AllocTensor<float>();
-    if (n184 > 0) {
-      AscendC::DataCopy(o186, t130, AscendC::DataCopyParams{1, (uint16_t)((n184 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o188);
+    qin.FreeTensor(t163);
+    const uint32_t n189 = sk::min<uint32_t>(t135_n, (uint32_t)(v___kf15_k_184));
+    const uint64_t off190 = (uint64_t)(v___kf15_ooff_185);
+    AscendC::LocalTensor<float> o191 = qout.AllocTensor<float>();
+    if (n189 > 0) {
+      AscendC::DataCopy(o191, t135, AscendC::DataCopyParams{1, (uint16_t)((n189 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o186); o186 = qout.DeQue<float>();
-    if (n184 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off185], o186, AscendC::DataCopyExtParams{1, (uint32_t)(n184 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o191); o191 = qout.DeQue<float>();
+    if (n189 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off190], o191, AscendC::DataCopyExtParams{1, (uint32_t)(n189 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o186);
+    qout.FreeTensor(o191);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -220,6 +220,54 @@ pub fn finalize_info_top(
     top_row(ids, lps, r, k, out_ids, out_lps);
 }
 
+/// The body of `process_draw_finish` for row `r` (and of
+/// `topn_cluster_draw_finish` after its selection): every per-row input
+/// first (one round trip for all of them), the draw over the kept head,
+/// section 7, the token info and the top logprobs.
+#[kernel_fn]
+#[allow(clippy::too_many_arguments)]
+fn draw_finish_row(
+    r: u32,
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    head: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    fresh: GmMut<i32>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let off = (r as u64) * (n as u64);
+    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
+    store_scalar(fresh, r as u64, fr);
+    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
+    let ids = load(cand_ids, off, head);
+    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
+}
+
 /// `process_draw_head` then `finalize_info_top` in one program per row, on
 /// a step whose every group is one fresh or no-draw row (the host's
 /// `single_row_groups`): the drawn token and the head's logprobs stay in
@@ -262,18 +310,35 @@ pub fn process_draw_finish(
     out_lps: GmMut<f32>,
 ) {
     let r = row();
-    let off = (r as u64) * (n as u64);
-    // Every per-row input first: one round trip for all of them.
-    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
-    let sd = load_scalar(seed, r as u64);
-    let sq = load_scalar(seq, r as u64);
-    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
-    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
-    store_scalar(fresh, r as u64, fr);
-    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
-    let ids = load(cand_ids, off, head);
-    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
-    top_row(ids, lps, r, k, out_ids, out_lps);
+    draw_finish_row(
+        r,
+        cand,
+        cand_ids,
+        n,
+        head,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        logprobs,
+        fresh,
+        group_kind,
+        group_status,
+        row_status,
+        golden,
+        tokens,
+        lookup,
+        accepted,
+        status,
+        k,
+        token_lp,
+        sum_smaller,
+        out_ids,
+        out_lps,
+    );
 }
 
 /// `topn_cluster` then `process_draw_finish` in one kernel (issue 22: the
@@ -330,16 +395,35 @@ pub fn topn_cluster_draw_finish(
     store_scalar(row_status, r as u64, rst);
     store_scalar(ctas, r as u64, nctas);
     // process_draw_finish's body, on the candidates just written (the leader's own writes).
-    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
-    let sd = load_scalar(seed, r as u64);
-    let sq = load_scalar(seq, r as u64);
-    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
-    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
-    store_scalar(fresh, r as u64, fr);
-    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
-    let ids = load(cand_ids, off, head);
-    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
-    top_row(ids, lps, r, k, out_ids, out_lps);
+    draw_finish_row(
+        r,
+        cand,
+        cand_ids,
+        n,
+        head,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        logprobs,
+        fresh,
+        group_kind,
+        group_status,
+        row_status,
+        golden,
+        tokens,
+        lookup,
+        accepted,
+        status,
+        k,
+        token_lp,
+        sum_smaller,
+        out_ids,
+        out_lps,
+    );
 }
 
 /// `process_prefix_draw` then `finalize_info_top` (over all `n` columns) in
