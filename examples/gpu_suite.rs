@@ -552,33 +552,29 @@ fn kernel_names(cuda: &mut CudaBackend, plan: &StepPlan) -> Vec<&'static str> {
         .unwrap_or_default()
 }
 
-/// Each row's `force_topn_stream` fallback code of the last step, if that
-/// step ran it (`Buf::SelFallback`).
-fn stream_fallback_codes(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
+/// Each row's `Buf::SelFallback` word of the last step, if that step ran a
+/// kernel `ran` accepts: `force_topn_stream`'s fallback code, or the CTAs
+/// that selected the row in `topn_cluster*` (0: its leader alone).
+fn sel_words(cuda: &mut CudaBackend, plan: &StepPlan, ran: impl Fn(&str) -> bool) -> Option<Vec<u32>> {
     use sampler_host::runtime::pipeline::{Buf, Device, HostSliceMut};
-    if !kernel_names(cuda, plan).contains(&"force_topn_stream") {
+    if !kernel_names(cuda, plan).iter().any(|k| ran(k)) {
         return None;
     }
-    let mut fb = vec![0u32; plan.rows as usize];
+    let mut w = vec![0u32; plan.rows as usize];
     let d = cuda.device();
-    d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut fb)).ok()?;
+    d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut w)).ok()?;
     d.finish().ok()?;
-    Some(fb)
+    Some(w)
 }
 
-/// Each row's CTAs of the last step's cluster top-N (`topn_cluster*`'s
-/// `ctas`, in `Buf::SelFallback`; 0: its leader selected it alone), if
-/// that step ran one.
+/// Each row's `force_topn_stream` fallback code of the last step, if that step ran it.
+fn stream_fallback_codes(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
+    sel_words(cuda, plan, |k| k == "force_topn_stream")
+}
+
+/// Each row's CTAs of the last step's cluster top-N, if that step ran one.
 fn cluster_ctas(cuda: &mut CudaBackend, plan: &StepPlan) -> Option<Vec<u32>> {
-    use sampler_host::runtime::pipeline::{Buf, Device, HostSliceMut};
-    if !kernel_names(cuda, plan).iter().any(|k| k.starts_with("topn_cluster")) {
-        return None;
-    }
-    let mut c = vec![0u32; plan.rows as usize];
-    let d = cuda.device();
-    d.download(Buf::SelFallback, 0, HostSliceMut::U32(&mut c)).ok()?;
-    d.finish().ok()?;
-    Some(c)
+    sel_words(cuda, plan, |k| k.starts_with("topn_cluster"))
 }
 
 /// `adversarial_rows` on CUDA and on the CPU backend, bitwise, N in 1, 50,

@@ -174,6 +174,40 @@ fn flag_env(name: &str) -> Option<bool> {
 /// Dynamic shared memory one CTA may have on sm_90.
 const SMEM_MAX: u32 = 227 * 1024;
 
+/// The launch attribute of a 1-D cluster of `cl` CTAs.
+fn cluster_attr(cl: u32) -> cudarc::driver::sys::CUlaunchAttribute {
+    use cudarc::driver::sys;
+    // SAFETY: a plain C union of the driver's, written through its cluster member.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cl, y: 1, z: 1 };
+    attr
+}
+
+/// A 1-D launch of `ctas` CTAs of `threads` with `smem` bytes of dynamic
+/// shared memory on `stream`, in clusters as `attr` ([`cluster_attr`]) says;
+/// for `cuLaunchKernelEx` and `cuOccupancyMaxActiveClusters`.
+fn cluster_config(
+    ctas: u32,
+    threads: u32,
+    smem: u32,
+    stream: &CudaStream,
+    attr: &mut cudarc::driver::sys::CUlaunchAttribute,
+) -> cudarc::driver::sys::CUlaunchConfig {
+    cudarc::driver::sys::CUlaunchConfig {
+        gridDimX: ctas,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: attr,
+        numAttrs: 1,
+    }
+}
+
 /// The largest cluster size (16, 8, or 0: none) the cluster top-N can run at
 /// on this device: `cuOccupancyMaxActiveClusters` for its widest CTAs with
 /// the most shared memory a CTA may have (one CTA an SM, so a cluster of C
@@ -196,22 +230,8 @@ fn max_cluster(module: &Arc<CudaModule>, stream: &CudaStream) -> u32 {
         if cl > 8 && !wide {
             continue;
         }
-        // SAFETY: a plain C union of the driver's, written through its cluster member.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cl, y: 1, z: 1 };
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: cl,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: v.threads,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: SMEM_MAX,
-            hStream: stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let mut attr = cluster_attr(cl);
+        let cfg = cluster_config(cl, v.threads, SMEM_MAX, stream, &mut attr);
         let mut clusters: std::ffi::c_int = 0;
         // SAFETY: a query on a loaded function with a well-formed launch configuration.
         let ok = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, f.cu_function(), &cfg) }.result().is_ok();
@@ -412,22 +432,9 @@ impl CudaDevice {
             return Err(dev(format!("{}: a cluster of {cl} CTAs, above the kernel's {}", v.entry, v.cluster)));
         }
         let mut params: Vec<*mut std::ffi::c_void> = slots.iter_mut().map(|x| x as *mut u64 as *mut _).collect();
-        // SAFETY: a plain C union of the driver's, written through its cluster member.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cl, y: 1, z: 1 };
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: l.grid * cl,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: threads,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: gpu_cluster_bytes(v.tile, l.stage),
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let mut attr = cluster_attr(cl);
+        let smem = gpu_cluster_bytes(v.tile, l.stage);
+        let cfg = cluster_config(l.grid * cl, threads, smem, &self.stream, &mut attr);
         self.stream.context().bind_to_thread().map_err(dev)?;
         // SAFETY: `params` points at one slot per entry parameter, in order
         // (`arg_slots`), alive for the call; the pipeline sized every buffer.
