@@ -100,7 +100,9 @@ pub const fn gpu_shared_bytes(tile: u32, sorts: bool) -> u32 {
 /// NVIDIA runtime, `top_n_cluster`: bytes of the radix histograms of each
 /// CTA of a cluster: ten of 2048 u32 bins, five of its own (the first
 /// digit's, then two digits for each of the two ranks selected; the others
-/// read one bin of them for ties) and five the leader merges them into.
+/// read one bin of them for ties) and five the leader merges them into
+/// (in every CTA, once the passes are over, the room where its kept keys
+/// are staged: 5120 u64).
 pub const GPU_CLUSTER_HIST_BYTES: u32 = 10 * 2048 * 4;
 
 /// NVIDIA runtime, `top_n_cluster`: logits of a row each of the `ctas` CTAs

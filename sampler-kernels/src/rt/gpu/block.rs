@@ -6,7 +6,9 @@ use super::warp::Shfl;
 use super::{ix, Ctx, Tile};
 
 /// Combines every thread's `v` in thread order (`op(lower, higher)`) and
-/// returns the result on every thread.
+/// returns the result on every thread. Two levels: each warp folds its
+/// lanes, then every warp folds the warps' results in its lanes (one load
+/// a lane, not one a warp in every thread: issue 22, run 44).
 #[inline(always)]
 pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
     c: &Ctx<TH, I>,
@@ -27,10 +29,22 @@ pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
         v.sh_st(slot(c.warp()));
     }
     sync();
-    let mut r = T::sh_ld(slot(0));
-    for w in 1..Ctx::<TH, I>::WARPS {
-        r = op(r, T::sh_ld(slot(w)));
-    }
+    let warps = Ctx::<TH, I>::WARPS as u32;
+    let r = if warps == 1 {
+        T::sh_ld(slot(0))
+    } else {
+        // Several warps: whole warps (TH a multiple of 32), full masks.
+        let mut r = T::sh_ld(slot(if lane < warps { lane as usize } else { 0 }));
+        let mut d = 1u32;
+        while d < warps {
+            let o = r.down(d, u32::MAX);
+            if lane + d < warps {
+                r = op(r, o);
+            }
+            d <<= 1;
+        }
+        r.idx(0)
+    };
     sync();
     r
 }
@@ -49,6 +63,8 @@ macro_rules! intsum {
 intsum!(u32, u64, u128);
 
 /// Exclusive prefix of every thread's `v` over threads (exact) and the total.
+/// Two levels, as [`block_fold`]: every warp scans the warps' totals in its
+/// lanes.
 #[inline(always)]
 pub(super) fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ctx<TH, I>, own: T) -> (T, T) {
     let width = Ctx::<TH, I>::WIDTH;
@@ -66,15 +82,23 @@ pub(super) fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ct
         v.sh_st(slot(c.warp()));
     }
     sync();
-    let mut before = T::default();
-    let mut total = T::default();
-    for w in 0..Ctx::<TH, I>::WARPS {
-        let s = T::sh_ld(slot(w));
-        if w < c.warp() {
-            before = before.wadd(s);
+    let warps = Ctx::<TH, I>::WARPS as u32;
+    let (before, total) = if warps == 1 {
+        (T::default(), T::sh_ld(slot(0)))
+    } else {
+        // Several warps: whole warps (TH a multiple of 32), full masks.
+        let t = if lane < warps { T::sh_ld(slot(lane as usize)) } else { T::default() };
+        let mut x = t;
+        let mut d = 1u32;
+        while d < warps {
+            let y = x.up(d, u32::MAX);
+            if lane >= d {
+                x = x.wadd(y);
+            }
+            d <<= 1;
         }
-        total = total.wadd(s);
-    }
+        (x.wsub(t).idx(c.warp() as u32), x.idx(warps - 1))
+    };
     sync();
     (before.wadd(v.wsub(own)), total)
 }

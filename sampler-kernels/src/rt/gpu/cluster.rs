@@ -29,11 +29,12 @@
 use super::super::math::{key_of_bits, order_bits, order_is_bad, NEG_INF_ORDER};
 use super::ptx::{
     atomc_add, cluster_arrive, cluster_rank, cluster_size, cluster_sync, cluster_wait, dynamic_smem_bytes, ldc32,
-    lds128, lds32, lds64, mapa, misc, redc_add, reds_add, sh, slot, stc32, stc64, sts128, sts32, sts64, sync,
+    lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc32, stc64, sts128, sts32, sts64, sync,
 };
 use super::select::top_n_impl;
 use super::sort::{bitonic_desc, split_keys};
-use super::warp::{ballot, shfl_down32, shfl_idx32, Shfl};
+use super::block::block_excl_scan;
+use super::warp::{ballot, shfl_down32, shfl_idx32, warp_claim};
 use super::{Ctx, Source, Tile, SMEM_BASE, SORT_CAP};
 use crate::spec::{cluster_slice, GPU_CLUSTER_HIST_BYTES};
 
@@ -41,8 +42,13 @@ use crate::spec::{cluster_slice, GPU_CLUSTER_HIST_BYTES};
 const HB: u32 = 2048;
 /// The histograms: this CTA's own (`L`, five) and the leader's merged ones
 /// (`M`, five, at `L + MERGED`): index 0 the first digit's (both ranks),
-/// then `2p - 1` / `2p` the digit of pass `p` for each rank.
+/// then `2p - 1` / `2p` the digit of pass `p` for each rank. Only the
+/// leader's `M` are added into; after the passes each CTA stages its kept
+/// keys in its own `M`.
 const MERGED: u32 = 5;
+/// Keys (u64) the merged histograms hold once the passes are over: this
+/// CTA's kept keys are staged there (at most `n`, at most the tile).
+const STAGE_KEYS: u32 = MERGED * HB / 2;
 /// The digits, most significant first: pass `p`'s shift and bits
 /// (21/11, 10/11, 0/10; arithmetic, not a table: a table indexed by a loop
 /// variable would be a global load).
@@ -71,8 +77,9 @@ const M_BASE: u32 = 22;
 /// The boundary of selection j, written here by the leader: bin, keys above
 /// it, keys in it (+3j).
 const M_SEL: u32 = 24;
-/// A block scan's total (u64, 8-byte aligned).
-const M_TOTAL: u32 = 30;
+/// This CTA's kept keys staged so far: prefix, rest.
+const M_LP: u32 = 30;
+const M_LQ: u32 = 31;
 /// Selection j's boundary value: each rank's count of it (+16j + rank).
 const M_RANKS: u32 = 32;
 
@@ -97,7 +104,8 @@ struct Sel {
 /// SAMPLER.md 3.6 and the rest in no fixed order (`sorted >= n`: all
 /// sorted), the counts, and how many CTAs selected the row (the cluster's
 /// size; 0 when the leader selected it alone: a launch without the shared
-/// memory of [`crate::spec::gpu_cluster_bytes`], or an `n` above the tile);
+/// memory of [`crate::spec::gpu_cluster_bytes`], or an `n` above the tile
+/// or above the 5120 keys a CTA can stage: no cluster variant's tile is);
 /// the other CTAs get empty tiles and zeros.
 #[inline(always)]
 pub fn top_n_cluster<const TH: usize, const I: usize>(
@@ -124,6 +132,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     // Cluster-uniform: every CTA of the cluster has the same launch shape.
     if n == 0
         || n > cap
+        || n > STAGE_KEYS
         || TH % 32 != 0
         || !(256..=HB).contains(&th)
         || ctas > 16
@@ -142,12 +151,15 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     // Nothing remote touches this CTA's histograms or counters before the
     // cluster's first barrier, split around the load: its arrive releases
     // the zeroed memory, its wait comes before the first remote access.
-    let mut i = tid;
-    while i < 2 * MERGED * HB {
-        sts32(hists + 4 * i as u64, 0);
-        i += th;
+    // Only the leader's merged histograms are ever added into (the other
+    // CTAs' hold staged keys at the end): zeroed 16 bytes a store.
+    let words = if q == 0 { 2 * MERGED * HB } else { MERGED * HB };
+    let mut i = 4 * tid;
+    while i < words {
+        sts128(hists + 4 * i as u64, [0u32; 4]);
+        i += 4 * th;
     }
-    if tid < 8 {
+    if tid < 16 {
         sts32(misc(M_PREFIX + tid), 0);
     }
     sync();
@@ -193,14 +205,11 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
             let above = shift + bits;
             let mask = (1u32 << bits) - 1;
             let (a0, pre0, pre1) = (!s0.done, s0.pre, s1.pre);
-            for_each_key(c, len, slice, |_, u| {
+            // Predicated adds: most keys match neither prefix.
+            quads(tid, th, len, slice, false, (), |_, _, u, ok| {
                 let d = 4 * ((u >> shift) & mask) as u64;
-                if a0 && (u >> above) == pre0 {
-                    reds_add(hist(h0) + d, 1);
-                }
-                if own1 && (u >> above) == pre1 {
-                    reds_add(hist(h1) + d, 1);
-                }
+                reds_add_if(ok & a0 & ((u >> above) == pre0), hist(h0) + d, 1);
+                reds_add_if(ok & own1 & ((u >> above) == pre1), hist(h1) + d, 1);
             });
             sync();
         }
@@ -288,41 +297,57 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     };
     let next = |u: u32, tr: (u32, u32)| (tr.0 + (u == t0) as u32, tr.1 + (u == t1) as u32);
     // The ranks of ties need the keys in position order: each thread then
-    // walks a contiguous run (else the strided order, conflict-free).
-    let per_thread = len.div_ceil(th);
-    let (first, step) = if partial { (tid * per_thread, 1) } else { (tid, th) };
+    // walks a contiguous run of quads (else the strided quads, conflict-free).
     let mut tbase = (0u32, 0u32);
     if partial {
-        let (c0, c1) = walk(first, step, per_thread, len, slice, (0u32, 0u32), |t, _, u| next(u, t));
-        let (ex, _) = block_scan(c, ((c1 as u64) << 32) | c0 as u64);
+        let (c0, c1) =
+            quads(tid, th, len, slice, true, (0u32, 0u32), |t, _, u, ok| if ok { next(u, t) } else { t });
+        let (ex, _) = block_excl_scan(c, ((c1 as u64) << 32) | c0 as u64);
         tbase = (ex as u32, (ex >> 32) as u32);
     }
-    // (prefix keys, rest keys, tie ranks) of this thread.
-    let (np, nr, _) = walk(first, step, per_thread, len, slice, (0u32, 0u32, tbase), |(np, nr, tr), _, u| {
-        let (k, pre) = keep(u, tr);
-        (np + pre as u32, nr + (k && !pre) as u32, next(u, tr))
+    // One walk stages this CTA's kept keys in its merged histograms (free
+    // once the passes are over): prefix keys from the bottom, the rest
+    // from the top, slots claimed a warp at a time.
+    let stage = hist(MERGED);
+    let top = stage + 8 * STAGE_KEYS as u64;
+    quads(tid, th, len, slice, partial, tbase, |tr, i, u, ok| {
+        let (k, pre) = if ok { keep(u, tr) } else { (false, false) };
+        let at = warp_claim(tid, pre, M_LP);
+        if pre {
+            sts64(stage + 8 * at as u64, key_of_bits(u, start + i));
+        }
+        let rest = k && !pre;
+        let at = warp_claim(tid, rest, M_LQ);
+        if rest {
+            sts64(top - 8 * (at as u64 + 1), key_of_bits(u, start + i));
+        }
+        if ok && partial {
+            next(u, tr)
+        } else {
+            tr
+        }
     });
-    let (ex, tot) = block_scan(c, ((np as u64) << 32) | nr as u64);
+    sync();
+    // Then into the leader's buffers at offsets from one remote atomic each.
+    let (tp, tq) = (lds32(misc(M_LP)), lds32(misc(M_LQ)));
     if tid == 0 {
-        let (tp, tq) = ((tot >> 32) as u32, tot as u32);
         let bp = if tp > 0 { atomc_add(mapa(misc(M_PREFIX), 0), tp) } else { 0 };
         let bq = if tq > 0 { atomc_add(mapa(misc(M_REST), 0), tq) } else { 0 };
         sts32(misc(M_BASE), bp);
         sts32(misc(M_BASE + 1), bq);
     }
     sync();
-    let pp = lds32(misc(M_BASE)) + (ex >> 32) as u32;
-    let pq = lds32(misc(M_BASE + 1)) + ex as u32;
-    walk(first, step, per_thread, len, slice, (pp, pq, tbase), |(pp, pq, tr), i, u| {
-        let (k, pre) = keep(u, tr);
-        let key = key_of_bits(u, start + i);
-        if pre {
-            stc64(mapa(pbuf + 8 * pp as u64, 0), key);
-        } else if k {
-            stc64(mapa(keybuf + 8 * pq as u64, 0), key);
-        }
-        (pp + pre as u32, pq + (k && !pre) as u32, next(u, tr))
-    });
+    let (bp, bq) = (lds32(misc(M_BASE)), lds32(misc(M_BASE + 1)));
+    let mut i = tid;
+    while i < tp {
+        stc64(mapa(pbuf + 8 * (bp + i) as u64, 0), lds64(stage + 8 * i as u64));
+        i += th;
+    }
+    let mut i = tid;
+    while i < tq {
+        stc64(mapa(keybuf + 8 * (bq + i) as u64, 0), lds64(top - 8 * (i as u64 + 1)));
+        i += th;
+    }
     // Every key and count has reached the leader; no CTA touches another's
     // shared memory after this.
     cluster_sync();
@@ -484,84 +509,37 @@ fn warp_sum(mut x: u32) -> u32 {
     x
 }
 
-/// Exclusive prefix of every thread's `own` over the block's threads (exact,
-/// wrapping) and the total: a warp scan, then warp 0 scans the warps'
-/// totals (not every thread reading every warp's). Ends with a barrier.
+/// Folds `st = f(st, position, order bits, valid)` over this thread's
+/// quads of the slice at `slice` (`len` keys, 16-byte loads): the strided
+/// quads `tid + k * th`, or (`contiguous`) a run of whole quads per thread
+/// in position order. Every lane makes the same calls (four a quad, `valid`
+/// false past `len`), so `f` may use warp votes.
 #[inline(always)]
-fn block_scan<const TH: usize, const I: usize>(c: &Ctx<TH, I>, own: u64) -> (u64, u64) {
-    let (lane, warp) = (c.tid & 31, (c.tid >> 5) as usize);
-    let warps = (TH / 32) as u32;
-    let mut v = own;
-    let mut d = 1u32;
-    while d < 32 {
-        let y = v.up(d, u32::MAX);
-        if lane >= d {
-            v = v.wrapping_add(y);
-        }
-        d *= 2;
-    }
-    if lane == 31 {
-        sts64(slot(warp), v);
-    }
-    sync();
-    if warp == 0 {
-        let t = if lane < warps { lds64(slot(lane as usize)) } else { 0 };
-        let mut x = t;
-        let mut d = 1u32;
-        while d < 32 {
-            let y = x.up(d, u32::MAX);
-            if lane >= d {
-                x = x.wrapping_add(y);
-            }
-            d *= 2;
-        }
-        if lane < warps {
-            sts64(slot(lane as usize), x.wrapping_sub(t));
-        }
-        if lane == 31 {
-            sts64(misc(M_TOTAL), x);
-        }
-    }
-    sync();
-    let r = (lds64(slot(warp)).wrapping_add(v.wrapping_sub(own)), lds64(misc(M_TOTAL)));
-    sync();
-    r
-}
-
-/// Folds `st = f(st, position, order bits)` over positions `first + k *
-/// step`, `k < count`, below `len` of the slice at `slice`, four loads in
-/// flight.
-#[inline(always)]
-fn walk<S: Copy>(
-    first: u32,
-    step: u32,
-    count: u32,
+fn quads<S: Copy>(
+    tid: u32,
+    th: u32,
     len: u32,
     slice: u64,
+    contiguous: bool,
     mut st: S,
-    f: impl Fn(S, u32, u32) -> S,
+    f: impl Fn(S, u32, u32, bool) -> S,
 ) -> S {
+    let nq = len.div_ceil(4);
+    let per = len.div_ceil(th).div_ceil(4);
+    let (iters, first, step) = if contiguous { (per, tid * per, 1) } else { (nq.div_ceil(th), tid, th) };
     let mut k = 0u32;
-    while k < count {
-        let at = |d: u32| first + (k + d) * step;
-        let ld = |d: u32| if k + d < count && at(d) < len { lds32(slice + 4 * at(d) as u64) } else { 0 };
-        let (u0, u1, u2, u3) = (ld(0), ld(1), ld(2), ld(3));
-        // The state goes by value (captured counters would live in local
-        // memory), four calls rather than a loop over an array of pairs.
-        let g = |st: S, d: u32, u: u32| if k + d < count && at(d) < len { f(st, at(d), u) } else { st };
-        st = g(st, 0, u0);
-        st = g(st, 1, u1);
-        st = g(st, 2, u2);
-        st = g(st, 3, u3);
-        k += 4;
+    while k < iters {
+        let g = first + k * step;
+        let q = if g < nq { lds128(slice + 16 * g as u64) } else { [0u32; 4] };
+        let i = 4 * g;
+        // Four calls, not a loop over the array (local memory).
+        st = f(st, i, q[0], i < len);
+        st = f(st, i + 1, q[1], i + 1 < len);
+        st = f(st, i + 2, q[2], i + 2 < len);
+        st = f(st, i + 3, q[3], i + 3 < len);
+        k += 1;
     }
     st
-}
-
-/// [`walk`] over this thread's strided positions of the whole slice.
-#[inline(always)]
-fn for_each_key<const TH: usize, const I: usize>(c: &Ctx<TH, I>, len: u32, slice: u64, f: impl Fn(u32, u32)) {
-    walk(c.tid, TH as u32, len.div_ceil(TH as u32), len, slice, (), |_, i, u| f(i, u))
 }
 
 /// Reads `buf[off..off+len]` once (16-byte non-caching loads of f32, four

@@ -83,6 +83,14 @@ pub(super) fn reds_add(a: u64, v: u32) {
     // SAFETY: as `lds32`.
     unsafe { asm!("red.shared.add.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
 }
+/// `red.shared.add.u32` under a predicate (no branch around it).
+#[inline(always)]
+pub(super) fn reds_add_if(p: bool, a: u64, v: u32) {
+    // SAFETY: as `lds32` (`a` is only dereferenced where `p` holds).
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p red.shared.add.u32 [{a}], {v}; }}", c = in(reg32) p as u32, a = in(reg64) a, v = in(reg32) v, options(nostack))
+    };
+}
 #[inline(always)]
 pub(super) fn hist(b: u32) -> u64 {
     sh() + HIST as u64 + 4 * b as u64

@@ -38,6 +38,8 @@ pub(super) fn shfl_up32(v: u32, d: u32, mask: u32) -> u32 {
 pub trait Shfl: Copy {
     fn down(self, d: u32, mask: u32) -> Self;
     fn up(self, d: u32, mask: u32) -> Self;
+    /// Lane `src`'s value (a whole warp calls it together, full mask).
+    fn idx(self, src: u32) -> Self;
     /// Stores the value at shared-window address `a` (16-byte slot).
     fn sh_st(self, a: u64);
     /// Loads a value stored by `sh_st`.
@@ -48,6 +50,7 @@ macro_rules! shfl32 {
         impl Shfl for $t {
             #[inline(always)] fn down(self, d: u32, m: u32) -> Self { let f: fn(u32) -> $t = $from; let t: fn($t) -> u32 = $to; f(shfl_down32(t(self), d, m)) }
             #[inline(always)] fn up(self, d: u32, m: u32) -> Self { let f: fn(u32) -> $t = $from; let t: fn($t) -> u32 = $to; f(shfl_up32(t(self), d, m)) }
+            #[inline(always)] fn idx(self, s: u32) -> Self { let f: fn(u32) -> $t = $from; let t: fn($t) -> u32 = $to; f(shfl_idx32(t(self), s)) }
             #[inline(always)] fn sh_st(self, a: u64) { let t: fn($t) -> u32 = $to; sts32(a, t(self)) }
             #[inline(always)] fn sh_ld(a: u64) -> Self { let f: fn(u32) -> $t = $from; f(lds32(a)) }
         }
@@ -65,6 +68,11 @@ macro_rules! shfl_wide {
             #[inline(always)] fn up(self, d: u32, m: u32) -> Self {
                 let x = self as u128; let mut r = 0u128;
                 for w in 0..$words { r |= (shfl_up32((x >> (32 * w)) as u32, d, m) as u128) << (32 * w); }
+                r as $t
+            }
+            #[inline(always)] fn idx(self, s: u32) -> Self {
+                let x = self as u128; let mut r = 0u128;
+                for w in 0..$words { r |= (shfl_idx32((x >> (32 * w)) as u32, s) as u128) << (32 * w); }
                 r as $t
             }
             #[inline(always)] fn sh_st(self, a: u64) {
