@@ -161,7 +161,7 @@ pub mod ptx {
         };
         let build_args =
             ["rustc", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"];
-        let rustc_args: Vec<String> = ["--", "-C", "target-cpu=sm_90", "-Zunstable-options", "-Cpanic=immediate-abort"]
+        let rustc_args: Vec<String> = ["--", "-C", "target-cpu=sm_90", "-C", "target-feature=+ptx80", "-Zunstable-options", "-Cpanic=immediate-abort"]
             .iter()
             .map(|s| s.to_string())
             .chain([format!("--emit=asm={}", out_file.display())])

@@ -28,7 +28,7 @@
 
 use super::super::math::{key_of_bits, order_bits, order_is_bad, NEG_INF_ORDER};
 use super::ptx::{
-    atomc_add, cluster_arrive, cluster_rank, cluster_size, cluster_sync, cluster_wait, dynamic_smem_bytes, ldc32,
+    atomc_add, cluster_arrive, cluster_arrive_relaxed, cluster_rank, cluster_size, cluster_wait, dynamic_smem_bytes, fence_cluster, ldc32,
     lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc32, stc64, sts128, sts32, sts64, sync,
 };
 use super::select::top_n_impl;
@@ -214,7 +214,9 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
             sync();
         }
         // This CTA's nonzero bins into the leader's merged histograms.
+        // Whether this thread added any bin.
         let push = |h: u32| {
+            let mut any = false;
             for k in 0..8u32 {
                 if k < per {
                     let at = 4 * (b0 + k) as u64;
@@ -226,17 +228,22 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
                         } else {
                             redc_add(mapa(to, 0), x);
                         }
+                        any = true;
                     }
                 }
             }
+            any
         };
-        if !s0.done {
-            push(h0);
+        let p0 = !s0.done && push(h0);
+        let p1 = own1 && push(h1);
+        // Only the threads that added release (their histogram writes came
+        // before the block barrier after the walk, so the fence covers the
+        // CTA's: the ranks' counts read below); the rest arrive relaxed.
+        if p0 || p1 {
+            fence_cluster();
         }
-        if own1 {
-            push(h1);
-        }
-        cluster_sync();
+        cluster_arrive_relaxed();
+        cluster_wait();
         // The leader: warp j finds selection j's boundary and writes it to every CTA.
         if q == 0 && warp < 2 {
             let (sj, h) = if warp == 0 { (s0, h0) } else { (s1, h1) };
@@ -247,10 +254,12 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
                     stc32(mapa(misc(m), lane), b);
                     stc32(mapa(misc(m + 1), lane), above);
                     stc32(mapa(misc(m + 2), lane), cnt);
+                    fence_cluster();
                 }
             }
         }
-        cluster_sync();
+        cluster_arrive_relaxed();
+        cluster_wait();
         let last = p == 2 || (p == 1 && flat >= digit(1).0);
         let tie0 = settle(&mut s0, M_SEL, shift, bits, last);
         let tie1 = settle(&mut s1, M_SEL + 3, shift, bits, last);
@@ -348,9 +357,13 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         stc64(mapa(keybuf + 8 * (bq + i) as u64, 0), lds64(top - 8 * (i as u64 + 1)));
         i += th;
     }
-    // Every key and count has reached the leader; no CTA touches another's
-    // shared memory after this.
-    cluster_sync();
+    // Every key and count has reached the leader (released by the threads
+    // that sent any); no CTA touches another's shared memory after this.
+    if tid < tp || tid < tq {
+        fence_cluster();
+    }
+    cluster_arrive_relaxed();
+    cluster_wait();
     if q != 0 {
         return empty();
     }

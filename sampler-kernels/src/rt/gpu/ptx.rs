@@ -217,15 +217,6 @@ pub(super) fn cluster_id() -> u32 {
     unsafe { asm!("mov.u32 {r}, %clusterid.x;", r = out(reg32) r, options(pure, nomem, nostack)) };
     r
 }
-/// Every thread of every CTA of the cluster meets here: the arrive releases
-/// this thread's shared (and global) writes, the wait acquires every other
-/// thread's (the default semantics of `barrier.cluster` at PTX ISA 7.8).
-#[inline(always)]
-pub(super) fn cluster_sync() {
-    // SAFETY: every call site is reached by all threads of every CTA of the
-    // cluster (cluster-uniform control flow).
-    unsafe { asm!("barrier.cluster.arrive.aligned;", "barrier.cluster.wait.aligned;", options(nostack)) };
-}
 /// The `shared::cluster` address of shared-window address `a` in the CTA of rank `rank`.
 #[inline(always)]
 pub(super) fn mapa(a: u64, rank: u32) -> u64 {
@@ -268,13 +259,32 @@ pub(super) fn redc_add(a: u64, v: u32) {
     // SAFETY: as `ldc32`.
     unsafe { asm!("red.shared::cluster.add.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
 }
-/// The arrive half of [`cluster_sync`] (release): the wait half,
+/// The arrive half of a cluster barrier (`barrier.cluster`, release: this
+/// thread's shared and global writes): the wait half,
 /// [`cluster_wait`], may come later, work done between the two overlapping
 /// the other CTAs' arrival. Every thread calls each once, in this order.
 #[inline(always)]
 pub(super) fn cluster_arrive() {
-    // SAFETY: cluster-uniform control flow, as `cluster_sync`.
+    // SAFETY: every call site is reached by all threads of every CTA of the
+    // cluster (cluster-uniform control flow).
     unsafe { asm!("barrier.cluster.arrive.aligned;", options(nostack)) };
+}
+/// [`cluster_arrive`] without its release (`.relaxed`, PTX ISA 8.0): a
+/// thread whose shared-memory writes other CTAs read after the wait calls
+/// [`fence_cluster`] first; the others skip the `MEMBAR.ALL.GPU` every
+/// plain arrive compiles to. Every thread calls it, as `cluster_arrive`.
+#[inline(always)]
+pub(super) fn cluster_arrive_relaxed() {
+    // SAFETY: cluster-uniform control flow, as `cluster_arrive`.
+    unsafe { asm!("barrier.cluster.arrive.relaxed.aligned;", options(nostack)) };
+}
+/// `fence.acq_rel.cluster`: this thread's writes before it are seen by any
+/// thread of the cluster that acquires after a later arrive of this thread
+/// (with [`cluster_arrive_relaxed`], the release of a plain arrive).
+#[inline(always)]
+pub(super) fn fence_cluster() {
+    // SAFETY: a fence only.
+    unsafe { asm!("fence.acq_rel.cluster;", options(nostack)) };
 }
 /// The wait half of a split cluster barrier (acquire), after [`cluster_arrive`].
 #[inline(always)]
