@@ -261,13 +261,18 @@ pub fn cluster_fits(v: u32, n: u32, ctas: u32) -> bool {
 /// 49.7 -> 37.0 / 36.8 / 37.7; at R = 8 16 CTAs lose (49.1, 62.0, 57.7: more
 /// clusters than fit at once), 8 win (41.4 / 50.3 / 55.6 against 43.4 /
 /// 60.1 / 61.5); at R = 16 8 CTAs lose (64.9 / 74.9 / 87.2 against 45.8 /
-/// 62.6 / 88.7).
-pub fn cluster_auto(v: u32, _n: u32, rows: u32) -> u32 {
+/// 62.6 / 88.7). Run 46 (seventeenth session, H100, after the one-walk
+/// classification): at R = 16 8 CTAs still lose at N = 1024 / 4096 (56.3 /
+/// 67.2 against 46.2 / 60.0) but win with force top-k off (the prefix path,
+/// N = 64: 71.1 against 87.8 on the staged chunks), hence 8 CTAs to
+/// [`CLUSTER_8_NARROW_MAX_ROWS`] rows below N = [`CLUSTER_NARROW_N`]; at
+/// R = 32 they lose there too (93.5 against 61.4).
+pub fn cluster_auto(v: u32, n: u32, rows: u32) -> u32 {
     if v < CLUSTER_MIN_V {
         0
     } else if rows <= CLUSTER_16_MAX_ROWS {
         16
-    } else if rows <= CLUSTER_8_MAX_ROWS {
+    } else if rows <= CLUSTER_8_MAX_ROWS || (n < CLUSTER_NARROW_N && rows <= CLUSTER_8_NARROW_MAX_ROWS) {
         8
     } else {
         0
@@ -280,6 +285,12 @@ pub const CLUSTER_16_MAX_ROWS: u32 = 4;
 pub const CLUSTER_8_MAX_ROWS: u32 = 8;
 /// See [`cluster_auto`].
 pub const CLUSTER_MIN_V: u32 = 32768;
+/// See [`cluster_auto`]: below this N (where the streaming top-N over
+/// several blocks does not run) 8 CTAs a row serve to
+/// [`CLUSTER_8_NARROW_MAX_ROWS`] rows.
+pub const CLUSTER_NARROW_N: u32 = 1024;
+/// See [`cluster_auto`].
+pub const CLUSTER_8_NARROW_MAX_ROWS: u32 = 16;
 
 /// From this candidate width up, the top-N orders only the kept prefix when
 /// nothing forces it. Measured on the H200: 11-37 us faster at N = 4096
@@ -934,14 +945,19 @@ mod tests {
         assert_eq!(cluster_auto(129_280, 1024, 5), 8);
         assert_eq!(cluster_auto(129_280, 256, 8), 8);
         assert_eq!(cluster_auto(129_280, 1024, 9), 0);
+        assert_eq!(cluster_auto(129_280, 64, 16), 8);
+        assert_eq!(cluster_auto(129_280, 512, 9), 8);
+        assert_eq!(cluster_auto(129_280, 64, 17), 0);
+        assert_eq!(cluster_auto(129_280, 4096, 16), 0);
         assert_eq!(cluster_auto(4096, 1024, 1), 0);
         // Every auto size holds the benchmark's row and one of V = 152064 (larger rows
         // may not fit 8 CTAs at N = 4096: the caps then keep the streaming top-N).
         assert!(!cluster_fits(262_144, 4096, 8) && cluster_fits(262_144, 4096, 16));
         for v in [129_280u32, 152_064] {
             for n in [1u32, 64, 256, 1024, 4096] {
-                for rows in [1u32, 4, 8] {
-                    assert!(cluster_fits(v, n, cluster_auto(v, n, rows)), "V {v} N {n} R {rows}");
+                for rows in [1u32, 4, 8, 16] {
+                    let c = cluster_auto(v, n, rows);
+                    assert!(c == 0 || cluster_fits(v, n, c), "V {v} N {n} R {rows}");
                 }
             }
         }
