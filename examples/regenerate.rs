@@ -161,11 +161,19 @@ pub mod ptx {
         };
         let build_args =
             ["rustc", "-p", "sampler-kernels", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"];
-        let rustc_args: Vec<String> = ["--", "-C", "target-cpu=sm_90", "-C", "target-feature=+ptx80", "-Zunstable-options", "-Cpanic=immediate-abort"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([format!("--emit=asm={}", out_file.display())])
-            .collect();
+        let rustc_args: Vec<String> = [
+            "--",
+            "-C",
+            "target-cpu=sm_90",
+            "-C",
+            "target-feature=+ptx80",
+            "-Zunstable-options",
+            "-Cpanic=immediate-abort",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("--emit=asm={}", out_file.display())])
+        .collect();
         cargo(&build_args, &rustc_args)?;
         if !out_file.is_file() {
             // cargo found the crate fresh but the PTX file is gone: rebuild the crate.
