@@ -358,8 +358,9 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         i += th;
     }
     // Every key and count has reached the leader (released by the threads
-    // that sent any); no CTA touches another's shared memory after this.
-    if tid < tp || tid < tq {
+    // that sent any: thread 0 sent the bad / -inf counts, whether or not
+    // this CTA keeps a key); no CTA touches another's shared memory after this.
+    if tid == 0 || tid < tp || tid < tq {
         fence_cluster();
     }
     cluster_arrive_relaxed();
