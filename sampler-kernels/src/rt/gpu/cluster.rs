@@ -74,9 +74,10 @@ const M_LBAD: u32 = 20;
 const M_LNEG: u32 = 21;
 /// This CTA's first prefix and rest slots (+0, +1).
 const M_BASE: u32 = 22;
-/// The boundary of selection j, written here by the leader: bin, keys above
-/// it, keys in it (+3j).
-const M_SEL: u32 = 24;
+/// The boundary of selection j in pass p, written here by the leader: bin,
+/// keys above it, keys in it (+6p + 3j: no word is written twice, so a pass's
+/// reads need no ordering against the next pass's writes).
+const M_SEL: u32 = 64;
 /// This CTA's kept keys staged so far: prefix, rest.
 const M_LP: u32 = 30;
 const M_LQ: u32 = 31;
@@ -134,6 +135,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         || n > cap
         || n > STAGE_KEYS
         || TH % 32 != 0
+        || !th.is_power_of_two()
         || !(256..=HB).contains(&th)
         || ctas > 16
         || (dynamic_smem_bytes() as u64) < need_bytes
@@ -250,19 +252,21 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
             if !sj.done {
                 let (b, above, cnt) = warp_boundary(lane, hist(h + MERGED), sj.need);
                 if lane < ctas {
-                    let m = M_SEL + 3 * warp;
+                    let m = M_SEL + 6 * p + 3 * warp;
                     stc32(mapa(misc(m), lane), b);
                     stc32(mapa(misc(m + 1), lane), above);
                     stc32(mapa(misc(m + 2), lane), cnt);
-                    fence_cluster();
                 }
             }
+            // Releases the boundary's remote writes, and orders the
+            // histogram reads before the staging that reuses that room.
+            fence_cluster();
         }
         cluster_arrive_relaxed();
         cluster_wait();
         let last = p == 2 || (p == 1 && flat >= digit(1).0);
-        let tie0 = settle(&mut s0, M_SEL, shift, bits, last);
-        let tie1 = settle(&mut s1, M_SEL + 3, shift, bits, last);
+        let tie0 = settle(&mut s0, M_SEL + 6 * p, shift, bits, last);
+        let tie1 = settle(&mut s1, M_SEL + 6 * p + 3, shift, bits, last);
         // A split value: thread 0 copies each rank's count of its bin (their own histograms).
         if (tie0 || tie1) && tid == 0 {
             let ranks = |m: u32, ranks: u32, h: u32| {
@@ -274,10 +278,10 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
                 }
             };
             if tie0 {
-                ranks(M_SEL, M_RANKS, h0);
+                ranks(M_SEL + 6 * p, M_RANKS, h0);
             }
             if tie1 {
-                ranks(M_SEL + 3, M_RANKS + 16, h1);
+                ranks(M_SEL + 6 * p + 3, M_RANKS + 16, h1);
             }
         }
         if tie0 || tie1 {
