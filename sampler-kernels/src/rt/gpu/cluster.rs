@@ -27,13 +27,14 @@
 //! largest unique (order bits, id) keys, as `top_n_counted`.
 
 use super::super::math::{key_of_bits, order_bits, order_is_bad, NEG_INF_ORDER};
+use super::block::block_excl_scan;
 use super::ptx::{
-    atomc_add, cluster_arrive, cluster_arrive_relaxed, cluster_rank, cluster_size, cluster_wait, dynamic_smem_bytes, fence_cluster, ldc32,
-    lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc32, stc64, sts128, sts32, sts64, sync,
+    atomc_add, cluster_arrive, cluster_arrive_relaxed, cluster_rank, cluster_size, cluster_wait, dynamic_smem_bytes,
+    fence_cluster, ldc32, lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc32, stc64, sts128,
+    sts32, sts64, sync,
 };
 use super::select::top_n_impl;
 use super::sort::{bitonic_desc, split_keys};
-use super::block::block_excl_scan;
 use super::warp::{ballot, shfl_down32, shfl_idx32, warp_claim};
 use super::{Ctx, Source, Tile, SMEM_BASE, SORT_CAP};
 use crate::spec::{cluster_slice, GPU_CLUSTER_HIST_BYTES};
@@ -313,8 +314,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     // walks a contiguous run of quads (else the strided quads, conflict-free).
     let mut tbase = (0u32, 0u32);
     if partial {
-        let (c0, c1) =
-            quads(tid, th, len, slice, true, (0u32, 0u32), |t, _, u, ok| if ok { next(u, t) } else { t });
+        let (c0, c1) = quads(tid, th, len, slice, true, (0u32, 0u32), |t, _, u, ok| if ok { next(u, t) } else { t });
         let (ex, _) = block_excl_scan(c, ((c1 as u64) << 32) | c0 as u64);
         tbase = (ex as u32, (ex >> 32) as u32);
     }
