@@ -468,15 +468,7 @@ fn warp_boundary(lane: u32, h: u64, need: u32) -> (u32, u32, u32) {
     let (r0, r1, r2, r3) = (run(0), run(1), run(2), run(3));
     let tot = r0 + r1 + r2 + r3;
     // Keys in this lane's bins and every higher lane's.
-    let mut incl = tot;
-    let mut d = 1u32;
-    while d < 32 {
-        let y = shfl_down32(incl, d, u32::MAX);
-        if lane + d < 32 {
-            incl += y;
-        }
-        d *= 2;
-    }
+    let incl = suffix_sum(tot, lane, 32);
     let above = incl - tot;
     let hit = ballot(above < need && need <= incl);
     let l = hit.trailing_zeros();
@@ -501,19 +493,25 @@ fn warp_boundary(lane: u32, h: u64, need: u32) -> (u32, u32, u32) {
     // That run's 16 bins over lanes 0..16 (the others count 0), from the top.
     let bin = 64 * l + 16 * run_at + (lane & 15);
     let cnt = if lane < 16 { lds32(h + 4 * bin as u64) } else { 0 };
-    let mut incl = cnt;
-    let mut d = 1u32;
-    while d < 16 {
-        let y = shfl_down32(incl, d, u32::MAX);
-        if lane + d < 32 {
-            incl += y;
-        }
-        d *= 2;
-    }
-    let above = ab + incl - cnt;
+    let above = ab + suffix_sum(cnt, lane, 16) - cnt;
     let hit = ballot(lane < 16 && above < need && need <= above + cnt);
     let at = hit.trailing_zeros();
     (shfl_idx32(bin, at), shfl_idx32(above, at), shfl_idx32(cnt, at))
+}
+
+/// `x` summed over this lane and the `width - 1` lanes above it (fewer at
+/// the warp's top), `width` a power of two; every lane calls it together.
+#[inline(always)]
+fn suffix_sum(mut x: u32, lane: u32, width: u32) -> u32 {
+    let mut d = 1u32;
+    while d < width {
+        let y = shfl_down32(x, d, u32::MAX);
+        if lane + d < 32 {
+            x += y;
+        }
+        d *= 2;
+    }
+    x
 }
 
 /// The warp's sum of `x` on every lane.
