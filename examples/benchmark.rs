@@ -490,11 +490,17 @@ fn run(args: &[String]) -> ExitCode {
         cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
     }
     println!(
-        "device: {}; tuning: {}; chunks override: {:?}; cluster top-N up to {} CTAs; logprobs: {}; logits: {} ({} bytes each)",
+        "device: {}; tuning: {}; chunks override: {:?}; cluster top-N up to {} CTAs (clusters at once of 16 / 8 / 4: {:?}); PDL {}; logprobs: {}; logits: {} ({} bytes each)",
         cuda.device_name(),
         cuda.tuning().source,
         arg(args, "--chunks"),
         cuda.cluster_max(),
+        cuda.active_clusters(),
+        match cuda.pdl() {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "auto",
+        },
         mode.as_str(),
         dt.name(),
         dt.bytes()

@@ -290,6 +290,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         head_tile: 1024,
         cluster: 0,
         cluster_tail: false,
+        pdl: false,
     };
     let configs = [
         (
@@ -308,6 +309,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 head_tile: 1024,
                 cluster: 0,
                 cluster_tail: false,
+                pdl: false,
             },
             Numerics::Exact,
         ),

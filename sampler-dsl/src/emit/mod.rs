@@ -161,6 +161,9 @@ pub fn kernel_module(k: &Kernel) -> TokenStream {
             pub unsafe extern "ptx-kernel" fn #entry(#(#ptx_params),*) {
                 use #gpu_rt as __rt;
                 use ::sampler_kernels::rt::elem as __m;
+                // Programmatic dependent launch: the next kernel may start;
+                // this one waits for its predecessors (no-ops without it).
+                ::sampler_kernels::rt::gpu::grid_dependency_entry();
                 #[allow(dead_code)]
                 const TILE: u32 = #tile;
                 let __ctx = __rt::Ctx::<#threads, #items>::new();

@@ -185,6 +185,7 @@ impl Device for CpuDevice {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         }
     }
 

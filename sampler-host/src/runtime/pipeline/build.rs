@@ -28,6 +28,9 @@ pub struct Launch {
     /// each CTA holds: `spec::cluster_slice`); 1 for every other launch.
     /// Devices without clusters run each program as one.
     pub cluster: u32,
+    /// Launched with programmatic dependent launch ([`Caps::pdl`]): NVIDIA
+    /// only, the others ignore it.
+    pub pdl: bool,
 }
 
 /// A step's buffers and ordered launches.
@@ -85,7 +88,7 @@ pub(super) fn launch<const P: usize>(
         backend: "pipeline",
         msg: format!("kernel `{name}` has no tile variant for {n} elements per row"),
     })?;
-    out.push(Launch { spec, variant, grid, stage, args: args.to_vec(), cluster: 1 });
+    out.push(Launch { spec, variant, grid, stage, args: args.to_vec(), cluster: 1, pdl: false });
     Ok(())
 }
 
@@ -358,6 +361,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         None => None,
     };
     tail(p, n, mass, caps, Some(src), &mut bufs, &mut ls)?;
+    ls.iter_mut().for_each(|l| l.pdl = caps.pdl);
     Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
 }
 
@@ -826,6 +830,7 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     add(Residual, r, Init::Fill(LaunchArg::I32(-1)));
     let mut ls = Vec::new();
     tail(p, n, mass.then_some(1), caps, None, &mut bufs, &mut ls)?;
+    ls.iter_mut().for_each(|l| l.pdl = caps.pdl);
     Ok(Program { width: n, prefix: mass, bufs, launches: ls })
 }
 

@@ -76,6 +76,11 @@ pub struct Caps {
     /// cluster's leader draws and finishes the row it selected): the whole
     /// step is one node.
     pub cluster_tail: bool,
+    /// Programmatic dependent launch of the step's kernels (NVIDIA sm_90:
+    /// each kernel's CTAs may start while the previous kernel runs, and wait
+    /// at their entry for it to finish, so launch gaps overlap work; the
+    /// same bits either way). Only CUDA sets it.
+    pub pdl: bool,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

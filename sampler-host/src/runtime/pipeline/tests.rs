@@ -33,6 +33,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -48,6 +49,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         },
     ];
     for (with_mask, reqs) in [
@@ -164,6 +166,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -179,6 +182,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -194,6 +198,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -209,6 +214,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -297,6 +303,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     head_tile: 1024,
                     cluster: 0,
                     cluster_tail: false,
+                    pdl: false,
                 },
                 Caps {
                     mask_chunk: None,
@@ -312,6 +319,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     head_tile: 1024,
                     cluster: 0,
                     cluster_tail: false,
+                    pdl: false,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -366,6 +374,7 @@ fn stream_caps(stream_chunks: u32) -> Caps {
         head_tile: 1024,
         cluster: 0,
         cluster_tail: false,
+        pdl: false,
     }
 }
 
@@ -390,6 +399,32 @@ fn stream_chunks_split_the_streaming_top_n() {
         } else {
             assert_eq!(grid("force_topn_stream"), Some(2), "{names:?}");
             assert!(!names.contains(&"topn_chunk_stream"), "{names:?}");
+        }
+    }
+}
+
+/// [`Caps::pdl`] marks every launch of a step, on the full-row path, the
+/// prefix path and from candidates (NVIDIA launches each with programmatic
+/// dependent launch), and no launch without it.
+#[test]
+fn pdl_caps_mark_every_launch_of_the_step() {
+    let v = 9000u32;
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
+    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    for width in [64u32, 1024, 4096] {
+        let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
+        for pdl in [false, true] {
+            for (sc, cl) in [(0u32, 0u32), (4, 0), (0, 8)] {
+                let caps = Caps { pdl, cluster: cl, ..stream_caps(sc) };
+                for prog in [build(&p, None, &caps), build(&p, Some(width.min(256)), &caps)] {
+                    let prog = prog.unwrap();
+                    assert!(!prog.launches.is_empty());
+                    assert!(prog.launches.iter().all(|l| l.pdl == pdl), "{:?}", prog.kernel_names());
+                }
+                let prog = build_from_candidates(&p, width, true, &caps).unwrap();
+                assert!(prog.launches.iter().all(|l| l.pdl == pdl), "{:?}", prog.kernel_names());
+            }
         }
     }
 }
@@ -525,6 +560,7 @@ impl Device for CountsAs {
             head_tile: 1024,
             cluster: self.4,
             cluster_tail: self.4 > 1,
+            pdl: false,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -633,6 +669,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -648,6 +685,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -663,6 +701,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             head_tile: 1024,
             cluster: 0,
             cluster_tail: false,
+            pdl: false,
         },
     ];
     for (reqs, any_tree, any_raw) in [

@@ -268,22 +268,14 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         let last = p == 2 || (p == 1 && flat >= digit(1).0);
         let tie0 = settle(&mut s0, M_SEL + 6 * p, shift, bits, last);
         let tie1 = settle(&mut s1, M_SEL + 6 * p + 3, shift, bits, last);
-        // A split value: thread 0 copies each rank's count of its bin (their own histograms).
-        if (tie0 || tie1) && tid == 0 {
-            let ranks = |m: u32, ranks: u32, h: u32| {
-                let at = hist(h) + 4 * lds32(misc(m)) as u64;
-                let mut r = 0u32;
-                while r < ctas {
-                    sts32(misc(ranks + r), ldc32(mapa(at, r)));
-                    r += 1;
-                }
-            };
-            if tie0 {
-                ranks(M_SEL + 6 * p, M_RANKS, h0);
-            }
-            if tie1 {
-                ranks(M_SEL + 6 * p + 3, M_RANKS + 16, h1);
-            }
+        // A split value: lane r of warp 0 (of warp 1 for selection 1) copies
+        // rank r's count of its bin (their own histograms), the remote loads
+        // in flight together.
+        if ((tie0 && warp == 0) || (tie1 && warp == 1)) && lane < ctas {
+            let m = M_SEL + 6 * p + 3 * warp;
+            let (ranks, h) = if warp == 0 { (M_RANKS, h0) } else { (M_RANKS + 16, h1) };
+            let at = hist(h) + 4 * lds32(misc(m)) as u64;
+            sts32(misc(ranks + lane), ldc32(mapa(at, lane)));
         }
         if tie0 || tie1 {
             sync();

@@ -76,6 +76,7 @@ pub use block::{
     reduce_sum, Bounded, IntSum,
 };
 pub use cluster::top_n_cluster;
+pub use ptx::grid_dependency_entry;
 pub use select::{
     top_n, top_n_chunk_stream, top_n_counted, top_n_merge_stream, top_n_set, top_n_set_counted, top_n_stream_counted,
 };

@@ -286,6 +286,19 @@ pub(super) fn fence_cluster() {
     // SAFETY: a fence only.
     unsafe { asm!("fence.acq_rel.cluster;", options(nostack)) };
 }
+/// Programmatic dependent launch (sm_90), at every kernel's entry:
+/// `griddepcontrol.launch_dependents` lets the stream's next kernel, when
+/// launched with the programmatic-serialization attribute, start its CTAs
+/// now (they wait below, so its launch overlaps this kernel), and
+/// `griddepcontrol.wait` waits until the grids this one depends on have
+/// completed with their memory visible. Both are no-ops for a launch
+/// without the attribute. Before any memory access of the kernel (the asm
+/// clobbers memory, so no load moves above it).
+#[inline(always)]
+pub fn grid_dependency_entry() {
+    // SAFETY: no operands; ordering only.
+    unsafe { asm!("griddepcontrol.launch_dependents;", "griddepcontrol.wait;", options(nostack)) };
+}
 /// The wait half of a split cluster barrier (acquire), after [`cluster_arrive`].
 #[inline(always)]
 pub(super) fn cluster_wait() {

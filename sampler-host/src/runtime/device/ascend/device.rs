@@ -59,6 +59,7 @@ pub fn ascend_caps() -> Caps {
         head_tile: 1024,
         cluster: 0,
         cluster_tail: false,
+        pdl: false,
     }
 }
 

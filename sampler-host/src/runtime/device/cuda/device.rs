@@ -75,11 +75,18 @@ pub struct CudaDevice {
     /// The largest cluster size this device schedules the cluster top-N at
     /// (16, 8 or 0: [`max_cluster`]); a larger forced or auto size is lowered to it.
     pub(super) cluster_max: u32,
+    /// Clusters of 16, 8 and 4 CTAs of the cluster top-N the device runs at
+    /// once ([`active_clusters`], at backend creation), for [`cluster_auto`].
+    pub(super) active_clusters: [u32; 3],
     /// [`Caps::cluster_tail`] forced on (or off) by `SAMPLER_CLUSTER_TAIL=1`
     /// at backend creation; `None`: off (run 45: the leader's 1024-thread
     /// tail is slower than `process_draw_finish` as a node of its own, 48.3
     /// against 29.0 + 8.1 us at R = 1, N = 1024 over 8 CTAs).
     pub(super) cluster_tail: Option<bool>,
+    /// [`Caps::pdl`] forced on or off (`SAMPLER_PDL=1` / `0` at backend
+    /// creation, or [`CudaBackend::set_pdl`]); `None`: by the batch,
+    /// [`pdl_auto`].
+    pub(super) pdl: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -184,15 +191,29 @@ fn cluster_attr(cl: u32) -> cudarc::driver::sys::CUlaunchAttribute {
     attr
 }
 
+/// The launch attribute of programmatic dependent launch: the kernel may
+/// start while the stream's previous kernel runs (from that kernel's
+/// `griddepcontrol.launch_dependents`); every kernel's entry waits for its
+/// predecessors before touching memory (`rt::gpu::grid_dependency_entry`).
+fn pdl_attr() -> cudarc::driver::sys::CUlaunchAttribute {
+    use cudarc::driver::sys;
+    // SAFETY: a plain C union of the driver's, written through its serialization member.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    attr
+}
+
 /// A 1-D launch of `ctas` CTAs of `threads` with `smem` bytes of dynamic
-/// shared memory on `stream`, in clusters as `attr` ([`cluster_attr`]) says;
-/// for `cuLaunchKernelEx` and `cuOccupancyMaxActiveClusters`.
-fn cluster_config(
+/// shared memory on `stream`, with the launch attributes `attrs` (a cluster
+/// dimension, [`cluster_attr`]; [`pdl_attr`]); for `cuLaunchKernelEx` and
+/// `cuOccupancyMaxActiveClusters`.
+fn launch_config(
     ctas: u32,
     threads: u32,
     smem: u32,
     stream: &CudaStream,
-    attr: &mut cudarc::driver::sys::CUlaunchAttribute,
+    attrs: &mut [cudarc::driver::sys::CUlaunchAttribute],
 ) -> cudarc::driver::sys::CUlaunchConfig {
     cudarc::driver::sys::CUlaunchConfig {
         gridDimX: ctas,
@@ -203,8 +224,8 @@ fn cluster_config(
         blockDimZ: 1,
         sharedMemBytes: smem,
         hStream: stream.cu_stream(),
-        attrs: attr,
-        numAttrs: 1,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: attrs.len() as u32,
     }
 }
 
@@ -214,32 +235,47 @@ fn cluster_config(
 /// needs C SMs of one GPC; every launch it makes needs no more). 16 is a
 /// non-portable size (not every sm_90 part, MIG or MPS partition has it);
 /// a device without clusters gives 0.
-fn max_cluster(module: &Arc<CudaModule>, stream: &CudaStream) -> u32 {
+fn max_cluster(active: [u32; 3]) -> u32 {
+    let [a16, a8, _] = active;
+    if a16 > 0 {
+        16
+    } else if a8 > 0 {
+        8
+    } else {
+        0
+    }
+}
+
+/// How many clusters of 16, 8 and 4 CTAs of the cluster top-N's widest
+/// variant (one CTA an SM) the device runs at once
+/// (`cuOccupancyMaxActiveClusters`; 0 where it has none of that size).
+pub(super) fn active_clusters(module: &Arc<CudaModule>, stream: &CudaStream) -> [u32; 3] {
     use cudarc::driver::sys;
+    let mut out = [0u32; 3];
     let Some(v) = sampler_kernels::kernels::topn_cluster::VARIANTS.iter().max_by_key(|v| v.threads) else {
-        return 0;
+        return out;
     };
-    let Ok(f) = module.load_function(v.entry) else { return 0 };
+    let Ok(f) = module.load_function(v.entry) else { return out };
     let max_smem = CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
     if f.set_attribute(max_smem, SMEM_MAX as i32).is_err() {
-        return 0;
+        return out;
     }
     let non_portable = CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
     let wide = f.set_attribute(non_portable, 1).is_ok();
-    for cl in [16u32, 8] {
+    for (i, cl) in [16u32, 8, 4].into_iter().enumerate() {
         if cl > 8 && !wide {
             continue;
         }
-        let mut attr = cluster_attr(cl);
-        let cfg = cluster_config(cl, v.threads, SMEM_MAX, stream, &mut attr);
+        let mut attr = [cluster_attr(cl)];
+        let cfg = launch_config(cl, v.threads, SMEM_MAX, stream, &mut attr);
         let mut clusters: std::ffi::c_int = 0;
         // SAFETY: a query on a loaded function with a well-formed launch configuration.
         let ok = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, f.cu_function(), &cfg) }.result().is_ok();
-        if ok && clusters > 0 {
-            return cl;
+        if ok {
+            out[i] = clusters.max(0) as u32;
         }
     }
-    0
+    out
 }
 
 /// Whether `topn_cluster` holds a row of `v` logits at candidate width `n`
@@ -250,47 +286,63 @@ pub fn cluster_fits(v: u32, n: u32, ctas: u32) -> bool {
 }
 
 /// CTAs a row of the thread-block cluster top-N when nothing forces it
-/// ([`Caps::cluster`]; `SAMPLER_CLUSTER=C` forces it): 16 to
-/// [`CLUSTER_16_MAX_ROWS`] rows, 8 to [`CLUSTER_8_MAX_ROWS`], else 0 (the
-/// streaming top-N), from V = [`CLUSTER_MIN_V`] (where the CPU-side costs of
-/// more CTAs than logits to read stop mattering); the caps keep it only
-/// where the row fits ([`cluster_fits`]). Measured (docs/bench/run45-cluster,
-/// H100, graph us, V = 129280, the same bits): against the streaming top-N,
-/// 16 CTAs at R = 1 / 2 / 4: N = 1024 42.4 / 44.0 / 43.0 -> 30.0 / 34.0 /
-/// 34.8, N = 4096 58.9 / 58.3 / 60.2 -> 38.8 / 42.2 / 42.7, off 43.2 / 45.1 /
-/// 49.7 -> 37.0 / 36.8 / 37.7; at R = 8 16 CTAs lose (49.1, 62.0, 57.7: more
-/// clusters than fit at once), 8 win (41.4 / 50.3 / 55.6 against 43.4 /
-/// 60.1 / 61.5); at R = 16 8 CTAs lose (64.9 / 74.9 / 87.2 against 45.8 /
-/// 62.6 / 88.7). Run 46 (seventeenth session, H100, after the one-walk
-/// classification): at R = 16 8 CTAs still lose at N = 1024 / 4096 (56.3 /
-/// 67.2 against 46.2 / 60.0) but win with force top-k off (the prefix path,
-/// N = 64: 71.1 against 87.8 on the staged chunks), hence 8 CTAs to
-/// [`CLUSTER_8_NARROW_MAX_ROWS`] rows below N = [`CLUSTER_NARROW_N`]; at
-/// R = 32 they lose there too (93.5 against 61.4).
-pub fn cluster_auto(v: u32, n: u32, rows: u32) -> u32 {
+/// ([`Caps::cluster`]; `SAMPLER_CLUSTER=C` forces it), on a device that runs
+/// `active` = [16-CTA, 8-CTA, 4-CTA] clusters of it at once
+/// ([`CudaBackend::active_clusters`]; an H100: 7, 15, 30, run 50): the widest
+/// of 16 and 8 whose clusters all run in one wave (`rows <= active`), else
+/// 4 below N = [`CLUSTER_NARROW_N`] to [`CLUSTER_4_NARROW_MAX_ROWS`] rows,
+/// else 0 (the streaming top-N); from V = [`CLUSTER_MIN_V`] (below it the
+/// CPU-side costs of more CTAs than logits to read stop paying); the caps
+/// keep it only where the row fits ([`cluster_fits`]).
+///
+/// Measured (H100, graph us, V = 129280, the same bits either way). Run 49
+/// (eighteenth session): a second wave of clusters is what loses: 16 CTAs
+/// at R = 5 / 6 / 7 N = 1024 31.8 / 32.7 / 33.2 against 8 CTAs' 36.0 / 36.8 /
+/// 37.6 (N = 4096 41.5-41.9 against 46.1-46.5; off 33.5-37.9 against
+/// 41.3-47.1), but 45.4 at R = 8 (8 CTAs: 37.7); 8 CTAs at R = 9 .. 15 N =
+/// 1024 37.1-39.0 against the chunked stream's 43.9-46.5, N = 4096 47.0-48.0
+/// against 58.5-59.2, but 57.5 / 68.2 at R = 16 (chunked 46.5 / 60.2); with
+/// force top-k off (the prefix path) at R = 16 4 CTAs 66.5 against 8 CTAs'
+/// 72.3 (and 87.8 on the staged chunks in run 46), at R = 32 101.4 against
+/// the streaming top-N's 62.1. Runs 45-46: 16 CTAs against the streaming
+/// top-N at R = 1 N = 1024 42.4 -> 30.0.
+pub fn cluster_auto(v: u32, n: u32, rows: u32, active: [u32; 3]) -> u32 {
+    let [a16, a8, a4] = active;
     if v < CLUSTER_MIN_V {
         0
-    } else if rows <= CLUSTER_16_MAX_ROWS {
+    } else if rows <= a16 {
         16
-    } else if rows <= CLUSTER_8_MAX_ROWS || (n < CLUSTER_NARROW_N && rows <= CLUSTER_8_NARROW_MAX_ROWS) {
+    } else if rows <= a8 {
         8
+    } else if n < CLUSTER_NARROW_N && rows <= a4.min(CLUSTER_4_NARROW_MAX_ROWS) {
+        4
     } else {
         0
     }
 }
 
 /// See [`cluster_auto`].
-pub const CLUSTER_16_MAX_ROWS: u32 = 4;
-/// See [`cluster_auto`].
-pub const CLUSTER_8_MAX_ROWS: u32 = 8;
-/// See [`cluster_auto`].
 pub const CLUSTER_MIN_V: u32 = 32768;
-/// See [`cluster_auto`]: below this N (where the streaming top-N over
-/// several blocks does not run) 8 CTAs a row serve to
-/// [`CLUSTER_8_NARROW_MAX_ROWS`] rows.
+/// See [`cluster_auto`]: below this N (force top-k off's prefix path, where
+/// the streaming top-N over several blocks does not run) 4 CTAs a row serve
+/// to [`CLUSTER_4_NARROW_MAX_ROWS`] rows.
 pub const CLUSTER_NARROW_N: u32 = 1024;
 /// See [`cluster_auto`].
-pub const CLUSTER_8_NARROW_MAX_ROWS: u32 = 16;
+pub const CLUSTER_4_NARROW_MAX_ROWS: u32 = 16;
+
+/// Whether a step of `rows` rows launches its kernels with programmatic
+/// dependent launch ([`Caps::pdl`]) when nothing forces it: to
+/// [`PDL_MAX_ROWS`]. Run 49 (H100, graph us, every kernel's entry waiting
+/// on its predecessors either way): at R = 1 and 4 faster at N = 1024, 4096
+/// and off (R = 1: 27.6 -> 27.4, 37.6 -> 36.9, 33.0 -> 31.6; R = 4: 31.7 ->
+/// 31.1, 41.4 -> 40.8, 33.4 -> 32.6); from R = 16 mixed (N = 4096 -3 to -4%,
+/// N = 1024 +5 to +8%, off +2 to +4%, R = 384 N = 4096 +2%).
+pub fn pdl_auto(rows: u32) -> bool {
+    rows <= PDL_MAX_ROWS
+}
+
+/// See [`pdl_auto`].
+pub const PDL_MAX_ROWS: u32 = 4;
 
 /// From this candidate width up, the top-N orders only the kept prefix when
 /// nothing forces it. Measured on the H200: 11-37 us faster at N = 4096
@@ -425,27 +477,35 @@ impl CudaDevice {
         }
     }
 
-    /// Launches a `#[kernel(cluster = ..)]` kernel: `l.grid` programs of
-    /// `l.cluster` CTAs each as thread-block clusters (`cuLaunchKernelEx`
-    /// with a cluster dimension; captured into graphs like any launch), the
-    /// shared memory of `spec::gpu_cluster_bytes` for `l.stage` logits a CTA.
-    fn launch_cluster(
-        &self,
-        l: &Launch,
-        f: &CudaFunction,
-        threads: u32,
-        slots: &mut [u64],
-    ) -> Result<(), BackendError> {
+    /// Launches `l` with `cuLaunchKernelEx` (captured into graphs like any
+    /// launch): a `#[kernel(cluster = ..)]` kernel as `l.grid` programs of
+    /// `l.cluster` CTAs each in thread-block clusters, the shared memory of
+    /// `spec::gpu_cluster_bytes` for `l.stage` logits a CTA; with
+    /// `l.pdl`, programmatic dependent launch ([`pdl_attr`]).
+    fn launch_ex(&self, l: &Launch, f: &CudaFunction, threads: u32, slots: &mut [u64]) -> Result<(), BackendError> {
         use cudarc::driver::sys;
-        let cl = l.cluster.max(1);
         let v = l.variant;
-        if cl > v.cluster.max(1) {
-            return Err(dev(format!("{}: a cluster of {cl} CTAs, above the kernel's {}", v.entry, v.cluster)));
-        }
+        let (ctas, smem, cl) = if v.cluster > 0 {
+            let cl = l.cluster.max(1);
+            if cl > v.cluster {
+                return Err(dev(format!("{}: a cluster of {cl} CTAs, above the kernel's {}", v.entry, v.cluster)));
+            }
+            (l.grid * cl, gpu_cluster_bytes(v.tile, l.stage), Some(cl))
+        } else {
+            (l.grid, v.shared + gpu_stage_bytes(v.shared, l.stage), None)
+        };
         let mut params: Vec<*mut std::ffi::c_void> = slots.iter_mut().map(|x| x as *mut u64 as *mut _).collect();
-        let mut attr = cluster_attr(cl);
-        let smem = gpu_cluster_bytes(v.tile, l.stage);
-        let cfg = cluster_config(l.grid * cl, threads, smem, &self.stream, &mut attr);
+        let mut attrs = [pdl_attr(), pdl_attr()];
+        let mut na = 0;
+        if let Some(cl) = cl {
+            attrs[na] = cluster_attr(cl);
+            na += 1;
+        }
+        if l.pdl {
+            attrs[na] = pdl_attr();
+            na += 1;
+        }
+        let cfg = launch_config(ctas, threads, smem, &self.stream, &mut attrs[..na]);
         self.stream.context().bind_to_thread().map_err(dev)?;
         // SAFETY: `params` points at one slot per entry parameter, in order
         // (`arg_slots`), alive for the call; the pipeline sized every buffer.
@@ -456,7 +516,8 @@ impl CudaDevice {
 
     pub(super) fn new(sh: &'static Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
-        let cluster_max = max_cluster(&sh.module, &stream);
+        let active_clusters = active_clusters(&sh.module, &stream);
+        let cluster_max = max_cluster(active_clusters);
         let copy_stream = sh.ctx.new_stream().map_err(dev)?;
         let mut bufs = Vec::new();
         for b in Buf::ALL {
@@ -491,7 +552,9 @@ impl CudaDevice {
                 .filter(|t: &u32| (64..=16384).contains(t)),
             cluster: std::env::var("SAMPLER_CLUSTER").ok().and_then(|x| x.trim().parse().ok()),
             cluster_max,
+            active_clusters,
             cluster_tail: flag_env("SAMPLER_CLUSTER_TAIL"),
+            pdl: flag_env("SAMPLER_PDL"),
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -579,7 +642,8 @@ impl Device for CudaDevice {
     fn caps(&self, v: u32, n: u32, rows: u32) -> Caps {
         let prefix = self.prefix_order.unwrap_or_else(|| prefix_order_auto(n));
         let stream_chunks = self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 });
-        let cluster = self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows)).min(self.cluster_max);
+        let cluster =
+            self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows, self.active_clusters)).min(self.cluster_max);
         let cluster = if cluster > 1 && cluster_fits(v, n, cluster) { cluster } else { 0 };
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
@@ -598,6 +662,7 @@ impl Device for CudaDevice {
             head_tile: self.head_tile.unwrap_or(256),
             cluster,
             cluster_tail: self.cluster_tail.unwrap_or(false),
+            pdl: self.pdl.unwrap_or_else(|| pdl_auto(rows)),
         }
     }
 
@@ -810,8 +875,8 @@ impl Device for CudaDevice {
         let (f, threads) = self.func(v)?;
         let mut slots = std::mem::take(&mut self.ptrs);
         self.arg_slots(l, &mut slots);
-        let r = if v.cluster > 0 {
-            self.launch_cluster(l, &f, threads, &mut slots)
+        let r = if v.cluster > 0 || l.pdl {
+            self.launch_ex(l, &f, threads, &mut slots)
         } else {
             let smem = v.shared + gpu_stage_bytes(v.shared, l.stage);
             let cfg = LaunchConfig { grid_dim: (l.grid, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem };
@@ -940,24 +1005,33 @@ mod tests {
     #[test]
     fn auto_policies_follow_the_measured_thresholds() {
         assert!(!prefix_order_auto(512) && prefix_order_auto(1024) && prefix_order_auto(4096));
-        assert_eq!(cluster_auto(129_280, 1024, 1), 16);
-        assert_eq!(cluster_auto(129_280, 4096, 4), 16);
-        assert_eq!(cluster_auto(129_280, 1024, 5), 8);
-        assert_eq!(cluster_auto(129_280, 256, 8), 8);
-        assert_eq!(cluster_auto(129_280, 1024, 9), 0);
-        assert_eq!(cluster_auto(129_280, 64, 16), 8);
-        assert_eq!(cluster_auto(129_280, 512, 9), 8);
-        assert_eq!(cluster_auto(129_280, 64, 17), 0);
-        assert_eq!(cluster_auto(129_280, 4096, 16), 0);
-        assert_eq!(cluster_auto(4096, 1024, 1), 0);
-        // Every auto size holds the benchmark's row and one of V = 152064 (larger rows
-        // may not fit 8 CTAs at N = 4096: the caps then keep the streaming top-N).
+        // An H100 (run 50): 7, 15 and 30 clusters of 16, 8 and 4 at once.
+        let h = [7, 15, 30];
+        assert_eq!(cluster_auto(129_280, 1024, 1, h), 16);
+        assert_eq!(cluster_auto(129_280, 4096, 7, h), 16);
+        assert_eq!(cluster_auto(129_280, 1024, 8, h), 8);
+        assert_eq!(cluster_auto(129_280, 4096, 15, h), 8);
+        assert_eq!(cluster_auto(129_280, 1024, 16, h), 0);
+        assert_eq!(cluster_auto(129_280, 64, 16, h), 4);
+        assert_eq!(cluster_auto(129_280, 64, 17, h), 0);
+        assert_eq!(cluster_auto(4096, 1024, 1, h), 0);
+        // A partition with fewer SMs: smaller clusters sooner; none without them.
+        assert_eq!(cluster_auto(129_280, 1024, 1, [0, 3, 7]), 8);
+        assert_eq!(cluster_auto(129_280, 1024, 4, [0, 3, 7]), 0);
+        assert_eq!(cluster_auto(129_280, 64, 4, [0, 3, 7]), 4);
+        assert_eq!(cluster_auto(129_280, 64, 1, [0; 3]), 0);
+        assert_eq!((max_cluster(h), max_cluster([0, 3, 7]), max_cluster([0; 3])), (16, 8, 0));
+        assert!(pdl_auto(1) && pdl_auto(PDL_MAX_ROWS) && !pdl_auto(PDL_MAX_ROWS + 1) && !pdl_auto(384));
+        // Every auto size holds the benchmark's row, and 16 or 8 CTAs one of V = 152064
+        // (larger rows may not fit 8 CTAs at N = 4096, nor 4 CTAs one of V = 152064:
+        // the caps then keep the streaming top-N).
         assert!(!cluster_fits(262_144, 4096, 8) && cluster_fits(262_144, 4096, 16));
+        assert!(!cluster_fits(152_064, 64, 4));
         for v in [129_280u32, 152_064] {
             for n in [1u32, 64, 256, 1024, 4096] {
-                for rows in [1u32, 4, 8, 16] {
-                    let c = cluster_auto(v, n, rows);
-                    assert!(c == 0 || cluster_fits(v, n, c), "V {v} N {n} R {rows}");
+                for rows in [1u32, 4, 7, 8, 15, 16] {
+                    let c = cluster_auto(v, n, rows, h);
+                    assert!(c == 0 || cluster_fits(v, n, c) || (v > 129_280 && c == 4), "V {v} N {n} R {rows}");
                 }
             }
         }
