@@ -98,459 +98,544 @@ __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     const uint64_t v___kf4_seq_31 = (uint64_t)(v___kf1_sq_15);
     const float v___kf4_m_32 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_22)));
     const uint64_t v___kf5_off_33 = (uint64_t)(v___kf4_off_22);
-    const uint32_t v___kf5_n_34 = (uint32_t)(v___kf4_head_24);
-    const float v___kf5_temperature_35 = (float)(v___kf4_t_25);
-    AscendC::LocalTensor<float> t36 = qin.AllocTensor<float>();
-    const uint32_t t36_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_34), TILE);
-    const uint64_t off37 = (uint64_t)(v___kf5_off_33);
-    if (t36_n > 0) {
-      AscendC::DataCopyPad(t36, g_cand[off37], AscendC::DataCopyExtParams{1, (uint32_t)(t36_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t36); t36 = qin.DeQue<float>();
-    const float s38 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_33)));
-    AscendC::LocalTensor<float> t39 = t36.ReinterpretCast<float>();
-    const uint32_t t39_n = t36_n;
-    AscendC::Adds(t39, t36, -s38, (int32_t)t39_n);
-    AscendC::LocalTensor<float> t40 = t39.ReinterpretCast<float>();
-    const uint32_t t40_n = t39_n;
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_35)));
-    }
-    const uint64_t v___kf6_off_41 = (uint64_t)(v___kf4_off_22);
-    const uint32_t v___kf6_start_42 = (uint32_t)(v___kf4_head_24);
-    const uint32_t v___kf6_n_43 = (uint32_t)(v___kf4_n_23);
-    const float v___kf6_m_44 = (float)(v___kf4_m_32);
-    const float v___kf6_t_45 = (float)(v___kf4_t_25);
-    uint64_t v___kf6_s_46 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t v___kf5_start_34 = (uint32_t)(v___kf4_head_24);
+    const uint32_t v___kf5_n_35 = (uint32_t)(v___kf4_n_23);
+    const float v___kf5_m_36 = (float)(v___kf4_m_32);
+    const float v___kf5_t_37 = (float)(v___kf4_t_25);
+    uint64_t v___kf5_s_38 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t47 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s48 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t47_n; ++i) t47.SetValue(i, s48);
-      AscendC::LocalTensor<uint64_t> t49 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t49_n = 0;
-      t49_n = t47_n;
+      AscendC::LocalTensor<uint64_t> t39 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t39_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s40 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t39_n; ++i) t39.SetValue(i, s40);
+      AscendC::LocalTensor<uint64_t> t41 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t41_n = 0;
+      t41_n = t39_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t49_n > 0) {
-        AscendC::DataCopy(t49, t47, AscendC::DataCopyParams{1, (uint16_t)((t49_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t41_n > 0) {
+        AscendC::DataCopy(t41, t39, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf6_passes_50 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-      const uint32_t end51 = (uint32_t)(v___kf6_passes_50);
+      const uint32_t v___kf5_passes_42 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end43 = (uint32_t)(v___kf5_passes_42);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf6_q_52 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_52 < end51; ++v___kf6_q_52) {
+      for (uint32_t v___kf5_q_44 = (uint32_t)(((uint32_t)0ull)); v___kf5_q_44 < end43; ++v___kf5_q_44) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf6_lo0_53 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_42, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf6_q_52), TILE)));
-        const uint32_t v___kf6_lo1_54 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_53, TILE));
-        const uint32_t v___kf6_s0_55 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_53, sk::sub<uint32_t>(v___kf6_n_43, TILE)));
-        const uint32_t v___kf6_s1_56 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_54, sk::sub<uint32_t>(v___kf6_n_43, TILE)));
-        AscendC::LocalTensor<float> t57 = qin.AllocTensor<float>();
+        const uint32_t v___kf5_lo0_45 = (uint32_t)(sk::add<uint32_t>(v___kf5_start_34, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf5_q_44), TILE)));
+        const uint32_t v___kf5_lo1_46 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo0_45, TILE));
+        const uint32_t v___kf5_lo2_47 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo1_46, TILE));
+        const uint32_t v___kf5_lo3_48 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo2_47, TILE));
+        const uint32_t v___kf5_s0_49 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo0_45, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        const uint32_t v___kf5_s1_50 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo1_46, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        const uint32_t v___kf5_s2_51 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo2_47, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        const uint32_t v___kf5_s3_52 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo3_48, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        AscendC::LocalTensor<float> t53 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::Duplicate(t53, (float)(sk::bits_f32(0xff800000u)), (int32_t)t53_n);
+        const uint32_t n54 = t53_n;
+        const uint64_t off55 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s0_49))));
+        AscendC::LocalTensor<float> o56 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n54 > 0) {
+          AscendC::DataCopy(o56, t53, AscendC::DataCopyParams{1, (uint16_t)((n54 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o56); o56 = qout.DeQue<float>();
+        if (n54 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off55], o56, AscendC::DataCopyExtParams{1, (uint32_t)(n54 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o56);
+        AscendC::LocalTensor<float> t57 = ub8[0].ReinterpretCast<float>();
         const uint32_t t57_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off58 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s0_55))));
-        if (t57_n > 0) {
-          AscendC::DataCopyPad(t57, g_cand[off58], AscendC::DataCopyExtParams{1, (uint32_t)(t57_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t57, (float)(sk::bits_f32(0xff800000u)), (int32_t)t57_n);
+        const uint32_t n58 = t57_n;
+        const uint64_t off59 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s1_50))));
+        AscendC::LocalTensor<float> o60 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n58 > 0) {
+          AscendC::DataCopy(o60, t57, AscendC::DataCopyParams{1, (uint16_t)((n58 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t57); t57 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t59 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off60 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s1_56))));
-        if (t59_n > 0) {
-          AscendC::DataCopyPad(t59, g_cand[off60], AscendC::DataCopyExtParams{1, (uint32_t)(t59_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o60); o60 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n58 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off59], o60, AscendC::DataCopyExtParams{1, (uint32_t)(n58 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t61 = ub8[U0].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o60);
+        AscendC::LocalTensor<float> t61 = ub8[0].ReinterpretCast<float>();
         const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t61.ReinterpretCast<int32_t>(), (int32_t)0, t61_n);
-        const float s62 = (float)(v___kf6_m_44);
-        AscendC::LocalTensor<float> t63 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t63_n = t57_n;
-        AscendC::Adds(t63, t57, -s62, (int32_t)t63_n);
-        AscendC::LocalTensor<uint64_t> t64 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t64_n = sk::min<uint32_t>(sk::min<uint32_t>(t49_n, t61_n), t63_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t49;
-          const AscendC::LocalTensor<uint32_t> &L1 = t61;
-          const AscendC::LocalTensor<float> &L2 = t63;
-          for (uint32_t i = 0; i < t64_n; ++i) t64.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf6_s0_55)) >= (uint32_t)(v___kf6_lo0_53))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf6_t_45)))) : (uint64_t)(((uint64_t)0ull))))));
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t61, (float)(sk::bits_f32(0xff800000u)), (int32_t)t61_n);
+        const uint32_t n62 = t61_n;
+        const uint64_t off63 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s2_51))));
+        AscendC::LocalTensor<float> o64 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n62 > 0) {
+          AscendC::DataCopy(o64, t61, AscendC::DataCopyParams{1, (uint16_t)((n62 * sizeof(float) + 31) / 32), 0, 0});
         }
-        t49_n = t64_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t49_n > 0) {
-          AscendC::DataCopy(t49, t64, AscendC::DataCopyParams{1, (uint16_t)((t49_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qout.EnQue(o64); o64 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n62 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off63], o64, AscendC::DataCopyExtParams{1, (uint32_t)(n62 * sizeof(float)), 0, 0, 0});
         }
-        qin.FreeTensor(t57);
-        AscendC::LocalTensor<uint32_t> t65 = ub8[U0].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o64);
+        AscendC::LocalTensor<float> t65 = ub8[0].ReinterpretCast<float>();
         const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t65.ReinterpretCast<int32_t>(), (int32_t)0, t65_n);
-        const float s66 = (float)(v___kf6_m_44);
-        AscendC::LocalTensor<float> t67 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t67_n = t59_n;
-        sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::Adds(t67, t59, -s66, (int32_t)t67_n);
-        AscendC::LocalTensor<uint64_t> t68 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t68_n = sk::min<uint32_t>(sk::min<uint32_t>(t49_n, t65_n), t67_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t49;
-          const AscendC::LocalTensor<uint32_t> &L1 = t65;
-          const AscendC::LocalTensor<float> &L2 = t67;
-          for (uint32_t i = 0; i < t68_n; ++i) t68.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf6_s1_56)) >= (uint32_t)(v___kf6_lo1_54))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf6_t_45)))) : (uint64_t)(((uint64_t)0ull))))));
+        AscendC::Duplicate(t65, (float)(sk::bits_f32(0xff800000u)), (int32_t)t65_n);
+        const uint32_t n66 = t65_n;
+        const uint64_t off67 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s3_52))));
+        AscendC::LocalTensor<float> o68 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n66 > 0) {
+          AscendC::DataCopy(o68, t65, AscendC::DataCopyParams{1, (uint16_t)((n66 * sizeof(float) + 31) / 32), 0, 0});
         }
-        t49_n = t68_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t49_n > 0) {
-          AscendC::DataCopy(t49, t68, AscendC::DataCopyParams{1, (uint16_t)((t49_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qout.EnQue(o68); o68 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n66 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off67], o68, AscendC::DataCopyExtParams{1, (uint32_t)(n66 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<float> t69 = ub8[0].ReinterpretCast<float>();
+        qout.FreeTensor(o68);
+        AscendC::LocalTensor<float> t69 = qin.AllocTensor<float>();
         const uint32_t t69_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t69, (float)(sk::bits_f32(0xff800000u)), (int32_t)t69_n);
-        const uint32_t n70 = t69_n;
-        const uint64_t off71 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s0_55))));
-        AscendC::LocalTensor<float> o72 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n70 > 0) {
-          AscendC::DataCopy(o72, t69, AscendC::DataCopyParams{1, (uint16_t)((n70 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off70 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s0_49))));
+        if (t69_n > 0) {
+          AscendC::DataCopyPad(t69, g_cand[off70], AscendC::DataCopyExtParams{1, (uint32_t)(t69_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o72); o72 = qout.DeQue<float>();
-        if (n70 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off71], o72, AscendC::DataCopyExtParams{1, (uint32_t)(n70 * sizeof(float)), 0, 0, 0});
+        qin.EnQue(t69); t69 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t71 = qin.AllocTensor<float>();
+        const uint32_t t71_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off72 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s1_50))));
+        if (t71_n > 0) {
+          AscendC::DataCopyPad(t71, g_cand[off72], AscendC::DataCopyExtParams{1, (uint32_t)(t71_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.FreeTensor(o72);
+        qin.EnQue(t71); t71 = qin.DeQue<float>();
         AscendC::LocalTensor<float> t73 = ub8[0].ReinterpretCast<float>();
         const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t73, (float)(sk::bits_f32(0xff800000u)), (int32_t)t73_n);
-        const uint32_t n74 = t73_n;
-        const uint64_t off75 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_s1_56))));
-        AscendC::LocalTensor<float> o76 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n74 > 0) {
-          AscendC::DataCopy(o76, t73, AscendC::DataCopyParams{1, (uint16_t)((n74 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off74 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s2_51))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t73_n > 0) {
+          AscendC::DataCopyPad(t73, g_cand[off74], AscendC::DataCopyExtParams{1, (uint32_t)(t73_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o76); o76 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n74 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off75], o76, AscendC::DataCopyExtParams{1, (uint32_t)(n74 * sizeof(float)), 0, 0, 0});
+        AscendC::LocalTensor<float> t75 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off76 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s3_52))));
+        if (t75_n > 0) {
+          AscendC::DataCopyPad(t75, g_cand[off76], AscendC::DataCopyExtParams{1, (uint32_t)(t75_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.FreeTensor(o76);
+        AscendC::LocalTensor<uint32_t> t77 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t77.ReinterpretCast<int32_t>(), (int32_t)0, t77_n);
+        const uint32_t s78 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo0_45, v___kf5_s0_49));
+        AscendC::LocalTensor<uint64_t> t79 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t79_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t77_n), t69_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+        sk::sync<AscendC::HardEvent::MTE2_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t77;
+          const AscendC::LocalTensor<float> &L2 = t69;
+          for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s78))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+        }
+        t41_n = t79_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t79, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t69);
+        AscendC::LocalTensor<uint32_t> t80 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t80_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t80.ReinterpretCast<int32_t>(), (int32_t)0, t80_n);
+        const uint32_t s81 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo1_46, v___kf5_s1_50));
+        AscendC::LocalTensor<uint64_t> t82 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t82_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t80_n), t71_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t80;
+          const AscendC::LocalTensor<float> &L2 = t71;
+          for (uint32_t i = 0; i < t82_n; ++i) t82.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s81))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+        }
+        t41_n = t82_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t82, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t71);
+        AscendC::LocalTensor<uint32_t> t83 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t83_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t83.ReinterpretCast<int32_t>(), (int32_t)0, t83_n);
+        const uint32_t s84 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo2_47, v___kf5_s2_51));
+        AscendC::LocalTensor<uint64_t> t85 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t85_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t83_n), t73_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t83;
+          const AscendC::LocalTensor<float> &L2 = t73;
+          for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s84))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+        }
+        t41_n = t85_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t85, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t86 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t86_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        sk::sync<AscendC::HardEvent::MTE2_V>();
+        AscendC::CreateVecIndex(t86.ReinterpretCast<int32_t>(), (int32_t)0, t86_n);
+        const uint32_t s87 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo3_48, v___kf5_s3_52));
+        AscendC::LocalTensor<uint64_t> t88 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t88_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t86_n), t75_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t86;
+          const AscendC::LocalTensor<float> &L2 = t75;
+          for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s87))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+        }
+        t41_n = t88_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t88, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s77 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t49_n; ++i) {
-        s77 = sk::add<uint64_t>(s77, t49.GetValue(i));
+      uint64_t s89 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t41_n; ++i) {
+        s89 = sk::add<uint64_t>(s89, t41.GetValue(i));
       }
-      v___kf6_s_46 = (uint64_t)(s77);
+      v___kf5_s_38 = (uint64_t)(s89);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf6_n_43) > (uint32_t)(v___kf6_start_42))) {
+      if (((uint32_t)(v___kf5_n_35) > (uint32_t)(v___kf5_start_34))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf6_o_78 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_41, ((uint64_t)(v___kf6_start_42))));
-        AscendC::LocalTensor<float> t79 = qin.AllocTensor<float>();
-        const uint32_t t79_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42)), TILE);
-        const uint64_t off80 = (uint64_t)(v___kf6_o_78);
-        if (t79_n > 0) {
-          AscendC::DataCopyPad(t79, g_cand[off80], AscendC::DataCopyExtParams{1, (uint32_t)(t79_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf5_o_90 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_start_34))));
+        AscendC::LocalTensor<float> t91 = qin.AllocTensor<float>();
+        const uint32_t t91_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)), TILE);
+        const uint64_t off92 = (uint64_t)(v___kf5_o_90);
+        if (t91_n > 0) {
+          AscendC::DataCopyPad(t91, g_cand[off92], AscendC::DataCopyExtParams{1, (uint32_t)(t91_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t79); t79 = qin.DeQue<float>();
-        const float s81 = (float)(v___kf6_m_44);
-        AscendC::LocalTensor<float> t82 = t79.ReinterpretCast<float>();
-        const uint32_t t82_n = t79_n;
-        AscendC::Adds(t82, t79, -s81, (int32_t)t82_n);
-        AscendC::LocalTensor<uint64_t> t83 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t83_n = t82_n;
+        qin.EnQue(t91); t91 = qin.DeQue<float>();
+        const float s93 = (float)(v___kf5_m_36);
+        AscendC::LocalTensor<float> t94 = t91.ReinterpretCast<float>();
+        const uint32_t t94_n = t91_n;
+        AscendC::Adds(t94, t91, -s93, (int32_t)t94_n);
+        AscendC::LocalTensor<uint64_t> t95 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t95_n = t94_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t82;
-          for (uint32_t i = 0; i < t83_n; ++i) t83.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_45)))));
+          const AscendC::LocalTensor<float> &L0 = t94;
+          for (uint32_t i = 0; i < t95_n; ++i) t95.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf5_t_37)))));
         }
-        uint64_t s84 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t83_n; ++i) {
-          s84 = sk::add<uint64_t>(s84, t83.GetValue(i));
+        uint64_t s96 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t95_n; ++i) {
+          s96 = sk::add<uint64_t>(s96, t95.GetValue(i));
         }
-        v___kf6_s_46 = (uint64_t)(s84);
-        qin.FreeTensor(t79);
-        AscendC::LocalTensor<float> t85 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_43, v___kf6_start_42)), TILE);
+        v___kf5_s_38 = (uint64_t)(s96);
+        qin.FreeTensor(t91);
+        AscendC::LocalTensor<float> t97 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t97_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t85, (float)(sk::bits_f32(0xff800000u)), (int32_t)t85_n);
-        const uint32_t n86 = t85_n;
-        const uint64_t off87 = (uint64_t)(v___kf6_o_78);
-        AscendC::LocalTensor<float> o88 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t97, (float)(sk::bits_f32(0xff800000u)), (int32_t)t97_n);
+        const uint32_t n98 = t97_n;
+        const uint64_t off99 = (uint64_t)(v___kf5_o_90);
+        AscendC::LocalTensor<float> o100 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n86 > 0) {
-          AscendC::DataCopy(o88, t85, AscendC::DataCopyParams{1, (uint16_t)((n86 * sizeof(float) + 31) / 32), 0, 0});
+        if (n98 > 0) {
+          AscendC::DataCopy(o100, t97, AscendC::DataCopyParams{1, (uint16_t)((n98 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o88); o88 = qout.DeQue<float>();
-        if (n86 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off87], o88, AscendC::DataCopyExtParams{1, (uint32_t)(n86 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o100); o100 = qout.DeQue<float>();
+        if (n98 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off99], o100, AscendC::DataCopyExtParams{1, (uint32_t)(n98 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o88);
+        qout.FreeTensor(o100);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf4_rest_89 = (uint64_t)(v___kf6_s_46);
-    AscendC::LocalTensor<uint64_t> t90 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t90_n = t40_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t40;
-      for (uint32_t i = 0; i < t90_n; ++i) t90.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    const uint64_t v___kf4_rest_101 = (uint64_t)(v___kf5_s_38);
+    const uint64_t v___kf6_off_102 = (uint64_t)(v___kf4_off_22);
+    const uint32_t v___kf6_n_103 = (uint32_t)(v___kf4_head_24);
+    const float v___kf6_temperature_104 = (float)(v___kf4_t_25);
+    AscendC::LocalTensor<float> t105 = qin.AllocTensor<float>();
+    const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_103), TILE);
+    const uint64_t off106 = (uint64_t)(v___kf6_off_102);
+    if (t105_n > 0) {
+      AscendC::DataCopyPad(t105, g_cand[off106], AscendC::DataCopyExtParams{1, (uint32_t)(t105_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    uint64_t s91 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t90_n; ++i) {
-      s91 = sk::add<uint64_t>(s91, t90.GetValue(i));
-    }
-    const uint64_t v___kf4_total_92 = (uint64_t)(sk::add<uint64_t>(v___kf4_rest_89, s91));
-    const float v___kf7_log_min_p_93 = (float)(v___kf4_lmp_28);
-    const int32_t v___kf7_k_94 = (int32_t)(v___kf4_k_27);
-    const uint32_t v___kf7_n_95 = (uint32_t)(v___kf4_head_24);
-    AscendC::LocalTensor<uint32_t> t96 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t96_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_95), TILE);
-    AscendC::CreateVecIndex(t96.ReinterpretCast<int32_t>(), (int32_t)0, t96_n);
-    const uint32_t s97 = (uint32_t)(((uint32_t)(v___kf7_k_94)));
-    const bool s98 = (bool)(((int32_t)(v___kf7_k_94) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t99 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t99_n = sk::min<uint32_t>(t40_n, t96_n);
+    qin.EnQue(t105); t105 = qin.DeQue<float>();
+    const float s107 = (float)(g_cand.GetValue((uint64_t)(v___kf6_off_102)));
+    AscendC::LocalTensor<float> t108 = t105.ReinterpretCast<float>();
+    const uint32_t t108_n = t105_n;
+    AscendC::Adds(t108, t105, -s107, (int32_t)t108_n);
+    AscendC::LocalTensor<float> t109 = t108.ReinterpretCast<float>();
+    const uint32_t t109_n = t108_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t40;
-      const AscendC::LocalTensor<uint32_t> &L1 = t96;
-      for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_93))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s97))) | (bool)(s98))))))));
+      const AscendC::LocalTensor<float> &L0 = t108;
+      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_temperature_104)));
     }
-    const bool v___kf8_kfirst_100 = (bool)(v___kf4_kfirst_29);
-    const uint64_t v___kf8_total_101 = (uint64_t)(v___kf4_total_92);
-    AscendC::LocalTensor<uint64_t> t102 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t102_n = sk::min<uint32_t>(t99_n, t90_n);
+    AscendC::LocalTensor<uint64_t> t110 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t110_n = t109_n;
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t99;
-      const AscendC::LocalTensor<uint64_t> &L1 = t90;
-      for (uint32_t i = 0; i < t102_n; ++i) t102.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s103 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t102_n; ++i) {
-      s103 = sk::add<uint64_t>(s103, t102.GetValue(i));
-    }
-    const uint64_t v___kf4_base_104 = (uint64_t)(((v___kf8_kfirst_100) ? (uint64_t)(s103) : (uint64_t)(v___kf8_total_101)));
-    const uint64_t v___kf9_base_105 = (uint64_t)(v___kf4_base_104);
-    const float v___kf9_top_p_106 = (float)(v___kf4_tp_26);
-    const uint64_t v___kf9_thr_107 = (uint64_t)(sk::frac_floor(v___kf9_base_105, v___kf9_top_p_106));
-    AscendC::LocalTensor<uint64_t> t108 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t108_n = t90_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t90_n; ++i) {
-        const uint64_t x = t90.GetValue(i);
-        t108.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    AscendC::LocalTensor<uint8_t> t109 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t109_n = sk::min<uint32_t>(t108_n, t99_n);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t108;
-      const AscendC::LocalTensor<uint8_t> &L1 = t99;
-      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_107))) & (bool)((L1.GetValue(i) != 0))))));
-    }
-    AscendC::LocalTensor<uint64_t> t110 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t110_n = sk::min<uint32_t>(t109_n, t90_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t109;
-      const AscendC::LocalTensor<uint64_t> &L1 = t90;
-      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<float> &L0 = t109;
+      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
     uint64_t s111 = (uint64_t)(0);
     for (uint32_t i = 0; i < t110_n; ++i) {
       s111 = sk::add<uint64_t>(s111, t110.GetValue(i));
     }
-    const float v___kf10_lse_112 = (float)(sk::ln_fixed(s111));
-    const float s113 = (float)(v___kf10_lse_112);
-    AscendC::LocalTensor<float> t114 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t114_n = t40_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t114, t40, -s113, (int32_t)t114_n);
-    AscendC::LocalTensor<float> t115 = t114.ReinterpretCast<float>();
-    const uint32_t t115_n = sk::min<uint32_t>(t109_n, t114_n);
+    const uint64_t v___kf4_total_112 = (uint64_t)(sk::add<uint64_t>(v___kf4_rest_101, s111));
+    const float v___kf7_log_min_p_113 = (float)(v___kf4_lmp_28);
+    const int32_t v___kf7_k_114 = (int32_t)(v___kf4_k_27);
+    const uint32_t v___kf7_n_115 = (uint32_t)(v___kf4_head_24);
+    AscendC::LocalTensor<uint32_t> t116 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t116_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_115), TILE);
+    AscendC::CreateVecIndex(t116.ReinterpretCast<int32_t>(), (int32_t)0, t116_n);
+    const uint32_t s117 = (uint32_t)(((uint32_t)(v___kf7_k_114)));
+    const bool s118 = (bool)(((int32_t)(v___kf7_k_114) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t119 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t119_n = sk::min<uint32_t>(t109_n, t116_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t109;
-      const AscendC::LocalTensor<float> &L1 = t114;
-      for (uint32_t i = 0; i < t115_n; ++i) t115.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<float> &L0 = t109;
+      const AscendC::LocalTensor<uint32_t> &L1 = t116;
+      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_113))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s117))) | (bool)(s118))))))));
     }
-    qin.FreeTensor(t36);
-    const uint32_t n116 = t115_n;
-    const uint64_t off117 = (uint64_t)(v___kf4_off_22);
-    AscendC::LocalTensor<float> o118 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n116 > 0) {
-      AscendC::DataCopy(o118, t115, AscendC::DataCopyParams{1, (uint16_t)((n116 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o118); o118 = qout.DeQue<float>();
-    if (n116 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off117], o118, AscendC::DataCopyExtParams{1, (uint32_t)(n116 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o118);
-    const uint64_t v___kf11_off_119 = (uint64_t)(v___kf4_off_22);
-    const uint64_t v___kf11_seed_120 = (uint64_t)(v___kf4_seed_30);
-    const uint64_t v___kf11_seq_121 = (uint64_t)(v___kf4_seq_31);
-    AscendC::LocalTensor<uint64_t> t122 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t122_n = t115_n;
+    const bool v___kf8_kfirst_120 = (bool)(v___kf4_kfirst_29);
+    const uint64_t v___kf8_total_121 = (uint64_t)(v___kf4_total_112);
+    AscendC::LocalTensor<uint64_t> t122 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t122_n = sk::min<uint32_t>(t119_n, t110_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t115;
-      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<uint64_t> &L1 = t110;
+      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    const uint64_t s124 = (uint64_t)(sk::uniform53(v___kf11_seed_120, v___kf11_seq_121));
-    int32_t s123 = -1;
+    uint64_t s123 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t122_n; ++i) {
+      s123 = sk::add<uint64_t>(s123, t122.GetValue(i));
+    }
+    const uint64_t v___kf4_base_124 = (uint64_t)(((v___kf8_kfirst_120) ? (uint64_t)(s123) : (uint64_t)(v___kf8_total_121)));
+    const uint64_t v___kf9_base_125 = (uint64_t)(v___kf4_base_124);
+    const float v___kf9_top_p_126 = (float)(v___kf4_tp_26);
+    const uint64_t v___kf9_thr_127 = (uint64_t)(sk::frac_floor(v___kf9_base_125, v___kf9_top_p_126));
+    AscendC::LocalTensor<uint64_t> t128 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t128_n = t110_n;
      {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t122_n; ++i) tot = sk::add128(tot, t122.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s124, tot.lo);
-        thr.hi += s124 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t122_n; ++i) {
-          acc = sk::add128(acc, t122.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s123 = (int32_t)i; break; }
-        }
-        if (s123 < 0) for (uint32_t i = t122_n; i-- > 0;) if (t122.GetValue(i) > 0) { s123 = (int32_t)i; break; }
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t110_n; ++i) {
+        const uint64_t x = t110.GetValue(i);
+        t128.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const int32_t v___kf11_c_125 = (int32_t)(s123);
-    const int32_t v___kf4_tok_126 = (int32_t)(((((int32_t)(v___kf11_c_125) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_119, ((uint64_t)(v___kf11_c_125)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v___kf1_fr_127 = (int32_t)(v___kf4_tok_126);
-    const uint64_t off128 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_127));
+    AscendC::LocalTensor<uint8_t> t129 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t129_n = sk::min<uint32_t>(t128_n, t119_n);
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t128;
+      const AscendC::LocalTensor<uint8_t> &L1 = t119;
+      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_127))) & (bool)((L1.GetValue(i) != 0))))));
+    }
+    AscendC::LocalTensor<uint64_t> t130 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t130_n = sk::min<uint32_t>(t129_n, t110_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t129;
+      const AscendC::LocalTensor<uint64_t> &L1 = t110;
+      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s131 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t130_n; ++i) {
+      s131 = sk::add<uint64_t>(s131, t130.GetValue(i));
+    }
+    const float v___kf10_lse_132 = (float)(sk::ln_fixed(s131));
+    const float s133 = (float)(v___kf10_lse_132);
+    AscendC::LocalTensor<float> t134 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t134_n = t109_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t134, t109, -s133, (int32_t)t134_n);
+    AscendC::LocalTensor<float> t135 = t134.ReinterpretCast<float>();
+    const uint32_t t135_n = sk::min<uint32_t>(t129_n, t134_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t129;
+      const AscendC::LocalTensor<float> &L1 = t134;
+      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t105);
+    const uint32_t n136 = t135_n;
+    const uint64_t off137 = (uint64_t)(v___kf4_off_22);
+    AscendC::LocalTensor<float> o138 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n136 > 0) {
+      AscendC::DataCopy(o138, t135, AscendC::DataCopyParams{1, (uint16_t)((n136 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o138); o138 = qout.DeQue<float>();
+    if (n136 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off137], o138, AscendC::DataCopyExtParams{1, (uint32_t)(n136 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o138);
+    const uint64_t v___kf11_off_139 = (uint64_t)(v___kf4_off_22);
+    const uint64_t v___kf11_seed_140 = (uint64_t)(v___kf4_seed_30);
+    const uint64_t v___kf11_seq_141 = (uint64_t)(v___kf4_seq_31);
+    AscendC::LocalTensor<uint64_t> t142 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t142_n = t135_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t135;
+      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s144 = (uint64_t)(sk::uniform53(v___kf11_seed_140, v___kf11_seq_141));
+    int32_t s143 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t142_n; ++i) tot = sk::add128(tot, t142.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s144, tot.lo);
+        thr.hi += s144 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t142_n; ++i) {
+          acc = sk::add128(acc, t142.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s143 = (int32_t)i; break; }
+        }
+        if (s143 < 0) for (uint32_t i = t142_n; i-- > 0;) if (t142.GetValue(i) > 0) { s143 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v___kf11_c_145 = (int32_t)(s143);
+    const int32_t v___kf4_tok_146 = (int32_t)(((((int32_t)(v___kf11_c_145) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_139, ((uint64_t)(v___kf11_c_145)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf1_fr_147 = (int32_t)(v___kf4_tok_146);
+    const uint64_t off148 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_147));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off128], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf12_kind_129 = (uint32_t)(v___kf1_kind_18);
-    const int32_t v___kf12_gs_130 = (int32_t)(v___kf1_gs_19);
-    const int32_t v___kf12_rs_131 = (int32_t)(v___kf1_rs_20);
-    const int32_t v___kf12_gold_132 = (int32_t)(v___kf1_gold_21);
-    const int32_t v___kf12_fr_133 = (int32_t)(v___kf1_fr_127);
-    const uint32_t v___kf12_r_134 = (uint32_t)(v___kf1_r_2);
-    const int32_t v___kf12_st_135 = (int32_t)(((((int32_t)(v___kf12_gs_130) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_130) : (int32_t)(v___kf12_rs_131)));
-    const int32_t v___kf12_tok_136 = (int32_t)(((((((int32_t)(v___kf12_st_135) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_129) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_132) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_132) : (int32_t)(v___kf12_fr_133)))));
-    const int32_t v___kf12_s_137 = (int32_t)(((((((int32_t)(v___kf12_st_135) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_129) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_132) : (int32_t)(v___kf12_tok_136)));
-    const uint64_t off138 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
+    AscendC::DataCopyPad(g_fresh[off148], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf12_kind_149 = (uint32_t)(v___kf1_kind_18);
+    const int32_t v___kf12_gs_150 = (int32_t)(v___kf1_gs_19);
+    const int32_t v___kf12_rs_151 = (int32_t)(v___kf1_rs_20);
+    const int32_t v___kf12_gold_152 = (int32_t)(v___kf1_gold_21);
+    const int32_t v___kf12_fr_153 = (int32_t)(v___kf1_fr_147);
+    const uint32_t v___kf12_r_154 = (uint32_t)(v___kf1_r_2);
+    const int32_t v___kf12_st_155 = (int32_t)(((((int32_t)(v___kf12_gs_150) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_150) : (int32_t)(v___kf12_rs_151)));
+    const int32_t v___kf12_tok_156 = (int32_t)(((((((int32_t)(v___kf12_st_155) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_149) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_152) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_152) : (int32_t)(v___kf12_fr_153)))));
+    const int32_t v___kf12_s_157 = (int32_t)(((((((int32_t)(v___kf12_st_155) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_149) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_152) : (int32_t)(v___kf12_tok_156)));
+    const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_136));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_156));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off138], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off139 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
+    AscendC::DataCopyPad(g_tokens[off158], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off159 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_137));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_157));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off139], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off140 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
+    AscendC::DataCopyPad(g_lookup[off159], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off160 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off140], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off141 = (uint64_t)(((uint64_t)(v___kf12_r_134)));
+    AscendC::DataCopyPad(g_accepted[off160], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_135));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_155));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off141], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v___kf1_s_142 = (int32_t)(v___kf12_s_137);
-    AscendC::LocalTensor<int32_t> t143 = qin.AllocTensor<int32_t>();
-    const uint32_t t143_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-    const uint64_t off144 = (uint64_t)(v___kf1_off_6);
-    if (t143_n > 0) {
-      AscendC::DataCopyPad(t143, g_cand_ids[off144], AscendC::DataCopyExtParams{1, (uint32_t)(t143_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off161], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf1_s_162 = (int32_t)(v___kf12_s_157);
+    AscendC::LocalTensor<int32_t> t163 = qin.AllocTensor<int32_t>();
+    const uint32_t t163_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off164 = (uint64_t)(v___kf1_off_6);
+    if (t163_n > 0) {
+      AscendC::DataCopyPad(t163, g_cand_ids[off164], AscendC::DataCopyExtParams{1, (uint32_t)(t163_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t143); t143 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t145 = qin.AllocTensor<float>();
-    const uint32_t t145_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-    const uint64_t off146 = (uint64_t)(v___kf1_off_6);
-    if (t145_n > 0) {
-      AscendC::DataCopyPad(t145, g_cand[off146], AscendC::DataCopyExtParams{1, (uint32_t)(t145_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t163); t163 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t165 = qin.AllocTensor<float>();
+    const uint32_t t165_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off166 = (uint64_t)(v___kf1_off_6);
+    if (t165_n > 0) {
+      AscendC::DataCopyPad(t165, g_cand[off166], AscendC::DataCopyExtParams{1, (uint32_t)(t165_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t145); t145 = qin.DeQue<float>();
-    const int32_t v___kf13_s_147 = (int32_t)(v___kf1_s_142);
-    const uint32_t v___kf13_r_148 = (uint32_t)(v___kf1_r_2);
-    AscendC::LocalTensor<uint8_t> t149 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t149_n = t143_n;
+    qin.EnQue(t165); t165 = qin.DeQue<float>();
+    const int32_t v___kf13_s_167 = (int32_t)(v___kf1_s_162);
+    const uint32_t v___kf13_r_168 = (uint32_t)(v___kf1_r_2);
+    AscendC::LocalTensor<uint8_t> t169 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t169_n = t163_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t143;
-      for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_147))));
+      const AscendC::LocalTensor<int32_t> &L0 = t163;
+      for (uint32_t i = 0; i < t169_n; ++i) t169.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_167))));
     }
-    int32_t s150 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t149_n; ++i) {
-      if ((t149.GetValue(i) != 0)) { s150 = (int32_t)i; break; }
+    int32_t s170 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t169_n; ++i) {
+      if ((t169.GetValue(i) != 0)) { s170 = (int32_t)i; break; }
     }
-    const int32_t v___kf13_col_151 = (int32_t)(((((int32_t)(v___kf13_s_147) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s150) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s152 = (uint32_t)(((uint32_t)(v___kf13_col_151)));
-    const float v___kf13_lp_153 = (float)(((((int32_t)(v___kf13_col_151) >= (int32_t)(((int32_t)0ull)))) ? (float)((s152 < t115_n ? (float)(t115.GetValue(s152)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s154 = (uint32_t)(((uint32_t)(v___kf13_col_151)));
-    const float v___kf13_vs_155 = (float)(((((int32_t)(v___kf13_col_151) >= (int32_t)(((int32_t)0ull)))) ? (float)((s154 < t145_n ? (float)(t145.GetValue(s154)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t156 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t156_n = sk::min<uint32_t>(sk::min<uint32_t>(t145_n, t145_n), t143_n);
+    const int32_t v___kf13_col_171 = (int32_t)(((((int32_t)(v___kf13_s_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s170) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s172 = (uint32_t)(((uint32_t)(v___kf13_col_171)));
+    const float v___kf13_lp_173 = (float)(((((int32_t)(v___kf13_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s172 < t135_n ? (float)(t135.GetValue(s172)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s174 = (uint32_t)(((uint32_t)(v___kf13_col_171)));
+    const float v___kf13_vs_175 = (float)(((((int32_t)(v___kf13_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s174 < t165_n ? (float)(t165.GetValue(s174)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t176 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t176_n = sk::min<uint32_t>(sk::min<uint32_t>(t165_n, t165_n), t163_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t145;
-      const AscendC::LocalTensor<float> &L1 = t145;
-      const AscendC::LocalTensor<int32_t> &L2 = t143;
-      for (uint32_t i = 0; i < t156_n; ++i) t156.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_155))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_155))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_147))))))))));
+      const AscendC::LocalTensor<float> &L0 = t165;
+      const AscendC::LocalTensor<float> &L1 = t165;
+      const AscendC::LocalTensor<int32_t> &L2 = t163;
+      for (uint32_t i = 0; i < t176_n; ++i) t176.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_175))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_175))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_167))))))))));
     }
-    qin.FreeTensor(t145);
-    AscendC::LocalTensor<uint64_t> t157 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t157_n = sk::min<uint32_t>(t156_n, t115_n);
+    qin.FreeTensor(t165);
+    AscendC::LocalTensor<uint64_t> t177 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t177_n = sk::min<uint32_t>(t176_n, t135_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t156;
-      const AscendC::LocalTensor<float> &L1 = t115;
-      for (uint32_t i = 0; i < t157_n; ++i) t157.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t176;
+      const AscendC::LocalTensor<float> &L1 = t135;
+      for (uint32_t i = 0; i < t177_n; ++i) t177.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s158 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t157_n; ++i) {
-      s158 = sk::add<uint64_t>(s158, t157.GetValue(i));
+    uint64_t s178 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t177_n; ++i) {
+      s178 = sk::add<uint64_t>(s178, t177.GetValue(i));
     }
-    const uint64_t v___kf13_mass_159 = (uint64_t)(s158);
-    const float v___kf13_ssp_160 = (float)(((((float)(v___kf13_lp_153) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_159)) : (float)(0e0f)));
-    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf13_r_148)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_153));
+    const uint64_t v___kf13_mass_179 = (uint64_t)(s178);
+    const float v___kf13_ssp_180 = (float)(((((float)(v___kf13_lp_173) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_179)) : (float)(0e0f)));
+    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf13_r_168)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_173));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off161], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off162 = (uint64_t)(((uint64_t)(v___kf13_r_148)));
+    AscendC::DataCopyPad(g_token_lp[off181], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf13_r_168)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_160));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_180));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off162], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf14_r_163 = (uint32_t)(v___kf1_r_2);
-    const uint32_t v___kf14_k_164 = (uint32_t)(v___kf1_k_5);
-    const uint64_t v___kf14_ooff_165 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_163)), ((uint64_t)(v___kf14_k_164))));
-    const uint32_t n166 = sk::min<uint32_t>(t143_n, (uint32_t)(v___kf14_k_164));
-    const uint64_t off167 = (uint64_t)(v___kf14_ooff_165);
-    AscendC::LocalTensor<int32_t> o168 = qout.AllocTensor<int32_t>();
-    if (n166 > 0) {
-      AscendC::DataCopy(o168, t143, AscendC::DataCopyParams{1, (uint16_t)((n166 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off182], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf14_r_183 = (uint32_t)(v___kf1_r_2);
+    const uint32_t v___kf14_k_184 = (uint32_t)(v___kf1_k_5);
+    const uint64_t v___kf14_ooff_185 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_183)), ((uint64_t)(v___kf14_k_184))));
+    const uint32_t n186 = sk::min<uint32_t>(t163_n, (uint32_t)(v___kf14_k_184));
+    const uint64_t off187 = (uint64_t)(v___kf14_ooff_185);
+    AscendC::LocalTensor<int32_t> o188 = qout.AllocTensor<int32_t>();
+    if (n186 > 0) {
+      AscendC::DataCopy(o188, t163, AscendC::DataCopyParams{1, (uint16_t)((n186 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o168); o168 = qout.DeQue<int32_t>();
-    if (n166 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off167], o168, AscendC::DataCopyExtParams{1, (uint32_t)(n166 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o188); o188 = qout.DeQue<int32_t>();
+    if (n186 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off187], o188, AscendC::DataCopyExtParams{1, (uint32_t)(n186 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o168);
-    qin.FreeTensor(t143);
-    const uint32_t n169 = sk::min<uint32_t>(t115_n, (uint32_t)(v___kf14_k_164));
-    const uint64_t off170 = (uint64_t)(v___kf14_ooff_165);
-    AscendC::LocalTensor<float> o171 = qout.AllocTensor<float>();
-    if (n169 > 0) {
-      AscendC::DataCopy(o171, t115, AscendC::DataCopyParams{1, (uint16_t)((n169 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o188);
+    qin.FreeTensor(t163);
+    const uint32_t n189 = sk::min<uint32_t>(t135_n, (uint32_t)(v___kf14_k_184));
+    const uint64_t off190 = (uint64_t)(v___kf14_ooff_185);
+    AscendC::LocalTensor<float> o191 = qout.AllocTensor<float>();
+    if (n189 > 0) {
+      AscendC::DataCopy(o191, t135, AscendC::DataCopyParams{1, (uint16_t)((n189 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o171); o171 = qout.DeQue<float>();
-    if (n169 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off170], o171, AscendC::DataCopyExtParams{1, (uint32_t)(n169 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o191); o191 = qout.DeQue<float>();
+    if (n189 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off190], o191, AscendC::DataCopyExtParams{1, (uint32_t)(n189 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o171);
+    qout.FreeTensor(o191);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

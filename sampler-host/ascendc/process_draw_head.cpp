@@ -64,340 +64,425 @@ __aicore__ inline void process_draw_head_body(GM_ADDR p_cand, GM_ADDR p_cand_ids
     const uint64_t v___kf2_seq_21 = (uint64_t)(v_sq_11);
     const float v___kf2_m_22 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_12)));
     const uint64_t v___kf3_off_23 = (uint64_t)(v___kf2_off_12);
-    const uint32_t v___kf3_n_24 = (uint32_t)(v___kf2_head_14);
-    const float v___kf3_temperature_25 = (float)(v___kf2_t_15);
-    AscendC::LocalTensor<float> t26 = qin.AllocTensor<float>();
-    const uint32_t t26_n = sk::min<uint32_t>((uint32_t)(v___kf3_n_24), TILE);
-    const uint64_t off27 = (uint64_t)(v___kf3_off_23);
-    if (t26_n > 0) {
-      AscendC::DataCopyPad(t26, g_cand[off27], AscendC::DataCopyExtParams{1, (uint32_t)(t26_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t26); t26 = qin.DeQue<float>();
-    const float s28 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_23)));
-    AscendC::LocalTensor<float> t29 = t26.ReinterpretCast<float>();
-    const uint32_t t29_n = t26_n;
-    AscendC::Adds(t29, t26, -s28, (int32_t)t29_n);
-    AscendC::LocalTensor<float> t30 = t29.ReinterpretCast<float>();
-    const uint32_t t30_n = t29_n;
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t29;
-      for (uint32_t i = 0; i < t30_n; ++i) t30.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf3_temperature_25)));
-    }
-    const uint64_t v___kf4_off_31 = (uint64_t)(v___kf2_off_12);
-    const uint32_t v___kf4_start_32 = (uint32_t)(v___kf2_head_14);
-    const uint32_t v___kf4_n_33 = (uint32_t)(v___kf2_n_13);
-    const float v___kf4_m_34 = (float)(v___kf2_m_22);
-    const float v___kf4_t_35 = (float)(v___kf2_t_15);
-    uint64_t v___kf4_s_36 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t v___kf3_start_24 = (uint32_t)(v___kf2_head_14);
+    const uint32_t v___kf3_n_25 = (uint32_t)(v___kf2_n_13);
+    const float v___kf3_m_26 = (float)(v___kf2_m_22);
+    const float v___kf3_t_27 = (float)(v___kf2_t_15);
+    uint64_t v___kf3_s_28 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf4_n_33, v___kf4_start_32)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t37 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t37_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s38 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t37_n; ++i) t37.SetValue(i, s38);
-      AscendC::LocalTensor<uint64_t> t39 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t39_n = 0;
-      t39_n = t37_n;
+      AscendC::LocalTensor<uint64_t> t29 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t29_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s30 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t29_n; ++i) t29.SetValue(i, s30);
+      AscendC::LocalTensor<uint64_t> t31 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t31_n = 0;
+      t31_n = t29_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t39_n > 0) {
-        AscendC::DataCopy(t39, t37, AscendC::DataCopyParams{1, (uint16_t)((t39_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t31_n > 0) {
+        AscendC::DataCopy(t31, t29, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf4_passes_40 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf4_n_33, v___kf4_start_32), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-      const uint32_t end41 = (uint32_t)(v___kf4_passes_40);
+      const uint32_t v___kf3_passes_32 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end33 = (uint32_t)(v___kf3_passes_32);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf4_q_42 = (uint32_t)(((uint32_t)0ull)); v___kf4_q_42 < end41; ++v___kf4_q_42) {
+      for (uint32_t v___kf3_q_34 = (uint32_t)(((uint32_t)0ull)); v___kf3_q_34 < end33; ++v___kf3_q_34) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf4_lo0_43 = (uint32_t)(sk::add<uint32_t>(v___kf4_start_32, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf4_q_42), TILE)));
-        const uint32_t v___kf4_lo1_44 = (uint32_t)(sk::add<uint32_t>(v___kf4_lo0_43, TILE));
-        const uint32_t v___kf4_s0_45 = (uint32_t)(sk::min<uint32_t>(v___kf4_lo0_43, sk::sub<uint32_t>(v___kf4_n_33, TILE)));
-        const uint32_t v___kf4_s1_46 = (uint32_t)(sk::min<uint32_t>(v___kf4_lo1_44, sk::sub<uint32_t>(v___kf4_n_33, TILE)));
-        AscendC::LocalTensor<float> t47 = qin.AllocTensor<float>();
+        const uint32_t v___kf3_lo0_35 = (uint32_t)(sk::add<uint32_t>(v___kf3_start_24, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf3_q_34), TILE)));
+        const uint32_t v___kf3_lo1_36 = (uint32_t)(sk::add<uint32_t>(v___kf3_lo0_35, TILE));
+        const uint32_t v___kf3_lo2_37 = (uint32_t)(sk::add<uint32_t>(v___kf3_lo1_36, TILE));
+        const uint32_t v___kf3_lo3_38 = (uint32_t)(sk::add<uint32_t>(v___kf3_lo2_37, TILE));
+        const uint32_t v___kf3_s0_39 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo0_35, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        const uint32_t v___kf3_s1_40 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo1_36, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        const uint32_t v___kf3_s2_41 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo2_37, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        const uint32_t v___kf3_s3_42 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo3_38, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        AscendC::LocalTensor<float> t43 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t43_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::Duplicate(t43, (float)(sk::bits_f32(0xff800000u)), (int32_t)t43_n);
+        const uint32_t n44 = t43_n;
+        const uint64_t off45 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s0_39))));
+        AscendC::LocalTensor<float> o46 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n44 > 0) {
+          AscendC::DataCopy(o46, t43, AscendC::DataCopyParams{1, (uint16_t)((n44 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o46); o46 = qout.DeQue<float>();
+        if (n44 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off45], o46, AscendC::DataCopyExtParams{1, (uint32_t)(n44 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o46);
+        AscendC::LocalTensor<float> t47 = ub8[0].ReinterpretCast<float>();
         const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off48 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_31, ((uint64_t)(v___kf4_s0_45))));
-        if (t47_n > 0) {
-          AscendC::DataCopyPad(t47, g_cand[off48], AscendC::DataCopyExtParams{1, (uint32_t)(t47_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t47, (float)(sk::bits_f32(0xff800000u)), (int32_t)t47_n);
+        const uint32_t n48 = t47_n;
+        const uint64_t off49 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s1_40))));
+        AscendC::LocalTensor<float> o50 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n48 > 0) {
+          AscendC::DataCopy(o50, t47, AscendC::DataCopyParams{1, (uint16_t)((n48 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t47); t47 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t49 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t49_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off50 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_31, ((uint64_t)(v___kf4_s1_46))));
-        if (t49_n > 0) {
-          AscendC::DataCopyPad(t49, g_cand[off50], AscendC::DataCopyExtParams{1, (uint32_t)(t49_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o50); o50 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n48 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off49], o50, AscendC::DataCopyExtParams{1, (uint32_t)(n48 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t51 = ub8[U0].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o50);
+        AscendC::LocalTensor<float> t51 = ub8[0].ReinterpretCast<float>();
         const uint32_t t51_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t51.ReinterpretCast<int32_t>(), (int32_t)0, t51_n);
-        const float s52 = (float)(v___kf4_m_34);
-        AscendC::LocalTensor<float> t53 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t53_n = t47_n;
-        AscendC::Adds(t53, t47, -s52, (int32_t)t53_n);
-        AscendC::LocalTensor<uint64_t> t54 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t54_n = sk::min<uint32_t>(sk::min<uint32_t>(t39_n, t51_n), t53_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t39;
-          const AscendC::LocalTensor<uint32_t> &L1 = t51;
-          const AscendC::LocalTensor<float> &L2 = t53;
-          for (uint32_t i = 0; i < t54_n; ++i) t54.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf4_s0_45)) >= (uint32_t)(v___kf4_lo0_43))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf4_t_35)))) : (uint64_t)(((uint64_t)0ull))))));
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t51, (float)(sk::bits_f32(0xff800000u)), (int32_t)t51_n);
+        const uint32_t n52 = t51_n;
+        const uint64_t off53 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s2_41))));
+        AscendC::LocalTensor<float> o54 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n52 > 0) {
+          AscendC::DataCopy(o54, t51, AscendC::DataCopyParams{1, (uint16_t)((n52 * sizeof(float) + 31) / 32), 0, 0});
         }
-        t39_n = t54_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t39_n > 0) {
-          AscendC::DataCopy(t39, t54, AscendC::DataCopyParams{1, (uint16_t)((t39_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qout.EnQue(o54); o54 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n52 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off53], o54, AscendC::DataCopyExtParams{1, (uint32_t)(n52 * sizeof(float)), 0, 0, 0});
         }
-        qin.FreeTensor(t47);
-        AscendC::LocalTensor<uint32_t> t55 = ub8[U0].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o54);
+        AscendC::LocalTensor<float> t55 = ub8[0].ReinterpretCast<float>();
         const uint32_t t55_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t55.ReinterpretCast<int32_t>(), (int32_t)0, t55_n);
-        const float s56 = (float)(v___kf4_m_34);
-        AscendC::LocalTensor<float> t57 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t57_n = t49_n;
-        sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::Adds(t57, t49, -s56, (int32_t)t57_n);
-        AscendC::LocalTensor<uint64_t> t58 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t58_n = sk::min<uint32_t>(sk::min<uint32_t>(t39_n, t55_n), t57_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t39;
-          const AscendC::LocalTensor<uint32_t> &L1 = t55;
-          const AscendC::LocalTensor<float> &L2 = t57;
-          for (uint32_t i = 0; i < t58_n; ++i) t58.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf4_s1_46)) >= (uint32_t)(v___kf4_lo1_44))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf4_t_35)))) : (uint64_t)(((uint64_t)0ull))))));
+        AscendC::Duplicate(t55, (float)(sk::bits_f32(0xff800000u)), (int32_t)t55_n);
+        const uint32_t n56 = t55_n;
+        const uint64_t off57 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s3_42))));
+        AscendC::LocalTensor<float> o58 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n56 > 0) {
+          AscendC::DataCopy(o58, t55, AscendC::DataCopyParams{1, (uint16_t)((n56 * sizeof(float) + 31) / 32), 0, 0});
         }
-        t39_n = t58_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t39_n > 0) {
-          AscendC::DataCopy(t39, t58, AscendC::DataCopyParams{1, (uint16_t)((t39_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qout.EnQue(o58); o58 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n56 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off57], o58, AscendC::DataCopyExtParams{1, (uint32_t)(n56 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<float> t59 = ub8[0].ReinterpretCast<float>();
+        qout.FreeTensor(o58);
+        AscendC::LocalTensor<float> t59 = qin.AllocTensor<float>();
         const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t59, (float)(sk::bits_f32(0xff800000u)), (int32_t)t59_n);
-        const uint32_t n60 = t59_n;
-        const uint64_t off61 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_31, ((uint64_t)(v___kf4_s0_45))));
-        AscendC::LocalTensor<float> o62 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n60 > 0) {
-          AscendC::DataCopy(o62, t59, AscendC::DataCopyParams{1, (uint16_t)((n60 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off60 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s0_39))));
+        if (t59_n > 0) {
+          AscendC::DataCopyPad(t59, g_cand[off60], AscendC::DataCopyExtParams{1, (uint32_t)(t59_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o62); o62 = qout.DeQue<float>();
-        if (n60 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off61], o62, AscendC::DataCopyExtParams{1, (uint32_t)(n60 * sizeof(float)), 0, 0, 0});
+        qin.EnQue(t59); t59 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t61 = qin.AllocTensor<float>();
+        const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off62 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s1_40))));
+        if (t61_n > 0) {
+          AscendC::DataCopyPad(t61, g_cand[off62], AscendC::DataCopyExtParams{1, (uint32_t)(t61_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.FreeTensor(o62);
+        qin.EnQue(t61); t61 = qin.DeQue<float>();
         AscendC::LocalTensor<float> t63 = ub8[0].ReinterpretCast<float>();
         const uint32_t t63_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t63, (float)(sk::bits_f32(0xff800000u)), (int32_t)t63_n);
-        const uint32_t n64 = t63_n;
-        const uint64_t off65 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_31, ((uint64_t)(v___kf4_s1_46))));
-        AscendC::LocalTensor<float> o66 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n64 > 0) {
-          AscendC::DataCopy(o66, t63, AscendC::DataCopyParams{1, (uint16_t)((n64 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off64 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s2_41))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t63_n > 0) {
+          AscendC::DataCopyPad(t63, g_cand[off64], AscendC::DataCopyExtParams{1, (uint32_t)(t63_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o66); o66 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n64 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off65], o66, AscendC::DataCopyExtParams{1, (uint32_t)(n64 * sizeof(float)), 0, 0, 0});
+        AscendC::LocalTensor<float> t65 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off66 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s3_42))));
+        if (t65_n > 0) {
+          AscendC::DataCopyPad(t65, g_cand[off66], AscendC::DataCopyExtParams{1, (uint32_t)(t65_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.FreeTensor(o66);
+        AscendC::LocalTensor<uint32_t> t67 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t67.ReinterpretCast<int32_t>(), (int32_t)0, t67_n);
+        const uint32_t s68 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo0_35, v___kf3_s0_39));
+        AscendC::LocalTensor<uint64_t> t69 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t69_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t67_n), t59_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+        sk::sync<AscendC::HardEvent::MTE2_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t67;
+          const AscendC::LocalTensor<float> &L2 = t59;
+          for (uint32_t i = 0; i < t69_n; ++i) t69.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s68))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
+        }
+        t31_n = t69_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t69, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t59);
+        AscendC::LocalTensor<uint32_t> t70 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t70_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t70.ReinterpretCast<int32_t>(), (int32_t)0, t70_n);
+        const uint32_t s71 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo1_36, v___kf3_s1_40));
+        AscendC::LocalTensor<uint64_t> t72 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t72_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t70_n), t61_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t70;
+          const AscendC::LocalTensor<float> &L2 = t61;
+          for (uint32_t i = 0; i < t72_n; ++i) t72.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s71))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
+        }
+        t31_n = t72_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t72, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t61);
+        AscendC::LocalTensor<uint32_t> t73 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t73.ReinterpretCast<int32_t>(), (int32_t)0, t73_n);
+        const uint32_t s74 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo2_37, v___kf3_s2_41));
+        AscendC::LocalTensor<uint64_t> t75 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t75_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t73_n), t63_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t73;
+          const AscendC::LocalTensor<float> &L2 = t63;
+          for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s74))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
+        }
+        t31_n = t75_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t75, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t76 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t76_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        sk::sync<AscendC::HardEvent::MTE2_V>();
+        AscendC::CreateVecIndex(t76.ReinterpretCast<int32_t>(), (int32_t)0, t76_n);
+        const uint32_t s77 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo3_38, v___kf3_s3_42));
+        AscendC::LocalTensor<uint64_t> t78 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t78_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t76_n), t65_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t76;
+          const AscendC::LocalTensor<float> &L2 = t65;
+          for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s77))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
+        }
+        t31_n = t78_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t78, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s67 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t39_n; ++i) {
-        s67 = sk::add<uint64_t>(s67, t39.GetValue(i));
+      uint64_t s79 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t31_n; ++i) {
+        s79 = sk::add<uint64_t>(s79, t31.GetValue(i));
       }
-      v___kf4_s_36 = (uint64_t)(s67);
+      v___kf3_s_28 = (uint64_t)(s79);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf4_n_33) > (uint32_t)(v___kf4_start_32))) {
+      if (((uint32_t)(v___kf3_n_25) > (uint32_t)(v___kf3_start_24))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf4_o_68 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_31, ((uint64_t)(v___kf4_start_32))));
-        AscendC::LocalTensor<float> t69 = qin.AllocTensor<float>();
-        const uint32_t t69_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf4_n_33, v___kf4_start_32)), TILE);
-        const uint64_t off70 = (uint64_t)(v___kf4_o_68);
-        if (t69_n > 0) {
-          AscendC::DataCopyPad(t69, g_cand[off70], AscendC::DataCopyExtParams{1, (uint32_t)(t69_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf3_o_80 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_start_24))));
+        AscendC::LocalTensor<float> t81 = qin.AllocTensor<float>();
+        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24)), TILE);
+        const uint64_t off82 = (uint64_t)(v___kf3_o_80);
+        if (t81_n > 0) {
+          AscendC::DataCopyPad(t81, g_cand[off82], AscendC::DataCopyExtParams{1, (uint32_t)(t81_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t69); t69 = qin.DeQue<float>();
-        const float s71 = (float)(v___kf4_m_34);
-        AscendC::LocalTensor<float> t72 = t69.ReinterpretCast<float>();
-        const uint32_t t72_n = t69_n;
-        AscendC::Adds(t72, t69, -s71, (int32_t)t72_n);
-        AscendC::LocalTensor<uint64_t> t73 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t73_n = t72_n;
+        qin.EnQue(t81); t81 = qin.DeQue<float>();
+        const float s83 = (float)(v___kf3_m_26);
+        AscendC::LocalTensor<float> t84 = t81.ReinterpretCast<float>();
+        const uint32_t t84_n = t81_n;
+        AscendC::Adds(t84, t81, -s83, (int32_t)t84_n);
+        AscendC::LocalTensor<uint64_t> t85 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t85_n = t84_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t72;
-          for (uint32_t i = 0; i < t73_n; ++i) t73.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf4_t_35)))));
+          const AscendC::LocalTensor<float> &L0 = t84;
+          for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf3_t_27)))));
         }
-        uint64_t s74 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t73_n; ++i) {
-          s74 = sk::add<uint64_t>(s74, t73.GetValue(i));
+        uint64_t s86 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t85_n; ++i) {
+          s86 = sk::add<uint64_t>(s86, t85.GetValue(i));
         }
-        v___kf4_s_36 = (uint64_t)(s74);
-        qin.FreeTensor(t69);
-        AscendC::LocalTensor<float> t75 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf4_n_33, v___kf4_start_32)), TILE);
+        v___kf3_s_28 = (uint64_t)(s86);
+        qin.FreeTensor(t81);
+        AscendC::LocalTensor<float> t87 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t87_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t75, (float)(sk::bits_f32(0xff800000u)), (int32_t)t75_n);
-        const uint32_t n76 = t75_n;
-        const uint64_t off77 = (uint64_t)(v___kf4_o_68);
-        AscendC::LocalTensor<float> o78 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t87, (float)(sk::bits_f32(0xff800000u)), (int32_t)t87_n);
+        const uint32_t n88 = t87_n;
+        const uint64_t off89 = (uint64_t)(v___kf3_o_80);
+        AscendC::LocalTensor<float> o90 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n76 > 0) {
-          AscendC::DataCopy(o78, t75, AscendC::DataCopyParams{1, (uint16_t)((n76 * sizeof(float) + 31) / 32), 0, 0});
+        if (n88 > 0) {
+          AscendC::DataCopy(o90, t87, AscendC::DataCopyParams{1, (uint16_t)((n88 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o78); o78 = qout.DeQue<float>();
-        if (n76 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off77], o78, AscendC::DataCopyExtParams{1, (uint32_t)(n76 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o90); o90 = qout.DeQue<float>();
+        if (n88 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off89], o90, AscendC::DataCopyExtParams{1, (uint32_t)(n88 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o78);
+        qout.FreeTensor(o90);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf2_rest_79 = (uint64_t)(v___kf4_s_36);
-    AscendC::LocalTensor<uint64_t> t80 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t80_n = t30_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t30;
-      for (uint32_t i = 0; i < t80_n; ++i) t80.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    const uint64_t v___kf2_rest_91 = (uint64_t)(v___kf3_s_28);
+    const uint64_t v___kf4_off_92 = (uint64_t)(v___kf2_off_12);
+    const uint32_t v___kf4_n_93 = (uint32_t)(v___kf2_head_14);
+    const float v___kf4_temperature_94 = (float)(v___kf2_t_15);
+    AscendC::LocalTensor<float> t95 = qin.AllocTensor<float>();
+    const uint32_t t95_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_93), TILE);
+    const uint64_t off96 = (uint64_t)(v___kf4_off_92);
+    if (t95_n > 0) {
+      AscendC::DataCopyPad(t95, g_cand[off96], AscendC::DataCopyExtParams{1, (uint32_t)(t95_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    uint64_t s81 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t80_n; ++i) {
-      s81 = sk::add<uint64_t>(s81, t80.GetValue(i));
-    }
-    const uint64_t v___kf2_total_82 = (uint64_t)(sk::add<uint64_t>(v___kf2_rest_79, s81));
-    const float v___kf5_log_min_p_83 = (float)(v___kf2_lmp_18);
-    const int32_t v___kf5_k_84 = (int32_t)(v___kf2_k_17);
-    const uint32_t v___kf5_n_85 = (uint32_t)(v___kf2_head_14);
-    AscendC::LocalTensor<uint32_t> t86 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t86_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_85), TILE);
-    AscendC::CreateVecIndex(t86.ReinterpretCast<int32_t>(), (int32_t)0, t86_n);
-    const uint32_t s87 = (uint32_t)(((uint32_t)(v___kf5_k_84)));
-    const bool s88 = (bool)(((int32_t)(v___kf5_k_84) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t89 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t89_n = sk::min<uint32_t>(t30_n, t86_n);
+    qin.EnQue(t95); t95 = qin.DeQue<float>();
+    const float s97 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_92)));
+    AscendC::LocalTensor<float> t98 = t95.ReinterpretCast<float>();
+    const uint32_t t98_n = t95_n;
+    AscendC::Adds(t98, t95, -s97, (int32_t)t98_n);
+    AscendC::LocalTensor<float> t99 = t98.ReinterpretCast<float>();
+    const uint32_t t99_n = t98_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t30;
-      const AscendC::LocalTensor<uint32_t> &L1 = t86;
-      for (uint32_t i = 0; i < t89_n; ++i) t89.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf5_log_min_p_83))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s87))) | (bool)(s88))))))));
+      const AscendC::LocalTensor<float> &L0 = t98;
+      for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf4_temperature_94)));
     }
-    const bool v___kf6_kfirst_90 = (bool)(v___kf2_kfirst_19);
-    const uint64_t v___kf6_total_91 = (uint64_t)(v___kf2_total_82);
-    AscendC::LocalTensor<uint64_t> t92 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t92_n = sk::min<uint32_t>(t89_n, t80_n);
+    AscendC::LocalTensor<uint64_t> t100 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t100_n = t99_n;
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t89;
-      const AscendC::LocalTensor<uint64_t> &L1 = t80;
-      for (uint32_t i = 0; i < t92_n; ++i) t92.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s93 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t92_n; ++i) {
-      s93 = sk::add<uint64_t>(s93, t92.GetValue(i));
-    }
-    const uint64_t v___kf2_base_94 = (uint64_t)(((v___kf6_kfirst_90) ? (uint64_t)(s93) : (uint64_t)(v___kf6_total_91)));
-    const uint64_t v___kf7_base_95 = (uint64_t)(v___kf2_base_94);
-    const float v___kf7_top_p_96 = (float)(v___kf2_tp_16);
-    const uint64_t v___kf7_thr_97 = (uint64_t)(sk::frac_floor(v___kf7_base_95, v___kf7_top_p_96));
-    AscendC::LocalTensor<uint64_t> t98 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t98_n = t80_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t80_n; ++i) {
-        const uint64_t x = t80.GetValue(i);
-        t98.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    AscendC::LocalTensor<uint8_t> t99 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t99_n = sk::min<uint32_t>(t98_n, t89_n);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t98;
-      const AscendC::LocalTensor<uint8_t> &L1 = t89;
-      for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_97))) & (bool)((L1.GetValue(i) != 0))))));
-    }
-    AscendC::LocalTensor<uint64_t> t100 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t100_n = sk::min<uint32_t>(t99_n, t80_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t99;
-      const AscendC::LocalTensor<uint64_t> &L1 = t80;
-      for (uint32_t i = 0; i < t100_n; ++i) t100.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<float> &L0 = t99;
+      for (uint32_t i = 0; i < t100_n; ++i) t100.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
     uint64_t s101 = (uint64_t)(0);
     for (uint32_t i = 0; i < t100_n; ++i) {
       s101 = sk::add<uint64_t>(s101, t100.GetValue(i));
     }
-    const float v___kf8_lse_102 = (float)(sk::ln_fixed(s101));
-    const float s103 = (float)(v___kf8_lse_102);
-    AscendC::LocalTensor<float> t104 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t104_n = t30_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t104, t30, -s103, (int32_t)t104_n);
-    AscendC::LocalTensor<float> t105 = t104.ReinterpretCast<float>();
-    const uint32_t t105_n = sk::min<uint32_t>(t99_n, t104_n);
+    const uint64_t v___kf2_total_102 = (uint64_t)(sk::add<uint64_t>(v___kf2_rest_91, s101));
+    const float v___kf5_log_min_p_103 = (float)(v___kf2_lmp_18);
+    const int32_t v___kf5_k_104 = (int32_t)(v___kf2_k_17);
+    const uint32_t v___kf5_n_105 = (uint32_t)(v___kf2_head_14);
+    AscendC::LocalTensor<uint32_t> t106 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t106_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_105), TILE);
+    AscendC::CreateVecIndex(t106.ReinterpretCast<int32_t>(), (int32_t)0, t106_n);
+    const uint32_t s107 = (uint32_t)(((uint32_t)(v___kf5_k_104)));
+    const bool s108 = (bool)(((int32_t)(v___kf5_k_104) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t109 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t109_n = sk::min<uint32_t>(t99_n, t106_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t99;
-      const AscendC::LocalTensor<float> &L1 = t104;
-      for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<float> &L0 = t99;
+      const AscendC::LocalTensor<uint32_t> &L1 = t106;
+      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf5_log_min_p_103))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s107))) | (bool)(s108))))))));
     }
-    qin.FreeTensor(t26);
-    const uint32_t n106 = t105_n;
-    const uint64_t off107 = (uint64_t)(v___kf2_off_12);
-    AscendC::LocalTensor<float> o108 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n106 > 0) {
-      AscendC::DataCopy(o108, t105, AscendC::DataCopyParams{1, (uint16_t)((n106 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o108); o108 = qout.DeQue<float>();
-    if (n106 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off107], o108, AscendC::DataCopyExtParams{1, (uint32_t)(n106 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o108);
-    const uint64_t v___kf9_off_109 = (uint64_t)(v___kf2_off_12);
-    const uint64_t v___kf9_seed_110 = (uint64_t)(v___kf2_seed_20);
-    const uint64_t v___kf9_seq_111 = (uint64_t)(v___kf2_seq_21);
-    AscendC::LocalTensor<uint64_t> t112 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t112_n = t105_n;
+    const bool v___kf6_kfirst_110 = (bool)(v___kf2_kfirst_19);
+    const uint64_t v___kf6_total_111 = (uint64_t)(v___kf2_total_102);
+    AscendC::LocalTensor<uint64_t> t112 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t112_n = sk::min<uint32_t>(t109_n, t100_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t105;
-      for (uint32_t i = 0; i < t112_n; ++i) t112.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t109;
+      const AscendC::LocalTensor<uint64_t> &L1 = t100;
+      for (uint32_t i = 0; i < t112_n; ++i) t112.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    const uint64_t s114 = (uint64_t)(sk::uniform53(v___kf9_seed_110, v___kf9_seq_111));
-    int32_t s113 = -1;
+    uint64_t s113 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t112_n; ++i) {
+      s113 = sk::add<uint64_t>(s113, t112.GetValue(i));
+    }
+    const uint64_t v___kf2_base_114 = (uint64_t)(((v___kf6_kfirst_110) ? (uint64_t)(s113) : (uint64_t)(v___kf6_total_111)));
+    const uint64_t v___kf7_base_115 = (uint64_t)(v___kf2_base_114);
+    const float v___kf7_top_p_116 = (float)(v___kf2_tp_16);
+    const uint64_t v___kf7_thr_117 = (uint64_t)(sk::frac_floor(v___kf7_base_115, v___kf7_top_p_116));
+    AscendC::LocalTensor<uint64_t> t118 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t118_n = t100_n;
      {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t112_n; ++i) tot = sk::add128(tot, t112.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s114, tot.lo);
-        thr.hi += s114 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t112_n; ++i) {
-          acc = sk::add128(acc, t112.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s113 = (int32_t)i; break; }
-        }
-        if (s113 < 0) for (uint32_t i = t112_n; i-- > 0;) if (t112.GetValue(i) > 0) { s113 = (int32_t)i; break; }
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t100_n; ++i) {
+        const uint64_t x = t100.GetValue(i);
+        t118.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const int32_t v___kf9_c_115 = (int32_t)(s113);
-    const int32_t v___kf2_tok_116 = (int32_t)(((((int32_t)(v___kf9_c_115) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf9_off_109, ((uint64_t)(v___kf9_c_115)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_tok_117 = (int32_t)(v___kf2_tok_116);
-    const uint64_t off118 = (uint64_t)(((uint64_t)(v_r_1)));
+    AscendC::LocalTensor<uint8_t> t119 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t119_n = sk::min<uint32_t>(t118_n, t109_n);
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t118;
+      const AscendC::LocalTensor<uint8_t> &L1 = t109;
+      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_117))) & (bool)((L1.GetValue(i) != 0))))));
+    }
+    AscendC::LocalTensor<uint64_t> t120 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t120_n = sk::min<uint32_t>(t119_n, t100_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<uint64_t> &L1 = t100;
+      for (uint32_t i = 0; i < t120_n; ++i) t120.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s121 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t120_n; ++i) {
+      s121 = sk::add<uint64_t>(s121, t120.GetValue(i));
+    }
+    const float v___kf8_lse_122 = (float)(sk::ln_fixed(s121));
+    const float s123 = (float)(v___kf8_lse_122);
+    AscendC::LocalTensor<float> t124 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t124_n = t99_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t124, t99, -s123, (int32_t)t124_n);
+    AscendC::LocalTensor<float> t125 = t124.ReinterpretCast<float>();
+    const uint32_t t125_n = sk::min<uint32_t>(t119_n, t124_n);
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_117));
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<float> &L1 = t124;
+      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t95);
+    const uint32_t n126 = t125_n;
+    const uint64_t off127 = (uint64_t)(v___kf2_off_12);
+    AscendC::LocalTensor<float> o128 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n126 > 0) {
+      AscendC::DataCopy(o128, t125, AscendC::DataCopyParams{1, (uint16_t)((n126 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o128); o128 = qout.DeQue<float>();
+    if (n126 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off127], o128, AscendC::DataCopyExtParams{1, (uint32_t)(n126 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o128);
+    const uint64_t v___kf9_off_129 = (uint64_t)(v___kf2_off_12);
+    const uint64_t v___kf9_seed_130 = (uint64_t)(v___kf2_seed_20);
+    const uint64_t v___kf9_seq_131 = (uint64_t)(v___kf2_seq_21);
+    AscendC::LocalTensor<uint64_t> t132 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t132_n = t125_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t125;
+      for (uint32_t i = 0; i < t132_n; ++i) t132.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s134 = (uint64_t)(sk::uniform53(v___kf9_seed_130, v___kf9_seq_131));
+    int32_t s133 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t132_n; ++i) tot = sk::add128(tot, t132.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s134, tot.lo);
+        thr.hi += s134 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t132_n; ++i) {
+          acc = sk::add128(acc, t132.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s133 = (int32_t)i; break; }
+        }
+        if (s133 < 0) for (uint32_t i = t132_n; i-- > 0;) if (t132.GetValue(i) > 0) { s133 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v___kf9_c_135 = (int32_t)(s133);
+    const int32_t v___kf2_tok_136 = (int32_t)(((((int32_t)(v___kf9_c_135) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf9_off_129, ((uint64_t)(v___kf9_c_135)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_tok_137 = (int32_t)(v___kf2_tok_136);
+    const uint64_t off138 = (uint64_t)(((uint64_t)(v_r_1)));
+    sk::sync<AscendC::HardEvent::V_S>();
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_137));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off118], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off138], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

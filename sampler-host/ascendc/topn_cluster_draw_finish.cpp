@@ -152,462 +152,546 @@ __aicore__ inline void topn_cluster_draw_finish_body(GM_ADDR p_logits, uint32_t 
     AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
     const float v___kf5_m_52 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_42)));
     const uint64_t v___kf6_off_53 = (uint64_t)(v___kf5_off_42);
-    const uint32_t v___kf6_n_54 = (uint32_t)(v___kf5_head_44);
-    const float v___kf6_temperature_55 = (float)(v___kf5_t_45);
-    AscendC::LocalTensor<float> t56 = qin.AllocTensor<float>();
-    const uint32_t t56_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_54), TILE);
-    const uint64_t off57 = (uint64_t)(v___kf6_off_53);
-    sk::sync<AscendC::HardEvent::MTE3_MTE2>();
-    if (t56_n > 0) {
-      AscendC::DataCopyPad(t56, g_cand[off57], AscendC::DataCopyExtParams{1, (uint32_t)(t56_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t56); t56 = qin.DeQue<float>();
-    AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-    const float s58 = (float)(g_cand.GetValue((uint64_t)(v___kf6_off_53)));
-    AscendC::LocalTensor<float> t59 = t56.ReinterpretCast<float>();
-    const uint32_t t59_n = t56_n;
-    AscendC::Adds(t59, t56, -s58, (int32_t)t59_n);
-    AscendC::LocalTensor<float> t60 = t59.ReinterpretCast<float>();
-    const uint32_t t60_n = t59_n;
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t59;
-      for (uint32_t i = 0; i < t60_n; ++i) t60.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_temperature_55)));
-    }
-    const uint64_t v___kf7_off_61 = (uint64_t)(v___kf5_off_42);
-    const uint32_t v___kf7_start_62 = (uint32_t)(v___kf5_head_44);
-    const uint32_t v___kf7_n_63 = (uint32_t)(v___kf5_n_43);
-    const float v___kf7_m_64 = (float)(v___kf5_m_52);
-    const float v___kf7_t_65 = (float)(v___kf5_t_45);
-    uint64_t v___kf7_s_66 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t v___kf6_start_54 = (uint32_t)(v___kf5_head_44);
+    const uint32_t v___kf6_n_55 = (uint32_t)(v___kf5_n_43);
+    const float v___kf6_m_56 = (float)(v___kf5_m_52);
+    const float v___kf6_t_57 = (float)(v___kf5_t_45);
+    uint64_t v___kf6_s_58 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t67 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s68 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t67_n; ++i) t67.SetValue(i, s68);
-      AscendC::LocalTensor<uint64_t> t69 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t69_n = 0;
-      t69_n = t67_n;
+      AscendC::LocalTensor<uint64_t> t59 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s60 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, s60);
+      AscendC::LocalTensor<uint64_t> t61 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t61_n = 0;
+      t61_n = t59_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t69_n > 0) {
-        AscendC::DataCopy(t69, t67, AscendC::DataCopyParams{1, (uint16_t)((t69_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t61_n > 0) {
+        AscendC::DataCopy(t61, t59, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf7_passes_70 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62), sk::mul<uint32_t>(((uint32_t)2ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)2ull), TILE)));
-      const uint32_t end71 = (uint32_t)(v___kf7_passes_70);
+      const uint32_t v___kf6_passes_62 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end63 = (uint32_t)(v___kf6_passes_62);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf7_q_72 = (uint32_t)(((uint32_t)0ull)); v___kf7_q_72 < end71; ++v___kf7_q_72) {
+      for (uint32_t v___kf6_q_64 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_64 < end63; ++v___kf6_q_64) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf7_lo0_73 = (uint32_t)(sk::add<uint32_t>(v___kf7_start_62, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)2ull), v___kf7_q_72), TILE)));
-        const uint32_t v___kf7_lo1_74 = (uint32_t)(sk::add<uint32_t>(v___kf7_lo0_73, TILE));
-        const uint32_t v___kf7_s0_75 = (uint32_t)(sk::min<uint32_t>(v___kf7_lo0_73, sk::sub<uint32_t>(v___kf7_n_63, TILE)));
-        const uint32_t v___kf7_s1_76 = (uint32_t)(sk::min<uint32_t>(v___kf7_lo1_74, sk::sub<uint32_t>(v___kf7_n_63, TILE)));
-        AscendC::LocalTensor<float> t77 = qin.AllocTensor<float>();
+        const uint32_t v___kf6_lo0_65 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_54, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf6_q_64), TILE)));
+        const uint32_t v___kf6_lo1_66 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_65, TILE));
+        const uint32_t v___kf6_lo2_67 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo1_66, TILE));
+        const uint32_t v___kf6_lo3_68 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo2_67, TILE));
+        const uint32_t v___kf6_s0_69 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_65, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
+        const uint32_t v___kf6_s1_70 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_66, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
+        const uint32_t v___kf6_s2_71 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo2_67, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
+        const uint32_t v___kf6_s3_72 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo3_68, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
+        AscendC::LocalTensor<float> t73 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::Duplicate(t73, (float)(sk::bits_f32(0xff800000u)), (int32_t)t73_n);
+        const uint32_t n74 = t73_n;
+        const uint64_t off75 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s0_69))));
+        AscendC::LocalTensor<float> o76 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n74 > 0) {
+          AscendC::DataCopy(o76, t73, AscendC::DataCopyParams{1, (uint16_t)((n74 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o76); o76 = qout.DeQue<float>();
+        if (n74 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off75], o76, AscendC::DataCopyExtParams{1, (uint32_t)(n74 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o76);
+        AscendC::LocalTensor<float> t77 = ub8[0].ReinterpretCast<float>();
         const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off78 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s0_75))));
-        if (t77_n > 0) {
-          AscendC::DataCopyPad(t77, g_cand[off78], AscendC::DataCopyExtParams{1, (uint32_t)(t77_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t77, (float)(sk::bits_f32(0xff800000u)), (int32_t)t77_n);
+        const uint32_t n78 = t77_n;
+        const uint64_t off79 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s1_70))));
+        AscendC::LocalTensor<float> o80 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n78 > 0) {
+          AscendC::DataCopy(o80, t77, AscendC::DataCopyParams{1, (uint16_t)((n78 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t77); t77 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t79 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t79_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off80 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s1_76))));
-        if (t79_n > 0) {
-          AscendC::DataCopyPad(t79, g_cand[off80], AscendC::DataCopyExtParams{1, (uint32_t)(t79_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o80); o80 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n78 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off79], o80, AscendC::DataCopyExtParams{1, (uint32_t)(n78 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t81 = ub8[U0].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o80);
+        AscendC::LocalTensor<float> t81 = ub8[0].ReinterpretCast<float>();
         const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t81.ReinterpretCast<int32_t>(), (int32_t)0, t81_n);
-        const float s82 = (float)(v___kf7_m_64);
-        AscendC::LocalTensor<float> t83 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t83_n = t77_n;
-        AscendC::Adds(t83, t77, -s82, (int32_t)t83_n);
-        AscendC::LocalTensor<uint64_t> t84 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t84_n = sk::min<uint32_t>(sk::min<uint32_t>(t69_n, t81_n), t83_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t69;
-          const AscendC::LocalTensor<uint32_t> &L1 = t81;
-          const AscendC::LocalTensor<float> &L2 = t83;
-          for (uint32_t i = 0; i < t84_n; ++i) t84.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf7_s0_75)) >= (uint32_t)(v___kf7_lo0_73))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf7_t_65)))) : (uint64_t)(((uint64_t)0ull))))));
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t81, (float)(sk::bits_f32(0xff800000u)), (int32_t)t81_n);
+        const uint32_t n82 = t81_n;
+        const uint64_t off83 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s2_71))));
+        AscendC::LocalTensor<float> o84 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n82 > 0) {
+          AscendC::DataCopy(o84, t81, AscendC::DataCopyParams{1, (uint16_t)((n82 * sizeof(float) + 31) / 32), 0, 0});
         }
-        t69_n = t84_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t69_n > 0) {
-          AscendC::DataCopy(t69, t84, AscendC::DataCopyParams{1, (uint16_t)((t69_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qout.EnQue(o84); o84 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n82 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off83], o84, AscendC::DataCopyExtParams{1, (uint32_t)(n82 * sizeof(float)), 0, 0, 0});
         }
-        qin.FreeTensor(t77);
-        AscendC::LocalTensor<uint32_t> t85 = ub8[U0].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o84);
+        AscendC::LocalTensor<float> t85 = ub8[0].ReinterpretCast<float>();
         const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t85.ReinterpretCast<int32_t>(), (int32_t)0, t85_n);
-        const float s86 = (float)(v___kf7_m_64);
-        AscendC::LocalTensor<float> t87 = ub8[U3].ReinterpretCast<float>();
-        const uint32_t t87_n = t79_n;
-        sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::Adds(t87, t79, -s86, (int32_t)t87_n);
-        AscendC::LocalTensor<uint64_t> t88 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t88_n = sk::min<uint32_t>(sk::min<uint32_t>(t69_n, t85_n), t87_n);
-        sk::sync<AscendC::HardEvent::V_S>();
-         {
-          const AscendC::LocalTensor<uint64_t> &L0 = t69;
-          const AscendC::LocalTensor<uint32_t> &L1 = t85;
-          const AscendC::LocalTensor<float> &L2 = t87;
-          for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), ((((uint32_t)(sk::add<uint32_t>(L1.GetValue(i), v___kf7_s1_76)) >= (uint32_t)(v___kf7_lo1_74))) ? (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L2.GetValue(i), v___kf7_t_65)))) : (uint64_t)(((uint64_t)0ull))))));
+        AscendC::Duplicate(t85, (float)(sk::bits_f32(0xff800000u)), (int32_t)t85_n);
+        const uint32_t n86 = t85_n;
+        const uint64_t off87 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s3_72))));
+        AscendC::LocalTensor<float> o88 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n86 > 0) {
+          AscendC::DataCopy(o88, t85, AscendC::DataCopyParams{1, (uint16_t)((n86 * sizeof(float) + 31) / 32), 0, 0});
         }
-        t69_n = t88_n;
-        sk::sync<AscendC::HardEvent::S_V>();
-        if (t69_n > 0) {
-          AscendC::DataCopy(t69, t88, AscendC::DataCopyParams{1, (uint16_t)((t69_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        qout.EnQue(o88); o88 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n86 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off87], o88, AscendC::DataCopyExtParams{1, (uint32_t)(n86 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<float> t89 = ub8[0].ReinterpretCast<float>();
+        qout.FreeTensor(o88);
+        AscendC::LocalTensor<float> t89 = qin.AllocTensor<float>();
         const uint32_t t89_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t89, (float)(sk::bits_f32(0xff800000u)), (int32_t)t89_n);
-        const uint32_t n90 = t89_n;
-        const uint64_t off91 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s0_75))));
-        AscendC::LocalTensor<float> o92 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n90 > 0) {
-          AscendC::DataCopy(o92, t89, AscendC::DataCopyParams{1, (uint16_t)((n90 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off90 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s0_69))));
+        if (t89_n > 0) {
+          AscendC::DataCopyPad(t89, g_cand[off90], AscendC::DataCopyExtParams{1, (uint32_t)(t89_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o92); o92 = qout.DeQue<float>();
-        if (n90 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off91], o92, AscendC::DataCopyExtParams{1, (uint32_t)(n90 * sizeof(float)), 0, 0, 0});
+        qin.EnQue(t89); t89 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t91 = qin.AllocTensor<float>();
+        const uint32_t t91_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off92 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s1_70))));
+        if (t91_n > 0) {
+          AscendC::DataCopyPad(t91, g_cand[off92], AscendC::DataCopyExtParams{1, (uint32_t)(t91_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.FreeTensor(o92);
+        qin.EnQue(t91); t91 = qin.DeQue<float>();
         AscendC::LocalTensor<float> t93 = ub8[0].ReinterpretCast<float>();
         const uint32_t t93_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t93, (float)(sk::bits_f32(0xff800000u)), (int32_t)t93_n);
-        const uint32_t n94 = t93_n;
-        const uint64_t off95 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_s1_76))));
-        AscendC::LocalTensor<float> o96 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n94 > 0) {
-          AscendC::DataCopy(o96, t93, AscendC::DataCopyParams{1, (uint16_t)((n94 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off94 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s2_71))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t93_n > 0) {
+          AscendC::DataCopyPad(t93, g_cand[off94], AscendC::DataCopyExtParams{1, (uint32_t)(t93_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o96); o96 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n94 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off95], o96, AscendC::DataCopyExtParams{1, (uint32_t)(n94 * sizeof(float)), 0, 0, 0});
+        AscendC::LocalTensor<float> t95 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t95_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off96 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s3_72))));
+        if (t95_n > 0) {
+          AscendC::DataCopyPad(t95, g_cand[off96], AscendC::DataCopyExtParams{1, (uint32_t)(t95_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.FreeTensor(o96);
+        AscendC::LocalTensor<uint32_t> t97 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t97_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t97.ReinterpretCast<int32_t>(), (int32_t)0, t97_n);
+        const uint32_t s98 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo0_65, v___kf6_s0_69));
+        AscendC::LocalTensor<uint64_t> t99 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t99_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t97_n), t89_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+        sk::sync<AscendC::HardEvent::MTE2_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t61;
+          const AscendC::LocalTensor<uint32_t> &L1 = t97;
+          const AscendC::LocalTensor<float> &L2 = t89;
+          for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s98))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+        }
+        t61_n = t99_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t61_n > 0) {
+          AscendC::DataCopy(t61, t99, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t89);
+        AscendC::LocalTensor<uint32_t> t100 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t100_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t100.ReinterpretCast<int32_t>(), (int32_t)0, t100_n);
+        const uint32_t s101 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo1_66, v___kf6_s1_70));
+        AscendC::LocalTensor<uint64_t> t102 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t102_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t100_n), t91_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t61;
+          const AscendC::LocalTensor<uint32_t> &L1 = t100;
+          const AscendC::LocalTensor<float> &L2 = t91;
+          for (uint32_t i = 0; i < t102_n; ++i) t102.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s101))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+        }
+        t61_n = t102_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t61_n > 0) {
+          AscendC::DataCopy(t61, t102, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        qin.FreeTensor(t91);
+        AscendC::LocalTensor<uint32_t> t103 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t103_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::CreateVecIndex(t103.ReinterpretCast<int32_t>(), (int32_t)0, t103_n);
+        const uint32_t s104 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo2_67, v___kf6_s2_71));
+        AscendC::LocalTensor<uint64_t> t105 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t105_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t103_n), t93_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t61;
+          const AscendC::LocalTensor<uint32_t> &L1 = t103;
+          const AscendC::LocalTensor<float> &L2 = t93;
+          for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s104))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+        }
+        t61_n = t105_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        if (t61_n > 0) {
+          AscendC::DataCopy(t61, t105, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t106 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t106_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        sk::sync<AscendC::HardEvent::MTE2_V>();
+        AscendC::CreateVecIndex(t106.ReinterpretCast<int32_t>(), (int32_t)0, t106_n);
+        const uint32_t s107 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo3_68, v___kf6_s3_72));
+        AscendC::LocalTensor<uint64_t> t108 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t108_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t106_n), t95_n);
+        sk::sync<AscendC::HardEvent::V_S>();
+         {
+          const AscendC::LocalTensor<uint64_t> &L0 = t61;
+          const AscendC::LocalTensor<uint32_t> &L1 = t106;
+          const AscendC::LocalTensor<float> &L2 = t95;
+          for (uint32_t i = 0; i < t108_n; ++i) t108.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s107))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+        }
+        t61_n = t108_n;
+        sk::sync<AscendC::HardEvent::S_V>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (t61_n > 0) {
+          AscendC::DataCopy(t61, t108, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s97 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t69_n; ++i) {
-        s97 = sk::add<uint64_t>(s97, t69.GetValue(i));
+      uint64_t s109 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t61_n; ++i) {
+        s109 = sk::add<uint64_t>(s109, t61.GetValue(i));
       }
-      v___kf7_s_66 = (uint64_t)(s97);
+      v___kf6_s_58 = (uint64_t)(s109);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf7_n_63) > (uint32_t)(v___kf7_start_62))) {
+      if (((uint32_t)(v___kf6_n_55) > (uint32_t)(v___kf6_start_54))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf7_o_98 = (uint64_t)(sk::add<uint64_t>(v___kf7_off_61, ((uint64_t)(v___kf7_start_62))));
-        AscendC::LocalTensor<float> t99 = qin.AllocTensor<float>();
-        const uint32_t t99_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62)), TILE);
-        const uint64_t off100 = (uint64_t)(v___kf7_o_98);
-        if (t99_n > 0) {
-          AscendC::DataCopyPad(t99, g_cand[off100], AscendC::DataCopyExtParams{1, (uint32_t)(t99_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf6_o_110 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_start_54))));
+        AscendC::LocalTensor<float> t111 = qin.AllocTensor<float>();
+        const uint32_t t111_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54)), TILE);
+        const uint64_t off112 = (uint64_t)(v___kf6_o_110);
+        if (t111_n > 0) {
+          AscendC::DataCopyPad(t111, g_cand[off112], AscendC::DataCopyExtParams{1, (uint32_t)(t111_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t99); t99 = qin.DeQue<float>();
-        const float s101 = (float)(v___kf7_m_64);
-        AscendC::LocalTensor<float> t102 = t99.ReinterpretCast<float>();
-        const uint32_t t102_n = t99_n;
-        AscendC::Adds(t102, t99, -s101, (int32_t)t102_n);
-        AscendC::LocalTensor<uint64_t> t103 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t103_n = t102_n;
+        qin.EnQue(t111); t111 = qin.DeQue<float>();
+        const float s113 = (float)(v___kf6_m_56);
+        AscendC::LocalTensor<float> t114 = t111.ReinterpretCast<float>();
+        const uint32_t t114_n = t111_n;
+        AscendC::Adds(t114, t111, -s113, (int32_t)t114_n);
+        AscendC::LocalTensor<uint64_t> t115 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t115_n = t114_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t102;
-          for (uint32_t i = 0; i < t103_n; ++i) t103.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf7_t_65)))));
+          const AscendC::LocalTensor<float> &L0 = t114;
+          for (uint32_t i = 0; i < t115_n; ++i) t115.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_57)))));
         }
-        uint64_t s104 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t103_n; ++i) {
-          s104 = sk::add<uint64_t>(s104, t103.GetValue(i));
+        uint64_t s116 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t115_n; ++i) {
+          s116 = sk::add<uint64_t>(s116, t115.GetValue(i));
         }
-        v___kf7_s_66 = (uint64_t)(s104);
-        qin.FreeTensor(t99);
-        AscendC::LocalTensor<float> t105 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf7_n_63, v___kf7_start_62)), TILE);
+        v___kf6_s_58 = (uint64_t)(s116);
+        qin.FreeTensor(t111);
+        AscendC::LocalTensor<float> t117 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t117_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t105, (float)(sk::bits_f32(0xff800000u)), (int32_t)t105_n);
-        const uint32_t n106 = t105_n;
-        const uint64_t off107 = (uint64_t)(v___kf7_o_98);
-        AscendC::LocalTensor<float> o108 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t117, (float)(sk::bits_f32(0xff800000u)), (int32_t)t117_n);
+        const uint32_t n118 = t117_n;
+        const uint64_t off119 = (uint64_t)(v___kf6_o_110);
+        AscendC::LocalTensor<float> o120 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n106 > 0) {
-          AscendC::DataCopy(o108, t105, AscendC::DataCopyParams{1, (uint16_t)((n106 * sizeof(float) + 31) / 32), 0, 0});
+        if (n118 > 0) {
+          AscendC::DataCopy(o120, t117, AscendC::DataCopyParams{1, (uint16_t)((n118 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o108); o108 = qout.DeQue<float>();
-        if (n106 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off107], o108, AscendC::DataCopyExtParams{1, (uint32_t)(n106 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o120); o120 = qout.DeQue<float>();
+        if (n118 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off119], o120, AscendC::DataCopyExtParams{1, (uint32_t)(n118 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o108);
+        qout.FreeTensor(o120);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf5_rest_109 = (uint64_t)(v___kf7_s_66);
-    AscendC::LocalTensor<uint64_t> t110 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t110_n = t60_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t60;
-      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    const uint64_t v___kf5_rest_121 = (uint64_t)(v___kf6_s_58);
+    const uint64_t v___kf7_off_122 = (uint64_t)(v___kf5_off_42);
+    const uint32_t v___kf7_n_123 = (uint32_t)(v___kf5_head_44);
+    const float v___kf7_temperature_124 = (float)(v___kf5_t_45);
+    AscendC::LocalTensor<float> t125 = qin.AllocTensor<float>();
+    const uint32_t t125_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_123), TILE);
+    const uint64_t off126 = (uint64_t)(v___kf7_off_122);
+    if (t125_n > 0) {
+      AscendC::DataCopyPad(t125, g_cand[off126], AscendC::DataCopyExtParams{1, (uint32_t)(t125_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    uint64_t s111 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t110_n; ++i) {
-      s111 = sk::add<uint64_t>(s111, t110.GetValue(i));
-    }
-    const uint64_t v___kf5_total_112 = (uint64_t)(sk::add<uint64_t>(v___kf5_rest_109, s111));
-    const float v___kf8_log_min_p_113 = (float)(v___kf5_lmp_48);
-    const int32_t v___kf8_k_114 = (int32_t)(v___kf5_k_47);
-    const uint32_t v___kf8_n_115 = (uint32_t)(v___kf5_head_44);
-    AscendC::LocalTensor<uint32_t> t116 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t116_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_115), TILE);
-    AscendC::CreateVecIndex(t116.ReinterpretCast<int32_t>(), (int32_t)0, t116_n);
-    const uint32_t s117 = (uint32_t)(((uint32_t)(v___kf8_k_114)));
-    const bool s118 = (bool)(((int32_t)(v___kf8_k_114) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t119 = ub8[U7].ReinterpretCast<uint8_t>();
-    const uint32_t t119_n = sk::min<uint32_t>(t60_n, t116_n);
+    qin.EnQue(t125); t125 = qin.DeQue<float>();
+    AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
+    const float s127 = (float)(g_cand.GetValue((uint64_t)(v___kf7_off_122)));
+    AscendC::LocalTensor<float> t128 = t125.ReinterpretCast<float>();
+    const uint32_t t128_n = t125_n;
+    AscendC::Adds(t128, t125, -s127, (int32_t)t128_n);
+    AscendC::LocalTensor<float> t129 = t128.ReinterpretCast<float>();
+    const uint32_t t129_n = t128_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t60;
-      const AscendC::LocalTensor<uint32_t> &L1 = t116;
-      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_113))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s117))) | (bool)(s118))))))));
+      const AscendC::LocalTensor<float> &L0 = t128;
+      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf7_temperature_124)));
     }
-    const bool v___kf9_kfirst_120 = (bool)(v___kf5_kfirst_49);
-    const uint64_t v___kf9_total_121 = (uint64_t)(v___kf5_total_112);
-    AscendC::LocalTensor<uint64_t> t122 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t122_n = sk::min<uint32_t>(t119_n, t110_n);
+    AscendC::LocalTensor<uint64_t> t130 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t130_n = t129_n;
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t119;
-      const AscendC::LocalTensor<uint64_t> &L1 = t110;
-      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s123 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t122_n; ++i) {
-      s123 = sk::add<uint64_t>(s123, t122.GetValue(i));
-    }
-    const uint64_t v___kf5_base_124 = (uint64_t)(((v___kf9_kfirst_120) ? (uint64_t)(s123) : (uint64_t)(v___kf9_total_121)));
-    const uint64_t v___kf10_base_125 = (uint64_t)(v___kf5_base_124);
-    const float v___kf10_top_p_126 = (float)(v___kf5_tp_46);
-    const uint64_t v___kf10_thr_127 = (uint64_t)(sk::frac_floor(v___kf10_base_125, v___kf10_top_p_126));
-    AscendC::LocalTensor<uint64_t> t128 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t128_n = t110_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t110_n; ++i) {
-        const uint64_t x = t110.GetValue(i);
-        t128.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
-      }
-    }
-    AscendC::LocalTensor<uint8_t> t129 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t129_n = sk::min<uint32_t>(t128_n, t119_n);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t128;
-      const AscendC::LocalTensor<uint8_t> &L1 = t119;
-      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_127))) & (bool)((L1.GetValue(i) != 0))))));
-    }
-    AscendC::LocalTensor<uint64_t> t130 = ub8[U9].ReinterpretCast<uint64_t>();
-    const uint32_t t130_n = sk::min<uint32_t>(t129_n, t110_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t129;
-      const AscendC::LocalTensor<uint64_t> &L1 = t110;
-      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<float> &L0 = t129;
+      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
     uint64_t s131 = (uint64_t)(0);
     for (uint32_t i = 0; i < t130_n; ++i) {
       s131 = sk::add<uint64_t>(s131, t130.GetValue(i));
     }
-    const float v___kf11_lse_132 = (float)(sk::ln_fixed(s131));
-    const float s133 = (float)(v___kf11_lse_132);
-    AscendC::LocalTensor<float> t134 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t134_n = t60_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t134, t60, -s133, (int32_t)t134_n);
-    AscendC::LocalTensor<float> t135 = t134.ReinterpretCast<float>();
-    const uint32_t t135_n = sk::min<uint32_t>(t129_n, t134_n);
+    const uint64_t v___kf5_total_132 = (uint64_t)(sk::add<uint64_t>(v___kf5_rest_121, s131));
+    const float v___kf8_log_min_p_133 = (float)(v___kf5_lmp_48);
+    const int32_t v___kf8_k_134 = (int32_t)(v___kf5_k_47);
+    const uint32_t v___kf8_n_135 = (uint32_t)(v___kf5_head_44);
+    AscendC::LocalTensor<uint32_t> t136 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t136_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_135), TILE);
+    AscendC::CreateVecIndex(t136.ReinterpretCast<int32_t>(), (int32_t)0, t136_n);
+    const uint32_t s137 = (uint32_t)(((uint32_t)(v___kf8_k_134)));
+    const bool s138 = (bool)(((int32_t)(v___kf8_k_134) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t139 = ub8[U7].ReinterpretCast<uint8_t>();
+    const uint32_t t139_n = sk::min<uint32_t>(t129_n, t136_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t129;
-      const AscendC::LocalTensor<float> &L1 = t134;
-      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<float> &L0 = t129;
+      const AscendC::LocalTensor<uint32_t> &L1 = t136;
+      for (uint32_t i = 0; i < t139_n; ++i) t139.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_133))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s137))) | (bool)(s138))))))));
     }
-    qin.FreeTensor(t56);
-    const uint32_t n136 = t135_n;
-    const uint64_t off137 = (uint64_t)(v___kf5_off_42);
-    AscendC::LocalTensor<float> o138 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n136 > 0) {
-      AscendC::DataCopy(o138, t135, AscendC::DataCopyParams{1, (uint16_t)((n136 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o138); o138 = qout.DeQue<float>();
-    if (n136 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off137], o138, AscendC::DataCopyExtParams{1, (uint32_t)(n136 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o138);
-    const uint64_t v___kf12_off_139 = (uint64_t)(v___kf5_off_42);
-    const uint64_t v___kf12_seed_140 = (uint64_t)(v___kf5_seed_50);
-    const uint64_t v___kf12_seq_141 = (uint64_t)(v___kf5_seq_51);
-    AscendC::LocalTensor<uint64_t> t142 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t142_n = t135_n;
+    const bool v___kf9_kfirst_140 = (bool)(v___kf5_kfirst_49);
+    const uint64_t v___kf9_total_141 = (uint64_t)(v___kf5_total_132);
+    AscendC::LocalTensor<uint64_t> t142 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t142_n = sk::min<uint32_t>(t139_n, t130_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t135;
-      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t139;
+      const AscendC::LocalTensor<uint64_t> &L1 = t130;
+      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    const uint64_t s144 = (uint64_t)(sk::uniform53(v___kf12_seed_140, v___kf12_seq_141));
-    int32_t s143 = -1;
+    uint64_t s143 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t142_n; ++i) {
+      s143 = sk::add<uint64_t>(s143, t142.GetValue(i));
+    }
+    const uint64_t v___kf5_base_144 = (uint64_t)(((v___kf9_kfirst_140) ? (uint64_t)(s143) : (uint64_t)(v___kf9_total_141)));
+    const uint64_t v___kf10_base_145 = (uint64_t)(v___kf5_base_144);
+    const float v___kf10_top_p_146 = (float)(v___kf5_tp_46);
+    const uint64_t v___kf10_thr_147 = (uint64_t)(sk::frac_floor(v___kf10_base_145, v___kf10_top_p_146));
+    AscendC::LocalTensor<uint64_t> t148 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t148_n = t130_n;
      {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t142_n; ++i) tot = sk::add128(tot, t142.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s144, tot.lo);
-        thr.hi += s144 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t142_n; ++i) {
-          acc = sk::add128(acc, t142.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s143 = (int32_t)i; break; }
-        }
-        if (s143 < 0) for (uint32_t i = t142_n; i-- > 0;) if (t142.GetValue(i) > 0) { s143 = (int32_t)i; break; }
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t130_n; ++i) {
+        const uint64_t x = t130.GetValue(i);
+        t148.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
       }
     }
-    const int32_t v___kf12_c_145 = (int32_t)(s143);
+    AscendC::LocalTensor<uint8_t> t149 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t149_n = sk::min<uint32_t>(t148_n, t139_n);
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t148;
+      const AscendC::LocalTensor<uint8_t> &L1 = t139;
+      for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_147))) & (bool)((L1.GetValue(i) != 0))))));
+    }
+    AscendC::LocalTensor<uint64_t> t150 = ub8[U9].ReinterpretCast<uint64_t>();
+    const uint32_t t150_n = sk::min<uint32_t>(t149_n, t130_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t149;
+      const AscendC::LocalTensor<uint64_t> &L1 = t130;
+      for (uint32_t i = 0; i < t150_n; ++i) t150.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s151 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t150_n; ++i) {
+      s151 = sk::add<uint64_t>(s151, t150.GetValue(i));
+    }
+    const float v___kf11_lse_152 = (float)(sk::ln_fixed(s151));
+    const float s153 = (float)(v___kf11_lse_152);
+    AscendC::LocalTensor<float> t154 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t154_n = t129_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t154, t129, -s153, (int32_t)t154_n);
+    AscendC::LocalTensor<float> t155 = t154.ReinterpretCast<float>();
+    const uint32_t t155_n = sk::min<uint32_t>(t149_n, t154_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t149;
+      const AscendC::LocalTensor<float> &L1 = t154;
+      for (uint32_t i = 0; i < t155_n; ++i) t155.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t125);
+    const uint32_t n156 = t155_n;
+    const uint64_t off157 = (uint64_t)(v___kf5_off_42);
+    AscendC::LocalTensor<float> o158 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n156 > 0) {
+      AscendC::DataCopy(o158, t155, AscendC::DataCopyParams{1, (uint16_t)((n156 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o158); o158 = qout.DeQue<float>();
+    if (n156 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off157], o158, AscendC::DataCopyExtParams{1, (uint32_t)(n156 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o158);
+    const uint64_t v___kf12_off_159 = (uint64_t)(v___kf5_off_42);
+    const uint64_t v___kf12_seed_160 = (uint64_t)(v___kf5_seed_50);
+    const uint64_t v___kf12_seq_161 = (uint64_t)(v___kf5_seq_51);
+    AscendC::LocalTensor<uint64_t> t162 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t162_n = t155_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t155;
+      for (uint32_t i = 0; i < t162_n; ++i) t162.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s164 = (uint64_t)(sk::uniform53(v___kf12_seed_160, v___kf12_seq_161));
+    int32_t s163 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t162_n; ++i) tot = sk::add128(tot, t162.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s164, tot.lo);
+        thr.hi += s164 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t162_n; ++i) {
+          acc = sk::add128(acc, t162.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s163 = (int32_t)i; break; }
+        }
+        if (s163 < 0) for (uint32_t i = t162_n; i-- > 0;) if (t162.GetValue(i) > 0) { s163 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v___kf12_c_165 = (int32_t)(s163);
     AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand_ids);
-    const int32_t v___kf5_tok_146 = (int32_t)(((((int32_t)(v___kf12_c_145) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_139, ((uint64_t)(v___kf12_c_145)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v___kf2_fr_147 = (int32_t)(v___kf5_tok_146);
-    const uint64_t off148 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_147));
+    const int32_t v___kf5_tok_166 = (int32_t)(((((int32_t)(v___kf12_c_165) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_159, ((uint64_t)(v___kf12_c_165)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf2_fr_167 = (int32_t)(v___kf5_tok_166);
+    const uint64_t off168 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_167));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off148], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf13_kind_149 = (uint32_t)(v___kf2_kind_38);
-    const int32_t v___kf13_gs_150 = (int32_t)(v___kf2_gs_39);
-    const int32_t v___kf13_rs_151 = (int32_t)(v___kf2_rs_40);
-    const int32_t v___kf13_gold_152 = (int32_t)(v___kf2_gold_41);
-    const int32_t v___kf13_fr_153 = (int32_t)(v___kf2_fr_147);
-    const uint32_t v___kf13_r_154 = (uint32_t)(v___kf2_r_22);
-    const int32_t v___kf13_st_155 = (int32_t)(((((int32_t)(v___kf13_gs_150) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_150) : (int32_t)(v___kf13_rs_151)));
-    const int32_t v___kf13_tok_156 = (int32_t)(((((((int32_t)(v___kf13_st_155) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_149) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_152) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_152) : (int32_t)(v___kf13_fr_153)))));
-    const int32_t v___kf13_s_157 = (int32_t)(((((((int32_t)(v___kf13_st_155) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_149) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_152) : (int32_t)(v___kf13_tok_156)));
-    const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
+    AscendC::DataCopyPad(g_fresh[off168], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf13_kind_169 = (uint32_t)(v___kf2_kind_38);
+    const int32_t v___kf13_gs_170 = (int32_t)(v___kf2_gs_39);
+    const int32_t v___kf13_rs_171 = (int32_t)(v___kf2_rs_40);
+    const int32_t v___kf13_gold_172 = (int32_t)(v___kf2_gold_41);
+    const int32_t v___kf13_fr_173 = (int32_t)(v___kf2_fr_167);
+    const uint32_t v___kf13_r_174 = (uint32_t)(v___kf2_r_22);
+    const int32_t v___kf13_st_175 = (int32_t)(((((int32_t)(v___kf13_gs_170) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_170) : (int32_t)(v___kf13_rs_171)));
+    const int32_t v___kf13_tok_176 = (int32_t)(((((((int32_t)(v___kf13_st_175) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_169) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_172) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_172) : (int32_t)(v___kf13_fr_173)))));
+    const int32_t v___kf13_s_177 = (int32_t)(((((((int32_t)(v___kf13_st_175) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_169) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_172) : (int32_t)(v___kf13_tok_176)));
+    const uint64_t off178 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_156));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_176));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off158], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off159 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
+    AscendC::DataCopyPad(g_tokens[off178], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off179 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_157));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_177));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off159], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off160 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
+    AscendC::DataCopyPad(g_lookup[off179], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off180 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off160], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf13_r_154)));
+    AscendC::DataCopyPad(g_accepted[off180], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_155));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_175));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off161], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v___kf2_s_162 = (int32_t)(v___kf13_s_157);
-    AscendC::LocalTensor<int32_t> t163 = qin.AllocTensor<int32_t>();
-    const uint32_t t163_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
-    const uint64_t off164 = (uint64_t)(v___kf2_off_26);
-    if (t163_n > 0) {
-      AscendC::DataCopyPad(t163, g_cand_ids[off164], AscendC::DataCopyExtParams{1, (uint32_t)(t163_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off181], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf2_s_182 = (int32_t)(v___kf13_s_177);
+    AscendC::LocalTensor<int32_t> t183 = qin.AllocTensor<int32_t>();
+    const uint32_t t183_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+    const uint64_t off184 = (uint64_t)(v___kf2_off_26);
+    if (t183_n > 0) {
+      AscendC::DataCopyPad(t183, g_cand_ids[off184], AscendC::DataCopyExtParams{1, (uint32_t)(t183_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t163); t163 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t165 = qin.AllocTensor<float>();
-    const uint32_t t165_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
-    const uint64_t off166 = (uint64_t)(v___kf2_off_26);
-    if (t165_n > 0) {
-      AscendC::DataCopyPad(t165, g_cand[off166], AscendC::DataCopyExtParams{1, (uint32_t)(t165_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t183); t183 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t185 = qin.AllocTensor<float>();
+    const uint32_t t185_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+    const uint64_t off186 = (uint64_t)(v___kf2_off_26);
+    if (t185_n > 0) {
+      AscendC::DataCopyPad(t185, g_cand[off186], AscendC::DataCopyExtParams{1, (uint32_t)(t185_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t165); t165 = qin.DeQue<float>();
-    const int32_t v___kf14_s_167 = (int32_t)(v___kf2_s_162);
-    const uint32_t v___kf14_r_168 = (uint32_t)(v___kf2_r_22);
-    AscendC::LocalTensor<uint8_t> t169 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t169_n = t163_n;
+    qin.EnQue(t185); t185 = qin.DeQue<float>();
+    const int32_t v___kf14_s_187 = (int32_t)(v___kf2_s_182);
+    const uint32_t v___kf14_r_188 = (uint32_t)(v___kf2_r_22);
+    AscendC::LocalTensor<uint8_t> t189 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t189_n = t183_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t163;
-      for (uint32_t i = 0; i < t169_n; ++i) t169.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_167))));
+      const AscendC::LocalTensor<int32_t> &L0 = t183;
+      for (uint32_t i = 0; i < t189_n; ++i) t189.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_187))));
     }
-    int32_t s170 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t169_n; ++i) {
-      if ((t169.GetValue(i) != 0)) { s170 = (int32_t)i; break; }
+    int32_t s190 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t189_n; ++i) {
+      if ((t189.GetValue(i) != 0)) { s190 = (int32_t)i; break; }
     }
-    const int32_t v___kf14_col_171 = (int32_t)(((((int32_t)(v___kf14_s_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s170) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s172 = (uint32_t)(((uint32_t)(v___kf14_col_171)));
-    const float v___kf14_lp_173 = (float)(((((int32_t)(v___kf14_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s172 < t135_n ? (float)(t135.GetValue(s172)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s174 = (uint32_t)(((uint32_t)(v___kf14_col_171)));
-    const float v___kf14_vs_175 = (float)(((((int32_t)(v___kf14_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s174 < t165_n ? (float)(t165.GetValue(s174)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t176 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t176_n = sk::min<uint32_t>(sk::min<uint32_t>(t165_n, t165_n), t163_n);
+    const int32_t v___kf14_col_191 = (int32_t)(((((int32_t)(v___kf14_s_187) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s190) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s192 = (uint32_t)(((uint32_t)(v___kf14_col_191)));
+    const float v___kf14_lp_193 = (float)(((((int32_t)(v___kf14_col_191) >= (int32_t)(((int32_t)0ull)))) ? (float)((s192 < t155_n ? (float)(t155.GetValue(s192)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s194 = (uint32_t)(((uint32_t)(v___kf14_col_191)));
+    const float v___kf14_vs_195 = (float)(((((int32_t)(v___kf14_col_191) >= (int32_t)(((int32_t)0ull)))) ? (float)((s194 < t185_n ? (float)(t185.GetValue(s194)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t196 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t196_n = sk::min<uint32_t>(sk::min<uint32_t>(t185_n, t185_n), t183_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t165;
-      const AscendC::LocalTensor<float> &L1 = t165;
-      const AscendC::LocalTensor<int32_t> &L2 = t163;
-      for (uint32_t i = 0; i < t176_n; ++i) t176.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_175))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_175))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_167))))))))));
+      const AscendC::LocalTensor<float> &L0 = t185;
+      const AscendC::LocalTensor<float> &L1 = t185;
+      const AscendC::LocalTensor<int32_t> &L2 = t183;
+      for (uint32_t i = 0; i < t196_n; ++i) t196.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_195))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_195))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_187))))))))));
     }
-    qin.FreeTensor(t165);
-    AscendC::LocalTensor<uint64_t> t177 = ub8[U10].ReinterpretCast<uint64_t>();
-    const uint32_t t177_n = sk::min<uint32_t>(t176_n, t135_n);
+    qin.FreeTensor(t185);
+    AscendC::LocalTensor<uint64_t> t197 = ub8[U10].ReinterpretCast<uint64_t>();
+    const uint32_t t197_n = sk::min<uint32_t>(t196_n, t155_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t176;
-      const AscendC::LocalTensor<float> &L1 = t135;
-      for (uint32_t i = 0; i < t177_n; ++i) t177.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t196;
+      const AscendC::LocalTensor<float> &L1 = t155;
+      for (uint32_t i = 0; i < t197_n; ++i) t197.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s178 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t177_n; ++i) {
-      s178 = sk::add<uint64_t>(s178, t177.GetValue(i));
+    uint64_t s198 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t197_n; ++i) {
+      s198 = sk::add<uint64_t>(s198, t197.GetValue(i));
     }
-    const uint64_t v___kf14_mass_179 = (uint64_t)(s178);
-    const float v___kf14_ssp_180 = (float)(((((float)(v___kf14_lp_173) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_179)) : (float)(0e0f)));
-    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf14_r_168)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_173));
+    const uint64_t v___kf14_mass_199 = (uint64_t)(s198);
+    const float v___kf14_ssp_200 = (float)(((((float)(v___kf14_lp_193) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_199)) : (float)(0e0f)));
+    const uint64_t off201 = (uint64_t)(((uint64_t)(v___kf14_r_188)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_193));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off181], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf14_r_168)));
+    AscendC::DataCopyPad(g_token_lp[off201], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off202 = (uint64_t)(((uint64_t)(v___kf14_r_188)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_180));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_200));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off182], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf15_r_183 = (uint32_t)(v___kf2_r_22);
-    const uint32_t v___kf15_k_184 = (uint32_t)(v___kf2_k_25);
-    const uint64_t v___kf15_ooff_185 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_183)), ((uint64_t)(v___kf15_k_184))));
-    const uint32_t n186 = sk::min<uint32_t>(t163_n, (uint32_t)(v___kf15_k_184));
-    const uint64_t off187 = (uint64_t)(v___kf15_ooff_185);
-    AscendC::LocalTensor<int32_t> o188 = qout.AllocTensor<int32_t>();
-    if (n186 > 0) {
-      AscendC::DataCopy(o188, t163, AscendC::DataCopyParams{1, (uint16_t)((n186 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off202], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf15_r_203 = (uint32_t)(v___kf2_r_22);
+    const uint32_t v___kf15_k_204 = (uint32_t)(v___kf2_k_25);
+    const uint64_t v___kf15_ooff_205 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_203)), ((uint64_t)(v___kf15_k_204))));
+    const uint32_t n206 = sk::min<uint32_t>(t183_n, (uint32_t)(v___kf15_k_204));
+    const uint64_t off207 = (uint64_t)(v___kf15_ooff_205);
+    AscendC::LocalTensor<int32_t> o208 = qout.AllocTensor<int32_t>();
+    if (n206 > 0) {
+      AscendC::DataCopy(o208, t183, AscendC::DataCopyParams{1, (uint16_t)((n206 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o188); o188 = qout.DeQue<int32_t>();
-    if (n186 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off187], o188, AscendC::DataCopyExtParams{1, (uint32_t)(n186 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o208); o208 = qout.DeQue<int32_t>();
+    if (n206 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off207], o208, AscendC::DataCopyExtParams{1, (uint32_t)(n206 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o188);
-    qin.FreeTensor(t163);
-    const uint32_t n189 = sk::min<uint32_t>(t135_n, (uint32_t)(v___kf15_k_184));
-    const uint64_t off190 = (uint64_t)(v___kf15_ooff_185);
-    AscendC::LocalTensor<float> o191 = qout.AllocTensor<float>();
-    if (n189 > 0) {
-      AscendC::DataCopy(o191, t135, AscendC::DataCopyParams{1, (uint16_t)((n189 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o208);
+    qin.FreeTensor(t183);
+    const uint32_t n209 = sk::min<uint32_t>(t155_n, (uint32_t)(v___kf15_k_204));
+    const uint64_t off210 = (uint64_t)(v___kf15_ooff_205);
+    AscendC::LocalTensor<float> o211 = qout.AllocTensor<float>();
+    if (n209 > 0) {
+      AscendC::DataCopy(o211, t155, AscendC::DataCopyParams{1, (uint16_t)((n209 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o191); o191 = qout.DeQue<float>();
-    if (n189 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off190], o191, AscendC::DataCopyExtParams{1, (uint32_t)(n189 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o211); o211 = qout.DeQue<float>();
+    if (n209 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off210], o211, AscendC::DataCopyExtParams{1, (uint32_t)(n209 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o191);
+    qout.FreeTensor(o211);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -304,7 +304,7 @@ pub fn process_draw(
 /// Section 3.5 for candidates `start..n` of the row at `off` (any order):
 /// their fixed-point softmax weights `to_fixed(exp((c - m) / t))` summed
 /// (exact, order-free); their `logprobs` are set to `-inf`
-/// (`process_draw_head`: none of them is kept). Whole tiles, two a pass so
+/// (`process_draw_head`: none of them is kept). Whole tiles, four a pass so
 /// that their loads overlap, summed per lane and reduced once: the last
 /// tiles end at `n` and weigh 0 on the lanes a tile before them counted.
 #[kernel_fn]
@@ -312,18 +312,33 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
     let mut s = 0u64;
     if n - start >= TILE {
         let mut acc = full(TILE, 0u64);
-        let passes = (n - start + 2 * TILE - 1) / (2 * TILE);
+        // Four tiles a pass: the -inf stores first (each ends with a
+        // barrier), then the four loads with nothing between them, in
+        // flight together on the GPU (a pass costs about one load latency),
+        // then their sums. A tile past the end is the last TILE again,
+        // masked off.
+        let passes = (n - start + 4 * TILE - 1) / (4 * TILE);
         for q in 0..passes {
-            let lo0 = start + 2 * q * TILE;
+            let lo0 = start + 4 * q * TILE;
             let lo1 = lo0 + TILE;
+            let lo2 = lo1 + TILE;
+            let lo3 = lo2 + TILE;
             let s0 = min(lo0, n - TILE);
             let s1 = min(lo1, n - TILE);
-            let x0 = load(cand, off + (s0 as u64), TILE);
-            let x1 = load(cand, off + (s1 as u64), TILE);
-            acc = acc + select((iota(TILE) + s0) >= lo0, to_fixed(exp((x0 - m) / t)), 0u64);
-            acc = acc + select((iota(TILE) + s1) >= lo1, to_fixed(exp((x1 - m) / t)), 0u64);
+            let s2 = min(lo2, n - TILE);
+            let s3 = min(lo3, n - TILE);
             store(logprobs, off + (s0 as u64), full(TILE, NEG_INF));
             store(logprobs, off + (s1 as u64), full(TILE, NEG_INF));
+            store(logprobs, off + (s2 as u64), full(TILE, NEG_INF));
+            store(logprobs, off + (s3 as u64), full(TILE, NEG_INF));
+            let x0 = load(cand, off + (s0 as u64), TILE);
+            let x1 = load(cand, off + (s1 as u64), TILE);
+            let x2 = load(cand, off + (s2 as u64), TILE);
+            let x3 = load(cand, off + (s3 as u64), TILE);
+            acc = acc + to_fixed(exp((select(iota(TILE) >= lo0 - s0, x0, NEG_INF) - m) / t));
+            acc = acc + to_fixed(exp((select(iota(TILE) >= lo1 - s1, x1, NEG_INF) - m) / t));
+            acc = acc + to_fixed(exp((select(iota(TILE) >= lo2 - s2, x2, NEG_INF) - m) / t));
+            acc = acc + to_fixed(exp((select(iota(TILE) >= lo3 - s3, x3, NEG_INF) - m) / t));
         }
         s = reduce_sum(acc);
     } else if n > start {
@@ -357,9 +372,11 @@ pub fn draw_head_row(
     logprobs: GmMut<f32>,
 ) -> (Tile<f32>, i32) {
     let m = load_scalar(cand, off);
-    let x = scaled_logits(cand, off, head, t);
-    // 3.5: the total over all n candidates: the rest's weights, then the head's.
+    // 3.5: the total over all n candidates: the rest's weights, then the
+    // head's (loaded after the rest: AscendC's UB holds the rest's four
+    // tiles of a pass without the head's).
     let rest = rest_mass(cand, off, head, n, m, t, logprobs);
+    let x = scaled_logits(cand, off, head, t);
     let w = to_fixed(exp(x));
     let total = rest + reduce_sum(w);
     let pre = prefix_mask(x, lmp, k, head);
