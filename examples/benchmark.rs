@@ -490,12 +490,12 @@ fn run(args: &[String]) -> ExitCode {
         cuda.set_chunks_override(Some(c.parse().expect("--chunks C")));
     }
     println!(
-        "device: {}; tuning: {}; chunks override: {:?}; cluster top-N up to {} CTAs (clusters at once of 16 / 8 / 4: {:?}); PDL {}; logprobs: {}; logits: {} ({} bytes each)",
+        "device: {}; tuning: {}; chunks override: {:?}; cluster top-N up to {} CTAs (clusters of 2..16 CTAs at once: {:?}); PDL {}; logprobs: {}; logits: {} ({} bytes each)",
         cuda.device_name(),
         cuda.tuning().source,
         arg(args, "--chunks"),
         cuda.cluster_max(),
-        cuda.active_clusters(),
+        &cuda.active_clusters()[2..],
         match cuda.pdl() {
             Some(true) => "on",
             Some(false) => "off",

@@ -291,6 +291,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
         cluster: 0,
         cluster_tail: false,
         pdl: false,
+        pdl_max_ctas: 0,
     };
     let configs = [
         (
@@ -310,6 +311,7 @@ fn run_plan(name: &str, p: &sampler_host::runtime::plan::StepPlan<'_>) -> Result
                 cluster: 0,
                 cluster_tail: false,
                 pdl: false,
+                pdl_max_ctas: 0,
             },
             Numerics::Exact,
         ),

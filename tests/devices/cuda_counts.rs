@@ -453,7 +453,7 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
     let runs = golden_runs(
         &mut be,
         &files,
-        &[2, 4, 8, 16],
+        &[2, 3, 4, 6, 7, 8, 12, 16],
         "cluster",
         |be, c| be.set_cluster(Some(c)),
         |be, p, full_row, c, fails| {
@@ -469,7 +469,7 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
     );
     adversarial_runs(
         &mut be,
-        &[4, 8, 16],
+        &[4, 6, 7, 8, 16],
         "cluster",
         |be, c| be.set_cluster(Some(c)),
         |be, p, n, c, fails| {
@@ -482,7 +482,7 @@ fn golden_and_adversarial_rows_through_clusters_equal_cpu() {
         &mut fails,
     );
     eprintln!(
-        "clusters on CUDA: {runs} golden runs ({through} through topn_cluster), adversarial rows at 3 cluster sizes x 4 widths, {} failures",
+        "clusters on CUDA: {runs} golden runs ({through} through topn_cluster), adversarial rows at 5 cluster sizes x 4 widths, {} failures",
         fails.len()
     );
     assert!(fails.is_empty(), "{}", fails.join("\n"));

@@ -186,6 +186,7 @@ impl Device for CpuDevice {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         }
     }
 

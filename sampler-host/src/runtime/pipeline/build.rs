@@ -361,7 +361,7 @@ pub fn build(p: &StepPlan, prefix: Option<u32>, caps: &Caps) -> Result<Program, 
         None => None,
     };
     tail(p, n, mass, caps, Some(src), &mut bufs, &mut ls)?;
-    ls.iter_mut().for_each(|l| l.pdl = caps.pdl);
+    set_pdl(&mut ls, caps);
     Ok(Program { width: n, prefix: prefix.is_some(), bufs, launches: ls })
 }
 
@@ -830,8 +830,17 @@ pub fn build_from_candidates(p: &StepPlan, n: u32, mass: bool, caps: &Caps) -> R
     add(Residual, r, Init::Fill(LaunchArg::I32(-1)));
     let mut ls = Vec::new();
     tail(p, n, mass.then_some(1), caps, None, &mut bufs, &mut ls)?;
-    ls.iter_mut().for_each(|l| l.pdl = caps.pdl);
+    set_pdl(&mut ls, caps);
     Ok(Program { width: n, prefix: mass, bufs, launches: ls })
+}
+
+/// Marks every launch of the step for programmatic dependent launch
+/// ([`Caps::pdl`]) when its widest launch outside a cluster has at most
+/// [`Caps::pdl_max_ctas`] CTAs (programs), else none.
+fn set_pdl(ls: &mut [Launch], caps: &Caps) {
+    let widest = ls.iter().filter(|l| l.cluster <= 1).map(|l| l.grid).max().unwrap_or(0);
+    let on = caps.pdl && widest <= caps.pdl_max_ctas;
+    ls.iter_mut().for_each(|l| l.pdl = on);
 }
 
 /// How many leading candidates of each row the streaming top-N must put in

@@ -79,8 +79,12 @@ pub struct Caps {
     /// Programmatic dependent launch of the step's kernels (NVIDIA sm_90:
     /// each kernel's CTAs may start while the previous kernel runs, and wait
     /// at their entry for it to finish, so launch gaps overlap work; the
-    /// same bits either way). Only CUDA sets it.
+    /// same bits either way), for a step whose widest launch outside a
+    /// cluster has at most [`Caps::pdl_max_ctas`] CTAs (early CTAs beside a
+    /// wide launch slow it). Only CUDA sets it.
     pub pdl: bool,
+    /// See [`Caps::pdl`] (`u32::MAX`: every step).
+    pub pdl_max_ctas: u32,
 }
 
 /// Widest N `force_topn_stream` runs at (its largest tile variant).

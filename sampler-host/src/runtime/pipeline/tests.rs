@@ -34,6 +34,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -50,6 +51,7 @@ fn a_mask_switches_the_logits_source_to_the_masked_copy() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         },
     ];
     for (with_mask, reqs) in [
@@ -167,6 +169,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         });
         caps.push(Caps {
             mask_chunk: Some(8192),
@@ -183,6 +186,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         });
         caps.push(Caps {
             mask_chunk: Some(4096),
@@ -199,6 +203,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         });
         caps.push(Caps {
             mask_chunk: None,
@@ -215,6 +220,7 @@ fn counts_in_topn_replaces_the_mask_check_only_without_masks_or_raw_rows() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         });
     }
     for (reqs, mask, any_raw) in [
@@ -304,6 +310,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     cluster: 0,
                     cluster_tail: false,
                     pdl: false,
+                    pdl_max_ctas: 0,
                 },
                 Caps {
                     mask_chunk: None,
@@ -320,6 +327,7 @@ fn stream_select_replaces_the_top_n_only_without_masks_raw_rows_or_wide_n() {
                     cluster: 0,
                     cluster_tail: false,
                     pdl: false,
+                    pdl_max_ctas: 0,
                 },
             ] {
                 for prefix in [None, p.prefix_width()] {
@@ -375,6 +383,7 @@ fn stream_caps(stream_chunks: u32) -> Caps {
         cluster: 0,
         cluster_tail: false,
         pdl: false,
+        pdl_max_ctas: 0,
     }
 }
 
@@ -405,25 +414,38 @@ fn stream_chunks_split_the_streaming_top_n() {
 
 /// [`Caps::pdl`] marks every launch of a step, on the full-row path, the
 /// prefix path and from candidates (NVIDIA launches each with programmatic
-/// dependent launch), and no launch without it.
+/// dependent launch), when the step's widest launch outside a cluster has at
+/// most [`Caps::pdl_max_ctas`] programs; no launch otherwise.
 #[test]
-fn pdl_caps_mark_every_launch_of_the_step() {
+fn pdl_caps_mark_every_launch_of_a_narrow_enough_step() {
     let v = 9000u32;
     let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
     let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
     let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    let widest = |prog: &Program| prog.launches.iter().filter(|l| l.cluster <= 1).map(|l| l.grid).max().unwrap();
     for width in [64u32, 1024, 4096] {
         let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
-        for pdl in [false, true] {
-            for (sc, cl) in [(0u32, 0u32), (4, 0), (0, 8)] {
-                let caps = Caps { pdl, cluster: cl, ..stream_caps(sc) };
-                for prog in [build(&p, None, &caps), build(&p, Some(width.min(256)), &caps)] {
-                    let prog = prog.unwrap();
-                    assert!(!prog.launches.is_empty());
-                    assert!(prog.launches.iter().all(|l| l.pdl == pdl), "{:?}", prog.kernel_names());
-                }
-                let prog = build_from_candidates(&p, width, true, &caps).unwrap();
-                assert!(prog.launches.iter().all(|l| l.pdl == pdl), "{:?}", prog.kernel_names());
+        for (sc, cl) in [(0u32, 0u32), (4, 0), (0, 8)] {
+            let base = Caps { cluster: cl, ..stream_caps(sc) };
+            let progs = |caps: &Caps| {
+                [
+                    build(&p, None, caps),
+                    build(&p, Some(width.min(256)), caps),
+                    build_from_candidates(&p, width, true, caps),
+                ]
+                .map(|r| r.unwrap())
+            };
+            for prog in progs(&Caps { pdl: false, pdl_max_ctas: u32::MAX, ..base }) {
+                assert!(prog.launches.iter().all(|l| !l.pdl), "{:?}", prog.kernel_names());
+            }
+            for (i, prog) in progs(&Caps { pdl: true, pdl_max_ctas: u32::MAX, ..base }).iter().enumerate() {
+                assert!(!prog.launches.is_empty());
+                assert!(prog.launches.iter().all(|l| l.pdl), "{:?}", prog.kernel_names());
+                // At the widest launch's width still on, one below it off.
+                let w = widest(prog);
+                let at = |m: u32| progs(&Caps { pdl: true, pdl_max_ctas: m, ..base })[i].clone();
+                assert!(at(w).launches.iter().all(|l| l.pdl), "{:?} at {w}", prog.kernel_names());
+                assert!(at(w - 1).launches.iter().all(|l| !l.pdl), "{:?} at {w} - 1", prog.kernel_names());
             }
         }
     }
@@ -444,7 +466,7 @@ fn cluster_caps_select_each_row_over_a_cluster() {
     let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
     for width in [1024u32, 4096, 8192] {
         let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
-        for (sc, cl) in [(0u32, 8u32), (8, 16), (4, 2)] {
+        for (sc, cl) in [(0u32, 8u32), (8, 16), (4, 2), (0, 6), (0, 7)] {
             let prog = build(&p, None, &Caps { cluster: cl, ..stream_caps(sc) }).unwrap();
             let names = prog.kernel_names();
             let l = prog.launches.iter().find(|l| l.spec.name == "topn_cluster");
@@ -561,6 +583,7 @@ impl Device for CountsAs {
             cluster: self.4,
             cluster_tail: self.4 > 1,
             pdl: false,
+            pdl_max_ctas: 0,
             ..self.0.caps(v, n, rows)
         }
     }
@@ -670,6 +693,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         },
         Caps {
             mask_chunk: Some(8192),
@@ -686,6 +710,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         },
         Caps {
             mask_chunk: Some(4096),
@@ -702,6 +727,7 @@ fn tree_and_raw_launches_follow_the_plan() {
             cluster: 0,
             cluster_tail: false,
             pdl: false,
+            pdl_max_ctas: 0,
         },
     ];
     for (reqs, any_tree, any_raw) in [

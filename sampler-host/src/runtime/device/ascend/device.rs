@@ -60,6 +60,7 @@ pub fn ascend_caps() -> Caps {
         cluster: 0,
         cluster_tail: false,
         pdl: false,
+        pdl_max_ctas: 0,
     }
 }
 

@@ -75,16 +75,16 @@ pub struct CudaDevice {
     /// The largest cluster size this device schedules the cluster top-N at
     /// (16, 8 or 0: [`max_cluster`]); a larger forced or auto size is lowered to it.
     pub(super) cluster_max: u32,
-    /// Clusters of 16, 8 and 4 CTAs of the cluster top-N the device runs at
-    /// once ([`active_clusters`], at backend creation), for [`cluster_auto`].
-    pub(super) active_clusters: [u32; 3],
+    /// Clusters of 2..=16 CTAs of the cluster top-N the device runs at once
+    /// ([`active_clusters`], at backend creation), for [`cluster_auto`].
+    pub(super) active_clusters: ActiveClusters,
     /// [`Caps::cluster_tail`] forced on (or off) by `SAMPLER_CLUSTER_TAIL=1`
     /// at backend creation; `None`: off (run 45: the leader's 1024-thread
     /// tail is slower than `process_draw_finish` as a node of its own, 48.3
     /// against 29.0 + 8.1 us at R = 1, N = 1024 over 8 CTAs).
     pub(super) cluster_tail: Option<bool>,
-    /// [`Caps::pdl`] forced on or off (`SAMPLER_PDL=1` / `0` at backend
-    /// creation, or [`CudaBackend::set_pdl`]); `None`: by the batch,
+    /// [`Caps::pdl`] forced on (every step) or off (`SAMPLER_PDL=1` / `0` at
+    /// backend creation, or [`CudaBackend::set_pdl`]); `None`: by the step,
     /// [`pdl_auto`].
     pub(super) pdl: Option<bool>,
     /// The logits the kernels read in place this step, as (device address,
@@ -235,23 +235,27 @@ fn launch_config(
 /// needs C SMs of one GPC; every launch it makes needs no more). 16 is a
 /// non-portable size (not every sm_90 part, MIG or MPS partition has it);
 /// a device without clusters gives 0.
-fn max_cluster(active: [u32; 3]) -> u32 {
-    let [a16, a8, _] = active;
-    if a16 > 0 {
+fn max_cluster(active: &ActiveClusters) -> u32 {
+    if active[16] > 0 {
         16
-    } else if a8 > 0 {
+    } else if active[8] > 0 {
         8
     } else {
         0
     }
 }
 
-/// How many clusters of 16, 8 and 4 CTAs of the cluster top-N's widest
-/// variant (one CTA an SM) the device runs at once
-/// (`cuOccupancyMaxActiveClusters`; 0 where it has none of that size).
-pub(super) fn active_clusters(module: &Arc<CudaModule>, stream: &CudaStream) -> [u32; 3] {
+/// Clusters of the cluster top-N the device runs at once, by cluster size:
+/// entry `c` for clusters of `c` CTAs (2..=16; 0 and 1 unused).
+pub type ActiveClusters = [u32; 17];
+
+/// How many clusters of 2..=16 CTAs of the cluster top-N's widest variant
+/// (one CTA an SM) the device runs at once (`cuOccupancyMaxActiveClusters`;
+/// 0 where it has none of that size; above 8 only where non-portable sizes
+/// are allowed).
+pub(super) fn active_clusters(module: &Arc<CudaModule>, stream: &CudaStream) -> ActiveClusters {
     use cudarc::driver::sys;
-    let mut out = [0u32; 3];
+    let mut out = [0u32; 17];
     let Some(v) = sampler_kernels::kernels::topn_cluster::VARIANTS.iter().max_by_key(|v| v.threads) else {
         return out;
     };
@@ -262,7 +266,7 @@ pub(super) fn active_clusters(module: &Arc<CudaModule>, stream: &CudaStream) -> 
     }
     let non_portable = CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
     let wide = f.set_attribute(non_portable, 1).is_ok();
-    for (i, cl) in [16u32, 8, 4].into_iter().enumerate() {
+    for cl in 2u32..=16 {
         if cl > 8 && !wide {
             continue;
         }
@@ -272,28 +276,29 @@ pub(super) fn active_clusters(module: &Arc<CudaModule>, stream: &CudaStream) -> 
         // SAFETY: a query on a loaded function with a well-formed launch configuration.
         let ok = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, f.cu_function(), &cfg) }.result().is_ok();
         if ok {
-            out[i] = clusters.max(0) as u32;
+            out[cl as usize] = clusters.max(0) as u32;
         }
     }
     out
 }
 
 /// Whether `topn_cluster` holds a row of `v` logits at candidate width `n`
-/// over `ctas` CTAs (each CTA's slice in its shared memory).
+/// over `ctas` CTAs (2..=16, each CTA's slice in its shared memory).
 pub fn cluster_fits(v: u32, n: u32, ctas: u32) -> bool {
     let Some(var) = Variant::pick(sampler_kernels::kernels::topn_cluster::VARIANTS, n) else { return false };
-    matches!(ctas, 2 | 4 | 8 | 16) && gpu_cluster_bytes(var.tile, cluster_slice(v, ctas)) <= SMEM_MAX
+    (2..=16).contains(&ctas) && gpu_cluster_bytes(var.tile, cluster_slice(v, ctas)) <= SMEM_MAX
 }
 
 /// CTAs a row of the thread-block cluster top-N when nothing forces it
 /// ([`Caps::cluster`]; `SAMPLER_CLUSTER=C` forces it), on a device that runs
-/// `active` = [16-CTA, 8-CTA, 4-CTA] clusters of it at once
-/// ([`CudaBackend::active_clusters`]; an H100: 7, 15, 30, run 50): the widest
-/// of 16 and 8 whose clusters all run in one wave (`rows <= active`), else
-/// 4 below N = [`CLUSTER_NARROW_N`] to [`CLUSTER_4_NARROW_MAX_ROWS`] rows,
-/// else 0 (the streaming top-N); from V = [`CLUSTER_MIN_V`] (below it the
-/// CPU-side costs of more CTAs than logits to read stop paying); the caps
-/// keep it only where the row fits ([`cluster_fits`]).
+/// `active[c]` clusters of `c` CTAs of it at once
+/// ([`CudaBackend::active_clusters`]; an H100: 7 of 16, 15 of 8, 30 of 4,
+/// run 50): the most CTAs, at least [`CLUSTER_MIN_CTAS`] (from N =
+/// [`CLUSTER_NARROW_N`]; below it 4, to [`CLUSTER_NARROW_MAX_ROWS`] rows),
+/// whose clusters all run in one wave (`rows <= active[c]`) and hold the
+/// row ([`cluster_fits`]), else 0 (the streaming top-N); from V =
+/// [`CLUSTER_MIN_V`] (below it the CPU-side costs of more CTAs than logits
+/// to read stop paying).
 ///
 /// Measured (H100, graph us, V = 129280, the same bits either way). Run 49
 /// (eighteenth session): a second wave of clusters is what loses: 16 CTAs
@@ -301,48 +306,64 @@ pub fn cluster_fits(v: u32, n: u32, ctas: u32) -> bool {
 /// 37.6 (N = 4096 41.5-41.9 against 46.1-46.5; off 33.5-37.9 against
 /// 41.3-47.1), but 45.4 at R = 8 (8 CTAs: 37.7); 8 CTAs at R = 9 .. 15 N =
 /// 1024 37.1-39.0 against the chunked stream's 43.9-46.5, N = 4096 47.0-48.0
-/// against 58.5-59.2, but 57.5 / 68.2 at R = 16 (chunked 46.5 / 60.2); with
-/// force top-k off (the prefix path) at R = 16 4 CTAs 66.5 against 8 CTAs'
-/// 72.3 (and 87.8 on the staged chunks in run 46), at R = 32 101.4 against
-/// the streaming top-N's 62.1. Runs 45-46: 16 CTAs against the streaming
-/// top-N at R = 1 N = 1024 42.4 -> 30.0.
-pub fn cluster_auto(v: u32, n: u32, rows: u32, active: [u32; 3]) -> u32 {
-    let [a16, a8, a4] = active;
+/// against 58.5-59.2, but 57.5 / 68.2 at R = 16 (chunked 46.5 / 60.2); 4 CTAs
+/// at R = 16 no better than the chunked stream (47.6 / 60.0); with force
+/// top-k off (the prefix path) at R = 16 4 CTAs 66.5 against 8 CTAs' 72.3
+/// (and 87.8 on the staged chunks in run 46), at R = 32 101.4 against the
+/// streaming top-N's 62.1. Runs 45-46: 16 CTAs against the streaming top-N
+/// at R = 1 N = 1024 42.4 -> 30.0.
+pub fn cluster_auto(v: u32, n: u32, rows: u32, active: &ActiveClusters) -> u32 {
     if v < CLUSTER_MIN_V {
-        0
-    } else if rows <= a16 {
-        16
-    } else if rows <= a8 {
-        8
-    } else if n < CLUSTER_NARROW_N && rows <= a4.min(CLUSTER_4_NARROW_MAX_ROWS) {
+        return 0;
+    }
+    let least = if n < CLUSTER_NARROW_N {
+        if rows > CLUSTER_NARROW_MAX_ROWS {
+            return 0;
+        }
         4
     } else {
-        0
-    }
+        CLUSTER_MIN_CTAS
+    };
+    (least..=16).rev().find(|&c| rows <= active[c as usize] && cluster_fits(v, n, c)).unwrap_or(0)
 }
 
 /// See [`cluster_auto`].
 pub const CLUSTER_MIN_V: u32 = 32768;
 /// See [`cluster_auto`]: below this N (force top-k off's prefix path, where
-/// the streaming top-N over several blocks does not run) 4 CTAs a row serve
-/// to [`CLUSTER_4_NARROW_MAX_ROWS`] rows.
+/// the streaming top-N over several blocks does not run) clusters of 4 CTAs
+/// and up serve, to [`CLUSTER_NARROW_MAX_ROWS`] rows.
 pub const CLUSTER_NARROW_N: u32 = 1024;
 /// See [`cluster_auto`].
-pub const CLUSTER_4_NARROW_MAX_ROWS: u32 = 16;
+pub const CLUSTER_NARROW_MAX_ROWS: u32 = 16;
+/// See [`cluster_auto`]: the fewest CTAs a row from N = [`CLUSTER_NARROW_N`]
+/// (4 were no faster than the chunked stream at R = 16, run 49).
+pub const CLUSTER_MIN_CTAS: u32 = 6;
 
-/// Whether a step of `rows` rows launches its kernels with programmatic
-/// dependent launch ([`Caps::pdl`]) when nothing forces it: to
-/// [`PDL_MAX_ROWS`]. Run 49 (H100, graph us, every kernel's entry waiting
-/// on its predecessors either way): at R = 1 and 4 faster at N = 1024, 4096
-/// and off (R = 1: 27.6 -> 27.4, 37.6 -> 36.9, 33.0 -> 31.6; R = 4: 31.7 ->
-/// 31.1, 41.4 -> 40.8, 33.4 -> 32.6); from R = 16 mixed (N = 4096 -3 to -4%,
-/// N = 1024 +5 to +8%, off +2 to +4%, R = 384 N = 4096 +2%).
-pub fn pdl_auto(rows: u32) -> bool {
-    rows <= PDL_MAX_ROWS
+/// [`Caps::pdl_max_ctas`] for a step of `rows` rows when nothing forces
+/// programmatic dependent launch: every step to [`PDL_MAX_ROWS`] rows,
+/// above only steps whose widest launch outside a cluster has at most
+/// [`PDL_MAX_CTAS`] CTAs. Run 49 (H100, graph us, every kernel's entry
+/// waiting on its predecessors either way): faster at R = 1 and 4 at N =
+/// 1024, 4096 and off (R = 1: 27.6 -> 27.4, 37.6 -> 36.9, 33.0 -> 31.6; R =
+/// 4: 31.7 -> 31.1, 41.4 -> 40.8, 33.4 -> 32.6), on the cluster path at R =
+/// 8-16 (-0.4 to -1.0) and where the widest launch is small (R = 16 N = 4096,
+/// 64 chunk CTAs: -1.0 to -1.8; R = 32 / 64 N = 4096, 32 / 64 stream CTAs: -1.5
+/// / -2.7); slower with wide launches beside it: the chunked select at N =
+/// 1024 (256-1024 chunk CTAs, +5 to +16%), force top-k off from R = 8
+/// (`row_mass_bounded`, 128 CTAs a row, +2 to +6%), R = 128 N = 4096 (128
+/// stream CTAs, +10%), R = 384 (+2%).
+pub fn pdl_auto(rows: u32) -> u32 {
+    if rows <= PDL_MAX_ROWS {
+        u32::MAX
+    } else {
+        PDL_MAX_CTAS
+    }
 }
 
 /// See [`pdl_auto`].
 pub const PDL_MAX_ROWS: u32 = 4;
+/// See [`pdl_auto`].
+pub const PDL_MAX_CTAS: u32 = 64;
 
 /// From this candidate width up, the top-N orders only the kept prefix when
 /// nothing forces it. Measured on the H200: 11-37 us faster at N = 4096
@@ -411,12 +432,15 @@ pub const STREAM_CHUNKS_MID_ROWS_1024: u32 = 64;
 /// the chunked one (several blocks per row, then a merge), by candidate
 /// width, on the H200 (run 20, V = 129280, the stream pass with one branch
 /// per 16 logits and the 4096-wide variant on 1024 threads):
-/// - `n <= 256` (the prefix path with force top-k off): from 32 rows
-///   (R = 16: 66.0 against 52.6 us chunked; R = 64: 85.2 against 100.9);
+/// - `n <= 256` (the prefix path with force top-k off): from 17 rows (run
+///   20: R = 16 66.0 against 52.6 us chunked, R = 64 85.2 against 100.9;
+///   run 49, H100, after the staged chunks and the stream changed: R = 20 /
+///   24 / 28 61.8 / 61.5 / 61.2 against 101.8 / 112.6 / 124.2 chunked, R = 16
+///   58.6, where the cluster top-N takes 54.0);
 /// - `n <= 1024`: from 16 rows (R = 1: 61.4 against 53.8; R = 16: 60.1
 ///   against 62.6; R = 64: 65.7 against 88.9);
 /// - `n <= 4096`: at every R (R = 1: 88.7 against 98.7; R = 64: 93.2 against 137.0).
-pub const STREAM_MIN_ROWS_NARROW: u32 = 32;
+pub const STREAM_MIN_ROWS_NARROW: u32 = 17;
 /// See [`STREAM_MIN_ROWS_NARROW`]: the same for N in 257..=1024.
 pub const STREAM_MIN_ROWS: u32 = 16;
 /// See [`STREAM_MIN_ROWS_NARROW`]: the same for N in 1025..=4096.
@@ -517,7 +541,7 @@ impl CudaDevice {
     pub(super) fn new(sh: &'static Shared) -> Result<CudaDevice, BackendError> {
         let stream = sh.ctx.new_stream().map_err(dev)?;
         let active_clusters = active_clusters(&sh.module, &stream);
-        let cluster_max = max_cluster(active_clusters);
+        let cluster_max = max_cluster(&active_clusters);
         let copy_stream = sh.ctx.new_stream().map_err(dev)?;
         let mut bufs = Vec::new();
         for b in Buf::ALL {
@@ -643,7 +667,7 @@ impl Device for CudaDevice {
         let prefix = self.prefix_order.unwrap_or_else(|| prefix_order_auto(n));
         let stream_chunks = self.stream_chunks.unwrap_or(if prefix { stream_chunks_auto(n, rows) } else { 0 });
         let cluster =
-            self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows, self.active_clusters)).min(self.cluster_max);
+            self.cluster.unwrap_or_else(|| cluster_auto(v, n, rows, &self.active_clusters)).min(self.cluster_max);
         let cluster = if cluster > 1 && cluster_fits(v, n, cluster) { cluster } else { 0 };
         Caps {
             mask_chunk: (mask_chunks(v) > 1).then_some(MASK_CHUNK),
@@ -662,7 +686,8 @@ impl Device for CudaDevice {
             head_tile: self.head_tile.unwrap_or(256),
             cluster,
             cluster_tail: self.cluster_tail.unwrap_or(false),
-            pdl: self.pdl.unwrap_or_else(|| pdl_auto(rows)),
+            pdl: self.pdl != Some(false),
+            pdl_max_ctas: if self.pdl == Some(true) { u32::MAX } else { pdl_auto(rows) },
         }
     }
 
@@ -1005,33 +1030,44 @@ mod tests {
     #[test]
     fn auto_policies_follow_the_measured_thresholds() {
         assert!(!prefix_order_auto(512) && prefix_order_auto(1024) && prefix_order_auto(4096));
-        // An H100 (run 50): 7, 15 and 30 clusters of 16, 8 and 4 at once.
-        let h = [7, 15, 30];
-        assert_eq!(cluster_auto(129_280, 1024, 1, h), 16);
-        assert_eq!(cluster_auto(129_280, 4096, 7, h), 16);
-        assert_eq!(cluster_auto(129_280, 1024, 8, h), 8);
-        assert_eq!(cluster_auto(129_280, 4096, 15, h), 8);
-        assert_eq!(cluster_auto(129_280, 1024, 16, h), 0);
-        assert_eq!(cluster_auto(129_280, 64, 16, h), 4);
-        assert_eq!(cluster_auto(129_280, 64, 17, h), 0);
-        assert_eq!(cluster_auto(4096, 1024, 1, h), 0);
+        // An H100-like count (run 50: 7 of 16, 15 of 8, 30 of 4; the rest made up).
+        let mut h = [0u32; 17];
+        for (c, a) in [(2, 60), (4, 30), (5, 24), (6, 20), (7, 16), (8, 15), (9, 8), (12, 7), (16, 7)] {
+            h[c] = a;
+        }
+        assert_eq!(cluster_auto(129_280, 1024, 1, &h), 16);
+        assert_eq!(cluster_auto(129_280, 4096, 7, &h), 16);
+        assert_eq!(cluster_auto(129_280, 1024, 8, &h), 9);
+        assert_eq!(cluster_auto(129_280, 4096, 15, &h), 8);
+        assert_eq!(cluster_auto(129_280, 1024, 16, &h), 7);
+        assert_eq!(cluster_auto(129_280, 1024, 20, &h), 6);
+        assert_eq!(cluster_auto(129_280, 1024, 21, &h), 0);
+        assert_eq!(cluster_auto(129_280, 64, 16, &h), 7);
+        assert_eq!(cluster_auto(129_280, 64, 17, &h), 0);
+        assert_eq!(cluster_auto(4096, 1024, 1, &h), 0);
         // A partition with fewer SMs: smaller clusters sooner; none without them.
-        assert_eq!(cluster_auto(129_280, 1024, 1, [0, 3, 7]), 8);
-        assert_eq!(cluster_auto(129_280, 1024, 4, [0, 3, 7]), 0);
-        assert_eq!(cluster_auto(129_280, 64, 4, [0, 3, 7]), 4);
-        assert_eq!(cluster_auto(129_280, 64, 1, [0; 3]), 0);
-        assert_eq!((max_cluster(h), max_cluster([0, 3, 7]), max_cluster([0; 3])), (16, 8, 0));
-        assert!(pdl_auto(1) && pdl_auto(PDL_MAX_ROWS) && !pdl_auto(PDL_MAX_ROWS + 1) && !pdl_auto(384));
-        // Every auto size holds the benchmark's row, and 16 or 8 CTAs one of V = 152064
-        // (larger rows may not fit 8 CTAs at N = 4096, nor 4 CTAs one of V = 152064:
-        // the caps then keep the streaming top-N).
+        let mut small = [0u32; 17];
+        small[4] = 7;
+        small[6] = 4;
+        small[8] = 3;
+        assert_eq!(cluster_auto(129_280, 1024, 1, &small), 8);
+        assert_eq!(cluster_auto(129_280, 1024, 4, &small), 6);
+        assert_eq!(cluster_auto(129_280, 1024, 5, &small), 0);
+        assert_eq!(cluster_auto(129_280, 64, 5, &small), 4);
+        assert_eq!(cluster_auto(129_280, 64, 1, &[0; 17]), 0);
+        assert_eq!((max_cluster(&h), max_cluster(&small), max_cluster(&[0; 17])), (16, 8, 0));
+        assert_eq!((pdl_auto(1), pdl_auto(PDL_MAX_ROWS)), (u32::MAX, u32::MAX));
+        assert_eq!((pdl_auto(PDL_MAX_ROWS + 1), pdl_auto(384)), (PDL_MAX_CTAS, PDL_MAX_CTAS));
+        // Every auto size holds its row (the choice skips sizes that do not: a row
+        // of V = 152064 never fits 4 CTAs, one of 262144 not 8 at N = 4096).
         assert!(!cluster_fits(262_144, 4096, 8) && cluster_fits(262_144, 4096, 16));
-        assert!(!cluster_fits(152_064, 64, 4));
-        for v in [129_280u32, 152_064] {
+        assert!(!cluster_fits(152_064, 64, 4) && cluster_fits(129_280, 64, 4));
+        assert!(!cluster_fits(129_280, 1024, 1) && !cluster_fits(129_280, 1024, 17));
+        for v in [129_280u32, 152_064, 262_144] {
             for n in [1u32, 64, 256, 1024, 4096] {
-                for rows in [1u32, 4, 7, 8, 15, 16] {
-                    let c = cluster_auto(v, n, rows, h);
-                    assert!(c == 0 || cluster_fits(v, n, c) || (v > 129_280 && c == 4), "V {v} N {n} R {rows}");
+                for rows in [1u32, 4, 7, 8, 15, 16, 20] {
+                    let c = cluster_auto(v, n, rows, &h);
+                    assert!(c == 0 || cluster_fits(v, n, c), "V {v} N {n} R {rows}");
                 }
             }
         }

@@ -22,11 +22,11 @@ mod upload;
 
 pub use context::{driver_present, PTX};
 pub use device::{
-    cluster_auto, cluster_fits, pdl_auto, prefix_order_auto, stream_chunks_auto, stream_select_auto, CudaDevice,
-    CLUSTER_4_NARROW_MAX_ROWS, CLUSTER_MIN_V, CLUSTER_NARROW_N, PDL_MAX_ROWS, PREFIX_ORDER_MIN_N,
-    STREAM_CHUNKS_MAX_ROWS, STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R, STREAM_CHUNKS_MID_ROWS_1024,
-    STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS, STREAM_MIN_ROWS_NARROW,
-    STREAM_MIN_ROWS_WIDE,
+    cluster_auto, cluster_fits, pdl_auto, prefix_order_auto, stream_chunks_auto, stream_select_auto, ActiveClusters,
+    CudaDevice, CLUSTER_MIN_CTAS, CLUSTER_MIN_V, CLUSTER_NARROW_MAX_ROWS, CLUSTER_NARROW_N, PDL_MAX_ROWS,
+    PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS, STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R,
+    STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS,
+    STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
 pub use graph::{DeviceOutputs, OutputPtrs, StepGraph};
 pub use tuning::{
@@ -168,9 +168,9 @@ impl CudaBackend {
     /// ([`Caps::cluster`]: `topn_cluster`, the row in the cluster's shared
     /// memory, one kernel): forced (`Some(c)`, c in 2, 4, 8, 16 where the row
     /// fits, else the streaming top-N; `Some(0)` off) or by the batch
-    /// (`None`, the default: [`cluster_auto`], 16 CTAs while every row's
-    /// cluster runs at once, then 8, from V = 32768; on an H100 16 to R = 7
-    /// and 8 to R = 15), at most [`Self::cluster_max`]. `SAMPLER_CLUSTER=c`
+    /// (`None`, the default: [`cluster_auto`], the most CTAs, 16 down to 6,
+    /// whose clusters all run at once, from V = 32768; on an H100 16 to R =
+    /// 7), at most [`Self::cluster_max`]. `SAMPLER_CLUSTER=c`
     /// when the backend is created sets it too. The same bits either way.
     pub fn set_cluster(&mut self, c: Option<u32>) {
         self.d.cluster = c;
@@ -205,10 +205,11 @@ impl CudaBackend {
         self.d.cluster_max
     }
 
-    /// How many thread-block clusters of 16, 8 and 4 CTAs of the cluster
-    /// top-N (one CTA an SM) this device runs at once
-    /// (`cuOccupancyMaxActiveClusters`; 0 where it has none of that size).
-    pub fn active_clusters(&self) -> [u32; 3] {
+    /// How many thread-block clusters of `c` CTAs of the cluster top-N (one
+    /// CTA an SM) this device runs at once, at index `c` in 2..=16
+    /// (`cuOccupancyMaxActiveClusters` at backend creation; 0 where it has
+    /// none of that size).
+    pub fn active_clusters(&self) -> ActiveClusters {
         self.d.active_clusters
     }
 
