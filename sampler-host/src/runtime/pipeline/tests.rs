@@ -387,15 +387,22 @@ fn stream_caps(stream_chunks: u32) -> Caps {
     }
 }
 
+/// Two prefill requests with top-k 20 (prompts of 5 and 9 tokens) and their
+/// `[2, v]` logits, for the launch-shape tests below.
+fn two_top_k_rows(v: u32) -> (Vec<Request>, Vec<f32>) {
+    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
+    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
+    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    (reqs, logits)
+}
+
 /// With `stream_chunks` above 1 the streaming top-N is two launches,
 /// `topn_chunk_stream` over `rows * chunks` programs then `topn_merge_stream`
 /// over `rows`, in place of `force_topn_stream`; 0 and 1 leave one block a row.
 #[test]
 fn stream_chunks_split_the_streaming_top_n() {
     let v = 9000u32;
-    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
-    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
-    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    let (reqs, logits) = two_top_k_rows(v);
     let (p, _) = build_plan(v, 1024, 5, &logits, &reqs).unwrap();
     for sc in [0u32, 1, 2, 8] {
         let prog = build(&p, None, &stream_caps(sc)).unwrap();
@@ -419,9 +426,7 @@ fn stream_chunks_split_the_streaming_top_n() {
 #[test]
 fn pdl_caps_mark_every_launch_of_a_narrow_enough_step() {
     let v = 9000u32;
-    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
-    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain, 9)];
-    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    let (reqs, logits) = two_top_k_rows(v);
     let widest = |prog: &Program| prog.launches.iter().filter(|l| l.cluster <= 1).map(|l| l.grid).max().unwrap();
     for width in [64u32, 1024, 4096] {
         let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
@@ -461,9 +466,7 @@ fn pdl_caps_mark_every_launch_of_a_narrow_enough_step() {
 #[test]
 fn cluster_caps_select_each_row_over_a_cluster() {
     let v = 9000u32;
-    let plain = SamplingParams { top_k: 20, seq_seed: Some(4), ..Default::default() };
-    let reqs = vec![Request::prefill(plain.clone(), 5), Request::prefill(plain.clone(), 9)];
-    let logits: Vec<f32> = (0..2 * v as usize).map(|i| (i % 97) as f32 * 0.01).collect();
+    let (reqs, logits) = two_top_k_rows(v);
     for width in [1024u32, 4096, 8192] {
         let (p, _) = build_plan(v, width, 5, &logits, &reqs).unwrap();
         for (sc, cl) in [(0u32, 8u32), (8, 16), (4, 2), (0, 6), (0, 7)] {
@@ -494,7 +497,7 @@ fn cluster_caps_select_each_row_over_a_cluster() {
         }
     }
     // A grammar mask: the mask check writes the masked rows; no cluster.
-    let mut masked = Request::prefill(plain, 5);
+    let mut masked = reqs[0].clone();
     masked.masks = Some(vec![vec![u32::MAX; v.div_ceil(32) as usize]]);
     let (p, _) = build_plan(v, 1024, 5, &logits[..v as usize], &[masked]).unwrap();
     let names = build(&p, None, &Caps { cluster: 8, ..stream_caps(0) }).unwrap().kernel_names();
