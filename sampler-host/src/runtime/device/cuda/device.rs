@@ -87,6 +87,10 @@ pub struct CudaDevice {
     /// backend creation, or [`CudaBackend::set_pdl`]); `None`: by the step,
     /// [`pdl_auto`].
     pub(super) pdl: Option<bool>,
+    /// Whether the driver captures programmatic dependent launches into
+    /// graphs (CUDA 12.3 and later, [`PDL_MIN_DRIVER`]): [`pdl_auto`] only
+    /// there (a forced `SAMPLER_PDL=1` is tried anyway).
+    pub(super) pdl_driver: bool,
     /// The logits the kernels read in place this step, as (device address,
     /// element type code): the caller's device buffer, or [`Self::half_logits`]
     /// (host bf16/f16 uploaded as they are). `None`: [`Buf::Logits`] (f32).
@@ -364,6 +368,19 @@ pub fn pdl_auto(rows: u32) -> u32 {
 pub const PDL_MAX_ROWS: u32 = 4;
 /// See [`pdl_auto`].
 pub const PDL_MAX_CTAS: u32 = 64;
+/// The oldest driver (`cuDriverGetVersion`: 1000 * major + 10 * minor) that
+/// captures programmatic dependent launches into CUDA graphs (12.3).
+pub const PDL_MIN_DRIVER: i32 = 12030;
+
+/// The driver's CUDA version (`cuDriverGetVersion`), 0 if it cannot say.
+fn driver_version() -> i32 {
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: writes one int.
+    match unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) }.result() {
+        Ok(()) => v,
+        Err(_) => 0,
+    }
+}
 
 /// From this candidate width up, the top-N orders only the kept prefix when
 /// nothing forces it. Measured on the H200: 11-37 us faster at N = 4096
@@ -579,6 +596,7 @@ impl CudaDevice {
             active_clusters,
             cluster_tail: flag_env("SAMPLER_CLUSTER_TAIL"),
             pdl: flag_env("SAMPLER_PDL"),
+            pdl_driver: driver_version() >= PDL_MIN_DRIVER,
             ext_logits: None,
             half_logits: None,
             arena: None,
@@ -686,7 +704,7 @@ impl Device for CudaDevice {
             head_tile: self.head_tile.unwrap_or(256),
             cluster,
             cluster_tail: self.cluster_tail.unwrap_or(false),
-            pdl: self.pdl != Some(false),
+            pdl: self.pdl.unwrap_or(self.pdl_driver),
             pdl_max_ctas: if self.pdl == Some(true) { u32::MAX } else { pdl_auto(rows) },
         }
     }

@@ -23,8 +23,8 @@ mod upload;
 pub use context::{driver_present, PTX};
 pub use device::{
     cluster_auto, cluster_fits, pdl_auto, prefix_order_auto, stream_chunks_auto, stream_select_auto, ActiveClusters,
-    CudaDevice, CLUSTER_MIN_CTAS, CLUSTER_MIN_V, CLUSTER_NARROW_MAX_ROWS, CLUSTER_NARROW_N, PDL_MAX_ROWS,
-    PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS, STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R,
+    CudaDevice, CLUSTER_MIN_CTAS, CLUSTER_MIN_V, CLUSTER_NARROW_MAX_ROWS, CLUSTER_NARROW_N, PDL_MAX_CTAS, PDL_MAX_ROWS,
+    PDL_MIN_DRIVER, PREFIX_ORDER_MIN_N, STREAM_CHUNKS_MAX_ROWS, STREAM_CHUNKS_MAX_ROWS_1024, STREAM_CHUNKS_MID_R,
     STREAM_CHUNKS_MID_ROWS_1024, STREAM_CHUNKS_MIN_N, STREAM_CHUNKS_SMALL_R, STREAM_CHUNKS_WIDE_N, STREAM_MIN_ROWS,
     STREAM_MIN_ROWS_NARROW, STREAM_MIN_ROWS_WIDE,
 };
@@ -215,8 +215,10 @@ impl CudaBackend {
 
     /// Programmatic dependent launch ([`Caps::pdl`]: a kernel's CTAs start
     /// while the stream's previous kernel runs and wait at their entry for
-    /// it) forced on or off (`Some`), or by the batch (`None`, the default:
-    /// [`pdl_auto`], to R = 4). `SAMPLER_PDL=1` / `0` when the backend is
+    /// it) forced on or off (`Some`), or by the step (`None`, the default:
+    /// [`pdl_auto`], every step to R = 4, above only steps whose widest
+    /// launch outside a cluster has at most 64 CTAs; with drivers from CUDA
+    /// 12.3, [`PDL_MIN_DRIVER`]). `SAMPLER_PDL=1` / `0` when the backend is
     /// created forces it too. The same bits either way.
     pub fn pdl(&self) -> Option<bool> {
         self.d.pdl
