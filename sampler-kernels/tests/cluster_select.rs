@@ -210,7 +210,7 @@ fn adversarial_rows_at_every_cluster_size_equal_top_keys() {
 #[test]
 fn ties_across_slices_take_the_lowest_ids() {
     let v = 20_000usize;
-    for ctas in [2u32, 3, 4, 6, 7, 8, 16] {
+    for ctas in [2u32, 3, 4, 5, 6, 7, 8, 12, 16] {
         for every in [1usize, 3, 16, 97] {
             let x: Vec<f32> = (0..v).map(|i| if i % every == 0 { 5.0 } else { (i % 13) as f32 * 0.25 }).collect();
             for n in [1u32, 700, 1024, 4096, 9000] {

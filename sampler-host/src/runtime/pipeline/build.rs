@@ -58,6 +58,7 @@ impl Program {
                     && a.grid == b.grid
                     && a.stage == b.stage
                     && a.cluster == b.cluster
+                    && a.pdl == b.pdl
                     && a.args == b.args
             })
             && self.bufs == other.bufs

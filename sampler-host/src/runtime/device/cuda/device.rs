@@ -70,10 +70,10 @@ pub struct CudaDevice {
     /// R = 1-384). For measuring it; the same bits either way.
     pub(super) head_tile: Option<u32>,
     /// [`Caps::cluster`] forced (`SAMPLER_CLUSTER=C` at backend creation, C
-    /// in 2, 4, 8, 16; 0 or 1 off); `None`: by the batch, [`cluster_auto`].
+    /// in 2..=16; 0 or 1 off); `None`: by the batch, [`cluster_auto`].
     pub(super) cluster: Option<u32>,
     /// The largest cluster size this device schedules the cluster top-N at
-    /// (16, 8 or 0: [`max_cluster`]); a larger forced or auto size is lowered to it.
+    /// (2..=16, or 0: [`max_cluster`]); a larger forced size is lowered to it.
     pub(super) cluster_max: u32,
     /// Clusters of 2..=16 CTAs of the cluster top-N the device runs at once
     /// ([`active_clusters`], at backend creation), for [`cluster_auto`].
@@ -233,20 +233,13 @@ fn launch_config(
     }
 }
 
-/// The largest cluster size (16, 8, or 0: none) the cluster top-N can run at
-/// on this device: `cuOccupancyMaxActiveClusters` for its widest CTAs with
-/// the most shared memory a CTA may have (one CTA an SM, so a cluster of C
-/// needs C SMs of one GPC; every launch it makes needs no more). 16 is a
-/// non-portable size (not every sm_90 part, MIG or MPS partition has it);
-/// a device without clusters gives 0.
+/// The largest cluster size (2..=16, or 0: none) the cluster top-N can run
+/// at on this device, from [`active_clusters`] (its widest CTAs with the
+/// most shared memory a CTA may have: one CTA an SM, so a cluster of C needs
+/// C SMs of one GPC; every launch it makes needs no more). Above 8 is
+/// non-portable (not every sm_90 part, MIG or MPS partition has it).
 fn max_cluster(active: &ActiveClusters) -> u32 {
-    if active[16] > 0 {
-        16
-    } else if active[8] > 0 {
-        8
-    } else {
-        0
-    }
+    (2..=16u32).rev().find(|&c| active[c as usize] > 0).unwrap_or(0)
 }
 
 /// Clusters of the cluster top-N the device runs at once, by cluster size:
@@ -1074,6 +1067,9 @@ mod tests {
         assert_eq!(cluster_auto(129_280, 64, 5, &small), 4);
         assert_eq!(cluster_auto(129_280, 64, 1, &[0; 17]), 0);
         assert_eq!((max_cluster(&h), max_cluster(&small), max_cluster(&[0; 17])), (16, 8, 0));
+        let mut mig = [0u32; 17];
+        mig[2..=6].copy_from_slice(&[9, 5, 3, 2, 1]);
+        assert_eq!((max_cluster(&mig), cluster_auto(129_280, 1024, 1, &mig)), (6, 6));
         assert_eq!((pdl_auto(1), pdl_auto(PDL_MAX_ROWS)), (u32::MAX, u32::MAX));
         assert_eq!((pdl_auto(PDL_MAX_ROWS + 1), pdl_auto(384)), (PDL_MAX_CTAS, PDL_MAX_CTAS));
         // Every auto size holds its row (the choice skips sizes that do not: a row

@@ -166,7 +166,7 @@ impl CudaBackend {
 
     /// CTAs of a thread-block cluster each row's top-N runs on
     /// ([`Caps::cluster`]: `topn_cluster`, the row in the cluster's shared
-    /// memory, one kernel): forced (`Some(c)`, c in 2, 4, 8, 16 where the row
+    /// memory, one kernel): forced (`Some(c)`, c in 2..=16 where the row
     /// fits, else the streaming top-N; `Some(0)` off) or by the batch
     /// (`None`, the default: [`cluster_auto`], the most CTAs, 16 down to 6,
     /// whose clusters all run at once, from V = 32768; on an H100 16 to R =
@@ -198,9 +198,9 @@ impl CudaBackend {
     }
 
     /// The largest thread-block cluster this device runs the cluster top-N
-    /// on (16, 8, or 0 where it has none: `cuOccupancyMaxActiveClusters` at
-    /// backend creation); a larger [`Self::set_cluster`] or auto size is
-    /// lowered to it.
+    /// on (2..=16, or 0 where it has none: `cuOccupancyMaxActiveClusters` at
+    /// backend creation); a larger [`Self::set_cluster`] size is lowered to
+    /// it.
     pub fn cluster_max(&self) -> u32 {
         self.d.cluster_max
     }
