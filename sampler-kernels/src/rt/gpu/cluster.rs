@@ -50,6 +50,9 @@ const MERGED: u32 = 5;
 /// Keys (u64) the merged histograms hold once the passes are over: this
 /// CTA's kept keys are staged there (at most `n`, at most the tile).
 const STAGE_KEYS: u32 = MERGED * HB / 2;
+/// Below this N the classification walk votes once a quad and skips a
+/// warp's claims when none of its keys is kept (see `top_n_cluster`).
+const VOTE_MAX_N: u32 = 1024;
 /// The digits, most significant first: pass `p`'s shift and bits
 /// (21/11, 10/11, 0/10; arithmetic, not a table: a table indexed by a loop
 /// variable would be a global load).
@@ -315,8 +318,9 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     // from the top, slots claimed a warp at a time.
     let stage = hist(MERGED);
     let top = stage + 8 * STAGE_KEYS as u64;
-    quads(tid, th, len, slice, partial, tbase, |tr, i, u, ok| {
-        let (k, pre) = if ok { keep(u, tr) } else { (false, false) };
+    let cls = |u: u32, ok: bool, tr: (u32, u32)| if ok { keep(u, tr) } else { (false, false) };
+    let adv = |u: u32, ok: bool, tr: (u32, u32)| if ok && partial { next(u, tr) } else { tr };
+    let put = |u: u32, i: u32, (k, pre): (bool, bool)| {
         let at = warp_claim(tid, pre, M_LP);
         if pre {
             sts64(stage + 8 * at as u64, key_of_bits(u, start + i));
@@ -326,12 +330,34 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         if rest {
             sts64(top - 8 * (at as u64 + 1), key_of_bits(u, start + i));
         }
-        if ok && partial {
-            next(u, tr)
-        } else {
+    };
+    if n < VOTE_MAX_N {
+        // Few kept keys (force top-k off's prefix path): most quads of a
+        // warp keep nothing, and one vote skips their claims (run 49: the
+        // claims on every key cost more at N = 1024 / 4096 than the vote saves).
+        quad_fold(tid, th, len, slice, partial, tbase, |tr, i, q, nv| {
+            let c0 = cls(q[0], nv > 0, tr);
+            let tr = adv(q[0], nv > 0, tr);
+            let c1 = cls(q[1], nv > 1, tr);
+            let tr = adv(q[1], nv > 1, tr);
+            let c2 = cls(q[2], nv > 2, tr);
+            let tr = adv(q[2], nv > 2, tr);
+            let c3 = cls(q[3], nv > 3, tr);
+            let tr = adv(q[3], nv > 3, tr);
+            if ballot(c0.0 || c1.0 || c2.0 || c3.0) != 0 {
+                put(q[0], i, c0);
+                put(q[1], i + 1, c1);
+                put(q[2], i + 2, c2);
+                put(q[3], i + 3, c3);
+            }
             tr
-        }
-    });
+        });
+    } else {
+        quads(tid, th, len, slice, partial, tbase, |tr, i, u, ok| {
+            put(u, i, cls(u, ok, tr));
+            adv(u, ok, tr)
+        });
+    }
     sync();
     // Then into the leader's buffers at offsets from one remote atomic each.
     let (tp, tq) = (lds32(misc(M_LP)), lds32(misc(M_LQ)));
@@ -529,8 +555,29 @@ fn quads<S: Copy>(
     len: u32,
     slice: u64,
     contiguous: bool,
-    mut st: S,
+    st: S,
     f: impl Fn(S, u32, u32, bool) -> S,
+) -> S {
+    quad_fold(tid, th, len, slice, contiguous, st, |st, i, q, nv| {
+        // Four calls, not a loop over the array (local memory).
+        let st = f(st, i, q[0], nv > 0);
+        let st = f(st, i + 1, q[1], nv > 1);
+        let st = f(st, i + 2, q[2], nv > 2);
+        f(st, i + 3, q[3], nv > 3)
+    })
+}
+
+/// [`quads`] a quad at a time: `st = f(st, first position, quad, keys of
+/// it below len)`, every lane making the same calls.
+#[inline(always)]
+fn quad_fold<S: Copy>(
+    tid: u32,
+    th: u32,
+    len: u32,
+    slice: u64,
+    contiguous: bool,
+    mut st: S,
+    f: impl Fn(S, u32, [u32; 4], u32) -> S,
 ) -> S {
     let nq = len.div_ceil(4);
     let per = len.div_ceil(th).div_ceil(4);
@@ -540,11 +587,8 @@ fn quads<S: Copy>(
         let g = first + k * step;
         let q = if g < nq { lds128(slice + 16 * g as u64) } else { [0u32; 4] };
         let i = 4 * g;
-        // Four calls, not a loop over the array (local memory).
-        st = f(st, i, q[0], i < len);
-        st = f(st, i + 1, q[1], i + 1 < len);
-        st = f(st, i + 2, q[2], i + 2 < len);
-        st = f(st, i + 3, q[3], i + 3 < len);
+        let nv = if i < len { (len - i).min(4) } else { 0 };
+        st = f(st, i, q, nv);
         k += 1;
     }
     st

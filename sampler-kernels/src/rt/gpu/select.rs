@@ -1011,8 +1011,8 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
     let t_ord = stream_threshold(c, buf, off, v, n, scr, v <= bcap);
     // P2, with the element type branch out of the loop for f32 logits.
     let (bad, neg) = match buf.as_f32() {
-        Some(g) => stream_pass(c, g, off, v, t_ord, st, bcap),
-        None => stream_pass(c, buf, off, v, t_ord, st, bcap),
+        Some(g) => stream_pass::<TH, I, 8>(c, g, off, v, t_ord, st, bcap),
+        None => stream_pass::<TH, I, 4>(c, buf, off, v, t_ord, st, bcap),
     };
     sync();
     let total = lds32(misc(5));
@@ -1202,8 +1202,8 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
     }
     let t_ord = stream_threshold(c, buf, row_off, v, n_row, scr, false);
     let (bad, neg) = match buf.as_f32() {
-        Some(g) => stream_pass(c, g, coff, len, t_ord, st, bcap),
-        None => stream_pass(c, buf, coff, len, t_ord, st, bcap),
+        Some(g) => stream_pass::<TH, I, 8>(c, g, coff, len, t_ord, st, bcap),
+        None => stream_pass::<TH, I, 4>(c, buf, coff, len, t_ord, st, bcap),
     };
     sync();
     let total = lds32(misc(5));
@@ -1334,9 +1334,10 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
 /// P2 of [`top_n_stream_counted`]: one pass over `buf[off..off+v]` that
 /// appends every key with order bits `>= t_ord` to the survivor buffer at
 /// `st` (`bcap` keys; the count in `misc(5)`, zeroed and fenced by a
-/// barrier before), and returns this thread's (bad, -inf) counts.
+/// barrier before), and returns this thread's (bad, -inf) counts. `U`
+/// (8 for f32 logits, else 4): the 16-byte loads a thread has in flight a step.
 #[inline(always)]
-fn stream_pass<const TH: usize, const I: usize>(
+fn stream_pass<const TH: usize, const I: usize, const U: u32>(
     c: &Ctx<TH, I>,
     buf: impl Source<Elem = f32>,
     off: u64,
@@ -1401,24 +1402,55 @@ fn stream_pass<const TH: usize, const I: usize>(
         }
         i += TH as u32;
     }
-    const U: u32 = 4;
-    let step = U * TH as u32;
-    let full = groups / step;
     let qoff = off + h as u64;
-    // The 16 logits of a step: a mask of the hot ones, then a loop over its
-    // set bits (most lanes have none). At 1-2% survivors nearly every warp
-    // has a hot logit in every quad, so a branch per quad or per logit made
-    // the whole warp walk the rare path 4-16 times a step (run 20 profile).
+    let bits = |q: [f32; 4], s: u32| {
+        ((hot(q[0]) as u32) | ((hot(q[1]) as u32) << 1) | ((hot(q[2]) as u32) << 2) | ((hot(q[3]) as u32) << 3)) << s
+    };
+    // A mask of a step's hot logits, then a loop over its set bits (most
+    // lanes have none). At 1-2% survivors nearly every warp has a hot logit
+    // in every quad, so a branch per quad or per logit made the whole warp
+    // walk the rare path 4-16 times a step (run 20 profile).
+    if U == 8 {
+        // f32: eight 16-byte loads in flight a thread, 32 logits a step (at
+        // one CTA an SM a row's pass is latency-bound: four left half the
+        // memory parallelism unused; run 52: -1..-6.5 us from R = 16), the
+        // last step's quads past the row masked off. (bf16 / f16 lost 8-38 us
+        // in this form, eight or four a step: they keep the loop below.)
+        let step = 8 * TH as u32;
+        let mut g0 = tid;
+        while g0 < groups {
+            let ld = |j: u32| {
+                let g = g0 + j * TH as u32;
+                if g < groups {
+                    // SAFETY: g < groups: a whole, aligned quad of the row.
+                    unsafe { buf.quad_stream(qoff + 4 * g as u64) }
+                } else {
+                    [0f32; 4]
+                }
+            };
+            let (q0, q1, q2, q3) = (ld(0), ld(1), ld(2), ld(3));
+            let (q4, q5, q6, q7) = (ld(4), ld(5), ld(6), ld(7));
+            let on = |q: [f32; 4], j: u32| if g0 + j * (TH as u32) < groups { bits(q, 4 * j) } else { 0 };
+            let mut m = on(q0, 0) | on(q1, 1) | on(q2, 2) | on(q3, 3) | on(q4, 4) | on(q5, 5) | on(q6, 6) | on(q7, 7);
+            while m != 0 {
+                let j = m.trailing_zeros();
+                let x = if j < 16 { pick16(j, &q0, &q1, &q2, &q3) } else { pick16(j - 16, &q4, &q5, &q6, &q7) };
+                visit(x, h + 4 * (g0 + (j >> 2) * TH as u32) + (j & 3));
+                m &= m - 1;
+            }
+            g0 += step;
+        }
+        return (bad, neg);
+    }
+    // Four quads a step, whole steps only, then the rest a quad at a time.
+    let step = 4 * TH as u32;
+    let full = groups / step;
     let mut it = 0u32;
     while it < full {
         let g0 = it * step + tid;
         // SAFETY: g0 + 3 * TH < groups: whole quads of the row, aligned.
         let ld = |j: u32| unsafe { buf.quad_stream(qoff + 4 * (g0 + j * TH as u32) as u64) };
         let (q0, q1, q2, q3) = (ld(0), ld(1), ld(2), ld(3));
-        let bits = |q: [f32; 4], s: u32| {
-            ((hot(q[0]) as u32) | ((hot(q[1]) as u32) << 1) | ((hot(q[2]) as u32) << 2) | ((hot(q[3]) as u32) << 3))
-                << s
-        };
         let mut m = bits(q0, 0) | bits(q1, 4) | bits(q2, 8) | bits(q3, 12);
         while m != 0 {
             let j = m.trailing_zeros();

@@ -435,8 +435,11 @@ pub const STREAM_CHUNKS_WIDE_N: u32 = 2048;
 pub const STREAM_CHUNKS_MAX_ROWS_1024: u32 = 32;
 /// See [`stream_chunks_auto`].
 pub const STREAM_CHUNKS_MID_R: u32 = 4;
-/// See [`stream_chunks_auto`].
-pub const STREAM_CHUNKS_MID_ROWS_1024: u32 = 64;
+/// See [`stream_chunks_auto`]: 64 before run 52 (H100; the stream pass
+/// with eight 16-byte loads a thread for f32): at N = 1024 one block a row
+/// takes 47.5 / 49.1 us at R = 48 / 64 against 49.8 / 53.9 over 4, R = 40
+/// 52.4 against 48.6.
+pub const STREAM_CHUNKS_MID_ROWS_1024: u32 = 40;
 
 /// Rows from which the streaming top-N (one block per row, one read) beats
 /// the chunked one (several blocks per row, then a merge), by candidate
@@ -1088,8 +1091,9 @@ mod tests {
         assert_eq!(stream_chunks_auto(512, 1), 0);
         assert_eq!(stream_chunks_auto(1024, 1), STREAM_CHUNKS_SMALL_R);
         assert_eq!(stream_chunks_auto(1024, 32), STREAM_CHUNKS_SMALL_R);
-        assert_eq!(stream_chunks_auto(1024, 64), STREAM_CHUNKS_MID_R);
-        assert_eq!(stream_chunks_auto(1024, 65), 0);
+        assert_eq!(stream_chunks_auto(1024, 40), STREAM_CHUNKS_MID_R);
+        assert_eq!(stream_chunks_auto(1024, 41), 0);
+        assert_eq!(stream_chunks_auto(1024, 64), 0);
         assert_eq!(stream_chunks_auto(4096, 32), 0);
         assert_eq!(stream_chunks_auto(4096, 1), STREAM_CHUNKS_SMALL_R);
         assert_eq!(stream_chunks_auto(4096, STREAM_CHUNKS_MAX_ROWS + 1), 0);
