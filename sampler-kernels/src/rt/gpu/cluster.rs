@@ -335,6 +335,8 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         // Few kept keys (force top-k off's prefix path): most quads of a
         // warp keep nothing, and one vote skips their claims (run 49: the
         // claims on every key cost more at N = 1024 / 4096 than the vote saves).
+        // The vote reads only `k`: a key of the sorted prefix is always kept
+        // (the prefix's s <= n keys are the top of the n kept ones).
         quad_fold(tid, th, len, slice, partial, tbase, |tr, i, q, nv| {
             let c0 = cls(q[0], nv > 0, tr);
             let tr = adv(q[0], nv > 0, tr);

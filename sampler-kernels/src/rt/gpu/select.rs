@@ -1335,7 +1335,8 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
 /// appends every key with order bits `>= t_ord` to the survivor buffer at
 /// `st` (`bcap` keys; the count in `misc(5)`, zeroed and fenced by a
 /// barrier before), and returns this thread's (bad, -inf) counts. `U`
-/// (8 for f32 logits, else 4): the 16-byte loads a thread has in flight a step.
+/// (8 for f32 logits, else 4): the quads (16 bytes of f32, 8 of bf16 / f16)
+/// a thread has in flight a step.
 #[inline(always)]
 fn stream_pass<const TH: usize, const I: usize, const U: u32>(
     c: &Ctx<TH, I>,

@@ -50,7 +50,7 @@ pub struct CudaDevice {
     /// [`Caps::stream_chunks`] forced (`SAMPLER_STREAM_CHUNKS=C` at backend
     /// creation, or [`CudaBackend::set_stream_chunks`]); `None`: by the batch,
     /// [`stream_chunks_auto`] (8 blocks at R <= 16 and N >= 1024, R <= 32 at
-    /// N in 1024..2048 (measured at 1024), 4 blocks to R = 64 there, when only
+    /// N in 1024..2048 (measured at 1024), 4 blocks to R = 40 there, when only
     /// the kept prefix is ordered; else one). More than one block a row also
     /// turns the streaming top-N on when [`Self::stream_select`] is `None`.
     pub(super) stream_chunks: Option<u32>,
@@ -405,8 +405,8 @@ pub fn prefix_order_auto(n: u32) -> bool {
 /// (docs/bench/run28-pair) R = 1 68.2 over 8 blocks against 75.3 in one, R = 16
 /// 72.9 against 74.0, R = 32 no gain (run 36: 64.9 over 4 against 65.0); N =
 /// 1024 (run 36, docs/bench/run36-sel) R = 24 45.7 over 8 / 46.2 over 4 against
-/// 53.5 in one, R = 32 47.4 / 47.7 against 54.4, R = 64 54.5 over 4 (69.2
-/// over 8) against 59.0, R = 128 66.9 in one (83.7 over 4).
+/// 53.5 in one, R = 32 47.4 / 47.7 against 54.4, R = 128 66.9 in one (83.7
+/// over 4); from R = 41 one since run 53 ([`STREAM_CHUNKS_MID_ROWS_1024`]).
 pub fn stream_chunks_auto(n: u32, rows: u32) -> u32 {
     if n < STREAM_CHUNKS_MIN_N {
         0
@@ -438,7 +438,9 @@ pub const STREAM_CHUNKS_MID_R: u32 = 4;
 /// See [`stream_chunks_auto`]: 64 before run 52 (H100; the stream pass
 /// with eight 16-byte loads a thread for f32): at N = 1024 one block a row
 /// takes 47.5 / 49.1 us at R = 48 / 64 against 49.8 / 53.9 over 4, R = 40
-/// 52.4 against 48.6.
+/// 52.4 against 48.6. bf16 / f16 logits keep the four-load pass and lose
+/// 0.7 us at R = 64 by it (run 54: 53.7 in one against run 53's 53.0 over
+/// 4): the choice does not see the element type.
 pub const STREAM_CHUNKS_MID_ROWS_1024: u32 = 40;
 
 /// Rows from which the streaming top-N (one block per row, one read) beats

@@ -155,7 +155,7 @@ impl CudaBackend {
     /// ([`Caps::stream_chunks`]: `topn_chunk_stream` + `topn_merge_stream`;
     /// 0 or 1 one block per row) on every step (`Some(c)`), or by the batch
     /// (`None`, the default: [`stream_chunks_auto`], 8 blocks at R <= 16 and
-    /// N >= [`STREAM_CHUNKS_MIN_N`] (to R = 32 at N = 1024, then 4 to R = 64)
+    /// N >= [`STREAM_CHUNKS_MIN_N`] (to R = 32 at N = 1024, then 4 to R = 40)
     /// with prefix order, else one; docs/bench/run28-pair, run35-speed,
     /// run36-sel); more than one also turns the streaming top-N on when
     /// [`Self::set_stream_select`] left it to the batch. `SAMPLER_STREAM_CHUNKS=c`
