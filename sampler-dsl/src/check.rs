@@ -10,7 +10,7 @@ use proc_macro2::Span;
 use crate::ir::*;
 use crate::ops::{arg_kinds, elem_allowed, result_type, ArgKind, Op};
 use crate::parse::Errors;
-use crate::visit::{walk_expr, Visit};
+use crate::visit::{walk_expr, walk_stmt, Visit};
 
 #[derive(Clone)]
 struct Binding {
@@ -80,6 +80,109 @@ pub fn check(k: &mut Kernel, errs: &mut Errors) {
     }
     Fusion { errs }.visit_block(&k.body);
     cluster_ops(k, errs);
+    warp_scopes(&k.body, errs);
+}
+
+/// `if warp_scope(len) { .. }` (docs/DSL.md, "Warp scopes"): on NVIDIA its
+/// block may run on one warp, every tile held by its lanes, while the rest
+/// of the block waits at the join. So `warp_scope` is only the whole
+/// condition of an `if` without `else`, scopes do not nest, the block's
+/// results leave it through stores only (no tile from outside is read, no
+/// variable from outside is assigned), and it calls no op that needs the
+/// whole block (selection, sorting).
+fn warp_scopes(b: &Block, errs: &mut Errors) {
+    // Calls of `warp_scope` anywhere but as a scope's condition.
+    struct Stray<'e> {
+        errs: &'e mut Errors,
+    }
+    impl<'a> Visit<'a> for Stray<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::If { cond, then, els, .. } if cond.is_warp_scope() => {
+                    if let Some(e) = els {
+                        self.errs.push(
+                            cond.range(),
+                            "a warp scope has no `else`: its block always runs (on one warp when `len` fits, else on the block)",
+                        );
+                        self.visit_block(e);
+                    }
+                    if let ExprKind::Call(_, args) = &cond.kind {
+                        self.visit_expr(&args[0]);
+                    }
+                    scope_body(then, self.errs);
+                    self.visit_block(then);
+                }
+                _ => walk_stmt(self, s),
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if matches!(e.kind, ExprKind::Call(Op::WarpScope, _)) {
+                self.errs.push(
+                    e.range(),
+                    "`warp_scope(len)` is the whole condition of an `if` without `else` (`if warp_scope(len) { .. }`), not a value",
+                );
+            }
+            walk_expr(self, e);
+        }
+    }
+    Stray { errs }.visit_block(b);
+}
+
+/// The rules inside one warp scope's block (see [`warp_scopes`]).
+fn scope_body(b: &Block, errs: &mut Errors) {
+    struct Inner<'e> {
+        errs: &'e mut Errors,
+        bound: Vec<String>,
+    }
+    impl<'a> Visit<'a> for Inner<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::Let { names, .. } => {
+                    // The value first: it may read an outer tile of the same name.
+                    walk_stmt(self, s);
+                    self.bound.extend(names.iter().map(|(n, _)| n.to_string()));
+                    return;
+                }
+                Stmt::For { var, .. } => self.bound.push(var.to_string()),
+                Stmt::Assign { target, span, .. } if !self.bound.contains(&target.to_string()) => self.errs.push(
+                    *span,
+                    format!("`{target}` is declared outside this warp scope: a warp scope's results leave it through stores only (on NVIDIA one warp runs it)"),
+                ),
+                Stmt::If { cond, .. } if cond.is_warp_scope() => {
+                    self.errs.push(cond.range(), "warp scopes do not nest");
+                }
+                _ => {}
+            }
+            walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match &e.kind {
+                ExprKind::Var(id) if e.ty.is_tile() && !self.bound.contains(&id.to_string()) => self.errs.push(
+                    e.range(),
+                    format!("tile `{id}` is from outside this warp scope: load or compute it inside (on NVIDIA the scope's tiles live in one warp's lanes)"),
+                ),
+                ExprKind::Call(
+                    op @ (Op::TopN
+                    | Op::TopNSet
+                    | Op::TopNCounted
+                    | Op::TopNSetCounted
+                    | Op::TopNStreamCounted
+                    | Op::TopNChunkStream
+                    | Op::TopNMergeStream
+                    | Op::TopNCluster
+                    | Op::SortDesc),
+                    _,
+                ) => self.errs.push(
+                    e.range(),
+                    format!("`{}` needs the whole block: call it outside the warp scope", op.name()),
+                ),
+                _ => {}
+            }
+            walk_expr(self, e);
+        }
+    }
+    // Statements first, so a `let` binds before the uses that follow it.
+    Inner { errs, bound: Vec::new() }.visit_block(b);
 }
 
 /// `top_n_cluster` runs on every CTA of a thread-block cluster and only the

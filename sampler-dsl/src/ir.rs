@@ -271,6 +271,10 @@ impl Expr {
     pub fn range(&self) -> (Span, Span) {
         (self.span, self.end)
     }
+    /// Whether this is a `warp_scope(len)` call (the condition of a warp scope).
+    pub fn is_warp_scope(&self) -> bool {
+        matches!(&self.kind, ExprKind::Call(crate::ops::Op::WarpScope, args) if args.len() == 1)
+    }
     /// Whether this tile-typed node is computed element by element
     /// (so it fuses into one map with its elementwise operands).
     pub fn is_elementwise(&self) -> bool {

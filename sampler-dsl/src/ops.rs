@@ -44,6 +44,8 @@ pub enum Op {
     TopNCluster,
     SortDesc,
     Categorical,
+    // --- scopes ---
+    WarpScope,
     // --- element functions (tiles elementwise, or scalars) ---
     Exp,
     Min,
@@ -98,6 +100,7 @@ pub const OPS: &[(&str, Op)] = &[
     ("top_n_cluster", Op::TopNCluster),
     ("sort_desc", Op::SortDesc),
     ("categorical", Op::Categorical),
+    ("warp_scope", Op::WarpScope),
     ("exp", Op::Exp),
     ("min", Op::Min),
     ("max", Op::Max),
@@ -164,7 +167,15 @@ impl Op {
     pub fn arity(self) -> usize {
         match self {
             Op::Row => 0,
-            Op::Iota | Op::Len | Op::ReduceMax | Op::ReduceMin | Op::ReduceSum | Op::Count | Op::Any | Op::All => 1,
+            Op::Iota
+            | Op::Len
+            | Op::WarpScope
+            | Op::ReduceMax
+            | Op::ReduceMin
+            | Op::ReduceSum
+            | Op::Count
+            | Op::Any
+            | Op::All => 1,
             Op::ExclusiveScan | Op::InclusiveScan | Op::FirstWhere | Op::LastWhere => 1,
             Op::Exp | Op::IsNan | Op::IsPosInf | Op::IsNegInf | Op::Abs | Op::ToFixed => 1,
             Op::FixedToF32 | Op::LnFixed => 1,
@@ -231,6 +242,7 @@ impl Op {
             }
             Op::SortDesc => "sort_desc(values: Tile<f32>, ids: Tile<i32>) -> (Tile<f32>, Tile<i32>)",
             Op::Categorical => "categorical(weights: Tile<u64>, k: u64) -> i32",
+            Op::WarpScope => "warp_scope(len: u32) -> bool (only as `if warp_scope(len) { .. }`)",
             Op::Exp => "exp(x: f32) -> f32",
             Op::Min => "min(a: T, b: T) -> T",
             Op::Max => "max(a: T, b: T) -> T",
@@ -280,7 +292,7 @@ pub fn arg_kinds(op: Op) -> &'static [ArgKind] {
         Op::LoadScalar => &[Gm { write: false, elem: None }, Scalar(U64)],
         Op::StoreScalar => &[Gm { write: true, elem: None }, Scalar(U64), ScalarOfElem],
         Op::MaskBits => &[Gm { write: false, elem: Some(U32) }, Scalar(U64), Scalar(U32)],
-        Op::Iota => &[Scalar(U32)],
+        Op::Iota | Op::WarpScope => &[Scalar(U32)],
         Op::Full => &[Scalar(U32), ScalarAny],
         Op::Len => &[Tile(None)],
         Op::Gather => &[Gm { write: false, elem: None }, Scalar(U64), Tile(Some(I32)), ScalarOfElem],
@@ -332,7 +344,7 @@ pub fn result_type(op: Op, elem: Option<Prim>) -> Ty {
         Op::LoadScalar | Op::Get | Op::ReduceMax | Op::ReduceMin | Op::ReduceSum => Ty::Scalar(elem.unwrap_or(F32)),
         Op::MaskBits => Ty::Tile(Bool),
         Op::Iota => Ty::Tile(U32),
-        Op::Any | Op::All | Op::Accept => Ty::Scalar(Bool),
+        Op::Any | Op::All | Op::Accept | Op::WarpScope => Ty::Scalar(Bool),
         Op::ExclusiveScan | Op::InclusiveScan => Ty::Tile(elem.unwrap_or(U64)),
         Op::FirstWhere | Op::LastWhere | Op::Categorical => Ty::Scalar(I32),
         Op::TopN | Op::TopNSet | Op::TopNMergeStream | Op::SortDesc => Ty::Tuple(vec![Ty::Tile(F32), Ty::Tile(I32)]),

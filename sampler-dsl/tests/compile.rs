@@ -804,3 +804,32 @@ fn a_literal_length_above_the_smallest_tile_is_an_error() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].starts_with("`load` of 65 elements, but the tile size 64 holds at most 64"), "{e:?}");
 }
+
+/// `if warp_scope(len) { .. }`: the Rust body runs the block on the
+/// runtime's warp context when `len` fits (then the join), else on the
+/// block's, the block's statements emitted once for each; AscendC runs the
+/// block as written (`if (true)`).
+#[test]
+fn a_warp_scope_emits_the_block_on_both_contexts() {
+    let k = compile(
+        quote!(tile = [256]),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, head: u32, s: GmMut<u64>) {
+                let rest = reduce_sum(to_fixed(exp(load(x, 0u64, n))));
+                if warp_scope(head) {
+                    let w = to_fixed(exp(load(x, 0u64, head)));
+                    store_scalar(s, 0u64, rest + reduce_sum(exclusive_scan(w)) + (TILE as u64));
+                }
+            }
+        ),
+    );
+    let body = body_string(&k);
+    for f in ["warp_fits", "warp_ctx", "warp_join", "WARP_TILE"] {
+        assert_eq!(count(&body, f), 1, "{f}: {body}");
+    }
+    // The scope's block twice (warp, block), the rest's sum once.
+    assert_eq!(count(&body, "exclusive_scan"), 2, "{body}");
+    assert_eq!(count(&body, "reduce_sum"), 3, "{body}");
+    let cpp = sampler_dsl::emit::ascendc::emit(&k).expect("a warp scope is lowered");
+    assert!(cpp.contains("if (true)"), "{cpp}");
+}

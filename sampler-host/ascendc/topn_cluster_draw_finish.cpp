@@ -9,7 +9,7 @@
 // The body of tiles 256/1024; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void topn_cluster_draw_finish_body(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, uint32_t p_head, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_row_status, GM_ADDR p_ctas, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6, U7 = K::U7, U8 = K::U8, U9 = K::U9, U10 = K::U10;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6, U7 = K::U7, U8 = K::U8, U9 = K::U9;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
   pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
@@ -139,572 +139,563 @@ __aicore__ inline void topn_cluster_draw_finish_body(GM_ADDR p_logits, uint32_t 
     AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_row_status);
     const int32_t v___kf2_rs_40 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf4_i_37)));
     const int32_t v___kf2_gold_41 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf4_i_37)));
-    const uint64_t v___kf5_off_42 = (uint64_t)(v___kf2_off_26);
-    const uint32_t v___kf5_n_43 = (uint32_t)(v___kf2_n_23);
-    const uint32_t v___kf5_head_44 = (uint32_t)(v___kf2_head_24);
-    const float v___kf5_t_45 = (float)(v___kf2_t_29);
-    const float v___kf5_tp_46 = (float)(v___kf2_tp_30);
-    const int32_t v___kf5_k_47 = (int32_t)(v___kf2_tk_31);
-    const float v___kf5_lmp_48 = (float)(v___kf2_lmp_32);
-    const bool v___kf5_kfirst_49 = (bool)(v___kf2_kfirst_33);
-    const uint64_t v___kf5_seed_50 = (uint64_t)(v___kf2_sd_34);
-    const uint64_t v___kf5_seq_51 = (uint64_t)(v___kf2_sq_35);
     AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-    const float v___kf5_m_52 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_42)));
-    const uint64_t v___kf6_off_53 = (uint64_t)(v___kf5_off_42);
-    const uint32_t v___kf6_start_54 = (uint32_t)(v___kf5_head_44);
-    const uint32_t v___kf6_n_55 = (uint32_t)(v___kf5_n_43);
-    const float v___kf6_m_56 = (float)(v___kf5_m_52);
-    const float v___kf6_t_57 = (float)(v___kf5_t_45);
-    uint64_t v___kf6_s_58 = (uint64_t)(((uint64_t)0ull));
+    const float v___kf2_m_42 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_26)));
+    const uint64_t v___kf5_off_43 = (uint64_t)(v___kf2_off_26);
+    const uint32_t v___kf5_start_44 = (uint32_t)(v___kf2_head_24);
+    const uint32_t v___kf5_n_45 = (uint32_t)(v___kf2_n_23);
+    const float v___kf5_m_46 = (float)(v___kf2_m_42);
+    const float v___kf5_t_47 = (float)(v___kf2_t_29);
+    uint64_t v___kf5_s_48 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t59 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s60 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, s60);
-      AscendC::LocalTensor<uint64_t> t61 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t61_n = 0;
-      t61_n = t59_n;
+      AscendC::LocalTensor<uint64_t> t49 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t49_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s50 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, s50);
+      AscendC::LocalTensor<uint64_t> t51 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t51_n = 0;
+      t51_n = t49_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t61_n > 0) {
-        AscendC::DataCopy(t61, t59, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t51_n > 0) {
+        AscendC::DataCopy(t51, t49, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf6_passes_62 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
-      const uint32_t end63 = (uint32_t)(v___kf6_passes_62);
+      const uint32_t v___kf5_passes_52 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end53 = (uint32_t)(v___kf5_passes_52);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf6_q_64 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_64 < end63; ++v___kf6_q_64) {
+      for (uint32_t v___kf5_q_54 = (uint32_t)(((uint32_t)0ull)); v___kf5_q_54 < end53; ++v___kf5_q_54) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf6_lo0_65 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_54, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf6_q_64), TILE)));
-        const uint32_t v___kf6_lo1_66 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_65, TILE));
-        const uint32_t v___kf6_lo2_67 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo1_66, TILE));
-        const uint32_t v___kf6_lo3_68 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo2_67, TILE));
-        const uint32_t v___kf6_s0_69 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_65, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
-        const uint32_t v___kf6_s1_70 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_66, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
-        const uint32_t v___kf6_s2_71 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo2_67, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
-        const uint32_t v___kf6_s3_72 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo3_68, sk::sub<uint32_t>(v___kf6_n_55, TILE)));
-        AscendC::LocalTensor<float> t73 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::Duplicate(t73, (float)(sk::bits_f32(0xff800000u)), (int32_t)t73_n);
-        const uint32_t n74 = t73_n;
-        const uint64_t off75 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s0_69))));
-        AscendC::LocalTensor<float> o76 = qout.AllocTensor<float>();
+        const uint32_t v___kf5_lo0_55 = (uint32_t)(sk::add<uint32_t>(v___kf5_start_44, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf5_q_54), TILE)));
+        const uint32_t v___kf5_lo1_56 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo0_55, TILE));
+        const uint32_t v___kf5_lo2_57 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo1_56, TILE));
+        const uint32_t v___kf5_lo3_58 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo2_57, TILE));
+        const uint32_t v___kf5_s0_59 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo0_55, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
+        const uint32_t v___kf5_s1_60 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo1_56, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
+        const uint32_t v___kf5_s2_61 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo2_57, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
+        const uint32_t v___kf5_s3_62 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo3_58, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
+        AscendC::LocalTensor<float> t63 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t63_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::Duplicate(t63, (float)(sk::bits_f32(0xff800000u)), (int32_t)t63_n);
+        const uint32_t n64 = t63_n;
+        const uint64_t off65 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s0_59))));
+        AscendC::LocalTensor<float> o66 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n74 > 0) {
-          AscendC::DataCopy(o76, t73, AscendC::DataCopyParams{1, (uint16_t)((n74 * sizeof(float) + 31) / 32), 0, 0});
+        if (n64 > 0) {
+          AscendC::DataCopy(o66, t63, AscendC::DataCopyParams{1, (uint16_t)((n64 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o76); o76 = qout.DeQue<float>();
-        if (n74 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off75], o76, AscendC::DataCopyExtParams{1, (uint32_t)(n74 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o66); o66 = qout.DeQue<float>();
+        if (n64 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off65], o66, AscendC::DataCopyExtParams{1, (uint32_t)(n64 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o76);
-        AscendC::LocalTensor<float> t77 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qout.FreeTensor(o66);
+        AscendC::LocalTensor<float> t67 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t77, (float)(sk::bits_f32(0xff800000u)), (int32_t)t77_n);
-        const uint32_t n78 = t77_n;
-        const uint64_t off79 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s1_70))));
-        AscendC::LocalTensor<float> o80 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t67, (float)(sk::bits_f32(0xff800000u)), (int32_t)t67_n);
+        const uint32_t n68 = t67_n;
+        const uint64_t off69 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s1_60))));
+        AscendC::LocalTensor<float> o70 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n78 > 0) {
-          AscendC::DataCopy(o80, t77, AscendC::DataCopyParams{1, (uint16_t)((n78 * sizeof(float) + 31) / 32), 0, 0});
+        if (n68 > 0) {
+          AscendC::DataCopy(o70, t67, AscendC::DataCopyParams{1, (uint16_t)((n68 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o80); o80 = qout.DeQue<float>();
+        qout.EnQue(o70); o70 = qout.DeQue<float>();
         AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n78 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off79], o80, AscendC::DataCopyExtParams{1, (uint32_t)(n78 * sizeof(float)), 0, 0, 0});
+        if (n68 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off69], o70, AscendC::DataCopyExtParams{1, (uint32_t)(n68 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o80);
-        AscendC::LocalTensor<float> t81 = ub8[0].ReinterpretCast<float>();
+        qout.FreeTensor(o70);
+        AscendC::LocalTensor<float> t71 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t71_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t71, (float)(sk::bits_f32(0xff800000u)), (int32_t)t71_n);
+        const uint32_t n72 = t71_n;
+        const uint64_t off73 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s2_61))));
+        AscendC::LocalTensor<float> o74 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n72 > 0) {
+          AscendC::DataCopy(o74, t71, AscendC::DataCopyParams{1, (uint16_t)((n72 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o74); o74 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n72 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off73], o74, AscendC::DataCopyExtParams{1, (uint32_t)(n72 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o74);
+        AscendC::LocalTensor<float> t75 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t75, (float)(sk::bits_f32(0xff800000u)), (int32_t)t75_n);
+        const uint32_t n76 = t75_n;
+        const uint64_t off77 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s3_62))));
+        AscendC::LocalTensor<float> o78 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n76 > 0) {
+          AscendC::DataCopy(o78, t75, AscendC::DataCopyParams{1, (uint16_t)((n76 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o78); o78 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n76 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off77], o78, AscendC::DataCopyExtParams{1, (uint32_t)(n76 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o78);
+        AscendC::LocalTensor<float> t79 = qin.AllocTensor<float>();
+        const uint32_t t79_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off80 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s0_59))));
+        if (t79_n > 0) {
+          AscendC::DataCopyPad(t79, g_cand[off80], AscendC::DataCopyExtParams{1, (uint32_t)(t79_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t79); t79 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t81 = qin.AllocTensor<float>();
         const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t81, (float)(sk::bits_f32(0xff800000u)), (int32_t)t81_n);
-        const uint32_t n82 = t81_n;
-        const uint64_t off83 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s2_71))));
-        AscendC::LocalTensor<float> o84 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n82 > 0) {
-          AscendC::DataCopy(o84, t81, AscendC::DataCopyParams{1, (uint16_t)((n82 * sizeof(float) + 31) / 32), 0, 0});
+        const uint64_t off82 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s1_60))));
+        if (t81_n > 0) {
+          AscendC::DataCopyPad(t81, g_cand[off82], AscendC::DataCopyExtParams{1, (uint32_t)(t81_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qout.EnQue(o84); o84 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n82 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off83], o84, AscendC::DataCopyExtParams{1, (uint32_t)(n82 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o84);
-        AscendC::LocalTensor<float> t85 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t85, (float)(sk::bits_f32(0xff800000u)), (int32_t)t85_n);
-        const uint32_t n86 = t85_n;
-        const uint64_t off87 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s3_72))));
-        AscendC::LocalTensor<float> o88 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n86 > 0) {
-          AscendC::DataCopy(o88, t85, AscendC::DataCopyParams{1, (uint16_t)((n86 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o88); o88 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n86 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off87], o88, AscendC::DataCopyExtParams{1, (uint32_t)(n86 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o88);
-        AscendC::LocalTensor<float> t89 = qin.AllocTensor<float>();
-        const uint32_t t89_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off90 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s0_69))));
-        if (t89_n > 0) {
-          AscendC::DataCopyPad(t89, g_cand[off90], AscendC::DataCopyExtParams{1, (uint32_t)(t89_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-        }
-        qin.EnQue(t89); t89 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t91 = qin.AllocTensor<float>();
-        const uint32_t t91_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off92 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s1_70))));
-        if (t91_n > 0) {
-          AscendC::DataCopyPad(t91, g_cand[off92], AscendC::DataCopyExtParams{1, (uint32_t)(t91_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-        }
-        qin.EnQue(t91); t91 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t93 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t93_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off94 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s2_71))));
+        qin.EnQue(t81); t81 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t83 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t83_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off84 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s2_61))));
         sk::sync<AscendC::HardEvent::V_MTE2>();
-        if (t93_n > 0) {
-          AscendC::DataCopyPad(t93, g_cand[off94], AscendC::DataCopyExtParams{1, (uint32_t)(t93_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        if (t83_n > 0) {
+          AscendC::DataCopyPad(t83, g_cand[off84], AscendC::DataCopyExtParams{1, (uint32_t)(t83_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        AscendC::LocalTensor<float> t95 = ub8[U0].ReinterpretCast<float>();
-        const uint32_t t95_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off96 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_s3_72))));
-        if (t95_n > 0) {
-          AscendC::DataCopyPad(t95, g_cand[off96], AscendC::DataCopyExtParams{1, (uint32_t)(t95_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::LocalTensor<float> t85 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off86 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s3_62))));
+        if (t85_n > 0) {
+          AscendC::DataCopyPad(t85, g_cand[off86], AscendC::DataCopyExtParams{1, (uint32_t)(t85_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t97 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t97_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t97.ReinterpretCast<int32_t>(), (int32_t)0, t97_n);
-        const uint32_t s98 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo0_65, v___kf6_s0_69));
-        AscendC::LocalTensor<uint64_t> t99 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t99_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t97_n), t89_n);
+        AscendC::LocalTensor<uint32_t> t87 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t87_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t87.ReinterpretCast<int32_t>(), (int32_t)0, t87_n);
+        const uint32_t s88 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo0_55, v___kf5_s0_59));
+        AscendC::LocalTensor<uint64_t> t89 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t89_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t87_n), t79_n);
         sk::sync<AscendC::HardEvent::V_S>();
         sk::sync<AscendC::HardEvent::MTE2_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t61;
-          const AscendC::LocalTensor<uint32_t> &L1 = t97;
-          const AscendC::LocalTensor<float> &L2 = t89;
-          for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s98))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t51;
+          const AscendC::LocalTensor<uint32_t> &L1 = t87;
+          const AscendC::LocalTensor<float> &L2 = t79;
+          for (uint32_t i = 0; i < t89_n; ++i) t89.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s88))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
         }
-        t61_n = t99_n;
+        t51_n = t89_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t61_n > 0) {
-          AscendC::DataCopy(t61, t99, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t51_n > 0) {
+          AscendC::DataCopy(t51, t89, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t89);
-        AscendC::LocalTensor<uint32_t> t100 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t100_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t79);
+        AscendC::LocalTensor<uint32_t> t90 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t90_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t100.ReinterpretCast<int32_t>(), (int32_t)0, t100_n);
-        const uint32_t s101 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo1_66, v___kf6_s1_70));
-        AscendC::LocalTensor<uint64_t> t102 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t102_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t100_n), t91_n);
+        AscendC::CreateVecIndex(t90.ReinterpretCast<int32_t>(), (int32_t)0, t90_n);
+        const uint32_t s91 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo1_56, v___kf5_s1_60));
+        AscendC::LocalTensor<uint64_t> t92 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t92_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t90_n), t81_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t61;
-          const AscendC::LocalTensor<uint32_t> &L1 = t100;
-          const AscendC::LocalTensor<float> &L2 = t91;
-          for (uint32_t i = 0; i < t102_n; ++i) t102.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s101))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t51;
+          const AscendC::LocalTensor<uint32_t> &L1 = t90;
+          const AscendC::LocalTensor<float> &L2 = t81;
+          for (uint32_t i = 0; i < t92_n; ++i) t92.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s91))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
         }
-        t61_n = t102_n;
+        t51_n = t92_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t61_n > 0) {
-          AscendC::DataCopy(t61, t102, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t51_n > 0) {
+          AscendC::DataCopy(t51, t92, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t91);
-        AscendC::LocalTensor<uint32_t> t103 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t103_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t81);
+        AscendC::LocalTensor<uint32_t> t93 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t93_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t103.ReinterpretCast<int32_t>(), (int32_t)0, t103_n);
-        const uint32_t s104 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo2_67, v___kf6_s2_71));
-        AscendC::LocalTensor<uint64_t> t105 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t105_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t103_n), t93_n);
+        AscendC::CreateVecIndex(t93.ReinterpretCast<int32_t>(), (int32_t)0, t93_n);
+        const uint32_t s94 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo2_57, v___kf5_s2_61));
+        AscendC::LocalTensor<uint64_t> t95 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t95_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t93_n), t83_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t61;
-          const AscendC::LocalTensor<uint32_t> &L1 = t103;
-          const AscendC::LocalTensor<float> &L2 = t93;
-          for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s104))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t51;
+          const AscendC::LocalTensor<uint32_t> &L1 = t93;
+          const AscendC::LocalTensor<float> &L2 = t83;
+          for (uint32_t i = 0; i < t95_n; ++i) t95.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s94))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
         }
-        t61_n = t105_n;
+        t51_n = t95_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t61_n > 0) {
-          AscendC::DataCopy(t61, t105, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t51_n > 0) {
+          AscendC::DataCopy(t51, t95, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t106 = ub8[0].ReinterpretCast<uint32_t>();
-        const uint32_t t106_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::LocalTensor<uint32_t> t96 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t96_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::CreateVecIndex(t106.ReinterpretCast<int32_t>(), (int32_t)0, t106_n);
-        const uint32_t s107 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo3_68, v___kf6_s3_72));
-        AscendC::LocalTensor<uint64_t> t108 = ub8[U3].ReinterpretCast<uint64_t>();
-        const uint32_t t108_n = sk::min<uint32_t>(sk::min<uint32_t>(t61_n, t106_n), t95_n);
+        AscendC::CreateVecIndex(t96.ReinterpretCast<int32_t>(), (int32_t)0, t96_n);
+        const uint32_t s97 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo3_58, v___kf5_s3_62));
+        AscendC::LocalTensor<uint64_t> t98 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t98_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t96_n), t85_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t61;
-          const AscendC::LocalTensor<uint32_t> &L1 = t106;
-          const AscendC::LocalTensor<float> &L2 = t95;
-          for (uint32_t i = 0; i < t108_n; ++i) t108.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s107))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_56), v___kf6_t_57))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t51;
+          const AscendC::LocalTensor<uint32_t> &L1 = t96;
+          const AscendC::LocalTensor<float> &L2 = t85;
+          for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s97))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
         }
-        t61_n = t108_n;
+        t51_n = t98_n;
         sk::sync<AscendC::HardEvent::S_V>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (t61_n > 0) {
-          AscendC::DataCopy(t61, t108, AscendC::DataCopyParams{1, (uint16_t)((t61_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t51_n > 0) {
+          AscendC::DataCopy(t51, t98, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s109 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t61_n; ++i) {
-        s109 = sk::add<uint64_t>(s109, t61.GetValue(i));
+      uint64_t s99 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t51_n; ++i) {
+        s99 = sk::add<uint64_t>(s99, t51.GetValue(i));
       }
-      v___kf6_s_58 = (uint64_t)(s109);
+      v___kf5_s_48 = (uint64_t)(s99);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf6_n_55) > (uint32_t)(v___kf6_start_54))) {
+      if (((uint32_t)(v___kf5_n_45) > (uint32_t)(v___kf5_start_44))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf6_o_110 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_53, ((uint64_t)(v___kf6_start_54))));
-        AscendC::LocalTensor<float> t111 = qin.AllocTensor<float>();
-        const uint32_t t111_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54)), TILE);
-        const uint64_t off112 = (uint64_t)(v___kf6_o_110);
-        if (t111_n > 0) {
-          AscendC::DataCopyPad(t111, g_cand[off112], AscendC::DataCopyExtParams{1, (uint32_t)(t111_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf5_o_100 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_start_44))));
+        AscendC::LocalTensor<float> t101 = qin.AllocTensor<float>();
+        const uint32_t t101_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44)), TILE);
+        const uint64_t off102 = (uint64_t)(v___kf5_o_100);
+        if (t101_n > 0) {
+          AscendC::DataCopyPad(t101, g_cand[off102], AscendC::DataCopyExtParams{1, (uint32_t)(t101_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t111); t111 = qin.DeQue<float>();
-        const float s113 = (float)(v___kf6_m_56);
-        AscendC::LocalTensor<float> t114 = t111.ReinterpretCast<float>();
-        const uint32_t t114_n = t111_n;
-        AscendC::Adds(t114, t111, -s113, (int32_t)t114_n);
-        AscendC::LocalTensor<uint64_t> t115 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t115_n = t114_n;
+        qin.EnQue(t101); t101 = qin.DeQue<float>();
+        const float s103 = (float)(v___kf5_m_46);
+        AscendC::LocalTensor<float> t104 = t101.ReinterpretCast<float>();
+        const uint32_t t104_n = t101_n;
+        AscendC::Adds(t104, t101, -s103, (int32_t)t104_n);
+        AscendC::LocalTensor<uint64_t> t105 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t105_n = t104_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t114;
-          for (uint32_t i = 0; i < t115_n; ++i) t115.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_57)))));
+          const AscendC::LocalTensor<float> &L0 = t104;
+          for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf5_t_47)))));
         }
-        uint64_t s116 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t115_n; ++i) {
-          s116 = sk::add<uint64_t>(s116, t115.GetValue(i));
+        uint64_t s106 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t105_n; ++i) {
+          s106 = sk::add<uint64_t>(s106, t105.GetValue(i));
         }
-        v___kf6_s_58 = (uint64_t)(s116);
-        qin.FreeTensor(t111);
-        AscendC::LocalTensor<float> t117 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t117_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_55, v___kf6_start_54)), TILE);
+        v___kf5_s_48 = (uint64_t)(s106);
+        qin.FreeTensor(t101);
+        AscendC::LocalTensor<float> t107 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t107_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t117, (float)(sk::bits_f32(0xff800000u)), (int32_t)t117_n);
-        const uint32_t n118 = t117_n;
-        const uint64_t off119 = (uint64_t)(v___kf6_o_110);
-        AscendC::LocalTensor<float> o120 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t107, (float)(sk::bits_f32(0xff800000u)), (int32_t)t107_n);
+        const uint32_t n108 = t107_n;
+        const uint64_t off109 = (uint64_t)(v___kf5_o_100);
+        AscendC::LocalTensor<float> o110 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n118 > 0) {
-          AscendC::DataCopy(o120, t117, AscendC::DataCopyParams{1, (uint16_t)((n118 * sizeof(float) + 31) / 32), 0, 0});
+        if (n108 > 0) {
+          AscendC::DataCopy(o110, t107, AscendC::DataCopyParams{1, (uint16_t)((n108 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o120); o120 = qout.DeQue<float>();
-        if (n118 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off119], o120, AscendC::DataCopyExtParams{1, (uint32_t)(n118 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o110); o110 = qout.DeQue<float>();
+        if (n108 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off109], o110, AscendC::DataCopyExtParams{1, (uint32_t)(n108 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o120);
+        qout.FreeTensor(o110);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf5_rest_121 = (uint64_t)(v___kf6_s_58);
-    const uint64_t v___kf7_off_122 = (uint64_t)(v___kf5_off_42);
-    const uint32_t v___kf7_n_123 = (uint32_t)(v___kf5_head_44);
-    const float v___kf7_temperature_124 = (float)(v___kf5_t_45);
-    AscendC::LocalTensor<float> t125 = qin.AllocTensor<float>();
-    const uint32_t t125_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_123), TILE);
-    const uint64_t off126 = (uint64_t)(v___kf7_off_122);
-    if (t125_n > 0) {
-      AscendC::DataCopyPad(t125, g_cand[off126], AscendC::DataCopyExtParams{1, (uint32_t)(t125_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t125); t125 = qin.DeQue<float>();
-    AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-    const float s127 = (float)(g_cand.GetValue((uint64_t)(v___kf7_off_122)));
-    AscendC::LocalTensor<float> t128 = t125.ReinterpretCast<float>();
-    const uint32_t t128_n = t125_n;
-    AscendC::Adds(t128, t125, -s127, (int32_t)t128_n);
-    AscendC::LocalTensor<float> t129 = t128.ReinterpretCast<float>();
-    const uint32_t t129_n = t128_n;
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t128;
-      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf7_temperature_124)));
-    }
-    AscendC::LocalTensor<uint64_t> t130 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t130_n = t129_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t129;
-      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    uint64_t s131 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t130_n; ++i) {
-      s131 = sk::add<uint64_t>(s131, t130.GetValue(i));
-    }
-    const uint64_t v___kf5_total_132 = (uint64_t)(sk::add<uint64_t>(v___kf5_rest_121, s131));
-    const float v___kf8_log_min_p_133 = (float)(v___kf5_lmp_48);
-    const int32_t v___kf8_k_134 = (int32_t)(v___kf5_k_47);
-    const uint32_t v___kf8_n_135 = (uint32_t)(v___kf5_head_44);
-    AscendC::LocalTensor<uint32_t> t136 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t136_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_135), TILE);
-    AscendC::CreateVecIndex(t136.ReinterpretCast<int32_t>(), (int32_t)0, t136_n);
-    const uint32_t s137 = (uint32_t)(((uint32_t)(v___kf8_k_134)));
-    const bool s138 = (bool)(((int32_t)(v___kf8_k_134) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t139 = ub8[U7].ReinterpretCast<uint8_t>();
-    const uint32_t t139_n = sk::min<uint32_t>(t129_n, t136_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t129;
-      const AscendC::LocalTensor<uint32_t> &L1 = t136;
-      for (uint32_t i = 0; i < t139_n; ++i) t139.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_133))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s137))) | (bool)(s138))))))));
-    }
-    const bool v___kf9_kfirst_140 = (bool)(v___kf5_kfirst_49);
-    const uint64_t v___kf9_total_141 = (uint64_t)(v___kf5_total_132);
-    AscendC::LocalTensor<uint64_t> t142 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t142_n = sk::min<uint32_t>(t139_n, t130_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t139;
-      const AscendC::LocalTensor<uint64_t> &L1 = t130;
-      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s143 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t142_n; ++i) {
-      s143 = sk::add<uint64_t>(s143, t142.GetValue(i));
-    }
-    const uint64_t v___kf5_base_144 = (uint64_t)(((v___kf9_kfirst_140) ? (uint64_t)(s143) : (uint64_t)(v___kf9_total_141)));
-    const uint64_t v___kf10_base_145 = (uint64_t)(v___kf5_base_144);
-    const float v___kf10_top_p_146 = (float)(v___kf5_tp_46);
-    const uint64_t v___kf10_thr_147 = (uint64_t)(sk::frac_floor(v___kf10_base_145, v___kf10_top_p_146));
-    AscendC::LocalTensor<uint64_t> t148 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t148_n = t130_n;
-     {
-      uint64_t acc = 0;
-      for (uint32_t i = 0; i < t130_n; ++i) {
-        const uint64_t x = t130.GetValue(i);
-        t148.SetValue(i, acc);
-        acc = sk::add<uint64_t>(acc, x);
+    const uint64_t v___kf2_rest_111 = (uint64_t)(v___kf5_s_48);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    if (true) {
+      AscendC::PipeBarrier<PIPE_ALL>();
+      AscendC::LocalTensor<float> t112 = qin.AllocTensor<float>();
+      const uint32_t t112_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+      const uint64_t off113 = (uint64_t)(v___kf2_off_26);
+      if (t112_n > 0) {
+        AscendC::DataCopyPad(t112, g_cand[off113], AscendC::DataCopyExtParams{1, (uint32_t)(t112_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
-    }
-    AscendC::LocalTensor<uint8_t> t149 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t149_n = sk::min<uint32_t>(t148_n, t139_n);
-     {
-      const AscendC::LocalTensor<uint64_t> &L0 = t148;
-      const AscendC::LocalTensor<uint8_t> &L1 = t139;
-      for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_147))) & (bool)((L1.GetValue(i) != 0))))));
-    }
-    AscendC::LocalTensor<uint64_t> t150 = ub8[U9].ReinterpretCast<uint64_t>();
-    const uint32_t t150_n = sk::min<uint32_t>(t149_n, t130_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t149;
-      const AscendC::LocalTensor<uint64_t> &L1 = t130;
-      for (uint32_t i = 0; i < t150_n; ++i) t150.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s151 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t150_n; ++i) {
-      s151 = sk::add<uint64_t>(s151, t150.GetValue(i));
-    }
-    const float v___kf11_lse_152 = (float)(sk::ln_fixed(s151));
-    const float s153 = (float)(v___kf11_lse_152);
-    AscendC::LocalTensor<float> t154 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t154_n = t129_n;
-    sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t154, t129, -s153, (int32_t)t154_n);
-    AscendC::LocalTensor<float> t155 = t154.ReinterpretCast<float>();
-    const uint32_t t155_n = sk::min<uint32_t>(t149_n, t154_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t149;
-      const AscendC::LocalTensor<float> &L1 = t154;
-      for (uint32_t i = 0; i < t155_n; ++i) t155.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-    }
-    qin.FreeTensor(t125);
-    const uint32_t n156 = t155_n;
-    const uint64_t off157 = (uint64_t)(v___kf5_off_42);
-    AscendC::LocalTensor<float> o158 = qout.AllocTensor<float>();
-    sk::sync<AscendC::HardEvent::S_V>();
-    if (n156 > 0) {
-      AscendC::DataCopy(o158, t155, AscendC::DataCopyParams{1, (uint16_t)((n156 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o158); o158 = qout.DeQue<float>();
-    if (n156 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off157], o158, AscendC::DataCopyExtParams{1, (uint32_t)(n156 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o158);
-    const uint64_t v___kf12_off_159 = (uint64_t)(v___kf5_off_42);
-    const uint64_t v___kf12_seed_160 = (uint64_t)(v___kf5_seed_50);
-    const uint64_t v___kf12_seq_161 = (uint64_t)(v___kf5_seq_51);
-    AscendC::LocalTensor<uint64_t> t162 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t162_n = t155_n;
-     {
-      const AscendC::LocalTensor<float> &L0 = t155;
-      for (uint32_t i = 0; i < t162_n; ++i) t162.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    const uint64_t s164 = (uint64_t)(sk::uniform53(v___kf12_seed_160, v___kf12_seq_161));
-    int32_t s163 = -1;
-     {
-      sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t162_n; ++i) tot = sk::add128(tot, t162.GetValue(i));
-      if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s164, tot.lo);
-        thr.hi += s164 * tot.hi;
-        sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t162_n; ++i) {
-          acc = sk::add128(acc, t162.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s163 = (int32_t)i; break; }
+      qin.EnQue(t112); t112 = qin.DeQue<float>();
+      AscendC::LocalTensor<int32_t> t114 = qin.AllocTensor<int32_t>();
+      const uint32_t t114_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+      const uint64_t off115 = (uint64_t)(v___kf2_off_26);
+      if (t114_n > 0) {
+        AscendC::DataCopyPad(t114, g_cand_ids[off115], AscendC::DataCopyExtParams{1, (uint32_t)(t114_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+      }
+      qin.EnQue(t114); t114 = qin.DeQue<int32_t>();
+      const float v___kf6_m_116 = (float)(v___kf2_m_42);
+      const uint64_t v___kf6_off_117 = (uint64_t)(v___kf2_off_26);
+      const uint64_t v___kf6_rest_118 = (uint64_t)(v___kf2_rest_111);
+      const float v___kf6_t_119 = (float)(v___kf2_t_29);
+      const float v___kf6_tp_120 = (float)(v___kf2_tp_30);
+      const int32_t v___kf6_k_121 = (int32_t)(v___kf2_tk_31);
+      const float v___kf6_lmp_122 = (float)(v___kf2_lmp_32);
+      const bool v___kf6_kfirst_123 = (bool)(v___kf2_kfirst_33);
+      const uint64_t v___kf6_seed_124 = (uint64_t)(v___kf2_sd_34);
+      const uint64_t v___kf6_seq_125 = (uint64_t)(v___kf2_sq_35);
+      const float s126 = (float)(v___kf6_m_116);
+      AscendC::LocalTensor<float> t127 = ub8[0].ReinterpretCast<float>();
+      const uint32_t t127_n = t112_n;
+      AscendC::Adds(t127, t112, -s126, (int32_t)t127_n);
+      AscendC::LocalTensor<float> t128 = t127.ReinterpretCast<float>();
+      const uint32_t t128_n = t127_n;
+      sk::sync<AscendC::HardEvent::V_S>();
+       {
+        const AscendC::LocalTensor<float> &L0 = t127;
+        for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_t_119)));
+      }
+      AscendC::LocalTensor<uint64_t> t129 = ub8[U0].ReinterpretCast<uint64_t>();
+      const uint32_t t129_n = t128_n;
+       {
+        const AscendC::LocalTensor<float> &L0 = t128;
+        for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      }
+      uint64_t s130 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t129_n; ++i) {
+        s130 = sk::add<uint64_t>(s130, t129.GetValue(i));
+      }
+      const uint64_t v___kf6_total_131 = (uint64_t)(sk::add<uint64_t>(v___kf6_rest_118, s130));
+      const float v___kf7_log_min_p_132 = (float)(v___kf6_lmp_122);
+      const int32_t v___kf7_k_133 = (int32_t)(v___kf6_k_121);
+      const uint32_t v___kf7_n_134 = (uint32_t)(t112_n);
+      AscendC::LocalTensor<uint32_t> t135 = ub8[U7].ReinterpretCast<uint32_t>();
+      const uint32_t t135_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_134), TILE);
+      AscendC::CreateVecIndex(t135.ReinterpretCast<int32_t>(), (int32_t)0, t135_n);
+      const uint32_t s136 = (uint32_t)(((uint32_t)(v___kf7_k_133)));
+      const bool s137 = (bool)(((int32_t)(v___kf7_k_133) < (int32_t)(((int32_t)0ull))));
+      AscendC::LocalTensor<uint8_t> t138 = ub8[U3].ReinterpretCast<uint8_t>();
+      const uint32_t t138_n = sk::min<uint32_t>(t128_n, t135_n);
+      sk::sync<AscendC::HardEvent::V_S>();
+       {
+        const AscendC::LocalTensor<float> &L0 = t128;
+        const AscendC::LocalTensor<uint32_t> &L1 = t135;
+        for (uint32_t i = 0; i < t138_n; ++i) t138.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_132))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s136))) | (bool)(s137))))))));
+      }
+      const bool v___kf8_kfirst_139 = (bool)(v___kf6_kfirst_123);
+      const uint64_t v___kf8_total_140 = (uint64_t)(v___kf6_total_131);
+      AscendC::LocalTensor<uint64_t> t141 = ub8[U8].ReinterpretCast<uint64_t>();
+      const uint32_t t141_n = sk::min<uint32_t>(t138_n, t129_n);
+       {
+        const AscendC::LocalTensor<uint8_t> &L0 = t138;
+        const AscendC::LocalTensor<uint64_t> &L1 = t129;
+        for (uint32_t i = 0; i < t141_n; ++i) t141.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      }
+      uint64_t s142 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t141_n; ++i) {
+        s142 = sk::add<uint64_t>(s142, t141.GetValue(i));
+      }
+      const uint64_t v___kf6_base_143 = (uint64_t)(((v___kf8_kfirst_139) ? (uint64_t)(s142) : (uint64_t)(v___kf8_total_140)));
+      const uint64_t v___kf9_base_144 = (uint64_t)(v___kf6_base_143);
+      const float v___kf9_top_p_145 = (float)(v___kf6_tp_120);
+      const uint64_t v___kf9_thr_146 = (uint64_t)(sk::frac_floor(v___kf9_base_144, v___kf9_top_p_145));
+      AscendC::LocalTensor<uint64_t> t147 = ub8[U8].ReinterpretCast<uint64_t>();
+      const uint32_t t147_n = t129_n;
+       {
+        uint64_t acc = 0;
+        for (uint32_t i = 0; i < t129_n; ++i) {
+          const uint64_t x = t129.GetValue(i);
+          t147.SetValue(i, acc);
+          acc = sk::add<uint64_t>(acc, x);
         }
-        if (s163 < 0) for (uint32_t i = t162_n; i-- > 0;) if (t162.GetValue(i) > 0) { s163 = (int32_t)i; break; }
       }
+      AscendC::LocalTensor<uint8_t> t148 = ub8[U7].ReinterpretCast<uint8_t>();
+      const uint32_t t148_n = sk::min<uint32_t>(t147_n, t138_n);
+       {
+        const AscendC::LocalTensor<uint64_t> &L0 = t147;
+        const AscendC::LocalTensor<uint8_t> &L1 = t138;
+        for (uint32_t i = 0; i < t148_n; ++i) t148.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_146))) & (bool)((L1.GetValue(i) != 0))))));
+      }
+      AscendC::LocalTensor<uint64_t> t149 = ub8[U9].ReinterpretCast<uint64_t>();
+      const uint32_t t149_n = sk::min<uint32_t>(t148_n, t129_n);
+       {
+        const AscendC::LocalTensor<uint8_t> &L0 = t148;
+        const AscendC::LocalTensor<uint64_t> &L1 = t129;
+        for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      }
+      uint64_t s150 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t149_n; ++i) {
+        s150 = sk::add<uint64_t>(s150, t149.GetValue(i));
+      }
+      const float v___kf10_lse_151 = (float)(sk::ln_fixed(s150));
+      const float s152 = (float)(v___kf10_lse_151);
+      AscendC::LocalTensor<float> t153 = ub8[U0].ReinterpretCast<float>();
+      const uint32_t t153_n = t128_n;
+      sk::sync<AscendC::HardEvent::S_V>();
+      AscendC::Adds(t153, t128, -s152, (int32_t)t153_n);
+      AscendC::LocalTensor<float> t154 = t153.ReinterpretCast<float>();
+      const uint32_t t154_n = sk::min<uint32_t>(t148_n, t153_n);
+      sk::sync<AscendC::HardEvent::V_S>();
+       {
+        const AscendC::LocalTensor<uint8_t> &L0 = t148;
+        const AscendC::LocalTensor<float> &L1 = t153;
+        for (uint32_t i = 0; i < t154_n; ++i) t154.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      }
+      const uint32_t n155 = t154_n;
+      const uint64_t off156 = (uint64_t)(v___kf6_off_117);
+      AscendC::LocalTensor<float> o157 = qout.AllocTensor<float>();
+      sk::sync<AscendC::HardEvent::S_V>();
+      if (n155 > 0) {
+        AscendC::DataCopy(o157, t154, AscendC::DataCopyParams{1, (uint16_t)((n155 * sizeof(float) + 31) / 32), 0, 0});
+      }
+      qout.EnQue(o157); o157 = qout.DeQue<float>();
+      if (n155 > 0) {
+        AscendC::DataCopyPad(g_logprobs[off156], o157, AscendC::DataCopyExtParams{1, (uint32_t)(n155 * sizeof(float)), 0, 0, 0});
+      }
+      qout.FreeTensor(o157);
+      AscendC::LocalTensor<uint64_t> t158 = ub8[U2].ReinterpretCast<uint64_t>();
+      const uint32_t t158_n = t154_n;
+       {
+        const AscendC::LocalTensor<float> &L0 = t154;
+        for (uint32_t i = 0; i < t158_n; ++i) t158.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      }
+      const uint64_t s160 = (uint64_t)(sk::uniform53(v___kf6_seed_124, v___kf6_seq_125));
+      int32_t s159 = -1;
+       {
+        sk::U128 tot{0, 0};
+        for (uint32_t i = 0; i < t158_n; ++i) tot = sk::add128(tot, t158.GetValue(i));
+        if (tot.hi != 0 || tot.lo != 0) {
+          sk::U128 thr = sk::mul64(s160, tot.lo);
+          thr.hi += s160 * tot.hi;
+          sk::U128 acc{0, 0};
+          for (uint32_t i = 0; i < t158_n; ++i) {
+            acc = sk::add128(acc, t158.GetValue(i));
+            if (sk::lt128(thr, sk::shl128(acc, 53))) { s159 = (int32_t)i; break; }
+          }
+          if (s159 < 0) for (uint32_t i = t158_n; i-- > 0;) if (t158.GetValue(i) > 0) { s159 = (int32_t)i; break; }
+        }
+      }
+      const int32_t v___kf6_c_161 = (int32_t)(s159);
+      sk::sync<AscendC::HardEvent::MTE2_S>();
+      const uint32_t s162 = (uint32_t)(((uint32_t)(v___kf6_c_161)));
+      const int32_t v___kf6_tok_163 = (int32_t)(((((int32_t)(v___kf6_c_161) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s162 < t114_n ? (int32_t)(t114.GetValue(s162)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+      const int32_t v___kf2_fr_164 = (int32_t)(v___kf6_tok_163);
+      const uint64_t off165 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_164));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_fresh[off165], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint32_t v___kf11_kind_166 = (uint32_t)(v___kf2_kind_38);
+      const int32_t v___kf11_gs_167 = (int32_t)(v___kf2_gs_39);
+      const int32_t v___kf11_rs_168 = (int32_t)(v___kf2_rs_40);
+      const int32_t v___kf11_gold_169 = (int32_t)(v___kf2_gold_41);
+      const int32_t v___kf11_fr_170 = (int32_t)(v___kf2_fr_164);
+      const uint32_t v___kf11_r_171 = (uint32_t)(v___kf2_r_22);
+      const int32_t v___kf11_st_172 = (int32_t)(((((int32_t)(v___kf11_gs_167) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gs_167) : (int32_t)(v___kf11_rs_168)));
+      const int32_t v___kf11_tok_173 = (int32_t)(((((((int32_t)(v___kf11_st_172) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf11_kind_166) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf11_gold_169) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gold_169) : (int32_t)(v___kf11_fr_170)))));
+      const int32_t v___kf11_s_174 = (int32_t)(((((((int32_t)(v___kf11_st_172) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf11_kind_166) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf11_gold_169) : (int32_t)(v___kf11_tok_173)));
+      const uint64_t off175 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_tok_173));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_tokens[off175], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint64_t off176 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_s_174));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_lookup[off176], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint64_t off177 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+      ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_accepted[off177], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+      const uint64_t off178 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_st_172));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_status[off178], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const int32_t v___kf2_s_179 = (int32_t)(v___kf11_s_174);
+      const int32_t v___kf12_s_180 = (int32_t)(v___kf2_s_179);
+      const uint32_t v___kf12_r_181 = (uint32_t)(v___kf2_r_22);
+      AscendC::LocalTensor<uint8_t> t182 = ub8[0].ReinterpretCast<uint8_t>();
+      const uint32_t t182_n = t114_n;
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+       {
+        const AscendC::LocalTensor<int32_t> &L0 = t114;
+        for (uint32_t i = 0; i < t182_n; ++i) t182.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf12_s_180))));
+      }
+      int32_t s183 = (int32_t)(-1);
+      for (uint32_t i = 0; i < t182_n; ++i) {
+        if ((t182.GetValue(i) != 0)) { s183 = (int32_t)i; break; }
+      }
+      const int32_t v___kf12_col_184 = (int32_t)(((((int32_t)(v___kf12_s_180) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s183) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+      const uint32_t s185 = (uint32_t)(((uint32_t)(v___kf12_col_184)));
+      const float v___kf12_lp_186 = (float)(((((int32_t)(v___kf12_col_184) >= (int32_t)(((int32_t)0ull)))) ? (float)((s185 < t154_n ? (float)(t154.GetValue(s185)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+      const uint32_t s187 = (uint32_t)(((uint32_t)(v___kf12_col_184)));
+      const float v___kf12_vs_188 = (float)(((((int32_t)(v___kf12_col_184) >= (int32_t)(((int32_t)0ull)))) ? (float)((s187 < t112_n ? (float)(t112.GetValue(s187)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+      AscendC::LocalTensor<uint8_t> t189 = ub8[0].ReinterpretCast<uint8_t>();
+      const uint32_t t189_n = sk::min<uint32_t>(sk::min<uint32_t>(t112_n, t112_n), t114_n);
+       {
+        const AscendC::LocalTensor<float> &L0 = t112;
+        const AscendC::LocalTensor<float> &L1 = t112;
+        const AscendC::LocalTensor<int32_t> &L2 = t114;
+        for (uint32_t i = 0; i < t189_n; ++i) t189.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf12_vs_188))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf12_vs_188))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf12_s_180))))))))));
+      }
+      qin.FreeTensor(t112);
+      AscendC::LocalTensor<uint64_t> t190 = ub8[U2].ReinterpretCast<uint64_t>();
+      const uint32_t t190_n = sk::min<uint32_t>(t189_n, t154_n);
+       {
+        const AscendC::LocalTensor<uint8_t> &L0 = t189;
+        const AscendC::LocalTensor<float> &L1 = t154;
+        for (uint32_t i = 0; i < t190_n; ++i) t190.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      }
+      uint64_t s191 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t190_n; ++i) {
+        s191 = sk::add<uint64_t>(s191, t190.GetValue(i));
+      }
+      const uint64_t v___kf12_mass_192 = (uint64_t)(s191);
+      const float v___kf12_ssp_193 = (float)(((((float)(v___kf12_lp_186) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf12_mass_192)) : (float)(0e0f)));
+      const uint64_t off194 = (uint64_t)(((uint64_t)(v___kf12_r_181)));
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_lp_186));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_token_lp[off194], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      const uint64_t off195 = (uint64_t)(((uint64_t)(v___kf12_r_181)));
+      sk::sync<AscendC::HardEvent::MTE3_S>();
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_ssp_193));
+      sk::sync<AscendC::HardEvent::S_MTE3>();
+      AscendC::DataCopyPad(g_sum_smaller[off195], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      const uint32_t v___kf13_r_196 = (uint32_t)(v___kf2_r_22);
+      const uint32_t v___kf13_k_197 = (uint32_t)(v___kf2_k_25);
+      const uint64_t v___kf13_ooff_198 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf13_r_196)), ((uint64_t)(v___kf13_k_197))));
+      const uint32_t n199 = sk::min<uint32_t>(t114_n, (uint32_t)(v___kf13_k_197));
+      const uint64_t off200 = (uint64_t)(v___kf13_ooff_198);
+      AscendC::LocalTensor<int32_t> o201 = qout.AllocTensor<int32_t>();
+      if (n199 > 0) {
+        AscendC::DataCopy(o201, t114, AscendC::DataCopyParams{1, (uint16_t)((n199 * sizeof(int32_t) + 31) / 32), 0, 0});
+      }
+      qout.EnQue(o201); o201 = qout.DeQue<int32_t>();
+      if (n199 > 0) {
+        AscendC::DataCopyPad(g_out_ids[off200], o201, AscendC::DataCopyExtParams{1, (uint32_t)(n199 * sizeof(int32_t)), 0, 0, 0});
+      }
+      qout.FreeTensor(o201);
+      qin.FreeTensor(t114);
+      const uint32_t n202 = sk::min<uint32_t>(t154_n, (uint32_t)(v___kf13_k_197));
+      const uint64_t off203 = (uint64_t)(v___kf13_ooff_198);
+      AscendC::LocalTensor<float> o204 = qout.AllocTensor<float>();
+      if (n202 > 0) {
+        AscendC::DataCopy(o204, t154, AscendC::DataCopyParams{1, (uint16_t)((n202 * sizeof(float) + 31) / 32), 0, 0});
+      }
+      qout.EnQue(o204); o204 = qout.DeQue<float>();
+      if (n202 > 0) {
+        AscendC::DataCopyPad(g_out_lps[off203], o204, AscendC::DataCopyExtParams{1, (uint32_t)(n202 * sizeof(float)), 0, 0, 0});
+      }
+      qout.FreeTensor(o204);
+      AscendC::PipeBarrier<PIPE_ALL>();
     }
-    const int32_t v___kf12_c_165 = (int32_t)(s163);
-    AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand_ids);
-    const int32_t v___kf5_tok_166 = (int32_t)(((((int32_t)(v___kf12_c_165) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_159, ((uint64_t)(v___kf12_c_165)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v___kf2_fr_167 = (int32_t)(v___kf5_tok_166);
-    const uint64_t off168 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_167));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off168], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf13_kind_169 = (uint32_t)(v___kf2_kind_38);
-    const int32_t v___kf13_gs_170 = (int32_t)(v___kf2_gs_39);
-    const int32_t v___kf13_rs_171 = (int32_t)(v___kf2_rs_40);
-    const int32_t v___kf13_gold_172 = (int32_t)(v___kf2_gold_41);
-    const int32_t v___kf13_fr_173 = (int32_t)(v___kf2_fr_167);
-    const uint32_t v___kf13_r_174 = (uint32_t)(v___kf2_r_22);
-    const int32_t v___kf13_st_175 = (int32_t)(((((int32_t)(v___kf13_gs_170) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_170) : (int32_t)(v___kf13_rs_171)));
-    const int32_t v___kf13_tok_176 = (int32_t)(((((((int32_t)(v___kf13_st_175) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_169) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_172) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_172) : (int32_t)(v___kf13_fr_173)))));
-    const int32_t v___kf13_s_177 = (int32_t)(((((((int32_t)(v___kf13_st_175) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_169) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_172) : (int32_t)(v___kf13_tok_176)));
-    const uint64_t off178 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_176));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off178], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off179 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_177));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off179], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off180 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off180], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf13_r_174)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_175));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off181], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v___kf2_s_182 = (int32_t)(v___kf13_s_177);
-    AscendC::LocalTensor<int32_t> t183 = qin.AllocTensor<int32_t>();
-    const uint32_t t183_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
-    const uint64_t off184 = (uint64_t)(v___kf2_off_26);
-    if (t183_n > 0) {
-      AscendC::DataCopyPad(t183, g_cand_ids[off184], AscendC::DataCopyExtParams{1, (uint32_t)(t183_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-    }
-    qin.EnQue(t183); t183 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t185 = qin.AllocTensor<float>();
-    const uint32_t t185_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
-    const uint64_t off186 = (uint64_t)(v___kf2_off_26);
-    if (t185_n > 0) {
-      AscendC::DataCopyPad(t185, g_cand[off186], AscendC::DataCopyExtParams{1, (uint32_t)(t185_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-    }
-    qin.EnQue(t185); t185 = qin.DeQue<float>();
-    const int32_t v___kf14_s_187 = (int32_t)(v___kf2_s_182);
-    const uint32_t v___kf14_r_188 = (uint32_t)(v___kf2_r_22);
-    AscendC::LocalTensor<uint8_t> t189 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t189_n = t183_n;
-    sk::sync<AscendC::HardEvent::MTE2_S>();
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-     {
-      const AscendC::LocalTensor<int32_t> &L0 = t183;
-      for (uint32_t i = 0; i < t189_n; ++i) t189.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_187))));
-    }
-    int32_t s190 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t189_n; ++i) {
-      if ((t189.GetValue(i) != 0)) { s190 = (int32_t)i; break; }
-    }
-    const int32_t v___kf14_col_191 = (int32_t)(((((int32_t)(v___kf14_s_187) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s190) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s192 = (uint32_t)(((uint32_t)(v___kf14_col_191)));
-    const float v___kf14_lp_193 = (float)(((((int32_t)(v___kf14_col_191) >= (int32_t)(((int32_t)0ull)))) ? (float)((s192 < t155_n ? (float)(t155.GetValue(s192)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s194 = (uint32_t)(((uint32_t)(v___kf14_col_191)));
-    const float v___kf14_vs_195 = (float)(((((int32_t)(v___kf14_col_191) >= (int32_t)(((int32_t)0ull)))) ? (float)((s194 < t185_n ? (float)(t185.GetValue(s194)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t196 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t196_n = sk::min<uint32_t>(sk::min<uint32_t>(t185_n, t185_n), t183_n);
-     {
-      const AscendC::LocalTensor<float> &L0 = t185;
-      const AscendC::LocalTensor<float> &L1 = t185;
-      const AscendC::LocalTensor<int32_t> &L2 = t183;
-      for (uint32_t i = 0; i < t196_n; ++i) t196.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_195))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_195))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_187))))))))));
-    }
-    qin.FreeTensor(t185);
-    AscendC::LocalTensor<uint64_t> t197 = ub8[U10].ReinterpretCast<uint64_t>();
-    const uint32_t t197_n = sk::min<uint32_t>(t196_n, t155_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t196;
-      const AscendC::LocalTensor<float> &L1 = t155;
-      for (uint32_t i = 0; i < t197_n; ++i) t197.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s198 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t197_n; ++i) {
-      s198 = sk::add<uint64_t>(s198, t197.GetValue(i));
-    }
-    const uint64_t v___kf14_mass_199 = (uint64_t)(s198);
-    const float v___kf14_ssp_200 = (float)(((((float)(v___kf14_lp_193) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_199)) : (float)(0e0f)));
-    const uint64_t off201 = (uint64_t)(((uint64_t)(v___kf14_r_188)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_193));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off201], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off202 = (uint64_t)(((uint64_t)(v___kf14_r_188)));
-    sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_200));
-    sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off202], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf15_r_203 = (uint32_t)(v___kf2_r_22);
-    const uint32_t v___kf15_k_204 = (uint32_t)(v___kf2_k_25);
-    const uint64_t v___kf15_ooff_205 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_203)), ((uint64_t)(v___kf15_k_204))));
-    const uint32_t n206 = sk::min<uint32_t>(t183_n, (uint32_t)(v___kf15_k_204));
-    const uint64_t off207 = (uint64_t)(v___kf15_ooff_205);
-    AscendC::LocalTensor<int32_t> o208 = qout.AllocTensor<int32_t>();
-    if (n206 > 0) {
-      AscendC::DataCopy(o208, t183, AscendC::DataCopyParams{1, (uint16_t)((n206 * sizeof(int32_t) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o208); o208 = qout.DeQue<int32_t>();
-    if (n206 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off207], o208, AscendC::DataCopyExtParams{1, (uint32_t)(n206 * sizeof(int32_t)), 0, 0, 0});
-    }
-    qout.FreeTensor(o208);
-    qin.FreeTensor(t183);
-    const uint32_t n209 = sk::min<uint32_t>(t155_n, (uint32_t)(v___kf15_k_204));
-    const uint64_t off210 = (uint64_t)(v___kf15_ooff_205);
-    AscendC::LocalTensor<float> o211 = qout.AllocTensor<float>();
-    if (n209 > 0) {
-      AscendC::DataCopy(o211, t155, AscendC::DataCopyParams{1, (uint16_t)((n209 * sizeof(float) + 31) / 32), 0, 0});
-    }
-    qout.EnQue(o211); o211 = qout.DeQue<float>();
-    if (n209 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off210], o211, AscendC::DataCopyExtParams{1, (uint32_t)(n209 * sizeof(float)), 0, 0, 0});
-    }
-    qout.FreeTensor(o211);
+    AscendC::PipeBarrier<PIPE_ALL>();
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
 struct topn_cluster_draw_finish_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192, U6 = 5120, U7 = 3072, U8 = 3328, U9 = 2304, U10 = 1280;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 9216, U2 = 2048, U3 = 4096, U4 = 7168, U5 = 8192, U6 = 5120, U7 = 3072, U8 = 4352, U9 = 3328;
 };
 extern "C" __global__ __vector__ void topn_cluster_draw_finish_t256(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, uint32_t p_head, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_row_status, GM_ADDR p_ctas, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   topn_cluster_draw_finish_body<topn_cluster_draw_finish_k256>(p_logits, p_v, p_n, p_head, p_cand, p_cand_ids, p_row_status, p_ctas, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct topn_cluster_draw_finish_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768, U6 = 20480, U7 = 12288, U8 = 13312, U9 = 9216, U10 = 5120;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 36864, U2 = 8192, U3 = 16384, U4 = 28672, U5 = 32768, U6 = 20480, U7 = 12288, U8 = 17408, U9 = 13312;
 };
 extern "C" __global__ __vector__ void topn_cluster_draw_finish_t1024(GM_ADDR p_logits, uint32_t p_v, uint32_t p_n, uint32_t p_head, GM_ADDR p_cand, GM_ADDR p_cand_ids, GM_ADDR p_row_status, GM_ADDR p_ctas, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   topn_cluster_draw_finish_body<topn_cluster_draw_finish_k1024>(p_logits, p_v, p_n, p_head, p_cand, p_cand_ids, p_row_status, p_ctas, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);

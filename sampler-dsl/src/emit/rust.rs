@@ -48,6 +48,30 @@ fn stmt(s: &Stmt) -> TokenStream {
             let v = expr(e);
             quote! { #v; }
         }
+        Stmt::If { cond, then, els: None, span } if cond.is_warp_scope() => {
+            // `if warp_scope(len) { .. }`: the block runs on the runtime's
+            // warp context when `len` fits it (on NVIDIA: warp 0 alone, the
+            // tiles held by its lanes, no block barrier), else on the
+            // block's; the rest of the block waits for it at the join.
+            let ExprKind::Call(_, args) = &cond.kind else { unreachable!("checked by is_warp_scope") };
+            let len = expr(&args[0]);
+            let t = block(then);
+            quote_spanned! {*span=>
+                {
+                    let __len: u32 = #len;
+                    if __rt::warp_fits(&__ctx, __len) {
+                        if let Some(__ctx) = __rt::warp_ctx(&__ctx, __len) {
+                            #[allow(dead_code)]
+                            const TILE: u32 = __rt::WARP_TILE;
+                            #t
+                        }
+                        __rt::warp_join(&__ctx);
+                    } else {
+                        #t
+                    }
+                }
+            }
+        }
         Stmt::If { cond, then, els, span } => {
             let c = expr(cond);
             let t = block(then);

@@ -7,7 +7,7 @@
 // The draw helpers and those they call (a helper's body is expanded here).
 use super::mask::row_status_of;
 use super::sample::{
-    draw_head_row, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise, rest_mass,
+    draw_kept_head, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise, rest_mass,
     row_params, scaled_logits, total_unneeded,
 };
 use sampler_macros::{kernel, kernel_fn};
@@ -260,12 +260,21 @@ fn draw_finish_row(
     let sd = load_scalar(seed, r as u64);
     let sq = load_scalar(seq, r as u64);
     let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
-    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
-    store_scalar(fresh, r as u64, fr);
-    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
-    let ids = load(cand_ids, off, head);
-    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
-    top_row(ids, lps, r, k, out_ids, out_lps);
+    // The rest's mass on the whole block (as process_draw_head) ...
+    let m = load_scalar(cand, off);
+    let rest = rest_mass(cand, off, head, n, m, t, logprobs);
+    // ... then the kept head, its tiles `head` long: on NVIDIA one warp
+    // does it in its lanes (shuffles, no block barrier) when it fits.
+    // Its two loads first, together (nothing after them reads global memory).
+    if warp_scope(head) {
+        let vals = load(cand, off, head);
+        let ids = load(cand_ids, off, head);
+        let (lps, fr) = draw_kept_head(vals, ids, m, off, rest, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
+        store_scalar(fresh, r as u64, fr);
+        let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
+        token_info_tiles(ids, lps, vals, s, r, token_lp, sum_smaller);
+        top_row(ids, lps, r, k, out_ids, out_lps);
+    }
 }
 
 /// `process_draw_head` then `finalize_info_top` in one program per row, on

@@ -365,6 +365,29 @@ pub fn row(ctx: &Ctx) -> u32 {
     ctx.program
 }
 
+/// The most elements a tile of a warp scope holds (docs/DSL.md, "Warp
+/// scopes"; on NVIDIA two a lane of one warp).
+pub const WARP_TILE: u32 = 64;
+
+/// Whether `if warp_scope(len) { .. }` runs its block on the warp context:
+/// `len` at most [`WARP_TILE`] (else on the block's, the same results).
+#[inline(always)]
+pub fn warp_fits(_: &Ctx, len: u32) -> bool {
+    len <= WARP_TILE
+}
+
+/// The context a warp scope's block runs on: here the program's, whose
+/// tiles may hold at most [`WARP_TILE`] elements (the NVIDIA warp's room,
+/// checked in the checked mode as `TILE` is).
+#[inline(always)]
+pub fn warp_ctx(c: &Ctx, _len: u32) -> Option<Ctx> {
+    Some(Ctx { tile: WARP_TILE.min(c.tile), ..*c })
+}
+
+/// The end of a warp scope run on the warp context (nothing to wait for here).
+#[inline(always)]
+pub fn warp_join(_: &Ctx) {}
+
 /// `n` consecutive elements of `buf` from element `off` (logits widened to f32).
 pub fn load<B: Source>(c: &Ctx, buf: B, off: u64, n: u32) -> Tile<B::Elem> {
     c.check_tile("load", n);
@@ -400,11 +423,13 @@ pub fn mask_bits(c: &Ctx, buf: Gm<u32>, word_off: u64, n: u32) -> Tile<bool> {
     (0..n).map(|t| (buf.read(word_off + (t / 32) as u64) >> (t % 32)) & 1 == 1).collect()
 }
 /// `[0, 1, ..., n-1]`.
-pub fn iota(_: &Ctx, n: u32) -> Tile<u32> {
+pub fn iota(c: &Ctx, n: u32) -> Tile<u32> {
+    c.check_tile("iota", n);
     (0..n).collect()
 }
 /// `n` copies of `v`.
-pub fn full<T: Copy>(_: &Ctx, n: u32, v: T) -> Tile<T> {
+pub fn full<T: Copy>(c: &Ctx, n: u32, v: T) -> Tile<T> {
+    c.check_tile("full", n);
     alloc::vec![v; n as usize]
 }
 /// Number of valid elements.
@@ -882,5 +907,24 @@ mod tests {
             assert_eq!((read, write, long), (None, None, None));
         }
         assert_eq!(dst[2], 7); // the in-range element is written either way
+    }
+
+    // A warp scope's tiles fit one NVIDIA warp (WARP_TILE), whatever the
+    // kernel's TILE: the checked mode says so at the op that overflows.
+    #[test]
+    fn warp_scope_tiles_are_checked_against_warp_tile() {
+        let c = Ctx::for_kernel(0, "k", 1024);
+        assert!(warp_fits(&c, WARP_TILE) && !warp_fits(&c, WARP_TILE + 1));
+        let w = warp_ctx(&c, WARP_TILE).expect("the CPU runs every scope");
+        let src = [1u32; 128];
+        assert_eq!(load(&w, Gm::new(&src).named("k", "src"), 0, WARP_TILE).len(), WARP_TILE as usize);
+        let long = panics(|| drop(load(&w, Gm::new(&src).named("k", "src"), 0, WARP_TILE + 1)));
+        let iota_long = panics(|| drop(iota(&w, WARP_TILE + 1)));
+        if CHECKED {
+            assert!(long.is_some_and(|m| m.contains("past TILE = 64")));
+            assert!(iota_long.is_some_and(|m| m.contains("`iota`")));
+        } else {
+            assert_eq!((long, iota_long), (None, None));
+        }
     }
 }

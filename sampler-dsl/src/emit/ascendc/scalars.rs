@@ -102,6 +102,8 @@ impl Gen {
     pub(super) fn scalar_op(&mut self, op: Op, args: &[Expr], p: Prim) -> String {
         match op {
             Op::Row => "prog".into(),
+            // A warp scope is an NVIDIA layout: here its block simply runs.
+            Op::WarpScope => "true".into(),
             Op::Len => self.tile(&args[0]).n,
             Op::LoadScalar => {
                 let Some((g, gp)) = self.gm(&args[0]) else { return "0".into() };

@@ -25,6 +25,10 @@ pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
         }
         d <<= 1;
     }
+    if Ctx::<TH, I>::ONE_WARP {
+        // A warp scope: lane 0's fold, no shared memory, no barrier.
+        return v.idx(0);
+    }
     if lane == 0 {
         v.sh_st(slot(c.warp()));
     }
@@ -77,6 +81,10 @@ pub(super) fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ct
             v = v.wadd(o);
         }
         d <<= 1;
+    }
+    if Ctx::<TH, I>::ONE_WARP {
+        // A warp scope: the last lane's inclusive prefix is the total.
+        return (v.wsub(own), v.idx(31));
     }
     if lane == width - 1 {
         v.sh_st(slot(c.warp()));
@@ -237,19 +245,28 @@ pub fn last_where<const TH: usize, const I: usize>(c: &Ctx<TH, I>, t: &Tile<bool
 }
 /// Element `i` of a tile (the type's zero when out of range), on every thread.
 #[inline(always)]
-pub fn get<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t: &Tile<T, I>, i: u32) -> T {
+pub fn get<T: Shfl + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t: &Tile<T, I>, i: u32) -> T {
     if i >= t.n {
         return T::default();
     }
-    if c.tid == i / I as u32 {
+    // Slot j of this thread's elements (a constant-index walk keeps
+    // register tiles in registers).
+    let slot_j = || {
         let j = (i % I as u32) as usize;
-        // A constant-index walk keeps register tiles in registers.
         let mut x = T::default();
         for (jj, &y) in t.v.iter().enumerate() {
             if jj == j {
                 x = y;
             }
         }
+        x
+    };
+    if Ctx::<TH, I>::ONE_WARP {
+        // A warp scope: every lane takes slot j, the owner's comes by shuffle.
+        return slot_j().idx(i / I as u32);
+    }
+    if c.tid == i / I as u32 {
+        let x = slot_j();
         unsafe { *(smem().add(SLOTS) as *mut T) = x };
     }
     sync();

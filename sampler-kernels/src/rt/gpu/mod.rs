@@ -112,6 +112,20 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
     fn warp(&self) -> usize {
         (self.tid >> 5) as usize
     }
+    /// The context is one whole warp (a warp scope's, `TH == 32`): its
+    /// collectives are shuffles and its barriers `bar.warp.sync`, so it
+    /// runs while the block's other warps wait at the scope's join.
+    const ONE_WARP: bool = TH == 32;
+    /// The barrier after a write other threads read next: the block's, or
+    /// the warp's for a one-warp context.
+    #[inline(always)]
+    fn bar(&self) {
+        if Self::ONE_WARP {
+            warp::syncwarp();
+        } else {
+            sync();
+        }
+    }
     const WARPS: usize = TH.div_ceil(32);
     const WIDTH: u32 = if TH < 32 { TH as u32 } else { 32 };
     const MASK: u32 = if TH >= 32 { u32::MAX } else { (1u32 << TH) - 1 };
@@ -121,6 +135,39 @@ impl<const TH: usize, const I: usize> Default for Ctx<TH, I> {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The most elements a tile of a warp scope holds: two a lane of one warp
+/// (docs/DSL.md, "Warp scopes").
+pub const WARP_TILE: u32 = 64;
+
+/// Whether `if warp_scope(len) { .. }` runs its block on [`warp_ctx`]:
+/// `len` at most [`WARP_TILE`] in a block of whole warps (else the block
+/// runs it, the same results).
+#[inline(always)]
+pub fn warp_fits<const TH: usize, const I: usize>(_: &Ctx<TH, I>, len: u32) -> bool {
+    TH % 32 == 0 && TH >= 32 && len <= WARP_TILE
+}
+
+/// A warp scope's context: warp 0 of the block as a one-warp context
+/// (lane `l` holding elements `2l`, `2l + 1`), `None` on the other warps,
+/// which go on to [`warp_join`]. The scope's tiles hold at most `len`
+/// (<= [`WARP_TILE`]) elements, its results leave it through global
+/// stores (the checker's rules), so nothing but the join is shared.
+#[inline(always)]
+pub fn warp_ctx<const TH: usize, const I: usize>(c: &Ctx<TH, I>, _len: u32) -> Option<Ctx<32, 2>> {
+    if c.tid < 32 {
+        Some(Ctx { tid: c.tid })
+    } else {
+        None
+    }
+}
+
+/// The end of a warp scope: the block waits for warp 0 (its global stores
+/// are then visible to every thread of the block).
+#[inline(always)]
+pub fn warp_join<const TH: usize, const I: usize>(_: &Ctx<TH, I>) {
+    sync();
 }
 
 /// A tile: this thread's `I` slots and the tile's valid length.
@@ -583,7 +630,7 @@ pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(
             buf.write(off.wrapping_add(e as u64), ix(&t.v, j));
         }
     }
-    sync();
+    c.bar();
 }
 /// One element of `buf` (every thread reads it).
 #[inline(always)]
@@ -596,7 +643,7 @@ pub fn store_scalar<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<
     if c.tid == 0 {
         buf.write(i, v);
     }
-    sync();
+    c.bar();
 }
 /// Bits `0..n` of the u32 words from word `word_off`.
 #[inline(always)]
@@ -672,5 +719,5 @@ pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(
             }
         }
     }
-    sync();
+    c.bar();
 }

@@ -1,0 +1,12 @@
+use sampler_macros::kernel;
+
+#[kernel(tile = [64])]
+fn k(x: Gm<f32>, n: u32, y: GmMut<f32>) {
+    if warp_scope(n) {
+        store(y, 0u64, load(x, 0u64, n));
+    } else {
+        store(y, 0u64, load(x, 0u64, n));
+    }
+}
+
+fn main() {}
