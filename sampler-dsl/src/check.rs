@@ -10,7 +10,7 @@ use proc_macro2::Span;
 use crate::ir::*;
 use crate::ops::{arg_kinds, elem_allowed, result_type, ArgKind, Op};
 use crate::parse::Errors;
-use crate::visit::{walk_expr, walk_stmt, Visit};
+use crate::visit::{walk_block, walk_expr, walk_stmt, Visit};
 
 #[derive(Clone)]
 struct Binding {
@@ -132,19 +132,43 @@ fn warp_scopes(b: &Block, errs: &mut Errors) {
 fn scope_body(b: &Block, errs: &mut Errors) {
     struct Inner<'e> {
         errs: &'e mut Errors,
-        bound: Vec<String>,
+        /// Names bound inside the scope, one frame per open block.
+        bound: Vec<Vec<String>>,
+    }
+    impl Inner<'_> {
+        fn is_bound(&self, name: &str) -> bool {
+            self.bound.iter().any(|f| f.iter().any(|n| n == name))
+        }
+        fn bind(&mut self, name: String) {
+            self.bound.last_mut().expect("a frame per open block").push(name);
+        }
     }
     impl<'a> Visit<'a> for Inner<'_> {
+        fn visit_block(&mut self, b: &'a Block) {
+            self.bound.push(Vec::new());
+            walk_block(self, b);
+            self.bound.pop();
+        }
         fn visit_stmt(&mut self, s: &'a Stmt) {
             match s {
                 Stmt::Let { names, .. } => {
                     // The value first: it may read an outer tile of the same name.
                     walk_stmt(self, s);
-                    self.bound.extend(names.iter().map(|(n, _)| n.to_string()));
+                    for (n, _) in names {
+                        self.bind(n.to_string());
+                    }
                     return;
                 }
-                Stmt::For { var, .. } => self.bound.push(var.to_string()),
-                Stmt::Assign { target, span, .. } if !self.bound.contains(&target.to_string()) => self.errs.push(
+                Stmt::For { var, start, end, body, .. } => {
+                    self.visit_expr(start);
+                    self.visit_expr(end);
+                    // The variable is bound in the body only.
+                    self.bound.push(vec![var.to_string()]);
+                    self.visit_block(body);
+                    self.bound.pop();
+                    return;
+                }
+                Stmt::Assign { target, span, .. } if !self.is_bound(&target.to_string()) => self.errs.push(
                     *span,
                     format!("`{target}` is declared outside this warp scope: a warp scope's results leave it through stores only (on NVIDIA one warp runs it)"),
                 ),
@@ -157,9 +181,13 @@ fn scope_body(b: &Block, errs: &mut Errors) {
         }
         fn visit_expr(&mut self, e: &'a Expr) {
             match &e.kind {
-                ExprKind::Var(id) if e.ty.is_tile() && !self.bound.contains(&id.to_string()) => self.errs.push(
+                ExprKind::Var(id) if e.ty.is_tile() && !self.is_bound(&id.to_string()) => self.errs.push(
                     e.range(),
                     format!("tile `{id}` is from outside this warp scope: load or compute it inside (on NVIDIA the scope's tiles live in one warp's lanes)"),
+                ),
+                ExprKind::Const(Const::Tile) => self.errs.push(
+                    e.range(),
+                    "`TILE` is the block's tile, not a warp scope's: inside a scope use the lengths of its own tiles",
                 ),
                 ExprKind::Call(
                     op @ (Op::TopN
@@ -181,7 +209,6 @@ fn scope_body(b: &Block, errs: &mut Errors) {
             walk_expr(self, e);
         }
     }
-    // Statements first, so a `let` binds before the uses that follow it.
     Inner { errs, bound: Vec::new() }.visit_block(b);
 }
 

@@ -818,13 +818,13 @@ fn a_warp_scope_emits_the_block_on_both_contexts() {
                 let rest = reduce_sum(to_fixed(exp(load(x, 0u64, n))));
                 if warp_scope(head) {
                     let w = to_fixed(exp(load(x, 0u64, head)));
-                    store_scalar(s, 0u64, rest + reduce_sum(exclusive_scan(w)) + (TILE as u64));
+                    store_scalar(s, 0u64, rest + reduce_sum(exclusive_scan(w)) + (len(w) as u64));
                 }
             }
         ),
     );
     let body = body_string(&k);
-    for f in ["warp_fits", "warp_ctx", "warp_join", "WARP_TILE"] {
+    for f in ["warp_fits", "warp_ctx", "warp_join"] {
         assert_eq!(count(&body, f), 1, "{f}: {body}");
     }
     // The scope's block twice (warp, block), the rest's sum once.
@@ -832,4 +832,38 @@ fn a_warp_scope_emits_the_block_on_both_contexts() {
     assert_eq!(count(&body, "reduce_sum"), 3, "{body}");
     let cpp = sampler_dsl::emit::ascendc::emit(&k).expect("a warp scope is lowered");
     assert!(cpp.contains("if (true)"), "{cpp}");
+}
+
+/// A warp scope's names are scoped as Rust's: a `let` inside a nested block
+/// (or a loop variable) does not make an outer name the scope's own, and
+/// `TILE` (the block's) is not the scope's.
+#[test]
+fn a_warp_scope_sees_its_own_names_only() {
+    let e = errors(
+        quote!(tile = [256]),
+        quote!(
+            fn k(x: Gm<f32>, n: u32, c: u32, y: GmMut<f32>) {
+                let t = load(x, 0u64, n);
+                let mut total = 0u32;
+                if warp_scope(n) {
+                    if c > 0u32 {
+                        let mut total = 1u32;
+                        let t = load(x, 0u64, n);
+                        total = total + len(t);
+                    }
+                    for i in 0u32..c {
+                        total = i;
+                    }
+                    store(y, 0u64, t);
+                    store(y, (TILE as u64), load(x, 0u64, n));
+                }
+                store(y, 0u64, full(n, total as f32));
+            }
+        ),
+    );
+    let has = |s: &str| e.iter().filter(|m| m.contains(s)).count();
+    assert_eq!(has("`total` is declared outside this warp scope"), 1, "{e:?}");
+    assert_eq!(has("tile `t` is from outside this warp scope"), 1, "{e:?}");
+    assert_eq!(has("`TILE` is the block's tile"), 1, "{e:?}");
+    assert_eq!(e.len(), 3, "{e:?}");
 }

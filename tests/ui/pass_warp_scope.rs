@@ -18,7 +18,7 @@ fn k(x: Gm<f32>, ids: Gm<i32>, n: u32, head: u32, y: GmMut<f32>, tok: GmMut<i32>
         let first = first_where(keep);
         store(y, off, select(keep, load(x, off, head), NEG_INF));
         store_scalar(tok, r as u64, if c >= 0 { get(load(ids, off, head), c as u32) } else { first });
-        store_scalar(s, r as u64, rest + reduce_sum(w) + (TILE as u64));
+        store_scalar(s, r as u64, rest + reduce_sum(w) + (len(w) as u64));
     }
 }
 

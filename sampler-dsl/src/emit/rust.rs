@@ -61,8 +61,6 @@ fn stmt(s: &Stmt) -> TokenStream {
                     let __len: u32 = #len;
                     if __rt::warp_fits(&__ctx, __len) {
                         if let Some(__ctx) = __rt::warp_ctx(&__ctx, __len) {
-                            #[allow(dead_code)]
-                            const TILE: u32 = __rt::WARP_TILE;
                             #t
                         }
                         __rt::warp_join(&__ctx);

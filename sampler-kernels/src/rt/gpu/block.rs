@@ -2,7 +2,7 @@
 //! the reductions, scans and searches of tiles, and the categorical draw.
 
 use super::ptx::{slot, smem, sync, SLOTS};
-use super::warp::Shfl;
+use super::warp::{syncwarp, Shfl};
 use super::{ix, Ctx, Tile};
 
 /// Combines every thread's `v` in thread order (`op(lower, higher)`) and
@@ -26,8 +26,12 @@ pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
         d <<= 1;
     }
     if Ctx::<TH, I>::ONE_WARP {
-        // A warp scope: lane 0's fold, no shared memory, no barrier.
-        return v.idx(0);
+        // One warp (a warp scope's, or a 32-thread block): lane 0's fold, no
+        // shared memory; the warp's barrier keeps the ordering callers get
+        // from the block's.
+        let r = v.idx(0);
+        syncwarp();
+        return r;
     }
     if lane == 0 {
         v.sh_st(slot(c.warp()));
@@ -83,8 +87,11 @@ pub(super) fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ct
         d <<= 1;
     }
     if Ctx::<TH, I>::ONE_WARP {
-        // A warp scope: the last lane's inclusive prefix is the total.
-        return (v.wsub(own), v.idx(31));
+        // One warp: the last lane's inclusive prefix is the total (the
+        // warp's barrier as in block_fold).
+        let total = v.idx(31);
+        syncwarp();
+        return (v.wsub(own), total);
     }
     if lane == width - 1 {
         v.sh_st(slot(c.warp()));
@@ -262,8 +269,10 @@ pub fn get<T: Shfl + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t
         x
     };
     if Ctx::<TH, I>::ONE_WARP {
-        // A warp scope: every lane takes slot j, the owner's comes by shuffle.
-        return slot_j().idx(i / I as u32);
+        // One warp: every lane takes slot j, the owner's comes by shuffle.
+        let r = slot_j().idx(i / I as u32);
+        syncwarp();
+        return r;
     }
     if c.tid == i / I as u32 {
         let x = slot_j();

@@ -15,6 +15,9 @@
 //! scalar code never diverge and barriers inside them are legal. Scalar
 //! stores are done by thread 0. A barrier (`bar.sync 0`) follows every op
 //! that writes global or shared memory that another thread may read next.
+//! A warp scope (`if warp_scope(len) { .. }`, [`warp_ctx`]) runs on warp 0
+//! alone as a one-warp context (`Ctx<32, 2>`): shuffles instead of shared
+//! memory, `bar.warp.sync` instead of `bar.sync`, one `bar.sync` at its join.
 //!
 //! Exactness. Integer sums and scans are exact (any order gives the same
 //! bits). Max/min combine partial results in index order (thread-local fold,
@@ -112,9 +115,10 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
     fn warp(&self) -> usize {
         (self.tid >> 5) as usize
     }
-    /// The context is one whole warp (a warp scope's, `TH == 32`): its
-    /// collectives are shuffles and its barriers `bar.warp.sync`, so it
-    /// runs while the block's other warps wait at the scope's join.
+    /// The context is one whole warp (`TH == 32`: a warp scope's, or a
+    /// 32-thread block): its collectives are shuffles and its barriers
+    /// `bar.warp.sync` (the whole block's for a 32-thread block), so a
+    /// scope runs while the block's other warps wait at its join.
     const ONE_WARP: bool = TH == 32;
     /// The barrier after a write other threads read next: the block's, or
     /// the warp's for a one-warp context.
@@ -146,7 +150,7 @@ pub const WARP_TILE: u32 = 64;
 /// runs it, the same results).
 #[inline(always)]
 pub fn warp_fits<const TH: usize, const I: usize>(_: &Ctx<TH, I>, len: u32) -> bool {
-    TH % 32 == 0 && TH >= 32 && len <= WARP_TILE
+    TH % 32 == 0 && TH >= 32 && Ctx::<TH, I>::CAP >= WARP_TILE && len <= WARP_TILE
 }
 
 /// A warp scope's context: warp 0 of the block as a one-warp context
