@@ -8,7 +8,7 @@
 // The body of tiles 64/256/1024/4096; `K` holds the numbers of one tile's UB plan.
 template <typename K>
 __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
-  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6, U7 = K::U7;
+  constexpr uint32_t TILE = K::TILE, U0 = K::U0, U1 = K::U1, U2 = K::U2, U3 = K::U3, U4 = K::U4, U5 = K::U5, U6 = K::U6, U7 = K::U7, U8 = K::U8;
   AscendC::TPipe pipe;
   AscendC::TQue<AscendC::QuePosition::VECIN, 2> qin;
   pipe.InitBuffer(qin, 2, U0); // GM -> UB staging of row tiles
@@ -86,576 +86,583 @@ __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     const int32_t v___kf1_gs_19 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf3_i_17)));
     const int32_t v___kf1_rs_20 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf3_i_17)));
     const int32_t v___kf1_gold_21 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf3_i_17)));
-    const float v___kf1_m_22 = (float)(g_cand.GetValue((uint64_t)(v___kf1_off_6)));
-    const uint64_t v___kf4_off_23 = (uint64_t)(v___kf1_off_6);
-    const uint32_t v___kf4_start_24 = (uint32_t)(v___kf1_head_4);
-    const uint32_t v___kf4_n_25 = (uint32_t)(v___kf1_n_3);
-    const float v___kf4_m_26 = (float)(v___kf1_m_22);
-    const float v___kf4_t_27 = (float)(v___kf1_t_9);
-    uint64_t v___kf4_s_28 = (uint64_t)(((uint64_t)0ull));
+    const uint64_t v___kf4_off_22 = (uint64_t)(v___kf1_off_6);
+    const uint32_t v___kf4_n_23 = (uint32_t)(v___kf1_n_3);
+    const uint32_t v___kf4_head_24 = (uint32_t)(v___kf1_head_4);
+    const float v___kf4_t_25 = (float)(v___kf1_t_9);
+    const float v___kf4_tp_26 = (float)(v___kf1_tp_10);
+    const int32_t v___kf4_k_27 = (int32_t)(v___kf1_tk_11);
+    const float v___kf4_lmp_28 = (float)(v___kf1_lmp_12);
+    const bool v___kf4_kfirst_29 = (bool)(v___kf1_kfirst_13);
+    const uint64_t v___kf4_seed_30 = (uint64_t)(v___kf1_sd_14);
+    const uint64_t v___kf4_seq_31 = (uint64_t)(v___kf1_sq_15);
+    const float v___kf4_m_32 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_22)));
+    const uint64_t v___kf5_off_33 = (uint64_t)(v___kf4_off_22);
+    const uint32_t v___kf5_start_34 = (uint32_t)(v___kf4_head_24);
+    const uint32_t v___kf5_n_35 = (uint32_t)(v___kf4_n_23);
+    const float v___kf5_m_36 = (float)(v___kf4_m_32);
+    const float v___kf5_t_37 = (float)(v___kf4_t_25);
+    uint64_t v___kf5_s_38 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf4_n_25, v___kf4_start_24)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t29 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t29_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s30 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t29_n; ++i) t29.SetValue(i, s30);
-      AscendC::LocalTensor<uint64_t> t31 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t31_n = 0;
-      t31_n = t29_n;
+      AscendC::LocalTensor<uint64_t> t39 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t39_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s40 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t39_n; ++i) t39.SetValue(i, s40);
+      AscendC::LocalTensor<uint64_t> t41 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t41_n = 0;
+      t41_n = t39_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t31_n > 0) {
-        AscendC::DataCopy(t31, t29, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t41_n > 0) {
+        AscendC::DataCopy(t41, t39, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf4_passes_32 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf4_n_25, v___kf4_start_24), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
-      const uint32_t end33 = (uint32_t)(v___kf4_passes_32);
+      const uint32_t v___kf5_passes_42 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end43 = (uint32_t)(v___kf5_passes_42);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf4_q_34 = (uint32_t)(((uint32_t)0ull)); v___kf4_q_34 < end33; ++v___kf4_q_34) {
+      for (uint32_t v___kf5_q_44 = (uint32_t)(((uint32_t)0ull)); v___kf5_q_44 < end43; ++v___kf5_q_44) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf4_lo0_35 = (uint32_t)(sk::add<uint32_t>(v___kf4_start_24, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf4_q_34), TILE)));
-        const uint32_t v___kf4_lo1_36 = (uint32_t)(sk::add<uint32_t>(v___kf4_lo0_35, TILE));
-        const uint32_t v___kf4_lo2_37 = (uint32_t)(sk::add<uint32_t>(v___kf4_lo1_36, TILE));
-        const uint32_t v___kf4_lo3_38 = (uint32_t)(sk::add<uint32_t>(v___kf4_lo2_37, TILE));
-        const uint32_t v___kf4_s0_39 = (uint32_t)(sk::min<uint32_t>(v___kf4_lo0_35, sk::sub<uint32_t>(v___kf4_n_25, TILE)));
-        const uint32_t v___kf4_s1_40 = (uint32_t)(sk::min<uint32_t>(v___kf4_lo1_36, sk::sub<uint32_t>(v___kf4_n_25, TILE)));
-        const uint32_t v___kf4_s2_41 = (uint32_t)(sk::min<uint32_t>(v___kf4_lo2_37, sk::sub<uint32_t>(v___kf4_n_25, TILE)));
-        const uint32_t v___kf4_s3_42 = (uint32_t)(sk::min<uint32_t>(v___kf4_lo3_38, sk::sub<uint32_t>(v___kf4_n_25, TILE)));
-        AscendC::LocalTensor<float> t43 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t43_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::Duplicate(t43, (float)(sk::bits_f32(0xff800000u)), (int32_t)t43_n);
-        const uint32_t n44 = t43_n;
-        const uint64_t off45 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s0_39))));
-        AscendC::LocalTensor<float> o46 = qout.AllocTensor<float>();
+        const uint32_t v___kf5_lo0_45 = (uint32_t)(sk::add<uint32_t>(v___kf5_start_34, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf5_q_44), TILE)));
+        const uint32_t v___kf5_lo1_46 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo0_45, TILE));
+        const uint32_t v___kf5_lo2_47 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo1_46, TILE));
+        const uint32_t v___kf5_lo3_48 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo2_47, TILE));
+        const uint32_t v___kf5_s0_49 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo0_45, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        const uint32_t v___kf5_s1_50 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo1_46, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        const uint32_t v___kf5_s2_51 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo2_47, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        const uint32_t v___kf5_s3_52 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo3_48, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
+        AscendC::LocalTensor<float> t53 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::Duplicate(t53, (float)(sk::bits_f32(0xff800000u)), (int32_t)t53_n);
+        const uint32_t n54 = t53_n;
+        const uint64_t off55 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s0_49))));
+        AscendC::LocalTensor<float> o56 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n44 > 0) {
-          AscendC::DataCopy(o46, t43, AscendC::DataCopyParams{1, (uint16_t)((n44 * sizeof(float) + 31) / 32), 0, 0});
+        if (n54 > 0) {
+          AscendC::DataCopy(o56, t53, AscendC::DataCopyParams{1, (uint16_t)((n54 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o46); o46 = qout.DeQue<float>();
-        if (n44 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off45], o46, AscendC::DataCopyExtParams{1, (uint32_t)(n44 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o56); o56 = qout.DeQue<float>();
+        if (n54 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off55], o56, AscendC::DataCopyExtParams{1, (uint32_t)(n54 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o46);
-        AscendC::LocalTensor<float> t47 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qout.FreeTensor(o56);
+        AscendC::LocalTensor<float> t57 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t57_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t47, (float)(sk::bits_f32(0xff800000u)), (int32_t)t47_n);
-        const uint32_t n48 = t47_n;
-        const uint64_t off49 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s1_40))));
-        AscendC::LocalTensor<float> o50 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t57, (float)(sk::bits_f32(0xff800000u)), (int32_t)t57_n);
+        const uint32_t n58 = t57_n;
+        const uint64_t off59 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s1_50))));
+        AscendC::LocalTensor<float> o60 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n48 > 0) {
-          AscendC::DataCopy(o50, t47, AscendC::DataCopyParams{1, (uint16_t)((n48 * sizeof(float) + 31) / 32), 0, 0});
+        if (n58 > 0) {
+          AscendC::DataCopy(o60, t57, AscendC::DataCopyParams{1, (uint16_t)((n58 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o50); o50 = qout.DeQue<float>();
+        qout.EnQue(o60); o60 = qout.DeQue<float>();
         AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n48 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off49], o50, AscendC::DataCopyExtParams{1, (uint32_t)(n48 * sizeof(float)), 0, 0, 0});
+        if (n58 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off59], o60, AscendC::DataCopyExtParams{1, (uint32_t)(n58 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o50);
-        AscendC::LocalTensor<float> t51 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t51_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t51, (float)(sk::bits_f32(0xff800000u)), (int32_t)t51_n);
-        const uint32_t n52 = t51_n;
-        const uint64_t off53 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s2_41))));
-        AscendC::LocalTensor<float> o54 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n52 > 0) {
-          AscendC::DataCopy(o54, t51, AscendC::DataCopyParams{1, (uint16_t)((n52 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o54); o54 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n52 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off53], o54, AscendC::DataCopyExtParams{1, (uint32_t)(n52 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o54);
-        AscendC::LocalTensor<float> t55 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t55_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t55, (float)(sk::bits_f32(0xff800000u)), (int32_t)t55_n);
-        const uint32_t n56 = t55_n;
-        const uint64_t off57 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s3_42))));
-        AscendC::LocalTensor<float> o58 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n56 > 0) {
-          AscendC::DataCopy(o58, t55, AscendC::DataCopyParams{1, (uint16_t)((n56 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o58); o58 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n56 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off57], o58, AscendC::DataCopyExtParams{1, (uint32_t)(n56 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o58);
-        AscendC::LocalTensor<float> t59 = qin.AllocTensor<float>();
-        const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off60 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s0_39))));
-        if (t59_n > 0) {
-          AscendC::DataCopyPad(t59, g_cand[off60], AscendC::DataCopyExtParams{1, (uint32_t)(t59_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-        }
-        qin.EnQue(t59); t59 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t61 = qin.AllocTensor<float>();
+        qout.FreeTensor(o60);
+        AscendC::LocalTensor<float> t61 = ub8[0].ReinterpretCast<float>();
         const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off62 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s1_40))));
-        if (t61_n > 0) {
-          AscendC::DataCopyPad(t61, g_cand[off62], AscendC::DataCopyExtParams{1, (uint32_t)(t61_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t61, (float)(sk::bits_f32(0xff800000u)), (int32_t)t61_n);
+        const uint32_t n62 = t61_n;
+        const uint64_t off63 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s2_51))));
+        AscendC::LocalTensor<float> o64 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n62 > 0) {
+          AscendC::DataCopy(o64, t61, AscendC::DataCopyParams{1, (uint16_t)((n62 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t61); t61 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t63 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t63_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off64 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s2_41))));
-        sk::sync<AscendC::HardEvent::V_MTE2>();
-        if (t63_n > 0) {
-          AscendC::DataCopyPad(t63, g_cand[off64], AscendC::DataCopyExtParams{1, (uint32_t)(t63_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o64); o64 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n62 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off63], o64, AscendC::DataCopyExtParams{1, (uint32_t)(n62 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<float> t65 = ub8[U0].ReinterpretCast<float>();
+        qout.FreeTensor(o64);
+        AscendC::LocalTensor<float> t65 = ub8[0].ReinterpretCast<float>();
         const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off66 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_s3_42))));
-        if (t65_n > 0) {
-          AscendC::DataCopyPad(t65, g_cand[off66], AscendC::DataCopyExtParams{1, (uint32_t)(t65_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t65, (float)(sk::bits_f32(0xff800000u)), (int32_t)t65_n);
+        const uint32_t n66 = t65_n;
+        const uint64_t off67 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s3_52))));
+        AscendC::LocalTensor<float> o68 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n66 > 0) {
+          AscendC::DataCopy(o68, t65, AscendC::DataCopyParams{1, (uint16_t)((n66 * sizeof(float) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t67 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t67.ReinterpretCast<int32_t>(), (int32_t)0, t67_n);
-        const uint32_t s68 = (uint32_t)(sk::sub<uint32_t>(v___kf4_lo0_35, v___kf4_s0_39));
-        AscendC::LocalTensor<uint64_t> t69 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t69_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t67_n), t59_n);
+        qout.EnQue(o68); o68 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n66 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off67], o68, AscendC::DataCopyExtParams{1, (uint32_t)(n66 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o68);
+        AscendC::LocalTensor<float> t69 = qin.AllocTensor<float>();
+        const uint32_t t69_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off70 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s0_49))));
+        if (t69_n > 0) {
+          AscendC::DataCopyPad(t69, g_cand[off70], AscendC::DataCopyExtParams{1, (uint32_t)(t69_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t69); t69 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t71 = qin.AllocTensor<float>();
+        const uint32_t t71_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off72 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s1_50))));
+        if (t71_n > 0) {
+          AscendC::DataCopyPad(t71, g_cand[off72], AscendC::DataCopyExtParams{1, (uint32_t)(t71_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t71); t71 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t73 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off74 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s2_51))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t73_n > 0) {
+          AscendC::DataCopyPad(t73, g_cand[off74], AscendC::DataCopyExtParams{1, (uint32_t)(t73_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<float> t75 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off76 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s3_52))));
+        if (t75_n > 0) {
+          AscendC::DataCopyPad(t75, g_cand[off76], AscendC::DataCopyExtParams{1, (uint32_t)(t75_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t77 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t77.ReinterpretCast<int32_t>(), (int32_t)0, t77_n);
+        const uint32_t s78 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo0_45, v___kf5_s0_49));
+        AscendC::LocalTensor<uint64_t> t79 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t79_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t77_n), t69_n);
         sk::sync<AscendC::HardEvent::V_S>();
         sk::sync<AscendC::HardEvent::MTE2_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t31;
-          const AscendC::LocalTensor<uint32_t> &L1 = t67;
-          const AscendC::LocalTensor<float> &L2 = t59;
-          for (uint32_t i = 0; i < t69_n; ++i) t69.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s68))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf4_m_26), v___kf4_t_27))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t77;
+          const AscendC::LocalTensor<float> &L2 = t69;
+          for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s78))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
         }
-        t31_n = t69_n;
+        t41_n = t79_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t31_n > 0) {
-          AscendC::DataCopy(t31, t69, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t79, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t59);
-        AscendC::LocalTensor<uint32_t> t70 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t70_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t69);
+        AscendC::LocalTensor<uint32_t> t80 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t80_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t70.ReinterpretCast<int32_t>(), (int32_t)0, t70_n);
-        const uint32_t s71 = (uint32_t)(sk::sub<uint32_t>(v___kf4_lo1_36, v___kf4_s1_40));
-        AscendC::LocalTensor<uint64_t> t72 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t72_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t70_n), t61_n);
+        AscendC::CreateVecIndex(t80.ReinterpretCast<int32_t>(), (int32_t)0, t80_n);
+        const uint32_t s81 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo1_46, v___kf5_s1_50));
+        AscendC::LocalTensor<uint64_t> t82 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t82_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t80_n), t71_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t31;
-          const AscendC::LocalTensor<uint32_t> &L1 = t70;
-          const AscendC::LocalTensor<float> &L2 = t61;
-          for (uint32_t i = 0; i < t72_n; ++i) t72.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s71))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf4_m_26), v___kf4_t_27))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t80;
+          const AscendC::LocalTensor<float> &L2 = t71;
+          for (uint32_t i = 0; i < t82_n; ++i) t82.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s81))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
         }
-        t31_n = t72_n;
+        t41_n = t82_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t31_n > 0) {
-          AscendC::DataCopy(t31, t72, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t82, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t61);
-        AscendC::LocalTensor<uint32_t> t73 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t71);
+        AscendC::LocalTensor<uint32_t> t83 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t83_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t73.ReinterpretCast<int32_t>(), (int32_t)0, t73_n);
-        const uint32_t s74 = (uint32_t)(sk::sub<uint32_t>(v___kf4_lo2_37, v___kf4_s2_41));
-        AscendC::LocalTensor<uint64_t> t75 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t75_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t73_n), t63_n);
+        AscendC::CreateVecIndex(t83.ReinterpretCast<int32_t>(), (int32_t)0, t83_n);
+        const uint32_t s84 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo2_47, v___kf5_s2_51));
+        AscendC::LocalTensor<uint64_t> t85 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t85_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t83_n), t73_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t31;
-          const AscendC::LocalTensor<uint32_t> &L1 = t73;
-          const AscendC::LocalTensor<float> &L2 = t63;
-          for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s74))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf4_m_26), v___kf4_t_27))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t83;
+          const AscendC::LocalTensor<float> &L2 = t73;
+          for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s84))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
         }
-        t31_n = t75_n;
+        t41_n = t85_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t31_n > 0) {
-          AscendC::DataCopy(t31, t75, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t85, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t76 = ub8[0].ReinterpretCast<uint32_t>();
-        const uint32_t t76_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::LocalTensor<uint32_t> t86 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t86_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::CreateVecIndex(t76.ReinterpretCast<int32_t>(), (int32_t)0, t76_n);
-        const uint32_t s77 = (uint32_t)(sk::sub<uint32_t>(v___kf4_lo3_38, v___kf4_s3_42));
-        AscendC::LocalTensor<uint64_t> t78 = ub8[U3].ReinterpretCast<uint64_t>();
-        const uint32_t t78_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t76_n), t65_n);
+        AscendC::CreateVecIndex(t86.ReinterpretCast<int32_t>(), (int32_t)0, t86_n);
+        const uint32_t s87 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo3_48, v___kf5_s3_52));
+        AscendC::LocalTensor<uint64_t> t88 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t88_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t86_n), t75_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t31;
-          const AscendC::LocalTensor<uint32_t> &L1 = t76;
-          const AscendC::LocalTensor<float> &L2 = t65;
-          for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s77))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf4_m_26), v___kf4_t_27))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t41;
+          const AscendC::LocalTensor<uint32_t> &L1 = t86;
+          const AscendC::LocalTensor<float> &L2 = t75;
+          for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s87))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
         }
-        t31_n = t78_n;
+        t41_n = t88_n;
         sk::sync<AscendC::HardEvent::S_V>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (t31_n > 0) {
-          AscendC::DataCopy(t31, t78, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t41_n > 0) {
+          AscendC::DataCopy(t41, t88, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s79 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t31_n; ++i) {
-        s79 = sk::add<uint64_t>(s79, t31.GetValue(i));
+      uint64_t s89 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t41_n; ++i) {
+        s89 = sk::add<uint64_t>(s89, t41.GetValue(i));
       }
-      v___kf4_s_28 = (uint64_t)(s79);
+      v___kf5_s_38 = (uint64_t)(s89);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf4_n_25) > (uint32_t)(v___kf4_start_24))) {
+      if (((uint32_t)(v___kf5_n_35) > (uint32_t)(v___kf5_start_34))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf4_o_80 = (uint64_t)(sk::add<uint64_t>(v___kf4_off_23, ((uint64_t)(v___kf4_start_24))));
-        AscendC::LocalTensor<float> t81 = qin.AllocTensor<float>();
-        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf4_n_25, v___kf4_start_24)), TILE);
-        const uint64_t off82 = (uint64_t)(v___kf4_o_80);
-        if (t81_n > 0) {
-          AscendC::DataCopyPad(t81, g_cand[off82], AscendC::DataCopyExtParams{1, (uint32_t)(t81_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf5_o_90 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_start_34))));
+        AscendC::LocalTensor<float> t91 = qin.AllocTensor<float>();
+        const uint32_t t91_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)), TILE);
+        const uint64_t off92 = (uint64_t)(v___kf5_o_90);
+        if (t91_n > 0) {
+          AscendC::DataCopyPad(t91, g_cand[off92], AscendC::DataCopyExtParams{1, (uint32_t)(t91_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t81); t81 = qin.DeQue<float>();
-        const float s83 = (float)(v___kf4_m_26);
-        AscendC::LocalTensor<float> t84 = t81.ReinterpretCast<float>();
-        const uint32_t t84_n = t81_n;
-        AscendC::Adds(t84, t81, -s83, (int32_t)t84_n);
-        AscendC::LocalTensor<uint64_t> t85 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t85_n = t84_n;
+        qin.EnQue(t91); t91 = qin.DeQue<float>();
+        const float s93 = (float)(v___kf5_m_36);
+        AscendC::LocalTensor<float> t94 = t91.ReinterpretCast<float>();
+        const uint32_t t94_n = t91_n;
+        AscendC::Adds(t94, t91, -s93, (int32_t)t94_n);
+        AscendC::LocalTensor<uint64_t> t95 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t95_n = t94_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t84;
-          for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf4_t_27)))));
+          const AscendC::LocalTensor<float> &L0 = t94;
+          for (uint32_t i = 0; i < t95_n; ++i) t95.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf5_t_37)))));
         }
-        uint64_t s86 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t85_n; ++i) {
-          s86 = sk::add<uint64_t>(s86, t85.GetValue(i));
+        uint64_t s96 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t95_n; ++i) {
+          s96 = sk::add<uint64_t>(s96, t95.GetValue(i));
         }
-        v___kf4_s_28 = (uint64_t)(s86);
-        qin.FreeTensor(t81);
-        AscendC::LocalTensor<float> t87 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t87_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf4_n_25, v___kf4_start_24)), TILE);
+        v___kf5_s_38 = (uint64_t)(s96);
+        qin.FreeTensor(t91);
+        AscendC::LocalTensor<float> t97 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t97_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t87, (float)(sk::bits_f32(0xff800000u)), (int32_t)t87_n);
-        const uint32_t n88 = t87_n;
-        const uint64_t off89 = (uint64_t)(v___kf4_o_80);
-        AscendC::LocalTensor<float> o90 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t97, (float)(sk::bits_f32(0xff800000u)), (int32_t)t97_n);
+        const uint32_t n98 = t97_n;
+        const uint64_t off99 = (uint64_t)(v___kf5_o_90);
+        AscendC::LocalTensor<float> o100 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n88 > 0) {
-          AscendC::DataCopy(o90, t87, AscendC::DataCopyParams{1, (uint16_t)((n88 * sizeof(float) + 31) / 32), 0, 0});
+        if (n98 > 0) {
+          AscendC::DataCopy(o100, t97, AscendC::DataCopyParams{1, (uint16_t)((n98 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o90); o90 = qout.DeQue<float>();
-        if (n88 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off89], o90, AscendC::DataCopyExtParams{1, (uint32_t)(n88 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o100); o100 = qout.DeQue<float>();
+        if (n98 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off99], o100, AscendC::DataCopyExtParams{1, (uint32_t)(n98 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o90);
+        qout.FreeTensor(o100);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf1_rest_91 = (uint64_t)(v___kf4_s_28);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (true) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<float> t92 = qin.AllocTensor<float>();
-      const uint32_t t92_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-      const uint64_t off93 = (uint64_t)(v___kf1_off_6);
-      if (t92_n > 0) {
-        AscendC::DataCopyPad(t92, g_cand[off93], AscendC::DataCopyExtParams{1, (uint32_t)(t92_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-      }
-      qin.EnQue(t92); t92 = qin.DeQue<float>();
-      AscendC::LocalTensor<int32_t> t94 = qin.AllocTensor<int32_t>();
-      const uint32_t t94_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-      const uint64_t off95 = (uint64_t)(v___kf1_off_6);
-      if (t94_n > 0) {
-        AscendC::DataCopyPad(t94, g_cand_ids[off95], AscendC::DataCopyExtParams{1, (uint32_t)(t94_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-      }
-      qin.EnQue(t94); t94 = qin.DeQue<int32_t>();
-      const float v___kf5_m_96 = (float)(v___kf1_m_22);
-      const uint64_t v___kf5_off_97 = (uint64_t)(v___kf1_off_6);
-      const uint64_t v___kf5_rest_98 = (uint64_t)(v___kf1_rest_91);
-      const float v___kf5_t_99 = (float)(v___kf1_t_9);
-      const float v___kf5_tp_100 = (float)(v___kf1_tp_10);
-      const int32_t v___kf5_k_101 = (int32_t)(v___kf1_tk_11);
-      const float v___kf5_lmp_102 = (float)(v___kf1_lmp_12);
-      const bool v___kf5_kfirst_103 = (bool)(v___kf1_kfirst_13);
-      const uint64_t v___kf5_seed_104 = (uint64_t)(v___kf1_sd_14);
-      const uint64_t v___kf5_seq_105 = (uint64_t)(v___kf1_sq_15);
-      const float s106 = (float)(v___kf5_m_96);
-      AscendC::LocalTensor<float> t107 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t107_n = t92_n;
-      AscendC::Adds(t107, t92, -s106, (int32_t)t107_n);
-      AscendC::LocalTensor<float> t108 = t107.ReinterpretCast<float>();
-      const uint32_t t108_n = t107_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t107;
-        for (uint32_t i = 0; i < t108_n; ++i) t108.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_t_99)));
-      }
-      AscendC::LocalTensor<uint64_t> t109 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t109_n = t108_n;
-       {
-        const AscendC::LocalTensor<float> &L0 = t108;
-        for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-      }
-      uint64_t s110 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t109_n; ++i) {
-        s110 = sk::add<uint64_t>(s110, t109.GetValue(i));
-      }
-      const uint64_t v___kf5_total_111 = (uint64_t)(sk::add<uint64_t>(v___kf5_rest_98, s110));
-      const float v___kf6_log_min_p_112 = (float)(v___kf5_lmp_102);
-      const int32_t v___kf6_k_113 = (int32_t)(v___kf5_k_101);
-      const uint32_t v___kf6_n_114 = (uint32_t)(t92_n);
-      AscendC::LocalTensor<uint32_t> t115 = ub8[U5].ReinterpretCast<uint32_t>();
-      const uint32_t t115_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_114), TILE);
-      AscendC::CreateVecIndex(t115.ReinterpretCast<int32_t>(), (int32_t)0, t115_n);
-      const uint32_t s116 = (uint32_t)(((uint32_t)(v___kf6_k_113)));
-      const bool s117 = (bool)(((int32_t)(v___kf6_k_113) < (int32_t)(((int32_t)0ull))));
-      AscendC::LocalTensor<uint8_t> t118 = ub8[U3].ReinterpretCast<uint8_t>();
-      const uint32_t t118_n = sk::min<uint32_t>(t108_n, t115_n);
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t108;
-        const AscendC::LocalTensor<uint32_t> &L1 = t115;
-        for (uint32_t i = 0; i < t118_n; ++i) t118.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_112))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s116))) | (bool)(s117))))))));
-      }
-      const bool v___kf7_kfirst_119 = (bool)(v___kf5_kfirst_103);
-      const uint64_t v___kf7_total_120 = (uint64_t)(v___kf5_total_111);
-      AscendC::LocalTensor<uint64_t> t121 = ub8[U6].ReinterpretCast<uint64_t>();
-      const uint32_t t121_n = sk::min<uint32_t>(t118_n, t109_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t118;
-        const AscendC::LocalTensor<uint64_t> &L1 = t109;
-        for (uint32_t i = 0; i < t121_n; ++i) t121.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-      }
-      uint64_t s122 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t121_n; ++i) {
-        s122 = sk::add<uint64_t>(s122, t121.GetValue(i));
-      }
-      const uint64_t v___kf5_base_123 = (uint64_t)(((v___kf7_kfirst_119) ? (uint64_t)(s122) : (uint64_t)(v___kf7_total_120)));
-      const uint64_t v___kf8_base_124 = (uint64_t)(v___kf5_base_123);
-      const float v___kf8_top_p_125 = (float)(v___kf5_tp_100);
-      const uint64_t v___kf8_thr_126 = (uint64_t)(sk::frac_floor(v___kf8_base_124, v___kf8_top_p_125));
-      AscendC::LocalTensor<uint64_t> t127 = ub8[U6].ReinterpretCast<uint64_t>();
-      const uint32_t t127_n = t109_n;
-       {
-        uint64_t acc = 0;
-        for (uint32_t i = 0; i < t109_n; ++i) {
-          const uint64_t x = t109.GetValue(i);
-          t127.SetValue(i, acc);
-          acc = sk::add<uint64_t>(acc, x);
-        }
-      }
-      AscendC::LocalTensor<uint8_t> t128 = ub8[U5].ReinterpretCast<uint8_t>();
-      const uint32_t t128_n = sk::min<uint32_t>(t127_n, t118_n);
-       {
-        const AscendC::LocalTensor<uint64_t> &L0 = t127;
-        const AscendC::LocalTensor<uint8_t> &L1 = t118;
-        for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_126))) & (bool)((L1.GetValue(i) != 0))))));
-      }
-      AscendC::LocalTensor<uint64_t> t129 = ub8[U7].ReinterpretCast<uint64_t>();
-      const uint32_t t129_n = sk::min<uint32_t>(t128_n, t109_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t128;
-        const AscendC::LocalTensor<uint64_t> &L1 = t109;
-        for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-      }
-      uint64_t s130 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t129_n; ++i) {
-        s130 = sk::add<uint64_t>(s130, t129.GetValue(i));
-      }
-      const float v___kf9_lse_131 = (float)(sk::ln_fixed(s130));
-      const float s132 = (float)(v___kf9_lse_131);
-      AscendC::LocalTensor<float> t133 = ub8[U0].ReinterpretCast<float>();
-      const uint32_t t133_n = t108_n;
-      sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Adds(t133, t108, -s132, (int32_t)t133_n);
-      AscendC::LocalTensor<float> t134 = t133.ReinterpretCast<float>();
-      const uint32_t t134_n = sk::min<uint32_t>(t128_n, t133_n);
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t128;
-        const AscendC::LocalTensor<float> &L1 = t133;
-        for (uint32_t i = 0; i < t134_n; ++i) t134.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-      }
-      const uint32_t n135 = t134_n;
-      const uint64_t off136 = (uint64_t)(v___kf5_off_97);
-      AscendC::LocalTensor<float> o137 = qout.AllocTensor<float>();
-      sk::sync<AscendC::HardEvent::S_V>();
-      if (n135 > 0) {
-        AscendC::DataCopy(o137, t134, AscendC::DataCopyParams{1, (uint16_t)((n135 * sizeof(float) + 31) / 32), 0, 0});
-      }
-      qout.EnQue(o137); o137 = qout.DeQue<float>();
-      if (n135 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off136], o137, AscendC::DataCopyExtParams{1, (uint32_t)(n135 * sizeof(float)), 0, 0, 0});
-      }
-      qout.FreeTensor(o137);
-      AscendC::LocalTensor<uint64_t> t138 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t138_n = t134_n;
-       {
-        const AscendC::LocalTensor<float> &L0 = t134;
-        for (uint32_t i = 0; i < t138_n; ++i) t138.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-      }
-      const uint64_t s140 = (uint64_t)(sk::uniform53(v___kf5_seed_104, v___kf5_seq_105));
-      int32_t s139 = -1;
-       {
-        sk::U128 tot{0, 0};
-        for (uint32_t i = 0; i < t138_n; ++i) tot = sk::add128(tot, t138.GetValue(i));
-        if (tot.hi != 0 || tot.lo != 0) {
-          sk::U128 thr = sk::mul64(s140, tot.lo);
-          thr.hi += s140 * tot.hi;
-          sk::U128 acc{0, 0};
-          for (uint32_t i = 0; i < t138_n; ++i) {
-            acc = sk::add128(acc, t138.GetValue(i));
-            if (sk::lt128(thr, sk::shl128(acc, 53))) { s139 = (int32_t)i; break; }
-          }
-          if (s139 < 0) for (uint32_t i = t138_n; i-- > 0;) if (t138.GetValue(i) > 0) { s139 = (int32_t)i; break; }
-        }
-      }
-      const int32_t v___kf5_c_141 = (int32_t)(s139);
-      sk::sync<AscendC::HardEvent::MTE2_S>();
-      const uint32_t s142 = (uint32_t)(((uint32_t)(v___kf5_c_141)));
-      const int32_t v___kf5_tok_143 = (int32_t)(((((int32_t)(v___kf5_c_141) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s142 < t94_n ? (int32_t)(t94.GetValue(s142)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      const int32_t v___kf1_fr_144 = (int32_t)(v___kf5_tok_143);
-      const uint64_t off145 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_144));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_fresh[off145], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint32_t v___kf10_kind_146 = (uint32_t)(v___kf1_kind_18);
-      const int32_t v___kf10_gs_147 = (int32_t)(v___kf1_gs_19);
-      const int32_t v___kf10_rs_148 = (int32_t)(v___kf1_rs_20);
-      const int32_t v___kf10_gold_149 = (int32_t)(v___kf1_gold_21);
-      const int32_t v___kf10_fr_150 = (int32_t)(v___kf1_fr_144);
-      const uint32_t v___kf10_r_151 = (uint32_t)(v___kf1_r_2);
-      const int32_t v___kf10_st_152 = (int32_t)(((((int32_t)(v___kf10_gs_147) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf10_gs_147) : (int32_t)(v___kf10_rs_148)));
-      const int32_t v___kf10_tok_153 = (int32_t)(((((((int32_t)(v___kf10_st_152) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf10_kind_146) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf10_gold_149) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf10_gold_149) : (int32_t)(v___kf10_fr_150)))));
-      const int32_t v___kf10_s_154 = (int32_t)(((((((int32_t)(v___kf10_st_152) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf10_kind_146) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf10_gold_149) : (int32_t)(v___kf10_tok_153)));
-      const uint64_t off155 = (uint64_t)(((uint64_t)(v___kf10_r_151)));
-      sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf10_tok_153));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_tokens[off155], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint64_t off156 = (uint64_t)(((uint64_t)(v___kf10_r_151)));
-      sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf10_s_154));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_lookup[off156], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint64_t off157 = (uint64_t)(((uint64_t)(v___kf10_r_151)));
-      sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_accepted[off157], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-      const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf10_r_151)));
-      sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf10_st_152));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_status[off158], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const int32_t v___kf1_s_159 = (int32_t)(v___kf10_s_154);
-      const int32_t v___kf11_s_160 = (int32_t)(v___kf1_s_159);
-      const uint32_t v___kf11_r_161 = (uint32_t)(v___kf1_r_2);
-      AscendC::LocalTensor<uint8_t> t162 = ub8[0].ReinterpretCast<uint8_t>();
-      const uint32_t t162_n = t94_n;
-      sk::sync<AscendC::HardEvent::MTE3_S>();
-       {
-        const AscendC::LocalTensor<int32_t> &L0 = t94;
-        for (uint32_t i = 0; i < t162_n; ++i) t162.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf11_s_160))));
-      }
-      int32_t s163 = (int32_t)(-1);
-      for (uint32_t i = 0; i < t162_n; ++i) {
-        if ((t162.GetValue(i) != 0)) { s163 = (int32_t)i; break; }
-      }
-      const int32_t v___kf11_col_164 = (int32_t)(((((int32_t)(v___kf11_s_160) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s163) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      const uint32_t s165 = (uint32_t)(((uint32_t)(v___kf11_col_164)));
-      const float v___kf11_lp_166 = (float)(((((int32_t)(v___kf11_col_164) >= (int32_t)(((int32_t)0ull)))) ? (float)((s165 < t134_n ? (float)(t134.GetValue(s165)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-      const uint32_t s167 = (uint32_t)(((uint32_t)(v___kf11_col_164)));
-      const float v___kf11_vs_168 = (float)(((((int32_t)(v___kf11_col_164) >= (int32_t)(((int32_t)0ull)))) ? (float)((s167 < t92_n ? (float)(t92.GetValue(s167)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-      AscendC::LocalTensor<uint8_t> t169 = ub8[0].ReinterpretCast<uint8_t>();
-      const uint32_t t169_n = sk::min<uint32_t>(sk::min<uint32_t>(t92_n, t92_n), t94_n);
-       {
-        const AscendC::LocalTensor<float> &L0 = t92;
-        const AscendC::LocalTensor<float> &L1 = t92;
-        const AscendC::LocalTensor<int32_t> &L2 = t94;
-        for (uint32_t i = 0; i < t169_n; ++i) t169.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf11_vs_168))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf11_vs_168))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf11_s_160))))))))));
-      }
-      qin.FreeTensor(t92);
-      AscendC::LocalTensor<uint64_t> t170 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t170_n = sk::min<uint32_t>(t169_n, t134_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t169;
-        const AscendC::LocalTensor<float> &L1 = t134;
-        for (uint32_t i = 0; i < t170_n; ++i) t170.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
-      }
-      uint64_t s171 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t170_n; ++i) {
-        s171 = sk::add<uint64_t>(s171, t170.GetValue(i));
-      }
-      const uint64_t v___kf11_mass_172 = (uint64_t)(s171);
-      const float v___kf11_ssp_173 = (float)(((((float)(v___kf11_lp_166) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf11_mass_172)) : (float)(0e0f)));
-      const uint64_t off174 = (uint64_t)(((uint64_t)(v___kf11_r_161)));
-      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf11_lp_166));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_token_lp[off174], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-      const uint64_t off175 = (uint64_t)(((uint64_t)(v___kf11_r_161)));
-      sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf11_ssp_173));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_sum_smaller[off175], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-      const uint32_t v___kf12_r_176 = (uint32_t)(v___kf1_r_2);
-      const uint32_t v___kf12_k_177 = (uint32_t)(v___kf1_k_5);
-      const uint64_t v___kf12_ooff_178 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf12_r_176)), ((uint64_t)(v___kf12_k_177))));
-      const uint32_t n179 = sk::min<uint32_t>(t94_n, (uint32_t)(v___kf12_k_177));
-      const uint64_t off180 = (uint64_t)(v___kf12_ooff_178);
-      AscendC::LocalTensor<int32_t> o181 = qout.AllocTensor<int32_t>();
-      if (n179 > 0) {
-        AscendC::DataCopy(o181, t94, AscendC::DataCopyParams{1, (uint16_t)((n179 * sizeof(int32_t) + 31) / 32), 0, 0});
-      }
-      qout.EnQue(o181); o181 = qout.DeQue<int32_t>();
-      if (n179 > 0) {
-        AscendC::DataCopyPad(g_out_ids[off180], o181, AscendC::DataCopyExtParams{1, (uint32_t)(n179 * sizeof(int32_t)), 0, 0, 0});
-      }
-      qout.FreeTensor(o181);
-      qin.FreeTensor(t94);
-      const uint32_t n182 = sk::min<uint32_t>(t134_n, (uint32_t)(v___kf12_k_177));
-      const uint64_t off183 = (uint64_t)(v___kf12_ooff_178);
-      AscendC::LocalTensor<float> o184 = qout.AllocTensor<float>();
-      if (n182 > 0) {
-        AscendC::DataCopy(o184, t134, AscendC::DataCopyParams{1, (uint16_t)((n182 * sizeof(float) + 31) / 32), 0, 0});
-      }
-      qout.EnQue(o184); o184 = qout.DeQue<float>();
-      if (n182 > 0) {
-        AscendC::DataCopyPad(g_out_lps[off183], o184, AscendC::DataCopyExtParams{1, (uint32_t)(n182 * sizeof(float)), 0, 0, 0});
-      }
-      qout.FreeTensor(o184);
-      AscendC::PipeBarrier<PIPE_ALL>();
+    const uint64_t v___kf4_rest_101 = (uint64_t)(v___kf5_s_38);
+    const uint64_t v___kf6_off_102 = (uint64_t)(v___kf4_off_22);
+    const uint32_t v___kf6_n_103 = (uint32_t)(v___kf4_head_24);
+    const float v___kf6_temperature_104 = (float)(v___kf4_t_25);
+    AscendC::LocalTensor<float> t105 = qin.AllocTensor<float>();
+    const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_103), TILE);
+    const uint64_t off106 = (uint64_t)(v___kf6_off_102);
+    if (t105_n > 0) {
+      AscendC::DataCopyPad(t105, g_cand[off106], AscendC::DataCopyExtParams{1, (uint32_t)(t105_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    AscendC::PipeBarrier<PIPE_ALL>();
+    qin.EnQue(t105); t105 = qin.DeQue<float>();
+    const float s107 = (float)(g_cand.GetValue((uint64_t)(v___kf6_off_102)));
+    AscendC::LocalTensor<float> t108 = t105.ReinterpretCast<float>();
+    const uint32_t t108_n = t105_n;
+    AscendC::Adds(t108, t105, -s107, (int32_t)t108_n);
+    AscendC::LocalTensor<float> t109 = t108.ReinterpretCast<float>();
+    const uint32_t t109_n = t108_n;
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t108;
+      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_temperature_104)));
+    }
+    AscendC::LocalTensor<uint64_t> t110 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t110_n = t109_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t109;
+      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    uint64_t s111 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t110_n; ++i) {
+      s111 = sk::add<uint64_t>(s111, t110.GetValue(i));
+    }
+    const uint64_t v___kf4_total_112 = (uint64_t)(sk::add<uint64_t>(v___kf4_rest_101, s111));
+    const float v___kf7_log_min_p_113 = (float)(v___kf4_lmp_28);
+    const int32_t v___kf7_k_114 = (int32_t)(v___kf4_k_27);
+    const uint32_t v___kf7_n_115 = (uint32_t)(v___kf4_head_24);
+    AscendC::LocalTensor<uint32_t> t116 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t116_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_115), TILE);
+    AscendC::CreateVecIndex(t116.ReinterpretCast<int32_t>(), (int32_t)0, t116_n);
+    const uint32_t s117 = (uint32_t)(((uint32_t)(v___kf7_k_114)));
+    const bool s118 = (bool)(((int32_t)(v___kf7_k_114) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t119 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t119_n = sk::min<uint32_t>(t109_n, t116_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t109;
+      const AscendC::LocalTensor<uint32_t> &L1 = t116;
+      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_113))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s117))) | (bool)(s118))))))));
+    }
+    const bool v___kf8_kfirst_120 = (bool)(v___kf4_kfirst_29);
+    const uint64_t v___kf8_total_121 = (uint64_t)(v___kf4_total_112);
+    AscendC::LocalTensor<uint64_t> t122 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t122_n = sk::min<uint32_t>(t119_n, t110_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<uint64_t> &L1 = t110;
+      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s123 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t122_n; ++i) {
+      s123 = sk::add<uint64_t>(s123, t122.GetValue(i));
+    }
+    const uint64_t v___kf4_base_124 = (uint64_t)(((v___kf8_kfirst_120) ? (uint64_t)(s123) : (uint64_t)(v___kf8_total_121)));
+    const uint64_t v___kf9_base_125 = (uint64_t)(v___kf4_base_124);
+    const float v___kf9_top_p_126 = (float)(v___kf4_tp_26);
+    const uint64_t v___kf9_thr_127 = (uint64_t)(sk::frac_floor(v___kf9_base_125, v___kf9_top_p_126));
+    AscendC::LocalTensor<uint64_t> t128 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t128_n = t110_n;
+     {
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t110_n; ++i) {
+        const uint64_t x = t110.GetValue(i);
+        t128.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
+      }
+    }
+    AscendC::LocalTensor<uint8_t> t129 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t129_n = sk::min<uint32_t>(t128_n, t119_n);
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t128;
+      const AscendC::LocalTensor<uint8_t> &L1 = t119;
+      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_127))) & (bool)((L1.GetValue(i) != 0))))));
+    }
+    AscendC::LocalTensor<uint64_t> t130 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t130_n = sk::min<uint32_t>(t129_n, t110_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t129;
+      const AscendC::LocalTensor<uint64_t> &L1 = t110;
+      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s131 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t130_n; ++i) {
+      s131 = sk::add<uint64_t>(s131, t130.GetValue(i));
+    }
+    const float v___kf10_lse_132 = (float)(sk::ln_fixed(s131));
+    const float s133 = (float)(v___kf10_lse_132);
+    AscendC::LocalTensor<float> t134 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t134_n = t109_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t134, t109, -s133, (int32_t)t134_n);
+    AscendC::LocalTensor<float> t135 = t134.ReinterpretCast<float>();
+    const uint32_t t135_n = sk::min<uint32_t>(t129_n, t134_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t129;
+      const AscendC::LocalTensor<float> &L1 = t134;
+      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t105);
+    const uint32_t n136 = t135_n;
+    const uint64_t off137 = (uint64_t)(v___kf4_off_22);
+    AscendC::LocalTensor<float> o138 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n136 > 0) {
+      AscendC::DataCopy(o138, t135, AscendC::DataCopyParams{1, (uint16_t)((n136 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o138); o138 = qout.DeQue<float>();
+    if (n136 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off137], o138, AscendC::DataCopyExtParams{1, (uint32_t)(n136 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o138);
+    const uint64_t v___kf11_off_139 = (uint64_t)(v___kf4_off_22);
+    const uint64_t v___kf11_seed_140 = (uint64_t)(v___kf4_seed_30);
+    const uint64_t v___kf11_seq_141 = (uint64_t)(v___kf4_seq_31);
+    AscendC::LocalTensor<uint64_t> t142 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t142_n = t135_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t135;
+      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s144 = (uint64_t)(sk::uniform53(v___kf11_seed_140, v___kf11_seq_141));
+    int32_t s143 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t142_n; ++i) tot = sk::add128(tot, t142.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s144, tot.lo);
+        thr.hi += s144 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t142_n; ++i) {
+          acc = sk::add128(acc, t142.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s143 = (int32_t)i; break; }
+        }
+        if (s143 < 0) for (uint32_t i = t142_n; i-- > 0;) if (t142.GetValue(i) > 0) { s143 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v___kf11_c_145 = (int32_t)(s143);
+    const int32_t v___kf4_tok_146 = (int32_t)(((((int32_t)(v___kf11_c_145) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_139, ((uint64_t)(v___kf11_c_145)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf1_fr_147 = (int32_t)(v___kf4_tok_146);
+    const uint64_t off148 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_147));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_fresh[off148], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf12_kind_149 = (uint32_t)(v___kf1_kind_18);
+    const int32_t v___kf12_gs_150 = (int32_t)(v___kf1_gs_19);
+    const int32_t v___kf12_rs_151 = (int32_t)(v___kf1_rs_20);
+    const int32_t v___kf12_gold_152 = (int32_t)(v___kf1_gold_21);
+    const int32_t v___kf12_fr_153 = (int32_t)(v___kf1_fr_147);
+    const uint32_t v___kf12_r_154 = (uint32_t)(v___kf1_r_2);
+    const int32_t v___kf12_st_155 = (int32_t)(((((int32_t)(v___kf12_gs_150) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_150) : (int32_t)(v___kf12_rs_151)));
+    const int32_t v___kf12_tok_156 = (int32_t)(((((((int32_t)(v___kf12_st_155) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_149) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_152) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_152) : (int32_t)(v___kf12_fr_153)))));
+    const int32_t v___kf12_s_157 = (int32_t)(((((((int32_t)(v___kf12_st_155) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_149) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_152) : (int32_t)(v___kf12_tok_156)));
+    const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_156));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_tokens[off158], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off159 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_157));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_lookup[off159], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off160 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_accepted[off160], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_155));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_status[off161], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf1_s_162 = (int32_t)(v___kf12_s_157);
+    AscendC::LocalTensor<int32_t> t163 = qin.AllocTensor<int32_t>();
+    const uint32_t t163_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off164 = (uint64_t)(v___kf1_off_6);
+    if (t163_n > 0) {
+      AscendC::DataCopyPad(t163, g_cand_ids[off164], AscendC::DataCopyExtParams{1, (uint32_t)(t163_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    }
+    qin.EnQue(t163); t163 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t165 = qin.AllocTensor<float>();
+    const uint32_t t165_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off166 = (uint64_t)(v___kf1_off_6);
+    if (t165_n > 0) {
+      AscendC::DataCopyPad(t165, g_cand[off166], AscendC::DataCopyExtParams{1, (uint32_t)(t165_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    }
+    qin.EnQue(t165); t165 = qin.DeQue<float>();
+    const int32_t v___kf13_s_167 = (int32_t)(v___kf1_s_162);
+    const uint32_t v___kf13_r_168 = (uint32_t)(v___kf1_r_2);
+    AscendC::LocalTensor<uint8_t> t169 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t169_n = t163_n;
+    sk::sync<AscendC::HardEvent::MTE2_S>();
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+     {
+      const AscendC::LocalTensor<int32_t> &L0 = t163;
+      for (uint32_t i = 0; i < t169_n; ++i) t169.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_167))));
+    }
+    int32_t s170 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t169_n; ++i) {
+      if ((t169.GetValue(i) != 0)) { s170 = (int32_t)i; break; }
+    }
+    const int32_t v___kf13_col_171 = (int32_t)(((((int32_t)(v___kf13_s_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s170) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s172 = (uint32_t)(((uint32_t)(v___kf13_col_171)));
+    const float v___kf13_lp_173 = (float)(((((int32_t)(v___kf13_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s172 < t135_n ? (float)(t135.GetValue(s172)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s174 = (uint32_t)(((uint32_t)(v___kf13_col_171)));
+    const float v___kf13_vs_175 = (float)(((((int32_t)(v___kf13_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s174 < t165_n ? (float)(t165.GetValue(s174)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t176 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t176_n = sk::min<uint32_t>(sk::min<uint32_t>(t165_n, t165_n), t163_n);
+     {
+      const AscendC::LocalTensor<float> &L0 = t165;
+      const AscendC::LocalTensor<float> &L1 = t165;
+      const AscendC::LocalTensor<int32_t> &L2 = t163;
+      for (uint32_t i = 0; i < t176_n; ++i) t176.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_175))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_175))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_167))))))))));
+    }
+    qin.FreeTensor(t165);
+    AscendC::LocalTensor<uint64_t> t177 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t177_n = sk::min<uint32_t>(t176_n, t135_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t176;
+      const AscendC::LocalTensor<float> &L1 = t135;
+      for (uint32_t i = 0; i < t177_n; ++i) t177.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s178 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t177_n; ++i) {
+      s178 = sk::add<uint64_t>(s178, t177.GetValue(i));
+    }
+    const uint64_t v___kf13_mass_179 = (uint64_t)(s178);
+    const float v___kf13_ssp_180 = (float)(((((float)(v___kf13_lp_173) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_179)) : (float)(0e0f)));
+    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf13_r_168)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_173));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_token_lp[off181], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf13_r_168)));
+    sk::sync<AscendC::HardEvent::MTE3_S>();
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_180));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_sum_smaller[off182], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf14_r_183 = (uint32_t)(v___kf1_r_2);
+    const uint32_t v___kf14_k_184 = (uint32_t)(v___kf1_k_5);
+    const uint64_t v___kf14_ooff_185 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_183)), ((uint64_t)(v___kf14_k_184))));
+    const uint32_t n186 = sk::min<uint32_t>(t163_n, (uint32_t)(v___kf14_k_184));
+    const uint64_t off187 = (uint64_t)(v___kf14_ooff_185);
+    AscendC::LocalTensor<int32_t> o188 = qout.AllocTensor<int32_t>();
+    if (n186 > 0) {
+      AscendC::DataCopy(o188, t163, AscendC::DataCopyParams{1, (uint16_t)((n186 * sizeof(int32_t) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o188); o188 = qout.DeQue<int32_t>();
+    if (n186 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off187], o188, AscendC::DataCopyExtParams{1, (uint32_t)(n186 * sizeof(int32_t)), 0, 0, 0});
+    }
+    qout.FreeTensor(o188);
+    qin.FreeTensor(t163);
+    const uint32_t n189 = sk::min<uint32_t>(t135_n, (uint32_t)(v___kf14_k_184));
+    const uint64_t off190 = (uint64_t)(v___kf14_ooff_185);
+    AscendC::LocalTensor<float> o191 = qout.AllocTensor<float>();
+    if (n189 > 0) {
+      AscendC::DataCopy(o191, t135, AscendC::DataCopyParams{1, (uint16_t)((n189 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o191); o191 = qout.DeQue<float>();
+    if (n189 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off190], o191, AscendC::DataCopyExtParams{1, (uint32_t)(n189 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o191);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
 struct process_draw_finish_k64 {
-  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1792, U2 = 512, U3 = 1024, U4 = 1280, U5 = 768, U6 = 1280, U7 = 1024;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1792, U2 = 512, U3 = 1024, U4 = 1280, U5 = 768, U6 = 1024, U7 = 768, U8 = 512;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k64>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct process_draw_finish_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 7168, U2 = 2048, U3 = 4096, U4 = 5120, U5 = 3072, U6 = 4352, U7 = 3328;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 7168, U2 = 2048, U3 = 4096, U4 = 5120, U5 = 3072, U6 = 3328, U7 = 2304, U8 = 1280;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k256>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct process_draw_finish_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 28672, U2 = 8192, U3 = 16384, U4 = 20480, U5 = 12288, U6 = 17408, U7 = 13312;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 28672, U2 = 8192, U3 = 16384, U4 = 20480, U5 = 12288, U6 = 13312, U7 = 9216, U8 = 5120;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k1024>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);
 }
 
 struct process_draw_finish_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 114688, U2 = 32768, U3 = 65536, U4 = 81920, U5 = 49152, U6 = 69632, U7 = 53248;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 114688, U2 = 32768, U3 = 65536, U4 = 81920, U5 = 49152, U6 = 53248, U7 = 36864, U8 = 20480;
 };
 extern "C" __global__ __vector__ void process_draw_finish_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_fresh, GM_ADDR p_group_kind, GM_ADDR p_group_status, GM_ADDR p_row_status, GM_ADDR p_golden, GM_ADDR p_tokens, GM_ADDR p_lookup, GM_ADDR p_accepted, GM_ADDR p_status, uint32_t p_k, GM_ADDR p_token_lp, GM_ADDR p_sum_smaller, GM_ADDR p_out_ids, GM_ADDR p_out_lps, uint32_t programs) {
   process_draw_finish_body<process_draw_finish_k4096>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_fresh, p_group_kind, p_group_status, p_row_status, p_golden, p_tokens, p_lookup, p_accepted, p_status, p_k, p_token_lp, p_sum_smaller, p_out_ids, p_out_lps, programs);

@@ -52,473 +52,464 @@ __aicore__ inline void process_draw_head_body(GM_ADDR p_cand, GM_ADDR p_cand_ids
     const bool v_kfirst_9 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf1_i_4))) != (uint32_t)(((uint32_t)0ull))));
     const uint64_t v_sd_10 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
     const uint64_t v_sq_11 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const float v_m_12 = (float)(g_cand.GetValue((uint64_t)(v_off_2)));
-    const uint64_t v___kf2_off_13 = (uint64_t)(v_off_2);
-    const uint32_t v___kf2_start_14 = (uint32_t)(p_head);
-    const uint32_t v___kf2_n_15 = (uint32_t)(p_n);
-    const float v___kf2_m_16 = (float)(v_m_12);
-    const float v___kf2_t_17 = (float)(v_t_5);
-    uint64_t v___kf2_s_18 = (uint64_t)(((uint64_t)0ull));
+    const uint64_t v___kf2_off_12 = (uint64_t)(v_off_2);
+    const uint32_t v___kf2_n_13 = (uint32_t)(p_n);
+    const uint32_t v___kf2_head_14 = (uint32_t)(p_head);
+    const float v___kf2_t_15 = (float)(v_t_5);
+    const float v___kf2_tp_16 = (float)(v_tp_6);
+    const int32_t v___kf2_k_17 = (int32_t)(v_k_7);
+    const float v___kf2_lmp_18 = (float)(v_lmp_8);
+    const bool v___kf2_kfirst_19 = (bool)(v_kfirst_9);
+    const uint64_t v___kf2_seed_20 = (uint64_t)(v_sd_10);
+    const uint64_t v___kf2_seq_21 = (uint64_t)(v_sq_11);
+    const float v___kf2_m_22 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_12)));
+    const uint64_t v___kf3_off_23 = (uint64_t)(v___kf2_off_12);
+    const uint32_t v___kf3_start_24 = (uint32_t)(v___kf2_head_14);
+    const uint32_t v___kf3_n_25 = (uint32_t)(v___kf2_n_13);
+    const float v___kf3_m_26 = (float)(v___kf2_m_22);
+    const float v___kf3_t_27 = (float)(v___kf2_t_15);
+    uint64_t v___kf3_s_28 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf2_n_15, v___kf2_start_14)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t19 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t19_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s20 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t19_n; ++i) t19.SetValue(i, s20);
-      AscendC::LocalTensor<uint64_t> t21 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t21_n = 0;
-      t21_n = t19_n;
+      AscendC::LocalTensor<uint64_t> t29 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t29_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s30 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t29_n; ++i) t29.SetValue(i, s30);
+      AscendC::LocalTensor<uint64_t> t31 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t31_n = 0;
+      t31_n = t29_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t21_n > 0) {
-        AscendC::DataCopy(t21, t19, AscendC::DataCopyParams{1, (uint16_t)((t21_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t31_n > 0) {
+        AscendC::DataCopy(t31, t29, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf2_passes_22 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf2_n_15, v___kf2_start_14), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
-      const uint32_t end23 = (uint32_t)(v___kf2_passes_22);
+      const uint32_t v___kf3_passes_32 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end33 = (uint32_t)(v___kf3_passes_32);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf2_q_24 = (uint32_t)(((uint32_t)0ull)); v___kf2_q_24 < end23; ++v___kf2_q_24) {
+      for (uint32_t v___kf3_q_34 = (uint32_t)(((uint32_t)0ull)); v___kf3_q_34 < end33; ++v___kf3_q_34) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf2_lo0_25 = (uint32_t)(sk::add<uint32_t>(v___kf2_start_14, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf2_q_24), TILE)));
-        const uint32_t v___kf2_lo1_26 = (uint32_t)(sk::add<uint32_t>(v___kf2_lo0_25, TILE));
-        const uint32_t v___kf2_lo2_27 = (uint32_t)(sk::add<uint32_t>(v___kf2_lo1_26, TILE));
-        const uint32_t v___kf2_lo3_28 = (uint32_t)(sk::add<uint32_t>(v___kf2_lo2_27, TILE));
-        const uint32_t v___kf2_s0_29 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo0_25, sk::sub<uint32_t>(v___kf2_n_15, TILE)));
-        const uint32_t v___kf2_s1_30 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo1_26, sk::sub<uint32_t>(v___kf2_n_15, TILE)));
-        const uint32_t v___kf2_s2_31 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo2_27, sk::sub<uint32_t>(v___kf2_n_15, TILE)));
-        const uint32_t v___kf2_s3_32 = (uint32_t)(sk::min<uint32_t>(v___kf2_lo3_28, sk::sub<uint32_t>(v___kf2_n_15, TILE)));
-        AscendC::LocalTensor<float> t33 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t33_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::Duplicate(t33, (float)(sk::bits_f32(0xff800000u)), (int32_t)t33_n);
-        const uint32_t n34 = t33_n;
-        const uint64_t off35 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s0_29))));
-        AscendC::LocalTensor<float> o36 = qout.AllocTensor<float>();
+        const uint32_t v___kf3_lo0_35 = (uint32_t)(sk::add<uint32_t>(v___kf3_start_24, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf3_q_34), TILE)));
+        const uint32_t v___kf3_lo1_36 = (uint32_t)(sk::add<uint32_t>(v___kf3_lo0_35, TILE));
+        const uint32_t v___kf3_lo2_37 = (uint32_t)(sk::add<uint32_t>(v___kf3_lo1_36, TILE));
+        const uint32_t v___kf3_lo3_38 = (uint32_t)(sk::add<uint32_t>(v___kf3_lo2_37, TILE));
+        const uint32_t v___kf3_s0_39 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo0_35, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        const uint32_t v___kf3_s1_40 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo1_36, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        const uint32_t v___kf3_s2_41 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo2_37, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        const uint32_t v___kf3_s3_42 = (uint32_t)(sk::min<uint32_t>(v___kf3_lo3_38, sk::sub<uint32_t>(v___kf3_n_25, TILE)));
+        AscendC::LocalTensor<float> t43 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t43_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::Duplicate(t43, (float)(sk::bits_f32(0xff800000u)), (int32_t)t43_n);
+        const uint32_t n44 = t43_n;
+        const uint64_t off45 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s0_39))));
+        AscendC::LocalTensor<float> o46 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n34 > 0) {
-          AscendC::DataCopy(o36, t33, AscendC::DataCopyParams{1, (uint16_t)((n34 * sizeof(float) + 31) / 32), 0, 0});
+        if (n44 > 0) {
+          AscendC::DataCopy(o46, t43, AscendC::DataCopyParams{1, (uint16_t)((n44 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o36); o36 = qout.DeQue<float>();
-        if (n34 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off35], o36, AscendC::DataCopyExtParams{1, (uint32_t)(n34 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o46); o46 = qout.DeQue<float>();
+        if (n44 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off45], o46, AscendC::DataCopyExtParams{1, (uint32_t)(n44 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o36);
-        AscendC::LocalTensor<float> t37 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t37_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qout.FreeTensor(o46);
+        AscendC::LocalTensor<float> t47 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t37, (float)(sk::bits_f32(0xff800000u)), (int32_t)t37_n);
-        const uint32_t n38 = t37_n;
-        const uint64_t off39 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s1_30))));
-        AscendC::LocalTensor<float> o40 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t47, (float)(sk::bits_f32(0xff800000u)), (int32_t)t47_n);
+        const uint32_t n48 = t47_n;
+        const uint64_t off49 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s1_40))));
+        AscendC::LocalTensor<float> o50 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n38 > 0) {
-          AscendC::DataCopy(o40, t37, AscendC::DataCopyParams{1, (uint16_t)((n38 * sizeof(float) + 31) / 32), 0, 0});
+        if (n48 > 0) {
+          AscendC::DataCopy(o50, t47, AscendC::DataCopyParams{1, (uint16_t)((n48 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o40); o40 = qout.DeQue<float>();
+        qout.EnQue(o50); o50 = qout.DeQue<float>();
         AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n38 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off39], o40, AscendC::DataCopyExtParams{1, (uint32_t)(n38 * sizeof(float)), 0, 0, 0});
+        if (n48 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off49], o50, AscendC::DataCopyExtParams{1, (uint32_t)(n48 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o40);
-        AscendC::LocalTensor<float> t41 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t41_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t41, (float)(sk::bits_f32(0xff800000u)), (int32_t)t41_n);
-        const uint32_t n42 = t41_n;
-        const uint64_t off43 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s2_31))));
-        AscendC::LocalTensor<float> o44 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n42 > 0) {
-          AscendC::DataCopy(o44, t41, AscendC::DataCopyParams{1, (uint16_t)((n42 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o44); o44 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n42 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off43], o44, AscendC::DataCopyExtParams{1, (uint32_t)(n42 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o44);
-        AscendC::LocalTensor<float> t45 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t45_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t45, (float)(sk::bits_f32(0xff800000u)), (int32_t)t45_n);
-        const uint32_t n46 = t45_n;
-        const uint64_t off47 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s3_32))));
-        AscendC::LocalTensor<float> o48 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n46 > 0) {
-          AscendC::DataCopy(o48, t45, AscendC::DataCopyParams{1, (uint16_t)((n46 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o48); o48 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n46 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off47], o48, AscendC::DataCopyExtParams{1, (uint32_t)(n46 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o48);
-        AscendC::LocalTensor<float> t49 = qin.AllocTensor<float>();
-        const uint32_t t49_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off50 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s0_29))));
-        if (t49_n > 0) {
-          AscendC::DataCopyPad(t49, g_cand[off50], AscendC::DataCopyExtParams{1, (uint32_t)(t49_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-        }
-        qin.EnQue(t49); t49 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t51 = qin.AllocTensor<float>();
+        qout.FreeTensor(o50);
+        AscendC::LocalTensor<float> t51 = ub8[0].ReinterpretCast<float>();
         const uint32_t t51_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off52 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s1_30))));
-        if (t51_n > 0) {
-          AscendC::DataCopyPad(t51, g_cand[off52], AscendC::DataCopyExtParams{1, (uint32_t)(t51_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t51, (float)(sk::bits_f32(0xff800000u)), (int32_t)t51_n);
+        const uint32_t n52 = t51_n;
+        const uint64_t off53 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s2_41))));
+        AscendC::LocalTensor<float> o54 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n52 > 0) {
+          AscendC::DataCopy(o54, t51, AscendC::DataCopyParams{1, (uint16_t)((n52 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t51); t51 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t53 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off54 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s2_31))));
-        sk::sync<AscendC::HardEvent::V_MTE2>();
-        if (t53_n > 0) {
-          AscendC::DataCopyPad(t53, g_cand[off54], AscendC::DataCopyExtParams{1, (uint32_t)(t53_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o54); o54 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n52 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off53], o54, AscendC::DataCopyExtParams{1, (uint32_t)(n52 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<float> t55 = ub8[U0].ReinterpretCast<float>();
+        qout.FreeTensor(o54);
+        AscendC::LocalTensor<float> t55 = ub8[0].ReinterpretCast<float>();
         const uint32_t t55_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off56 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_s3_32))));
-        if (t55_n > 0) {
-          AscendC::DataCopyPad(t55, g_cand[off56], AscendC::DataCopyExtParams{1, (uint32_t)(t55_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t55, (float)(sk::bits_f32(0xff800000u)), (int32_t)t55_n);
+        const uint32_t n56 = t55_n;
+        const uint64_t off57 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s3_42))));
+        AscendC::LocalTensor<float> o58 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n56 > 0) {
+          AscendC::DataCopy(o58, t55, AscendC::DataCopyParams{1, (uint16_t)((n56 * sizeof(float) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t57 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t57_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t57.ReinterpretCast<int32_t>(), (int32_t)0, t57_n);
-        const uint32_t s58 = (uint32_t)(sk::sub<uint32_t>(v___kf2_lo0_25, v___kf2_s0_29));
-        AscendC::LocalTensor<uint64_t> t59 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t59_n = sk::min<uint32_t>(sk::min<uint32_t>(t21_n, t57_n), t49_n);
+        qout.EnQue(o58); o58 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n56 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off57], o58, AscendC::DataCopyExtParams{1, (uint32_t)(n56 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o58);
+        AscendC::LocalTensor<float> t59 = qin.AllocTensor<float>();
+        const uint32_t t59_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off60 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s0_39))));
+        if (t59_n > 0) {
+          AscendC::DataCopyPad(t59, g_cand[off60], AscendC::DataCopyExtParams{1, (uint32_t)(t59_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t59); t59 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t61 = qin.AllocTensor<float>();
+        const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off62 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s1_40))));
+        if (t61_n > 0) {
+          AscendC::DataCopyPad(t61, g_cand[off62], AscendC::DataCopyExtParams{1, (uint32_t)(t61_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t61); t61 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t63 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t63_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off64 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s2_41))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t63_n > 0) {
+          AscendC::DataCopyPad(t63, g_cand[off64], AscendC::DataCopyExtParams{1, (uint32_t)(t63_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<float> t65 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off66 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_s3_42))));
+        if (t65_n > 0) {
+          AscendC::DataCopyPad(t65, g_cand[off66], AscendC::DataCopyExtParams{1, (uint32_t)(t65_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t67 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t67.ReinterpretCast<int32_t>(), (int32_t)0, t67_n);
+        const uint32_t s68 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo0_35, v___kf3_s0_39));
+        AscendC::LocalTensor<uint64_t> t69 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t69_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t67_n), t59_n);
         sk::sync<AscendC::HardEvent::V_S>();
         sk::sync<AscendC::HardEvent::MTE2_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t21;
-          const AscendC::LocalTensor<uint32_t> &L1 = t57;
-          const AscendC::LocalTensor<float> &L2 = t49;
-          for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s58))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf2_m_16), v___kf2_t_17))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t67;
+          const AscendC::LocalTensor<float> &L2 = t59;
+          for (uint32_t i = 0; i < t69_n; ++i) t69.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s68))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
         }
-        t21_n = t59_n;
+        t31_n = t69_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t21_n > 0) {
-          AscendC::DataCopy(t21, t59, AscendC::DataCopyParams{1, (uint16_t)((t21_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t69, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t49);
-        AscendC::LocalTensor<uint32_t> t60 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t60_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t59);
+        AscendC::LocalTensor<uint32_t> t70 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t70_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t60.ReinterpretCast<int32_t>(), (int32_t)0, t60_n);
-        const uint32_t s61 = (uint32_t)(sk::sub<uint32_t>(v___kf2_lo1_26, v___kf2_s1_30));
-        AscendC::LocalTensor<uint64_t> t62 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t62_n = sk::min<uint32_t>(sk::min<uint32_t>(t21_n, t60_n), t51_n);
+        AscendC::CreateVecIndex(t70.ReinterpretCast<int32_t>(), (int32_t)0, t70_n);
+        const uint32_t s71 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo1_36, v___kf3_s1_40));
+        AscendC::LocalTensor<uint64_t> t72 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t72_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t70_n), t61_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t21;
-          const AscendC::LocalTensor<uint32_t> &L1 = t60;
-          const AscendC::LocalTensor<float> &L2 = t51;
-          for (uint32_t i = 0; i < t62_n; ++i) t62.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s61))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf2_m_16), v___kf2_t_17))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t70;
+          const AscendC::LocalTensor<float> &L2 = t61;
+          for (uint32_t i = 0; i < t72_n; ++i) t72.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s71))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
         }
-        t21_n = t62_n;
+        t31_n = t72_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t21_n > 0) {
-          AscendC::DataCopy(t21, t62, AscendC::DataCopyParams{1, (uint16_t)((t21_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t72, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t51);
-        AscendC::LocalTensor<uint32_t> t63 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t63_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t61);
+        AscendC::LocalTensor<uint32_t> t73 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t63.ReinterpretCast<int32_t>(), (int32_t)0, t63_n);
-        const uint32_t s64 = (uint32_t)(sk::sub<uint32_t>(v___kf2_lo2_27, v___kf2_s2_31));
-        AscendC::LocalTensor<uint64_t> t65 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t65_n = sk::min<uint32_t>(sk::min<uint32_t>(t21_n, t63_n), t53_n);
+        AscendC::CreateVecIndex(t73.ReinterpretCast<int32_t>(), (int32_t)0, t73_n);
+        const uint32_t s74 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo2_37, v___kf3_s2_41));
+        AscendC::LocalTensor<uint64_t> t75 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t75_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t73_n), t63_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t21;
-          const AscendC::LocalTensor<uint32_t> &L1 = t63;
-          const AscendC::LocalTensor<float> &L2 = t53;
-          for (uint32_t i = 0; i < t65_n; ++i) t65.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s64))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf2_m_16), v___kf2_t_17))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t73;
+          const AscendC::LocalTensor<float> &L2 = t63;
+          for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s74))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
         }
-        t21_n = t65_n;
+        t31_n = t75_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t21_n > 0) {
-          AscendC::DataCopy(t21, t65, AscendC::DataCopyParams{1, (uint16_t)((t21_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t75, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t66 = ub8[0].ReinterpretCast<uint32_t>();
-        const uint32_t t66_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::LocalTensor<uint32_t> t76 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t76_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::CreateVecIndex(t66.ReinterpretCast<int32_t>(), (int32_t)0, t66_n);
-        const uint32_t s67 = (uint32_t)(sk::sub<uint32_t>(v___kf2_lo3_28, v___kf2_s3_32));
-        AscendC::LocalTensor<uint64_t> t68 = ub8[U3].ReinterpretCast<uint64_t>();
-        const uint32_t t68_n = sk::min<uint32_t>(sk::min<uint32_t>(t21_n, t66_n), t55_n);
+        AscendC::CreateVecIndex(t76.ReinterpretCast<int32_t>(), (int32_t)0, t76_n);
+        const uint32_t s77 = (uint32_t)(sk::sub<uint32_t>(v___kf3_lo3_38, v___kf3_s3_42));
+        AscendC::LocalTensor<uint64_t> t78 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t78_n = sk::min<uint32_t>(sk::min<uint32_t>(t31_n, t76_n), t65_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t21;
-          const AscendC::LocalTensor<uint32_t> &L1 = t66;
-          const AscendC::LocalTensor<float> &L2 = t55;
-          for (uint32_t i = 0; i < t68_n; ++i) t68.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s67))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf2_m_16), v___kf2_t_17))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t31;
+          const AscendC::LocalTensor<uint32_t> &L1 = t76;
+          const AscendC::LocalTensor<float> &L2 = t65;
+          for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s77))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf3_m_26), v___kf3_t_27))))));
         }
-        t21_n = t68_n;
+        t31_n = t78_n;
         sk::sync<AscendC::HardEvent::S_V>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (t21_n > 0) {
-          AscendC::DataCopy(t21, t68, AscendC::DataCopyParams{1, (uint16_t)((t21_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t31_n > 0) {
+          AscendC::DataCopy(t31, t78, AscendC::DataCopyParams{1, (uint16_t)((t31_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s69 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t21_n; ++i) {
-        s69 = sk::add<uint64_t>(s69, t21.GetValue(i));
+      uint64_t s79 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t31_n; ++i) {
+        s79 = sk::add<uint64_t>(s79, t31.GetValue(i));
       }
-      v___kf2_s_18 = (uint64_t)(s69);
+      v___kf3_s_28 = (uint64_t)(s79);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf2_n_15) > (uint32_t)(v___kf2_start_14))) {
+      if (((uint32_t)(v___kf3_n_25) > (uint32_t)(v___kf3_start_24))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf2_o_70 = (uint64_t)(sk::add<uint64_t>(v___kf2_off_13, ((uint64_t)(v___kf2_start_14))));
-        AscendC::LocalTensor<float> t71 = qin.AllocTensor<float>();
-        const uint32_t t71_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf2_n_15, v___kf2_start_14)), TILE);
-        const uint64_t off72 = (uint64_t)(v___kf2_o_70);
-        if (t71_n > 0) {
-          AscendC::DataCopyPad(t71, g_cand[off72], AscendC::DataCopyExtParams{1, (uint32_t)(t71_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf3_o_80 = (uint64_t)(sk::add<uint64_t>(v___kf3_off_23, ((uint64_t)(v___kf3_start_24))));
+        AscendC::LocalTensor<float> t81 = qin.AllocTensor<float>();
+        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24)), TILE);
+        const uint64_t off82 = (uint64_t)(v___kf3_o_80);
+        if (t81_n > 0) {
+          AscendC::DataCopyPad(t81, g_cand[off82], AscendC::DataCopyExtParams{1, (uint32_t)(t81_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t71); t71 = qin.DeQue<float>();
-        const float s73 = (float)(v___kf2_m_16);
-        AscendC::LocalTensor<float> t74 = t71.ReinterpretCast<float>();
-        const uint32_t t74_n = t71_n;
-        AscendC::Adds(t74, t71, -s73, (int32_t)t74_n);
-        AscendC::LocalTensor<uint64_t> t75 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t75_n = t74_n;
+        qin.EnQue(t81); t81 = qin.DeQue<float>();
+        const float s83 = (float)(v___kf3_m_26);
+        AscendC::LocalTensor<float> t84 = t81.ReinterpretCast<float>();
+        const uint32_t t84_n = t81_n;
+        AscendC::Adds(t84, t81, -s83, (int32_t)t84_n);
+        AscendC::LocalTensor<uint64_t> t85 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t85_n = t84_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t74;
-          for (uint32_t i = 0; i < t75_n; ++i) t75.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf2_t_17)))));
+          const AscendC::LocalTensor<float> &L0 = t84;
+          for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf3_t_27)))));
         }
-        uint64_t s76 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t75_n; ++i) {
-          s76 = sk::add<uint64_t>(s76, t75.GetValue(i));
+        uint64_t s86 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t85_n; ++i) {
+          s86 = sk::add<uint64_t>(s86, t85.GetValue(i));
         }
-        v___kf2_s_18 = (uint64_t)(s76);
-        qin.FreeTensor(t71);
-        AscendC::LocalTensor<float> t77 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf2_n_15, v___kf2_start_14)), TILE);
+        v___kf3_s_28 = (uint64_t)(s86);
+        qin.FreeTensor(t81);
+        AscendC::LocalTensor<float> t87 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t87_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf3_n_25, v___kf3_start_24)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t77, (float)(sk::bits_f32(0xff800000u)), (int32_t)t77_n);
-        const uint32_t n78 = t77_n;
-        const uint64_t off79 = (uint64_t)(v___kf2_o_70);
-        AscendC::LocalTensor<float> o80 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t87, (float)(sk::bits_f32(0xff800000u)), (int32_t)t87_n);
+        const uint32_t n88 = t87_n;
+        const uint64_t off89 = (uint64_t)(v___kf3_o_80);
+        AscendC::LocalTensor<float> o90 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n78 > 0) {
-          AscendC::DataCopy(o80, t77, AscendC::DataCopyParams{1, (uint16_t)((n78 * sizeof(float) + 31) / 32), 0, 0});
+        if (n88 > 0) {
+          AscendC::DataCopy(o90, t87, AscendC::DataCopyParams{1, (uint16_t)((n88 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o80); o80 = qout.DeQue<float>();
-        if (n78 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off79], o80, AscendC::DataCopyExtParams{1, (uint32_t)(n78 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o90); o90 = qout.DeQue<float>();
+        if (n88 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off89], o90, AscendC::DataCopyExtParams{1, (uint32_t)(n88 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o80);
+        qout.FreeTensor(o90);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v_rest_81 = (uint64_t)(v___kf2_s_18);
-    AscendC::PipeBarrier<PIPE_ALL>();
-    if (true) {
-      AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<float> t82 = qin.AllocTensor<float>();
-      const uint32_t t82_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-      const uint64_t off83 = (uint64_t)(v_off_2);
-      if (t82_n > 0) {
-        AscendC::DataCopyPad(t82, g_cand[off83], AscendC::DataCopyExtParams{1, (uint32_t)(t82_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
-      }
-      qin.EnQue(t82); t82 = qin.DeQue<float>();
-      AscendC::LocalTensor<int32_t> t84 = qin.AllocTensor<int32_t>();
-      const uint32_t t84_n = sk::min<uint32_t>((uint32_t)(p_head), TILE);
-      const uint64_t off85 = (uint64_t)(v_off_2);
-      if (t84_n > 0) {
-        AscendC::DataCopyPad(t84, g_cand_ids[off85], AscendC::DataCopyExtParams{1, (uint32_t)(t84_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
-      }
-      qin.EnQue(t84); t84 = qin.DeQue<int32_t>();
-      const float v___kf3_m_86 = (float)(v_m_12);
-      const uint64_t v___kf3_off_87 = (uint64_t)(v_off_2);
-      const uint64_t v___kf3_rest_88 = (uint64_t)(v_rest_81);
-      const float v___kf3_t_89 = (float)(v_t_5);
-      const float v___kf3_tp_90 = (float)(v_tp_6);
-      const int32_t v___kf3_k_91 = (int32_t)(v_k_7);
-      const float v___kf3_lmp_92 = (float)(v_lmp_8);
-      const bool v___kf3_kfirst_93 = (bool)(v_kfirst_9);
-      const uint64_t v___kf3_seed_94 = (uint64_t)(v_sd_10);
-      const uint64_t v___kf3_seq_95 = (uint64_t)(v_sq_11);
-      const float s96 = (float)(v___kf3_m_86);
-      AscendC::LocalTensor<float> t97 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t97_n = t82_n;
-      AscendC::Adds(t97, t82, -s96, (int32_t)t97_n);
-      AscendC::LocalTensor<float> t98 = t97.ReinterpretCast<float>();
-      const uint32_t t98_n = t97_n;
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t97;
-        for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf3_t_89)));
-      }
-      AscendC::LocalTensor<uint64_t> t99 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t99_n = t98_n;
-       {
-        const AscendC::LocalTensor<float> &L0 = t98;
-        for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-      }
-      uint64_t s100 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t99_n; ++i) {
-        s100 = sk::add<uint64_t>(s100, t99.GetValue(i));
-      }
-      const uint64_t v___kf3_total_101 = (uint64_t)(sk::add<uint64_t>(v___kf3_rest_88, s100));
-      const float v___kf4_log_min_p_102 = (float)(v___kf3_lmp_92);
-      const int32_t v___kf4_k_103 = (int32_t)(v___kf3_k_91);
-      const uint32_t v___kf4_n_104 = (uint32_t)(t82_n);
-      qin.FreeTensor(t82);
-      AscendC::LocalTensor<uint32_t> t105 = ub8[U5].ReinterpretCast<uint32_t>();
-      const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_104), TILE);
-      AscendC::CreateVecIndex(t105.ReinterpretCast<int32_t>(), (int32_t)0, t105_n);
-      const uint32_t s106 = (uint32_t)(((uint32_t)(v___kf4_k_103)));
-      const bool s107 = (bool)(((int32_t)(v___kf4_k_103) < (int32_t)(((int32_t)0ull))));
-      AscendC::LocalTensor<uint8_t> t108 = ub8[U3].ReinterpretCast<uint8_t>();
-      const uint32_t t108_n = sk::min<uint32_t>(t98_n, t105_n);
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t98;
-        const AscendC::LocalTensor<uint32_t> &L1 = t105;
-        for (uint32_t i = 0; i < t108_n; ++i) t108.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf4_log_min_p_102))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s106))) | (bool)(s107))))))));
-      }
-      const bool v___kf5_kfirst_109 = (bool)(v___kf3_kfirst_93);
-      const uint64_t v___kf5_total_110 = (uint64_t)(v___kf3_total_101);
-      AscendC::LocalTensor<uint64_t> t111 = ub8[U6].ReinterpretCast<uint64_t>();
-      const uint32_t t111_n = sk::min<uint32_t>(t108_n, t99_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t108;
-        const AscendC::LocalTensor<uint64_t> &L1 = t99;
-        for (uint32_t i = 0; i < t111_n; ++i) t111.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-      }
-      uint64_t s112 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t111_n; ++i) {
-        s112 = sk::add<uint64_t>(s112, t111.GetValue(i));
-      }
-      const uint64_t v___kf3_base_113 = (uint64_t)(((v___kf5_kfirst_109) ? (uint64_t)(s112) : (uint64_t)(v___kf5_total_110)));
-      const uint64_t v___kf6_base_114 = (uint64_t)(v___kf3_base_113);
-      const float v___kf6_top_p_115 = (float)(v___kf3_tp_90);
-      const uint64_t v___kf6_thr_116 = (uint64_t)(sk::frac_floor(v___kf6_base_114, v___kf6_top_p_115));
-      AscendC::LocalTensor<uint64_t> t117 = ub8[U6].ReinterpretCast<uint64_t>();
-      const uint32_t t117_n = t99_n;
-       {
-        uint64_t acc = 0;
-        for (uint32_t i = 0; i < t99_n; ++i) {
-          const uint64_t x = t99.GetValue(i);
-          t117.SetValue(i, acc);
-          acc = sk::add<uint64_t>(acc, x);
-        }
-      }
-      AscendC::LocalTensor<uint8_t> t118 = ub8[U5].ReinterpretCast<uint8_t>();
-      const uint32_t t118_n = sk::min<uint32_t>(t117_n, t108_n);
-       {
-        const AscendC::LocalTensor<uint64_t> &L0 = t117;
-        const AscendC::LocalTensor<uint8_t> &L1 = t108;
-        for (uint32_t i = 0; i < t118_n; ++i) t118.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf6_thr_116))) & (bool)((L1.GetValue(i) != 0))))));
-      }
-      AscendC::LocalTensor<uint64_t> t119 = ub8[U7].ReinterpretCast<uint64_t>();
-      const uint32_t t119_n = sk::min<uint32_t>(t118_n, t99_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t118;
-        const AscendC::LocalTensor<uint64_t> &L1 = t99;
-        for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-      }
-      uint64_t s120 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t119_n; ++i) {
-        s120 = sk::add<uint64_t>(s120, t119.GetValue(i));
-      }
-      const float v___kf7_lse_121 = (float)(sk::ln_fixed(s120));
-      const float s122 = (float)(v___kf7_lse_121);
-      AscendC::LocalTensor<float> t123 = ub8[U0].ReinterpretCast<float>();
-      const uint32_t t123_n = t98_n;
-      sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Adds(t123, t98, -s122, (int32_t)t123_n);
-      AscendC::LocalTensor<float> t124 = t123.ReinterpretCast<float>();
-      const uint32_t t124_n = sk::min<uint32_t>(t118_n, t123_n);
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t118;
-        const AscendC::LocalTensor<float> &L1 = t123;
-        for (uint32_t i = 0; i < t124_n; ++i) t124.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
-      }
-      const uint32_t n125 = t124_n;
-      const uint64_t off126 = (uint64_t)(v___kf3_off_87);
-      AscendC::LocalTensor<float> o127 = qout.AllocTensor<float>();
-      sk::sync<AscendC::HardEvent::S_V>();
-      if (n125 > 0) {
-        AscendC::DataCopy(o127, t124, AscendC::DataCopyParams{1, (uint16_t)((n125 * sizeof(float) + 31) / 32), 0, 0});
-      }
-      qout.EnQue(o127); o127 = qout.DeQue<float>();
-      if (n125 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off126], o127, AscendC::DataCopyExtParams{1, (uint32_t)(n125 * sizeof(float)), 0, 0, 0});
-      }
-      qout.FreeTensor(o127);
-      AscendC::LocalTensor<uint64_t> t128 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t128_n = t124_n;
-       {
-        const AscendC::LocalTensor<float> &L0 = t124;
-        for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-      }
-      const uint64_t s130 = (uint64_t)(sk::uniform53(v___kf3_seed_94, v___kf3_seq_95));
-      int32_t s129 = -1;
-       {
-        sk::U128 tot{0, 0};
-        for (uint32_t i = 0; i < t128_n; ++i) tot = sk::add128(tot, t128.GetValue(i));
-        if (tot.hi != 0 || tot.lo != 0) {
-          sk::U128 thr = sk::mul64(s130, tot.lo);
-          thr.hi += s130 * tot.hi;
-          sk::U128 acc{0, 0};
-          for (uint32_t i = 0; i < t128_n; ++i) {
-            acc = sk::add128(acc, t128.GetValue(i));
-            if (sk::lt128(thr, sk::shl128(acc, 53))) { s129 = (int32_t)i; break; }
-          }
-          if (s129 < 0) for (uint32_t i = t128_n; i-- > 0;) if (t128.GetValue(i) > 0) { s129 = (int32_t)i; break; }
-        }
-      }
-      const int32_t v___kf3_c_131 = (int32_t)(s129);
-      sk::sync<AscendC::HardEvent::MTE2_S>();
-      const uint32_t s132 = (uint32_t)(((uint32_t)(v___kf3_c_131)));
-      const int32_t v___kf3_tok_133 = (int32_t)(((((int32_t)(v___kf3_c_131) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s132 < t84_n ? (int32_t)(t84.GetValue(s132)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      qin.FreeTensor(t84);
-      const int32_t v_tok_134 = (int32_t)(v___kf3_tok_133);
-      const uint64_t off135 = (uint64_t)(((uint64_t)(v_r_1)));
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_134));
-      sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_token[off135], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      AscendC::PipeBarrier<PIPE_ALL>();
+    const uint64_t v___kf2_rest_91 = (uint64_t)(v___kf3_s_28);
+    const uint64_t v___kf4_off_92 = (uint64_t)(v___kf2_off_12);
+    const uint32_t v___kf4_n_93 = (uint32_t)(v___kf2_head_14);
+    const float v___kf4_temperature_94 = (float)(v___kf2_t_15);
+    AscendC::LocalTensor<float> t95 = qin.AllocTensor<float>();
+    const uint32_t t95_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_93), TILE);
+    const uint64_t off96 = (uint64_t)(v___kf4_off_92);
+    if (t95_n > 0) {
+      AscendC::DataCopyPad(t95, g_cand[off96], AscendC::DataCopyExtParams{1, (uint32_t)(t95_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    AscendC::PipeBarrier<PIPE_ALL>();
+    qin.EnQue(t95); t95 = qin.DeQue<float>();
+    const float s97 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_92)));
+    AscendC::LocalTensor<float> t98 = t95.ReinterpretCast<float>();
+    const uint32_t t98_n = t95_n;
+    AscendC::Adds(t98, t95, -s97, (int32_t)t98_n);
+    AscendC::LocalTensor<float> t99 = t98.ReinterpretCast<float>();
+    const uint32_t t99_n = t98_n;
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t98;
+      for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf4_temperature_94)));
+    }
+    AscendC::LocalTensor<uint64_t> t100 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t100_n = t99_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t99;
+      for (uint32_t i = 0; i < t100_n; ++i) t100.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    uint64_t s101 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t100_n; ++i) {
+      s101 = sk::add<uint64_t>(s101, t100.GetValue(i));
+    }
+    const uint64_t v___kf2_total_102 = (uint64_t)(sk::add<uint64_t>(v___kf2_rest_91, s101));
+    const float v___kf5_log_min_p_103 = (float)(v___kf2_lmp_18);
+    const int32_t v___kf5_k_104 = (int32_t)(v___kf2_k_17);
+    const uint32_t v___kf5_n_105 = (uint32_t)(v___kf2_head_14);
+    AscendC::LocalTensor<uint32_t> t106 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t106_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_105), TILE);
+    AscendC::CreateVecIndex(t106.ReinterpretCast<int32_t>(), (int32_t)0, t106_n);
+    const uint32_t s107 = (uint32_t)(((uint32_t)(v___kf5_k_104)));
+    const bool s108 = (bool)(((int32_t)(v___kf5_k_104) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t109 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t109_n = sk::min<uint32_t>(t99_n, t106_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t99;
+      const AscendC::LocalTensor<uint32_t> &L1 = t106;
+      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf5_log_min_p_103))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s107))) | (bool)(s108))))))));
+    }
+    const bool v___kf6_kfirst_110 = (bool)(v___kf2_kfirst_19);
+    const uint64_t v___kf6_total_111 = (uint64_t)(v___kf2_total_102);
+    AscendC::LocalTensor<uint64_t> t112 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t112_n = sk::min<uint32_t>(t109_n, t100_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t109;
+      const AscendC::LocalTensor<uint64_t> &L1 = t100;
+      for (uint32_t i = 0; i < t112_n; ++i) t112.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s113 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t112_n; ++i) {
+      s113 = sk::add<uint64_t>(s113, t112.GetValue(i));
+    }
+    const uint64_t v___kf2_base_114 = (uint64_t)(((v___kf6_kfirst_110) ? (uint64_t)(s113) : (uint64_t)(v___kf6_total_111)));
+    const uint64_t v___kf7_base_115 = (uint64_t)(v___kf2_base_114);
+    const float v___kf7_top_p_116 = (float)(v___kf2_tp_16);
+    const uint64_t v___kf7_thr_117 = (uint64_t)(sk::frac_floor(v___kf7_base_115, v___kf7_top_p_116));
+    AscendC::LocalTensor<uint64_t> t118 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t118_n = t100_n;
+     {
+      uint64_t acc = 0;
+      for (uint32_t i = 0; i < t100_n; ++i) {
+        const uint64_t x = t100.GetValue(i);
+        t118.SetValue(i, acc);
+        acc = sk::add<uint64_t>(acc, x);
+      }
+    }
+    AscendC::LocalTensor<uint8_t> t119 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t119_n = sk::min<uint32_t>(t118_n, t109_n);
+     {
+      const AscendC::LocalTensor<uint64_t> &L0 = t118;
+      const AscendC::LocalTensor<uint8_t> &L1 = t109;
+      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_117))) & (bool)((L1.GetValue(i) != 0))))));
+    }
+    AscendC::LocalTensor<uint64_t> t120 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t120_n = sk::min<uint32_t>(t119_n, t100_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<uint64_t> &L1 = t100;
+      for (uint32_t i = 0; i < t120_n; ++i) t120.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s121 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t120_n; ++i) {
+      s121 = sk::add<uint64_t>(s121, t120.GetValue(i));
+    }
+    const float v___kf8_lse_122 = (float)(sk::ln_fixed(s121));
+    const float s123 = (float)(v___kf8_lse_122);
+    AscendC::LocalTensor<float> t124 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t124_n = t99_n;
+    sk::sync<AscendC::HardEvent::S_V>();
+    AscendC::Adds(t124, t99, -s123, (int32_t)t124_n);
+    AscendC::LocalTensor<float> t125 = t124.ReinterpretCast<float>();
+    const uint32_t t125_n = sk::min<uint32_t>(t119_n, t124_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t119;
+      const AscendC::LocalTensor<float> &L1 = t124;
+      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+    }
+    qin.FreeTensor(t95);
+    const uint32_t n126 = t125_n;
+    const uint64_t off127 = (uint64_t)(v___kf2_off_12);
+    AscendC::LocalTensor<float> o128 = qout.AllocTensor<float>();
+    sk::sync<AscendC::HardEvent::S_V>();
+    if (n126 > 0) {
+      AscendC::DataCopy(o128, t125, AscendC::DataCopyParams{1, (uint16_t)((n126 * sizeof(float) + 31) / 32), 0, 0});
+    }
+    qout.EnQue(o128); o128 = qout.DeQue<float>();
+    if (n126 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off127], o128, AscendC::DataCopyExtParams{1, (uint32_t)(n126 * sizeof(float)), 0, 0, 0});
+    }
+    qout.FreeTensor(o128);
+    const uint64_t v___kf9_off_129 = (uint64_t)(v___kf2_off_12);
+    const uint64_t v___kf9_seed_130 = (uint64_t)(v___kf2_seed_20);
+    const uint64_t v___kf9_seq_131 = (uint64_t)(v___kf2_seq_21);
+    AscendC::LocalTensor<uint64_t> t132 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t132_n = t125_n;
+     {
+      const AscendC::LocalTensor<float> &L0 = t125;
+      for (uint32_t i = 0; i < t132_n; ++i) t132.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+    }
+    const uint64_t s134 = (uint64_t)(sk::uniform53(v___kf9_seed_130, v___kf9_seq_131));
+    int32_t s133 = -1;
+     {
+      sk::U128 tot{0, 0};
+      for (uint32_t i = 0; i < t132_n; ++i) tot = sk::add128(tot, t132.GetValue(i));
+      if (tot.hi != 0 || tot.lo != 0) {
+        sk::U128 thr = sk::mul64(s134, tot.lo);
+        thr.hi += s134 * tot.hi;
+        sk::U128 acc{0, 0};
+        for (uint32_t i = 0; i < t132_n; ++i) {
+          acc = sk::add128(acc, t132.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s133 = (int32_t)i; break; }
+        }
+        if (s133 < 0) for (uint32_t i = t132_n; i-- > 0;) if (t132.GetValue(i) > 0) { s133 = (int32_t)i; break; }
+      }
+    }
+    const int32_t v___kf9_c_135 = (int32_t)(s133);
+    const int32_t v___kf2_tok_136 = (int32_t)(((((int32_t)(v___kf9_c_135) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf9_off_129, ((uint64_t)(v___kf9_c_135)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_tok_137 = (int32_t)(v___kf2_tok_136);
+    const uint64_t off138 = (uint64_t)(((uint64_t)(v_r_1)));
+    sk::sync<AscendC::HardEvent::V_S>();
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_137));
+    sk::sync<AscendC::HardEvent::S_MTE3>();
+    AscendC::DataCopyPad(g_token[off138], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
 
 struct process_draw_head_k64 {
-  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1792, U2 = 512, U3 = 1024, U4 = 1280, U5 = 768, U6 = 1280, U7 = 1024;
+  static constexpr uint32_t TILE = 64, U0 = 256, U1 = 1792, U2 = 512, U3 = 1024, U4 = 1280, U5 = 768, U6 = 1024, U7 = 768;
 };
 extern "C" __global__ __vector__ void process_draw_head_t64(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k64>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
 struct process_draw_head_k256 {
-  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 7168, U2 = 2048, U3 = 4096, U4 = 5120, U5 = 3072, U6 = 4352, U7 = 3328;
+  static constexpr uint32_t TILE = 256, U0 = 1024, U1 = 7168, U2 = 2048, U3 = 4096, U4 = 5120, U5 = 3072, U6 = 3328, U7 = 2304;
 };
 extern "C" __global__ __vector__ void process_draw_head_t256(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k256>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
 struct process_draw_head_k1024 {
-  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 28672, U2 = 8192, U3 = 16384, U4 = 20480, U5 = 12288, U6 = 17408, U7 = 13312;
+  static constexpr uint32_t TILE = 1024, U0 = 4096, U1 = 28672, U2 = 8192, U3 = 16384, U4 = 20480, U5 = 12288, U6 = 13312, U7 = 9216;
 };
 extern "C" __global__ __vector__ void process_draw_head_t1024(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k1024>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);
 }
 
 struct process_draw_head_k4096 {
-  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 114688, U2 = 32768, U3 = 65536, U4 = 81920, U5 = 49152, U6 = 69632, U7 = 53248;
+  static constexpr uint32_t TILE = 4096, U0 = 16384, U1 = 114688, U2 = 32768, U3 = 65536, U4 = 81920, U5 = 49152, U6 = 53248, U7 = 36864;
 };
 extern "C" __global__ __vector__ void process_draw_head_t4096(GM_ADDR p_cand, GM_ADDR p_cand_ids, uint32_t p_n, uint32_t p_head, GM_ADDR p_temperature, GM_ADDR p_top_p, GM_ADDR p_top_k, GM_ADDR p_log_min_p, GM_ADDR p_order, GM_ADDR p_seed, GM_ADDR p_seq, GM_ADDR p_logprobs, GM_ADDR p_token, uint32_t programs) {
   process_draw_head_body<process_draw_head_k4096>(p_cand, p_cand_ids, p_n, p_head, p_temperature, p_top_p, p_top_k, p_log_min_p, p_order, p_seed, p_seq, p_logprobs, p_token, programs);

@@ -7,8 +7,8 @@
 // The draw helpers and those they call (a helper's body is expanded here).
 use super::mask::row_status_of;
 use super::sample::{
-    draw_kept_head, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise, rest_mass,
-    row_params, scaled_logits, total_unneeded,
+    draw_head_row, draw_kept_head, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise,
+    rest_mass, row_params, scaled_logits, total_unneeded,
 };
 use sampler_macros::{kernel, kernel_fn};
 
@@ -260,12 +260,59 @@ fn draw_finish_row(
     let sd = load_scalar(seed, r as u64);
     let sq = load_scalar(seq, r as u64);
     let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
-    // The rest's mass on the whole block (as process_draw_head) ...
+    let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
+    store_scalar(fresh, r as u64, fr);
+    let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
+    let ids = load(cand_ids, off, head);
+    token_info_tiles(ids, lps, load(cand, off, head), s, r, token_lp, sum_smaller);
+    top_row(ids, lps, r, k, out_ids, out_lps);
+}
+
+/// [`draw_finish_row`] with the kept head in a warp scope, for
+/// `topn_cluster_draw_finish`: the rest's mass on the whole block, then
+/// the head (`head` <= 64) on one warp in its lanes, shuffles instead of
+/// the leader's 1024-thread block collectives (run 55: R = 1, N = 1024
+/// 30.4 -> 27.6 us; in `process_draw_finish`'s 256 threads the warp was
+/// slower, 8.3 -> 10.1 us, so it keeps `draw_finish_row`). The same bits.
+#[kernel_fn]
+#[allow(clippy::too_many_arguments)]
+fn draw_finish_row_warp(
+    r: u32,
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    n: u32,
+    head: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    logprobs: GmMut<f32>,
+    fresh: GmMut<i32>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+    tokens: GmMut<i32>,
+    lookup: GmMut<i32>,
+    accepted: GmMut<u32>,
+    status: GmMut<i32>,
+    k: u32,
+    token_lp: GmMut<f32>,
+    sum_smaller: GmMut<f32>,
+    out_ids: GmMut<i32>,
+    out_lps: GmMut<f32>,
+) {
+    let off = (r as u64) * (n as u64);
+    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
     let m = load_scalar(cand, off);
     let rest = rest_mass(cand, off, head, n, m, t, logprobs);
-    // ... then the kept head, its tiles `head` long: on NVIDIA one warp
-    // does it in its lanes (shuffles, no block barrier) when it fits.
-    // Its two loads first, together (nothing after them reads global memory).
+    // The head's two loads first, together: nothing after them reads global memory.
     if warp_scope(head) {
         let vals = load(cand, off, head);
         let ids = load(cand_ids, off, head);
@@ -403,8 +450,9 @@ pub fn topn_cluster_draw_finish(
     let rst = row_status_of(nbad, nfin);
     store_scalar(row_status, r as u64, rst);
     store_scalar(ctas, r as u64, nctas);
-    // process_draw_finish's body, on the candidates just written (the leader's own writes).
-    draw_finish_row(
+    // process_draw_finish's body, on the candidates just written (the
+    // leader's own writes), the kept head on one warp.
+    draw_finish_row_warp(
         r,
         cand,
         cand_ids,

@@ -349,16 +349,53 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
     s
 }
 
-/// Sections 3.4-3.9 and 4 for the kept head of a row of a step whose rows
-/// keep at most their first `head` candidates (`process_draw_head`,
-/// `process_draw_finish`), given the head's logits `vals` and
-/// ids `ids` (`[head]`, in order), the row's largest logit `m` and the
+/// Sections 3.4-3.9 and 4 for one row of a step whose rows keep at most
+/// their first `head` of `n` candidates at `cand[off..]` (parameters as
+/// `process_row`; `seed`, `seq` of the draw): the head is processed and may
+/// be drawn, the rest counts in the softmax total only and gets `-inf`
+/// logprobs; every logprob goes to `logprobs`. Returns the head's logprobs
+/// (`[head]` f32) and the drawn id (-1: nothing has mass).
+#[kernel_fn]
+pub fn draw_head_row(
+    cand: Gm<f32>,
+    cand_ids: Gm<i32>,
+    off: u64,
+    n: u32,
+    head: u32,
+    t: f32,
+    tp: f32,
+    k: i32,
+    lmp: f32,
+    kfirst: bool,
+    seed: u64,
+    seq: u64,
+    logprobs: GmMut<f32>,
+) -> (Tile<f32>, i32) {
+    let m = load_scalar(cand, off);
+    // 3.5: the total over all n candidates: the rest's weights, then the
+    // head's (loaded after the rest: AscendC's UB holds the rest's four
+    // tiles of a pass without the head's).
+    let rest = rest_mass(cand, off, head, n, m, t, logprobs);
+    let x = scaled_logits(cand, off, head, t);
+    let w = to_fixed(exp(x));
+    let total = rest + reduce_sum(w);
+    let pre = prefix_mask(x, lmp, k, head);
+    let base = filtered_mass(w, pre, kfirst, total);
+    let (keep, _) = keep_mask(w, pre, base, tp);
+    let lp = renormalise(x, w, keep);
+    store(logprobs, off, lp);
+    let tok = draw_token(lp, cand_ids, off, seed, seq);
+    (lp, tok)
+}
+
+/// [`draw_head_row`]'s head for `topn_cluster_draw_finish`'s warp scope,
+/// given the head's logits `vals` and ids `ids` (`[head]`, in order), the row's largest logit `m` and the
 /// rest's mass `rest` (its fixed-point weights summed, `rest_mass`): the
 /// head's weights and the total, the filters, the renormalised logprobs
 /// (written to `logprobs` at `off`) and the draw, `draw_token`'s bits with
 /// the drawn id taken from `ids`. Returns the head's logprobs (`[head]`
-/// f32) and the drawn id (-1: nothing has mass). Its tiles are `head` long
-/// (a warp scope of `head` may hold it) and it reads no global memory.
+/// f32) and the drawn id (-1: nothing has mass). It reads no global memory,
+/// its tiles are `head` long: a warp scope of `head` may hold it.
 #[kernel_fn]
 pub fn draw_kept_head(
     vals: Tile<f32>,
@@ -420,18 +457,8 @@ pub fn process_draw_head(
     let (t, tp, k, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
     let sd = load_scalar(seed, r as u64);
     let sq = load_scalar(seq, r as u64);
-    let m = load_scalar(cand, off);
-    // 3.5: the total over all n candidates: the rest's weights (the whole
-    // block), then the head's (loaded after the rest: AscendC's UB holds
-    // the rest's four tiles of a pass without the head's), on NVIDIA on one
-    // warp when it fits.
-    let rest = rest_mass(cand, off, head, n, m, t, logprobs);
-    if warp_scope(head) {
-        let vals = load(cand, off, head);
-        let ids = load(cand_ids, off, head);
-        let (_, tok) = draw_kept_head(vals, ids, m, off, rest, t, tp, k, lmp, kfirst, sd, sq, logprobs);
-        store_scalar(token, r as u64, tok);
-    }
+    let (_, tok) = draw_head_row(cand, cand_ids, off, n, head, t, tp, k, lmp, kfirst, sd, sq, logprobs);
+    store_scalar(token, r as u64, tok);
 }
 
 /// Stage 2 of the prefix path for row `r` (the body of

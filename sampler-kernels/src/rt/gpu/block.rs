@@ -256,9 +256,8 @@ pub fn get<T: Shfl + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t
     if i >= t.n {
         return T::default();
     }
-    // Slot j of this thread's elements (a constant-index walk keeps
-    // register tiles in registers).
-    let slot_j = || {
+    if Ctx::<TH, I>::ONE_WARP {
+        // One warp: every lane takes slot j, the owner's comes by shuffle.
         let j = (i % I as u32) as usize;
         let mut x = T::default();
         for (jj, &y) in t.v.iter().enumerate() {
@@ -266,16 +265,19 @@ pub fn get<T: Shfl + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t
                 x = y;
             }
         }
-        x
-    };
-    if Ctx::<TH, I>::ONE_WARP {
-        // One warp: every lane takes slot j, the owner's comes by shuffle.
-        let r = slot_j().idx(i / I as u32);
+        let r = x.idx(i / I as u32);
         syncwarp();
         return r;
     }
     if c.tid == i / I as u32 {
-        let x = slot_j();
+        let j = (i % I as u32) as usize;
+        // A constant-index walk keeps register tiles in registers.
+        let mut x = T::default();
+        for (jj, &y) in t.v.iter().enumerate() {
+            if jj == j {
+                x = y;
+            }
+        }
         unsafe { *(smem().add(SLOTS) as *mut T) = x };
     }
     sync();
