@@ -189,18 +189,7 @@ fn scope_body(b: &Block, errs: &mut Errors) {
                     e.range(),
                     "`TILE` is the block's tile, not a warp scope's: inside a scope use the lengths of its own tiles",
                 ),
-                ExprKind::Call(
-                    op @ (Op::TopN
-                    | Op::TopNSet
-                    | Op::TopNCounted
-                    | Op::TopNSetCounted
-                    | Op::TopNStreamCounted
-                    | Op::TopNChunkStream
-                    | Op::TopNMergeStream
-                    | Op::TopNCluster
-                    | Op::SortDesc),
-                    _,
-                ) => self.errs.push(
+                ExprKind::Call(op, _) if op.is_selection() => self.errs.push(
                     e.range(),
                     format!("`{}` needs the whole block: call it outside the warp scope", op.name()),
                 ),

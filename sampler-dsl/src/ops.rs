@@ -160,6 +160,22 @@ impl Op {
     pub fn is_scalar_fn(self) -> bool {
         matches!(self, Op::FixedToF32 | Op::LnFixed | Op::FracFloor | Op::Accept | Op::Uniform53 | Op::RandU64)
     }
+    /// Selection and sorting (`top_n*`, `top_n_cluster`, `sort_desc`): the
+    /// ops that need the whole block and, on NVIDIA, its sort buffer.
+    pub fn is_selection(self) -> bool {
+        matches!(
+            self,
+            Op::TopN
+                | Op::TopNSet
+                | Op::TopNCounted
+                | Op::TopNSetCounted
+                | Op::TopNStreamCounted
+                | Op::TopNChunkStream
+                | Op::TopNMergeStream
+                | Op::TopNCluster
+                | Op::SortDesc
+        )
+    }
     /// Tile-level ops (everything else): lowered to a runtime call.
     pub fn is_tile_op(self) -> bool {
         !self.is_elem() && !self.is_scalar_fn()

@@ -385,257 +385,263 @@ __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_i
       const AscendC::LocalTensor<float> &L0 = t108;
       for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_temperature_104)));
     }
-    AscendC::LocalTensor<uint64_t> t110 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t110_n = t109_n;
+    const uint64_t v___kf7_rest_110 = (uint64_t)(v___kf4_rest_101);
+    const float v___kf7_tp_111 = (float)(v___kf4_tp_26);
+    const int32_t v___kf7_k_112 = (int32_t)(v___kf4_k_27);
+    const float v___kf7_lmp_113 = (float)(v___kf4_lmp_28);
+    const bool v___kf7_kfirst_114 = (bool)(v___kf4_kfirst_29);
+    const uint32_t v___kf7_head_115 = (uint32_t)(v___kf4_head_24);
+    AscendC::LocalTensor<uint64_t> t116 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t116_n = t109_n;
      {
       const AscendC::LocalTensor<float> &L0 = t109;
-      for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      for (uint32_t i = 0; i < t116_n; ++i) t116.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s111 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t110_n; ++i) {
-      s111 = sk::add<uint64_t>(s111, t110.GetValue(i));
+    uint64_t s117 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t116_n; ++i) {
+      s117 = sk::add<uint64_t>(s117, t116.GetValue(i));
     }
-    const uint64_t v___kf4_total_112 = (uint64_t)(sk::add<uint64_t>(v___kf4_rest_101, s111));
-    const float v___kf7_log_min_p_113 = (float)(v___kf4_lmp_28);
-    const int32_t v___kf7_k_114 = (int32_t)(v___kf4_k_27);
-    const uint32_t v___kf7_n_115 = (uint32_t)(v___kf4_head_24);
-    AscendC::LocalTensor<uint32_t> t116 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t116_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_115), TILE);
-    AscendC::CreateVecIndex(t116.ReinterpretCast<int32_t>(), (int32_t)0, t116_n);
-    const uint32_t s117 = (uint32_t)(((uint32_t)(v___kf7_k_114)));
-    const bool s118 = (bool)(((int32_t)(v___kf7_k_114) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t119 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t119_n = sk::min<uint32_t>(t109_n, t116_n);
+    const uint64_t v___kf7_total_118 = (uint64_t)(sk::add<uint64_t>(v___kf7_rest_110, s117));
+    const float v___kf8_log_min_p_119 = (float)(v___kf7_lmp_113);
+    const int32_t v___kf8_k_120 = (int32_t)(v___kf7_k_112);
+    const uint32_t v___kf8_n_121 = (uint32_t)(v___kf7_head_115);
+    AscendC::LocalTensor<uint32_t> t122 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t122_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_121), TILE);
+    AscendC::CreateVecIndex(t122.ReinterpretCast<int32_t>(), (int32_t)0, t122_n);
+    const uint32_t s123 = (uint32_t)(((uint32_t)(v___kf8_k_120)));
+    const bool s124 = (bool)(((int32_t)(v___kf8_k_120) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t125 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t125_n = sk::min<uint32_t>(t109_n, t122_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
       const AscendC::LocalTensor<float> &L0 = t109;
-      const AscendC::LocalTensor<uint32_t> &L1 = t116;
-      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_113))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s117))) | (bool)(s118))))))));
+      const AscendC::LocalTensor<uint32_t> &L1 = t122;
+      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_119))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s123))) | (bool)(s124))))))));
     }
-    const bool v___kf8_kfirst_120 = (bool)(v___kf4_kfirst_29);
-    const uint64_t v___kf8_total_121 = (uint64_t)(v___kf4_total_112);
-    AscendC::LocalTensor<uint64_t> t122 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t122_n = sk::min<uint32_t>(t119_n, t110_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t119;
-      const AscendC::LocalTensor<uint64_t> &L1 = t110;
-      for (uint32_t i = 0; i < t122_n; ++i) t122.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s123 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t122_n; ++i) {
-      s123 = sk::add<uint64_t>(s123, t122.GetValue(i));
-    }
-    const uint64_t v___kf4_base_124 = (uint64_t)(((v___kf8_kfirst_120) ? (uint64_t)(s123) : (uint64_t)(v___kf8_total_121)));
-    const uint64_t v___kf9_base_125 = (uint64_t)(v___kf4_base_124);
-    const float v___kf9_top_p_126 = (float)(v___kf4_tp_26);
-    const uint64_t v___kf9_thr_127 = (uint64_t)(sk::frac_floor(v___kf9_base_125, v___kf9_top_p_126));
+    const bool v___kf9_kfirst_126 = (bool)(v___kf7_kfirst_114);
+    const uint64_t v___kf9_total_127 = (uint64_t)(v___kf7_total_118);
     AscendC::LocalTensor<uint64_t> t128 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t128_n = t110_n;
+    const uint32_t t128_n = sk::min<uint32_t>(t125_n, t116_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t125;
+      const AscendC::LocalTensor<uint64_t> &L1 = t116;
+      for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s129 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t128_n; ++i) {
+      s129 = sk::add<uint64_t>(s129, t128.GetValue(i));
+    }
+    const uint64_t v___kf7_base_130 = (uint64_t)(((v___kf9_kfirst_126) ? (uint64_t)(s129) : (uint64_t)(v___kf9_total_127)));
+    const uint64_t v___kf10_base_131 = (uint64_t)(v___kf7_base_130);
+    const float v___kf10_top_p_132 = (float)(v___kf7_tp_111);
+    const uint64_t v___kf10_thr_133 = (uint64_t)(sk::frac_floor(v___kf10_base_131, v___kf10_top_p_132));
+    AscendC::LocalTensor<uint64_t> t134 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t134_n = t116_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t110_n; ++i) {
-        const uint64_t x = t110.GetValue(i);
-        t128.SetValue(i, acc);
+      for (uint32_t i = 0; i < t116_n; ++i) {
+        const uint64_t x = t116.GetValue(i);
+        t134.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t129 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t129_n = sk::min<uint32_t>(t128_n, t119_n);
+    AscendC::LocalTensor<uint8_t> t135 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t135_n = sk::min<uint32_t>(t134_n, t125_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t128;
-      const AscendC::LocalTensor<uint8_t> &L1 = t119;
-      for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_127))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t134;
+      const AscendC::LocalTensor<uint8_t> &L1 = t125;
+      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_133))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t130 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t130_n = sk::min<uint32_t>(t129_n, t110_n);
+    AscendC::LocalTensor<uint64_t> t136 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t136_n = sk::min<uint32_t>(t135_n, t116_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t129;
-      const AscendC::LocalTensor<uint64_t> &L1 = t110;
-      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t135;
+      const AscendC::LocalTensor<uint64_t> &L1 = t116;
+      for (uint32_t i = 0; i < t136_n; ++i) t136.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s131 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t130_n; ++i) {
-      s131 = sk::add<uint64_t>(s131, t130.GetValue(i));
+    uint64_t s137 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t136_n; ++i) {
+      s137 = sk::add<uint64_t>(s137, t136.GetValue(i));
     }
-    const float v___kf10_lse_132 = (float)(sk::ln_fixed(s131));
-    const float s133 = (float)(v___kf10_lse_132);
-    AscendC::LocalTensor<float> t134 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t134_n = t109_n;
+    const float v___kf11_lse_138 = (float)(sk::ln_fixed(s137));
+    const float s139 = (float)(v___kf11_lse_138);
+    AscendC::LocalTensor<float> t140 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t140_n = t109_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t134, t109, -s133, (int32_t)t134_n);
-    AscendC::LocalTensor<float> t135 = t134.ReinterpretCast<float>();
-    const uint32_t t135_n = sk::min<uint32_t>(t129_n, t134_n);
+    AscendC::Adds(t140, t109, -s139, (int32_t)t140_n);
+    AscendC::LocalTensor<float> t141 = t140.ReinterpretCast<float>();
+    const uint32_t t141_n = sk::min<uint32_t>(t135_n, t140_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t129;
-      const AscendC::LocalTensor<float> &L1 = t134;
-      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t135;
+      const AscendC::LocalTensor<float> &L1 = t140;
+      for (uint32_t i = 0; i < t141_n; ++i) t141.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
     qin.FreeTensor(t105);
-    const uint32_t n136 = t135_n;
-    const uint64_t off137 = (uint64_t)(v___kf4_off_22);
-    AscendC::LocalTensor<float> o138 = qout.AllocTensor<float>();
+    const uint32_t n142 = t141_n;
+    const uint64_t off143 = (uint64_t)(v___kf4_off_22);
+    AscendC::LocalTensor<float> o144 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n136 > 0) {
-      AscendC::DataCopy(o138, t135, AscendC::DataCopyParams{1, (uint16_t)((n136 * sizeof(float) + 31) / 32), 0, 0});
+    if (n142 > 0) {
+      AscendC::DataCopy(o144, t141, AscendC::DataCopyParams{1, (uint16_t)((n142 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o138); o138 = qout.DeQue<float>();
-    if (n136 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off137], o138, AscendC::DataCopyExtParams{1, (uint32_t)(n136 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o144); o144 = qout.DeQue<float>();
+    if (n142 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off143], o144, AscendC::DataCopyExtParams{1, (uint32_t)(n142 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o138);
-    const uint64_t v___kf11_off_139 = (uint64_t)(v___kf4_off_22);
-    const uint64_t v___kf11_seed_140 = (uint64_t)(v___kf4_seed_30);
-    const uint64_t v___kf11_seq_141 = (uint64_t)(v___kf4_seq_31);
-    AscendC::LocalTensor<uint64_t> t142 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t142_n = t135_n;
+    qout.FreeTensor(o144);
+    const uint64_t v___kf12_off_145 = (uint64_t)(v___kf4_off_22);
+    const uint64_t v___kf12_seed_146 = (uint64_t)(v___kf4_seed_30);
+    const uint64_t v___kf12_seq_147 = (uint64_t)(v___kf4_seq_31);
+    AscendC::LocalTensor<uint64_t> t148 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t148_n = t141_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t135;
-      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t141;
+      for (uint32_t i = 0; i < t148_n; ++i) t148.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s144 = (uint64_t)(sk::uniform53(v___kf11_seed_140, v___kf11_seq_141));
-    int32_t s143 = -1;
+    const uint64_t s150 = (uint64_t)(sk::uniform53(v___kf12_seed_146, v___kf12_seq_147));
+    int32_t s149 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t142_n; ++i) tot = sk::add128(tot, t142.GetValue(i));
+      for (uint32_t i = 0; i < t148_n; ++i) tot = sk::add128(tot, t148.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s144, tot.lo);
-        thr.hi += s144 * tot.hi;
+        sk::U128 thr = sk::mul64(s150, tot.lo);
+        thr.hi += s150 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t142_n; ++i) {
-          acc = sk::add128(acc, t142.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s143 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t148_n; ++i) {
+          acc = sk::add128(acc, t148.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s149 = (int32_t)i; break; }
         }
-        if (s143 < 0) for (uint32_t i = t142_n; i-- > 0;) if (t142.GetValue(i) > 0) { s143 = (int32_t)i; break; }
+        if (s149 < 0) for (uint32_t i = t148_n; i-- > 0;) if (t148.GetValue(i) > 0) { s149 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf11_c_145 = (int32_t)(s143);
-    const int32_t v___kf4_tok_146 = (int32_t)(((((int32_t)(v___kf11_c_145) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_139, ((uint64_t)(v___kf11_c_145)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v___kf1_fr_147 = (int32_t)(v___kf4_tok_146);
-    const uint64_t off148 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_147));
+    const int32_t v___kf12_c_151 = (int32_t)(s149);
+    const int32_t v___kf4_tok_152 = (int32_t)(((((int32_t)(v___kf12_c_151) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_145, ((uint64_t)(v___kf12_c_151)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf1_fr_153 = (int32_t)(v___kf4_tok_152);
+    const uint64_t off154 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_153));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off148], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf12_kind_149 = (uint32_t)(v___kf1_kind_18);
-    const int32_t v___kf12_gs_150 = (int32_t)(v___kf1_gs_19);
-    const int32_t v___kf12_rs_151 = (int32_t)(v___kf1_rs_20);
-    const int32_t v___kf12_gold_152 = (int32_t)(v___kf1_gold_21);
-    const int32_t v___kf12_fr_153 = (int32_t)(v___kf1_fr_147);
-    const uint32_t v___kf12_r_154 = (uint32_t)(v___kf1_r_2);
-    const int32_t v___kf12_st_155 = (int32_t)(((((int32_t)(v___kf12_gs_150) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_150) : (int32_t)(v___kf12_rs_151)));
-    const int32_t v___kf12_tok_156 = (int32_t)(((((((int32_t)(v___kf12_st_155) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_149) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_152) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_152) : (int32_t)(v___kf12_fr_153)))));
-    const int32_t v___kf12_s_157 = (int32_t)(((((((int32_t)(v___kf12_st_155) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_149) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_152) : (int32_t)(v___kf12_tok_156)));
-    const uint64_t off158 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    AscendC::DataCopyPad(g_fresh[off154], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf13_kind_155 = (uint32_t)(v___kf1_kind_18);
+    const int32_t v___kf13_gs_156 = (int32_t)(v___kf1_gs_19);
+    const int32_t v___kf13_rs_157 = (int32_t)(v___kf1_rs_20);
+    const int32_t v___kf13_gold_158 = (int32_t)(v___kf1_gold_21);
+    const int32_t v___kf13_fr_159 = (int32_t)(v___kf1_fr_153);
+    const uint32_t v___kf13_r_160 = (uint32_t)(v___kf1_r_2);
+    const int32_t v___kf13_st_161 = (int32_t)(((((int32_t)(v___kf13_gs_156) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_156) : (int32_t)(v___kf13_rs_157)));
+    const int32_t v___kf13_tok_162 = (int32_t)(((((((int32_t)(v___kf13_st_161) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_155) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_158) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_158) : (int32_t)(v___kf13_fr_159)))));
+    const int32_t v___kf13_s_163 = (int32_t)(((((((int32_t)(v___kf13_st_161) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_155) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_158) : (int32_t)(v___kf13_tok_162)));
+    const uint64_t off164 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_156));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_162));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off158], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off159 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    AscendC::DataCopyPad(g_tokens[off164], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off165 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_157));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_163));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off159], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off160 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    AscendC::DataCopyPad(g_lookup[off165], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off166 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off160], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off161 = (uint64_t)(((uint64_t)(v___kf12_r_154)));
+    AscendC::DataCopyPad(g_accepted[off166], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off167 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_155));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_161));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off161], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v___kf1_s_162 = (int32_t)(v___kf12_s_157);
-    AscendC::LocalTensor<int32_t> t163 = qin.AllocTensor<int32_t>();
-    const uint32_t t163_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-    const uint64_t off164 = (uint64_t)(v___kf1_off_6);
-    if (t163_n > 0) {
-      AscendC::DataCopyPad(t163, g_cand_ids[off164], AscendC::DataCopyExtParams{1, (uint32_t)(t163_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off167], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf1_s_168 = (int32_t)(v___kf13_s_163);
+    AscendC::LocalTensor<int32_t> t169 = qin.AllocTensor<int32_t>();
+    const uint32_t t169_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off170 = (uint64_t)(v___kf1_off_6);
+    if (t169_n > 0) {
+      AscendC::DataCopyPad(t169, g_cand_ids[off170], AscendC::DataCopyExtParams{1, (uint32_t)(t169_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t163); t163 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t165 = qin.AllocTensor<float>();
-    const uint32_t t165_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-    const uint64_t off166 = (uint64_t)(v___kf1_off_6);
-    if (t165_n > 0) {
-      AscendC::DataCopyPad(t165, g_cand[off166], AscendC::DataCopyExtParams{1, (uint32_t)(t165_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t169); t169 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t171 = qin.AllocTensor<float>();
+    const uint32_t t171_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off172 = (uint64_t)(v___kf1_off_6);
+    if (t171_n > 0) {
+      AscendC::DataCopyPad(t171, g_cand[off172], AscendC::DataCopyExtParams{1, (uint32_t)(t171_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t165); t165 = qin.DeQue<float>();
-    const int32_t v___kf13_s_167 = (int32_t)(v___kf1_s_162);
-    const uint32_t v___kf13_r_168 = (uint32_t)(v___kf1_r_2);
-    AscendC::LocalTensor<uint8_t> t169 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t169_n = t163_n;
+    qin.EnQue(t171); t171 = qin.DeQue<float>();
+    const int32_t v___kf14_s_173 = (int32_t)(v___kf1_s_168);
+    const uint32_t v___kf14_r_174 = (uint32_t)(v___kf1_r_2);
+    AscendC::LocalTensor<uint8_t> t175 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t175_n = t169_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t163;
-      for (uint32_t i = 0; i < t169_n; ++i) t169.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_167))));
+      const AscendC::LocalTensor<int32_t> &L0 = t169;
+      for (uint32_t i = 0; i < t175_n; ++i) t175.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_173))));
     }
-    int32_t s170 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t169_n; ++i) {
-      if ((t169.GetValue(i) != 0)) { s170 = (int32_t)i; break; }
+    int32_t s176 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t175_n; ++i) {
+      if ((t175.GetValue(i) != 0)) { s176 = (int32_t)i; break; }
     }
-    const int32_t v___kf13_col_171 = (int32_t)(((((int32_t)(v___kf13_s_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s170) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s172 = (uint32_t)(((uint32_t)(v___kf13_col_171)));
-    const float v___kf13_lp_173 = (float)(((((int32_t)(v___kf13_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s172 < t135_n ? (float)(t135.GetValue(s172)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s174 = (uint32_t)(((uint32_t)(v___kf13_col_171)));
-    const float v___kf13_vs_175 = (float)(((((int32_t)(v___kf13_col_171) >= (int32_t)(((int32_t)0ull)))) ? (float)((s174 < t165_n ? (float)(t165.GetValue(s174)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t176 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t176_n = sk::min<uint32_t>(sk::min<uint32_t>(t165_n, t165_n), t163_n);
+    const int32_t v___kf14_col_177 = (int32_t)(((((int32_t)(v___kf14_s_173) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s176) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s178 = (uint32_t)(((uint32_t)(v___kf14_col_177)));
+    const float v___kf14_lp_179 = (float)(((((int32_t)(v___kf14_col_177) >= (int32_t)(((int32_t)0ull)))) ? (float)((s178 < t141_n ? (float)(t141.GetValue(s178)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s180 = (uint32_t)(((uint32_t)(v___kf14_col_177)));
+    const float v___kf14_vs_181 = (float)(((((int32_t)(v___kf14_col_177) >= (int32_t)(((int32_t)0ull)))) ? (float)((s180 < t171_n ? (float)(t171.GetValue(s180)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t182 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t182_n = sk::min<uint32_t>(sk::min<uint32_t>(t171_n, t171_n), t169_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t165;
-      const AscendC::LocalTensor<float> &L1 = t165;
-      const AscendC::LocalTensor<int32_t> &L2 = t163;
-      for (uint32_t i = 0; i < t176_n; ++i) t176.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_175))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_175))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_167))))))))));
+      const AscendC::LocalTensor<float> &L0 = t171;
+      const AscendC::LocalTensor<float> &L1 = t171;
+      const AscendC::LocalTensor<int32_t> &L2 = t169;
+      for (uint32_t i = 0; i < t182_n; ++i) t182.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_181))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_181))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_173))))))))));
     }
-    qin.FreeTensor(t165);
-    AscendC::LocalTensor<uint64_t> t177 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t177_n = sk::min<uint32_t>(t176_n, t135_n);
+    qin.FreeTensor(t171);
+    AscendC::LocalTensor<uint64_t> t183 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t183_n = sk::min<uint32_t>(t182_n, t141_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t176;
-      const AscendC::LocalTensor<float> &L1 = t135;
-      for (uint32_t i = 0; i < t177_n; ++i) t177.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t182;
+      const AscendC::LocalTensor<float> &L1 = t141;
+      for (uint32_t i = 0; i < t183_n; ++i) t183.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s178 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t177_n; ++i) {
-      s178 = sk::add<uint64_t>(s178, t177.GetValue(i));
+    uint64_t s184 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t183_n; ++i) {
+      s184 = sk::add<uint64_t>(s184, t183.GetValue(i));
     }
-    const uint64_t v___kf13_mass_179 = (uint64_t)(s178);
-    const float v___kf13_ssp_180 = (float)(((((float)(v___kf13_lp_173) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_179)) : (float)(0e0f)));
-    const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf13_r_168)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_173));
+    const uint64_t v___kf14_mass_185 = (uint64_t)(s184);
+    const float v___kf14_ssp_186 = (float)(((((float)(v___kf14_lp_179) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_185)) : (float)(0e0f)));
+    const uint64_t off187 = (uint64_t)(((uint64_t)(v___kf14_r_174)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_179));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off181], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf13_r_168)));
+    AscendC::DataCopyPad(g_token_lp[off187], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off188 = (uint64_t)(((uint64_t)(v___kf14_r_174)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_180));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_186));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off182], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf14_r_183 = (uint32_t)(v___kf1_r_2);
-    const uint32_t v___kf14_k_184 = (uint32_t)(v___kf1_k_5);
-    const uint64_t v___kf14_ooff_185 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_183)), ((uint64_t)(v___kf14_k_184))));
-    const uint32_t n186 = sk::min<uint32_t>(t163_n, (uint32_t)(v___kf14_k_184));
-    const uint64_t off187 = (uint64_t)(v___kf14_ooff_185);
-    AscendC::LocalTensor<int32_t> o188 = qout.AllocTensor<int32_t>();
-    if (n186 > 0) {
-      AscendC::DataCopy(o188, t163, AscendC::DataCopyParams{1, (uint16_t)((n186 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off188], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf15_r_189 = (uint32_t)(v___kf1_r_2);
+    const uint32_t v___kf15_k_190 = (uint32_t)(v___kf1_k_5);
+    const uint64_t v___kf15_ooff_191 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_189)), ((uint64_t)(v___kf15_k_190))));
+    const uint32_t n192 = sk::min<uint32_t>(t169_n, (uint32_t)(v___kf15_k_190));
+    const uint64_t off193 = (uint64_t)(v___kf15_ooff_191);
+    AscendC::LocalTensor<int32_t> o194 = qout.AllocTensor<int32_t>();
+    if (n192 > 0) {
+      AscendC::DataCopy(o194, t169, AscendC::DataCopyParams{1, (uint16_t)((n192 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o188); o188 = qout.DeQue<int32_t>();
-    if (n186 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off187], o188, AscendC::DataCopyExtParams{1, (uint32_t)(n186 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o194); o194 = qout.DeQue<int32_t>();
+    if (n192 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off193], o194, AscendC::DataCopyExtParams{1, (uint32_t)(n192 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o188);
-    qin.FreeTensor(t163);
-    const uint32_t n189 = sk::min<uint32_t>(t135_n, (uint32_t)(v___kf14_k_184));
-    const uint64_t off190 = (uint64_t)(v___kf14_ooff_185);
-    AscendC::LocalTensor<float> o191 = qout.AllocTensor<float>();
-    if (n189 > 0) {
-      AscendC::DataCopy(o191, t135, AscendC::DataCopyParams{1, (uint16_t)((n189 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o194);
+    qin.FreeTensor(t169);
+    const uint32_t n195 = sk::min<uint32_t>(t141_n, (uint32_t)(v___kf15_k_190));
+    const uint64_t off196 = (uint64_t)(v___kf15_ooff_191);
+    AscendC::LocalTensor<float> o197 = qout.AllocTensor<float>();
+    if (n195 > 0) {
+      AscendC::DataCopy(o197, t141, AscendC::DataCopyParams{1, (uint16_t)((n195 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o191); o191 = qout.DeQue<float>();
-    if (n189 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off190], o191, AscendC::DataCopyExtParams{1, (uint32_t)(n189 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o197); o197 = qout.DeQue<float>();
+    if (n195 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off196], o197, AscendC::DataCopyExtParams{1, (uint32_t)(n195 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o191);
+    qout.FreeTensor(o197);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

@@ -351,138 +351,144 @@ __aicore__ inline void process_draw_head_body(GM_ADDR p_cand, GM_ADDR p_cand_ids
       const AscendC::LocalTensor<float> &L0 = t98;
       for (uint32_t i = 0; i < t99_n; ++i) t99.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf4_temperature_94)));
     }
-    AscendC::LocalTensor<uint64_t> t100 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t100_n = t99_n;
+    const uint64_t v___kf5_rest_100 = (uint64_t)(v___kf2_rest_91);
+    const float v___kf5_tp_101 = (float)(v___kf2_tp_16);
+    const int32_t v___kf5_k_102 = (int32_t)(v___kf2_k_17);
+    const float v___kf5_lmp_103 = (float)(v___kf2_lmp_18);
+    const bool v___kf5_kfirst_104 = (bool)(v___kf2_kfirst_19);
+    const uint32_t v___kf5_head_105 = (uint32_t)(v___kf2_head_14);
+    AscendC::LocalTensor<uint64_t> t106 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t106_n = t99_n;
      {
       const AscendC::LocalTensor<float> &L0 = t99;
-      for (uint32_t i = 0; i < t100_n; ++i) t100.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      for (uint32_t i = 0; i < t106_n; ++i) t106.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    uint64_t s101 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t100_n; ++i) {
-      s101 = sk::add<uint64_t>(s101, t100.GetValue(i));
+    uint64_t s107 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t106_n; ++i) {
+      s107 = sk::add<uint64_t>(s107, t106.GetValue(i));
     }
-    const uint64_t v___kf2_total_102 = (uint64_t)(sk::add<uint64_t>(v___kf2_rest_91, s101));
-    const float v___kf5_log_min_p_103 = (float)(v___kf2_lmp_18);
-    const int32_t v___kf5_k_104 = (int32_t)(v___kf2_k_17);
-    const uint32_t v___kf5_n_105 = (uint32_t)(v___kf2_head_14);
-    AscendC::LocalTensor<uint32_t> t106 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t106_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_105), TILE);
-    AscendC::CreateVecIndex(t106.ReinterpretCast<int32_t>(), (int32_t)0, t106_n);
-    const uint32_t s107 = (uint32_t)(((uint32_t)(v___kf5_k_104)));
-    const bool s108 = (bool)(((int32_t)(v___kf5_k_104) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t109 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t109_n = sk::min<uint32_t>(t99_n, t106_n);
+    const uint64_t v___kf5_total_108 = (uint64_t)(sk::add<uint64_t>(v___kf5_rest_100, s107));
+    const float v___kf6_log_min_p_109 = (float)(v___kf5_lmp_103);
+    const int32_t v___kf6_k_110 = (int32_t)(v___kf5_k_102);
+    const uint32_t v___kf6_n_111 = (uint32_t)(v___kf5_head_105);
+    AscendC::LocalTensor<uint32_t> t112 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t112_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_111), TILE);
+    AscendC::CreateVecIndex(t112.ReinterpretCast<int32_t>(), (int32_t)0, t112_n);
+    const uint32_t s113 = (uint32_t)(((uint32_t)(v___kf6_k_110)));
+    const bool s114 = (bool)(((int32_t)(v___kf6_k_110) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t115 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t115_n = sk::min<uint32_t>(t99_n, t112_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
       const AscendC::LocalTensor<float> &L0 = t99;
-      const AscendC::LocalTensor<uint32_t> &L1 = t106;
-      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf5_log_min_p_103))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s107))) | (bool)(s108))))))));
+      const AscendC::LocalTensor<uint32_t> &L1 = t112;
+      for (uint32_t i = 0; i < t115_n; ++i) t115.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_109))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s113))) | (bool)(s114))))))));
     }
-    const bool v___kf6_kfirst_110 = (bool)(v___kf2_kfirst_19);
-    const uint64_t v___kf6_total_111 = (uint64_t)(v___kf2_total_102);
-    AscendC::LocalTensor<uint64_t> t112 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t112_n = sk::min<uint32_t>(t109_n, t100_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t109;
-      const AscendC::LocalTensor<uint64_t> &L1 = t100;
-      for (uint32_t i = 0; i < t112_n; ++i) t112.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-    }
-    uint64_t s113 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t112_n; ++i) {
-      s113 = sk::add<uint64_t>(s113, t112.GetValue(i));
-    }
-    const uint64_t v___kf2_base_114 = (uint64_t)(((v___kf6_kfirst_110) ? (uint64_t)(s113) : (uint64_t)(v___kf6_total_111)));
-    const uint64_t v___kf7_base_115 = (uint64_t)(v___kf2_base_114);
-    const float v___kf7_top_p_116 = (float)(v___kf2_tp_16);
-    const uint64_t v___kf7_thr_117 = (uint64_t)(sk::frac_floor(v___kf7_base_115, v___kf7_top_p_116));
+    const bool v___kf7_kfirst_116 = (bool)(v___kf5_kfirst_104);
+    const uint64_t v___kf7_total_117 = (uint64_t)(v___kf5_total_108);
     AscendC::LocalTensor<uint64_t> t118 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t118_n = t100_n;
+    const uint32_t t118_n = sk::min<uint32_t>(t115_n, t106_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t115;
+      const AscendC::LocalTensor<uint64_t> &L1 = t106;
+      for (uint32_t i = 0; i < t118_n; ++i) t118.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s119 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t118_n; ++i) {
+      s119 = sk::add<uint64_t>(s119, t118.GetValue(i));
+    }
+    const uint64_t v___kf5_base_120 = (uint64_t)(((v___kf7_kfirst_116) ? (uint64_t)(s119) : (uint64_t)(v___kf7_total_117)));
+    const uint64_t v___kf8_base_121 = (uint64_t)(v___kf5_base_120);
+    const float v___kf8_top_p_122 = (float)(v___kf5_tp_101);
+    const uint64_t v___kf8_thr_123 = (uint64_t)(sk::frac_floor(v___kf8_base_121, v___kf8_top_p_122));
+    AscendC::LocalTensor<uint64_t> t124 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t124_n = t106_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t100_n; ++i) {
-        const uint64_t x = t100.GetValue(i);
-        t118.SetValue(i, acc);
+      for (uint32_t i = 0; i < t106_n; ++i) {
+        const uint64_t x = t106.GetValue(i);
+        t124.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t119 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t119_n = sk::min<uint32_t>(t118_n, t109_n);
+    AscendC::LocalTensor<uint8_t> t125 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t125_n = sk::min<uint32_t>(t124_n, t115_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t118;
-      const AscendC::LocalTensor<uint8_t> &L1 = t109;
-      for (uint32_t i = 0; i < t119_n; ++i) t119.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_117))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t124;
+      const AscendC::LocalTensor<uint8_t> &L1 = t115;
+      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_123))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t120 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t120_n = sk::min<uint32_t>(t119_n, t100_n);
+    AscendC::LocalTensor<uint64_t> t126 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t126_n = sk::min<uint32_t>(t125_n, t106_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t119;
-      const AscendC::LocalTensor<uint64_t> &L1 = t100;
-      for (uint32_t i = 0; i < t120_n; ++i) t120.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t125;
+      const AscendC::LocalTensor<uint64_t> &L1 = t106;
+      for (uint32_t i = 0; i < t126_n; ++i) t126.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s121 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t120_n; ++i) {
-      s121 = sk::add<uint64_t>(s121, t120.GetValue(i));
+    uint64_t s127 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t126_n; ++i) {
+      s127 = sk::add<uint64_t>(s127, t126.GetValue(i));
     }
-    const float v___kf8_lse_122 = (float)(sk::ln_fixed(s121));
-    const float s123 = (float)(v___kf8_lse_122);
-    AscendC::LocalTensor<float> t124 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t124_n = t99_n;
+    const float v___kf9_lse_128 = (float)(sk::ln_fixed(s127));
+    const float s129 = (float)(v___kf9_lse_128);
+    AscendC::LocalTensor<float> t130 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t130_n = t99_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t124, t99, -s123, (int32_t)t124_n);
-    AscendC::LocalTensor<float> t125 = t124.ReinterpretCast<float>();
-    const uint32_t t125_n = sk::min<uint32_t>(t119_n, t124_n);
+    AscendC::Adds(t130, t99, -s129, (int32_t)t130_n);
+    AscendC::LocalTensor<float> t131 = t130.ReinterpretCast<float>();
+    const uint32_t t131_n = sk::min<uint32_t>(t125_n, t130_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t119;
-      const AscendC::LocalTensor<float> &L1 = t124;
-      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t125;
+      const AscendC::LocalTensor<float> &L1 = t130;
+      for (uint32_t i = 0; i < t131_n; ++i) t131.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
     qin.FreeTensor(t95);
-    const uint32_t n126 = t125_n;
-    const uint64_t off127 = (uint64_t)(v___kf2_off_12);
-    AscendC::LocalTensor<float> o128 = qout.AllocTensor<float>();
+    const uint32_t n132 = t131_n;
+    const uint64_t off133 = (uint64_t)(v___kf2_off_12);
+    AscendC::LocalTensor<float> o134 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n126 > 0) {
-      AscendC::DataCopy(o128, t125, AscendC::DataCopyParams{1, (uint16_t)((n126 * sizeof(float) + 31) / 32), 0, 0});
+    if (n132 > 0) {
+      AscendC::DataCopy(o134, t131, AscendC::DataCopyParams{1, (uint16_t)((n132 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o128); o128 = qout.DeQue<float>();
-    if (n126 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off127], o128, AscendC::DataCopyExtParams{1, (uint32_t)(n126 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o134); o134 = qout.DeQue<float>();
+    if (n132 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off133], o134, AscendC::DataCopyExtParams{1, (uint32_t)(n132 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o128);
-    const uint64_t v___kf9_off_129 = (uint64_t)(v___kf2_off_12);
-    const uint64_t v___kf9_seed_130 = (uint64_t)(v___kf2_seed_20);
-    const uint64_t v___kf9_seq_131 = (uint64_t)(v___kf2_seq_21);
-    AscendC::LocalTensor<uint64_t> t132 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t132_n = t125_n;
+    qout.FreeTensor(o134);
+    const uint64_t v___kf10_off_135 = (uint64_t)(v___kf2_off_12);
+    const uint64_t v___kf10_seed_136 = (uint64_t)(v___kf2_seed_20);
+    const uint64_t v___kf10_seq_137 = (uint64_t)(v___kf2_seq_21);
+    AscendC::LocalTensor<uint64_t> t138 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t138_n = t131_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t125;
-      for (uint32_t i = 0; i < t132_n; ++i) t132.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t131;
+      for (uint32_t i = 0; i < t138_n; ++i) t138.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s134 = (uint64_t)(sk::uniform53(v___kf9_seed_130, v___kf9_seq_131));
-    int32_t s133 = -1;
+    const uint64_t s140 = (uint64_t)(sk::uniform53(v___kf10_seed_136, v___kf10_seq_137));
+    int32_t s139 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t132_n; ++i) tot = sk::add128(tot, t132.GetValue(i));
+      for (uint32_t i = 0; i < t138_n; ++i) tot = sk::add128(tot, t138.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s134, tot.lo);
-        thr.hi += s134 * tot.hi;
+        sk::U128 thr = sk::mul64(s140, tot.lo);
+        thr.hi += s140 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t132_n; ++i) {
-          acc = sk::add128(acc, t132.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s133 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t138_n; ++i) {
+          acc = sk::add128(acc, t138.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s139 = (int32_t)i; break; }
         }
-        if (s133 < 0) for (uint32_t i = t132_n; i-- > 0;) if (t132.GetValue(i) > 0) { s133 = (int32_t)i; break; }
+        if (s139 < 0) for (uint32_t i = t138_n; i-- > 0;) if (t138.GetValue(i) > 0) { s139 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf9_c_135 = (int32_t)(s133);
-    const int32_t v___kf2_tok_136 = (int32_t)(((((int32_t)(v___kf9_c_135) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf9_off_129, ((uint64_t)(v___kf9_c_135)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_tok_137 = (int32_t)(v___kf2_tok_136);
-    const uint64_t off138 = (uint64_t)(((uint64_t)(v_r_1)));
+    const int32_t v___kf10_c_141 = (int32_t)(s139);
+    const int32_t v___kf2_tok_142 = (int32_t)(((((int32_t)(v___kf10_c_141) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf10_off_135, ((uint64_t)(v___kf10_c_141)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_tok_143 = (int32_t)(v___kf2_tok_142);
+    const uint64_t off144 = (uint64_t)(((uint64_t)(v_r_1)));
     sk::sync<AscendC::HardEvent::V_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_137));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_tok_143));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token[off138], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    AscendC::DataCopyPad(g_token[off144], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

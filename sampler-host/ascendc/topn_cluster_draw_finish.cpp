@@ -446,240 +446,246 @@ __aicore__ inline void topn_cluster_draw_finish_body(GM_ADDR p_logits, uint32_t 
         const AscendC::LocalTensor<float> &L0 = t127;
         for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_t_119)));
       }
-      AscendC::LocalTensor<uint64_t> t129 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t129_n = t128_n;
+      const uint64_t v___kf7_rest_129 = (uint64_t)(v___kf6_rest_118);
+      const float v___kf7_tp_130 = (float)(v___kf6_tp_120);
+      const int32_t v___kf7_k_131 = (int32_t)(v___kf6_k_121);
+      const float v___kf7_lmp_132 = (float)(v___kf6_lmp_122);
+      const bool v___kf7_kfirst_133 = (bool)(v___kf6_kfirst_123);
+      const uint32_t v___kf7_head_134 = (uint32_t)(t112_n);
+      AscendC::LocalTensor<uint64_t> t135 = ub8[U0].ReinterpretCast<uint64_t>();
+      const uint32_t t135_n = t128_n;
        {
         const AscendC::LocalTensor<float> &L0 = t128;
-        for (uint32_t i = 0; i < t129_n; ++i) t129.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+        for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
       }
-      uint64_t s130 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t129_n; ++i) {
-        s130 = sk::add<uint64_t>(s130, t129.GetValue(i));
+      uint64_t s136 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t135_n; ++i) {
+        s136 = sk::add<uint64_t>(s136, t135.GetValue(i));
       }
-      const uint64_t v___kf6_total_131 = (uint64_t)(sk::add<uint64_t>(v___kf6_rest_118, s130));
-      const float v___kf7_log_min_p_132 = (float)(v___kf6_lmp_122);
-      const int32_t v___kf7_k_133 = (int32_t)(v___kf6_k_121);
-      const uint32_t v___kf7_n_134 = (uint32_t)(t112_n);
-      AscendC::LocalTensor<uint32_t> t135 = ub8[U7].ReinterpretCast<uint32_t>();
-      const uint32_t t135_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_134), TILE);
-      AscendC::CreateVecIndex(t135.ReinterpretCast<int32_t>(), (int32_t)0, t135_n);
-      const uint32_t s136 = (uint32_t)(((uint32_t)(v___kf7_k_133)));
-      const bool s137 = (bool)(((int32_t)(v___kf7_k_133) < (int32_t)(((int32_t)0ull))));
-      AscendC::LocalTensor<uint8_t> t138 = ub8[U3].ReinterpretCast<uint8_t>();
-      const uint32_t t138_n = sk::min<uint32_t>(t128_n, t135_n);
+      const uint64_t v___kf7_total_137 = (uint64_t)(sk::add<uint64_t>(v___kf7_rest_129, s136));
+      const float v___kf8_log_min_p_138 = (float)(v___kf7_lmp_132);
+      const int32_t v___kf8_k_139 = (int32_t)(v___kf7_k_131);
+      const uint32_t v___kf8_n_140 = (uint32_t)(v___kf7_head_134);
+      AscendC::LocalTensor<uint32_t> t141 = ub8[U7].ReinterpretCast<uint32_t>();
+      const uint32_t t141_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_140), TILE);
+      AscendC::CreateVecIndex(t141.ReinterpretCast<int32_t>(), (int32_t)0, t141_n);
+      const uint32_t s142 = (uint32_t)(((uint32_t)(v___kf8_k_139)));
+      const bool s143 = (bool)(((int32_t)(v___kf8_k_139) < (int32_t)(((int32_t)0ull))));
+      AscendC::LocalTensor<uint8_t> t144 = ub8[U3].ReinterpretCast<uint8_t>();
+      const uint32_t t144_n = sk::min<uint32_t>(t128_n, t141_n);
       sk::sync<AscendC::HardEvent::V_S>();
        {
         const AscendC::LocalTensor<float> &L0 = t128;
-        const AscendC::LocalTensor<uint32_t> &L1 = t135;
-        for (uint32_t i = 0; i < t138_n; ++i) t138.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf7_log_min_p_132))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s136))) | (bool)(s137))))))));
+        const AscendC::LocalTensor<uint32_t> &L1 = t141;
+        for (uint32_t i = 0; i < t144_n; ++i) t144.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_138))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s142))) | (bool)(s143))))))));
       }
-      const bool v___kf8_kfirst_139 = (bool)(v___kf6_kfirst_123);
-      const uint64_t v___kf8_total_140 = (uint64_t)(v___kf6_total_131);
-      AscendC::LocalTensor<uint64_t> t141 = ub8[U8].ReinterpretCast<uint64_t>();
-      const uint32_t t141_n = sk::min<uint32_t>(t138_n, t129_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t138;
-        const AscendC::LocalTensor<uint64_t> &L1 = t129;
-        for (uint32_t i = 0; i < t141_n; ++i) t141.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
-      }
-      uint64_t s142 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t141_n; ++i) {
-        s142 = sk::add<uint64_t>(s142, t141.GetValue(i));
-      }
-      const uint64_t v___kf6_base_143 = (uint64_t)(((v___kf8_kfirst_139) ? (uint64_t)(s142) : (uint64_t)(v___kf8_total_140)));
-      const uint64_t v___kf9_base_144 = (uint64_t)(v___kf6_base_143);
-      const float v___kf9_top_p_145 = (float)(v___kf6_tp_120);
-      const uint64_t v___kf9_thr_146 = (uint64_t)(sk::frac_floor(v___kf9_base_144, v___kf9_top_p_145));
+      const bool v___kf9_kfirst_145 = (bool)(v___kf7_kfirst_133);
+      const uint64_t v___kf9_total_146 = (uint64_t)(v___kf7_total_137);
       AscendC::LocalTensor<uint64_t> t147 = ub8[U8].ReinterpretCast<uint64_t>();
-      const uint32_t t147_n = t129_n;
+      const uint32_t t147_n = sk::min<uint32_t>(t144_n, t135_n);
+       {
+        const AscendC::LocalTensor<uint8_t> &L0 = t144;
+        const AscendC::LocalTensor<uint64_t> &L1 = t135;
+        for (uint32_t i = 0; i < t147_n; ++i) t147.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      }
+      uint64_t s148 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t147_n; ++i) {
+        s148 = sk::add<uint64_t>(s148, t147.GetValue(i));
+      }
+      const uint64_t v___kf7_base_149 = (uint64_t)(((v___kf9_kfirst_145) ? (uint64_t)(s148) : (uint64_t)(v___kf9_total_146)));
+      const uint64_t v___kf10_base_150 = (uint64_t)(v___kf7_base_149);
+      const float v___kf10_top_p_151 = (float)(v___kf7_tp_130);
+      const uint64_t v___kf10_thr_152 = (uint64_t)(sk::frac_floor(v___kf10_base_150, v___kf10_top_p_151));
+      AscendC::LocalTensor<uint64_t> t153 = ub8[U8].ReinterpretCast<uint64_t>();
+      const uint32_t t153_n = t135_n;
        {
         uint64_t acc = 0;
-        for (uint32_t i = 0; i < t129_n; ++i) {
-          const uint64_t x = t129.GetValue(i);
-          t147.SetValue(i, acc);
+        for (uint32_t i = 0; i < t135_n; ++i) {
+          const uint64_t x = t135.GetValue(i);
+          t153.SetValue(i, acc);
           acc = sk::add<uint64_t>(acc, x);
         }
       }
-      AscendC::LocalTensor<uint8_t> t148 = ub8[U7].ReinterpretCast<uint8_t>();
-      const uint32_t t148_n = sk::min<uint32_t>(t147_n, t138_n);
+      AscendC::LocalTensor<uint8_t> t154 = ub8[U7].ReinterpretCast<uint8_t>();
+      const uint32_t t154_n = sk::min<uint32_t>(t153_n, t144_n);
        {
-        const AscendC::LocalTensor<uint64_t> &L0 = t147;
-        const AscendC::LocalTensor<uint8_t> &L1 = t138;
-        for (uint32_t i = 0; i < t148_n; ++i) t148.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_146))) & (bool)((L1.GetValue(i) != 0))))));
+        const AscendC::LocalTensor<uint64_t> &L0 = t153;
+        const AscendC::LocalTensor<uint8_t> &L1 = t144;
+        for (uint32_t i = 0; i < t154_n; ++i) t154.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_152))) & (bool)((L1.GetValue(i) != 0))))));
       }
-      AscendC::LocalTensor<uint64_t> t149 = ub8[U9].ReinterpretCast<uint64_t>();
-      const uint32_t t149_n = sk::min<uint32_t>(t148_n, t129_n);
+      AscendC::LocalTensor<uint64_t> t155 = ub8[U9].ReinterpretCast<uint64_t>();
+      const uint32_t t155_n = sk::min<uint32_t>(t154_n, t135_n);
        {
-        const AscendC::LocalTensor<uint8_t> &L0 = t148;
-        const AscendC::LocalTensor<uint64_t> &L1 = t129;
-        for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+        const AscendC::LocalTensor<uint8_t> &L0 = t154;
+        const AscendC::LocalTensor<uint64_t> &L1 = t135;
+        for (uint32_t i = 0; i < t155_n; ++i) t155.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
       }
-      uint64_t s150 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t149_n; ++i) {
-        s150 = sk::add<uint64_t>(s150, t149.GetValue(i));
+      uint64_t s156 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t155_n; ++i) {
+        s156 = sk::add<uint64_t>(s156, t155.GetValue(i));
       }
-      const float v___kf10_lse_151 = (float)(sk::ln_fixed(s150));
-      const float s152 = (float)(v___kf10_lse_151);
-      AscendC::LocalTensor<float> t153 = ub8[U0].ReinterpretCast<float>();
-      const uint32_t t153_n = t128_n;
+      const float v___kf11_lse_157 = (float)(sk::ln_fixed(s156));
+      const float s158 = (float)(v___kf11_lse_157);
+      AscendC::LocalTensor<float> t159 = ub8[U0].ReinterpretCast<float>();
+      const uint32_t t159_n = t128_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Adds(t153, t128, -s152, (int32_t)t153_n);
-      AscendC::LocalTensor<float> t154 = t153.ReinterpretCast<float>();
-      const uint32_t t154_n = sk::min<uint32_t>(t148_n, t153_n);
+      AscendC::Adds(t159, t128, -s158, (int32_t)t159_n);
+      AscendC::LocalTensor<float> t160 = t159.ReinterpretCast<float>();
+      const uint32_t t160_n = sk::min<uint32_t>(t154_n, t159_n);
       sk::sync<AscendC::HardEvent::V_S>();
        {
-        const AscendC::LocalTensor<uint8_t> &L0 = t148;
-        const AscendC::LocalTensor<float> &L1 = t153;
-        for (uint32_t i = 0; i < t154_n; ++i) t154.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+        const AscendC::LocalTensor<uint8_t> &L0 = t154;
+        const AscendC::LocalTensor<float> &L1 = t159;
+        for (uint32_t i = 0; i < t160_n; ++i) t160.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
       }
-      const uint32_t n155 = t154_n;
-      const uint64_t off156 = (uint64_t)(v___kf6_off_117);
-      AscendC::LocalTensor<float> o157 = qout.AllocTensor<float>();
+      const uint32_t n161 = t160_n;
+      const uint64_t off162 = (uint64_t)(v___kf6_off_117);
+      AscendC::LocalTensor<float> o163 = qout.AllocTensor<float>();
       sk::sync<AscendC::HardEvent::S_V>();
-      if (n155 > 0) {
-        AscendC::DataCopy(o157, t154, AscendC::DataCopyParams{1, (uint16_t)((n155 * sizeof(float) + 31) / 32), 0, 0});
+      if (n161 > 0) {
+        AscendC::DataCopy(o163, t160, AscendC::DataCopyParams{1, (uint16_t)((n161 * sizeof(float) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o157); o157 = qout.DeQue<float>();
-      if (n155 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off156], o157, AscendC::DataCopyExtParams{1, (uint32_t)(n155 * sizeof(float)), 0, 0, 0});
+      qout.EnQue(o163); o163 = qout.DeQue<float>();
+      if (n161 > 0) {
+        AscendC::DataCopyPad(g_logprobs[off162], o163, AscendC::DataCopyExtParams{1, (uint32_t)(n161 * sizeof(float)), 0, 0, 0});
       }
-      qout.FreeTensor(o157);
-      AscendC::LocalTensor<uint64_t> t158 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t158_n = t154_n;
+      qout.FreeTensor(o163);
+      AscendC::LocalTensor<uint64_t> t164 = ub8[U2].ReinterpretCast<uint64_t>();
+      const uint32_t t164_n = t160_n;
        {
-        const AscendC::LocalTensor<float> &L0 = t154;
-        for (uint32_t i = 0; i < t158_n; ++i) t158.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+        const AscendC::LocalTensor<float> &L0 = t160;
+        for (uint32_t i = 0; i < t164_n; ++i) t164.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
       }
-      const uint64_t s160 = (uint64_t)(sk::uniform53(v___kf6_seed_124, v___kf6_seq_125));
-      int32_t s159 = -1;
+      const uint64_t s166 = (uint64_t)(sk::uniform53(v___kf6_seed_124, v___kf6_seq_125));
+      int32_t s165 = -1;
        {
         sk::U128 tot{0, 0};
-        for (uint32_t i = 0; i < t158_n; ++i) tot = sk::add128(tot, t158.GetValue(i));
+        for (uint32_t i = 0; i < t164_n; ++i) tot = sk::add128(tot, t164.GetValue(i));
         if (tot.hi != 0 || tot.lo != 0) {
-          sk::U128 thr = sk::mul64(s160, tot.lo);
-          thr.hi += s160 * tot.hi;
+          sk::U128 thr = sk::mul64(s166, tot.lo);
+          thr.hi += s166 * tot.hi;
           sk::U128 acc{0, 0};
-          for (uint32_t i = 0; i < t158_n; ++i) {
-            acc = sk::add128(acc, t158.GetValue(i));
-            if (sk::lt128(thr, sk::shl128(acc, 53))) { s159 = (int32_t)i; break; }
+          for (uint32_t i = 0; i < t164_n; ++i) {
+            acc = sk::add128(acc, t164.GetValue(i));
+            if (sk::lt128(thr, sk::shl128(acc, 53))) { s165 = (int32_t)i; break; }
           }
-          if (s159 < 0) for (uint32_t i = t158_n; i-- > 0;) if (t158.GetValue(i) > 0) { s159 = (int32_t)i; break; }
+          if (s165 < 0) for (uint32_t i = t164_n; i-- > 0;) if (t164.GetValue(i) > 0) { s165 = (int32_t)i; break; }
         }
       }
-      const int32_t v___kf6_c_161 = (int32_t)(s159);
+      const int32_t v___kf6_c_167 = (int32_t)(s165);
       sk::sync<AscendC::HardEvent::MTE2_S>();
-      const uint32_t s162 = (uint32_t)(((uint32_t)(v___kf6_c_161)));
-      const int32_t v___kf6_tok_163 = (int32_t)(((((int32_t)(v___kf6_c_161) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s162 < t114_n ? (int32_t)(t114.GetValue(s162)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      const int32_t v___kf2_fr_164 = (int32_t)(v___kf6_tok_163);
-      const uint64_t off165 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_164));
+      const uint32_t s168 = (uint32_t)(((uint32_t)(v___kf6_c_167)));
+      const int32_t v___kf6_tok_169 = (int32_t)(((((int32_t)(v___kf6_c_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s168 < t114_n ? (int32_t)(t114.GetValue(s168)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+      const int32_t v___kf2_fr_170 = (int32_t)(v___kf6_tok_169);
+      const uint64_t off171 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_170));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_fresh[off165], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint32_t v___kf11_kind_166 = (uint32_t)(v___kf2_kind_38);
-      const int32_t v___kf11_gs_167 = (int32_t)(v___kf2_gs_39);
-      const int32_t v___kf11_rs_168 = (int32_t)(v___kf2_rs_40);
-      const int32_t v___kf11_gold_169 = (int32_t)(v___kf2_gold_41);
-      const int32_t v___kf11_fr_170 = (int32_t)(v___kf2_fr_164);
-      const uint32_t v___kf11_r_171 = (uint32_t)(v___kf2_r_22);
-      const int32_t v___kf11_st_172 = (int32_t)(((((int32_t)(v___kf11_gs_167) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gs_167) : (int32_t)(v___kf11_rs_168)));
-      const int32_t v___kf11_tok_173 = (int32_t)(((((((int32_t)(v___kf11_st_172) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf11_kind_166) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf11_gold_169) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf11_gold_169) : (int32_t)(v___kf11_fr_170)))));
-      const int32_t v___kf11_s_174 = (int32_t)(((((((int32_t)(v___kf11_st_172) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf11_kind_166) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf11_gold_169) : (int32_t)(v___kf11_tok_173)));
-      const uint64_t off175 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      AscendC::DataCopyPad(g_fresh[off171], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint32_t v___kf12_kind_172 = (uint32_t)(v___kf2_kind_38);
+      const int32_t v___kf12_gs_173 = (int32_t)(v___kf2_gs_39);
+      const int32_t v___kf12_rs_174 = (int32_t)(v___kf2_rs_40);
+      const int32_t v___kf12_gold_175 = (int32_t)(v___kf2_gold_41);
+      const int32_t v___kf12_fr_176 = (int32_t)(v___kf2_fr_170);
+      const uint32_t v___kf12_r_177 = (uint32_t)(v___kf2_r_22);
+      const int32_t v___kf12_st_178 = (int32_t)(((((int32_t)(v___kf12_gs_173) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_173) : (int32_t)(v___kf12_rs_174)));
+      const int32_t v___kf12_tok_179 = (int32_t)(((((((int32_t)(v___kf12_st_178) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_172) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_175) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_175) : (int32_t)(v___kf12_fr_176)))));
+      const int32_t v___kf12_s_180 = (int32_t)(((((((int32_t)(v___kf12_st_178) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_172) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_175) : (int32_t)(v___kf12_tok_179)));
+      const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_tok_173));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_179));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_tokens[off175], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint64_t off176 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      AscendC::DataCopyPad(g_tokens[off181], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_s_174));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_180));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_lookup[off176], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint64_t off177 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      AscendC::DataCopyPad(g_lookup[off182], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint64_t off183 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
       ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_accepted[off177], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-      const uint64_t off178 = (uint64_t)(((uint64_t)(v___kf11_r_171)));
+      AscendC::DataCopyPad(g_accepted[off183], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+      const uint64_t off184 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf11_st_172));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_178));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_status[off178], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const int32_t v___kf2_s_179 = (int32_t)(v___kf11_s_174);
-      const int32_t v___kf12_s_180 = (int32_t)(v___kf2_s_179);
-      const uint32_t v___kf12_r_181 = (uint32_t)(v___kf2_r_22);
-      AscendC::LocalTensor<uint8_t> t182 = ub8[0].ReinterpretCast<uint8_t>();
-      const uint32_t t182_n = t114_n;
+      AscendC::DataCopyPad(g_status[off184], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const int32_t v___kf2_s_185 = (int32_t)(v___kf12_s_180);
+      const int32_t v___kf13_s_186 = (int32_t)(v___kf2_s_185);
+      const uint32_t v___kf13_r_187 = (uint32_t)(v___kf2_r_22);
+      AscendC::LocalTensor<uint8_t> t188 = ub8[0].ReinterpretCast<uint8_t>();
+      const uint32_t t188_n = t114_n;
       sk::sync<AscendC::HardEvent::MTE3_S>();
        {
         const AscendC::LocalTensor<int32_t> &L0 = t114;
-        for (uint32_t i = 0; i < t182_n; ++i) t182.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf12_s_180))));
+        for (uint32_t i = 0; i < t188_n; ++i) t188.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_186))));
       }
-      int32_t s183 = (int32_t)(-1);
-      for (uint32_t i = 0; i < t182_n; ++i) {
-        if ((t182.GetValue(i) != 0)) { s183 = (int32_t)i; break; }
+      int32_t s189 = (int32_t)(-1);
+      for (uint32_t i = 0; i < t188_n; ++i) {
+        if ((t188.GetValue(i) != 0)) { s189 = (int32_t)i; break; }
       }
-      const int32_t v___kf12_col_184 = (int32_t)(((((int32_t)(v___kf12_s_180) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s183) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      const uint32_t s185 = (uint32_t)(((uint32_t)(v___kf12_col_184)));
-      const float v___kf12_lp_186 = (float)(((((int32_t)(v___kf12_col_184) >= (int32_t)(((int32_t)0ull)))) ? (float)((s185 < t154_n ? (float)(t154.GetValue(s185)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-      const uint32_t s187 = (uint32_t)(((uint32_t)(v___kf12_col_184)));
-      const float v___kf12_vs_188 = (float)(((((int32_t)(v___kf12_col_184) >= (int32_t)(((int32_t)0ull)))) ? (float)((s187 < t112_n ? (float)(t112.GetValue(s187)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-      AscendC::LocalTensor<uint8_t> t189 = ub8[0].ReinterpretCast<uint8_t>();
-      const uint32_t t189_n = sk::min<uint32_t>(sk::min<uint32_t>(t112_n, t112_n), t114_n);
+      const int32_t v___kf13_col_190 = (int32_t)(((((int32_t)(v___kf13_s_186) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s189) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+      const uint32_t s191 = (uint32_t)(((uint32_t)(v___kf13_col_190)));
+      const float v___kf13_lp_192 = (float)(((((int32_t)(v___kf13_col_190) >= (int32_t)(((int32_t)0ull)))) ? (float)((s191 < t160_n ? (float)(t160.GetValue(s191)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+      const uint32_t s193 = (uint32_t)(((uint32_t)(v___kf13_col_190)));
+      const float v___kf13_vs_194 = (float)(((((int32_t)(v___kf13_col_190) >= (int32_t)(((int32_t)0ull)))) ? (float)((s193 < t112_n ? (float)(t112.GetValue(s193)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+      AscendC::LocalTensor<uint8_t> t195 = ub8[0].ReinterpretCast<uint8_t>();
+      const uint32_t t195_n = sk::min<uint32_t>(sk::min<uint32_t>(t112_n, t112_n), t114_n);
        {
         const AscendC::LocalTensor<float> &L0 = t112;
         const AscendC::LocalTensor<float> &L1 = t112;
         const AscendC::LocalTensor<int32_t> &L2 = t114;
-        for (uint32_t i = 0; i < t189_n; ++i) t189.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf12_vs_188))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf12_vs_188))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf12_s_180))))))))));
+        for (uint32_t i = 0; i < t195_n; ++i) t195.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_194))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_194))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_186))))))))));
       }
       qin.FreeTensor(t112);
-      AscendC::LocalTensor<uint64_t> t190 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t190_n = sk::min<uint32_t>(t189_n, t154_n);
+      AscendC::LocalTensor<uint64_t> t196 = ub8[U2].ReinterpretCast<uint64_t>();
+      const uint32_t t196_n = sk::min<uint32_t>(t195_n, t160_n);
        {
-        const AscendC::LocalTensor<uint8_t> &L0 = t189;
-        const AscendC::LocalTensor<float> &L1 = t154;
-        for (uint32_t i = 0; i < t190_n; ++i) t190.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+        const AscendC::LocalTensor<uint8_t> &L0 = t195;
+        const AscendC::LocalTensor<float> &L1 = t160;
+        for (uint32_t i = 0; i < t196_n; ++i) t196.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
       }
-      uint64_t s191 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t190_n; ++i) {
-        s191 = sk::add<uint64_t>(s191, t190.GetValue(i));
+      uint64_t s197 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t196_n; ++i) {
+        s197 = sk::add<uint64_t>(s197, t196.GetValue(i));
       }
-      const uint64_t v___kf12_mass_192 = (uint64_t)(s191);
-      const float v___kf12_ssp_193 = (float)(((((float)(v___kf12_lp_186) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf12_mass_192)) : (float)(0e0f)));
-      const uint64_t off194 = (uint64_t)(((uint64_t)(v___kf12_r_181)));
-      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_lp_186));
+      const uint64_t v___kf13_mass_198 = (uint64_t)(s197);
+      const float v___kf13_ssp_199 = (float)(((((float)(v___kf13_lp_192) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_198)) : (float)(0e0f)));
+      const uint64_t off200 = (uint64_t)(((uint64_t)(v___kf13_r_187)));
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_192));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_token_lp[off194], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-      const uint64_t off195 = (uint64_t)(((uint64_t)(v___kf12_r_181)));
+      AscendC::DataCopyPad(g_token_lp[off200], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      const uint64_t off201 = (uint64_t)(((uint64_t)(v___kf13_r_187)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf12_ssp_193));
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_199));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_sum_smaller[off195], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-      const uint32_t v___kf13_r_196 = (uint32_t)(v___kf2_r_22);
-      const uint32_t v___kf13_k_197 = (uint32_t)(v___kf2_k_25);
-      const uint64_t v___kf13_ooff_198 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf13_r_196)), ((uint64_t)(v___kf13_k_197))));
-      const uint32_t n199 = sk::min<uint32_t>(t114_n, (uint32_t)(v___kf13_k_197));
-      const uint64_t off200 = (uint64_t)(v___kf13_ooff_198);
-      AscendC::LocalTensor<int32_t> o201 = qout.AllocTensor<int32_t>();
-      if (n199 > 0) {
-        AscendC::DataCopy(o201, t114, AscendC::DataCopyParams{1, (uint16_t)((n199 * sizeof(int32_t) + 31) / 32), 0, 0});
+      AscendC::DataCopyPad(g_sum_smaller[off201], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      const uint32_t v___kf14_r_202 = (uint32_t)(v___kf2_r_22);
+      const uint32_t v___kf14_k_203 = (uint32_t)(v___kf2_k_25);
+      const uint64_t v___kf14_ooff_204 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_202)), ((uint64_t)(v___kf14_k_203))));
+      const uint32_t n205 = sk::min<uint32_t>(t114_n, (uint32_t)(v___kf14_k_203));
+      const uint64_t off206 = (uint64_t)(v___kf14_ooff_204);
+      AscendC::LocalTensor<int32_t> o207 = qout.AllocTensor<int32_t>();
+      if (n205 > 0) {
+        AscendC::DataCopy(o207, t114, AscendC::DataCopyParams{1, (uint16_t)((n205 * sizeof(int32_t) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o201); o201 = qout.DeQue<int32_t>();
-      if (n199 > 0) {
-        AscendC::DataCopyPad(g_out_ids[off200], o201, AscendC::DataCopyExtParams{1, (uint32_t)(n199 * sizeof(int32_t)), 0, 0, 0});
+      qout.EnQue(o207); o207 = qout.DeQue<int32_t>();
+      if (n205 > 0) {
+        AscendC::DataCopyPad(g_out_ids[off206], o207, AscendC::DataCopyExtParams{1, (uint32_t)(n205 * sizeof(int32_t)), 0, 0, 0});
       }
-      qout.FreeTensor(o201);
+      qout.FreeTensor(o207);
       qin.FreeTensor(t114);
-      const uint32_t n202 = sk::min<uint32_t>(t154_n, (uint32_t)(v___kf13_k_197));
-      const uint64_t off203 = (uint64_t)(v___kf13_ooff_198);
-      AscendC::LocalTensor<float> o204 = qout.AllocTensor<float>();
-      if (n202 > 0) {
-        AscendC::DataCopy(o204, t154, AscendC::DataCopyParams{1, (uint16_t)((n202 * sizeof(float) + 31) / 32), 0, 0});
+      const uint32_t n208 = sk::min<uint32_t>(t160_n, (uint32_t)(v___kf14_k_203));
+      const uint64_t off209 = (uint64_t)(v___kf14_ooff_204);
+      AscendC::LocalTensor<float> o210 = qout.AllocTensor<float>();
+      if (n208 > 0) {
+        AscendC::DataCopy(o210, t160, AscendC::DataCopyParams{1, (uint16_t)((n208 * sizeof(float) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o204); o204 = qout.DeQue<float>();
-      if (n202 > 0) {
-        AscendC::DataCopyPad(g_out_lps[off203], o204, AscendC::DataCopyExtParams{1, (uint32_t)(n202 * sizeof(float)), 0, 0, 0});
+      qout.EnQue(o210); o210 = qout.DeQue<float>();
+      if (n208 > 0) {
+        AscendC::DataCopyPad(g_out_lps[off209], o210, AscendC::DataCopyExtParams{1, (uint32_t)(n208 * sizeof(float)), 0, 0, 0});
       }
-      qout.FreeTensor(o204);
+      qout.FreeTensor(o210);
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();

@@ -60,24 +60,7 @@ fn param_spec(p: &Param) -> TokenStream {
 
 /// Whether a kernel body uses an op that needs the NVIDIA sort buffer.
 fn uses_sort(b: &Block) -> bool {
-    use crate::ops::Op;
-    crate::visit::any_expr(b, |x| {
-        matches!(
-            &x.kind,
-            ExprKind::Call(
-                Op::TopN
-                    | Op::TopNSet
-                    | Op::TopNCounted
-                    | Op::TopNSetCounted
-                    | Op::TopNStreamCounted
-                    | Op::TopNChunkStream
-                    | Op::TopNMergeStream
-                    | Op::TopNCluster
-                    | Op::SortDesc,
-                _
-            )
-        )
-    })
+    crate::visit::any_expr(b, |x| matches!(&x.kind, ExprKind::Call(op, _) if op.is_selection()))
 }
 
 /// The module a `#[kernel] fn name` expands to.

@@ -7,8 +7,8 @@
 // The draw helpers and those they call (a helper's body is expanded here).
 use super::mask::row_status_of;
 use super::sample::{
-    draw_head_row, draw_kept_head, draw_token, filtered_mass, keep_mask, prefix_draw_row, prefix_mask, renormalise,
-    rest_mass, row_params, scaled_logits, total_unneeded,
+    draw_head_row, draw_kept_head, draw_token, filtered_mass, keep_mask, kept_logprobs, prefix_draw_row, prefix_mask,
+    renormalise, rest_mass, row_params, scaled_logits, total_unneeded,
 };
 use sampler_macros::{kernel, kernel_fn};
 

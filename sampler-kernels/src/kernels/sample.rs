@@ -349,6 +349,19 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
     s
 }
 
+/// Sections 3.5-3.9 for a kept head of `head` candidates with scaled
+/// logits `x` (`[head]` f32) and the rest's mass `rest`: the head's weights
+/// and the total, the filters and the renormalised logprobs (`[head]` f32).
+#[kernel_fn]
+pub fn kept_logprobs(x: Tile<f32>, rest: u64, tp: f32, k: i32, lmp: f32, kfirst: bool, head: u32) -> Tile<f32> {
+    let w = to_fixed(exp(x));
+    let total = rest + reduce_sum(w);
+    let pre = prefix_mask(x, lmp, k, head);
+    let base = filtered_mass(w, pre, kfirst, total);
+    let (keep, _) = keep_mask(w, pre, base, tp);
+    renormalise(x, w, keep)
+}
+
 /// Sections 3.4-3.9 and 4 for one row of a step whose rows keep at most
 /// their first `head` of `n` candidates at `cand[off..]` (parameters as
 /// `process_row`; `seed`, `seq` of the draw): the head is processed and may
@@ -377,12 +390,7 @@ pub fn draw_head_row(
     // tiles of a pass without the head's).
     let rest = rest_mass(cand, off, head, n, m, t, logprobs);
     let x = scaled_logits(cand, off, head, t);
-    let w = to_fixed(exp(x));
-    let total = rest + reduce_sum(w);
-    let pre = prefix_mask(x, lmp, k, head);
-    let base = filtered_mass(w, pre, kfirst, total);
-    let (keep, _) = keep_mask(w, pre, base, tp);
-    let lp = renormalise(x, w, keep);
+    let lp = kept_logprobs(x, rest, tp, k, lmp, kfirst, head);
     store(logprobs, off, lp);
     let tok = draw_token(lp, cand_ids, off, seed, seq);
     (lp, tok)
@@ -414,12 +422,7 @@ pub fn draw_kept_head(
 ) -> (Tile<f32>, i32) {
     // scaled_logits' bits: (logit - m) / t.
     let x = (vals - m) / t;
-    let w = to_fixed(exp(x));
-    let total = rest + reduce_sum(w);
-    let pre = prefix_mask(x, lmp, k, len(vals));
-    let base = filtered_mass(w, pre, kfirst, total);
-    let (keep, _) = keep_mask(w, pre, base, tp);
-    let lp = renormalise(x, w, keep);
+    let lp = kept_logprobs(x, rest, tp, k, lmp, kfirst, len(vals));
     store(logprobs, off, lp);
     let c = categorical(to_fixed(exp(lp)), uniform53(seed, seq));
     let tok = if c >= 0 { get(ids, c as u32) } else { -1i32 };
