@@ -72,397 +72,409 @@ __aicore__ inline void prefix_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_id
     const uint32_t v_r_1 = (uint32_t)(prog);
     const uint64_t v_off_2 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v_r_1)), ((uint64_t)(p_n))));
     const uint32_t v___kf1_r_3 = (uint32_t)(v_r_1);
-    const uint64_t v___kf1_i_4 = (uint64_t)(((uint64_t)(v___kf1_r_3)));
-    const float v_t_5 = (float)(g_temperature.GetValue((uint64_t)(v___kf1_i_4)));
-    const float v_tp_6 = (float)(g_top_p.GetValue((uint64_t)(v___kf1_i_4)));
-    const int32_t v_tk_7 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf1_i_4)));
-    const float v_lmp_8 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf1_i_4)));
-    const bool v_kfirst_9 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf1_i_4))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v_sd_10 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint64_t v_sq_11 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v_r_1)))));
-    const uint32_t v___kf2_r_12 = (uint32_t)(v_r_1);
-    const uint64_t v___kf2_i_13 = (uint64_t)(((uint64_t)(v___kf2_r_12)));
-    const uint32_t v_kind_14 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf2_i_13)));
-    const int32_t v_gs_15 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf2_i_13)));
-    const int32_t v_rs_16 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf2_i_13)));
-    const int32_t v_gold_17 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf2_i_13)));
-    const uint64_t v___kf3_off_18 = (uint64_t)(v_off_2);
-    const uint32_t v___kf3_n_19 = (uint32_t)(p_n);
-    const uint32_t v___kf3_v_20 = (uint32_t)(p_v);
-    const uint32_t v___kf3_chunks_21 = (uint32_t)(p_chunks);
-    const uint32_t v___kf3_r_22 = (uint32_t)(v_r_1);
-    const float v___kf3_t_23 = (float)(v_t_5);
-    const float v___kf3_tp_24 = (float)(v_tp_6);
-    const int32_t v___kf3_k_25 = (int32_t)(v_tk_7);
-    const float v___kf3_lmp_26 = (float)(v_lmp_8);
-    const bool v___kf3_kfirst_27 = (bool)(v_kfirst_9);
-    const uint64_t v___kf3_seed_28 = (uint64_t)(v_sd_10);
-    const uint64_t v___kf3_seq_29 = (uint64_t)(v_sq_11);
-    const float v___kf3_m_30 = (float)(g_cand.GetValue((uint64_t)(v___kf3_off_18)));
-    const bool v___kf3_skipped_31 = (bool)(((uint64_t)(g_mass.GetValue((uint64_t)(((uint64_t)(sk::mul<uint32_t>(v___kf3_r_22, v___kf3_chunks_21)))))) == (uint64_t)(((uint64_t)18446744073709551615ull))));
-    const uint64_t v___kf4_off_32 = (uint64_t)(v___kf3_off_18);
-    const uint32_t v___kf4_n_33 = (uint32_t)(v___kf3_n_19);
-    const float v___kf4_temperature_34 = (float)(v___kf3_t_23);
-    AscendC::LocalTensor<float> t35 = qin.AllocTensor<float>();
-    const uint32_t t35_n = sk::min<uint32_t>((uint32_t)(v___kf4_n_33), TILE);
-    const uint64_t off36 = (uint64_t)(v___kf4_off_32);
-    if (t35_n > 0) {
-      AscendC::DataCopyPad(t35, g_cand[off36], AscendC::DataCopyExtParams{1, (uint32_t)(t35_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint32_t v___kf2_r_4 = (uint32_t)(v___kf1_r_3);
+    const uint64_t v___kf2_i_5 = (uint64_t)(((uint64_t)(v___kf2_r_4)));
+    const float v___kf1_t_6 = (float)(g_temperature.GetValue((uint64_t)(v___kf2_i_5)));
+    const float v___kf1_tp_7 = (float)(g_top_p.GetValue((uint64_t)(v___kf2_i_5)));
+    const int32_t v___kf1_tk_8 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf2_i_5)));
+    const float v___kf1_lmp_9 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf2_i_5)));
+    const bool v___kf1_kfirst_10 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf2_i_5))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf1_sd_11 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_3)))));
+    const uint64_t v___kf1_sq_12 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_3)))));
+    const uint32_t v___kf3_r_13 = (uint32_t)(v___kf1_r_3);
+    const uint64_t v___kf3_i_14 = (uint64_t)(((uint64_t)(v___kf3_r_13)));
+    const uint32_t v___kf1_kind_15 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf3_i_14)));
+    const int32_t v___kf1_gs_16 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf3_i_14)));
+    const int32_t v___kf1_rs_17 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf3_i_14)));
+    const int32_t v___kf1_gold_18 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf3_i_14)));
+    const float v_t_19 = (float)(v___kf1_t_6);
+    const float v_tp_20 = (float)(v___kf1_tp_7);
+    const int32_t v_tk_21 = (int32_t)(v___kf1_tk_8);
+    const float v_lmp_22 = (float)(v___kf1_lmp_9);
+    const bool v_kfirst_23 = (bool)(v___kf1_kfirst_10);
+    const uint64_t v_sd_24 = (uint64_t)(v___kf1_sd_11);
+    const uint64_t v_sq_25 = (uint64_t)(v___kf1_sq_12);
+    const uint32_t v_kind_26 = (uint32_t)(v___kf1_kind_15);
+    const int32_t v_gs_27 = (int32_t)(v___kf1_gs_16);
+    const int32_t v_rs_28 = (int32_t)(v___kf1_rs_17);
+    const int32_t v_gold_29 = (int32_t)(v___kf1_gold_18);
+    const uint64_t v___kf4_off_30 = (uint64_t)(v_off_2);
+    const uint32_t v___kf4_n_31 = (uint32_t)(p_n);
+    const uint32_t v___kf4_v_32 = (uint32_t)(p_v);
+    const uint32_t v___kf4_chunks_33 = (uint32_t)(p_chunks);
+    const uint32_t v___kf4_r_34 = (uint32_t)(v_r_1);
+    const float v___kf4_t_35 = (float)(v_t_19);
+    const float v___kf4_tp_36 = (float)(v_tp_20);
+    const int32_t v___kf4_k_37 = (int32_t)(v_tk_21);
+    const float v___kf4_lmp_38 = (float)(v_lmp_22);
+    const bool v___kf4_kfirst_39 = (bool)(v_kfirst_23);
+    const uint64_t v___kf4_seed_40 = (uint64_t)(v_sd_24);
+    const uint64_t v___kf4_seq_41 = (uint64_t)(v_sq_25);
+    const float v___kf4_m_42 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_30)));
+    const bool v___kf4_skipped_43 = (bool)(((uint64_t)(g_mass.GetValue((uint64_t)(((uint64_t)(sk::mul<uint32_t>(v___kf4_r_34, v___kf4_chunks_33)))))) == (uint64_t)(((uint64_t)18446744073709551615ull))));
+    const uint64_t v___kf5_off_44 = (uint64_t)(v___kf4_off_30);
+    const uint32_t v___kf5_n_45 = (uint32_t)(v___kf4_n_31);
+    const float v___kf5_temperature_46 = (float)(v___kf4_t_35);
+    AscendC::LocalTensor<float> t47 = qin.AllocTensor<float>();
+    const uint32_t t47_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_45), TILE);
+    const uint64_t off48 = (uint64_t)(v___kf5_off_44);
+    if (t47_n > 0) {
+      AscendC::DataCopyPad(t47, g_cand[off48], AscendC::DataCopyExtParams{1, (uint32_t)(t47_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t35); t35 = qin.DeQue<float>();
-    const float s37 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_32)));
-    AscendC::LocalTensor<float> t38 = t35.ReinterpretCast<float>();
-    const uint32_t t38_n = t35_n;
-    AscendC::Adds(t38, t35, -s37, (int32_t)t38_n);
-    AscendC::LocalTensor<float> t39 = t38.ReinterpretCast<float>();
-    const uint32_t t39_n = t38_n;
+    qin.EnQue(t47); t47 = qin.DeQue<float>();
+    const float s49 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_44)));
+    AscendC::LocalTensor<float> t50 = t47.ReinterpretCast<float>();
+    const uint32_t t50_n = t47_n;
+    AscendC::Adds(t50, t47, -s49, (int32_t)t50_n);
+    AscendC::LocalTensor<float> t51 = t50.ReinterpretCast<float>();
+    const uint32_t t51_n = t50_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t38;
-      for (uint32_t i = 0; i < t39_n; ++i) t39.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf4_temperature_34)));
+      const AscendC::LocalTensor<float> &L0 = t50;
+      for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf5_temperature_46)));
     }
-    AscendC::LocalTensor<uint64_t> t40 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t40_n = t39_n;
+    AscendC::LocalTensor<uint64_t> t52 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t52_n = t51_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      for (uint32_t i = 0; i < t40_n; ++i) t40.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t51;
+      for (uint32_t i = 0; i < t52_n; ++i) t52.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const float v___kf5_log_min_p_41 = (float)(v___kf3_lmp_26);
-    const int32_t v___kf5_k_42 = (int32_t)(v___kf3_k_25);
-    const uint32_t v___kf5_n_43 = (uint32_t)(v___kf3_n_19);
-    AscendC::LocalTensor<uint32_t> t44 = ub8[U0].ReinterpretCast<uint32_t>();
-    const uint32_t t44_n = sk::min<uint32_t>((uint32_t)(v___kf5_n_43), TILE);
-    AscendC::CreateVecIndex(t44.ReinterpretCast<int32_t>(), (int32_t)0, t44_n);
-    const uint32_t s45 = (uint32_t)(((uint32_t)(v___kf5_k_42)));
-    const bool s46 = (bool)(((int32_t)(v___kf5_k_42) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t47 = ub8[U3].ReinterpretCast<uint8_t>();
-    const uint32_t t47_n = sk::min<uint32_t>(t39_n, t44_n);
+    const float v___kf6_log_min_p_53 = (float)(v___kf4_lmp_38);
+    const int32_t v___kf6_k_54 = (int32_t)(v___kf4_k_37);
+    const uint32_t v___kf6_n_55 = (uint32_t)(v___kf4_n_31);
+    AscendC::LocalTensor<uint32_t> t56 = ub8[U0].ReinterpretCast<uint32_t>();
+    const uint32_t t56_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_55), TILE);
+    AscendC::CreateVecIndex(t56.ReinterpretCast<int32_t>(), (int32_t)0, t56_n);
+    const uint32_t s57 = (uint32_t)(((uint32_t)(v___kf6_k_54)));
+    const bool s58 = (bool)(((int32_t)(v___kf6_k_54) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t59 = ub8[U3].ReinterpretCast<uint8_t>();
+    const uint32_t t59_n = sk::min<uint32_t>(t51_n, t56_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t39;
-      const AscendC::LocalTensor<uint32_t> &L1 = t44;
-      for (uint32_t i = 0; i < t47_n; ++i) t47.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf5_log_min_p_41))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s45))) | (bool)(s46))))))));
+      const AscendC::LocalTensor<float> &L0 = t51;
+      const AscendC::LocalTensor<uint32_t> &L1 = t56;
+      for (uint32_t i = 0; i < t59_n; ++i) t59.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf6_log_min_p_53))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s57))) | (bool)(s58))))))));
     }
-    const float v___kf3_xl_48 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v___kf3_off_18, ((uint64_t)(sk::sub<uint32_t>(v___kf3_n_19, ((uint32_t)1ull))))))), v___kf3_m_30), v___kf3_t_23));
-    const bool v___kf3_last_in_49 = (bool)(((float)(v___kf3_xl_48) >= (float)(v___kf3_lmp_26)));
-    const bool v___kf3_k_inside_50 = (bool)(((((((int32_t)(v___kf3_k_25) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf3_k_25))) <= (uint32_t)(v___kf3_n_19))))) || ((!(v___kf3_last_in_49)))));
-    uint64_t v___kf3_total_51 = (uint64_t)(((uint64_t)0ull));
+    const float v___kf4_xl_60 = (float)(sk::div<float>(sk::sub<float>(g_cand.GetValue((uint64_t)(sk::add<uint64_t>(v___kf4_off_30, ((uint64_t)(sk::sub<uint32_t>(v___kf4_n_31, ((uint32_t)1ull))))))), v___kf4_m_42), v___kf4_t_35));
+    const bool v___kf4_last_in_61 = (bool)(((float)(v___kf4_xl_60) >= (float)(v___kf4_lmp_38)));
+    const bool v___kf4_k_inside_62 = (bool)(((((((int32_t)(v___kf4_k_37) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf4_k_37))) <= (uint32_t)(v___kf4_n_31))))) || ((!(v___kf4_last_in_61)))));
+    uint64_t v___kf4_total_63 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (v___kf3_skipped_31) {
+    if (v___kf4_skipped_43) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s52 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t40_n; ++i) {
-        s52 = sk::add<uint64_t>(s52, t40.GetValue(i));
+      uint64_t s64 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t52_n; ++i) {
+        s64 = sk::add<uint64_t>(s64, t52.GetValue(i));
       }
-      v___kf3_total_51 = (uint64_t)(s52);
+      v___kf4_total_63 = (uint64_t)(s64);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
-      const uint32_t end53 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(v___kf3_chunks_21, TILE), ((uint32_t)1ull)), TILE));
+      const uint32_t end65 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(v___kf4_chunks_33, TILE), ((uint32_t)1ull)), TILE));
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf3_c_54 = (uint32_t)(((uint32_t)0ull)); v___kf3_c_54 < end53; ++v___kf3_c_54) {
+      for (uint32_t v___kf4_c_66 = (uint32_t)(((uint32_t)0ull)); v___kf4_c_66 < end65; ++v___kf4_c_66) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf3_lo_55 = (uint32_t)(sk::mul<uint32_t>(v___kf3_c_54, TILE));
-        AscendC::LocalTensor<uint64_t> t56 = qin.AllocTensor<uint64_t>();
-        const uint32_t t56_n = sk::min<uint32_t>((uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf3_chunks_21, v___kf3_lo_55))), TILE);
-        const uint64_t off57 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf3_r_22, v___kf3_chunks_21), v___kf3_lo_55))));
-        if (t56_n > 0) {
-          AscendC::DataCopyPad(t56, g_mass[off57], AscendC::DataCopyExtParams{1, (uint32_t)(t56_n * sizeof(uint64_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<uint64_t>{false, 0, 0, 0});
+        const uint32_t v___kf4_lo_67 = (uint32_t)(sk::mul<uint32_t>(v___kf4_c_66, TILE));
+        AscendC::LocalTensor<uint64_t> t68 = qin.AllocTensor<uint64_t>();
+        const uint32_t t68_n = sk::min<uint32_t>((uint32_t)(sk::min<uint32_t>(TILE, sk::sub<uint32_t>(v___kf4_chunks_33, v___kf4_lo_67))), TILE);
+        const uint64_t off69 = (uint64_t)(((uint64_t)(sk::add<uint32_t>(sk::mul<uint32_t>(v___kf4_r_34, v___kf4_chunks_33), v___kf4_lo_67))));
+        if (t68_n > 0) {
+          AscendC::DataCopyPad(t68, g_mass[off69], AscendC::DataCopyExtParams{1, (uint32_t)(t68_n * sizeof(uint64_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<uint64_t>{false, 0, 0, 0});
         }
-        qin.EnQue(t56); t56 = qin.DeQue<uint64_t>();
-        uint64_t s58 = (uint64_t)(0);
+        qin.EnQue(t68); t68 = qin.DeQue<uint64_t>();
+        uint64_t s70 = (uint64_t)(0);
         sk::sync<AscendC::HardEvent::MTE2_S>();
-        for (uint32_t i = 0; i < t56_n; ++i) {
-          s58 = sk::add<uint64_t>(s58, t56.GetValue(i));
+        for (uint32_t i = 0; i < t68_n; ++i) {
+          s70 = sk::add<uint64_t>(s70, t68.GetValue(i));
         }
-        v___kf3_total_51 = (uint64_t)(sk::add<uint64_t>(v___kf3_total_51, s58));
-        qin.FreeTensor(t56);
+        v___kf4_total_63 = (uint64_t)(sk::add<uint64_t>(v___kf4_total_63, s70));
+        qin.FreeTensor(t68);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const bool v___kf6_last_in_59 = (bool)(v___kf3_last_in_49);
-    const int32_t v___kf6_k_60 = (int32_t)(v___kf3_k_25);
-    const uint32_t v___kf6_n_61 = (uint32_t)(v___kf3_n_19);
-    const bool v___kf6_kfirst_62 = (bool)(v___kf3_kfirst_27);
-    const float v___kf6_top_p_63 = (float)(v___kf3_tp_24);
-    const bool v___kf6_k_inside_64 = (bool)(((((((int32_t)(v___kf6_k_60) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf6_k_60))) <= (uint32_t)(v___kf6_n_61))))) || ((!(v___kf6_last_in_59)))));
-    const bool v___kf6_last_pre_65 = (bool)(((v___kf6_last_in_59) && (((((int32_t)(v___kf6_k_60) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf6_k_60))) >= (uint32_t)(v___kf6_n_61)))))));
-    uint64_t s66 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t40_n; ++i) {
-      s66 = sk::add<uint64_t>(s66, t40.GetValue(i));
+    const bool v___kf7_last_in_71 = (bool)(v___kf4_last_in_61);
+    const int32_t v___kf7_k_72 = (int32_t)(v___kf4_k_37);
+    const uint32_t v___kf7_n_73 = (uint32_t)(v___kf4_n_31);
+    const bool v___kf7_kfirst_74 = (bool)(v___kf4_kfirst_39);
+    const float v___kf7_top_p_75 = (float)(v___kf4_tp_36);
+    const bool v___kf7_k_inside_76 = (bool)(((((((int32_t)(v___kf7_k_72) > (int32_t)(((int32_t)0ull)))) && (((uint32_t)(((uint32_t)(v___kf7_k_72))) <= (uint32_t)(v___kf7_n_73))))) || ((!(v___kf7_last_in_71)))));
+    const bool v___kf7_last_pre_77 = (bool)(((v___kf7_last_in_71) && (((((int32_t)(v___kf7_k_72) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf7_k_72))) >= (uint32_t)(v___kf7_n_73)))))));
+    uint64_t s78 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t52_n; ++i) {
+      s78 = sk::add<uint64_t>(s78, t52.GetValue(i));
     }
-    const uint64_t v___kf7_base_67 = (uint64_t)(s66);
-    const float v___kf7_top_p_68 = (float)(v___kf6_top_p_63);
-    const uint64_t v___kf7_thr_69 = (uint64_t)(sk::frac_floor(v___kf7_base_67, v___kf7_top_p_68));
-    AscendC::LocalTensor<uint64_t> t70 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t70_n = t40_n;
+    const uint64_t v___kf8_base_79 = (uint64_t)(s78);
+    const float v___kf8_top_p_80 = (float)(v___kf7_top_p_75);
+    const uint64_t v___kf8_thr_81 = (uint64_t)(sk::frac_floor(v___kf8_base_79, v___kf8_top_p_80));
+    AscendC::LocalTensor<uint64_t> t82 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t82_n = t52_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t40_n; ++i) {
-        const uint64_t x = t40.GetValue(i);
-        t70.SetValue(i, acc);
+      for (uint32_t i = 0; i < t52_n; ++i) {
+        const uint64_t x = t52.GetValue(i);
+        t82.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t71 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t71_n = sk::min<uint32_t>(t70_n, t47_n);
+    AscendC::LocalTensor<uint8_t> t83 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t83_n = sk::min<uint32_t>(t82_n, t59_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t70;
-      const AscendC::LocalTensor<uint8_t> &L1 = t47;
-      for (uint32_t i = 0; i < t71_n; ++i) t71.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf7_thr_69))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t82;
+      const AscendC::LocalTensor<uint8_t> &L1 = t59;
+      for (uint32_t i = 0; i < t83_n; ++i) t83.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf8_thr_81))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint8_t> t72 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t72_n = sk::min<uint32_t>(t71_n, t47_n);
+    AscendC::LocalTensor<uint8_t> t84 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t84_n = sk::min<uint32_t>(t83_n, t59_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t71;
-      const AscendC::LocalTensor<uint8_t> &L1 = t47;
-      for (uint32_t i = 0; i < t72_n; ++i) t72.SetValue(i, (uint8_t)(((bool)((bool)((L0.GetValue(i) != 0)) | (bool)((!((L1.GetValue(i) != 0))))))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t83;
+      const AscendC::LocalTensor<uint8_t> &L1 = t59;
+      for (uint32_t i = 0; i < t84_n; ++i) t84.SetValue(i, (uint8_t)(((bool)((bool)((L0.GetValue(i) != 0)) | (bool)((!((L1.GetValue(i) != 0))))))));
     }
-    bool s73 = (bool)(true);
-    for (uint32_t i = 0; i < t72_n; ++i) {
-      if (!((t72.GetValue(i) != 0))) { s73 = false; break; }
+    bool s85 = (bool)(true);
+    for (uint32_t i = 0; i < t84_n; ++i) {
+      if (!((t84.GetValue(i) != 0))) { s85 = false; break; }
     }
-    const bool v___kf3_decided_74 = (bool)(((((v___kf6_kfirst_62) && (v___kf6_k_inside_64))) || ((((!(v___kf6_last_pre_65))) && (s73)))));
-    const bool v___kf3_unsure_75 = (bool)(((v___kf3_skipped_31) && ((!(v___kf3_decided_74)))));
-    const bool v___kf8_kfirst_76 = (bool)(((v___kf3_kfirst_27) && (v___kf3_k_inside_50)));
-    const uint64_t v___kf8_total_77 = (uint64_t)(v___kf3_total_51);
-    AscendC::LocalTensor<uint64_t> t78 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t78_n = sk::min<uint32_t>(t47_n, t40_n);
+    const bool v___kf4_decided_86 = (bool)(((((v___kf7_kfirst_74) && (v___kf7_k_inside_76))) || ((((!(v___kf7_last_pre_77))) && (s85)))));
+    const bool v___kf4_unsure_87 = (bool)(((v___kf4_skipped_43) && ((!(v___kf4_decided_86)))));
+    const bool v___kf9_kfirst_88 = (bool)(((v___kf4_kfirst_39) && (v___kf4_k_inside_62)));
+    const uint64_t v___kf9_total_89 = (uint64_t)(v___kf4_total_63);
+    AscendC::LocalTensor<uint64_t> t90 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t90_n = sk::min<uint32_t>(t59_n, t52_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t47;
-      const AscendC::LocalTensor<uint64_t> &L1 = t40;
-      for (uint32_t i = 0; i < t78_n; ++i) t78.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t59;
+      const AscendC::LocalTensor<uint64_t> &L1 = t52;
+      for (uint32_t i = 0; i < t90_n; ++i) t90.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s79 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t78_n; ++i) {
-      s79 = sk::add<uint64_t>(s79, t78.GetValue(i));
+    uint64_t s91 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t90_n; ++i) {
+      s91 = sk::add<uint64_t>(s91, t90.GetValue(i));
     }
-    const uint64_t v___kf3_base_80 = (uint64_t)(((v___kf8_kfirst_76) ? (uint64_t)(s79) : (uint64_t)(v___kf8_total_77)));
-    const bool v___kf3_base_unknown_81 = (bool)(((((v___kf3_kfirst_27) && ((!(v___kf3_k_inside_50))))) && (((((int32_t)(v___kf3_k_25) > (int32_t)(((int32_t)0ull)))) || (((float)(v___kf3_lmp_26) > (float)(sk::bits_f32(0xff800000u))))))));
-    const uint64_t v___kf9_base_82 = (uint64_t)(v___kf3_base_80);
-    const float v___kf9_top_p_83 = (float)(v___kf3_tp_24);
-    const uint64_t v___kf9_thr_84 = (uint64_t)(sk::frac_floor(v___kf9_base_82, v___kf9_top_p_83));
-    AscendC::LocalTensor<uint64_t> t85 = ub8[U4].ReinterpretCast<uint64_t>();
-    const uint32_t t85_n = t40_n;
+    const uint64_t v___kf4_base_92 = (uint64_t)(((v___kf9_kfirst_88) ? (uint64_t)(s91) : (uint64_t)(v___kf9_total_89)));
+    const bool v___kf4_base_unknown_93 = (bool)(((((v___kf4_kfirst_39) && ((!(v___kf4_k_inside_62))))) && (((((int32_t)(v___kf4_k_37) > (int32_t)(((int32_t)0ull)))) || (((float)(v___kf4_lmp_38) > (float)(sk::bits_f32(0xff800000u))))))));
+    const uint64_t v___kf10_base_94 = (uint64_t)(v___kf4_base_92);
+    const float v___kf10_top_p_95 = (float)(v___kf4_tp_36);
+    const uint64_t v___kf10_thr_96 = (uint64_t)(sk::frac_floor(v___kf10_base_94, v___kf10_top_p_95));
+    AscendC::LocalTensor<uint64_t> t97 = ub8[U4].ReinterpretCast<uint64_t>();
+    const uint32_t t97_n = t52_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t40_n; ++i) {
-        const uint64_t x = t40.GetValue(i);
-        t85.SetValue(i, acc);
+      for (uint32_t i = 0; i < t52_n; ++i) {
+        const uint64_t x = t52.GetValue(i);
+        t97.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t86 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t86_n = sk::min<uint32_t>(t85_n, t47_n);
+    AscendC::LocalTensor<uint8_t> t98 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t98_n = sk::min<uint32_t>(t97_n, t59_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t85;
-      const AscendC::LocalTensor<uint8_t> &L1 = t47;
-      for (uint32_t i = 0; i < t86_n; ++i) t86.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf9_thr_84))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t97;
+      const AscendC::LocalTensor<uint8_t> &L1 = t59;
+      for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_96))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    const uint64_t v___kf3_thr_87 = (uint64_t)(v___kf9_thr_84);
-    AscendC::LocalTensor<uint64_t> t88 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t88_n = sk::min<uint32_t>(t86_n, t40_n);
+    const uint64_t v___kf4_thr_99 = (uint64_t)(v___kf10_thr_96);
+    AscendC::LocalTensor<uint64_t> t100 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t100_n = sk::min<uint32_t>(t98_n, t52_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t86;
-      const AscendC::LocalTensor<uint64_t> &L1 = t40;
-      for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t98;
+      const AscendC::LocalTensor<uint64_t> &L1 = t52;
+      for (uint32_t i = 0; i < t100_n; ++i) t100.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s89 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t88_n; ++i) {
-      s89 = sk::add<uint64_t>(s89, t88.GetValue(i));
+    uint64_t s101 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t100_n; ++i) {
+      s101 = sk::add<uint64_t>(s101, t100.GetValue(i));
     }
-    const float v___kf10_lse_90 = (float)(sk::ln_fixed(s89));
-    const float s91 = (float)(v___kf10_lse_90);
-    AscendC::LocalTensor<float> t92 = ub8[U6].ReinterpretCast<float>();
-    const uint32_t t92_n = t39_n;
+    const float v___kf11_lse_102 = (float)(sk::ln_fixed(s101));
+    const float s103 = (float)(v___kf11_lse_102);
+    AscendC::LocalTensor<float> t104 = ub8[U6].ReinterpretCast<float>();
+    const uint32_t t104_n = t51_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t92, t39, -s91, (int32_t)t92_n);
-    AscendC::LocalTensor<float> t93 = t92.ReinterpretCast<float>();
-    const uint32_t t93_n = sk::min<uint32_t>(t86_n, t92_n);
+    AscendC::Adds(t104, t51, -s103, (int32_t)t104_n);
+    AscendC::LocalTensor<float> t105 = t104.ReinterpretCast<float>();
+    const uint32_t t105_n = sk::min<uint32_t>(t98_n, t104_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t86;
-      const AscendC::LocalTensor<float> &L1 = t92;
-      for (uint32_t i = 0; i < t93_n; ++i) t93.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t98;
+      const AscendC::LocalTensor<float> &L1 = t104;
+      for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t35);
-    const uint32_t n94 = t93_n;
-    const uint64_t off95 = (uint64_t)(v___kf3_off_18);
-    AscendC::LocalTensor<float> o96 = qout.AllocTensor<float>();
+    qin.FreeTensor(t47);
+    const uint32_t n106 = t105_n;
+    const uint64_t off107 = (uint64_t)(v___kf4_off_30);
+    AscendC::LocalTensor<float> o108 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n94 > 0) {
-      AscendC::DataCopy(o96, t93, AscendC::DataCopyParams{1, (uint16_t)((n94 * sizeof(float) + 31) / 32), 0, 0});
+    if (n106 > 0) {
+      AscendC::DataCopy(o108, t105, AscendC::DataCopyParams{1, (uint16_t)((n106 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o96); o96 = qout.DeQue<float>();
-    if (n94 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off95], o96, AscendC::DataCopyExtParams{1, (uint32_t)(n94 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o108); o108 = qout.DeQue<float>();
+    if (n106 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off107], o108, AscendC::DataCopyExtParams{1, (uint32_t)(n106 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o96);
-    uint64_t s97 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t40_n; ++i) {
-      s97 = sk::add<uint64_t>(s97, t40.GetValue(i));
+    qout.FreeTensor(o108);
+    uint64_t s109 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t52_n; ++i) {
+      s109 = sk::add<uint64_t>(s109, t52.GetValue(i));
     }
-    const bool v___kf3_next_kept_98 = (bool)(((v___kf3_unsure_75) || (((((uint32_t)(v___kf3_n_19) < (uint32_t)(v___kf3_v_20))) && (((v___kf3_base_unknown_81) || (((((v___kf3_last_in_49) && (((uint64_t)(s97) <= (uint64_t)(v___kf3_thr_87))))) && (((((int32_t)(v___kf3_k_25) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf3_k_25))) > (uint32_t)(v___kf3_n_19)))))))))))));
-    const uint64_t off99 = (uint64_t)(((uint64_t)(v___kf3_r_22)));
-    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v___kf3_next_kept_98) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
+    const bool v___kf4_next_kept_110 = (bool)(((v___kf4_unsure_87) || (((((uint32_t)(v___kf4_n_31) < (uint32_t)(v___kf4_v_32))) && (((v___kf4_base_unknown_93) || (((((v___kf4_last_in_61) && (((uint64_t)(s109) <= (uint64_t)(v___kf4_thr_99))))) && (((((int32_t)(v___kf4_k_37) < (int32_t)(((int32_t)0ull)))) || (((uint32_t)(((uint32_t)(v___kf4_k_37))) > (uint32_t)(v___kf4_n_31)))))))))))));
+    const uint64_t off111 = (uint64_t)(((uint64_t)(v___kf4_r_34)));
+    ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((v___kf4_next_kept_110) ? (uint32_t)(((uint32_t)1ull)) : (uint32_t)(((uint32_t)0ull)))));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_overflow[off99], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t v___kf11_off_100 = (uint64_t)(v___kf3_off_18);
-    const uint64_t v___kf11_seed_101 = (uint64_t)(v___kf3_seed_28);
-    const uint64_t v___kf11_seq_102 = (uint64_t)(v___kf3_seq_29);
-    AscendC::LocalTensor<uint64_t> t103 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t103_n = t93_n;
+    AscendC::DataCopyPad(g_overflow[off111], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t v___kf12_off_112 = (uint64_t)(v___kf4_off_30);
+    const uint64_t v___kf12_seed_113 = (uint64_t)(v___kf4_seed_40);
+    const uint64_t v___kf12_seq_114 = (uint64_t)(v___kf4_seq_41);
+    AscendC::LocalTensor<uint64_t> t115 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t115_n = t105_n;
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t93;
-      for (uint32_t i = 0; i < t103_n; ++i) t103.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t105;
+      for (uint32_t i = 0; i < t115_n; ++i) t115.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s105 = (uint64_t)(sk::uniform53(v___kf11_seed_101, v___kf11_seq_102));
-    int32_t s104 = -1;
+    const uint64_t s117 = (uint64_t)(sk::uniform53(v___kf12_seed_113, v___kf12_seq_114));
+    int32_t s116 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t103_n; ++i) tot = sk::add128(tot, t103.GetValue(i));
+      for (uint32_t i = 0; i < t115_n; ++i) tot = sk::add128(tot, t115.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s105, tot.lo);
-        thr.hi += s105 * tot.hi;
+        sk::U128 thr = sk::mul64(s117, tot.lo);
+        thr.hi += s117 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t103_n; ++i) {
-          acc = sk::add128(acc, t103.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s104 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t115_n; ++i) {
+          acc = sk::add128(acc, t115.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s116 = (int32_t)i; break; }
         }
-        if (s104 < 0) for (uint32_t i = t103_n; i-- > 0;) if (t103.GetValue(i) > 0) { s104 = (int32_t)i; break; }
+        if (s116 < 0) for (uint32_t i = t115_n; i-- > 0;) if (t115.GetValue(i) > 0) { s116 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf11_c_106 = (int32_t)(s104);
-    const int32_t v___kf3_tok_107 = (int32_t)(((((int32_t)(v___kf11_c_106) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf11_off_100, ((uint64_t)(v___kf11_c_106)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v_fr_108 = (int32_t)(v___kf3_tok_107);
-    const uint64_t off109 = (uint64_t)(((uint64_t)(v_r_1)));
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_fr_108));
+    const int32_t v___kf12_c_118 = (int32_t)(s116);
+    const int32_t v___kf4_tok_119 = (int32_t)(((((int32_t)(v___kf12_c_118) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_112, ((uint64_t)(v___kf12_c_118)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v_fr_120 = (int32_t)(v___kf4_tok_119);
+    const uint64_t off121 = (uint64_t)(((uint64_t)(v_r_1)));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v_fr_120));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off109], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf12_kind_110 = (uint32_t)(v_kind_14);
-    const int32_t v___kf12_gs_111 = (int32_t)(v_gs_15);
-    const int32_t v___kf12_rs_112 = (int32_t)(v_rs_16);
-    const int32_t v___kf12_gold_113 = (int32_t)(v_gold_17);
-    const int32_t v___kf12_fr_114 = (int32_t)(v_fr_108);
-    const uint32_t v___kf12_r_115 = (uint32_t)(v_r_1);
-    const int32_t v___kf12_st_116 = (int32_t)(((((int32_t)(v___kf12_gs_111) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_111) : (int32_t)(v___kf12_rs_112)));
-    const int32_t v___kf12_tok_117 = (int32_t)(((((((int32_t)(v___kf12_st_116) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_110) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_113) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_113) : (int32_t)(v___kf12_fr_114)))));
-    const int32_t v___kf12_s_118 = (int32_t)(((((((int32_t)(v___kf12_st_116) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_110) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_113) : (int32_t)(v___kf12_tok_117)));
-    const uint64_t off119 = (uint64_t)(((uint64_t)(v___kf12_r_115)));
+    AscendC::DataCopyPad(g_fresh[off121], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf13_kind_122 = (uint32_t)(v_kind_26);
+    const int32_t v___kf13_gs_123 = (int32_t)(v_gs_27);
+    const int32_t v___kf13_rs_124 = (int32_t)(v_rs_28);
+    const int32_t v___kf13_gold_125 = (int32_t)(v_gold_29);
+    const int32_t v___kf13_fr_126 = (int32_t)(v_fr_120);
+    const uint32_t v___kf13_r_127 = (uint32_t)(v_r_1);
+    const int32_t v___kf13_st_128 = (int32_t)(((((int32_t)(v___kf13_gs_123) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_123) : (int32_t)(v___kf13_rs_124)));
+    const int32_t v___kf13_tok_129 = (int32_t)(((((((int32_t)(v___kf13_st_128) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_122) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_125) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_125) : (int32_t)(v___kf13_fr_126)))));
+    const int32_t v___kf13_s_130 = (int32_t)(((((((int32_t)(v___kf13_st_128) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_122) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_125) : (int32_t)(v___kf13_tok_129)));
+    const uint64_t off131 = (uint64_t)(((uint64_t)(v___kf13_r_127)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_117));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_129));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off119], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off120 = (uint64_t)(((uint64_t)(v___kf12_r_115)));
+    AscendC::DataCopyPad(g_tokens[off131], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off132 = (uint64_t)(((uint64_t)(v___kf13_r_127)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_118));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_130));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off120], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off121 = (uint64_t)(((uint64_t)(v___kf12_r_115)));
+    AscendC::DataCopyPad(g_lookup[off132], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off133 = (uint64_t)(((uint64_t)(v___kf13_r_127)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off121], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off122 = (uint64_t)(((uint64_t)(v___kf12_r_115)));
+    AscendC::DataCopyPad(g_accepted[off133], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off134 = (uint64_t)(((uint64_t)(v___kf13_r_127)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_116));
+    ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_128));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off122], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v_s_123 = (int32_t)(v___kf12_s_118);
-    AscendC::LocalTensor<int32_t> t124 = qin.AllocTensor<int32_t>();
-    const uint32_t t124_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off125 = (uint64_t)(v_off_2);
-    if (t124_n > 0) {
-      AscendC::DataCopyPad(t124, g_cand_ids[off125], AscendC::DataCopyExtParams{1, (uint32_t)(t124_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off134], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v_s_135 = (int32_t)(v___kf13_s_130);
+    AscendC::LocalTensor<int32_t> t136 = qin.AllocTensor<int32_t>();
+    const uint32_t t136_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off137 = (uint64_t)(v_off_2);
+    if (t136_n > 0) {
+      AscendC::DataCopyPad(t136, g_cand_ids[off137], AscendC::DataCopyExtParams{1, (uint32_t)(t136_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t124); t124 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t126 = qin.AllocTensor<float>();
-    const uint32_t t126_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
-    const uint64_t off127 = (uint64_t)(v_off_2);
-    if (t126_n > 0) {
-      AscendC::DataCopyPad(t126, g_cand[off127], AscendC::DataCopyExtParams{1, (uint32_t)(t126_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t136); t136 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t138 = qin.AllocTensor<float>();
+    const uint32_t t138_n = sk::min<uint32_t>((uint32_t)(p_n), TILE);
+    const uint64_t off139 = (uint64_t)(v_off_2);
+    if (t138_n > 0) {
+      AscendC::DataCopyPad(t138, g_cand[off139], AscendC::DataCopyExtParams{1, (uint32_t)(t138_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t126); t126 = qin.DeQue<float>();
-    const int32_t v___kf13_s_128 = (int32_t)(v_s_123);
-    const uint32_t v___kf13_r_129 = (uint32_t)(v_r_1);
-    AscendC::LocalTensor<uint8_t> t130 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t130_n = t124_n;
+    qin.EnQue(t138); t138 = qin.DeQue<float>();
+    const int32_t v___kf14_s_140 = (int32_t)(v_s_135);
+    const uint32_t v___kf14_r_141 = (uint32_t)(v_r_1);
+    AscendC::LocalTensor<uint8_t> t142 = ub8[0].ReinterpretCast<uint8_t>();
+    const uint32_t t142_n = t136_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t124;
-      for (uint32_t i = 0; i < t130_n; ++i) t130.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_128))));
+      const AscendC::LocalTensor<int32_t> &L0 = t136;
+      for (uint32_t i = 0; i < t142_n; ++i) t142.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_140))));
     }
-    int32_t s131 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t130_n; ++i) {
-      if ((t130.GetValue(i) != 0)) { s131 = (int32_t)i; break; }
+    int32_t s143 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t142_n; ++i) {
+      if ((t142.GetValue(i) != 0)) { s143 = (int32_t)i; break; }
     }
-    const int32_t v___kf13_col_132 = (int32_t)(((((int32_t)(v___kf13_s_128) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s131) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s133 = (uint32_t)(((uint32_t)(v___kf13_col_132)));
-    const float v___kf13_lp_134 = (float)(((((int32_t)(v___kf13_col_132) >= (int32_t)(((int32_t)0ull)))) ? (float)((s133 < t93_n ? (float)(t93.GetValue(s133)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s135 = (uint32_t)(((uint32_t)(v___kf13_col_132)));
-    const float v___kf13_vs_136 = (float)(((((int32_t)(v___kf13_col_132) >= (int32_t)(((int32_t)0ull)))) ? (float)((s135 < t126_n ? (float)(t126.GetValue(s135)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t137 = ub8[0].ReinterpretCast<uint8_t>();
-    const uint32_t t137_n = sk::min<uint32_t>(sk::min<uint32_t>(t126_n, t126_n), t124_n);
+    const int32_t v___kf14_col_144 = (int32_t)(((((int32_t)(v___kf14_s_140) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s143) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s145 = (uint32_t)(((uint32_t)(v___kf14_col_144)));
+    const float v___kf14_lp_146 = (float)(((((int32_t)(v___kf14_col_144) >= (int32_t)(((int32_t)0ull)))) ? (float)((s145 < t105_n ? (float)(t105.GetValue(s145)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s147 = (uint32_t)(((uint32_t)(v___kf14_col_144)));
+    const float v___kf14_vs_148 = (float)(((((int32_t)(v___kf14_col_144) >= (int32_t)(((int32_t)0ull)))) ? (float)((s147 < t138_n ? (float)(t138.GetValue(s147)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t149 = ub8[0].ReinterpretCast<uint8_t>();
+    const uint32_t t149_n = sk::min<uint32_t>(sk::min<uint32_t>(t138_n, t138_n), t136_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t126;
-      const AscendC::LocalTensor<float> &L1 = t126;
-      const AscendC::LocalTensor<int32_t> &L2 = t124;
-      for (uint32_t i = 0; i < t137_n; ++i) t137.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_136))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_136))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_128))))))))));
+      const AscendC::LocalTensor<float> &L0 = t138;
+      const AscendC::LocalTensor<float> &L1 = t138;
+      const AscendC::LocalTensor<int32_t> &L2 = t136;
+      for (uint32_t i = 0; i < t149_n; ++i) t149.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_148))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_148))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_140))))))))));
     }
-    qin.FreeTensor(t126);
-    AscendC::LocalTensor<uint64_t> t138 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t138_n = sk::min<uint32_t>(t137_n, t93_n);
+    qin.FreeTensor(t138);
+    AscendC::LocalTensor<uint64_t> t150 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t150_n = sk::min<uint32_t>(t149_n, t105_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t137;
-      const AscendC::LocalTensor<float> &L1 = t93;
-      for (uint32_t i = 0; i < t138_n; ++i) t138.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t149;
+      const AscendC::LocalTensor<float> &L1 = t105;
+      for (uint32_t i = 0; i < t150_n; ++i) t150.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s139 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t138_n; ++i) {
-      s139 = sk::add<uint64_t>(s139, t138.GetValue(i));
+    uint64_t s151 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t150_n; ++i) {
+      s151 = sk::add<uint64_t>(s151, t150.GetValue(i));
     }
-    const uint64_t v___kf13_mass_140 = (uint64_t)(s139);
-    const float v___kf13_ssp_141 = (float)(((((float)(v___kf13_lp_134) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_140)) : (float)(0e0f)));
-    const uint64_t off142 = (uint64_t)(((uint64_t)(v___kf13_r_129)));
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_134));
+    const uint64_t v___kf14_mass_152 = (uint64_t)(s151);
+    const float v___kf14_ssp_153 = (float)(((((float)(v___kf14_lp_146) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_152)) : (float)(0e0f)));
+    const uint64_t off154 = (uint64_t)(((uint64_t)(v___kf14_r_141)));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_146));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off142], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off143 = (uint64_t)(((uint64_t)(v___kf13_r_129)));
+    AscendC::DataCopyPad(g_token_lp[off154], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off155 = (uint64_t)(((uint64_t)(v___kf14_r_141)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_141));
+    ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_153));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off143], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf14_r_144 = (uint32_t)(v_r_1);
-    const uint32_t v___kf14_k_145 = (uint32_t)(p_k);
-    const uint64_t v___kf14_ooff_146 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_144)), ((uint64_t)(v___kf14_k_145))));
-    const uint32_t n147 = sk::min<uint32_t>(t124_n, (uint32_t)(v___kf14_k_145));
-    const uint64_t off148 = (uint64_t)(v___kf14_ooff_146);
-    AscendC::LocalTensor<int32_t> o149 = qout.AllocTensor<int32_t>();
-    if (n147 > 0) {
-      AscendC::DataCopy(o149, t124, AscendC::DataCopyParams{1, (uint16_t)((n147 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off155], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf15_r_156 = (uint32_t)(v_r_1);
+    const uint32_t v___kf15_k_157 = (uint32_t)(p_k);
+    const uint64_t v___kf15_ooff_158 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_156)), ((uint64_t)(v___kf15_k_157))));
+    const uint32_t n159 = sk::min<uint32_t>(t136_n, (uint32_t)(v___kf15_k_157));
+    const uint64_t off160 = (uint64_t)(v___kf15_ooff_158);
+    AscendC::LocalTensor<int32_t> o161 = qout.AllocTensor<int32_t>();
+    if (n159 > 0) {
+      AscendC::DataCopy(o161, t136, AscendC::DataCopyParams{1, (uint16_t)((n159 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o149); o149 = qout.DeQue<int32_t>();
-    if (n147 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off148], o149, AscendC::DataCopyExtParams{1, (uint32_t)(n147 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o161); o161 = qout.DeQue<int32_t>();
+    if (n159 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off160], o161, AscendC::DataCopyExtParams{1, (uint32_t)(n159 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o149);
-    qin.FreeTensor(t124);
-    const uint32_t n150 = sk::min<uint32_t>(t93_n, (uint32_t)(v___kf14_k_145));
-    const uint64_t off151 = (uint64_t)(v___kf14_ooff_146);
-    AscendC::LocalTensor<float> o152 = qout.AllocTensor<float>();
-    if (n150 > 0) {
-      AscendC::DataCopy(o152, t93, AscendC::DataCopyParams{1, (uint16_t)((n150 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o161);
+    qin.FreeTensor(t136);
+    const uint32_t n162 = sk::min<uint32_t>(t105_n, (uint32_t)(v___kf15_k_157));
+    const uint64_t off163 = (uint64_t)(v___kf15_ooff_158);
+    AscendC::LocalTensor<float> o164 = qout.AllocTensor<float>();
+    if (n162 > 0) {
+      AscendC::DataCopy(o164, t105, AscendC::DataCopyParams{1, (uint16_t)((n162 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o152); o152 = qout.DeQue<float>();
-    if (n150 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off151], o152, AscendC::DataCopyExtParams{1, (uint32_t)(n150 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o164); o164 = qout.DeQue<float>();
+    if (n162 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off163], o164, AscendC::DataCopyExtParams{1, (uint32_t)(n162 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o152);
+    qout.FreeTensor(o164);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

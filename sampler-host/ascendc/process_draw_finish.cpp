@@ -72,576 +72,588 @@ __aicore__ inline void process_draw_finish_body(GM_ADDR p_cand, GM_ADDR p_cand_i
     const uint32_t v___kf1_k_5 = (uint32_t)(p_k);
     const uint64_t v___kf1_off_6 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf1_r_2)), ((uint64_t)(v___kf1_n_3))));
     const uint32_t v___kf2_r_7 = (uint32_t)(v___kf1_r_2);
-    const uint64_t v___kf2_i_8 = (uint64_t)(((uint64_t)(v___kf2_r_7)));
-    const float v___kf1_t_9 = (float)(g_temperature.GetValue((uint64_t)(v___kf2_i_8)));
-    const float v___kf1_tp_10 = (float)(g_top_p.GetValue((uint64_t)(v___kf2_i_8)));
-    const int32_t v___kf1_tk_11 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf2_i_8)));
-    const float v___kf1_lmp_12 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf2_i_8)));
-    const bool v___kf1_kfirst_13 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf2_i_8))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v___kf1_sd_14 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf1_r_2)))));
-    const uint64_t v___kf1_sq_15 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf1_r_2)))));
-    const uint32_t v___kf3_r_16 = (uint32_t)(v___kf1_r_2);
-    const uint64_t v___kf3_i_17 = (uint64_t)(((uint64_t)(v___kf3_r_16)));
-    const uint32_t v___kf1_kind_18 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf3_i_17)));
-    const int32_t v___kf1_gs_19 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf3_i_17)));
-    const int32_t v___kf1_rs_20 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf3_i_17)));
-    const int32_t v___kf1_gold_21 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf3_i_17)));
-    const uint64_t v___kf4_off_22 = (uint64_t)(v___kf1_off_6);
-    const uint32_t v___kf4_n_23 = (uint32_t)(v___kf1_n_3);
-    const uint32_t v___kf4_head_24 = (uint32_t)(v___kf1_head_4);
-    const float v___kf4_t_25 = (float)(v___kf1_t_9);
-    const float v___kf4_tp_26 = (float)(v___kf1_tp_10);
-    const int32_t v___kf4_k_27 = (int32_t)(v___kf1_tk_11);
-    const float v___kf4_lmp_28 = (float)(v___kf1_lmp_12);
-    const bool v___kf4_kfirst_29 = (bool)(v___kf1_kfirst_13);
-    const uint64_t v___kf4_seed_30 = (uint64_t)(v___kf1_sd_14);
-    const uint64_t v___kf4_seq_31 = (uint64_t)(v___kf1_sq_15);
-    const float v___kf4_m_32 = (float)(g_cand.GetValue((uint64_t)(v___kf4_off_22)));
-    const uint64_t v___kf5_off_33 = (uint64_t)(v___kf4_off_22);
-    const uint32_t v___kf5_start_34 = (uint32_t)(v___kf4_head_24);
-    const uint32_t v___kf5_n_35 = (uint32_t)(v___kf4_n_23);
-    const float v___kf5_m_36 = (float)(v___kf4_m_32);
-    const float v___kf5_t_37 = (float)(v___kf4_t_25);
-    uint64_t v___kf5_s_38 = (uint64_t)(((uint64_t)0ull));
+    const uint32_t v___kf3_r_8 = (uint32_t)(v___kf2_r_7);
+    const uint64_t v___kf3_i_9 = (uint64_t)(((uint64_t)(v___kf3_r_8)));
+    const float v___kf2_t_10 = (float)(g_temperature.GetValue((uint64_t)(v___kf3_i_9)));
+    const float v___kf2_tp_11 = (float)(g_top_p.GetValue((uint64_t)(v___kf3_i_9)));
+    const int32_t v___kf2_tk_12 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf3_i_9)));
+    const float v___kf2_lmp_13 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf3_i_9)));
+    const bool v___kf2_kfirst_14 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf3_i_9))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf2_sd_15 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf2_r_7)))));
+    const uint64_t v___kf2_sq_16 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf2_r_7)))));
+    const uint32_t v___kf4_r_17 = (uint32_t)(v___kf2_r_7);
+    const uint64_t v___kf4_i_18 = (uint64_t)(((uint64_t)(v___kf4_r_17)));
+    const uint32_t v___kf2_kind_19 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf4_i_18)));
+    const int32_t v___kf2_gs_20 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf4_i_18)));
+    const int32_t v___kf2_rs_21 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf4_i_18)));
+    const int32_t v___kf2_gold_22 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf4_i_18)));
+    const float v___kf1_t_23 = (float)(v___kf2_t_10);
+    const float v___kf1_tp_24 = (float)(v___kf2_tp_11);
+    const int32_t v___kf1_tk_25 = (int32_t)(v___kf2_tk_12);
+    const float v___kf1_lmp_26 = (float)(v___kf2_lmp_13);
+    const bool v___kf1_kfirst_27 = (bool)(v___kf2_kfirst_14);
+    const uint64_t v___kf1_sd_28 = (uint64_t)(v___kf2_sd_15);
+    const uint64_t v___kf1_sq_29 = (uint64_t)(v___kf2_sq_16);
+    const uint32_t v___kf1_kind_30 = (uint32_t)(v___kf2_kind_19);
+    const int32_t v___kf1_gs_31 = (int32_t)(v___kf2_gs_20);
+    const int32_t v___kf1_rs_32 = (int32_t)(v___kf2_rs_21);
+    const int32_t v___kf1_gold_33 = (int32_t)(v___kf2_gold_22);
+    const uint64_t v___kf5_off_34 = (uint64_t)(v___kf1_off_6);
+    const uint32_t v___kf5_n_35 = (uint32_t)(v___kf1_n_3);
+    const uint32_t v___kf5_head_36 = (uint32_t)(v___kf1_head_4);
+    const float v___kf5_t_37 = (float)(v___kf1_t_23);
+    const float v___kf5_tp_38 = (float)(v___kf1_tp_24);
+    const int32_t v___kf5_k_39 = (int32_t)(v___kf1_tk_25);
+    const float v___kf5_lmp_40 = (float)(v___kf1_lmp_26);
+    const bool v___kf5_kfirst_41 = (bool)(v___kf1_kfirst_27);
+    const uint64_t v___kf5_seed_42 = (uint64_t)(v___kf1_sd_28);
+    const uint64_t v___kf5_seq_43 = (uint64_t)(v___kf1_sq_29);
+    const float v___kf5_m_44 = (float)(g_cand.GetValue((uint64_t)(v___kf5_off_34)));
+    const uint64_t v___kf6_off_45 = (uint64_t)(v___kf5_off_34);
+    const uint32_t v___kf6_start_46 = (uint32_t)(v___kf5_head_36);
+    const uint32_t v___kf6_n_47 = (uint32_t)(v___kf5_n_35);
+    const float v___kf6_m_48 = (float)(v___kf5_m_44);
+    const float v___kf6_t_49 = (float)(v___kf5_t_37);
+    uint64_t v___kf6_s_50 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_47, v___kf6_start_46)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t39 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t39_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s40 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t39_n; ++i) t39.SetValue(i, s40);
-      AscendC::LocalTensor<uint64_t> t41 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t41_n = 0;
-      t41_n = t39_n;
+      AscendC::LocalTensor<uint64_t> t51 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t51_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s52 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t51_n; ++i) t51.SetValue(i, s52);
+      AscendC::LocalTensor<uint64_t> t53 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t53_n = 0;
+      t53_n = t51_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t41_n > 0) {
-        AscendC::DataCopy(t41, t39, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t53_n > 0) {
+        AscendC::DataCopy(t53, t51, AscendC::DataCopyParams{1, (uint16_t)((t53_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf5_passes_42 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
-      const uint32_t end43 = (uint32_t)(v___kf5_passes_42);
+      const uint32_t v___kf6_passes_54 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_47, v___kf6_start_46), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end55 = (uint32_t)(v___kf6_passes_54);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf5_q_44 = (uint32_t)(((uint32_t)0ull)); v___kf5_q_44 < end43; ++v___kf5_q_44) {
+      for (uint32_t v___kf6_q_56 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_56 < end55; ++v___kf6_q_56) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf5_lo0_45 = (uint32_t)(sk::add<uint32_t>(v___kf5_start_34, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf5_q_44), TILE)));
-        const uint32_t v___kf5_lo1_46 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo0_45, TILE));
-        const uint32_t v___kf5_lo2_47 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo1_46, TILE));
-        const uint32_t v___kf5_lo3_48 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo2_47, TILE));
-        const uint32_t v___kf5_s0_49 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo0_45, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
-        const uint32_t v___kf5_s1_50 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo1_46, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
-        const uint32_t v___kf5_s2_51 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo2_47, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
-        const uint32_t v___kf5_s3_52 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo3_48, sk::sub<uint32_t>(v___kf5_n_35, TILE)));
-        AscendC::LocalTensor<float> t53 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t53_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::Duplicate(t53, (float)(sk::bits_f32(0xff800000u)), (int32_t)t53_n);
-        const uint32_t n54 = t53_n;
-        const uint64_t off55 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s0_49))));
-        AscendC::LocalTensor<float> o56 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n54 > 0) {
-          AscendC::DataCopy(o56, t53, AscendC::DataCopyParams{1, (uint16_t)((n54 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o56); o56 = qout.DeQue<float>();
-        if (n54 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off55], o56, AscendC::DataCopyExtParams{1, (uint32_t)(n54 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o56);
-        AscendC::LocalTensor<float> t57 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t57_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t57, (float)(sk::bits_f32(0xff800000u)), (int32_t)t57_n);
-        const uint32_t n58 = t57_n;
-        const uint64_t off59 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s1_50))));
-        AscendC::LocalTensor<float> o60 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n58 > 0) {
-          AscendC::DataCopy(o60, t57, AscendC::DataCopyParams{1, (uint16_t)((n58 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o60); o60 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n58 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off59], o60, AscendC::DataCopyExtParams{1, (uint32_t)(n58 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o60);
-        AscendC::LocalTensor<float> t61 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t61, (float)(sk::bits_f32(0xff800000u)), (int32_t)t61_n);
-        const uint32_t n62 = t61_n;
-        const uint64_t off63 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s2_51))));
-        AscendC::LocalTensor<float> o64 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n62 > 0) {
-          AscendC::DataCopy(o64, t61, AscendC::DataCopyParams{1, (uint16_t)((n62 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o64); o64 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n62 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off63], o64, AscendC::DataCopyExtParams{1, (uint32_t)(n62 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o64);
+        const uint32_t v___kf6_lo0_57 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_46, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf6_q_56), TILE)));
+        const uint32_t v___kf6_lo1_58 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_57, TILE));
+        const uint32_t v___kf6_lo2_59 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo1_58, TILE));
+        const uint32_t v___kf6_lo3_60 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo2_59, TILE));
+        const uint32_t v___kf6_s0_61 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_57, sk::sub<uint32_t>(v___kf6_n_47, TILE)));
+        const uint32_t v___kf6_s1_62 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_58, sk::sub<uint32_t>(v___kf6_n_47, TILE)));
+        const uint32_t v___kf6_s2_63 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo2_59, sk::sub<uint32_t>(v___kf6_n_47, TILE)));
+        const uint32_t v___kf6_s3_64 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo3_60, sk::sub<uint32_t>(v___kf6_n_47, TILE)));
         AscendC::LocalTensor<float> t65 = ub8[0].ReinterpretCast<float>();
         const uint32_t t65_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
         AscendC::Duplicate(t65, (float)(sk::bits_f32(0xff800000u)), (int32_t)t65_n);
         const uint32_t n66 = t65_n;
-        const uint64_t off67 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s3_52))));
+        const uint64_t off67 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s0_61))));
         AscendC::LocalTensor<float> o68 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
         if (n66 > 0) {
           AscendC::DataCopy(o68, t65, AscendC::DataCopyParams{1, (uint16_t)((n66 * sizeof(float) + 31) / 32), 0, 0});
         }
         qout.EnQue(o68); o68 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
         if (n66 > 0) {
           AscendC::DataCopyPad(g_logprobs[off67], o68, AscendC::DataCopyExtParams{1, (uint32_t)(n66 * sizeof(float)), 0, 0, 0});
         }
         qout.FreeTensor(o68);
-        AscendC::LocalTensor<float> t69 = qin.AllocTensor<float>();
+        AscendC::LocalTensor<float> t69 = ub8[0].ReinterpretCast<float>();
         const uint32_t t69_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off70 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s0_49))));
-        if (t69_n > 0) {
-          AscendC::DataCopyPad(t69, g_cand[off70], AscendC::DataCopyExtParams{1, (uint32_t)(t69_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t69, (float)(sk::bits_f32(0xff800000u)), (int32_t)t69_n);
+        const uint32_t n70 = t69_n;
+        const uint64_t off71 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s1_62))));
+        AscendC::LocalTensor<float> o72 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n70 > 0) {
+          AscendC::DataCopy(o72, t69, AscendC::DataCopyParams{1, (uint16_t)((n70 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t69); t69 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t71 = qin.AllocTensor<float>();
-        const uint32_t t71_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off72 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s1_50))));
-        if (t71_n > 0) {
-          AscendC::DataCopyPad(t71, g_cand[off72], AscendC::DataCopyExtParams{1, (uint32_t)(t71_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o72); o72 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n70 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off71], o72, AscendC::DataCopyExtParams{1, (uint32_t)(n70 * sizeof(float)), 0, 0, 0});
         }
-        qin.EnQue(t71); t71 = qin.DeQue<float>();
+        qout.FreeTensor(o72);
         AscendC::LocalTensor<float> t73 = ub8[0].ReinterpretCast<float>();
         const uint32_t t73_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off74 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s2_51))));
-        sk::sync<AscendC::HardEvent::V_MTE2>();
-        if (t73_n > 0) {
-          AscendC::DataCopyPad(t73, g_cand[off74], AscendC::DataCopyExtParams{1, (uint32_t)(t73_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t73, (float)(sk::bits_f32(0xff800000u)), (int32_t)t73_n);
+        const uint32_t n74 = t73_n;
+        const uint64_t off75 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s2_63))));
+        AscendC::LocalTensor<float> o76 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n74 > 0) {
+          AscendC::DataCopy(o76, t73, AscendC::DataCopyParams{1, (uint16_t)((n74 * sizeof(float) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<float> t75 = ub8[U0].ReinterpretCast<float>();
-        const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off76 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_s3_52))));
-        if (t75_n > 0) {
-          AscendC::DataCopyPad(t75, g_cand[off76], AscendC::DataCopyExtParams{1, (uint32_t)(t75_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o76); o76 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n74 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off75], o76, AscendC::DataCopyExtParams{1, (uint32_t)(n74 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t77 = ub8[U3].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o76);
+        AscendC::LocalTensor<float> t77 = ub8[0].ReinterpretCast<float>();
         const uint32_t t77_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t77.ReinterpretCast<int32_t>(), (int32_t)0, t77_n);
-        const uint32_t s78 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo0_45, v___kf5_s0_49));
-        AscendC::LocalTensor<uint64_t> t79 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t79_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t77_n), t69_n);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t77, (float)(sk::bits_f32(0xff800000u)), (int32_t)t77_n);
+        const uint32_t n78 = t77_n;
+        const uint64_t off79 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s3_64))));
+        AscendC::LocalTensor<float> o80 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n78 > 0) {
+          AscendC::DataCopy(o80, t77, AscendC::DataCopyParams{1, (uint16_t)((n78 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o80); o80 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n78 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off79], o80, AscendC::DataCopyExtParams{1, (uint32_t)(n78 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o80);
+        AscendC::LocalTensor<float> t81 = qin.AllocTensor<float>();
+        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off82 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s0_61))));
+        if (t81_n > 0) {
+          AscendC::DataCopyPad(t81, g_cand[off82], AscendC::DataCopyExtParams{1, (uint32_t)(t81_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t81); t81 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t83 = qin.AllocTensor<float>();
+        const uint32_t t83_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off84 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s1_62))));
+        if (t83_n > 0) {
+          AscendC::DataCopyPad(t83, g_cand[off84], AscendC::DataCopyExtParams{1, (uint32_t)(t83_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t83); t83 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t85 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off86 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s2_63))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t85_n > 0) {
+          AscendC::DataCopyPad(t85, g_cand[off86], AscendC::DataCopyExtParams{1, (uint32_t)(t85_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<float> t87 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t87_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off88 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_s3_64))));
+        if (t87_n > 0) {
+          AscendC::DataCopyPad(t87, g_cand[off88], AscendC::DataCopyExtParams{1, (uint32_t)(t87_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t89 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t89_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t89.ReinterpretCast<int32_t>(), (int32_t)0, t89_n);
+        const uint32_t s90 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo0_57, v___kf6_s0_61));
+        AscendC::LocalTensor<uint64_t> t91 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t91_n = sk::min<uint32_t>(sk::min<uint32_t>(t53_n, t89_n), t81_n);
         sk::sync<AscendC::HardEvent::V_S>();
         sk::sync<AscendC::HardEvent::MTE2_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t41;
-          const AscendC::LocalTensor<uint32_t> &L1 = t77;
-          const AscendC::LocalTensor<float> &L2 = t69;
-          for (uint32_t i = 0; i < t79_n; ++i) t79.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s78))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t53;
+          const AscendC::LocalTensor<uint32_t> &L1 = t89;
+          const AscendC::LocalTensor<float> &L2 = t81;
+          for (uint32_t i = 0; i < t91_n; ++i) t91.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s90))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_48), v___kf6_t_49))))));
         }
-        t41_n = t79_n;
+        t53_n = t91_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t41_n > 0) {
-          AscendC::DataCopy(t41, t79, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t53_n > 0) {
+          AscendC::DataCopy(t53, t91, AscendC::DataCopyParams{1, (uint16_t)((t53_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t69);
-        AscendC::LocalTensor<uint32_t> t80 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t80_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t81);
+        AscendC::LocalTensor<uint32_t> t92 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t92_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t80.ReinterpretCast<int32_t>(), (int32_t)0, t80_n);
-        const uint32_t s81 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo1_46, v___kf5_s1_50));
-        AscendC::LocalTensor<uint64_t> t82 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t82_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t80_n), t71_n);
+        AscendC::CreateVecIndex(t92.ReinterpretCast<int32_t>(), (int32_t)0, t92_n);
+        const uint32_t s93 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo1_58, v___kf6_s1_62));
+        AscendC::LocalTensor<uint64_t> t94 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t94_n = sk::min<uint32_t>(sk::min<uint32_t>(t53_n, t92_n), t83_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t41;
-          const AscendC::LocalTensor<uint32_t> &L1 = t80;
-          const AscendC::LocalTensor<float> &L2 = t71;
-          for (uint32_t i = 0; i < t82_n; ++i) t82.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s81))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t53;
+          const AscendC::LocalTensor<uint32_t> &L1 = t92;
+          const AscendC::LocalTensor<float> &L2 = t83;
+          for (uint32_t i = 0; i < t94_n; ++i) t94.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s93))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_48), v___kf6_t_49))))));
         }
-        t41_n = t82_n;
+        t53_n = t94_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t41_n > 0) {
-          AscendC::DataCopy(t41, t82, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t53_n > 0) {
+          AscendC::DataCopy(t53, t94, AscendC::DataCopyParams{1, (uint16_t)((t53_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t71);
-        AscendC::LocalTensor<uint32_t> t83 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t83_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t83);
+        AscendC::LocalTensor<uint32_t> t95 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t95_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t83.ReinterpretCast<int32_t>(), (int32_t)0, t83_n);
-        const uint32_t s84 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo2_47, v___kf5_s2_51));
-        AscendC::LocalTensor<uint64_t> t85 = ub8[U4].ReinterpretCast<uint64_t>();
-        const uint32_t t85_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t83_n), t73_n);
+        AscendC::CreateVecIndex(t95.ReinterpretCast<int32_t>(), (int32_t)0, t95_n);
+        const uint32_t s96 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo2_59, v___kf6_s2_63));
+        AscendC::LocalTensor<uint64_t> t97 = ub8[U4].ReinterpretCast<uint64_t>();
+        const uint32_t t97_n = sk::min<uint32_t>(sk::min<uint32_t>(t53_n, t95_n), t85_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t41;
-          const AscendC::LocalTensor<uint32_t> &L1 = t83;
-          const AscendC::LocalTensor<float> &L2 = t73;
-          for (uint32_t i = 0; i < t85_n; ++i) t85.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s84))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t53;
+          const AscendC::LocalTensor<uint32_t> &L1 = t95;
+          const AscendC::LocalTensor<float> &L2 = t85;
+          for (uint32_t i = 0; i < t97_n; ++i) t97.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s96))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_48), v___kf6_t_49))))));
         }
-        t41_n = t85_n;
+        t53_n = t97_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t41_n > 0) {
-          AscendC::DataCopy(t41, t85, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t53_n > 0) {
+          AscendC::DataCopy(t53, t97, AscendC::DataCopyParams{1, (uint16_t)((t53_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t86 = ub8[0].ReinterpretCast<uint32_t>();
-        const uint32_t t86_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::LocalTensor<uint32_t> t98 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t98_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::CreateVecIndex(t86.ReinterpretCast<int32_t>(), (int32_t)0, t86_n);
-        const uint32_t s87 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo3_48, v___kf5_s3_52));
-        AscendC::LocalTensor<uint64_t> t88 = ub8[U3].ReinterpretCast<uint64_t>();
-        const uint32_t t88_n = sk::min<uint32_t>(sk::min<uint32_t>(t41_n, t86_n), t75_n);
+        AscendC::CreateVecIndex(t98.ReinterpretCast<int32_t>(), (int32_t)0, t98_n);
+        const uint32_t s99 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo3_60, v___kf6_s3_64));
+        AscendC::LocalTensor<uint64_t> t100 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t100_n = sk::min<uint32_t>(sk::min<uint32_t>(t53_n, t98_n), t87_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t41;
-          const AscendC::LocalTensor<uint32_t> &L1 = t86;
-          const AscendC::LocalTensor<float> &L2 = t75;
-          for (uint32_t i = 0; i < t88_n; ++i) t88.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s87))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_36), v___kf5_t_37))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t53;
+          const AscendC::LocalTensor<uint32_t> &L1 = t98;
+          const AscendC::LocalTensor<float> &L2 = t87;
+          for (uint32_t i = 0; i < t100_n; ++i) t100.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s99))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_48), v___kf6_t_49))))));
         }
-        t41_n = t88_n;
+        t53_n = t100_n;
         sk::sync<AscendC::HardEvent::S_V>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (t41_n > 0) {
-          AscendC::DataCopy(t41, t88, AscendC::DataCopyParams{1, (uint16_t)((t41_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t53_n > 0) {
+          AscendC::DataCopy(t53, t100, AscendC::DataCopyParams{1, (uint16_t)((t53_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s89 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t41_n; ++i) {
-        s89 = sk::add<uint64_t>(s89, t41.GetValue(i));
+      uint64_t s101 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t53_n; ++i) {
+        s101 = sk::add<uint64_t>(s101, t53.GetValue(i));
       }
-      v___kf5_s_38 = (uint64_t)(s89);
+      v___kf6_s_50 = (uint64_t)(s101);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf5_n_35) > (uint32_t)(v___kf5_start_34))) {
+      if (((uint32_t)(v___kf6_n_47) > (uint32_t)(v___kf6_start_46))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf5_o_90 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_33, ((uint64_t)(v___kf5_start_34))));
-        AscendC::LocalTensor<float> t91 = qin.AllocTensor<float>();
-        const uint32_t t91_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)), TILE);
-        const uint64_t off92 = (uint64_t)(v___kf5_o_90);
-        if (t91_n > 0) {
-          AscendC::DataCopyPad(t91, g_cand[off92], AscendC::DataCopyExtParams{1, (uint32_t)(t91_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf6_o_102 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_45, ((uint64_t)(v___kf6_start_46))));
+        AscendC::LocalTensor<float> t103 = qin.AllocTensor<float>();
+        const uint32_t t103_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_47, v___kf6_start_46)), TILE);
+        const uint64_t off104 = (uint64_t)(v___kf6_o_102);
+        if (t103_n > 0) {
+          AscendC::DataCopyPad(t103, g_cand[off104], AscendC::DataCopyExtParams{1, (uint32_t)(t103_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t91); t91 = qin.DeQue<float>();
-        const float s93 = (float)(v___kf5_m_36);
-        AscendC::LocalTensor<float> t94 = t91.ReinterpretCast<float>();
-        const uint32_t t94_n = t91_n;
-        AscendC::Adds(t94, t91, -s93, (int32_t)t94_n);
-        AscendC::LocalTensor<uint64_t> t95 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t95_n = t94_n;
+        qin.EnQue(t103); t103 = qin.DeQue<float>();
+        const float s105 = (float)(v___kf6_m_48);
+        AscendC::LocalTensor<float> t106 = t103.ReinterpretCast<float>();
+        const uint32_t t106_n = t103_n;
+        AscendC::Adds(t106, t103, -s105, (int32_t)t106_n);
+        AscendC::LocalTensor<uint64_t> t107 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t107_n = t106_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t94;
-          for (uint32_t i = 0; i < t95_n; ++i) t95.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf5_t_37)))));
+          const AscendC::LocalTensor<float> &L0 = t106;
+          for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_49)))));
         }
-        uint64_t s96 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t95_n; ++i) {
-          s96 = sk::add<uint64_t>(s96, t95.GetValue(i));
+        uint64_t s108 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t107_n; ++i) {
+          s108 = sk::add<uint64_t>(s108, t107.GetValue(i));
         }
-        v___kf5_s_38 = (uint64_t)(s96);
-        qin.FreeTensor(t91);
-        AscendC::LocalTensor<float> t97 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t97_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_35, v___kf5_start_34)), TILE);
+        v___kf6_s_50 = (uint64_t)(s108);
+        qin.FreeTensor(t103);
+        AscendC::LocalTensor<float> t109 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t109_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_47, v___kf6_start_46)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t97, (float)(sk::bits_f32(0xff800000u)), (int32_t)t97_n);
-        const uint32_t n98 = t97_n;
-        const uint64_t off99 = (uint64_t)(v___kf5_o_90);
-        AscendC::LocalTensor<float> o100 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t109, (float)(sk::bits_f32(0xff800000u)), (int32_t)t109_n);
+        const uint32_t n110 = t109_n;
+        const uint64_t off111 = (uint64_t)(v___kf6_o_102);
+        AscendC::LocalTensor<float> o112 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n98 > 0) {
-          AscendC::DataCopy(o100, t97, AscendC::DataCopyParams{1, (uint16_t)((n98 * sizeof(float) + 31) / 32), 0, 0});
+        if (n110 > 0) {
+          AscendC::DataCopy(o112, t109, AscendC::DataCopyParams{1, (uint16_t)((n110 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o100); o100 = qout.DeQue<float>();
-        if (n98 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off99], o100, AscendC::DataCopyExtParams{1, (uint32_t)(n98 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o112); o112 = qout.DeQue<float>();
+        if (n110 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off111], o112, AscendC::DataCopyExtParams{1, (uint32_t)(n110 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o100);
+        qout.FreeTensor(o112);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf4_rest_101 = (uint64_t)(v___kf5_s_38);
-    const uint64_t v___kf6_off_102 = (uint64_t)(v___kf4_off_22);
-    const uint32_t v___kf6_n_103 = (uint32_t)(v___kf4_head_24);
-    const float v___kf6_temperature_104 = (float)(v___kf4_t_25);
-    AscendC::LocalTensor<float> t105 = qin.AllocTensor<float>();
-    const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(v___kf6_n_103), TILE);
-    const uint64_t off106 = (uint64_t)(v___kf6_off_102);
-    if (t105_n > 0) {
-      AscendC::DataCopyPad(t105, g_cand[off106], AscendC::DataCopyExtParams{1, (uint32_t)(t105_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    const uint64_t v___kf5_rest_113 = (uint64_t)(v___kf6_s_50);
+    const uint64_t v___kf7_off_114 = (uint64_t)(v___kf5_off_34);
+    const uint32_t v___kf7_n_115 = (uint32_t)(v___kf5_head_36);
+    const float v___kf7_temperature_116 = (float)(v___kf5_t_37);
+    AscendC::LocalTensor<float> t117 = qin.AllocTensor<float>();
+    const uint32_t t117_n = sk::min<uint32_t>((uint32_t)(v___kf7_n_115), TILE);
+    const uint64_t off118 = (uint64_t)(v___kf7_off_114);
+    if (t117_n > 0) {
+      AscendC::DataCopyPad(t117, g_cand[off118], AscendC::DataCopyExtParams{1, (uint32_t)(t117_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t105); t105 = qin.DeQue<float>();
-    const float s107 = (float)(g_cand.GetValue((uint64_t)(v___kf6_off_102)));
-    AscendC::LocalTensor<float> t108 = t105.ReinterpretCast<float>();
-    const uint32_t t108_n = t105_n;
-    AscendC::Adds(t108, t105, -s107, (int32_t)t108_n);
-    AscendC::LocalTensor<float> t109 = t108.ReinterpretCast<float>();
-    const uint32_t t109_n = t108_n;
+    qin.EnQue(t117); t117 = qin.DeQue<float>();
+    const float s119 = (float)(g_cand.GetValue((uint64_t)(v___kf7_off_114)));
+    AscendC::LocalTensor<float> t120 = t117.ReinterpretCast<float>();
+    const uint32_t t120_n = t117_n;
+    AscendC::Adds(t120, t117, -s119, (int32_t)t120_n);
+    AscendC::LocalTensor<float> t121 = t120.ReinterpretCast<float>();
+    const uint32_t t121_n = t120_n;
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<float> &L0 = t108;
-      for (uint32_t i = 0; i < t109_n; ++i) t109.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_temperature_104)));
+      const AscendC::LocalTensor<float> &L0 = t120;
+      for (uint32_t i = 0; i < t121_n; ++i) t121.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf7_temperature_116)));
     }
-    const uint64_t v___kf7_rest_110 = (uint64_t)(v___kf4_rest_101);
-    const float v___kf7_tp_111 = (float)(v___kf4_tp_26);
-    const int32_t v___kf7_k_112 = (int32_t)(v___kf4_k_27);
-    const float v___kf7_lmp_113 = (float)(v___kf4_lmp_28);
-    const bool v___kf7_kfirst_114 = (bool)(v___kf4_kfirst_29);
-    const uint32_t v___kf7_head_115 = (uint32_t)(v___kf4_head_24);
-    AscendC::LocalTensor<uint64_t> t116 = ub8[0].ReinterpretCast<uint64_t>();
-    const uint32_t t116_n = t109_n;
+    const uint64_t v___kf8_rest_122 = (uint64_t)(v___kf5_rest_113);
+    const float v___kf8_tp_123 = (float)(v___kf5_tp_38);
+    const int32_t v___kf8_k_124 = (int32_t)(v___kf5_k_39);
+    const float v___kf8_lmp_125 = (float)(v___kf5_lmp_40);
+    const bool v___kf8_kfirst_126 = (bool)(v___kf5_kfirst_41);
+    const uint32_t v___kf8_head_127 = (uint32_t)(v___kf5_head_36);
+    AscendC::LocalTensor<uint64_t> t128 = ub8[0].ReinterpretCast<uint64_t>();
+    const uint32_t t128_n = t121_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t109;
-      for (uint32_t i = 0; i < t116_n; ++i) t116.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-    }
-    uint64_t s117 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t116_n; ++i) {
-      s117 = sk::add<uint64_t>(s117, t116.GetValue(i));
-    }
-    const uint64_t v___kf7_total_118 = (uint64_t)(sk::add<uint64_t>(v___kf7_rest_110, s117));
-    const float v___kf8_log_min_p_119 = (float)(v___kf7_lmp_113);
-    const int32_t v___kf8_k_120 = (int32_t)(v___kf7_k_112);
-    const uint32_t v___kf8_n_121 = (uint32_t)(v___kf7_head_115);
-    AscendC::LocalTensor<uint32_t> t122 = ub8[U2].ReinterpretCast<uint32_t>();
-    const uint32_t t122_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_121), TILE);
-    AscendC::CreateVecIndex(t122.ReinterpretCast<int32_t>(), (int32_t)0, t122_n);
-    const uint32_t s123 = (uint32_t)(((uint32_t)(v___kf8_k_120)));
-    const bool s124 = (bool)(((int32_t)(v___kf8_k_120) < (int32_t)(((int32_t)0ull))));
-    AscendC::LocalTensor<uint8_t> t125 = ub8[U5].ReinterpretCast<uint8_t>();
-    const uint32_t t125_n = sk::min<uint32_t>(t109_n, t122_n);
-    sk::sync<AscendC::HardEvent::V_S>();
-     {
-      const AscendC::LocalTensor<float> &L0 = t109;
-      const AscendC::LocalTensor<uint32_t> &L1 = t122;
-      for (uint32_t i = 0; i < t125_n; ++i) t125.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_119))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s123))) | (bool)(s124))))))));
-    }
-    const bool v___kf9_kfirst_126 = (bool)(v___kf7_kfirst_114);
-    const uint64_t v___kf9_total_127 = (uint64_t)(v___kf7_total_118);
-    AscendC::LocalTensor<uint64_t> t128 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t128_n = sk::min<uint32_t>(t125_n, t116_n);
-     {
-      const AscendC::LocalTensor<uint8_t> &L0 = t125;
-      const AscendC::LocalTensor<uint64_t> &L1 = t116;
-      for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<float> &L0 = t121;
+      for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
     uint64_t s129 = (uint64_t)(0);
     for (uint32_t i = 0; i < t128_n; ++i) {
       s129 = sk::add<uint64_t>(s129, t128.GetValue(i));
     }
-    const uint64_t v___kf7_base_130 = (uint64_t)(((v___kf9_kfirst_126) ? (uint64_t)(s129) : (uint64_t)(v___kf9_total_127)));
-    const uint64_t v___kf10_base_131 = (uint64_t)(v___kf7_base_130);
-    const float v___kf10_top_p_132 = (float)(v___kf7_tp_111);
-    const uint64_t v___kf10_thr_133 = (uint64_t)(sk::frac_floor(v___kf10_base_131, v___kf10_top_p_132));
-    AscendC::LocalTensor<uint64_t> t134 = ub8[U6].ReinterpretCast<uint64_t>();
-    const uint32_t t134_n = t116_n;
+    const uint64_t v___kf8_total_130 = (uint64_t)(sk::add<uint64_t>(v___kf8_rest_122, s129));
+    const float v___kf9_log_min_p_131 = (float)(v___kf8_lmp_125);
+    const int32_t v___kf9_k_132 = (int32_t)(v___kf8_k_124);
+    const uint32_t v___kf9_n_133 = (uint32_t)(v___kf8_head_127);
+    AscendC::LocalTensor<uint32_t> t134 = ub8[U2].ReinterpretCast<uint32_t>();
+    const uint32_t t134_n = sk::min<uint32_t>((uint32_t)(v___kf9_n_133), TILE);
+    AscendC::CreateVecIndex(t134.ReinterpretCast<int32_t>(), (int32_t)0, t134_n);
+    const uint32_t s135 = (uint32_t)(((uint32_t)(v___kf9_k_132)));
+    const bool s136 = (bool)(((int32_t)(v___kf9_k_132) < (int32_t)(((int32_t)0ull))));
+    AscendC::LocalTensor<uint8_t> t137 = ub8[U5].ReinterpretCast<uint8_t>();
+    const uint32_t t137_n = sk::min<uint32_t>(t121_n, t134_n);
+    sk::sync<AscendC::HardEvent::V_S>();
+     {
+      const AscendC::LocalTensor<float> &L0 = t121;
+      const AscendC::LocalTensor<uint32_t> &L1 = t134;
+      for (uint32_t i = 0; i < t137_n; ++i) t137.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf9_log_min_p_131))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s135))) | (bool)(s136))))))));
+    }
+    const bool v___kf10_kfirst_138 = (bool)(v___kf8_kfirst_126);
+    const uint64_t v___kf10_total_139 = (uint64_t)(v___kf8_total_130);
+    AscendC::LocalTensor<uint64_t> t140 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t140_n = sk::min<uint32_t>(t137_n, t128_n);
+     {
+      const AscendC::LocalTensor<uint8_t> &L0 = t137;
+      const AscendC::LocalTensor<uint64_t> &L1 = t128;
+      for (uint32_t i = 0; i < t140_n; ++i) t140.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+    }
+    uint64_t s141 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t140_n; ++i) {
+      s141 = sk::add<uint64_t>(s141, t140.GetValue(i));
+    }
+    const uint64_t v___kf8_base_142 = (uint64_t)(((v___kf10_kfirst_138) ? (uint64_t)(s141) : (uint64_t)(v___kf10_total_139)));
+    const uint64_t v___kf11_base_143 = (uint64_t)(v___kf8_base_142);
+    const float v___kf11_top_p_144 = (float)(v___kf8_tp_123);
+    const uint64_t v___kf11_thr_145 = (uint64_t)(sk::frac_floor(v___kf11_base_143, v___kf11_top_p_144));
+    AscendC::LocalTensor<uint64_t> t146 = ub8[U6].ReinterpretCast<uint64_t>();
+    const uint32_t t146_n = t128_n;
      {
       uint64_t acc = 0;
-      for (uint32_t i = 0; i < t116_n; ++i) {
-        const uint64_t x = t116.GetValue(i);
-        t134.SetValue(i, acc);
+      for (uint32_t i = 0; i < t128_n; ++i) {
+        const uint64_t x = t128.GetValue(i);
+        t146.SetValue(i, acc);
         acc = sk::add<uint64_t>(acc, x);
       }
     }
-    AscendC::LocalTensor<uint8_t> t135 = ub8[U2].ReinterpretCast<uint8_t>();
-    const uint32_t t135_n = sk::min<uint32_t>(t134_n, t125_n);
+    AscendC::LocalTensor<uint8_t> t147 = ub8[U2].ReinterpretCast<uint8_t>();
+    const uint32_t t147_n = sk::min<uint32_t>(t146_n, t137_n);
      {
-      const AscendC::LocalTensor<uint64_t> &L0 = t134;
-      const AscendC::LocalTensor<uint8_t> &L1 = t125;
-      for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_133))) & (bool)((L1.GetValue(i) != 0))))));
+      const AscendC::LocalTensor<uint64_t> &L0 = t146;
+      const AscendC::LocalTensor<uint8_t> &L1 = t137;
+      for (uint32_t i = 0; i < t147_n; ++i) t147.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf11_thr_145))) & (bool)((L1.GetValue(i) != 0))))));
     }
-    AscendC::LocalTensor<uint64_t> t136 = ub8[U7].ReinterpretCast<uint64_t>();
-    const uint32_t t136_n = sk::min<uint32_t>(t135_n, t116_n);
+    AscendC::LocalTensor<uint64_t> t148 = ub8[U7].ReinterpretCast<uint64_t>();
+    const uint32_t t148_n = sk::min<uint32_t>(t147_n, t128_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t135;
-      const AscendC::LocalTensor<uint64_t> &L1 = t116;
-      for (uint32_t i = 0; i < t136_n; ++i) t136.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t147;
+      const AscendC::LocalTensor<uint64_t> &L1 = t128;
+      for (uint32_t i = 0; i < t148_n; ++i) t148.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s137 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t136_n; ++i) {
-      s137 = sk::add<uint64_t>(s137, t136.GetValue(i));
+    uint64_t s149 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t148_n; ++i) {
+      s149 = sk::add<uint64_t>(s149, t148.GetValue(i));
     }
-    const float v___kf11_lse_138 = (float)(sk::ln_fixed(s137));
-    const float s139 = (float)(v___kf11_lse_138);
-    AscendC::LocalTensor<float> t140 = ub8[0].ReinterpretCast<float>();
-    const uint32_t t140_n = t109_n;
+    const float v___kf12_lse_150 = (float)(sk::ln_fixed(s149));
+    const float s151 = (float)(v___kf12_lse_150);
+    AscendC::LocalTensor<float> t152 = ub8[0].ReinterpretCast<float>();
+    const uint32_t t152_n = t121_n;
     sk::sync<AscendC::HardEvent::S_V>();
-    AscendC::Adds(t140, t109, -s139, (int32_t)t140_n);
-    AscendC::LocalTensor<float> t141 = t140.ReinterpretCast<float>();
-    const uint32_t t141_n = sk::min<uint32_t>(t135_n, t140_n);
+    AscendC::Adds(t152, t121, -s151, (int32_t)t152_n);
+    AscendC::LocalTensor<float> t153 = t152.ReinterpretCast<float>();
+    const uint32_t t153_n = sk::min<uint32_t>(t147_n, t152_n);
     sk::sync<AscendC::HardEvent::V_S>();
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t135;
-      const AscendC::LocalTensor<float> &L1 = t140;
-      for (uint32_t i = 0; i < t141_n; ++i) t141.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t147;
+      const AscendC::LocalTensor<float> &L1 = t152;
+      for (uint32_t i = 0; i < t153_n; ++i) t153.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
     }
-    qin.FreeTensor(t105);
-    const uint32_t n142 = t141_n;
-    const uint64_t off143 = (uint64_t)(v___kf4_off_22);
-    AscendC::LocalTensor<float> o144 = qout.AllocTensor<float>();
+    qin.FreeTensor(t117);
+    const uint32_t n154 = t153_n;
+    const uint64_t off155 = (uint64_t)(v___kf5_off_34);
+    AscendC::LocalTensor<float> o156 = qout.AllocTensor<float>();
     sk::sync<AscendC::HardEvent::S_V>();
-    if (n142 > 0) {
-      AscendC::DataCopy(o144, t141, AscendC::DataCopyParams{1, (uint16_t)((n142 * sizeof(float) + 31) / 32), 0, 0});
+    if (n154 > 0) {
+      AscendC::DataCopy(o156, t153, AscendC::DataCopyParams{1, (uint16_t)((n154 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o144); o144 = qout.DeQue<float>();
-    if (n142 > 0) {
-      AscendC::DataCopyPad(g_logprobs[off143], o144, AscendC::DataCopyExtParams{1, (uint32_t)(n142 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o156); o156 = qout.DeQue<float>();
+    if (n154 > 0) {
+      AscendC::DataCopyPad(g_logprobs[off155], o156, AscendC::DataCopyExtParams{1, (uint32_t)(n154 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o144);
-    const uint64_t v___kf12_off_145 = (uint64_t)(v___kf4_off_22);
-    const uint64_t v___kf12_seed_146 = (uint64_t)(v___kf4_seed_30);
-    const uint64_t v___kf12_seq_147 = (uint64_t)(v___kf4_seq_31);
-    AscendC::LocalTensor<uint64_t> t148 = ub8[U0].ReinterpretCast<uint64_t>();
-    const uint32_t t148_n = t141_n;
+    qout.FreeTensor(o156);
+    const uint64_t v___kf13_off_157 = (uint64_t)(v___kf5_off_34);
+    const uint64_t v___kf13_seed_158 = (uint64_t)(v___kf5_seed_42);
+    const uint64_t v___kf13_seq_159 = (uint64_t)(v___kf5_seq_43);
+    AscendC::LocalTensor<uint64_t> t160 = ub8[U0].ReinterpretCast<uint64_t>();
+    const uint32_t t160_n = t153_n;
      {
-      const AscendC::LocalTensor<float> &L0 = t141;
-      for (uint32_t i = 0; i < t148_n; ++i) t148.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+      const AscendC::LocalTensor<float> &L0 = t153;
+      for (uint32_t i = 0; i < t160_n; ++i) t160.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
     }
-    const uint64_t s150 = (uint64_t)(sk::uniform53(v___kf12_seed_146, v___kf12_seq_147));
-    int32_t s149 = -1;
+    const uint64_t s162 = (uint64_t)(sk::uniform53(v___kf13_seed_158, v___kf13_seq_159));
+    int32_t s161 = -1;
      {
       sk::U128 tot{0, 0};
-      for (uint32_t i = 0; i < t148_n; ++i) tot = sk::add128(tot, t148.GetValue(i));
+      for (uint32_t i = 0; i < t160_n; ++i) tot = sk::add128(tot, t160.GetValue(i));
       if (tot.hi != 0 || tot.lo != 0) {
-        sk::U128 thr = sk::mul64(s150, tot.lo);
-        thr.hi += s150 * tot.hi;
+        sk::U128 thr = sk::mul64(s162, tot.lo);
+        thr.hi += s162 * tot.hi;
         sk::U128 acc{0, 0};
-        for (uint32_t i = 0; i < t148_n; ++i) {
-          acc = sk::add128(acc, t148.GetValue(i));
-          if (sk::lt128(thr, sk::shl128(acc, 53))) { s149 = (int32_t)i; break; }
+        for (uint32_t i = 0; i < t160_n; ++i) {
+          acc = sk::add128(acc, t160.GetValue(i));
+          if (sk::lt128(thr, sk::shl128(acc, 53))) { s161 = (int32_t)i; break; }
         }
-        if (s149 < 0) for (uint32_t i = t148_n; i-- > 0;) if (t148.GetValue(i) > 0) { s149 = (int32_t)i; break; }
+        if (s161 < 0) for (uint32_t i = t160_n; i-- > 0;) if (t160.GetValue(i) > 0) { s161 = (int32_t)i; break; }
       }
     }
-    const int32_t v___kf12_c_151 = (int32_t)(s149);
-    const int32_t v___kf4_tok_152 = (int32_t)(((((int32_t)(v___kf12_c_151) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf12_off_145, ((uint64_t)(v___kf12_c_151)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const int32_t v___kf1_fr_153 = (int32_t)(v___kf4_tok_152);
-    const uint64_t off154 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_153));
+    const int32_t v___kf13_c_163 = (int32_t)(s161);
+    const int32_t v___kf5_tok_164 = (int32_t)(((((int32_t)(v___kf13_c_163) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(g_cand_ids.GetValue((uint64_t)(sk::add<uint64_t>(v___kf13_off_157, ((uint64_t)(v___kf13_c_163)))))) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const int32_t v___kf1_fr_165 = (int32_t)(v___kf5_tok_164);
+    const uint64_t off166 = (uint64_t)(((uint64_t)(v___kf1_r_2)));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf1_fr_165));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_fresh[off154], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint32_t v___kf13_kind_155 = (uint32_t)(v___kf1_kind_18);
-    const int32_t v___kf13_gs_156 = (int32_t)(v___kf1_gs_19);
-    const int32_t v___kf13_rs_157 = (int32_t)(v___kf1_rs_20);
-    const int32_t v___kf13_gold_158 = (int32_t)(v___kf1_gold_21);
-    const int32_t v___kf13_fr_159 = (int32_t)(v___kf1_fr_153);
-    const uint32_t v___kf13_r_160 = (uint32_t)(v___kf1_r_2);
-    const int32_t v___kf13_st_161 = (int32_t)(((((int32_t)(v___kf13_gs_156) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_156) : (int32_t)(v___kf13_rs_157)));
-    const int32_t v___kf13_tok_162 = (int32_t)(((((((int32_t)(v___kf13_st_161) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_155) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_158) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_158) : (int32_t)(v___kf13_fr_159)))));
-    const int32_t v___kf13_s_163 = (int32_t)(((((((int32_t)(v___kf13_st_161) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_155) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_158) : (int32_t)(v___kf13_tok_162)));
-    const uint64_t off164 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
+    AscendC::DataCopyPad(g_fresh[off166], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint32_t v___kf14_kind_167 = (uint32_t)(v___kf1_kind_30);
+    const int32_t v___kf14_gs_168 = (int32_t)(v___kf1_gs_31);
+    const int32_t v___kf14_rs_169 = (int32_t)(v___kf1_rs_32);
+    const int32_t v___kf14_gold_170 = (int32_t)(v___kf1_gold_33);
+    const int32_t v___kf14_fr_171 = (int32_t)(v___kf1_fr_165);
+    const uint32_t v___kf14_r_172 = (uint32_t)(v___kf1_r_2);
+    const int32_t v___kf14_st_173 = (int32_t)(((((int32_t)(v___kf14_gs_168) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf14_gs_168) : (int32_t)(v___kf14_rs_169)));
+    const int32_t v___kf14_tok_174 = (int32_t)(((((((int32_t)(v___kf14_st_173) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf14_kind_167) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf14_gold_170) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf14_gold_170) : (int32_t)(v___kf14_fr_171)))));
+    const int32_t v___kf14_s_175 = (int32_t)(((((((int32_t)(v___kf14_st_173) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf14_kind_167) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf14_gold_170) : (int32_t)(v___kf14_tok_174)));
+    const uint64_t off176 = (uint64_t)(((uint64_t)(v___kf14_r_172)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_162));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf14_tok_174));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_tokens[off164], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off165 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
+    AscendC::DataCopyPad(g_tokens[off176], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off177 = (uint64_t)(((uint64_t)(v___kf14_r_172)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_163));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf14_s_175));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_lookup[off165], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const uint64_t off166 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
+    AscendC::DataCopyPad(g_lookup[off177], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const uint64_t off178 = (uint64_t)(((uint64_t)(v___kf14_r_172)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
     ub8[U0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_accepted[off166], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-    const uint64_t off167 = (uint64_t)(((uint64_t)(v___kf13_r_160)));
+    AscendC::DataCopyPad(g_accepted[off178], ub8[U0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+    const uint64_t off179 = (uint64_t)(((uint64_t)(v___kf14_r_172)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_161));
+    ub8[U0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf14_st_173));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_status[off167], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-    const int32_t v___kf1_s_168 = (int32_t)(v___kf13_s_163);
-    AscendC::LocalTensor<int32_t> t169 = qin.AllocTensor<int32_t>();
-    const uint32_t t169_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-    const uint64_t off170 = (uint64_t)(v___kf1_off_6);
-    if (t169_n > 0) {
-      AscendC::DataCopyPad(t169, g_cand_ids[off170], AscendC::DataCopyExtParams{1, (uint32_t)(t169_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+    AscendC::DataCopyPad(g_status[off179], ub8[U0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+    const int32_t v___kf1_s_180 = (int32_t)(v___kf14_s_175);
+    AscendC::LocalTensor<int32_t> t181 = qin.AllocTensor<int32_t>();
+    const uint32_t t181_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off182 = (uint64_t)(v___kf1_off_6);
+    if (t181_n > 0) {
+      AscendC::DataCopyPad(t181, g_cand_ids[off182], AscendC::DataCopyExtParams{1, (uint32_t)(t181_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
     }
-    qin.EnQue(t169); t169 = qin.DeQue<int32_t>();
-    AscendC::LocalTensor<float> t171 = qin.AllocTensor<float>();
-    const uint32_t t171_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
-    const uint64_t off172 = (uint64_t)(v___kf1_off_6);
-    if (t171_n > 0) {
-      AscendC::DataCopyPad(t171, g_cand[off172], AscendC::DataCopyExtParams{1, (uint32_t)(t171_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+    qin.EnQue(t181); t181 = qin.DeQue<int32_t>();
+    AscendC::LocalTensor<float> t183 = qin.AllocTensor<float>();
+    const uint32_t t183_n = sk::min<uint32_t>((uint32_t)(v___kf1_head_4), TILE);
+    const uint64_t off184 = (uint64_t)(v___kf1_off_6);
+    if (t183_n > 0) {
+      AscendC::DataCopyPad(t183, g_cand[off184], AscendC::DataCopyExtParams{1, (uint32_t)(t183_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
     }
-    qin.EnQue(t171); t171 = qin.DeQue<float>();
-    const int32_t v___kf14_s_173 = (int32_t)(v___kf1_s_168);
-    const uint32_t v___kf14_r_174 = (uint32_t)(v___kf1_r_2);
-    AscendC::LocalTensor<uint8_t> t175 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t175_n = t169_n;
+    qin.EnQue(t183); t183 = qin.DeQue<float>();
+    const int32_t v___kf15_s_185 = (int32_t)(v___kf1_s_180);
+    const uint32_t v___kf15_r_186 = (uint32_t)(v___kf1_r_2);
+    AscendC::LocalTensor<uint8_t> t187 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t187_n = t181_n;
     sk::sync<AscendC::HardEvent::MTE2_S>();
     sk::sync<AscendC::HardEvent::MTE3_S>();
      {
-      const AscendC::LocalTensor<int32_t> &L0 = t169;
-      for (uint32_t i = 0; i < t175_n; ++i) t175.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_173))));
+      const AscendC::LocalTensor<int32_t> &L0 = t181;
+      for (uint32_t i = 0; i < t187_n; ++i) t187.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf15_s_185))));
     }
-    int32_t s176 = (int32_t)(-1);
-    for (uint32_t i = 0; i < t175_n; ++i) {
-      if ((t175.GetValue(i) != 0)) { s176 = (int32_t)i; break; }
+    int32_t s188 = (int32_t)(-1);
+    for (uint32_t i = 0; i < t187_n; ++i) {
+      if ((t187.GetValue(i) != 0)) { s188 = (int32_t)i; break; }
     }
-    const int32_t v___kf14_col_177 = (int32_t)(((((int32_t)(v___kf14_s_173) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s176) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-    const uint32_t s178 = (uint32_t)(((uint32_t)(v___kf14_col_177)));
-    const float v___kf14_lp_179 = (float)(((((int32_t)(v___kf14_col_177) >= (int32_t)(((int32_t)0ull)))) ? (float)((s178 < t141_n ? (float)(t141.GetValue(s178)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    const uint32_t s180 = (uint32_t)(((uint32_t)(v___kf14_col_177)));
-    const float v___kf14_vs_181 = (float)(((((int32_t)(v___kf14_col_177) >= (int32_t)(((int32_t)0ull)))) ? (float)((s180 < t171_n ? (float)(t171.GetValue(s180)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-    AscendC::LocalTensor<uint8_t> t182 = ub8[U0].ReinterpretCast<uint8_t>();
-    const uint32_t t182_n = sk::min<uint32_t>(sk::min<uint32_t>(t171_n, t171_n), t169_n);
+    const int32_t v___kf15_col_189 = (int32_t)(((((int32_t)(v___kf15_s_185) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s188) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+    const uint32_t s190 = (uint32_t)(((uint32_t)(v___kf15_col_189)));
+    const float v___kf15_lp_191 = (float)(((((int32_t)(v___kf15_col_189) >= (int32_t)(((int32_t)0ull)))) ? (float)((s190 < t153_n ? (float)(t153.GetValue(s190)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    const uint32_t s192 = (uint32_t)(((uint32_t)(v___kf15_col_189)));
+    const float v___kf15_vs_193 = (float)(((((int32_t)(v___kf15_col_189) >= (int32_t)(((int32_t)0ull)))) ? (float)((s192 < t183_n ? (float)(t183.GetValue(s192)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+    AscendC::LocalTensor<uint8_t> t194 = ub8[U0].ReinterpretCast<uint8_t>();
+    const uint32_t t194_n = sk::min<uint32_t>(sk::min<uint32_t>(t183_n, t183_n), t181_n);
      {
-      const AscendC::LocalTensor<float> &L0 = t171;
-      const AscendC::LocalTensor<float> &L1 = t171;
-      const AscendC::LocalTensor<int32_t> &L2 = t169;
-      for (uint32_t i = 0; i < t182_n; ++i) t182.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_181))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_181))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_173))))))))));
+      const AscendC::LocalTensor<float> &L0 = t183;
+      const AscendC::LocalTensor<float> &L1 = t183;
+      const AscendC::LocalTensor<int32_t> &L2 = t181;
+      for (uint32_t i = 0; i < t194_n; ++i) t194.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf15_vs_193))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf15_vs_193))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf15_s_185))))))))));
     }
-    qin.FreeTensor(t171);
-    AscendC::LocalTensor<uint64_t> t183 = ub8[U8].ReinterpretCast<uint64_t>();
-    const uint32_t t183_n = sk::min<uint32_t>(t182_n, t141_n);
+    qin.FreeTensor(t183);
+    AscendC::LocalTensor<uint64_t> t195 = ub8[U8].ReinterpretCast<uint64_t>();
+    const uint32_t t195_n = sk::min<uint32_t>(t194_n, t153_n);
      {
-      const AscendC::LocalTensor<uint8_t> &L0 = t182;
-      const AscendC::LocalTensor<float> &L1 = t141;
-      for (uint32_t i = 0; i < t183_n; ++i) t183.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+      const AscendC::LocalTensor<uint8_t> &L0 = t194;
+      const AscendC::LocalTensor<float> &L1 = t153;
+      for (uint32_t i = 0; i < t195_n; ++i) t195.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
     }
-    uint64_t s184 = (uint64_t)(0);
-    for (uint32_t i = 0; i < t183_n; ++i) {
-      s184 = sk::add<uint64_t>(s184, t183.GetValue(i));
+    uint64_t s196 = (uint64_t)(0);
+    for (uint32_t i = 0; i < t195_n; ++i) {
+      s196 = sk::add<uint64_t>(s196, t195.GetValue(i));
     }
-    const uint64_t v___kf14_mass_185 = (uint64_t)(s184);
-    const float v___kf14_ssp_186 = (float)(((((float)(v___kf14_lp_179) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_185)) : (float)(0e0f)));
-    const uint64_t off187 = (uint64_t)(((uint64_t)(v___kf14_r_174)));
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_179));
+    const uint64_t v___kf15_mass_197 = (uint64_t)(s196);
+    const float v___kf15_ssp_198 = (float)(((((float)(v___kf15_lp_191) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf15_mass_197)) : (float)(0e0f)));
+    const uint64_t off199 = (uint64_t)(((uint64_t)(v___kf15_r_186)));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf15_lp_191));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_token_lp[off187], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint64_t off188 = (uint64_t)(((uint64_t)(v___kf14_r_174)));
+    AscendC::DataCopyPad(g_token_lp[off199], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint64_t off200 = (uint64_t)(((uint64_t)(v___kf15_r_186)));
     sk::sync<AscendC::HardEvent::MTE3_S>();
-    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_186));
+    ub8[U0].ReinterpretCast<float>().SetValue(0, (float)(v___kf15_ssp_198));
     sk::sync<AscendC::HardEvent::S_MTE3>();
-    AscendC::DataCopyPad(g_sum_smaller[off188], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-    const uint32_t v___kf15_r_189 = (uint32_t)(v___kf1_r_2);
-    const uint32_t v___kf15_k_190 = (uint32_t)(v___kf1_k_5);
-    const uint64_t v___kf15_ooff_191 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_189)), ((uint64_t)(v___kf15_k_190))));
-    const uint32_t n192 = sk::min<uint32_t>(t169_n, (uint32_t)(v___kf15_k_190));
-    const uint64_t off193 = (uint64_t)(v___kf15_ooff_191);
-    AscendC::LocalTensor<int32_t> o194 = qout.AllocTensor<int32_t>();
-    if (n192 > 0) {
-      AscendC::DataCopy(o194, t169, AscendC::DataCopyParams{1, (uint16_t)((n192 * sizeof(int32_t) + 31) / 32), 0, 0});
+    AscendC::DataCopyPad(g_sum_smaller[off200], ub8[U0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+    const uint32_t v___kf16_r_201 = (uint32_t)(v___kf1_r_2);
+    const uint32_t v___kf16_k_202 = (uint32_t)(v___kf1_k_5);
+    const uint64_t v___kf16_ooff_203 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf16_r_201)), ((uint64_t)(v___kf16_k_202))));
+    const uint32_t n204 = sk::min<uint32_t>(t181_n, (uint32_t)(v___kf16_k_202));
+    const uint64_t off205 = (uint64_t)(v___kf16_ooff_203);
+    AscendC::LocalTensor<int32_t> o206 = qout.AllocTensor<int32_t>();
+    if (n204 > 0) {
+      AscendC::DataCopy(o206, t181, AscendC::DataCopyParams{1, (uint16_t)((n204 * sizeof(int32_t) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o194); o194 = qout.DeQue<int32_t>();
-    if (n192 > 0) {
-      AscendC::DataCopyPad(g_out_ids[off193], o194, AscendC::DataCopyExtParams{1, (uint32_t)(n192 * sizeof(int32_t)), 0, 0, 0});
+    qout.EnQue(o206); o206 = qout.DeQue<int32_t>();
+    if (n204 > 0) {
+      AscendC::DataCopyPad(g_out_ids[off205], o206, AscendC::DataCopyExtParams{1, (uint32_t)(n204 * sizeof(int32_t)), 0, 0, 0});
     }
-    qout.FreeTensor(o194);
-    qin.FreeTensor(t169);
-    const uint32_t n195 = sk::min<uint32_t>(t141_n, (uint32_t)(v___kf15_k_190));
-    const uint64_t off196 = (uint64_t)(v___kf15_ooff_191);
-    AscendC::LocalTensor<float> o197 = qout.AllocTensor<float>();
-    if (n195 > 0) {
-      AscendC::DataCopy(o197, t141, AscendC::DataCopyParams{1, (uint16_t)((n195 * sizeof(float) + 31) / 32), 0, 0});
+    qout.FreeTensor(o206);
+    qin.FreeTensor(t181);
+    const uint32_t n207 = sk::min<uint32_t>(t153_n, (uint32_t)(v___kf16_k_202));
+    const uint64_t off208 = (uint64_t)(v___kf16_ooff_203);
+    AscendC::LocalTensor<float> o209 = qout.AllocTensor<float>();
+    if (n207 > 0) {
+      AscendC::DataCopy(o209, t153, AscendC::DataCopyParams{1, (uint16_t)((n207 * sizeof(float) + 31) / 32), 0, 0});
     }
-    qout.EnQue(o197); o197 = qout.DeQue<float>();
-    if (n195 > 0) {
-      AscendC::DataCopyPad(g_out_lps[off196], o197, AscendC::DataCopyExtParams{1, (uint32_t)(n195 * sizeof(float)), 0, 0, 0});
+    qout.EnQue(o209); o209 = qout.DeQue<float>();
+    if (n207 > 0) {
+      AscendC::DataCopyPad(g_out_lps[off208], o209, AscendC::DataCopyExtParams{1, (uint32_t)(n207 * sizeof(float)), 0, 0, 0});
     }
-    qout.FreeTensor(o197);
+    qout.FreeTensor(o209);
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }

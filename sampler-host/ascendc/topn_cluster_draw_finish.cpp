@@ -124,568 +124,580 @@ __aicore__ inline void topn_cluster_draw_finish_body(GM_ADDR p_logits, uint32_t 
     const uint32_t v___kf2_k_25 = (uint32_t)(p_k);
     const uint64_t v___kf2_off_26 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf2_r_22)), ((uint64_t)(v___kf2_n_23))));
     const uint32_t v___kf3_r_27 = (uint32_t)(v___kf2_r_22);
-    const uint64_t v___kf3_i_28 = (uint64_t)(((uint64_t)(v___kf3_r_27)));
-    const float v___kf2_t_29 = (float)(g_temperature.GetValue((uint64_t)(v___kf3_i_28)));
-    const float v___kf2_tp_30 = (float)(g_top_p.GetValue((uint64_t)(v___kf3_i_28)));
-    const int32_t v___kf2_tk_31 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf3_i_28)));
-    const float v___kf2_lmp_32 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf3_i_28)));
-    const bool v___kf2_kfirst_33 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf3_i_28))) != (uint32_t)(((uint32_t)0ull))));
-    const uint64_t v___kf2_sd_34 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf2_r_22)))));
-    const uint64_t v___kf2_sq_35 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf2_r_22)))));
-    const uint32_t v___kf4_r_36 = (uint32_t)(v___kf2_r_22);
-    const uint64_t v___kf4_i_37 = (uint64_t)(((uint64_t)(v___kf4_r_36)));
-    const uint32_t v___kf2_kind_38 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf4_i_37)));
-    const int32_t v___kf2_gs_39 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf4_i_37)));
+    const uint32_t v___kf4_r_28 = (uint32_t)(v___kf3_r_27);
+    const uint64_t v___kf4_i_29 = (uint64_t)(((uint64_t)(v___kf4_r_28)));
+    const float v___kf3_t_30 = (float)(g_temperature.GetValue((uint64_t)(v___kf4_i_29)));
+    const float v___kf3_tp_31 = (float)(g_top_p.GetValue((uint64_t)(v___kf4_i_29)));
+    const int32_t v___kf3_tk_32 = (int32_t)(g_top_k.GetValue((uint64_t)(v___kf4_i_29)));
+    const float v___kf3_lmp_33 = (float)(g_log_min_p.GetValue((uint64_t)(v___kf4_i_29)));
+    const bool v___kf3_kfirst_34 = (bool)(((uint32_t)(g_order.GetValue((uint64_t)(v___kf4_i_29))) != (uint32_t)(((uint32_t)0ull))));
+    const uint64_t v___kf3_sd_35 = (uint64_t)(g_seed.GetValue((uint64_t)(((uint64_t)(v___kf3_r_27)))));
+    const uint64_t v___kf3_sq_36 = (uint64_t)(g_seq.GetValue((uint64_t)(((uint64_t)(v___kf3_r_27)))));
+    const uint32_t v___kf5_r_37 = (uint32_t)(v___kf3_r_27);
+    const uint64_t v___kf5_i_38 = (uint64_t)(((uint64_t)(v___kf5_r_37)));
+    const uint32_t v___kf3_kind_39 = (uint32_t)(g_group_kind.GetValue((uint64_t)(v___kf5_i_38)));
+    const int32_t v___kf3_gs_40 = (int32_t)(g_group_status.GetValue((uint64_t)(v___kf5_i_38)));
     AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_row_status);
-    const int32_t v___kf2_rs_40 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf4_i_37)));
-    const int32_t v___kf2_gold_41 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf4_i_37)));
+    const int32_t v___kf3_rs_41 = (int32_t)(g_row_status.GetValue((uint64_t)(v___kf5_i_38)));
+    const int32_t v___kf3_gold_42 = (int32_t)(g_golden.GetValue((uint64_t)(v___kf5_i_38)));
+    const float v___kf2_t_43 = (float)(v___kf3_t_30);
+    const float v___kf2_tp_44 = (float)(v___kf3_tp_31);
+    const int32_t v___kf2_tk_45 = (int32_t)(v___kf3_tk_32);
+    const float v___kf2_lmp_46 = (float)(v___kf3_lmp_33);
+    const bool v___kf2_kfirst_47 = (bool)(v___kf3_kfirst_34);
+    const uint64_t v___kf2_sd_48 = (uint64_t)(v___kf3_sd_35);
+    const uint64_t v___kf2_sq_49 = (uint64_t)(v___kf3_sq_36);
+    const uint32_t v___kf2_kind_50 = (uint32_t)(v___kf3_kind_39);
+    const int32_t v___kf2_gs_51 = (int32_t)(v___kf3_gs_40);
+    const int32_t v___kf2_rs_52 = (int32_t)(v___kf3_rs_41);
+    const int32_t v___kf2_gold_53 = (int32_t)(v___kf3_gold_42);
     AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE, AscendC::DcciDst::CACHELINE_OUT>(g_cand);
-    const float v___kf2_m_42 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_26)));
-    const uint64_t v___kf5_off_43 = (uint64_t)(v___kf2_off_26);
-    const uint32_t v___kf5_start_44 = (uint32_t)(v___kf2_head_24);
-    const uint32_t v___kf5_n_45 = (uint32_t)(v___kf2_n_23);
-    const float v___kf5_m_46 = (float)(v___kf2_m_42);
-    const float v___kf5_t_47 = (float)(v___kf2_t_29);
-    uint64_t v___kf5_s_48 = (uint64_t)(((uint64_t)0ull));
+    const float v___kf2_m_54 = (float)(g_cand.GetValue((uint64_t)(v___kf2_off_26)));
+    const uint64_t v___kf6_off_55 = (uint64_t)(v___kf2_off_26);
+    const uint32_t v___kf6_start_56 = (uint32_t)(v___kf2_head_24);
+    const uint32_t v___kf6_n_57 = (uint32_t)(v___kf2_n_23);
+    const float v___kf6_m_58 = (float)(v___kf2_m_54);
+    const float v___kf6_t_59 = (float)(v___kf2_t_43);
+    uint64_t v___kf6_s_60 = (uint64_t)(((uint64_t)0ull));
     AscendC::PipeBarrier<PIPE_ALL>();
-    if (((uint32_t)(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44)) >= (uint32_t)(TILE))) {
+    if (((uint32_t)(sk::sub<uint32_t>(v___kf6_n_57, v___kf6_start_56)) >= (uint32_t)(TILE))) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<uint64_t> t49 = ub8[0].ReinterpretCast<uint64_t>();
-      const uint32_t t49_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-      const uint64_t s50 = (uint64_t)(((uint64_t)0ull));
-      for (uint32_t i = 0; i < t49_n; ++i) t49.SetValue(i, s50);
-      AscendC::LocalTensor<uint64_t> t51 = ub8[U2].ReinterpretCast<uint64_t>();
-      uint32_t t51_n = 0;
-      t51_n = t49_n;
+      AscendC::LocalTensor<uint64_t> t61 = ub8[0].ReinterpretCast<uint64_t>();
+      const uint32_t t61_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+      const uint64_t s62 = (uint64_t)(((uint64_t)0ull));
+      for (uint32_t i = 0; i < t61_n; ++i) t61.SetValue(i, s62);
+      AscendC::LocalTensor<uint64_t> t63 = ub8[U2].ReinterpretCast<uint64_t>();
+      uint32_t t63_n = 0;
+      t63_n = t61_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      if (t51_n > 0) {
-        AscendC::DataCopy(t51, t49, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+      if (t63_n > 0) {
+        AscendC::DataCopy(t63, t61, AscendC::DataCopyParams{1, (uint16_t)((t63_n * sizeof(uint64_t) + 31) / 32), 0, 0});
       }
-      const uint32_t v___kf5_passes_52 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
-      const uint32_t end53 = (uint32_t)(v___kf5_passes_52);
+      const uint32_t v___kf6_passes_64 = (uint32_t)(sk::div<uint32_t>(sk::sub<uint32_t>(sk::add<uint32_t>(sk::sub<uint32_t>(v___kf6_n_57, v___kf6_start_56), sk::mul<uint32_t>(((uint32_t)4ull), TILE)), ((uint32_t)1ull)), sk::mul<uint32_t>(((uint32_t)4ull), TILE)));
+      const uint32_t end65 = (uint32_t)(v___kf6_passes_64);
       AscendC::PipeBarrier<PIPE_ALL>();
-      for (uint32_t v___kf5_q_54 = (uint32_t)(((uint32_t)0ull)); v___kf5_q_54 < end53; ++v___kf5_q_54) {
+      for (uint32_t v___kf6_q_66 = (uint32_t)(((uint32_t)0ull)); v___kf6_q_66 < end65; ++v___kf6_q_66) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint32_t v___kf5_lo0_55 = (uint32_t)(sk::add<uint32_t>(v___kf5_start_44, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf5_q_54), TILE)));
-        const uint32_t v___kf5_lo1_56 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo0_55, TILE));
-        const uint32_t v___kf5_lo2_57 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo1_56, TILE));
-        const uint32_t v___kf5_lo3_58 = (uint32_t)(sk::add<uint32_t>(v___kf5_lo2_57, TILE));
-        const uint32_t v___kf5_s0_59 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo0_55, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
-        const uint32_t v___kf5_s1_60 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo1_56, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
-        const uint32_t v___kf5_s2_61 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo2_57, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
-        const uint32_t v___kf5_s3_62 = (uint32_t)(sk::min<uint32_t>(v___kf5_lo3_58, sk::sub<uint32_t>(v___kf5_n_45, TILE)));
-        AscendC::LocalTensor<float> t63 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t63_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::Duplicate(t63, (float)(sk::bits_f32(0xff800000u)), (int32_t)t63_n);
-        const uint32_t n64 = t63_n;
-        const uint64_t off65 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s0_59))));
-        AscendC::LocalTensor<float> o66 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n64 > 0) {
-          AscendC::DataCopy(o66, t63, AscendC::DataCopyParams{1, (uint16_t)((n64 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o66); o66 = qout.DeQue<float>();
-        if (n64 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off65], o66, AscendC::DataCopyExtParams{1, (uint32_t)(n64 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o66);
-        AscendC::LocalTensor<float> t67 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t67_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t67, (float)(sk::bits_f32(0xff800000u)), (int32_t)t67_n);
-        const uint32_t n68 = t67_n;
-        const uint64_t off69 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s1_60))));
-        AscendC::LocalTensor<float> o70 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n68 > 0) {
-          AscendC::DataCopy(o70, t67, AscendC::DataCopyParams{1, (uint16_t)((n68 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o70); o70 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n68 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off69], o70, AscendC::DataCopyExtParams{1, (uint32_t)(n68 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o70);
-        AscendC::LocalTensor<float> t71 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t71_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Duplicate(t71, (float)(sk::bits_f32(0xff800000u)), (int32_t)t71_n);
-        const uint32_t n72 = t71_n;
-        const uint64_t off73 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s2_61))));
-        AscendC::LocalTensor<float> o74 = qout.AllocTensor<float>();
-        AscendC::PipeBarrier<PIPE_V>();
-        if (n72 > 0) {
-          AscendC::DataCopy(o74, t71, AscendC::DataCopyParams{1, (uint16_t)((n72 * sizeof(float) + 31) / 32), 0, 0});
-        }
-        qout.EnQue(o74); o74 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
-        if (n72 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off73], o74, AscendC::DataCopyExtParams{1, (uint32_t)(n72 * sizeof(float)), 0, 0, 0});
-        }
-        qout.FreeTensor(o74);
+        const uint32_t v___kf6_lo0_67 = (uint32_t)(sk::add<uint32_t>(v___kf6_start_56, sk::mul<uint32_t>(sk::mul<uint32_t>(((uint32_t)4ull), v___kf6_q_66), TILE)));
+        const uint32_t v___kf6_lo1_68 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo0_67, TILE));
+        const uint32_t v___kf6_lo2_69 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo1_68, TILE));
+        const uint32_t v___kf6_lo3_70 = (uint32_t)(sk::add<uint32_t>(v___kf6_lo2_69, TILE));
+        const uint32_t v___kf6_s0_71 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo0_67, sk::sub<uint32_t>(v___kf6_n_57, TILE)));
+        const uint32_t v___kf6_s1_72 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo1_68, sk::sub<uint32_t>(v___kf6_n_57, TILE)));
+        const uint32_t v___kf6_s2_73 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo2_69, sk::sub<uint32_t>(v___kf6_n_57, TILE)));
+        const uint32_t v___kf6_s3_74 = (uint32_t)(sk::min<uint32_t>(v___kf6_lo3_70, sk::sub<uint32_t>(v___kf6_n_57, TILE)));
         AscendC::LocalTensor<float> t75 = ub8[0].ReinterpretCast<float>();
         const uint32_t t75_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::PipeBarrier<PIPE_V>();
         AscendC::Duplicate(t75, (float)(sk::bits_f32(0xff800000u)), (int32_t)t75_n);
         const uint32_t n76 = t75_n;
-        const uint64_t off77 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s3_62))));
+        const uint64_t off77 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s0_71))));
         AscendC::LocalTensor<float> o78 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
         if (n76 > 0) {
           AscendC::DataCopy(o78, t75, AscendC::DataCopyParams{1, (uint16_t)((n76 * sizeof(float) + 31) / 32), 0, 0});
         }
         qout.EnQue(o78); o78 = qout.DeQue<float>();
-        AscendC::PipeBarrier<PIPE_MTE3>();
         if (n76 > 0) {
           AscendC::DataCopyPad(g_logprobs[off77], o78, AscendC::DataCopyExtParams{1, (uint32_t)(n76 * sizeof(float)), 0, 0, 0});
         }
         qout.FreeTensor(o78);
-        AscendC::LocalTensor<float> t79 = qin.AllocTensor<float>();
+        AscendC::LocalTensor<float> t79 = ub8[0].ReinterpretCast<float>();
         const uint32_t t79_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off80 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s0_59))));
-        if (t79_n > 0) {
-          AscendC::DataCopyPad(t79, g_cand[off80], AscendC::DataCopyExtParams{1, (uint32_t)(t79_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t79, (float)(sk::bits_f32(0xff800000u)), (int32_t)t79_n);
+        const uint32_t n80 = t79_n;
+        const uint64_t off81 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s1_72))));
+        AscendC::LocalTensor<float> o82 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n80 > 0) {
+          AscendC::DataCopy(o82, t79, AscendC::DataCopyParams{1, (uint16_t)((n80 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qin.EnQue(t79); t79 = qin.DeQue<float>();
-        AscendC::LocalTensor<float> t81 = qin.AllocTensor<float>();
-        const uint32_t t81_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off82 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s1_60))));
-        if (t81_n > 0) {
-          AscendC::DataCopyPad(t81, g_cand[off82], AscendC::DataCopyExtParams{1, (uint32_t)(t81_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o82); o82 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n80 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off81], o82, AscendC::DataCopyExtParams{1, (uint32_t)(n80 * sizeof(float)), 0, 0, 0});
         }
-        qin.EnQue(t81); t81 = qin.DeQue<float>();
+        qout.FreeTensor(o82);
         AscendC::LocalTensor<float> t83 = ub8[0].ReinterpretCast<float>();
         const uint32_t t83_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off84 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s2_61))));
-        sk::sync<AscendC::HardEvent::V_MTE2>();
-        if (t83_n > 0) {
-          AscendC::DataCopyPad(t83, g_cand[off84], AscendC::DataCopyExtParams{1, (uint32_t)(t83_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t83, (float)(sk::bits_f32(0xff800000u)), (int32_t)t83_n);
+        const uint32_t n84 = t83_n;
+        const uint64_t off85 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s2_73))));
+        AscendC::LocalTensor<float> o86 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n84 > 0) {
+          AscendC::DataCopy(o86, t83, AscendC::DataCopyParams{1, (uint16_t)((n84 * sizeof(float) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<float> t85 = ub8[U0].ReinterpretCast<float>();
-        const uint32_t t85_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        const uint64_t off86 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_s3_62))));
-        if (t85_n > 0) {
-          AscendC::DataCopyPad(t85, g_cand[off86], AscendC::DataCopyExtParams{1, (uint32_t)(t85_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        qout.EnQue(o86); o86 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n84 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off85], o86, AscendC::DataCopyExtParams{1, (uint32_t)(n84 * sizeof(float)), 0, 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t87 = ub8[U3].ReinterpretCast<uint32_t>();
+        qout.FreeTensor(o86);
+        AscendC::LocalTensor<float> t87 = ub8[0].ReinterpretCast<float>();
         const uint32_t t87_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
-        AscendC::CreateVecIndex(t87.ReinterpretCast<int32_t>(), (int32_t)0, t87_n);
-        const uint32_t s88 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo0_55, v___kf5_s0_59));
-        AscendC::LocalTensor<uint64_t> t89 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t89_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t87_n), t79_n);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Duplicate(t87, (float)(sk::bits_f32(0xff800000u)), (int32_t)t87_n);
+        const uint32_t n88 = t87_n;
+        const uint64_t off89 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s3_74))));
+        AscendC::LocalTensor<float> o90 = qout.AllocTensor<float>();
+        AscendC::PipeBarrier<PIPE_V>();
+        if (n88 > 0) {
+          AscendC::DataCopy(o90, t87, AscendC::DataCopyParams{1, (uint16_t)((n88 * sizeof(float) + 31) / 32), 0, 0});
+        }
+        qout.EnQue(o90); o90 = qout.DeQue<float>();
+        AscendC::PipeBarrier<PIPE_MTE3>();
+        if (n88 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off89], o90, AscendC::DataCopyExtParams{1, (uint32_t)(n88 * sizeof(float)), 0, 0, 0});
+        }
+        qout.FreeTensor(o90);
+        AscendC::LocalTensor<float> t91 = qin.AllocTensor<float>();
+        const uint32_t t91_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off92 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s0_71))));
+        if (t91_n > 0) {
+          AscendC::DataCopyPad(t91, g_cand[off92], AscendC::DataCopyExtParams{1, (uint32_t)(t91_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t91); t91 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t93 = qin.AllocTensor<float>();
+        const uint32_t t93_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off94 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s1_72))));
+        if (t93_n > 0) {
+          AscendC::DataCopyPad(t93, g_cand[off94], AscendC::DataCopyExtParams{1, (uint32_t)(t93_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        qin.EnQue(t93); t93 = qin.DeQue<float>();
+        AscendC::LocalTensor<float> t95 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t95_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off96 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s2_73))));
+        sk::sync<AscendC::HardEvent::V_MTE2>();
+        if (t95_n > 0) {
+          AscendC::DataCopyPad(t95, g_cand[off96], AscendC::DataCopyExtParams{1, (uint32_t)(t95_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<float> t97 = ub8[U0].ReinterpretCast<float>();
+        const uint32_t t97_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        const uint64_t off98 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_s3_74))));
+        if (t97_n > 0) {
+          AscendC::DataCopyPad(t97, g_cand[off98], AscendC::DataCopyExtParams{1, (uint32_t)(t97_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        AscendC::LocalTensor<uint32_t> t99 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t99_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::CreateVecIndex(t99.ReinterpretCast<int32_t>(), (int32_t)0, t99_n);
+        const uint32_t s100 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo0_67, v___kf6_s0_71));
+        AscendC::LocalTensor<uint64_t> t101 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t101_n = sk::min<uint32_t>(sk::min<uint32_t>(t63_n, t99_n), t91_n);
         sk::sync<AscendC::HardEvent::V_S>();
         sk::sync<AscendC::HardEvent::MTE2_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t51;
-          const AscendC::LocalTensor<uint32_t> &L1 = t87;
-          const AscendC::LocalTensor<float> &L2 = t79;
-          for (uint32_t i = 0; i < t89_n; ++i) t89.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s88))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t63;
+          const AscendC::LocalTensor<uint32_t> &L1 = t99;
+          const AscendC::LocalTensor<float> &L2 = t91;
+          for (uint32_t i = 0; i < t101_n; ++i) t101.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s100))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_58), v___kf6_t_59))))));
         }
-        t51_n = t89_n;
+        t63_n = t101_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t51_n > 0) {
-          AscendC::DataCopy(t51, t89, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t63_n > 0) {
+          AscendC::DataCopy(t63, t101, AscendC::DataCopyParams{1, (uint16_t)((t63_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t79);
-        AscendC::LocalTensor<uint32_t> t90 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t90_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t91);
+        AscendC::LocalTensor<uint32_t> t102 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t102_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t90.ReinterpretCast<int32_t>(), (int32_t)0, t90_n);
-        const uint32_t s91 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo1_56, v___kf5_s1_60));
-        AscendC::LocalTensor<uint64_t> t92 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t92_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t90_n), t81_n);
+        AscendC::CreateVecIndex(t102.ReinterpretCast<int32_t>(), (int32_t)0, t102_n);
+        const uint32_t s103 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo1_68, v___kf6_s1_72));
+        AscendC::LocalTensor<uint64_t> t104 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t104_n = sk::min<uint32_t>(sk::min<uint32_t>(t63_n, t102_n), t93_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t51;
-          const AscendC::LocalTensor<uint32_t> &L1 = t90;
-          const AscendC::LocalTensor<float> &L2 = t81;
-          for (uint32_t i = 0; i < t92_n; ++i) t92.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s91))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t63;
+          const AscendC::LocalTensor<uint32_t> &L1 = t102;
+          const AscendC::LocalTensor<float> &L2 = t93;
+          for (uint32_t i = 0; i < t104_n; ++i) t104.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s103))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_58), v___kf6_t_59))))));
         }
-        t51_n = t92_n;
+        t63_n = t104_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t51_n > 0) {
-          AscendC::DataCopy(t51, t92, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t63_n > 0) {
+          AscendC::DataCopy(t63, t104, AscendC::DataCopyParams{1, (uint16_t)((t63_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        qin.FreeTensor(t81);
-        AscendC::LocalTensor<uint32_t> t93 = ub8[U3].ReinterpretCast<uint32_t>();
-        const uint32_t t93_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        qin.FreeTensor(t93);
+        AscendC::LocalTensor<uint32_t> t105 = ub8[U3].ReinterpretCast<uint32_t>();
+        const uint32_t t105_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         AscendC::PipeBarrier<PIPE_V>();
-        AscendC::CreateVecIndex(t93.ReinterpretCast<int32_t>(), (int32_t)0, t93_n);
-        const uint32_t s94 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo2_57, v___kf5_s2_61));
-        AscendC::LocalTensor<uint64_t> t95 = ub8[U6].ReinterpretCast<uint64_t>();
-        const uint32_t t95_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t93_n), t83_n);
+        AscendC::CreateVecIndex(t105.ReinterpretCast<int32_t>(), (int32_t)0, t105_n);
+        const uint32_t s106 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo2_69, v___kf6_s2_73));
+        AscendC::LocalTensor<uint64_t> t107 = ub8[U6].ReinterpretCast<uint64_t>();
+        const uint32_t t107_n = sk::min<uint32_t>(sk::min<uint32_t>(t63_n, t105_n), t95_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t51;
-          const AscendC::LocalTensor<uint32_t> &L1 = t93;
-          const AscendC::LocalTensor<float> &L2 = t83;
-          for (uint32_t i = 0; i < t95_n; ++i) t95.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s94))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t63;
+          const AscendC::LocalTensor<uint32_t> &L1 = t105;
+          const AscendC::LocalTensor<float> &L2 = t95;
+          for (uint32_t i = 0; i < t107_n; ++i) t107.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s106))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_58), v___kf6_t_59))))));
         }
-        t51_n = t95_n;
+        t63_n = t107_n;
         sk::sync<AscendC::HardEvent::S_V>();
-        if (t51_n > 0) {
-          AscendC::DataCopy(t51, t95, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t63_n > 0) {
+          AscendC::DataCopy(t63, t107, AscendC::DataCopyParams{1, (uint16_t)((t63_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
-        AscendC::LocalTensor<uint32_t> t96 = ub8[0].ReinterpretCast<uint32_t>();
-        const uint32_t t96_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
+        AscendC::LocalTensor<uint32_t> t108 = ub8[0].ReinterpretCast<uint32_t>();
+        const uint32_t t108_n = sk::min<uint32_t>((uint32_t)(TILE), TILE);
         sk::sync<AscendC::HardEvent::MTE2_V>();
-        AscendC::CreateVecIndex(t96.ReinterpretCast<int32_t>(), (int32_t)0, t96_n);
-        const uint32_t s97 = (uint32_t)(sk::sub<uint32_t>(v___kf5_lo3_58, v___kf5_s3_62));
-        AscendC::LocalTensor<uint64_t> t98 = ub8[U3].ReinterpretCast<uint64_t>();
-        const uint32_t t98_n = sk::min<uint32_t>(sk::min<uint32_t>(t51_n, t96_n), t85_n);
+        AscendC::CreateVecIndex(t108.ReinterpretCast<int32_t>(), (int32_t)0, t108_n);
+        const uint32_t s109 = (uint32_t)(sk::sub<uint32_t>(v___kf6_lo3_70, v___kf6_s3_74));
+        AscendC::LocalTensor<uint64_t> t110 = ub8[U3].ReinterpretCast<uint64_t>();
+        const uint32_t t110_n = sk::min<uint32_t>(sk::min<uint32_t>(t63_n, t108_n), t97_n);
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<uint64_t> &L0 = t51;
-          const AscendC::LocalTensor<uint32_t> &L1 = t96;
-          const AscendC::LocalTensor<float> &L2 = t85;
-          for (uint32_t i = 0; i < t98_n; ++i) t98.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s97))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf5_m_46), v___kf5_t_47))))));
+          const AscendC::LocalTensor<uint64_t> &L0 = t63;
+          const AscendC::LocalTensor<uint32_t> &L1 = t108;
+          const AscendC::LocalTensor<float> &L2 = t97;
+          for (uint32_t i = 0; i < t110_n; ++i) t110.SetValue(i, (uint64_t)(sk::add<uint64_t>(L0.GetValue(i), sk::to_fixed(sk::exp(sk::div<float>(sk::sub<float>(((((uint32_t)(L1.GetValue(i)) >= (uint32_t)(s109))) ? (float)(L2.GetValue(i)) : (float)(sk::bits_f32(0xff800000u))), v___kf6_m_58), v___kf6_t_59))))));
         }
-        t51_n = t98_n;
+        t63_n = t110_n;
         sk::sync<AscendC::HardEvent::S_V>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (t51_n > 0) {
-          AscendC::DataCopy(t51, t98, AscendC::DataCopyParams{1, (uint16_t)((t51_n * sizeof(uint64_t) + 31) / 32), 0, 0});
+        if (t63_n > 0) {
+          AscendC::DataCopy(t63, t110, AscendC::DataCopyParams{1, (uint16_t)((t63_n * sizeof(uint64_t) + 31) / 32), 0, 0});
         }
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
-      uint64_t s99 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t51_n; ++i) {
-        s99 = sk::add<uint64_t>(s99, t51.GetValue(i));
+      uint64_t s111 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t63_n; ++i) {
+        s111 = sk::add<uint64_t>(s111, t63.GetValue(i));
       }
-      v___kf5_s_48 = (uint64_t)(s99);
+      v___kf6_s_60 = (uint64_t)(s111);
       AscendC::PipeBarrier<PIPE_ALL>();
     } else {
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
-      if (((uint32_t)(v___kf5_n_45) > (uint32_t)(v___kf5_start_44))) {
+      if (((uint32_t)(v___kf6_n_57) > (uint32_t)(v___kf6_start_56))) {
         AscendC::PipeBarrier<PIPE_ALL>();
-        const uint64_t v___kf5_o_100 = (uint64_t)(sk::add<uint64_t>(v___kf5_off_43, ((uint64_t)(v___kf5_start_44))));
-        AscendC::LocalTensor<float> t101 = qin.AllocTensor<float>();
-        const uint32_t t101_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44)), TILE);
-        const uint64_t off102 = (uint64_t)(v___kf5_o_100);
-        if (t101_n > 0) {
-          AscendC::DataCopyPad(t101, g_cand[off102], AscendC::DataCopyExtParams{1, (uint32_t)(t101_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+        const uint64_t v___kf6_o_112 = (uint64_t)(sk::add<uint64_t>(v___kf6_off_55, ((uint64_t)(v___kf6_start_56))));
+        AscendC::LocalTensor<float> t113 = qin.AllocTensor<float>();
+        const uint32_t t113_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_57, v___kf6_start_56)), TILE);
+        const uint64_t off114 = (uint64_t)(v___kf6_o_112);
+        if (t113_n > 0) {
+          AscendC::DataCopyPad(t113, g_cand[off114], AscendC::DataCopyExtParams{1, (uint32_t)(t113_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
         }
-        qin.EnQue(t101); t101 = qin.DeQue<float>();
-        const float s103 = (float)(v___kf5_m_46);
-        AscendC::LocalTensor<float> t104 = t101.ReinterpretCast<float>();
-        const uint32_t t104_n = t101_n;
-        AscendC::Adds(t104, t101, -s103, (int32_t)t104_n);
-        AscendC::LocalTensor<uint64_t> t105 = ub8[0].ReinterpretCast<uint64_t>();
-        const uint32_t t105_n = t104_n;
+        qin.EnQue(t113); t113 = qin.DeQue<float>();
+        const float s115 = (float)(v___kf6_m_58);
+        AscendC::LocalTensor<float> t116 = t113.ReinterpretCast<float>();
+        const uint32_t t116_n = t113_n;
+        AscendC::Adds(t116, t113, -s115, (int32_t)t116_n);
+        AscendC::LocalTensor<uint64_t> t117 = ub8[0].ReinterpretCast<uint64_t>();
+        const uint32_t t117_n = t116_n;
         sk::sync<AscendC::HardEvent::V_S>();
          {
-          const AscendC::LocalTensor<float> &L0 = t104;
-          for (uint32_t i = 0; i < t105_n; ++i) t105.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf5_t_47)))));
+          const AscendC::LocalTensor<float> &L0 = t116;
+          for (uint32_t i = 0; i < t117_n; ++i) t117.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(sk::div<float>(L0.GetValue(i), v___kf6_t_59)))));
         }
-        uint64_t s106 = (uint64_t)(0);
-        for (uint32_t i = 0; i < t105_n; ++i) {
-          s106 = sk::add<uint64_t>(s106, t105.GetValue(i));
+        uint64_t s118 = (uint64_t)(0);
+        for (uint32_t i = 0; i < t117_n; ++i) {
+          s118 = sk::add<uint64_t>(s118, t117.GetValue(i));
         }
-        v___kf5_s_48 = (uint64_t)(s106);
-        qin.FreeTensor(t101);
-        AscendC::LocalTensor<float> t107 = ub8[0].ReinterpretCast<float>();
-        const uint32_t t107_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf5_n_45, v___kf5_start_44)), TILE);
+        v___kf6_s_60 = (uint64_t)(s118);
+        qin.FreeTensor(t113);
+        AscendC::LocalTensor<float> t119 = ub8[0].ReinterpretCast<float>();
+        const uint32_t t119_n = sk::min<uint32_t>((uint32_t)(sk::sub<uint32_t>(v___kf6_n_57, v___kf6_start_56)), TILE);
         sk::sync<AscendC::HardEvent::S_V>();
-        AscendC::Duplicate(t107, (float)(sk::bits_f32(0xff800000u)), (int32_t)t107_n);
-        const uint32_t n108 = t107_n;
-        const uint64_t off109 = (uint64_t)(v___kf5_o_100);
-        AscendC::LocalTensor<float> o110 = qout.AllocTensor<float>();
+        AscendC::Duplicate(t119, (float)(sk::bits_f32(0xff800000u)), (int32_t)t119_n);
+        const uint32_t n120 = t119_n;
+        const uint64_t off121 = (uint64_t)(v___kf6_o_112);
+        AscendC::LocalTensor<float> o122 = qout.AllocTensor<float>();
         AscendC::PipeBarrier<PIPE_V>();
-        if (n108 > 0) {
-          AscendC::DataCopy(o110, t107, AscendC::DataCopyParams{1, (uint16_t)((n108 * sizeof(float) + 31) / 32), 0, 0});
+        if (n120 > 0) {
+          AscendC::DataCopy(o122, t119, AscendC::DataCopyParams{1, (uint16_t)((n120 * sizeof(float) + 31) / 32), 0, 0});
         }
-        qout.EnQue(o110); o110 = qout.DeQue<float>();
-        if (n108 > 0) {
-          AscendC::DataCopyPad(g_logprobs[off109], o110, AscendC::DataCopyExtParams{1, (uint32_t)(n108 * sizeof(float)), 0, 0, 0});
+        qout.EnQue(o122); o122 = qout.DeQue<float>();
+        if (n120 > 0) {
+          AscendC::DataCopyPad(g_logprobs[off121], o122, AscendC::DataCopyExtParams{1, (uint32_t)(n120 * sizeof(float)), 0, 0, 0});
         }
-        qout.FreeTensor(o110);
+        qout.FreeTensor(o122);
         AscendC::PipeBarrier<PIPE_ALL>();
       }
       AscendC::PipeBarrier<PIPE_ALL>();
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();
-    const uint64_t v___kf2_rest_111 = (uint64_t)(v___kf5_s_48);
+    const uint64_t v___kf2_rest_123 = (uint64_t)(v___kf6_s_60);
     AscendC::PipeBarrier<PIPE_ALL>();
     if (true) {
       AscendC::PipeBarrier<PIPE_ALL>();
-      AscendC::LocalTensor<float> t112 = qin.AllocTensor<float>();
-      const uint32_t t112_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
-      const uint64_t off113 = (uint64_t)(v___kf2_off_26);
-      if (t112_n > 0) {
-        AscendC::DataCopyPad(t112, g_cand[off113], AscendC::DataCopyExtParams{1, (uint32_t)(t112_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
+      AscendC::LocalTensor<float> t124 = qin.AllocTensor<float>();
+      const uint32_t t124_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+      const uint64_t off125 = (uint64_t)(v___kf2_off_26);
+      if (t124_n > 0) {
+        AscendC::DataCopyPad(t124, g_cand[off125], AscendC::DataCopyExtParams{1, (uint32_t)(t124_n * sizeof(float)), 0, 0, 0}, AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0});
       }
-      qin.EnQue(t112); t112 = qin.DeQue<float>();
-      AscendC::LocalTensor<int32_t> t114 = qin.AllocTensor<int32_t>();
-      const uint32_t t114_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
-      const uint64_t off115 = (uint64_t)(v___kf2_off_26);
-      if (t114_n > 0) {
-        AscendC::DataCopyPad(t114, g_cand_ids[off115], AscendC::DataCopyExtParams{1, (uint32_t)(t114_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+      qin.EnQue(t124); t124 = qin.DeQue<float>();
+      AscendC::LocalTensor<int32_t> t126 = qin.AllocTensor<int32_t>();
+      const uint32_t t126_n = sk::min<uint32_t>((uint32_t)(v___kf2_head_24), TILE);
+      const uint64_t off127 = (uint64_t)(v___kf2_off_26);
+      if (t126_n > 0) {
+        AscendC::DataCopyPad(t126, g_cand_ids[off127], AscendC::DataCopyExtParams{1, (uint32_t)(t126_n * sizeof(int32_t)), 0, 0, 0}, AscendC::DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
       }
-      qin.EnQue(t114); t114 = qin.DeQue<int32_t>();
-      const float v___kf6_m_116 = (float)(v___kf2_m_42);
-      const uint64_t v___kf6_off_117 = (uint64_t)(v___kf2_off_26);
-      const uint64_t v___kf6_rest_118 = (uint64_t)(v___kf2_rest_111);
-      const float v___kf6_t_119 = (float)(v___kf2_t_29);
-      const float v___kf6_tp_120 = (float)(v___kf2_tp_30);
-      const int32_t v___kf6_k_121 = (int32_t)(v___kf2_tk_31);
-      const float v___kf6_lmp_122 = (float)(v___kf2_lmp_32);
-      const bool v___kf6_kfirst_123 = (bool)(v___kf2_kfirst_33);
-      const uint64_t v___kf6_seed_124 = (uint64_t)(v___kf2_sd_34);
-      const uint64_t v___kf6_seq_125 = (uint64_t)(v___kf2_sq_35);
-      const float s126 = (float)(v___kf6_m_116);
-      AscendC::LocalTensor<float> t127 = ub8[0].ReinterpretCast<float>();
-      const uint32_t t127_n = t112_n;
-      AscendC::Adds(t127, t112, -s126, (int32_t)t127_n);
-      AscendC::LocalTensor<float> t128 = t127.ReinterpretCast<float>();
-      const uint32_t t128_n = t127_n;
+      qin.EnQue(t126); t126 = qin.DeQue<int32_t>();
+      const float v___kf7_m_128 = (float)(v___kf2_m_54);
+      const uint64_t v___kf7_off_129 = (uint64_t)(v___kf2_off_26);
+      const uint64_t v___kf7_rest_130 = (uint64_t)(v___kf2_rest_123);
+      const float v___kf7_t_131 = (float)(v___kf2_t_43);
+      const float v___kf7_tp_132 = (float)(v___kf2_tp_44);
+      const int32_t v___kf7_k_133 = (int32_t)(v___kf2_tk_45);
+      const float v___kf7_lmp_134 = (float)(v___kf2_lmp_46);
+      const bool v___kf7_kfirst_135 = (bool)(v___kf2_kfirst_47);
+      const uint64_t v___kf7_seed_136 = (uint64_t)(v___kf2_sd_48);
+      const uint64_t v___kf7_seq_137 = (uint64_t)(v___kf2_sq_49);
+      const float s138 = (float)(v___kf7_m_128);
+      AscendC::LocalTensor<float> t139 = ub8[0].ReinterpretCast<float>();
+      const uint32_t t139_n = t124_n;
+      AscendC::Adds(t139, t124, -s138, (int32_t)t139_n);
+      AscendC::LocalTensor<float> t140 = t139.ReinterpretCast<float>();
+      const uint32_t t140_n = t139_n;
       sk::sync<AscendC::HardEvent::V_S>();
        {
-        const AscendC::LocalTensor<float> &L0 = t127;
-        for (uint32_t i = 0; i < t128_n; ++i) t128.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf6_t_119)));
+        const AscendC::LocalTensor<float> &L0 = t139;
+        for (uint32_t i = 0; i < t140_n; ++i) t140.SetValue(i, (float)(sk::div<float>(L0.GetValue(i), v___kf7_t_131)));
       }
-      const uint64_t v___kf7_rest_129 = (uint64_t)(v___kf6_rest_118);
-      const float v___kf7_tp_130 = (float)(v___kf6_tp_120);
-      const int32_t v___kf7_k_131 = (int32_t)(v___kf6_k_121);
-      const float v___kf7_lmp_132 = (float)(v___kf6_lmp_122);
-      const bool v___kf7_kfirst_133 = (bool)(v___kf6_kfirst_123);
-      const uint32_t v___kf7_head_134 = (uint32_t)(t112_n);
-      AscendC::LocalTensor<uint64_t> t135 = ub8[U0].ReinterpretCast<uint64_t>();
-      const uint32_t t135_n = t128_n;
+      const uint64_t v___kf8_rest_141 = (uint64_t)(v___kf7_rest_130);
+      const float v___kf8_tp_142 = (float)(v___kf7_tp_132);
+      const int32_t v___kf8_k_143 = (int32_t)(v___kf7_k_133);
+      const float v___kf8_lmp_144 = (float)(v___kf7_lmp_134);
+      const bool v___kf8_kfirst_145 = (bool)(v___kf7_kfirst_135);
+      const uint32_t v___kf8_head_146 = (uint32_t)(t124_n);
+      AscendC::LocalTensor<uint64_t> t147 = ub8[U0].ReinterpretCast<uint64_t>();
+      const uint32_t t147_n = t140_n;
        {
-        const AscendC::LocalTensor<float> &L0 = t128;
-        for (uint32_t i = 0; i < t135_n; ++i) t135.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
-      }
-      uint64_t s136 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t135_n; ++i) {
-        s136 = sk::add<uint64_t>(s136, t135.GetValue(i));
-      }
-      const uint64_t v___kf7_total_137 = (uint64_t)(sk::add<uint64_t>(v___kf7_rest_129, s136));
-      const float v___kf8_log_min_p_138 = (float)(v___kf7_lmp_132);
-      const int32_t v___kf8_k_139 = (int32_t)(v___kf7_k_131);
-      const uint32_t v___kf8_n_140 = (uint32_t)(v___kf7_head_134);
-      AscendC::LocalTensor<uint32_t> t141 = ub8[U7].ReinterpretCast<uint32_t>();
-      const uint32_t t141_n = sk::min<uint32_t>((uint32_t)(v___kf8_n_140), TILE);
-      AscendC::CreateVecIndex(t141.ReinterpretCast<int32_t>(), (int32_t)0, t141_n);
-      const uint32_t s142 = (uint32_t)(((uint32_t)(v___kf8_k_139)));
-      const bool s143 = (bool)(((int32_t)(v___kf8_k_139) < (int32_t)(((int32_t)0ull))));
-      AscendC::LocalTensor<uint8_t> t144 = ub8[U3].ReinterpretCast<uint8_t>();
-      const uint32_t t144_n = sk::min<uint32_t>(t128_n, t141_n);
-      sk::sync<AscendC::HardEvent::V_S>();
-       {
-        const AscendC::LocalTensor<float> &L0 = t128;
-        const AscendC::LocalTensor<uint32_t> &L1 = t141;
-        for (uint32_t i = 0; i < t144_n; ++i) t144.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf8_log_min_p_138))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s142))) | (bool)(s143))))))));
-      }
-      const bool v___kf9_kfirst_145 = (bool)(v___kf7_kfirst_133);
-      const uint64_t v___kf9_total_146 = (uint64_t)(v___kf7_total_137);
-      AscendC::LocalTensor<uint64_t> t147 = ub8[U8].ReinterpretCast<uint64_t>();
-      const uint32_t t147_n = sk::min<uint32_t>(t144_n, t135_n);
-       {
-        const AscendC::LocalTensor<uint8_t> &L0 = t144;
-        const AscendC::LocalTensor<uint64_t> &L1 = t135;
-        for (uint32_t i = 0; i < t147_n; ++i) t147.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+        const AscendC::LocalTensor<float> &L0 = t140;
+        for (uint32_t i = 0; i < t147_n; ++i) t147.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
       }
       uint64_t s148 = (uint64_t)(0);
       for (uint32_t i = 0; i < t147_n; ++i) {
         s148 = sk::add<uint64_t>(s148, t147.GetValue(i));
       }
-      const uint64_t v___kf7_base_149 = (uint64_t)(((v___kf9_kfirst_145) ? (uint64_t)(s148) : (uint64_t)(v___kf9_total_146)));
-      const uint64_t v___kf10_base_150 = (uint64_t)(v___kf7_base_149);
-      const float v___kf10_top_p_151 = (float)(v___kf7_tp_130);
-      const uint64_t v___kf10_thr_152 = (uint64_t)(sk::frac_floor(v___kf10_base_150, v___kf10_top_p_151));
-      AscendC::LocalTensor<uint64_t> t153 = ub8[U8].ReinterpretCast<uint64_t>();
-      const uint32_t t153_n = t135_n;
+      const uint64_t v___kf8_total_149 = (uint64_t)(sk::add<uint64_t>(v___kf8_rest_141, s148));
+      const float v___kf9_log_min_p_150 = (float)(v___kf8_lmp_144);
+      const int32_t v___kf9_k_151 = (int32_t)(v___kf8_k_143);
+      const uint32_t v___kf9_n_152 = (uint32_t)(v___kf8_head_146);
+      AscendC::LocalTensor<uint32_t> t153 = ub8[U7].ReinterpretCast<uint32_t>();
+      const uint32_t t153_n = sk::min<uint32_t>((uint32_t)(v___kf9_n_152), TILE);
+      AscendC::CreateVecIndex(t153.ReinterpretCast<int32_t>(), (int32_t)0, t153_n);
+      const uint32_t s154 = (uint32_t)(((uint32_t)(v___kf9_k_151)));
+      const bool s155 = (bool)(((int32_t)(v___kf9_k_151) < (int32_t)(((int32_t)0ull))));
+      AscendC::LocalTensor<uint8_t> t156 = ub8[U3].ReinterpretCast<uint8_t>();
+      const uint32_t t156_n = sk::min<uint32_t>(t140_n, t153_n);
+      sk::sync<AscendC::HardEvent::V_S>();
+       {
+        const AscendC::LocalTensor<float> &L0 = t140;
+        const AscendC::LocalTensor<uint32_t> &L1 = t153;
+        for (uint32_t i = 0; i < t156_n; ++i) t156.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) >= (float)(v___kf9_log_min_p_150))) & (bool)(((bool)((bool)(((uint32_t)(L1.GetValue(i)) < (uint32_t)(s154))) | (bool)(s155))))))));
+      }
+      const bool v___kf10_kfirst_157 = (bool)(v___kf8_kfirst_145);
+      const uint64_t v___kf10_total_158 = (uint64_t)(v___kf8_total_149);
+      AscendC::LocalTensor<uint64_t> t159 = ub8[U8].ReinterpretCast<uint64_t>();
+      const uint32_t t159_n = sk::min<uint32_t>(t156_n, t147_n);
+       {
+        const AscendC::LocalTensor<uint8_t> &L0 = t156;
+        const AscendC::LocalTensor<uint64_t> &L1 = t147;
+        for (uint32_t i = 0; i < t159_n; ++i) t159.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+      }
+      uint64_t s160 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t159_n; ++i) {
+        s160 = sk::add<uint64_t>(s160, t159.GetValue(i));
+      }
+      const uint64_t v___kf8_base_161 = (uint64_t)(((v___kf10_kfirst_157) ? (uint64_t)(s160) : (uint64_t)(v___kf10_total_158)));
+      const uint64_t v___kf11_base_162 = (uint64_t)(v___kf8_base_161);
+      const float v___kf11_top_p_163 = (float)(v___kf8_tp_142);
+      const uint64_t v___kf11_thr_164 = (uint64_t)(sk::frac_floor(v___kf11_base_162, v___kf11_top_p_163));
+      AscendC::LocalTensor<uint64_t> t165 = ub8[U8].ReinterpretCast<uint64_t>();
+      const uint32_t t165_n = t147_n;
        {
         uint64_t acc = 0;
-        for (uint32_t i = 0; i < t135_n; ++i) {
-          const uint64_t x = t135.GetValue(i);
-          t153.SetValue(i, acc);
+        for (uint32_t i = 0; i < t147_n; ++i) {
+          const uint64_t x = t147.GetValue(i);
+          t165.SetValue(i, acc);
           acc = sk::add<uint64_t>(acc, x);
         }
       }
-      AscendC::LocalTensor<uint8_t> t154 = ub8[U7].ReinterpretCast<uint8_t>();
-      const uint32_t t154_n = sk::min<uint32_t>(t153_n, t144_n);
+      AscendC::LocalTensor<uint8_t> t166 = ub8[U7].ReinterpretCast<uint8_t>();
+      const uint32_t t166_n = sk::min<uint32_t>(t165_n, t156_n);
        {
-        const AscendC::LocalTensor<uint64_t> &L0 = t153;
-        const AscendC::LocalTensor<uint8_t> &L1 = t144;
-        for (uint32_t i = 0; i < t154_n; ++i) t154.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf10_thr_152))) & (bool)((L1.GetValue(i) != 0))))));
+        const AscendC::LocalTensor<uint64_t> &L0 = t165;
+        const AscendC::LocalTensor<uint8_t> &L1 = t156;
+        for (uint32_t i = 0; i < t166_n; ++i) t166.SetValue(i, (uint8_t)(((bool)((bool)(((uint64_t)(L0.GetValue(i)) <= (uint64_t)(v___kf11_thr_164))) & (bool)((L1.GetValue(i) != 0))))));
       }
-      AscendC::LocalTensor<uint64_t> t155 = ub8[U9].ReinterpretCast<uint64_t>();
-      const uint32_t t155_n = sk::min<uint32_t>(t154_n, t135_n);
+      AscendC::LocalTensor<uint64_t> t167 = ub8[U9].ReinterpretCast<uint64_t>();
+      const uint32_t t167_n = sk::min<uint32_t>(t166_n, t147_n);
        {
-        const AscendC::LocalTensor<uint8_t> &L0 = t154;
-        const AscendC::LocalTensor<uint64_t> &L1 = t135;
-        for (uint32_t i = 0; i < t155_n; ++i) t155.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
+        const AscendC::LocalTensor<uint8_t> &L0 = t166;
+        const AscendC::LocalTensor<uint64_t> &L1 = t147;
+        for (uint32_t i = 0; i < t167_n; ++i) t167.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(L1.GetValue(i)) : (uint64_t)(((uint64_t)0ull)))));
       }
-      uint64_t s156 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t155_n; ++i) {
-        s156 = sk::add<uint64_t>(s156, t155.GetValue(i));
+      uint64_t s168 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t167_n; ++i) {
+        s168 = sk::add<uint64_t>(s168, t167.GetValue(i));
       }
-      const float v___kf11_lse_157 = (float)(sk::ln_fixed(s156));
-      const float s158 = (float)(v___kf11_lse_157);
-      AscendC::LocalTensor<float> t159 = ub8[U0].ReinterpretCast<float>();
-      const uint32_t t159_n = t128_n;
+      const float v___kf12_lse_169 = (float)(sk::ln_fixed(s168));
+      const float s170 = (float)(v___kf12_lse_169);
+      AscendC::LocalTensor<float> t171 = ub8[U0].ReinterpretCast<float>();
+      const uint32_t t171_n = t140_n;
       sk::sync<AscendC::HardEvent::S_V>();
-      AscendC::Adds(t159, t128, -s158, (int32_t)t159_n);
-      AscendC::LocalTensor<float> t160 = t159.ReinterpretCast<float>();
-      const uint32_t t160_n = sk::min<uint32_t>(t154_n, t159_n);
+      AscendC::Adds(t171, t140, -s170, (int32_t)t171_n);
+      AscendC::LocalTensor<float> t172 = t171.ReinterpretCast<float>();
+      const uint32_t t172_n = sk::min<uint32_t>(t166_n, t171_n);
       sk::sync<AscendC::HardEvent::V_S>();
        {
-        const AscendC::LocalTensor<uint8_t> &L0 = t154;
-        const AscendC::LocalTensor<float> &L1 = t159;
-        for (uint32_t i = 0; i < t160_n; ++i) t160.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
+        const AscendC::LocalTensor<uint8_t> &L0 = t166;
+        const AscendC::LocalTensor<float> &L1 = t171;
+        for (uint32_t i = 0; i < t172_n; ++i) t172.SetValue(i, (float)((((L0.GetValue(i) != 0)) ? (float)(L1.GetValue(i)) : (float)(sk::bits_f32(0xff800000u)))));
       }
-      const uint32_t n161 = t160_n;
-      const uint64_t off162 = (uint64_t)(v___kf6_off_117);
-      AscendC::LocalTensor<float> o163 = qout.AllocTensor<float>();
+      const uint32_t n173 = t172_n;
+      const uint64_t off174 = (uint64_t)(v___kf7_off_129);
+      AscendC::LocalTensor<float> o175 = qout.AllocTensor<float>();
       sk::sync<AscendC::HardEvent::S_V>();
-      if (n161 > 0) {
-        AscendC::DataCopy(o163, t160, AscendC::DataCopyParams{1, (uint16_t)((n161 * sizeof(float) + 31) / 32), 0, 0});
+      if (n173 > 0) {
+        AscendC::DataCopy(o175, t172, AscendC::DataCopyParams{1, (uint16_t)((n173 * sizeof(float) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o163); o163 = qout.DeQue<float>();
-      if (n161 > 0) {
-        AscendC::DataCopyPad(g_logprobs[off162], o163, AscendC::DataCopyExtParams{1, (uint32_t)(n161 * sizeof(float)), 0, 0, 0});
+      qout.EnQue(o175); o175 = qout.DeQue<float>();
+      if (n173 > 0) {
+        AscendC::DataCopyPad(g_logprobs[off174], o175, AscendC::DataCopyExtParams{1, (uint32_t)(n173 * sizeof(float)), 0, 0, 0});
       }
-      qout.FreeTensor(o163);
-      AscendC::LocalTensor<uint64_t> t164 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t164_n = t160_n;
+      qout.FreeTensor(o175);
+      AscendC::LocalTensor<uint64_t> t176 = ub8[U2].ReinterpretCast<uint64_t>();
+      const uint32_t t176_n = t172_n;
        {
-        const AscendC::LocalTensor<float> &L0 = t160;
-        for (uint32_t i = 0; i < t164_n; ++i) t164.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
+        const AscendC::LocalTensor<float> &L0 = t172;
+        for (uint32_t i = 0; i < t176_n; ++i) t176.SetValue(i, (uint64_t)(sk::to_fixed(sk::exp(L0.GetValue(i)))));
       }
-      const uint64_t s166 = (uint64_t)(sk::uniform53(v___kf6_seed_124, v___kf6_seq_125));
-      int32_t s165 = -1;
+      const uint64_t s178 = (uint64_t)(sk::uniform53(v___kf7_seed_136, v___kf7_seq_137));
+      int32_t s177 = -1;
        {
         sk::U128 tot{0, 0};
-        for (uint32_t i = 0; i < t164_n; ++i) tot = sk::add128(tot, t164.GetValue(i));
+        for (uint32_t i = 0; i < t176_n; ++i) tot = sk::add128(tot, t176.GetValue(i));
         if (tot.hi != 0 || tot.lo != 0) {
-          sk::U128 thr = sk::mul64(s166, tot.lo);
-          thr.hi += s166 * tot.hi;
+          sk::U128 thr = sk::mul64(s178, tot.lo);
+          thr.hi += s178 * tot.hi;
           sk::U128 acc{0, 0};
-          for (uint32_t i = 0; i < t164_n; ++i) {
-            acc = sk::add128(acc, t164.GetValue(i));
-            if (sk::lt128(thr, sk::shl128(acc, 53))) { s165 = (int32_t)i; break; }
+          for (uint32_t i = 0; i < t176_n; ++i) {
+            acc = sk::add128(acc, t176.GetValue(i));
+            if (sk::lt128(thr, sk::shl128(acc, 53))) { s177 = (int32_t)i; break; }
           }
-          if (s165 < 0) for (uint32_t i = t164_n; i-- > 0;) if (t164.GetValue(i) > 0) { s165 = (int32_t)i; break; }
+          if (s177 < 0) for (uint32_t i = t176_n; i-- > 0;) if (t176.GetValue(i) > 0) { s177 = (int32_t)i; break; }
         }
       }
-      const int32_t v___kf6_c_167 = (int32_t)(s165);
+      const int32_t v___kf7_c_179 = (int32_t)(s177);
       sk::sync<AscendC::HardEvent::MTE2_S>();
-      const uint32_t s168 = (uint32_t)(((uint32_t)(v___kf6_c_167)));
-      const int32_t v___kf6_tok_169 = (int32_t)(((((int32_t)(v___kf6_c_167) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s168 < t114_n ? (int32_t)(t114.GetValue(s168)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      const int32_t v___kf2_fr_170 = (int32_t)(v___kf6_tok_169);
-      const uint64_t off171 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_170));
+      const uint32_t s180 = (uint32_t)(((uint32_t)(v___kf7_c_179)));
+      const int32_t v___kf7_tok_181 = (int32_t)(((((int32_t)(v___kf7_c_179) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)((s180 < t126_n ? (int32_t)(t126.GetValue(s180)) : (int32_t)0)) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+      const int32_t v___kf2_fr_182 = (int32_t)(v___kf7_tok_181);
+      const uint64_t off183 = (uint64_t)(((uint64_t)(v___kf2_r_22)));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf2_fr_182));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_fresh[off171], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint32_t v___kf12_kind_172 = (uint32_t)(v___kf2_kind_38);
-      const int32_t v___kf12_gs_173 = (int32_t)(v___kf2_gs_39);
-      const int32_t v___kf12_rs_174 = (int32_t)(v___kf2_rs_40);
-      const int32_t v___kf12_gold_175 = (int32_t)(v___kf2_gold_41);
-      const int32_t v___kf12_fr_176 = (int32_t)(v___kf2_fr_170);
-      const uint32_t v___kf12_r_177 = (uint32_t)(v___kf2_r_22);
-      const int32_t v___kf12_st_178 = (int32_t)(((((int32_t)(v___kf12_gs_173) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gs_173) : (int32_t)(v___kf12_rs_174)));
-      const int32_t v___kf12_tok_179 = (int32_t)(((((((int32_t)(v___kf12_st_178) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf12_kind_172) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf12_gold_175) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf12_gold_175) : (int32_t)(v___kf12_fr_176)))));
-      const int32_t v___kf12_s_180 = (int32_t)(((((((int32_t)(v___kf12_st_178) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf12_kind_172) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf12_gold_175) : (int32_t)(v___kf12_tok_179)));
-      const uint64_t off181 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
+      AscendC::DataCopyPad(g_fresh[off183], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint32_t v___kf13_kind_184 = (uint32_t)(v___kf2_kind_50);
+      const int32_t v___kf13_gs_185 = (int32_t)(v___kf2_gs_51);
+      const int32_t v___kf13_rs_186 = (int32_t)(v___kf2_rs_52);
+      const int32_t v___kf13_gold_187 = (int32_t)(v___kf2_gold_53);
+      const int32_t v___kf13_fr_188 = (int32_t)(v___kf2_fr_182);
+      const uint32_t v___kf13_r_189 = (uint32_t)(v___kf2_r_22);
+      const int32_t v___kf13_st_190 = (int32_t)(((((int32_t)(v___kf13_gs_185) != (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gs_185) : (int32_t)(v___kf13_rs_186)));
+      const int32_t v___kf13_tok_191 = (int32_t)(((((((int32_t)(v___kf13_st_190) != (int32_t)(((int32_t)0ull)))) || (((uint32_t)(v___kf13_kind_184) >= (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(sk::neg<int32_t>(((int32_t)1ull))) : (int32_t)(((((int32_t)(v___kf13_gold_187) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(v___kf13_gold_187) : (int32_t)(v___kf13_fr_188)))));
+      const int32_t v___kf13_s_192 = (int32_t)(((((((int32_t)(v___kf13_st_190) == (int32_t)(((int32_t)0ull)))) && (((uint32_t)(v___kf13_kind_184) == (uint32_t)(((uint32_t)2ull)))))) ? (int32_t)(v___kf13_gold_187) : (int32_t)(v___kf13_tok_191)));
+      const uint64_t off193 = (uint64_t)(((uint64_t)(v___kf13_r_189)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_tok_179));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_tok_191));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_tokens[off181], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint64_t off182 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
+      AscendC::DataCopyPad(g_tokens[off193], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint64_t off194 = (uint64_t)(((uint64_t)(v___kf13_r_189)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_s_180));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_s_192));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_lookup[off182], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const uint64_t off183 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
+      AscendC::DataCopyPad(g_lookup[off194], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const uint64_t off195 = (uint64_t)(((uint64_t)(v___kf13_r_189)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
       ub8[0].ReinterpretCast<uint32_t>().SetValue(0, (uint32_t)(((uint32_t)0ull)));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_accepted[off183], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
-      const uint64_t off184 = (uint64_t)(((uint64_t)(v___kf12_r_177)));
+      AscendC::DataCopyPad(g_accepted[off195], ub8[0].ReinterpretCast<uint32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(uint32_t), 0, 0, 0});
+      const uint64_t off196 = (uint64_t)(((uint64_t)(v___kf13_r_189)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf12_st_178));
+      ub8[0].ReinterpretCast<int32_t>().SetValue(0, (int32_t)(v___kf13_st_190));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_status[off184], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
-      const int32_t v___kf2_s_185 = (int32_t)(v___kf12_s_180);
-      const int32_t v___kf13_s_186 = (int32_t)(v___kf2_s_185);
-      const uint32_t v___kf13_r_187 = (uint32_t)(v___kf2_r_22);
-      AscendC::LocalTensor<uint8_t> t188 = ub8[0].ReinterpretCast<uint8_t>();
-      const uint32_t t188_n = t114_n;
+      AscendC::DataCopyPad(g_status[off196], ub8[0].ReinterpretCast<int32_t>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(int32_t), 0, 0, 0});
+      const int32_t v___kf2_s_197 = (int32_t)(v___kf13_s_192);
+      const int32_t v___kf14_s_198 = (int32_t)(v___kf2_s_197);
+      const uint32_t v___kf14_r_199 = (uint32_t)(v___kf2_r_22);
+      AscendC::LocalTensor<uint8_t> t200 = ub8[0].ReinterpretCast<uint8_t>();
+      const uint32_t t200_n = t126_n;
       sk::sync<AscendC::HardEvent::MTE3_S>();
        {
-        const AscendC::LocalTensor<int32_t> &L0 = t114;
-        for (uint32_t i = 0; i < t188_n; ++i) t188.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf13_s_186))));
+        const AscendC::LocalTensor<int32_t> &L0 = t126;
+        for (uint32_t i = 0; i < t200_n; ++i) t200.SetValue(i, (uint8_t)(((int32_t)(L0.GetValue(i)) == (int32_t)(v___kf14_s_198))));
       }
-      int32_t s189 = (int32_t)(-1);
-      for (uint32_t i = 0; i < t188_n; ++i) {
-        if ((t188.GetValue(i) != 0)) { s189 = (int32_t)i; break; }
+      int32_t s201 = (int32_t)(-1);
+      for (uint32_t i = 0; i < t200_n; ++i) {
+        if ((t200.GetValue(i) != 0)) { s201 = (int32_t)i; break; }
       }
-      const int32_t v___kf13_col_190 = (int32_t)(((((int32_t)(v___kf13_s_186) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s189) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
-      const uint32_t s191 = (uint32_t)(((uint32_t)(v___kf13_col_190)));
-      const float v___kf13_lp_192 = (float)(((((int32_t)(v___kf13_col_190) >= (int32_t)(((int32_t)0ull)))) ? (float)((s191 < t160_n ? (float)(t160.GetValue(s191)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-      const uint32_t s193 = (uint32_t)(((uint32_t)(v___kf13_col_190)));
-      const float v___kf13_vs_194 = (float)(((((int32_t)(v___kf13_col_190) >= (int32_t)(((int32_t)0ull)))) ? (float)((s193 < t112_n ? (float)(t112.GetValue(s193)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
-      AscendC::LocalTensor<uint8_t> t195 = ub8[0].ReinterpretCast<uint8_t>();
-      const uint32_t t195_n = sk::min<uint32_t>(sk::min<uint32_t>(t112_n, t112_n), t114_n);
+      const int32_t v___kf14_col_202 = (int32_t)(((((int32_t)(v___kf14_s_198) >= (int32_t)(((int32_t)0ull)))) ? (int32_t)(s201) : (int32_t)(sk::neg<int32_t>(((int32_t)1ull)))));
+      const uint32_t s203 = (uint32_t)(((uint32_t)(v___kf14_col_202)));
+      const float v___kf14_lp_204 = (float)(((((int32_t)(v___kf14_col_202) >= (int32_t)(((int32_t)0ull)))) ? (float)((s203 < t172_n ? (float)(t172.GetValue(s203)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+      const uint32_t s205 = (uint32_t)(((uint32_t)(v___kf14_col_202)));
+      const float v___kf14_vs_206 = (float)(((((int32_t)(v___kf14_col_202) >= (int32_t)(((int32_t)0ull)))) ? (float)((s205 < t124_n ? (float)(t124.GetValue(s205)) : (float)0)) : (float)(sk::bits_f32(0xff800000u))));
+      AscendC::LocalTensor<uint8_t> t207 = ub8[0].ReinterpretCast<uint8_t>();
+      const uint32_t t207_n = sk::min<uint32_t>(sk::min<uint32_t>(t124_n, t124_n), t126_n);
        {
-        const AscendC::LocalTensor<float> &L0 = t112;
-        const AscendC::LocalTensor<float> &L1 = t112;
-        const AscendC::LocalTensor<int32_t> &L2 = t114;
-        for (uint32_t i = 0; i < t195_n; ++i) t195.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf13_vs_194))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf13_vs_194))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf13_s_186))))))))));
+        const AscendC::LocalTensor<float> &L0 = t124;
+        const AscendC::LocalTensor<float> &L1 = t124;
+        const AscendC::LocalTensor<int32_t> &L2 = t126;
+        for (uint32_t i = 0; i < t207_n; ++i) t207.SetValue(i, (uint8_t)(((bool)((bool)(((float)(L0.GetValue(i)) < (float)(v___kf14_vs_206))) | (bool)(((bool)((bool)(((float)(L1.GetValue(i)) == (float)(v___kf14_vs_206))) & (bool)(((int32_t)(L2.GetValue(i)) <= (int32_t)(v___kf14_s_198))))))))));
       }
-      qin.FreeTensor(t112);
-      AscendC::LocalTensor<uint64_t> t196 = ub8[U2].ReinterpretCast<uint64_t>();
-      const uint32_t t196_n = sk::min<uint32_t>(t195_n, t160_n);
+      qin.FreeTensor(t124);
+      AscendC::LocalTensor<uint64_t> t208 = ub8[U2].ReinterpretCast<uint64_t>();
+      const uint32_t t208_n = sk::min<uint32_t>(t207_n, t172_n);
        {
-        const AscendC::LocalTensor<uint8_t> &L0 = t195;
-        const AscendC::LocalTensor<float> &L1 = t160;
-        for (uint32_t i = 0; i < t196_n; ++i) t196.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
+        const AscendC::LocalTensor<uint8_t> &L0 = t207;
+        const AscendC::LocalTensor<float> &L1 = t172;
+        for (uint32_t i = 0; i < t208_n; ++i) t208.SetValue(i, (uint64_t)((((L0.GetValue(i) != 0)) ? (uint64_t)(sk::to_fixed(sk::exp(L1.GetValue(i)))) : (uint64_t)(((uint64_t)0ull)))));
       }
-      uint64_t s197 = (uint64_t)(0);
-      for (uint32_t i = 0; i < t196_n; ++i) {
-        s197 = sk::add<uint64_t>(s197, t196.GetValue(i));
+      uint64_t s209 = (uint64_t)(0);
+      for (uint32_t i = 0; i < t208_n; ++i) {
+        s209 = sk::add<uint64_t>(s209, t208.GetValue(i));
       }
-      const uint64_t v___kf13_mass_198 = (uint64_t)(s197);
-      const float v___kf13_ssp_199 = (float)(((((float)(v___kf13_lp_192) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf13_mass_198)) : (float)(0e0f)));
-      const uint64_t off200 = (uint64_t)(((uint64_t)(v___kf13_r_187)));
-      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_lp_192));
+      const uint64_t v___kf14_mass_210 = (uint64_t)(s209);
+      const float v___kf14_ssp_211 = (float)(((((float)(v___kf14_lp_204) > (float)(sk::bits_f32(0xff800000u)))) ? (float)(sk::fixed_to_f32(v___kf14_mass_210)) : (float)(0e0f)));
+      const uint64_t off212 = (uint64_t)(((uint64_t)(v___kf14_r_199)));
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_lp_204));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_token_lp[off200], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-      const uint64_t off201 = (uint64_t)(((uint64_t)(v___kf13_r_187)));
+      AscendC::DataCopyPad(g_token_lp[off212], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      const uint64_t off213 = (uint64_t)(((uint64_t)(v___kf14_r_199)));
       sk::sync<AscendC::HardEvent::MTE3_S>();
-      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf13_ssp_199));
+      ub8[0].ReinterpretCast<float>().SetValue(0, (float)(v___kf14_ssp_211));
       sk::sync<AscendC::HardEvent::S_MTE3>();
-      AscendC::DataCopyPad(g_sum_smaller[off201], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
-      const uint32_t v___kf14_r_202 = (uint32_t)(v___kf2_r_22);
-      const uint32_t v___kf14_k_203 = (uint32_t)(v___kf2_k_25);
-      const uint64_t v___kf14_ooff_204 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf14_r_202)), ((uint64_t)(v___kf14_k_203))));
-      const uint32_t n205 = sk::min<uint32_t>(t114_n, (uint32_t)(v___kf14_k_203));
-      const uint64_t off206 = (uint64_t)(v___kf14_ooff_204);
-      AscendC::LocalTensor<int32_t> o207 = qout.AllocTensor<int32_t>();
-      if (n205 > 0) {
-        AscendC::DataCopy(o207, t114, AscendC::DataCopyParams{1, (uint16_t)((n205 * sizeof(int32_t) + 31) / 32), 0, 0});
+      AscendC::DataCopyPad(g_sum_smaller[off213], ub8[0].ReinterpretCast<float>(), AscendC::DataCopyExtParams{1, (uint32_t)sizeof(float), 0, 0, 0});
+      const uint32_t v___kf15_r_214 = (uint32_t)(v___kf2_r_22);
+      const uint32_t v___kf15_k_215 = (uint32_t)(v___kf2_k_25);
+      const uint64_t v___kf15_ooff_216 = (uint64_t)(sk::mul<uint64_t>(((uint64_t)(v___kf15_r_214)), ((uint64_t)(v___kf15_k_215))));
+      const uint32_t n217 = sk::min<uint32_t>(t126_n, (uint32_t)(v___kf15_k_215));
+      const uint64_t off218 = (uint64_t)(v___kf15_ooff_216);
+      AscendC::LocalTensor<int32_t> o219 = qout.AllocTensor<int32_t>();
+      if (n217 > 0) {
+        AscendC::DataCopy(o219, t126, AscendC::DataCopyParams{1, (uint16_t)((n217 * sizeof(int32_t) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o207); o207 = qout.DeQue<int32_t>();
-      if (n205 > 0) {
-        AscendC::DataCopyPad(g_out_ids[off206], o207, AscendC::DataCopyExtParams{1, (uint32_t)(n205 * sizeof(int32_t)), 0, 0, 0});
+      qout.EnQue(o219); o219 = qout.DeQue<int32_t>();
+      if (n217 > 0) {
+        AscendC::DataCopyPad(g_out_ids[off218], o219, AscendC::DataCopyExtParams{1, (uint32_t)(n217 * sizeof(int32_t)), 0, 0, 0});
       }
-      qout.FreeTensor(o207);
-      qin.FreeTensor(t114);
-      const uint32_t n208 = sk::min<uint32_t>(t160_n, (uint32_t)(v___kf14_k_203));
-      const uint64_t off209 = (uint64_t)(v___kf14_ooff_204);
-      AscendC::LocalTensor<float> o210 = qout.AllocTensor<float>();
-      if (n208 > 0) {
-        AscendC::DataCopy(o210, t160, AscendC::DataCopyParams{1, (uint16_t)((n208 * sizeof(float) + 31) / 32), 0, 0});
+      qout.FreeTensor(o219);
+      qin.FreeTensor(t126);
+      const uint32_t n220 = sk::min<uint32_t>(t172_n, (uint32_t)(v___kf15_k_215));
+      const uint64_t off221 = (uint64_t)(v___kf15_ooff_216);
+      AscendC::LocalTensor<float> o222 = qout.AllocTensor<float>();
+      if (n220 > 0) {
+        AscendC::DataCopy(o222, t172, AscendC::DataCopyParams{1, (uint16_t)((n220 * sizeof(float) + 31) / 32), 0, 0});
       }
-      qout.EnQue(o210); o210 = qout.DeQue<float>();
-      if (n208 > 0) {
-        AscendC::DataCopyPad(g_out_lps[off209], o210, AscendC::DataCopyExtParams{1, (uint32_t)(n208 * sizeof(float)), 0, 0, 0});
+      qout.EnQue(o222); o222 = qout.DeQue<float>();
+      if (n220 > 0) {
+        AscendC::DataCopyPad(g_out_lps[off221], o222, AscendC::DataCopyExtParams{1, (uint32_t)(n220 * sizeof(float)), 0, 0, 0});
       }
-      qout.FreeTensor(o210);
+      qout.FreeTensor(o222);
       AscendC::PipeBarrier<PIPE_ALL>();
     }
     AscendC::PipeBarrier<PIPE_ALL>();

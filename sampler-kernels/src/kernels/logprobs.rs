@@ -144,6 +144,32 @@ fn group_params(
     (load_scalar(group_kind, i), load_scalar(group_status, i), load_scalar(row_status, i), load_scalar(golden, i))
 }
 
+/// Row `r`'s inputs of a tail that draws and finalizes, loaded at once (one
+/// round trip): the filter parameters (`row_params`), the draw's seed and
+/// sequence number and the group inputs (`group_params`).
+#[kernel_fn]
+#[allow(clippy::too_many_arguments)]
+fn draw_finish_inputs(
+    r: u32,
+    temperature: Gm<f32>,
+    top_p: Gm<f32>,
+    top_k: Gm<i32>,
+    log_min_p: Gm<f32>,
+    order: Gm<u32>,
+    seed: Gm<u64>,
+    seq: Gm<u64>,
+    group_kind: Gm<u32>,
+    group_status: Gm<i32>,
+    row_status: Gm<i32>,
+    golden: Gm<i32>,
+) -> (f32, f32, i32, f32, bool, u64, u64, u32, i32, i32, i32) {
+    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
+    let sd = load_scalar(seed, r as u64);
+    let sq = load_scalar(seq, r as u64);
+    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    (t, tp, tk, lmp, kfirst, sd, sq, kind, gs, rs, gold)
+}
+
 /// Section 7 for row `r`, a group of its own of kind 0 (fresh) or 2 (no
 /// draw) with host status `gs`, row status `rs`, golden token `gold` and
 /// fresh draw `fr`: writes `tokens`, `lookup`, `accepted` and `status` as
@@ -256,10 +282,20 @@ fn draw_finish_row(
     out_lps: GmMut<f32>,
 ) {
     let off = (r as u64) * (n as u64);
-    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
-    let sd = load_scalar(seed, r as u64);
-    let sq = load_scalar(seq, r as u64);
-    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (t, tp, tk, lmp, kfirst, sd, sq, kind, gs, rs, gold) = draw_finish_inputs(
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        group_kind,
+        group_status,
+        row_status,
+        golden,
+    );
     let (lps, fr) = draw_head_row(cand, cand_ids, off, n, head, t, tp, tk, lmp, kfirst, sd, sq, logprobs);
     store_scalar(fresh, r as u64, fr);
     let s = finalize_row(kind, gs, rs, gold, fr, r, tokens, lookup, accepted, status);
@@ -306,10 +342,20 @@ fn draw_finish_row_warp(
     out_lps: GmMut<f32>,
 ) {
     let off = (r as u64) * (n as u64);
-    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
-    let sd = load_scalar(seed, r as u64);
-    let sq = load_scalar(seq, r as u64);
-    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (t, tp, tk, lmp, kfirst, sd, sq, kind, gs, rs, gold) = draw_finish_inputs(
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        group_kind,
+        group_status,
+        row_status,
+        golden,
+    );
     let m = load_scalar(cand, off);
     let rest = rest_mass(cand, off, head, n, m, t, logprobs);
     // The head's two loads first, together: nothing after them reads global memory.
@@ -525,11 +571,20 @@ pub fn prefix_draw_finish(
 ) {
     let r = row();
     let off = (r as u64) * (n as u64);
-    // Every per-row input first: one round trip for all of them.
-    let (t, tp, tk, lmp, kfirst) = row_params(r, temperature, top_p, top_k, log_min_p, order);
-    let sd = load_scalar(seed, r as u64);
-    let sq = load_scalar(seq, r as u64);
-    let (kind, gs, rs, gold) = group_params(r, group_kind, group_status, row_status, golden);
+    let (t, tp, tk, lmp, kfirst, sd, sq, kind, gs, rs, gold) = draw_finish_inputs(
+        r,
+        temperature,
+        top_p,
+        top_k,
+        log_min_p,
+        order,
+        seed,
+        seq,
+        group_kind,
+        group_status,
+        row_status,
+        golden,
+    );
     let (lps, fr) =
         prefix_draw_row(cand, cand_ids, off, n, v, mass, chunks, r, t, tp, tk, lmp, kfirst, sd, sq, logprobs, overflow);
     store_scalar(fresh, r as u64, fr);

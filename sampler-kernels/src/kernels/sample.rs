@@ -397,10 +397,10 @@ pub fn draw_head_row(
 }
 
 /// [`draw_head_row`]'s head for `topn_cluster_draw_finish`'s warp scope,
-/// given the head's logits `vals` and ids `ids` (`[head]`, in order), the row's largest logit `m` and the
-/// rest's mass `rest` (its fixed-point weights summed, `rest_mass`): the
-/// head's weights and the total, the filters, the renormalised logprobs
-/// (written to `logprobs` at `off`) and the draw, `draw_token`'s bits with
+/// given the head's logits `vals` and ids `ids` (`[head]`, in order), the
+/// row's largest logit `m` and the rest's mass `rest` (`rest_mass`): the
+/// renormalised logprobs (`kept_logprobs`, written to `logprobs` at `off`)
+/// and the draw, `draw_token`'s bits with
 /// the drawn id taken from `ids`. Returns the head's logprobs (`[head]`
 /// f32) and the drawn id (-1: nothing has mass). It reads no global memory,
 /// its tiles are `head` long: a warp scope of `head` may hold it.
