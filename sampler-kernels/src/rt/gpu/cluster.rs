@@ -121,6 +121,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     n: u32,
     sorted: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32, u32) {
+    c.before_read();
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     let ctas = cluster_size();
@@ -479,13 +480,20 @@ fn share_of(sel: &Sel, ranks: u32, q: u32) -> (bool, u32) {
 /// bin by bin over 16 lanes. Every lane of the warp calls it.
 #[inline(always)]
 fn warp_boundary(lane: u32, h: u64, need: u32) -> (u32, u32, u32) {
-    let run = |r: u32| {
-        let a = h + 4 * (64 * lane + 16 * r) as u64;
-        let (x, y, z, w) = (lds128(a), lds128(a + 16), lds128(a + 32), lds128(a + 48));
-        let s4 = |v: [u32; 4]| v[0] + v[1] + v[2] + v[3];
-        s4(x) + s4(y) + s4(z) + s4(w)
-    };
-    let (r0, r1, r2, r3) = (run(0), run(1), run(2), run(3));
+    // Lane l's 16 quads of bins, quad (j + l) mod 16 at step j: the lanes
+    // of a quarter warp then hit distinct banks (lanes 256 bytes apart all
+    // hit the same ones: 8-way conflicts on every load).
+    let (mut r0, mut r1, mut r2, mut r3) = (0u32, 0u32, 0u32, 0u32);
+    for j in 0..16u32 {
+        let qd = (j + lane) & 15;
+        let v = lds128(h + 4 * (64 * lane + 4 * qd) as u64);
+        let s = v[0] + v[1] + v[2] + v[3];
+        let r = qd >> 2;
+        r0 += if r == 0 { s } else { 0 };
+        r1 += if r == 1 { s } else { 0 };
+        r2 += if r == 2 { s } else { 0 };
+        r3 += if r == 3 { s } else { 0 };
+    }
     let tot = r0 + r1 + r2 + r3;
     // Keys in this lane's bins and every higher lane's.
     let incl = suffix_sum(tot, lane, 32);

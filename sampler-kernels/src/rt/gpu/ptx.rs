@@ -24,6 +24,8 @@ pub(super) const SLOTS: usize = 0;
 pub(super) const HIST: usize = 512;
 /// Block-uniform scalars published by one thread (8 u32).
 pub(super) const MISC: usize = 1536;
+/// The second area of reduction slots (`block::slots`): 32 of 16 bytes.
+pub(super) const SLOTS2: usize = 2048;
 
 /// Reduction slot `w` (16 bytes, shared-window address).
 #[inline(always)]
