@@ -95,11 +95,20 @@ use ptx::sync;
 /// Per-program context: the thread's index in the block, and its barrier
 /// state (block-uniform: every thread runs the same ops): bit 0 which of the
 /// two reduction-slot areas the next fold or scan uses (`block::slots`), bit
-/// 1 a global store whose barrier is still owed ([`Ctx::stored`]).
+/// 1 a global store whose barrier is still owed ([`Ctx::stored`]); and
+/// which buffers those stores wrote (a hash bit each, [`buf_bit`]).
 #[derive(Clone)]
 pub struct Ctx<const TH: usize, const I: usize> {
     tid: u32,
     st: core::cell::Cell<u32>,
+    wrote: core::cell::Cell<u32>,
+}
+
+/// Bit of the buffer at address `p` in [`Ctx`]'s set of written buffers: a
+/// hash of the address (a collision costs a barrier, never a race).
+#[inline(always)]
+fn buf_bit(p: u64) -> u32 {
+    1u32 << (((p >> 8) ^ (p >> 13) ^ (p >> 21)) as u32 & 31)
 }
 
 impl<const TH: usize, const I: usize> Ctx<TH, I> {
@@ -109,7 +118,7 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
         // scope, whose collectives have no barrier (`ONE_WARP`).
         const { assert!(TH != 32, "no 32-thread variants: Ctx<32, _> is a warp scope's") };
         // SAFETY: reads the special register %tid.x.
-        Ctx { tid: unsafe { _thread_idx_x() }, st: core::cell::Cell::new(0) }
+        Ctx { tid: unsafe { _thread_idx_x() }, st: core::cell::Cell::new(0), wrote: core::cell::Cell::new(0) }
     }
     /// Tile capacity `TH * I`.
     const CAP: u32 = (TH * I) as u32;
@@ -142,12 +151,15 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
             sync();
         }
     }
-    /// After this thread's global stores: their barrier is owed, paid by the
-    /// next op that reads global memory ([`Ctx::before_read`]) unless a block
-    /// collective's barrier comes first ([`Ctx::synced`]); none at the end.
+    /// After this thread's global stores into the buffer at `p`: their
+    /// barrier is owed, paid by the next op that reads global memory
+    /// ([`Ctx::before_read`]) or writes that buffer again
+    /// ([`Ctx::before_write`]) unless a block collective's barrier comes
+    /// first ([`Ctx::synced`]); none at the end.
     #[inline(always)]
-    fn stored(&self) {
+    fn stored(&self, p: u64) {
         self.st.set(self.st.get() | 2);
+        self.wrote.set(self.wrote.get() | buf_bit(p));
     }
     /// Before an op reads global memory: the owed barrier, if any (so a
     /// thread reads what the others stored before it).
@@ -155,13 +167,24 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
     fn before_read(&self) {
         if self.st.get() & 2 != 0 {
             self.bar();
-            self.st.set(self.st.get() & !2);
+            self.synced();
+        }
+    }
+    /// Before an op writes the buffer at `p`: the owed barrier if a store
+    /// since the last one may have written that buffer (other threads'
+    /// elements: two writes of one address are ordered).
+    #[inline(always)]
+    fn before_write(&self, p: u64) {
+        if self.st.get() & 2 != 0 && self.wrote.get() & buf_bit(p) != 0 {
+            self.bar();
+            self.synced();
         }
     }
     /// The block barrier of a collective: it orders every store before it.
     #[inline(always)]
     fn synced(&self) {
         self.st.set(self.st.get() & !2);
+        self.wrote.set(0);
     }
     const WARPS: usize = TH.div_ceil(32);
     const WIDTH: u32 = if TH < 32 { TH as u32 } else { 32 };
@@ -196,7 +219,7 @@ pub fn warp_ctx<const TH: usize, const I: usize>(c: &Ctx<TH, I>, _len: u32) -> O
     // The scope reads what the block stored before it.
     c.before_read();
     if c.tid < 32 {
-        Some(Ctx { tid: c.tid, st: core::cell::Cell::new(0) })
+        Some(Ctx { tid: c.tid, st: core::cell::Cell::new(0), wrote: core::cell::Cell::new(0) })
     } else {
         None
     }
@@ -233,6 +256,11 @@ impl<T: Copy> Gm<T> {
     fn read(&self, i: u64) -> T {
         // SAFETY: in bounds by the host's sizing contract.
         unsafe { *self.p.add(i as usize) }
+    }
+    /// The buffer's address (which buffer a store wrote: [`Ctx::stored`]).
+    #[inline(always)]
+    fn addr(&self) -> u64 {
+        self.p as u64
     }
     #[inline(always)]
     fn write(&self, i: u64, v: T) {
@@ -664,6 +692,7 @@ pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(
     t: &Tile<T, I>,
     k: u32,
 ) {
+    c.before_write(buf.addr());
     let n = t.n.min(k);
     for j in 0..I {
         let e = c.idx(j);
@@ -671,7 +700,7 @@ pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(
             buf.write(off.wrapping_add(e as u64), ix(&t.v, j));
         }
     }
-    c.stored();
+    c.stored(buf.addr());
 }
 /// One element of `buf` (every thread reads it).
 #[inline(always)]
@@ -682,10 +711,11 @@ pub fn load_scalar<B: Source, const TH: usize, const I: usize>(c: &Ctx<TH, I>, b
 /// Writes one element of `buf` (thread 0).
 #[inline(always)]
 pub fn store_scalar<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, i: u64, v: T) {
+    c.before_write(buf.addr());
     if c.tid == 0 {
         buf.write(i, v);
     }
-    c.stored();
+    c.stored(buf.addr());
 }
 /// Bits `0..n` of the u32 words from word `word_off`.
 #[inline(always)]
@@ -754,6 +784,7 @@ pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(
     idx: &Tile<i32, I>,
     vals: &Tile<T, I>,
 ) {
+    c.before_write(buf.addr());
     let n = idx.n.min(vals.n);
     for j in 0..I {
         if c.idx(j) < n {
@@ -763,5 +794,5 @@ pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(
             }
         }
     }
-    c.stored();
+    c.stored(buf.addr());
 }
