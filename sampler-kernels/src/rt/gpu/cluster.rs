@@ -31,7 +31,7 @@ use super::block::block_excl_scan;
 use super::ptx::{
     atomc_add, cluster_arrive, cluster_arrive_relaxed, cluster_rank, cluster_size, cluster_wait, dynamic_smem_bytes,
     fence_cluster, ldc32, lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc32, stc64, sts128,
-    sts32, sts64, sync,
+    sts32, sts64, sync, MISC_WORDS,
 };
 use super::select::top_n_impl;
 use super::sort::{bitonic_desc, split_keys};
@@ -87,6 +87,8 @@ const M_LP: u32 = 30;
 const M_LQ: u32 = 31;
 /// Selection j's boundary value: each rank's count of it (+16j + rank).
 const M_RANKS: u32 = 32;
+// The words above fit `misc` without overlapping (pass p < 3, 16 ranks).
+const _: () = assert!(M_LQ < M_RANKS && M_RANKS + 32 <= M_SEL && M_SEL + 6 * 2 + 6 <= MISC_WORDS);
 
 /// One of the two ranks selected together.
 #[derive(Clone, Copy)]

@@ -26,6 +26,8 @@ pub(super) const HIST: usize = 512;
 pub(super) const MISC: usize = 1536;
 /// The second area of reduction slots (`block::slots`): 32 of 16 bytes.
 pub(super) const SLOTS2: usize = 2048;
+/// Words of [`misc`]: up to the second slot area.
+pub(super) const MISC_WORDS: u32 = ((SLOTS2 - MISC) / 4) as u32;
 
 /// Reduction slot `w` (16 bytes, shared-window address).
 #[inline(always)]
