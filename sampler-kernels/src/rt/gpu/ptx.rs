@@ -309,9 +309,3 @@ pub(super) fn cluster_wait() {
     // SAFETY: as `cluster_arrive`.
     unsafe { asm!("barrier.cluster.wait.aligned;", options(nostack)) };
 }
-/// `st.shared::cluster.u32` at the cluster address `a`.
-#[inline(always)]
-pub(super) fn stc32(a: u64, v: u32) {
-    // SAFETY: `a` is a 4-byte aligned cluster address of a running CTA's shared memory.
-    unsafe { asm!("st.shared::cluster.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
-}
