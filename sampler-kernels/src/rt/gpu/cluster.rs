@@ -8,10 +8,11 @@
 //! bits on the way. An MSB-first radix select over those 32-bit order bits
 //! then runs on the whole cluster: each CTA adds the nonzero bins of its
 //! histogram into the leader's (rank 0) through distributed shared memory
-//! (`red.shared::cluster`), two warps of the leader find each selection's
-//! boundary bin in the merged histogram and write it into every CTA's
-//! shared memory, and the next digit is histogrammed over the keys of that
-//! bin only; 11 + 11 + 10 bits, ending early once the boundary bin holds
+//! (`red.shared::cluster`) and each chunk's total (64 bins) into the
+//! leader's chunk totals; after one cluster barrier two warps of every CTA
+//! find each selection's boundary bin from those (one remote read of the
+//! chunk totals, one of the chunk that holds the boundary), and the next
+//! digit is histogrammed over the keys of that bin only; 11 + 11 + 10 bits, ending early once the boundary bin holds
 //! exactly the keys still needed (bf16 logits after 22 bits: their widening
 //! leaves the low bits constant for a sign). Two ranks are selected in the
 //! same passes: the row's `n`-th key and its `s`-th (the end of the sorted
