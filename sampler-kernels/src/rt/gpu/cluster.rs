@@ -12,8 +12,9 @@
 //! leader's chunk totals; after one cluster barrier two warps of every CTA
 //! find each selection's boundary bin from those (one remote read of the
 //! chunk totals, one of the chunk that holds the boundary), and the next
-//! digit is histogrammed over the keys of that bin only; 11 + 11 + 10 bits, ending early once the boundary bin holds
-//! exactly the keys still needed (bf16 logits after 22 bits: their widening
+//! digit is histogrammed over the keys of that bin only; 11 + 11 + 10
+//! bits, ending early once the boundary bin holds exactly the keys still
+//! needed (bf16 logits after 22 bits: their widening
 //! leaves the low bits constant for a sign). Two ranks are selected in the
 //! same passes: the row's `n`-th key and its `s`-th (the end of the sorted
 //! prefix). A boundary value shared by more keys than still needed is split
@@ -82,9 +83,8 @@ const M_LBAD: u32 = 20;
 const M_LNEG: u32 = 21;
 /// This CTA's first prefix and rest slots (+0, +1).
 const M_BASE: u32 = 22;
-/// The boundary of selection j in pass p, written here by the leader: bin,
-/// keys above it, keys in it (+6p + 3j: no word is written twice, so a pass's
-/// reads need no ordering against the next pass's writes).
+/// The boundary of selection j in pass p, found by warp j of this CTA: bin,
+/// keys above it, keys in it (+6p + 3j).
 const M_SEL: u32 = 64;
 /// This CTA's kept keys staged so far: prefix, rest.
 const M_LP: u32 = 30;
@@ -313,10 +313,13 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         p += 1;
     }
 
-    // The leader stages its keys in its merged histograms, which the other
-    // CTAs read until they have the last pass's boundaries: each arrives
-    // once those reads' values are used (in the block scan behind the last
-    // barrier), and waits before the staging.
+    // The leader stages its keys in its merged histograms, which warps 0
+    // and 1 of every CTA read until they have the last pass's boundaries:
+    // their fence orders those reads (and the ties' reads of the ranks' own
+    // histograms) before the arrive, and every CTA waits before staging.
+    if warp < 2 {
+        fence_cluster();
+    }
     cluster_arrive_relaxed();
     // This CTA's share of each selection's boundary value: all of its keys
     // of that value, none, or (`partial`) its quota of their lowest ids.
