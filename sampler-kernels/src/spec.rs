@@ -53,8 +53,9 @@ pub struct Variant {
 }
 
 /// NVIDIA runtime: bytes of reduction / histogram scratch at the start of
-/// the dynamic shared memory of every entry point.
-pub const GPU_SMEM_BASE: u32 = 2048;
+/// the dynamic shared memory of every entry point (two areas of reduction
+/// slots used in turn, the radix histogram, block-uniform scalars).
+pub const GPU_SMEM_BASE: u32 = 2560;
 /// NVIDIA runtime: most keys `top_n` / `sort_desc` sort at once in shared memory.
 pub const GPU_SORT_CAP: u32 = crate::codes::MAX_N_NVIDIA;
 

@@ -312,8 +312,8 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
     let mut s = 0u64;
     if n - start >= TILE {
         let mut acc = full(TILE, 0u64);
-        // Four tiles a pass: the -inf stores first (each ends with a
-        // barrier), then the four loads with nothing between them, in
+        // Four tiles a pass: the -inf stores first (a store into the
+        // buffer a store before it wrote waits at a barrier), then the four loads with nothing between them, in
         // flight together on the GPU (a pass costs about one load latency),
         // then their sums. A tile past the end is the last TILE again,
         // masked off.

@@ -1,9 +1,25 @@
 //! Block-wide operations: folds and exact scans over the block's threads,
 //! the reductions, scans and searches of tiles, and the categorical draw.
 
-use super::ptx::{slot, smem, sync, SLOTS};
-use super::warp::{syncwarp, Shfl};
+use super::ptx::{slot, smem, sync, SLOTS, SLOTS2};
+use super::warp::Shfl;
 use super::{ix, Ctx, Tile};
+
+/// The reduction slots of the block's next fold, scan or `get`: a byte
+/// offset from the first area to the one in use. Two areas of 16 bytes a
+/// warp, used in turn: a collective writes its area, waits at one barrier
+/// and reads it; the next collective's barrier (on the other area) comes
+/// after every thread's reads, so the one after that may write it again:
+/// one `bar.sync` a collective, not two.
+#[inline(always)]
+fn slots<const TH: usize, const I: usize>(c: &Ctx<TH, I>) -> usize {
+    (SLOTS2 - SLOTS) * (c.st.get() & 1) as usize
+}
+/// The end of a collective's reads of its slots: the other area next.
+#[inline(always)]
+fn slots_done<const TH: usize, const I: usize>(c: &Ctx<TH, I>) {
+    c.st.set(c.st.get() ^ 1);
+}
 
 /// Combines every thread's `v` in thread order (`op(lower, higher)`) and
 /// returns the result on every thread. Two levels: each warp folds its
@@ -26,23 +42,22 @@ pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
         d <<= 1;
     }
     if Ctx::<TH, I>::ONE_WARP {
-        // One warp (a warp scope's, or a 32-thread block): lane 0's fold, no
-        // shared memory; the warp's barrier keeps the ordering callers get
-        // from the block's.
-        let r = v.idx(0);
-        syncwarp();
-        return r;
+        // One warp (a warp scope's): lane 0's fold, no shared memory and no
+        // barrier (a store's is paid before the next read: `Ctx::stored`).
+        return v.idx(0);
     }
+    let at = slots(c) as u64;
     if lane == 0 {
-        v.sh_st(slot(c.warp()));
+        v.sh_st(slot(c.warp()) + at);
     }
     sync();
+    c.synced();
     let warps = Ctx::<TH, I>::WARPS as u32;
     let r = if warps == 1 {
-        T::sh_ld(slot(0))
+        T::sh_ld(slot(0) + at)
     } else {
         // Several warps: whole warps (TH a multiple of 32), full masks.
-        let mut r = T::sh_ld(slot(if lane < warps { lane as usize } else { 0 }));
+        let mut r = T::sh_ld(slot(if lane < warps { lane as usize } else { 0 }) + at);
         let mut d = 1u32;
         while d < warps {
             let o = r.down(d, u32::MAX);
@@ -53,7 +68,7 @@ pub(super) fn block_fold<T: Shfl, const TH: usize, const I: usize>(
         }
         r.idx(0)
     };
-    sync();
+    slots_done(c);
     r
 }
 
@@ -87,22 +102,22 @@ pub(super) fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ct
         d <<= 1;
     }
     if Ctx::<TH, I>::ONE_WARP {
-        // One warp: the last lane's inclusive prefix is the total (the
-        // warp's barrier as in block_fold).
-        let total = v.idx(31);
-        syncwarp();
-        return (v.wsub(own), total);
+        // One warp: the last lane's inclusive prefix is the total (no
+        // barrier, as in block_fold).
+        return (v.wsub(own), v.idx(31));
     }
+    let at = slots(c) as u64;
     if lane == width - 1 {
-        v.sh_st(slot(c.warp()));
+        v.sh_st(slot(c.warp()) + at);
     }
     sync();
+    c.synced();
     let warps = Ctx::<TH, I>::WARPS as u32;
     let (before, total) = if warps == 1 {
-        (T::default(), T::sh_ld(slot(0)))
+        (T::default(), T::sh_ld(slot(0) + at))
     } else {
         // Several warps: whole warps (TH a multiple of 32), full masks.
-        let t = if lane < warps { T::sh_ld(slot(lane as usize)) } else { T::default() };
+        let t = if lane < warps { T::sh_ld(slot(lane as usize) + at) } else { T::default() };
         let mut x = t;
         let mut d = 1u32;
         while d < warps {
@@ -114,7 +129,7 @@ pub(super) fn block_excl_scan<T: IntSum, const TH: usize, const I: usize>(c: &Ct
         }
         (x.wsub(t).idx(c.warp() as u32), x.idx(warps - 1))
     };
-    sync();
+    slots_done(c);
     (before.wadd(v.wsub(own)), total)
 }
 
@@ -265,10 +280,9 @@ pub fn get<T: Shfl + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t
                 x = y;
             }
         }
-        let r = x.idx(i / I as u32);
-        syncwarp();
-        return r;
+        return x.idx(i / I as u32);
     }
+    let at = slots(c);
     if c.tid == i / I as u32 {
         let j = (i % I as u32) as usize;
         // A constant-index walk keeps register tiles in registers.
@@ -278,11 +292,12 @@ pub fn get<T: Shfl + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, t
                 x = y;
             }
         }
-        unsafe { *(smem().add(SLOTS) as *mut T) = x };
+        unsafe { *(smem().add(SLOTS + at) as *mut T) = x };
     }
     sync();
-    let r = unsafe { *(smem().add(SLOTS) as *mut T) };
-    sync();
+    c.synced();
+    let r = unsafe { *(smem().add(SLOTS + at) as *mut T) };
+    slots_done(c);
     r
 }
 

@@ -8,11 +8,13 @@
 //! bits on the way. An MSB-first radix select over those 32-bit order bits
 //! then runs on the whole cluster: each CTA adds the nonzero bins of its
 //! histogram into the leader's (rank 0) through distributed shared memory
-//! (`red.shared::cluster`), two warps of the leader find each selection's
-//! boundary bin in the merged histogram and write it into every CTA's
-//! shared memory, and the next digit is histogrammed over the keys of that
-//! bin only; 11 + 11 + 10 bits, ending early once the boundary bin holds
-//! exactly the keys still needed (bf16 logits after 22 bits: their widening
+//! (`red.shared::cluster`) and each chunk's total (64 bins) into the
+//! leader's chunk totals; after one cluster barrier two warps of every CTA
+//! find each selection's boundary bin from those (one remote read of the
+//! chunk totals, one of the chunk that holds the boundary), and the next
+//! digit is histogrammed over the keys of that bin only; 11 + 11 + 10
+//! bits, ending early once the boundary bin holds exactly the keys still
+//! needed (bf16 logits after 22 bits: their widening
 //! leaves the low bits constant for a sign). Two ranks are selected in the
 //! same passes: the row's `n`-th key and its `s`-th (the end of the sorted
 //! prefix). A boundary value shared by more keys than still needed is split
@@ -30,8 +32,8 @@ use super::super::math::{key_of_bits, order_bits, order_is_bad, NEG_INF_ORDER};
 use super::block::block_excl_scan;
 use super::ptx::{
     atomc_add, cluster_arrive, cluster_arrive_relaxed, cluster_rank, cluster_size, cluster_wait, dynamic_smem_bytes,
-    fence_cluster, ldc32, lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc32, stc64, sts128,
-    sts32, sts64, sync,
+    fence_cluster, ldc32, lds128, lds32, lds64, mapa, misc, redc_add, reds_add, reds_add_if, sh, stc64, sts128, sts32,
+    sts64, sync, MISC_WORDS,
 };
 use super::select::top_n_impl;
 use super::sort::{bitonic_desc, split_keys};
@@ -47,6 +49,9 @@ const HB: u32 = 2048;
 /// leader's `M` are added into; after the passes each CTA stages its kept
 /// keys in its own `M`.
 const MERGED: u32 = 5;
+/// Chunks of 64 bins a histogram: the leader also keeps each chunk's
+/// total, so every CTA finds a boundary with two small remote reads.
+const CHUNKS: u32 = HB / 64;
 /// Keys (u64) the merged histograms hold once the passes are over: this
 /// CTA's kept keys are staged there (at most `n`, at most the tile).
 const STAGE_KEYS: u32 = MERGED * HB / 2;
@@ -78,15 +83,16 @@ const M_LBAD: u32 = 20;
 const M_LNEG: u32 = 21;
 /// This CTA's first prefix and rest slots (+0, +1).
 const M_BASE: u32 = 22;
-/// The boundary of selection j in pass p, written here by the leader: bin,
-/// keys above it, keys in it (+6p + 3j: no word is written twice, so a pass's
-/// reads need no ordering against the next pass's writes).
+/// The boundary of selection j in pass p, found by warp j of this CTA: bin,
+/// keys above it, keys in it (+6p + 3j).
 const M_SEL: u32 = 64;
 /// This CTA's kept keys staged so far: prefix, rest.
 const M_LP: u32 = 30;
 const M_LQ: u32 = 31;
 /// Selection j's boundary value: each rank's count of it (+16j + rank).
 const M_RANKS: u32 = 32;
+// The words above fit `misc` without overlapping (pass p < 3, 16 ranks).
+const _: () = assert!(M_LQ < M_RANKS && M_RANKS + 32 <= M_SEL && M_SEL + 6 * 2 + 6 <= MISC_WORDS);
 
 /// One of the two ranks selected together.
 #[derive(Clone, Copy)]
@@ -121,6 +127,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     n: u32,
     sorted: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32, u32) {
+    c.before_read();
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     let ctas = cluster_size();
@@ -168,6 +175,9 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     if tid < 16 {
         sts32(misc(M_PREFIX + tid), 0);
     }
+    if q == 0 && tid < MERGED * CHUNKS / 4 {
+        sts128(super::ptx::hist(4 * tid), [0u32; 4]);
+    }
     sync();
     cluster_arrive();
     let (bad, neg) = match buf.as_f32() {
@@ -196,6 +206,9 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     let mut s1 = fresh(s, !two);
     let flat = buf.flat_bits();
     let hist = |h: u32| hists + (4 * HB * h) as u64;
+    // The leader's chunk totals of histogram h (32 chunks of 64 bins), in
+    // the radix histogram's room (unused here).
+    let chunk = |h: u32, k: u32| super::ptx::hist(CHUNKS * h + k);
     let per = HB / th;
     let b0 = tid * per;
     let mut p = 0u32;
@@ -220,23 +233,39 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
             sync();
         }
         // This CTA's nonzero bins into the leader's merged histograms.
+        let add = |to: u64, x: u32| {
+            if q == 0 {
+                reds_add(to, x);
+            } else {
+                redc_add(mapa(to, 0), x);
+            }
+        };
         // Whether this thread added any bin.
         let push = |h: u32| {
             let mut any = false;
+            let mut sum = 0u32;
             for k in 0..8u32 {
                 if k < per {
                     let at = 4 * (b0 + k) as u64;
                     let x = lds32(hist(h) + at);
                     if x != 0 {
-                        let to = hist(h + MERGED) + at;
-                        if q == 0 {
-                            reds_add(to, x);
-                        } else {
-                            redc_add(mapa(to, 0), x);
-                        }
+                        add(hist(h + MERGED) + at, x);
                         any = true;
                     }
+                    sum += x;
                 }
+            }
+            // And the chunk's total (64 bins: `64 / per` lanes) into the
+            // leader's chunk totals, by the chunk's first lane.
+            let width = if 64 / per < 32 { 64 / per } else { 32 };
+            let mut d = width / 2;
+            while d > 0 {
+                sum += super::warp::shfl_xor32(sum, d);
+                d /= 2;
+            }
+            if lane % width == 0 && sum != 0 {
+                add(chunk(h, b0 / 64), sum);
+                any = true;
             }
             any
         };
@@ -250,24 +279,22 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         }
         cluster_arrive_relaxed();
         cluster_wait();
-        // The leader: warp j finds selection j's boundary and writes it to every CTA.
-        if q == 0 && warp < 2 {
+        // Every CTA finds the boundaries itself (warp j selection j's) in
+        // the leader's chunk totals and merged histograms: no leader-only
+        // search, no second cluster barrier.
+        if warp < 2 {
             let (sj, h) = if warp == 0 { (s0, h0) } else { (s1, h1) };
             if !sj.done {
-                let (b, above, cnt) = warp_boundary(lane, hist(h + MERGED), sj.need);
-                if lane < ctas {
+                let (b, above, cnt) = warp_boundary(lane, chunk(h, 0), hist(h + MERGED), sj.need);
+                if lane == 0 {
                     let m = M_SEL + 6 * p + 3 * warp;
-                    stc32(mapa(misc(m), lane), b);
-                    stc32(mapa(misc(m + 1), lane), above);
-                    stc32(mapa(misc(m + 2), lane), cnt);
+                    sts32(misc(m), b);
+                    sts32(misc(m + 1), above);
+                    sts32(misc(m + 2), cnt);
                 }
             }
-            // Releases the boundary's remote writes, and orders the
-            // histogram reads before the staging that reuses that room.
-            fence_cluster();
         }
-        cluster_arrive_relaxed();
-        cluster_wait();
+        sync();
         let last = p == 2 || (p == 1 && flat >= digit(1).0);
         let tie0 = settle(&mut s0, M_SEL + 6 * p, shift, bits, last);
         let tie1 = settle(&mut s1, M_SEL + 6 * p + 3, shift, bits, last);
@@ -286,6 +313,14 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         p += 1;
     }
 
+    // The leader stages its keys in its merged histograms, which warps 0
+    // and 1 of every CTA read until they have the last pass's boundaries:
+    // their fence orders those reads (and the ties' reads of the ranks' own
+    // histograms) before the arrive, and every CTA waits before staging.
+    if warp < 2 {
+        fence_cluster();
+    }
+    cluster_arrive_relaxed();
     // This CTA's share of each selection's boundary value: all of its keys
     // of that value, none, or (`partial`) its quota of their lowest ids.
     let (all0, quota0) = share_of(&s0, M_RANKS, q);
@@ -313,6 +348,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
         let (ex, _) = block_excl_scan(c, ((c1 as u64) << 32) | c0 as u64);
         tbase = (ex as u32, (ex >> 32) as u32);
     }
+    cluster_wait();
     // One walk stages this CTA's kept keys in its merged histograms (free
     // once the passes are over): prefix keys from the bottom, the rest
     // from the top, slots claimed a warp at a time.
@@ -472,51 +508,31 @@ fn share_of(sel: &Sel, ranks: u32, q: u32) -> (bool, u32) {
 }
 
 /// Warp-wide: the boundary of the `need`-th largest key (`need >= 1`, at
-/// most the keys counted) in the 2048-bin histogram at `h` (shared), bins
-/// ranked from the top: (bin, keys in the bins above it, keys in it), on
-/// every lane. Lane l sums bins `64 l ..` in four runs of 16; the lanes'
-/// totals are scanned from the top; the run holding the boundary is split
-/// bin by bin over 16 lanes. Every lane of the warp calls it.
+/// most the keys counted) in the leader's 2048-bin merged histogram at `h`
+/// with its 32 chunk totals at `chunks` (this CTA's addresses of them; read
+/// remotely), bins ranked from the top: (bin, keys in the bins above it,
+/// keys in it), on every lane. Lane l reads chunk l's total; the chunk
+/// holding the boundary is split over the lanes two bins each. Every lane
+/// of the warp calls it.
 #[inline(always)]
-fn warp_boundary(lane: u32, h: u64, need: u32) -> (u32, u32, u32) {
-    let run = |r: u32| {
-        let a = h + 4 * (64 * lane + 16 * r) as u64;
-        let (x, y, z, w) = (lds128(a), lds128(a + 16), lds128(a + 32), lds128(a + 48));
-        let s4 = |v: [u32; 4]| v[0] + v[1] + v[2] + v[3];
-        s4(x) + s4(y) + s4(z) + s4(w)
-    };
-    let (r0, r1, r2, r3) = (run(0), run(1), run(2), run(3));
-    let tot = r0 + r1 + r2 + r3;
-    // Keys in this lane's bins and every higher lane's.
-    let incl = suffix_sum(tot, lane, 32);
-    let above = incl - tot;
-    let hit = ballot(above < need && need <= incl);
+fn warp_boundary(lane: u32, chunks: u64, h: u64, need: u32) -> (u32, u32, u32) {
+    let t = ldc32(mapa(chunks + 4 * lane as u64, 0));
+    // Keys in this lane's chunk and every higher one.
+    let incl = suffix_sum(t, lane, 32);
+    let hit = ballot(incl - t < need && need <= incl);
     let l = hit.trailing_zeros();
-    // In the boundary lane: its run holding the boundary, from the top.
-    // (keys above, run, found), run by run (four calls, not an array: local memory).
-    let step = |st: (u32, u32, bool), r: u32, cnt: u32| {
-        let (ab, at, found) = st;
-        if found {
-            st
-        } else if ab < need && need <= ab + cnt {
-            (ab, r, true)
-        } else {
-            (ab + cnt, at, false)
-        }
-    };
-    let st = step((above, 0, false), 3, r3);
-    let st = step(st, 2, r2);
-    let st = step(st, 1, r1);
-    let (ab, run_at, _) = step(st, 0, r0);
-    let run_at = shfl_idx32(run_at, l);
-    let ab = shfl_idx32(ab, l);
-    // That run's 16 bins over lanes 0..16 (the others count 0), from the top.
-    let bin = 64 * l + 16 * run_at + (lane & 15);
-    let cnt = if lane < 16 { lds32(h + 4 * bin as u64) } else { 0 };
-    let above = ab + suffix_sum(cnt, lane, 16) - cnt;
-    let hit = ballot(lane < 16 && above < need && need <= above + cnt);
-    let at = hit.trailing_zeros();
-    (shfl_idx32(bin, at), shfl_idx32(above, at), shfl_idx32(cnt, at))
+    let ab = shfl_idx32(incl - t, l);
+    // Chunk l's bins 2 lane, 2 lane + 1.
+    let b = 64 * l + 2 * lane;
+    let at = mapa(h + 4 * b as u64, 0);
+    let (x, y) = (ldc32(at), ldc32(at + 4));
+    let s = x + y;
+    let above = ab + suffix_sum(s, lane, 32) - s;
+    let hit = ballot(above < need && need <= above + s);
+    let m = hit.trailing_zeros();
+    // In lane m: the higher bin first.
+    let (bin, ab, cnt) = if need <= above + y { (b + 1, above, y) } else { (b, above + y, x) };
+    (shfl_idx32(bin, m), shfl_idx32(ab, m), shfl_idx32(cnt, m))
 }
 
 /// `x` summed over this lane and the `width - 1` lanes above it (fewer at

@@ -13,11 +13,15 @@
 //! Scalar code runs redundantly on every thread of the block (every scalar is
 //! block-uniform: loads of one address, broadcast reductions), so branches of
 //! scalar code never diverge and barriers inside them are legal. Scalar
-//! stores are done by thread 0. A barrier (`bar.sync 0`) follows every op
-//! that writes global or shared memory that another thread may read next.
-//! A warp scope (`if warp_scope(len) { .. }`, [`warp_ctx`]) runs on warp 0
-//! alone as a one-warp context (`Ctx<32, 2>`): shuffles instead of shared
-//! memory, `bar.warp.sync` instead of `bar.sync`, one `bar.sync` at its join.
+//! stores are done by thread 0. Barriers (`bar.sync 0`): one in each block
+//! fold, scan or `get` (two slot areas used in turn, `block::slots`), those
+//! of the shared-memory selection and sort steps, and after global stores
+//! one owed barrier, paid before the next op that reads global memory unless
+//! a collective's barrier comes first (`Ctx::stored`; none at the end of a
+//! kernel). A warp scope (`if warp_scope(len) { .. }`, [`warp_ctx`]) runs on
+//! warp 0 alone as a one-warp context (`Ctx<32, 2>`): shuffles instead of
+//! shared memory, no barrier in its collectives, `bar.warp.sync` for a store's
+//! owed barrier, one `bar.sync` at its join.
 //!
 //! Exactness. Integer sums and scans are exact (any order gives the same
 //! bits). Max/min combine partial results in index order (thread-local fold,
@@ -88,17 +92,33 @@ pub use warp::Shfl;
 
 use ptx::sync;
 
-/// Per-program context: the thread's index in the block.
-#[derive(Clone, Copy)]
+/// Per-program context: the thread's index in the block, and its barrier
+/// state (block-uniform: every thread runs the same ops): bit 0 which of the
+/// two reduction-slot areas the next fold or scan uses (`block::slots`), bit
+/// 1 a global store whose barrier is still owed ([`Ctx::stored`]); and
+/// which buffers those stores wrote (a hash bit each, [`buf_bit`]).
+#[derive(Clone)]
 pub struct Ctx<const TH: usize, const I: usize> {
     tid: u32,
+    st: core::cell::Cell<u32>,
+    wrote: core::cell::Cell<u32>,
+}
+
+/// Bit of the buffer at address `p` in [`Ctx`]'s set of written buffers: a
+/// hash of the address (a collision costs a barrier, never a race).
+#[inline(always)]
+fn buf_bit(p: u64) -> u32 {
+    1u32 << (((p >> 8) ^ (p >> 13) ^ (p >> 21)) as u32 & 31)
 }
 
 impl<const TH: usize, const I: usize> Ctx<TH, I> {
     #[inline(always)]
     pub fn new() -> Self {
+        // A block's context: `TH == 32` is the one-warp context of a warp
+        // scope, whose collectives have no barrier (`ONE_WARP`).
+        const { assert!(TH != 32, "no 32-thread variants: Ctx<32, _> is a warp scope's") };
         // SAFETY: reads the special register %tid.x.
-        Ctx { tid: unsafe { _thread_idx_x() } }
+        Ctx { tid: unsafe { _thread_idx_x() }, st: core::cell::Cell::new(0), wrote: core::cell::Cell::new(0) }
     }
     /// Tile capacity `TH * I`.
     const CAP: u32 = (TH * I) as u32;
@@ -115,10 +135,11 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
     fn warp(&self) -> usize {
         (self.tid >> 5) as usize
     }
-    /// The context is one whole warp (`TH == 32`: a warp scope's, or a
-    /// 32-thread block): its collectives are shuffles and its barriers
-    /// `bar.warp.sync` (the whole block's for a 32-thread block), so a
-    /// scope runs while the block's other warps wait at its join.
+    /// The context is one whole warp (`TH == 32`: a warp scope's; no
+    /// variant has 32-thread blocks): its collectives are shuffles with no
+    /// barrier (they touch no shared memory) and its stores' barrier is
+    /// `bar.warp.sync`, so a scope runs while the block's other warps wait
+    /// at its join.
     const ONE_WARP: bool = TH == 32;
     /// The barrier after a write other threads read next: the block's, or
     /// the warp's for a one-warp context.
@@ -129,6 +150,41 @@ impl<const TH: usize, const I: usize> Ctx<TH, I> {
         } else {
             sync();
         }
+    }
+    /// After this thread's global stores into the buffer at `p`: their
+    /// barrier is owed, paid by the next op that reads global memory
+    /// ([`Ctx::before_read`]) or writes that buffer again
+    /// ([`Ctx::before_write`]) unless a block collective's barrier comes
+    /// first ([`Ctx::synced`]); none at the end.
+    #[inline(always)]
+    fn stored(&self, p: u64) {
+        self.st.set(self.st.get() | 2);
+        self.wrote.set(self.wrote.get() | buf_bit(p));
+    }
+    /// Before an op reads global memory: the owed barrier, if any (so a
+    /// thread reads what the others stored before it).
+    #[inline(always)]
+    fn before_read(&self) {
+        if self.st.get() & 2 != 0 {
+            self.bar();
+            self.synced();
+        }
+    }
+    /// Before an op writes the buffer at `p`: the owed barrier if a store
+    /// since the last one may have written that buffer (other threads'
+    /// elements: two writes of one address are ordered).
+    #[inline(always)]
+    fn before_write(&self, p: u64) {
+        if self.st.get() & 2 != 0 && self.wrote.get() & buf_bit(p) != 0 {
+            self.bar();
+            self.synced();
+        }
+    }
+    /// The block barrier of a collective: it orders every store before it.
+    #[inline(always)]
+    fn synced(&self) {
+        self.st.set(self.st.get() & !2);
+        self.wrote.set(0);
     }
     const WARPS: usize = TH.div_ceil(32);
     const WIDTH: u32 = if TH < 32 { TH as u32 } else { 32 };
@@ -160,8 +216,10 @@ pub fn warp_fits<const TH: usize, const I: usize>(_: &Ctx<TH, I>, len: u32) -> b
 /// stores (the checker's rules), so nothing but the join is shared.
 #[inline(always)]
 pub fn warp_ctx<const TH: usize, const I: usize>(c: &Ctx<TH, I>, _len: u32) -> Option<Ctx<32, 2>> {
+    // The scope reads what the block stored before it.
+    c.before_read();
     if c.tid < 32 {
-        Some(Ctx { tid: c.tid })
+        Some(Ctx { tid: c.tid, st: core::cell::Cell::new(0), wrote: core::cell::Cell::new(0) })
     } else {
         None
     }
@@ -170,8 +228,9 @@ pub fn warp_ctx<const TH: usize, const I: usize>(c: &Ctx<TH, I>, _len: u32) -> O
 /// The end of a warp scope: the block waits for warp 0 (its global stores
 /// are then visible to every thread of the block).
 #[inline(always)]
-pub fn warp_join<const TH: usize, const I: usize>(_: &Ctx<TH, I>) {
+pub fn warp_join<const TH: usize, const I: usize>(c: &Ctx<TH, I>) {
     sync();
+    c.synced();
 }
 
 /// A tile: this thread's `I` slots and the tile's valid length.
@@ -197,6 +256,11 @@ impl<T: Copy> Gm<T> {
     fn read(&self, i: u64) -> T {
         // SAFETY: in bounds by the host's sizing contract.
         unsafe { *self.p.add(i as usize) }
+    }
+    /// The buffer's address (which buffer a store wrote: [`Ctx::stored`]).
+    #[inline(always)]
+    fn addr(&self) -> u64 {
+        self.p as u64
     }
     #[inline(always)]
     fn write(&self, i: u64, v: T) {
@@ -565,6 +629,7 @@ pub mod in_cluster {
 /// `n` consecutive elements of `buf` from element `off` (logits widened to f32).
 #[inline(always)]
 pub fn load<B: Source, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: B, off: u64, n: u32) -> Tile<B::Elem, I> {
+    c.before_read();
     buf.load_tile(c, off, n)
 }
 
@@ -627,6 +692,7 @@ pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(
     t: &Tile<T, I>,
     k: u32,
 ) {
+    c.before_write(buf.addr());
     let n = t.n.min(k);
     for j in 0..I {
         let e = c.idx(j);
@@ -634,20 +700,22 @@ pub fn store_head<T: Copy + Default, const TH: usize, const I: usize>(
             buf.write(off.wrapping_add(e as u64), ix(&t.v, j));
         }
     }
-    c.bar();
+    c.stored(buf.addr());
 }
 /// One element of `buf` (every thread reads it).
 #[inline(always)]
-pub fn load_scalar<B: Source, const TH: usize, const I: usize>(_: &Ctx<TH, I>, buf: B, i: u64) -> B::Elem {
+pub fn load_scalar<B: Source, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: B, i: u64) -> B::Elem {
+    c.before_read();
     buf.read(i)
 }
 /// Writes one element of `buf` (thread 0).
 #[inline(always)]
 pub fn store_scalar<T: Copy + Default, const TH: usize, const I: usize>(c: &Ctx<TH, I>, buf: Gm<T>, i: u64, v: T) {
+    c.before_write(buf.addr());
     if c.tid == 0 {
         buf.write(i, v);
     }
-    c.bar();
+    c.stored(buf.addr());
 }
 /// Bits `0..n` of the u32 words from word `word_off`.
 #[inline(always)]
@@ -657,6 +725,7 @@ pub fn mask_bits<const TH: usize, const I: usize>(
     word_off: u64,
     n: u32,
 ) -> Tile<bool, I> {
+    c.before_read();
     let n = n.min(Ctx::<TH, I>::CAP);
     let mut v = [false; I];
     for (j, o) in v.iter_mut().enumerate() {
@@ -696,6 +765,7 @@ pub fn gather<B: Source, const TH: usize, const I: usize>(
     idx: &Tile<i32, I>,
     fallback: B::Elem,
 ) -> Tile<B::Elem, I> {
+    c.before_read();
     let mut v = [B::Elem::default(); I];
     for (j, o) in v.iter_mut().enumerate() {
         if c.idx(j) < idx.n {
@@ -714,6 +784,7 @@ pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(
     idx: &Tile<i32, I>,
     vals: &Tile<T, I>,
 ) {
+    c.before_write(buf.addr());
     let n = idx.n.min(vals.n);
     for j in 0..I {
         if c.idx(j) < n {
@@ -723,5 +794,5 @@ pub fn scatter<T: Copy + Default, const TH: usize, const I: usize>(
             }
         }
     }
-    c.bar();
+    c.stored(buf.addr());
 }

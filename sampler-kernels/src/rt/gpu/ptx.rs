@@ -24,6 +24,10 @@ pub(super) const SLOTS: usize = 0;
 pub(super) const HIST: usize = 512;
 /// Block-uniform scalars published by one thread (8 u32).
 pub(super) const MISC: usize = 1536;
+/// The second area of reduction slots (`block::slots`): 32 of 16 bytes.
+pub(super) const SLOTS2: usize = 2048;
+/// Words of [`misc`]: up to the second slot area.
+pub(super) const MISC_WORDS: u32 = ((SLOTS2 - MISC) / 4) as u32;
 
 /// Reduction slot `w` (16 bytes, shared-window address).
 #[inline(always)]
@@ -304,10 +308,4 @@ pub fn grid_dependency_entry() {
 pub(super) fn cluster_wait() {
     // SAFETY: as `cluster_arrive`.
     unsafe { asm!("barrier.cluster.wait.aligned;", options(nostack)) };
-}
-/// `st.shared::cluster.u32` at the cluster address `a`.
-#[inline(always)]
-pub(super) fn stc32(a: u64, v: u32) {
-    // SAFETY: `a` is a 4-byte aligned cluster address of a running CTA's shared memory.
-    unsafe { asm!("st.shared::cluster.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack)) };
 }

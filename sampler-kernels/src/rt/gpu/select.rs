@@ -625,6 +625,7 @@ pub fn top_n<const TH: usize, const I: usize>(
     v: u32,
     n: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>) {
+    c.before_read();
     let (x, id, _) = top_n_impl::<TH, I, false>(c, buf, off, v, n);
     (x, id)
 }
@@ -641,6 +642,7 @@ pub fn top_n_counted<const TH: usize, const I: usize>(
     v: u32,
     n: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+    c.before_read();
     let (x, id, (bad, fin)) = top_n_impl::<TH, I, true>(c, buf, off, v, n);
     (x, id, bad, fin)
 }
@@ -864,6 +866,7 @@ pub fn top_n_set<const TH: usize, const I: usize>(
     v: u32,
     n: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>) {
+    c.before_read();
     let (x, id, _) = top_n_set_impl::<TH, I, false>(c, buf, off, v, n);
     (x, id)
 }
@@ -877,6 +880,7 @@ pub fn top_n_set_counted<const TH: usize, const I: usize>(
     v: u32,
     n: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+    c.before_read();
     let (x, id, (bad, fin)) = top_n_set_impl::<TH, I, true>(c, buf, off, v, n);
     (x, id, bad, fin)
 }
@@ -996,6 +1000,7 @@ pub fn top_n_stream_counted<const TH: usize, const I: usize>(
     n: u32,
     sorted: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32, u32) {
+    c.before_read();
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     let (scr, st, room) = stagebuf::<TH, I>();
@@ -1185,6 +1190,7 @@ pub fn top_n_chunk_stream<const TH: usize, const I: usize>(
     len: u32,
     n: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>, u32, u32) {
+    c.before_read();
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     // The threshold from the row's n, the same in every chunk (the merge is
     // exact only then); a chunk keeps at most its own length.
@@ -1242,6 +1248,7 @@ pub fn top_n_merge_stream<const TH: usize, const I: usize>(
     n: u32,
     sorted: u32,
 ) -> (Tile<f32, I>, Tile<i32, I>) {
+    c.before_read();
     let cap = if Ctx::<TH, I>::CAP < SORT_CAP { Ctx::<TH, I>::CAP } else { SORT_CAP };
     let n = n.min(v);
     let (scr, st, room) = stagebuf::<TH, I>();
