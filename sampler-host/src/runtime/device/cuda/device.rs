@@ -79,9 +79,7 @@ pub struct CudaDevice {
     /// ([`active_clusters`], at backend creation), for [`cluster_auto`].
     pub(super) active_clusters: ActiveClusters,
     /// [`Caps::cluster_tail`] forced on (or off) by `SAMPLER_CLUSTER_TAIL=1`
-    /// at backend creation; `None`: off (run 45: the leader's 1024-thread
-    /// tail is slower than `process_draw_finish` as a node of its own, 48.3
-    /// against 29.0 + 8.1 us at R = 1, N = 1024 over 8 CTAs).
+    /// at backend creation; `None`: on to [`CLUSTER_TAIL_MAX_ROWS`] rows.
     pub(super) cluster_tail: Option<bool>,
     /// [`Caps::pdl`] forced on (every step) or off (`SAMPLER_PDL=1` / `0` at
     /// backend creation, or [`CudaBackend::set_pdl`]); `None`: by the step,
@@ -335,6 +333,14 @@ pub const CLUSTER_NARROW_MAX_ROWS: u32 = 16;
 /// See [`cluster_auto`]: the fewest CTAs a row from N = [`CLUSTER_NARROW_N`]
 /// (4 were no faster than the chunked stream at R = 16, run 49).
 pub const CLUSTER_MIN_CTAS: u32 = 6;
+
+/// Most rows a step fuses its cluster top-N and tail into one node
+/// ([`Caps::cluster_tail`]) when nothing forces it: run 57 (H100, one
+/// cluster barrier a pass, one-barrier block collectives) measured the
+/// fused node 0.3-1.0 us faster than two at R = 1-16, N = 1024 (26.6 / 29.8
+/// / 34.5 / 41.0 against 26.9 / 30.6 / 35.4 / 41.5 us); from R = 20 rows
+/// select by the stream, where it does not apply.
+pub const CLUSTER_TAIL_MAX_ROWS: u32 = 16;
 
 /// [`Caps::pdl_max_ctas`] for a step of `rows` rows when nothing forces
 /// programmatic dependent launch: every step to [`PDL_MAX_ROWS`] rows,
@@ -701,7 +707,7 @@ impl Device for CudaDevice {
             fold_tail: self.fold_tail.unwrap_or(true),
             head_tile: self.head_tile.unwrap_or(256),
             cluster,
-            cluster_tail: self.cluster_tail.unwrap_or(false),
+            cluster_tail: self.cluster_tail.unwrap_or(rows <= CLUSTER_TAIL_MAX_ROWS),
             pdl: self.pdl.unwrap_or(self.pdl_driver),
             pdl_max_ctas: if self.pdl == Some(true) { u32::MAX } else { pdl_auto(rows) },
         }
