@@ -4,10 +4,10 @@
 # (one cluster barrier a pass, not two; r-local), r2 = r + the later passes' histograms zeroed while the load is
 # in flight (r2), rm = main + r (r-main), rt3..rt5 = r stopped after pass 0 / every pass / the sends. Every
 # variant by SAMPLER_PTX_FILE on st-p's binaries (SMEM base 2560).
-# run(command="bash gpucall/c.sh", carry=[".gpu/p.txz", ".gpu/q.txz", ".gpu/pt.txz", ".gpu/r.txz"])
+# run(command="bash gpucall/c.sh", carry=[".gpu/p.txz", ".gpu/v.txz"])
 set -u
 R=$OUT; mkdir -p $R
-rm -rf .gpu/st-p .gpu/pq .gpu/pt .gpu/pr; for f in p q pt r; do xz -dc .gpu/$f.txz | tar xf - -C .gpu; done
+rm -rf .gpu/st-p .gpu/pq .gpu/pt .gpu/pr; for f in p v; do xz -dc .gpu/$f.txz | tar xf - -C .gpu; done
 w=.gpu/st-p/bin; gd=.gpu/st-p/golden
 V() { case $1 in main) echo SAMPLER_PTX_FILE=$PWD/.gpu/st-p/ptx-main.ptx;; p|q) echo SAMPLER_PTX_FILE=$PWD/.gpu/pq/ptx-$1.ptx;;
   r|r2|rm|rt*) echo SAMPLER_PTX_FILE=$PWD/.gpu/pr/ptx-$1.ptx;; t*) echo SAMPLER_PTX_FILE=$PWD/.gpu/pt/ptx-$1.ptx;; esac; }
