@@ -313,9 +313,9 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
     if n - start >= TILE {
         let mut acc = full(TILE, 0u64);
         // Four tiles a pass: the -inf stores first (a store into the
-        // buffer a store before it wrote waits at a barrier), then the four loads with nothing between them, in
-        // flight together on the GPU (a pass costs about one load latency),
-        // then their sums. A tile past the end is the last TILE again,
+        // buffer a store before it wrote waits at a barrier), then the
+        // four loads with nothing between them, in flight together on the
+        // GPU (a pass costs about one load latency), then their sums. A tile past the end is the last TILE again,
         // masked off.
         let passes = (n - start + 4 * TILE - 1) / (4 * TILE);
         for q in 0..passes {

@@ -14,8 +14,8 @@
 //! chunk totals, one of the chunk that holds the boundary), and the next
 //! digit is histogrammed over the keys of that bin only; 11 + 11 + 10
 //! bits, ending early once the boundary bin holds exactly the keys still
-//! needed (bf16 logits after 22 bits: their widening
-//! leaves the low bits constant for a sign). Two ranks are selected in the
+//! needed (bf16 logits after 22 bits: their widening leaves the low bits
+//! constant for a sign). Two ranks are selected in the
 //! same passes: the row's `n`-th key and its `s`-th (the end of the sorted
 //! prefix). A boundary value shared by more keys than still needed is split
 //! by id: the CTAs hold id ranges in rank order and each CTA reads the
@@ -175,8 +175,11 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     if tid < 16 {
         sts32(misc(M_PREFIX + tid), 0);
     }
+    // The leader's chunk totals of histogram h (32 chunks of 64 bins), in
+    // the radix histogram's room (unused here).
+    let chunk = |h: u32, k: u32| super::ptx::hist(CHUNKS * h + k);
     if q == 0 && tid < MERGED * CHUNKS / 4 {
-        sts128(super::ptx::hist(4 * tid), [0u32; 4]);
+        sts128(chunk(0, 4 * tid), [0u32; 4]);
     }
     sync();
     cluster_arrive();
@@ -206,9 +209,6 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
     let mut s1 = fresh(s, !two);
     let flat = buf.flat_bits();
     let hist = |h: u32| hists + (4 * HB * h) as u64;
-    // The leader's chunk totals of histogram h (32 chunks of 64 bins), in
-    // the radix histogram's room (unused here).
-    let chunk = |h: u32, k: u32| super::ptx::hist(CHUNKS * h + k);
     let per = HB / th;
     let b0 = tid * per;
     let mut p = 0u32;
@@ -257,7 +257,7 @@ pub fn top_n_cluster<const TH: usize, const I: usize>(
             }
             // And the chunk's total (64 bins: `64 / per` lanes) into the
             // leader's chunk totals, by the chunk's first lane.
-            let width = if 64 / per < 32 { 64 / per } else { 32 };
+            let width = (64 / per).min(32);
             let mut d = width / 2;
             while d > 0 {
                 sum += super::warp::shfl_xor32(sum, d);

@@ -96,7 +96,9 @@ use ptx::sync;
 /// state (block-uniform: every thread runs the same ops): bit 0 which of the
 /// two reduction-slot areas the next fold or scan uses (`block::slots`), bit
 /// 1 a global store whose barrier is still owed ([`Ctx::stored`]); and
-/// which buffers those stores wrote (a hash bit each, [`buf_bit`]).
+/// which buffers those stores wrote (a hash bit each, [`buf_bit`]; bit 1
+/// stays beside it: it is known at compile time, so ops after no store
+/// carry no barrier code, while `wrote` depends on the addresses).
 #[derive(Clone)]
 pub struct Ctx<const TH: usize, const I: usize> {
     tid: u32,
