@@ -315,8 +315,8 @@ pub fn rest_mass(cand: Gm<f32>, off: u64, start: u32, n: u32, m: f32, t: f32, lo
         // Four tiles a pass: the -inf stores first (a store into the
         // buffer a store before it wrote waits at a barrier), then the
         // four loads with nothing between them, in flight together on the
-        // GPU (a pass costs about one load latency), then their sums. A tile past the end is the last TILE again,
-        // masked off.
+        // GPU (a pass costs about one load latency), then their sums. A
+        // tile past the end is the last TILE again, masked off.
         let passes = (n - start + 4 * TILE - 1) / (4 * TILE);
         for q in 0..passes {
             let lo0 = start + 4 * q * TILE;
